@@ -1,0 +1,80 @@
+"""Data type names: canonical spelling, short forms, and NumPy mapping."""
+from __future__ import annotations
+
+import numpy as np
+
+_SHORT_FORMS = {
+    "f16": "float16", "f32": "float32", "f64": "float64", "bf16": "bfloat16",
+    "i8": "int8", "i16": "int16", "i32": "int32", "i64": "int64",
+    "u8": "uint8", "u16": "uint16", "u32": "uint32", "u64": "uint64",
+    "u1": "bool", "b": "bool",
+}
+_CANONICAL = {
+    "float16", "float32", "float64", "bfloat16",
+    "int8", "int16", "int32", "int64",
+    "uint8", "uint16", "uint32", "uint64", "bool", "handle", "void",
+}
+
+
+def normalize(dtype) -> str:
+    """Return the canonical name of ``dtype`` (accepts 'f32', np.float32, ...)."""
+    if isinstance(dtype, str):
+        name = _SHORT_FORMS.get(dtype, dtype)
+    elif dtype is bool:
+        name = "bool"
+    elif dtype is int:
+        name = "int64"
+    elif dtype is float:
+        name = "float32"
+    else:
+        name = np.dtype(dtype).name
+    if name not in _CANONICAL:
+        raise ValueError(f"unknown dtype {dtype!r}")
+    return name
+
+
+def is_float(dtype: str) -> bool:
+    return dtype.startswith("float") or dtype == "bfloat16"
+
+
+def is_int(dtype: str) -> bool:
+    """Signed or unsigned integer (bool excluded)."""
+    return dtype.startswith("int") or dtype.startswith("uint")
+
+
+def is_uint(dtype: str) -> bool:
+    return dtype.startswith("uint")
+
+
+def is_bool(dtype: str) -> bool:
+    return dtype == "bool"
+
+
+def bits(dtype: str) -> int:
+    if dtype == "bool":
+        return 8
+    digits = "".join(c for c in dtype if c.isdigit())
+    return int(digits) if digits else 64
+
+
+def itemsize(dtype: str) -> int:
+    return max(1, bits(dtype) // 8)
+
+
+def to_numpy(dtype: str) -> np.dtype:
+    if dtype == "bfloat16":
+        raise ValueError("bfloat16 has no NumPy dtype")
+    return np.dtype(dtype)
+
+
+def promote(a: str, b: str) -> str:
+    """Result dtype of a binary arithmetic op on scalars of dtypes ``a`` and ``b``."""
+    if a == b:
+        return a
+    if is_float(a) != is_float(b):
+        return a if is_float(a) else b
+    if is_bool(a):
+        return b
+    if is_bool(b):
+        return a
+    return a if bits(a) >= bits(b) else b

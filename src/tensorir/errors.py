@@ -1,0 +1,42 @@
+"""Error types shared by both IR levels."""
+from __future__ import annotations
+
+
+class ParseError(SyntaxError):
+    """A problem in a script, located in the user's own source.
+
+    ``str(err)`` reads like a compiler diagnostic::
+
+        model.py:12:8: in function 'main', parameter 'x': unknown dtype 'f33'
+            x: R.Tensor((n, 4), "f33")
+                                ^
+    """
+
+    def __init__(self, message: str, filename: str | None = None, lineno: int | None = None,
+                 col: int | None = None, source_line: str | None = None, context: str | None = None):
+        self.message = message
+        self.context = context
+        super().__init__(message, (filename or "<string>", lineno or 0, (col or 0) + 1, source_line or ""))
+        self.col = col
+
+    def __str__(self) -> str:
+        where = f"{self.filename}:{self.lineno}:{(self.col or 0) + 1}"
+        head = f"{where}: {self.context + ': ' if self.context else ''}{self.message}"
+        if self.text:
+            line = self.text.rstrip("\n")
+            stripped = line.lstrip()
+            caret = " " * max(0, (self.col or 0) - (len(line) - len(stripped)))
+            return f"{head}\n    {stripped}\n    {caret}^"
+        return head
+
+
+class IRError(ValueError):
+    """An ill-formed IR construct found while building or checking IR."""
+
+
+class ScheduleError(ValueError):
+    """A schedule primitive's precondition does not hold; the function is unchanged."""
+
+
+class ShapeMismatchError(ValueError):
+    """A runtime argument or check does not match its declared annotation."""

@@ -1,0 +1,345 @@
+"""Scalar expressions of the loop level (PrimExpr) and their constructors.
+
+Python operators on PrimExprs build nodes (with constant folding of literal
+operands only); full simplification lives in ``tensorir.arith``. ``==`` keeps
+Python identity semantics so nodes can be dict keys: build equality nodes
+with ``EQ(a, b)`` or ``a.equal(b)``.
+"""
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+from . import dtype as dt
+from .node import Node
+
+
+class PrimExpr(Node):
+    __slots__ = ("dtype",)
+    _attrs = ("dtype",)
+
+    # arithmetic sugar -------------------------------------------------------
+    def __add__(self, other): return add(self, other)
+    def __radd__(self, other): return add(other, self)
+    def __sub__(self, other): return sub(self, other)
+    def __rsub__(self, other): return sub(other, self)
+    def __mul__(self, other): return mul(self, other)
+    def __rmul__(self, other): return mul(other, self)
+    def __floordiv__(self, other): return floordiv(self, other)
+    def __rfloordiv__(self, other): return floordiv(other, self)
+    def __mod__(self, other): return floormod(self, other)
+    def __rmod__(self, other): return floormod(other, self)
+    def __truediv__(self, other): return div(self, other)
+    def __rtruediv__(self, other): return div(other, self)
+    def __neg__(self): return sub(const(0, self.dtype), self)
+    def __lt__(self, other): return LT(self, other)
+    def __le__(self, other): return LE(self, other)
+    def __gt__(self, other): return GT(self, other)
+    def __ge__(self, other): return GE(self, other)
+    __eq__ = object.__eq__
+    __hash__ = object.__hash__
+
+    def equal(self, other) -> "EQ":
+        return EQ(self, other)
+
+
+# ---------------------------------------------------------------- leaves
+class IntImm(PrimExpr):
+    """Integer or boolean literal (``dtype`` 'bool' for booleans)."""
+    __slots__ = ("value",)
+    _attrs = ("dtype", "value")
+
+    def __init__(self, value: int, dtype: str = "int64"):
+        self.dtype = dt.normalize(dtype)
+        self.value = bool(value) if self.dtype == "bool" else int(value)
+
+
+class FloatImm(PrimExpr):
+    __slots__ = ("value",)
+    _attrs = ("dtype", "value")
+
+    def __init__(self, value: float, dtype: str = "float32"):
+        self.dtype = dt.normalize(dtype)
+        self.value = float(value)
+
+
+class StringImm(PrimExpr):
+    """String literal; appears only as an annotation or extern-call argument."""
+    __slots__ = ("value",)
+    _attrs = ("value",)
+
+    def __init__(self, value: str):
+        self.dtype = "handle"
+        self.value = value
+
+
+class Var(PrimExpr):
+    """A scalar variable: a symbolic shape variable, loop variable or parameter.
+
+    Facts (``lower``, ``upper``, ``multiple_of``) are known properties used by
+    the analyzer, memory planning and runtime checks. ``upper`` is inclusive.
+    Shape variables are created with ``lower=0`` (non-negative).
+    """
+    __slots__ = ("name", "lower", "upper", "multiple_of")
+    _binder = True
+    _attrs = ("dtype", "lower", "upper", "multiple_of")  # name excluded: renaming is free
+
+    def __init__(self, name: str, dtype: str = "int64", *, lower: int | None = None,
+                 upper: int | None = None, multiple_of: int | None = None):
+        self.name = name
+        self.dtype = dt.normalize(dtype)
+        self.lower = lower
+        self.upper = upper
+        self.multiple_of = multiple_of
+
+    def with_name(self, name: str) -> "Var":
+        return Var(name, self.dtype, lower=self.lower, upper=self.upper, multiple_of=self.multiple_of)
+
+
+def size_var(name: str, dtype: str = "int64", **facts) -> Var:
+    """A symbolic shape variable (non-negative unless told otherwise)."""
+    facts.setdefault("lower", 0)
+    return Var(name, dtype, **facts)
+
+
+# ---------------------------------------------------------------- operators
+class BinaryOp(PrimExpr):
+    __slots__ = ("a", "b")
+    _fields = ("a", "b")
+    symbol = "?"
+
+    def __init__(self, a, b):
+        a, b = _promote_pair(a, b)
+        self.a, self.b = a, b
+        self.dtype = self._result_dtype(a.dtype)
+
+    def _result_dtype(self, operand_dtype: str) -> str:
+        return operand_dtype
+
+
+class Add(BinaryOp): symbol = "+"
+class Sub(BinaryOp): symbol = "-"
+class Mul(BinaryOp): symbol = "*"
+class Div(BinaryOp):
+    """True division for floats; truncating division for integers (C semantics)."""
+    symbol = "/"
+class FloorDiv(BinaryOp): symbol = "//"
+class FloorMod(BinaryOp): symbol = "%"
+class Min(BinaryOp): symbol = "min"
+class Max(BinaryOp): symbol = "max"
+
+
+class CmpOp(BinaryOp):
+    def _result_dtype(self, operand_dtype: str) -> str:
+        return "bool"
+
+
+class EQ(CmpOp): symbol = "=="
+class NE(CmpOp): symbol = "!="
+class LT(CmpOp): symbol = "<"
+class LE(CmpOp): symbol = "<="
+class GT(CmpOp): symbol = ">"
+class GE(CmpOp): symbol = ">="
+
+
+class And(BinaryOp):
+    symbol = "and"
+
+    def __init__(self, a, b):
+        self.a, self.b = as_bool(a), as_bool(b)
+        self.dtype = "bool"
+
+
+class Or(And):
+    symbol = "or"
+
+
+class Not(PrimExpr):
+    __slots__ = ("a",)
+    _fields = ("a",)
+
+    def __init__(self, a):
+        self.a = as_bool(a)
+        self.dtype = "bool"
+
+
+class Select(PrimExpr):
+    """``cond ? true_value : false_value`` (printed as ``T.if_then_else``)."""
+    __slots__ = ("condition", "true_value", "false_value")
+    _fields = ("condition", "true_value", "false_value")
+
+    def __init__(self, condition, true_value, false_value):
+        self.condition = as_bool(condition)
+        self.true_value, self.false_value = _promote_pair(true_value, false_value)
+        self.dtype = self.true_value.dtype
+
+
+class Cast(PrimExpr):
+    __slots__ = ("value",)
+    _fields = ("value",)
+
+    def __init__(self, dtype: str, value):
+        self.dtype = dt.normalize(dtype)
+        self.value = convert(value)
+
+
+class Call(PrimExpr):
+    """Call of a math intrinsic (see ``INTRINSICS``) or a named extern."""
+    __slots__ = ("op", "args")
+    _fields = ("args",)
+    _attrs = ("dtype", "op")
+
+    def __init__(self, dtype: str, op: str, args: Sequence):
+        self.dtype = dt.normalize(dtype)
+        self.op = op
+        self.args = tuple(convert(a) for a in args)
+
+
+class BufferLoad(PrimExpr):
+    __slots__ = ("buffer", "indices")
+    _fields = ("buffer", "indices")
+
+    def __init__(self, buffer, indices: Sequence):
+        self.buffer = buffer
+        self.indices = tuple(convert(i) for i in indices)
+        self.dtype = buffer.dtype
+
+
+# Math intrinsics: name -> number of arguments. Their NumPy and C
+# implementations live with the interpreter and the code generators.
+INTRINSICS = {
+    "exp": 1, "log": 1, "sqrt": 1, "rsqrt": 1, "tanh": 1, "sigmoid": 1, "erf": 1,
+    "pow": 2, "abs": 1, "sin": 1, "cos": 1, "floor": 1, "ceil": 1, "round": 1,
+    "exp2": 1, "log2": 1, "tan": 1, "isnan": 1, "isinf": 1,
+}
+
+
+def call_intrin(op: str, *args) -> Call:
+    if op not in INTRINSICS:
+        raise ValueError(f"unknown intrinsic T.{op}")
+    if len(args) != INTRINSICS[op]:
+        raise ValueError(f"T.{op} takes {INTRINSICS[op]} argument(s), got {len(args)}")
+    args = [convert(a) for a in args]
+    if op in ("isnan", "isinf"):
+        return Call("bool", op, args)
+    if op == "pow":
+        args = list(_promote_pair(*args))
+    out = args[0].dtype
+    if op == "abs" or dt.is_float(out):
+        return Call(out, op, args)
+    # Transcendental ops on integers compute in float32, as NumPy would in float64.
+    return Call("float32", op, [Cast("float32", a) for a in args])
+
+
+# ---------------------------------------------------------------- conversion
+def const(value, dtype: str | None = None) -> PrimExpr:
+    if isinstance(value, PrimExpr):
+        return value
+    if isinstance(value, bool):
+        return IntImm(value, dtype or "bool")
+    if isinstance(value, int):
+        dtype = dtype or "int64"
+        if dt.is_float(dtype):
+            return FloatImm(float(value), dtype)
+        return IntImm(value, dtype)
+    if isinstance(value, float):
+        dtype = dtype or "float32"
+        if not dt.is_float(dtype):
+            if value != int(value):
+                raise ValueError(f"cannot represent {value} as {dtype}")
+            return IntImm(int(value), dtype)
+        return FloatImm(value, dtype)
+    try:  # NumPy scalars
+        import numpy as np
+        if isinstance(value, np.generic):
+            return const(value.item(), dtype or value.dtype.name)
+    except ImportError:  # pragma: no cover
+        pass
+    raise TypeError(f"cannot convert {value!r} ({type(value).__name__}) to a PrimExpr")
+
+
+def convert(value) -> PrimExpr:
+    return value if isinstance(value, PrimExpr) else const(value)
+
+
+def as_bool(value) -> PrimExpr:
+    value = convert(value)
+    if value.dtype != "bool":
+        raise TypeError(f"expected a boolean expression, got dtype {value.dtype}")
+    return value
+
+
+def _promote_pair(a, b):
+    """Convert two operands to PrimExprs of one dtype (Python literals adopt the other side)."""
+    if not isinstance(a, PrimExpr) and isinstance(b, PrimExpr):
+        a = const(a, b.dtype if not isinstance(a, float) or dt.is_float(b.dtype) else None)
+    elif not isinstance(b, PrimExpr) and isinstance(a, PrimExpr):
+        b = const(b, a.dtype if not isinstance(b, float) or dt.is_float(a.dtype) else None)
+    else:
+        a, b = convert(a), convert(b)
+    if a.dtype != b.dtype:
+        target = dt.promote(a.dtype, b.dtype)
+        a = a if a.dtype == target else _cast_const(target, a)
+        b = b if b.dtype == target else _cast_const(target, b)
+    return a, b
+
+
+def _cast_const(dtype: str, e: PrimExpr) -> PrimExpr:
+    if isinstance(e, IntImm) and not dt.is_float(dtype):
+        return IntImm(e.value, dtype)
+    if isinstance(e, (IntImm, FloatImm)) and dt.is_float(dtype):
+        return FloatImm(float(e.value), dtype)
+    return Cast(dtype, e)
+
+
+def is_const_int(e, value: int | None = None) -> bool:
+    return isinstance(e, IntImm) and e.dtype != "bool" and (value is None or e.value == value)
+
+
+# ---------------------------------------------------------------- builders with literal folding
+def _fold(cls, a, b, fn):
+    a, b = _promote_pair(a, b)
+    if isinstance(a, IntImm) and isinstance(b, IntImm) and a.dtype != "bool":
+        try:
+            return IntImm(fn(a.value, b.value), a.dtype)
+        except ZeroDivisionError:
+            pass
+    elif isinstance(a, FloatImm) and isinstance(b, FloatImm) and cls is not FloorMod:
+        try:
+            return FloatImm(fn(a.value, b.value), a.dtype)
+        except ZeroDivisionError:
+            pass
+    return cls(a, b)
+
+
+def _trunc_div(x, y):
+    if isinstance(x, float) or isinstance(y, float):
+        return x / y
+    q = abs(x) // abs(y)
+    return q if (x >= 0) == (y >= 0) else -q
+
+
+def add(a, b): return _fold(Add, a, b, lambda x, y: x + y)
+def sub(a, b): return _fold(Sub, a, b, lambda x, y: x - y)
+def mul(a, b): return _fold(Mul, a, b, lambda x, y: x * y)
+def div(a, b): return _fold(Div, a, b, _trunc_div)
+def floordiv(a, b): return _fold(FloorDiv, a, b, lambda x, y: x // y if not isinstance(x, float) else math.floor(x / y))
+def floormod(a, b): return _fold(FloorMod, a, b, lambda x, y: x % y)
+def min_(a, b): return _fold(Min, a, b, min)
+def max_(a, b): return _fold(Max, a, b, max)
+
+
+def ceildiv(a, b):
+    return floordiv(add(a, sub(b, 1)), b)
+
+
+def select(cond, t, f):
+    return Select(cond, t, f)
+
+
+def cast(dtype: str, value) -> PrimExpr:
+    value = convert(value)
+    dtype = dt.normalize(dtype)
+    if value.dtype == dtype:
+        return value
+    return _cast_const(dtype, value) if isinstance(value, (IntImm, FloatImm)) and dtype != "bool" else Cast(dtype, value)

@@ -1,0 +1,129 @@
+"""Generic visitor and mutator over IR nodes (both levels).
+
+Dispatch is by class name: define ``visit_For(self, node)`` to handle ``For``;
+anything without a handler is walked field by field via ``_fields``.
+"""
+from __future__ import annotations
+
+from typing import Callable, Iterator, Mapping
+
+from .node import Node
+
+
+def iter_children(node: Node) -> Iterator[Node]:
+    for field in node._fields:
+        yield from _iter_value(getattr(node, field))
+
+
+def _iter_value(value) -> Iterator[Node]:
+    if isinstance(value, Node):
+        yield value
+    elif isinstance(value, (tuple, list)):
+        for v in value:
+            yield from _iter_value(v)
+
+
+class Visitor:
+    """Read-only walk. Override ``visit_<Class>`` and call ``generic_visit`` to recurse."""
+
+    def visit(self, node):
+        for cls in type(node).__mro__:
+            handler = getattr(self, "visit_" + cls.__name__, None)
+            if handler is not None:
+                return handler(node)
+            if cls is Node:
+                break
+        return self.generic_visit(node)
+
+    def generic_visit(self, node) -> None:
+        for child in iter_children(node):
+            self.visit(child)
+
+
+class Mutator:
+    """Rebuilding walk; unchanged subtrees are returned as the same objects.
+
+    Results are memoised per node identity so that a Buffer or Var shared by
+    many statements maps to one new object everywhere.
+    """
+
+    def __init__(self):
+        self._memo: dict[Node, Node] = {}
+
+    def visit(self, node):
+        if node is None:
+            return None
+        done = self._memo.get(node)
+        if done is not None:
+            return done
+        result = self._dispatch(node)
+        self._memo[node] = result
+        return result
+
+    def _dispatch(self, node):
+        for cls in type(node).__mro__:
+            handler = getattr(self, "visit_" + cls.__name__, None)
+            if handler is not None:
+                return handler(node)
+            if cls is Node:
+                break
+        return self.generic_visit(node)
+
+    def visit_value(self, value):
+        if isinstance(value, Node):
+            return self.visit(value)
+        if isinstance(value, tuple):
+            new = tuple(self.visit_value(v) for v in value)
+            return value if all(a is b for a, b in zip(new, value)) else new
+        if isinstance(value, list):
+            new = [self.visit_value(v) for v in value]
+            return value if all(a is b for a, b in zip(new, value)) else new
+        return value
+
+    def generic_visit(self, node):
+        changes = {}
+        for field in node._fields:
+            old = getattr(node, field)
+            new = self.visit_value(old)
+            if new is not old:
+                changes[field] = new
+        return node.replace(**changes) if changes else node
+
+
+class _Substituter(Mutator):
+    def __init__(self, vmap: Mapping):
+        super().__init__()
+        self._memo.update(vmap)
+
+
+def substitute(node, vmap: Mapping):
+    """Replace Vars (or any nodes, by identity) per ``vmap`` everywhere in ``node``."""
+    if not vmap:
+        return node
+    return _Substituter(vmap).visit_value(node)
+
+
+def post_order(node: Node, fn: Callable[[Node], None]) -> None:
+    """Call ``fn`` on every node below and including ``node``, children first."""
+    stack: list[tuple[Node, bool]] = [(node, False)]
+    while stack:
+        cur, expanded = stack.pop()
+        if expanded:
+            fn(cur)
+            continue
+        stack.append((cur, True))
+        for child in reversed(list(iter_children(cur))):
+            stack.append((child, False))
+
+
+def collect(node: Node, predicate: Callable[[Node], bool]) -> list[Node]:
+    """All distinct nodes (by identity) under ``node`` satisfying ``predicate``, in walk order."""
+    seen: dict[int, Node] = {}
+    out: list[Node] = []
+
+    def visit(n):
+        if predicate(n) and id(n) not in seen:
+            seen[id(n)] = n
+            out.append(n)
+    post_order(node, visit)
+    return out

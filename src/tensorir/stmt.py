@@ -1,0 +1,194 @@
+"""Statements of the loop level: loops, blocks, stores and control flow."""
+from __future__ import annotations
+
+from typing import Mapping, Sequence
+
+from .buffer import Buffer
+from .expr import IntImm, PrimExpr, Var, as_bool, convert
+from .node import Node
+
+FOR_KINDS = ("serial", "parallel", "vectorized", "unrolled", "thread_binding")
+ITER_KINDS = ("S", "R")  # spatial, reduce (T.axis.spatial / T.axis.reduce)
+
+
+class Stmt(Node):
+    __slots__ = ()
+
+
+class Range(Node):
+    """Half-open interval ``[min, min + extent)``."""
+    __slots__ = ("min", "extent")
+    _fields = ("min", "extent")
+
+    def __init__(self, min, extent):
+        self.min = convert(min)
+        self.extent = convert(extent)
+
+    @staticmethod
+    def from_min_max(lo, hi_exclusive) -> "Range":
+        return Range(lo, convert(hi_exclusive) - convert(lo))
+
+
+class BufferRegion(Node):
+    """The part of a buffer a block touches: one Range per dimension."""
+    __slots__ = ("buffer", "region")
+    _fields = ("buffer", "region")
+
+    def __init__(self, buffer: Buffer, region: Sequence[Range]):
+        self.buffer = buffer
+        self.region = tuple(region)
+
+    @staticmethod
+    def full(buffer: Buffer) -> "BufferRegion":
+        return BufferRegion(buffer, [Range(0, s) for s in buffer.shape])
+
+
+class MatchBufferRegion(Node):
+    """``buffer = T.match_buffer(source_region, ...)`` inside a block."""
+    __slots__ = ("buffer", "source")
+    _fields = ("buffer", "source")
+
+    def __init__(self, buffer: Buffer, source: BufferRegion):
+        self.buffer = buffer
+        self.source = source
+
+
+class IterVar(Node):
+    """A block iteration variable with its domain and kind ("S" or "R")."""
+    __slots__ = ("var", "dom", "kind")
+    _fields = ("var", "dom")
+    _attrs = ("kind",)
+
+    def __init__(self, var: Var, dom: Range, kind: str):
+        if kind not in ITER_KINDS:
+            raise ValueError(f"iter var kind must be one of {ITER_KINDS}, got {kind!r}")
+        self.var, self.dom, self.kind = var, dom, kind
+
+
+class BufferStore(Stmt):
+    __slots__ = ("buffer", "value", "indices")
+    _fields = ("buffer", "value", "indices")
+
+    def __init__(self, buffer: Buffer, value, indices: Sequence):
+        self.buffer = buffer
+        self.value = convert(value)
+        self.indices = tuple(convert(i) for i in indices)
+
+
+class SeqStmt(Stmt):
+    __slots__ = ("seq",)
+    _fields = ("seq",)
+
+    def __init__(self, seq: Sequence[Stmt]):
+        self.seq = tuple(seq)
+
+
+class Evaluate(Stmt):
+    __slots__ = ("value",)
+    _fields = ("value",)
+
+    def __init__(self, value):
+        self.value = convert(value)
+
+
+class IfThenElse(Stmt):
+    __slots__ = ("condition", "then_case", "else_case")
+    _fields = ("condition", "then_case", "else_case")
+
+    def __init__(self, condition, then_case: Stmt, else_case: Stmt | None = None):
+        self.condition = as_bool(condition)
+        self.then_case, self.else_case = then_case, else_case
+
+
+class LetStmt(Stmt):
+    __slots__ = ("var", "value", "body")
+    _fields = ("var", "value", "body")
+
+    def __init__(self, var: Var, value, body: Stmt):
+        self.var, self.value, self.body = var, convert(value), body
+
+
+class For(Stmt):
+    """A loop ``for loop_var in range(min, min + extent)`` of a given kind.
+
+    ``thread_tag`` names the GPU axis ("blockIdx.x", "threadIdx.x", ...) for
+    kind "thread_binding".
+    """
+    __slots__ = ("loop_var", "min", "extent", "kind", "body", "thread_tag", "annotations")
+    _fields = ("loop_var", "min", "extent", "body")
+    _attrs = ("kind", "thread_tag", "annotations")
+
+    def __init__(self, loop_var: Var, min, extent, kind: str, body: Stmt,
+                 thread_tag: str | None = None, annotations: Mapping | None = None):
+        if kind not in FOR_KINDS:
+            raise ValueError(f"loop kind must be one of {FOR_KINDS}, got {kind!r}")
+        if (kind == "thread_binding") != (thread_tag is not None):
+            raise ValueError("thread_tag is required exactly for thread_binding loops")
+        self.loop_var = loop_var
+        self.min, self.extent = convert(min), convert(extent)
+        self.kind, self.body, self.thread_tag = kind, body, thread_tag
+        self.annotations = dict(annotations or {})
+
+
+class Allocate(Stmt):
+    """Scoped allocation of ``buffer`` for ``body`` (lowered form; printed as T.decl_buffer)."""
+    __slots__ = ("buffer", "body")
+    _fields = ("buffer", "body")
+
+    def __init__(self, buffer: Buffer, body: Stmt):
+        self.buffer, self.body = buffer, body
+
+
+class Block(Stmt):
+    """A unit of computation with its iteration domain and accessed regions.
+
+    ``init`` (if any) runs the first time each spatial point is visited, i.e.
+    when every reduce iter var is at its domain minimum.
+    """
+    __slots__ = ("name", "iter_vars", "reads", "writes", "body", "init",
+                 "alloc_buffers", "match_buffers", "annotations")
+    _fields = ("iter_vars", "reads", "writes", "alloc_buffers", "match_buffers", "init", "body")
+    _attrs = ("name", "annotations")
+
+    def __init__(self, name: str, iter_vars: Sequence[IterVar], reads: Sequence[BufferRegion],
+                 writes: Sequence[BufferRegion], body: Stmt, init: Stmt | None = None,
+                 alloc_buffers: Sequence[Buffer] = (), match_buffers: Sequence[MatchBufferRegion] = (),
+                 annotations: Mapping | None = None):
+        self.name = name
+        self.iter_vars = tuple(iter_vars)
+        self.reads, self.writes = tuple(reads), tuple(writes)
+        self.body, self.init = body, init
+        self.alloc_buffers = tuple(alloc_buffers)
+        self.match_buffers = tuple(match_buffers)
+        self.annotations = dict(annotations or {})
+
+
+class BlockRealize(Stmt):
+    """An instance of a block: the values bound to its iter vars, and a predicate."""
+    __slots__ = ("iter_values", "predicate", "block")
+    _fields = ("iter_values", "predicate", "block")
+
+    def __init__(self, iter_values: Sequence, predicate, block: Block):
+        if len(iter_values) != len(block.iter_vars):
+            raise ValueError(f"block {block.name!r} has {len(block.iter_vars)} iter vars "
+                             f"but {len(iter_values)} bindings")
+        self.iter_values = tuple(convert(v) for v in iter_values)
+        self.predicate = as_bool(predicate if predicate is not None else IntImm(True, "bool"))
+        self.block = block
+
+
+def seq(*stmts: Stmt) -> Stmt:
+    """Flatten nested SeqStmts; a single statement is returned as is."""
+    flat: list[Stmt] = []
+    for s in stmts:
+        if s is None:
+            continue
+        if isinstance(s, SeqStmt):
+            flat.extend(s.seq)
+        else:
+            flat.append(s)
+    return flat[0] if len(flat) == 1 else SeqStmt(flat)
+
+
+def is_true(e: PrimExpr) -> bool:
+    return isinstance(e, IntImm) and e.dtype == "bool" and e.value is True

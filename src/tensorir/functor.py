@@ -21,6 +21,9 @@ def _iter_value(value) -> Iterator[Node]:
     elif isinstance(value, (tuple, list)):
         for v in value:
             yield from _iter_value(v)
+    elif isinstance(value, dict):
+        for v in value.values():
+            yield from _iter_value(v)
 
 
 class Visitor:
@@ -78,6 +81,9 @@ class Mutator:
         if isinstance(value, list):
             new = [self.visit_value(v) for v in value]
             return value if all(a is b for a, b in zip(new, value)) else new
+        if isinstance(value, dict):
+            new = {k: self.visit_value(v) for k, v in value.items()}
+            return value if all(new[k] is value[k] for k in value) else new
         return value
 
     def generic_visit(self, node):

@@ -6,6 +6,8 @@ names are ignored but their dtype, facts and shapes are compared.
 """
 from __future__ import annotations
 
+import numpy as np
+
 from .node import Node
 
 
@@ -46,6 +48,10 @@ class _Equal:
             if a.keys() != b.keys():
                 return self.fail(path + " (keys)", sorted(map(str, a)), sorted(map(str, b)))
             return all(self.eq(a[k], b[k], f"{path}[{k!r}]") for k in a)
+        if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+            same = (isinstance(a, np.ndarray) and isinstance(b, np.ndarray) and a.dtype == b.dtype
+                    and a.shape == b.shape and np.array_equal(a, b, equal_nan=a.dtype.kind == "f"))
+            return True if same else self.fail(path + " (constant data)", a, b)
         if isinstance(a, float) and isinstance(b, float) and a != a and b != b:
             return True  # NaN literals
         if type(a) is not type(b) or a != b:
@@ -108,6 +114,8 @@ def structural_hash(node) -> int:
             return hash(tuple(h(v) for v in x))
         if isinstance(x, dict):
             return hash(tuple(sorted((str(k), h(v)) for k, v in x.items())))
+        if isinstance(x, np.ndarray):
+            return hash((x.dtype.str, x.shape, x.tobytes()))
         try:
             return hash(x)
         except TypeError:

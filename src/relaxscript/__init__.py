@@ -1,0 +1,50 @@
+"""relaxscript: the graph-level IR, passes, VM and build of the compiler.
+
+Public names are imported lazily so that each submodule stays independent.
+"""
+from __future__ import annotations
+
+import importlib
+
+from tensorir.errors import IRError, ParseError, ShapeMismatchError
+from tensorir.structural import (StructuralMismatch, assert_structural_equal, structural_equal,
+                                 structural_hash)
+
+from .expr import (Binding, BindingBlock, Call, Constant, DataflowBlock, DataflowVar, Expr,
+                   ExternFunc, Function, GlobalVar, If, MatchCast, Op, PrimValue, SeqExpr, ShapeExpr,
+                   StringImm, Tuple, TupleGetItem, Var, VarBinding)
+from .ir_module import IRModule
+from .struct_info import (FuncStructInfo, ObjectStructInfo, PrimStructInfo, ShapeStructInfo,
+                          StructInfo, TensorStructInfo, TupleStructInfo)
+
+# name -> submodule that defines it (loaded on first use)
+_LAZY = {
+    "R": "relaxscript.script.namespace",
+    "ir_module": "relaxscript.script.parser",
+    "function": "relaxscript.script.parser",
+    "from_source": "relaxscript.script.parser",
+    "BlockBuilder": "relaxscript.block_builder",
+    "interpret": "relaxscript.interpreter",
+    "op": "relaxscript.op",
+    "transform": "relaxscript.transform",
+    "analysis": "relaxscript.analysis",
+    "build": "relaxscript.vm.build",
+    "get_pipeline": "relaxscript.vm.build",
+    "VirtualMachine": "relaxscript.vm.runtime",
+    "Executable": "relaxscript.vm.executable",
+    "well_formed": "relaxscript.analysis.well_formed",
+}
+
+
+def __getattr__(name: str):
+    module_name = _LAZY.get(name)
+    if module_name is None:
+        raise AttributeError(f"module 'relaxscript' has no attribute {name!r}")
+    module = importlib.import_module(module_name)
+    value = module if module_name.endswith("." + name) else getattr(module, name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_LAZY))

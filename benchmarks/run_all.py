@@ -1,0 +1,20 @@
+"""Run every benchmark script in this folder, one after another, in one process each."""
+from __future__ import annotations
+
+import pathlib
+import subprocess
+import sys
+
+HERE = pathlib.Path(__file__).resolve().parent
+
+
+def main() -> int:
+    failures = 0
+    for script in sorted(HERE.glob("bench_*.py")):
+        print(f"\n=== {script.name}", flush=True)
+        failures += subprocess.call([sys.executable, str(script), *sys.argv[1:]]) != 0
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,392 @@
+"""Lowered TensorIR -> C99 with OpenMP pragmas.
+
+Input functions must be lowered (no blocks; flat or multi-dimensional
+buffers are both accepted). Every generated kernel has one calling
+convention, so a caller can prebuild its argument arrays once::
+
+    int32_t <name>(void* const* buffers, const int64_t* sym_values)
+
+``buffers`` holds the data pointers of the buffer params in order;
+``sym_values`` holds the values of ``KernelInfo.sym_vars`` (the symbolic
+variables of buffer shapes, in first-appearance order, then the scalar
+params). The return value is 0 on success.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from tensorir import dtype as dt
+from tensorir import expr as E
+from tensorir import stmt as S
+from tensorir.buffer import Buffer
+from tensorir.function import PrimFunc
+from tensorir.functor import collect
+
+C_TYPES = {
+    "float16": "_Float16", "float32": "float", "float64": "double",
+    "int8": "int8_t", "int16": "int16_t", "int32": "int32_t", "int64": "int64_t",
+    "uint8": "uint8_t", "uint16": "uint16_t", "uint32": "uint32_t", "uint64": "uint64_t",
+    "bool": "bool",
+}
+
+PRELUDE = r"""#include <stdint.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <math.h>
+
+static inline int64_t rs_floordiv(int64_t a, int64_t b) {
+  int64_t q = a / b; return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q; }
+static inline int64_t rs_floormod(int64_t a, int64_t b) {
+  int64_t r = a % b; return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r; }
+%MINMAX%
+static inline float rs_sigmoidf(float x) { return 1.0f / (1.0f + expf(-x)); }
+static inline double rs_sigmoid(double x) { return 1.0 / (1.0 + exp(-x)); }
+"""
+
+PRELUDE = PRELUDE.replace("%MINMAX%", "\n".join(
+    f"static inline {ct} rs_min_{name}({ct} a, {ct} b) {{ return a < b ? a : b; }}\n"
+    f"static inline {ct} rs_max_{name}({ct} a, {ct} b) {{ return a > b ? a : b; }}"
+    for name, ct in C_TYPES.items()))
+
+# intrinsic -> (float32 spelling, float64 spelling); float16 computes in float32
+_MATH = {
+    "exp": ("expf({0})", "exp({0})"), "log": ("logf({0})", "log({0})"),
+    "sqrt": ("sqrtf({0})", "sqrt({0})"), "rsqrt": ("(1.0f / sqrtf({0}))", "(1.0 / sqrt({0}))"),
+    "tanh": ("tanhf({0})", "tanh({0})"), "sigmoid": ("rs_sigmoidf({0})", "rs_sigmoid({0})"),
+    "erf": ("erff({0})", "erf({0})"), "pow": ("powf({0}, {1})", "pow({0}, {1})"),
+    "abs": ("fabsf({0})", "fabs({0})"), "sin": ("sinf({0})", "sin({0})"),
+    "cos": ("cosf({0})", "cos({0})"), "tan": ("tanf({0})", "tan({0})"),
+    "floor": ("floorf({0})", "floor({0})"), "ceil": ("ceilf({0})", "ceil({0})"),
+    "round": ("nearbyintf({0})", "nearbyint({0})"), "exp2": ("exp2f({0})", "exp2({0})"),
+    "log2": ("log2f({0})", "log2({0})"), "isnan": ("isnan({0})", "isnan({0})"),
+    "isinf": ("isinf({0})", "isinf({0})"),
+}
+
+_BINARY_C = {E.Add: "+", E.Sub: "-", E.Mul: "*", E.EQ: "==", E.NE: "!=", E.LT: "<",
+             E.LE: "<=", E.GT: ">", E.GE: ">=", E.And: "&&", E.Or: "||"}
+
+
+class CodegenError(ValueError):
+    """A construct the C backend cannot emit (e.g. an unlowered block)."""
+
+
+@dataclass
+class KernelInfo:
+    """What a caller needs to invoke a generated kernel."""
+    name: str             # C symbol
+    buffers: list         # Buffer params, in order
+    sym_vars: list        # tensorir Vars passed in sym_values, in order
+
+
+def c_type(dtype: str) -> str:
+    try:
+        return C_TYPES[dtype]
+    except KeyError:
+        raise CodegenError(f"the C backend has no type for dtype {dtype!r}") from None
+
+
+def sanitize(name: str) -> str:
+    name = re.sub(r"[^0-9A-Za-z_]", "_", name)
+    return name if name and not name[0].isdigit() else "_" + name
+
+
+def kernel_sym_vars(func: PrimFunc) -> list:
+    """Symbolic vars the kernel receives: buffer-shape vars in first-appearance order, then scalar params.
+
+    ``func`` is the signature function (before lowering): lowering keeps the
+    same Var objects, so the lowered body refers to these vars."""
+    seen: dict[int, E.Var] = {}
+    for buf in func.buffer_params:
+        for dim in buf.shape + buf.strides + (buf.elem_offset,):
+            for v in collect(dim, lambda n: isinstance(n, E.Var)):
+                seen.setdefault(id(v), v)
+    for v in func.scalar_params:
+        seen.setdefault(id(v), v)
+    return list(seen.values())
+
+
+class _Names:
+    """Unique, sanitised C identifiers for IR objects."""
+
+    def __init__(self):
+        self.by_id: dict[int, str] = {}
+        self.used: set[str] = set()
+
+    def get(self, obj, hint: str) -> str:
+        name = self.by_id.get(id(obj))
+        if name is None:
+            base = sanitize(hint)
+            name, k = base, 0
+            while name in self.used:
+                k += 1
+                name = f"{base}_{k}"
+            self.used.add(name)
+            self.by_id[id(obj)] = name
+        return name
+
+
+class CFunctionEmitter:
+    def __init__(self, func: PrimFunc, symbol: str, signature: PrimFunc | None = None):
+        self.func = func
+        self.signature = signature or func
+        self.symbol = symbol
+        self.names = _Names()
+        self.lines: list[str] = []
+        self.indent = 1
+        self.in_parallel = 0
+
+    # ------------------------------------------------------------ expressions
+    def expr(self, e) -> str:
+        if isinstance(e, E.IntImm):
+            if e.dtype == "bool":
+                return "true" if e.value else "false"
+            if e.dtype == "int64":
+                return f"INT64_C({e.value})"
+            return f"(({c_type(e.dtype)}){e.value})"
+        if isinstance(e, E.FloatImm):
+            return self.float_literal(e.value, e.dtype)
+        if isinstance(e, E.Var):
+            if id(e) not in self.names.by_id:
+                raise CodegenError(f"variable {e.name!r} is used but not defined in {self.func.name!r}")
+            return self.names.by_id[id(e)]
+        if isinstance(e, E.BufferLoad):
+            return f"{self.buffer_name(e.buffer)}[{self.flat_index(e.buffer, e.indices)}]"
+        if isinstance(e, (E.FloorDiv, E.FloorMod)):
+            return self.floor_divmod(e)
+        if isinstance(e, E.Div):
+            return f"({self.expr(e.a)} / {self.expr(e.b)})"
+        if isinstance(e, (E.Min, E.Max)):
+            a, b = self.expr(e.a), self.expr(e.b)
+            if dt.is_float(e.dtype):
+                fn = ("fminf" if e.dtype == "float32" else "fmin") if isinstance(e, E.Min) else \
+                     ("fmaxf" if e.dtype == "float32" else "fmax")
+                if e.dtype in ("float32", "float64"):
+                    return f"{fn}({a}, {b})"
+            fn = "rs_min_" if isinstance(e, E.Min) else "rs_max_"
+            return f"{fn}{e.dtype}({a}, {b})"
+        op = _BINARY_C.get(type(e))
+        if op is not None:
+            return f"({self.expr(e.a)} {op} {self.expr(e.b)})"
+        if isinstance(e, E.Not):
+            return f"(!{self.expr(e.a)})"
+        if isinstance(e, E.Select):
+            return f"({self.expr(e.condition)} ? {self.expr(e.true_value)} : {self.expr(e.false_value)})"
+        if isinstance(e, E.Cast):
+            return f"(({c_type(e.dtype)}){self.expr(e.value)})"
+        if isinstance(e, E.Call):
+            return self.call(e)
+        raise CodegenError(f"the C backend cannot emit {type(e).__name__}")
+
+    @staticmethod
+    def float_literal(value: float, dtype: str) -> str:
+        if value != value:
+            text = "NAN"
+        elif value in (float("inf"), float("-inf")):
+            text = "INFINITY" if value > 0 else "(-INFINITY)"
+        else:
+            text = repr(float(value))
+            if "e" not in text and "." not in text:
+                text += ".0"
+            if dtype == "float32":
+                text += "f"
+        return f"(({c_type(dtype)}){text})" if dtype != "float64" else text
+
+    def floor_divmod(self, e) -> str:
+        a, b = self.expr(e.a), self.expr(e.b)
+        if dt.is_float(e.dtype):
+            fl = "floorf" if e.dtype == "float32" else "floor"
+            if isinstance(e, E.FloorDiv):
+                return f"{fl}({a} / {b})"
+            return f"({a} - {fl}({a} / {b}) * {b})"
+        if self.known_non_negative(e.a) and self.known_positive(e.b):
+            return f"({a} {'/' if isinstance(e, E.FloorDiv) else '%'} {b})"
+        fn = "rs_floordiv" if isinstance(e, E.FloorDiv) else "rs_floormod"
+        return f"(({c_type(e.dtype)}){fn}({a}, {b}))"
+
+    def known_non_negative(self, e) -> bool:
+        lo = self.bounds(e)[0]
+        return lo is not None and lo >= 0
+
+    def known_positive(self, e) -> bool:
+        lo = self.bounds(e)[0]
+        return lo is not None and lo > 0
+
+    def bounds(self, e):
+        analyzer = getattr(self, "analyzer", None)
+        if analyzer is None:
+            try:
+                from tensorir.arith import Analyzer
+                analyzer = self.analyzer = Analyzer()
+            except ImportError:  # arithmetic package unavailable: be conservative
+                return (e.value, e.value) if isinstance(e, E.IntImm) else (None, None)
+        try:
+            return analyzer.const_int_bound(e)
+        except Exception:  # noqa: BLE001 - bounds are an optimisation only
+            return (None, None)
+
+    def call(self, e: E.Call) -> str:
+        spelling = _MATH.get(e.op)
+        if spelling is None:
+            raise CodegenError(f"the C backend has no implementation of intrinsic {e.op!r}")
+        args = [self.expr(a) for a in e.args]
+        arg_dtype = e.args[0].dtype if e.args else e.dtype
+        if e.op == "abs" and not dt.is_float(arg_dtype):
+            return f"llabs({args[0]})"
+        if arg_dtype == "float16":
+            args = [f"((float){a})" for a in args]
+            return f"(({c_type(e.dtype)}){spelling[0].format(*args)})"
+        return spelling[1 if arg_dtype == "float64" else 0].format(*args)
+
+    def buffer_name(self, buf: Buffer) -> str:
+        if id(buf) not in self.names.by_id:
+            raise CodegenError(f"buffer {buf.name!r} is used but not defined in {self.func.name!r}")
+        return self.names.by_id[id(buf)]
+
+    def flat_index(self, buf: Buffer, indices) -> str:
+        if len(indices) == 1 and not buf.strides:
+            flat = indices[0]
+        else:
+            strides = buf.strides or _row_major_strides(buf.shape)
+            flat = None
+            for idx, stride in zip(indices, strides):
+                term = E.mul(idx, stride)
+                flat = term if flat is None else E.add(flat, term)
+            flat = flat if flat is not None else E.IntImm(0)
+        if not (isinstance(buf.elem_offset, E.IntImm) and buf.elem_offset.value == 0):
+            flat = E.add(buf.elem_offset, flat)
+        return self.expr(flat)
+
+    # ------------------------------------------------------------ statements
+    def emit(self, line: str) -> None:
+        self.lines.append("  " * self.indent + line)
+
+    def stmt(self, s) -> None:
+        if isinstance(s, S.SeqStmt):
+            for sub in s.seq:
+                self.stmt(sub)
+        elif isinstance(s, S.BufferStore):
+            self.emit(f"{self.buffer_name(s.buffer)}[{self.flat_index(s.buffer, s.indices)}] = "
+                      f"{self.cast_to(s.value, s.buffer.dtype)};")
+        elif isinstance(s, S.For):
+            self.loop(s)
+        elif isinstance(s, S.IfThenElse):
+            self.emit(f"if ({self.expr(s.condition)}) {{")
+            self.nested(s.then_case)
+            if s.else_case is not None:
+                self.emit("} else {")
+                self.nested(s.else_case)
+            self.emit("}")
+        elif isinstance(s, S.LetStmt):
+            name = self.names.get(s.var, s.var.name)
+            self.emit("{")
+            self.indent += 1
+            self.emit(f"const {c_type(s.var.dtype)} {name} = {self.expr(s.value)};")
+            self.stmt(s.body)
+            self.indent -= 1
+            self.emit("}")
+        elif isinstance(s, S.Allocate):
+            self.allocate(s)
+        elif isinstance(s, S.Evaluate):
+            if not isinstance(s.value, (E.IntImm, E.FloatImm)):
+                self.emit(f"(void){self.expr(s.value)};")
+        elif isinstance(s, (S.Block, S.BlockRealize)):
+            raise CodegenError(f"function {self.func.name!r} still has blocks; lower it first "
+                               "(tensorir.transform.lower)")
+        else:
+            raise CodegenError(f"the C backend cannot emit {type(s).__name__}")
+
+    def cast_to(self, value, dtype: str) -> str:
+        text = self.expr(value)
+        return text if value.dtype == dtype else f"(({c_type(dtype)}){text})"
+
+    def nested(self, body) -> None:
+        self.indent += 1
+        self.stmt(body)
+        self.indent -= 1
+
+    def loop(self, s: S.For) -> None:
+        var = self.names.get(s.loop_var, s.loop_var.name)
+        lo = self.expr(s.min)
+        hi = self.expr(E.add(s.min, s.extent))
+        parallel = s.kind == "parallel" and not self.in_parallel
+        if parallel:
+            self.emit("#pragma omp parallel for schedule(static)")
+        elif s.kind == "vectorized":
+            self.emit("#pragma omp simd")
+        elif s.kind == "unrolled":
+            extent = s.extent.value if isinstance(s.extent, E.IntImm) else 4
+            self.emit(f"#pragma GCC unroll {max(1, min(extent, 64))}")
+        self.emit(f"for (int64_t {var} = {lo}; {var} < {hi}; ++{var}) {{")
+        self.in_parallel += parallel
+        self.nested(s.body)
+        self.in_parallel -= parallel
+        self.emit("}")
+
+    def allocate(self, s: S.Allocate) -> None:
+        buf = s.buffer
+        name = self.names.get(buf, buf.name)
+        ctype = c_type(buf.dtype)
+        size = E.IntImm(1)
+        for dim in buf.shape:
+            size = E.mul(size, dim)
+        self.emit("{")
+        self.indent += 1
+        if isinstance(size, E.IntImm) and size.value * dt.itemsize(buf.dtype) <= 16384:
+            self.emit(f"{ctype} {name}[{max(1, size.value)}] __attribute__((aligned(64)));")
+            self.stmt(s.body)
+        else:
+            self.emit(f"{ctype}* restrict {name} = ({ctype}*)malloc(sizeof({ctype}) * (size_t)({self.expr(size)}) + 64);")
+            self.emit(f"if ({name} == NULL) return -1;")
+            self.stmt(s.body)
+            self.emit(f"free({name});")
+        self.indent -= 1
+        self.emit("}")
+
+    # ------------------------------------------------------------ function
+    def function(self) -> tuple[str, KernelInfo]:
+        sym_vars = kernel_sym_vars(self.signature)
+        header = [f"int32_t {self.symbol}(void* const* rs_buffers, const int64_t* rs_syms) {{"]
+        for i, buf in enumerate(self.func.buffer_params):
+            name = self.names.get(buf, buf.name)
+            ctype = c_type(buf.dtype)
+            header.append(f"  {ctype}* restrict {name} = ({ctype}*)rs_buffers[{i}];")
+        for i, var in enumerate(sym_vars):
+            name = self.names.get(var, var.name)
+            header.append(f"  const {c_type(var.dtype)} {name} = ({c_type(var.dtype)})rs_syms[{i}];")
+        header.append("  (void)rs_buffers; (void)rs_syms;")
+        self.stmt(self.func.body)
+        body = header + self.lines + ["  return 0;", "}"]
+        return "\n".join(body), KernelInfo(self.symbol, list(self.signature.buffer_params), sym_vars)
+
+
+def _row_major_strides(shape):
+    strides = []
+    acc = E.IntImm(1, shape[-1].dtype if shape else "int64")
+    for dim in reversed(shape):
+        strides.append(acc)
+        acc = E.mul(acc, dim)
+    return list(reversed(strides))
+
+
+def generate_c(funcs: dict[str, PrimFunc], signatures: dict[str, PrimFunc] | None = None
+               ) -> tuple[str, dict[str, KernelInfo]]:
+    """C source for a set of lowered functions (one translation unit) and their kernel infos.
+
+    ``signatures`` maps names to the functions before lowering (whose buffer
+    shapes define the symbolic vars); by default the lowered functions themselves."""
+    parts = [PRELUDE]
+    infos: dict[str, KernelInfo] = {}
+    used: set[str] = set()
+    for name, func in funcs.items():
+        symbol = base = "rs_" + sanitize(name)
+        k = 0
+        while symbol in used:
+            k += 1
+            symbol = f"{base}_{k}"
+        used.add(symbol)
+        signature = (signatures or {}).get(name, func)
+        text, info = CFunctionEmitter(func, symbol, signature).function()
+        parts.append(text)
+        infos[name] = info
+    return "\n\n".join(parts) + "\n", infos

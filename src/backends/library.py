@@ -1,0 +1,178 @@
+"""Library registry: the names that ``R.call_dps_library("name", ...)`` refers to.
+
+Each entry has an optional NumPy implementation (used by the reference
+interpreter and the "interp" target) and per-target implementations whose
+meaning belongs to that target's code generator (e.g. a C symbol name).
+
+NumPy calling conventions:
+
+- returning form (``dps=False``, the default): ``impl(*inputs)`` returns the
+  output array, or a tuple of arrays for several outputs;
+- destination-passing form (``dps=True``): ``impl(*inputs, *outputs)`` writes
+  into the preallocated output arrays and returns nothing.
+
+``LibraryEntry.run_dps(inputs, outputs)`` calls either form as DPS, so
+callers need not care which one an entry uses. Every ``numpy.<ufunc>`` name
+(``numpy.exp``, ``numpy.add``, ``numpy.matmul``, ...) resolves automatically
+to that NumPy ufunc in returning form.
+"""
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass, field
+from typing import Callable, Sequence
+
+import numpy as np
+
+from tensorir.errors import ShapeMismatchError
+
+_NUMPY_PREFIX = "numpy."
+
+
+class UnknownLibraryError(ValueError):
+    """A library name that is neither registered nor a ``numpy.<ufunc>``."""
+
+
+@dataclass
+class LibraryEntry:
+    name: str
+    numpy_impl: Callable | None = None
+    dps: bool = False
+    target_impls: dict = field(default_factory=dict)
+
+    def impl_for(self, target: str):
+        """The implementation registered for ``target`` (its codegen defines the form)."""
+        if target not in self.target_impls:
+            raise UnknownLibraryError(
+                f"library {self.name!r} has no implementation for target {target!r}; "
+                f"it has {sorted(self.target_impls) or 'none'}"
+                + (" and a NumPy implementation" if self.numpy_impl else ""))
+        return self.target_impls[target]
+
+    def run_dps(self, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray]) -> None:
+        """Run the NumPy implementation writing into ``outputs`` (whatever its form)."""
+        if self.numpy_impl is None:
+            raise UnknownLibraryError(
+                f"library {self.name!r} has no NumPy implementation "
+                f"(targets: {sorted(self.target_impls) or 'none'})")
+        if self.dps:
+            self.numpy_impl(*inputs, *outputs)
+            return
+        result = self.numpy_impl(*inputs)
+        results = tuple(result) if isinstance(result, (tuple, list)) else (result,)
+        if len(results) != len(outputs):
+            raise ShapeMismatchError(
+                f"library {self.name!r} returned {len(results)} value(s) "
+                f"but the call declares {len(outputs)} output(s)")
+        for index, (value, out) in enumerate(zip(results, outputs)):
+            value = np.asarray(value)
+            if value.shape != out.shape:
+                raise ShapeMismatchError(
+                    f"library {self.name!r}, output {index}: expected shape {out.shape}, "
+                    f"got {value.shape}")
+            if not np.can_cast(value.dtype, out.dtype, casting="same_kind"):
+                raise ShapeMismatchError(
+                    f"library {self.name!r}, output {index}: expected dtype {out.dtype}, "
+                    f"got {value.dtype}")
+            np.copyto(out, value, casting="same_kind")
+
+    def __call__(self, *args):
+        """Call the NumPy implementation with the arguments as given."""
+        if self.numpy_impl is None:
+            raise UnknownLibraryError(f"library {self.name!r} has no NumPy implementation")
+        return self.numpy_impl(*args)
+
+
+_REGISTRY: dict[str, LibraryEntry] = {}
+
+
+def register_library(name: str, numpy_impl: Callable | None = None, *, dps: bool = False,
+                     **target_impls):
+    """Register (or extend) the library ``name``.
+
+    Registering a name again merges: a backend may add its target
+    implementation to an entry that already has a NumPy one. Conflicting
+    definitions (another NumPy impl, another ``dps`` form, another impl for
+    the same target) raise ``ValueError``. Called with only a name (and
+    ``dps``), it returns a decorator for the NumPy implementation.
+    """
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"library name must be a non-empty string, got {name!r}")
+    if numpy_impl is None and not target_impls:
+        def decorator(fn: Callable) -> Callable:
+            register_library(name, fn, dps=dps)
+            return fn
+        return decorator
+    entry = _REGISTRY.get(name)
+    if entry is None:
+        entry = _REGISTRY[name] = LibraryEntry(name, numpy_impl, dps, dict(target_impls))
+        return entry
+    if numpy_impl is not None:
+        if entry.numpy_impl is not None and entry.numpy_impl is not numpy_impl:
+            raise ValueError(f"library {name!r} already has a NumPy implementation")
+        if entry.numpy_impl is not None and entry.dps != dps:
+            raise ValueError(f"library {name!r} is registered with dps={entry.dps}")
+        entry.numpy_impl, entry.dps = numpy_impl, dps
+    for target, impl in target_impls.items():
+        if target in entry.target_impls and entry.target_impls[target] is not impl:
+            raise ValueError(f"library {name!r} already has an implementation for target {target!r}")
+        entry.target_impls[target] = impl
+    return entry
+
+
+def unregister_library(name: str) -> None:
+    """Remove a registered name (tests use this to clean up)."""
+    _REGISTRY.pop(name, None)
+
+
+def _numpy_ufunc(name: str):
+    if not name.startswith(_NUMPY_PREFIX):
+        return None
+    candidate = getattr(np, name[len(_NUMPY_PREFIX):], None)
+    return candidate if isinstance(candidate, np.ufunc) else None
+
+
+def get_library(name: str) -> LibraryEntry:
+    """The entry for ``name``; raises ``UnknownLibraryError`` with close matches."""
+    entry = _REGISTRY.get(name)
+    if entry is not None:
+        return entry
+    ufunc = _numpy_ufunc(name)
+    if ufunc is not None:
+        return LibraryEntry(name, ufunc, dps=False)
+    known = list(_REGISTRY) + [_NUMPY_PREFIX + n for n in dir(np) if isinstance(getattr(np, n), np.ufunc)]
+    close = difflib.get_close_matches(name, known, n=3)
+    hint = f"; did you mean {', '.join(repr(c) for c in close)}?" if close else ""
+    raise UnknownLibraryError(
+        f"unknown library {name!r}{hint} (registered: {', '.join(sorted(_REGISTRY)) or 'none'}; "
+        f"every 'numpy.<ufunc>' name is also available)")
+
+
+def has_library(name: str) -> bool:
+    return name in _REGISTRY or _numpy_ufunc(name) is not None
+
+
+def list_libraries() -> list[str]:
+    """Registered names, sorted (the automatic ``numpy.<ufunc>`` names are not listed)."""
+    return sorted(_REGISTRY)
+
+
+# ------------------------------------------------------------ NumPy implementations that are not ufuncs
+@register_library("numpy.softmax")
+def _softmax(x):
+    """Softmax over the last axis, computed stably in the input's dtype."""
+    shifted = x - np.max(x, axis=-1, keepdims=True)
+    e = np.exp(shifted)
+    return (e / np.sum(e, axis=-1, keepdims=True)).astype(x.dtype, copy=False)
+
+
+@register_library("numpy.transpose")
+def _transpose(x):
+    """Reverse all axes (``x.T``)."""
+    return np.transpose(x)
+
+
+@register_library("numpy.sum")
+def _sum(x):
+    """Sum of all elements as a 0-d array of the input's dtype."""
+    return np.asarray(np.sum(x), dtype=x.dtype)

@@ -1,0 +1,53 @@
+"""Reference interpreter of the graph level: the oracle every test compares against.
+
+``interpret(mod, "main", *args)`` runs a function of an IRModule at any stage
+of the pipeline on NumPy values and returns NumPy arrays (tuples as tuples,
+shapes as ``ShapeTuple``, scalars as Python numbers).
+"""
+from __future__ import annotations
+
+from tensorir.function import PrimFunc
+
+from ..expr import Function, GlobalVar
+from ..ir_module import IRModule
+from .builtins import BUILTINS, register_builtin
+from .evaluator import Frame, Instrument, Interpreter
+from .values import Closure, ShapeTuple
+
+_NO_NAME = object()
+
+
+def interpret(mod, func_name=_NO_NAME, *args, instrument: Instrument | None = None):
+    """Run ``mod[func_name](*args)``.
+
+    ``mod`` may also be a bare ``Function``; then ``func_name`` is omitted and
+    every positional value is an argument (a leading ``str`` is taken as the
+    function's name). ``instrument(func_name, var, value)`` is called after
+    every binding, in every function the call reaches; it may raise to stop.
+    Arguments, ``match_cast`` values and results are checked against their
+    annotations; a failed check raises ``tensorir.ShapeMismatchError``.
+    """
+    if isinstance(mod, Function):
+        func = mod
+        name = func.attrs.get("global_symbol", "main")
+        if isinstance(func_name, str):
+            name = func_name
+        elif func_name is not _NO_NAME:
+            args = (func_name,) + args
+        mod = IRModule({name: func})
+        func_name = name
+    if not isinstance(mod, IRModule):
+        raise TypeError(f"interpret needs an IRModule or a Function, got {type(mod).__name__}")
+    if func_name is _NO_NAME:
+        raise TypeError("interpret(mod, func_name, *args): the function name is missing")
+    if isinstance(func_name, GlobalVar):
+        func_name = func_name.name_hint
+    interp = Interpreter(mod, instrument)
+    target = mod[func_name]
+    if isinstance(target, PrimFunc):
+        raise TypeError(f"{func_name!r} is a prim_func; run it with tensorir.interpret")
+    return interp.call_function(Closure(interp, target, func_name), list(args))
+
+
+__all__ = ["interpret", "Interpreter", "Frame", "Closure", "ShapeTuple", "BUILTINS",
+           "register_builtin"]

@@ -1,0 +1,207 @@
+"""The graph-level reference interpreter: evaluates Relax IR on NumPy values.
+
+One ``Frame`` per function call holds that call's variable values and its
+symbolic-variable scope (``ShapeEnv``). Expressions dispatch on their class
+(``_EVAL``); calls of Ops go first to the interpreter's builtins (cross-level
+calls, shape values, memory ops) and otherwise to the op registry's NumPy
+reference. Arguments and results are checked against the annotations at
+every function boundary and at every ``match_cast``.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import numpy as np
+
+from tensorir.errors import IRError, ShapeMismatchError
+from tensorir.function import PrimFunc
+
+from .. import expr as rx
+from ..ir_module import IRModule
+from ..struct_info import TensorStructInfo
+from .builtins import BUILTINS, run_prim_func
+from .checks import CheckItem, check_values
+from .shape_env import ShapeEnv, UnboundSymbolError, coerce, format_prim_expr
+from .values import Closure, ShapeTuple
+
+Instrument = Callable[[str, rx.Var, Any], Any]
+
+
+class Interpreter:
+    def __init__(self, mod: IRModule, instrument: Instrument | None = None):
+        self.mod = mod
+        self.instrument = instrument
+
+    def closure_of_global(self, gvar_or_name) -> Closure | PrimFunc:
+        name = gvar_or_name.name_hint if isinstance(gvar_or_name, rx.GlobalVar) else gvar_or_name
+        func = self.mod[name]
+        return func if isinstance(func, PrimFunc) else Closure(self, func, name)
+
+    def call_function(self, closure: Closure, args: list):
+        func = closure.func
+        if len(args) != len(func.params):
+            names = ", ".join(p.name_hint for p in func.params)
+            raise ShapeMismatchError(f"function '{closure.name}' takes {len(func.params)} "
+                                     f"argument(s) ({names}), got {len(args)}")
+        frame = Frame(self, closure.name, closure.var_env, ShapeEnv(closure.shape_env))
+        items = [CheckItem(f"parameter '{p.name_hint}'", p.name_hint, a, p.struct_info)
+                 for p, a in zip(func.params, args)]
+        for param, value in zip(func.params, check_values(frame.shape_env, closure.name, items)):
+            frame.vars[param] = value
+        result = frame.eval(func.body)
+        if func.ret_struct_info is None:
+            return result
+        ret = CheckItem("return value", "result", result, func.ret_struct_info)
+        return check_values(frame.shape_env, closure.name, [ret])[0]
+
+
+class Frame:
+    """Values of one call: graph-level variables and symbolic variables."""
+
+    def __init__(self, interp: Interpreter, func_name: str, outer: "Frame | None", shape_env: ShapeEnv):
+        self.interp = interp
+        self.func_name = func_name
+        self.outer = outer  # the frame a closure was made in (free variables live there)
+        self.shape_env = shape_env
+        self.vars: dict[rx.Var, Any] = {}
+
+    def lookup(self, var: rx.Var):
+        frame = self
+        while frame is not None:
+            if var in frame.vars:
+                return frame.vars[var]
+            frame = frame.outer
+        raise IRError(f"function '{self.func_name}': variable '{var.name_hint}' "
+                                 f"is used before it is bound")
+
+    def eval(self, expr: rx.Expr):
+        handler = _EVAL.get(type(expr))
+        if handler is None:
+            for cls in type(expr).__mro__[1:]:
+                handler = _EVAL.get(cls)
+                if handler is not None:
+                    break
+            else:
+                raise TypeError(f"the interpreter cannot evaluate {type(expr).__name__}")
+        return handler(self, expr)
+
+    # ---------------------------------------------------------------- bindings
+    def run_binding(self, binding: rx.Binding) -> None:
+        if isinstance(binding, rx.MatchCast):
+            value = self.eval(binding.value)
+            name = binding.var.name_hint
+            item = CheckItem(f"match_cast of '{name}'", name, value, binding.struct_info)
+            value = check_values(self.shape_env, self.func_name, [item])[0]
+        elif isinstance(binding.value, rx.Function):
+            # Bound before evaluation finishes so a local function can call itself.
+            value = Closure(self.interp, binding.value, binding.var.name_hint, self, self.shape_env)
+        else:
+            value = self.eval(binding.value)
+        self.vars[binding.var] = value
+        if self.interp.instrument is not None:
+            self.interp.instrument(self.func_name, binding.var, value)
+
+    # ---------------------------------------------------------------- calls
+    def call(self, call: rx.Call):
+        op = call.op
+        if isinstance(op, rx.Op):
+            return self.call_op(call)
+        callee = self.interp.closure_of_global(op) if isinstance(op, rx.GlobalVar) else self.eval(op)
+        args = [self.eval(a) for a in call.args]
+        return self.apply(callee, args)
+
+    def apply(self, callee, args: list):
+        if isinstance(callee, Closure):
+            return self.interp.call_function(callee, args)
+        if isinstance(callee, PrimFunc):
+            run_prim_func(callee, args)
+            return ()
+        if callable(callee):
+            result = callee(*args)
+            return () if result is None else result
+        raise IRError(f"function '{self.func_name}': cannot call a value of type "
+                                 f"{type(callee).__name__}")
+
+    def call_op(self, call: rx.Call):
+        name = call.op.name
+        builtin = BUILTINS.get(name)
+        if builtin is not None:
+            return builtin(self, call)
+        from ..op.registry import get_op_spec
+        spec = get_op_spec(name)
+        if spec.reference is None:
+            raise IRError(f"function '{self.func_name}': operator {name} has no NumPy "
+                                     f"reference and no interpreter builtin")
+        result = spec.reference(*(self.eval(a) for a in call.args), **call.attrs)
+        if isinstance(result, np.generic) or (
+                isinstance(call.struct_info, TensorStructInfo) and not isinstance(result, np.ndarray)):
+            result = np.asarray(result)
+        return result
+
+
+# ---------------------------------------------------------------- expression handlers
+def _eval_prim(frame: Frame, expr):
+    try:
+        return frame.shape_env.evaluate(expr)
+    except UnboundSymbolError as err:
+        raise ShapeMismatchError(f"function '{frame.func_name}': {format_prim_expr(expr)} uses "
+                                 f"symbolic var {err.var.name}, which has no value here") from None
+
+
+def _eval_tuple_get_item(frame: Frame, expr: rx.TupleGetItem):
+    value = frame.eval(expr.tuple_value)
+    if not isinstance(value, tuple) or isinstance(value, ShapeTuple):
+        raise ShapeMismatchError(f"function '{frame.func_name}': indexing [{expr.index}] "
+                                 f"needs a tuple, got {type(value).__name__}")
+    if not -len(value) <= expr.index < len(value):
+        raise ShapeMismatchError(f"function '{frame.func_name}': index {expr.index} out of range "
+                                 f"for a tuple of {len(value)} fields")
+    return value[expr.index]
+
+
+def _eval_if(frame: Frame, expr: rx.If):
+    cond = frame.eval(expr.cond)
+    array = np.asarray(cond)
+    if array.size != 1:
+        raise ShapeMismatchError(f"function '{frame.func_name}': an if condition must be a scalar, "
+                                 f"got shape {array.shape}")
+    return frame.eval(expr.true_branch if bool(array.reshape(()).item()) else expr.false_branch)
+
+
+def _eval_seq(frame: Frame, expr: rx.SeqExpr):
+    for block in expr.blocks:
+        for binding in block.bindings:
+            frame.run_binding(binding)
+    return frame.eval(expr.body)
+
+
+def _eval_global(frame: Frame, expr: rx.GlobalVar):
+    return frame.interp.closure_of_global(expr)
+
+
+def _eval_extern(frame: Frame, expr: rx.ExternFunc):
+    from backends.library import get_library
+    return get_library(expr.global_symbol)
+
+
+def _eval_op(frame: Frame, expr: rx.Op):
+    raise IRError(f"function '{frame.func_name}': operator {expr.name} used as a value")
+
+
+_EVAL: dict[type, Callable[[Frame, Any], Any]] = {
+    rx.Var: Frame.lookup,
+    rx.Constant: lambda frame, e: e.data,
+    rx.ShapeExpr: lambda frame, e: ShapeTuple(_eval_prim(frame, v) for v in e.values),
+    rx.PrimValue: lambda frame, e: coerce(_eval_prim(frame, e.value), e.value.dtype),
+    rx.StringImm: lambda frame, e: e.value,
+    rx.Tuple: lambda frame, e: tuple(frame.eval(f) for f in e.fields),
+    rx.TupleGetItem: _eval_tuple_get_item,
+    rx.Call: Frame.call,
+    rx.If: _eval_if,
+    rx.SeqExpr: _eval_seq,
+    rx.Function: lambda frame, e: Closure(frame.interp, e, e.attrs.get("global_symbol", "<lambda>"),
+                                          frame, frame.shape_env),
+    rx.GlobalVar: _eval_global,
+    rx.ExternFunc: _eval_extern,
+    rx.Op: _eval_op,
+}

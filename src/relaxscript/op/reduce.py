@@ -1,0 +1,109 @@
+"""Reductions: sum, mean, max, min, prod, variance over ``axis`` (int, tuple or
+None = all) with ``keepdims``; argmax / argmin over one axis (or the
+flattened tensor) giving int64.
+
+Reductions keep the input dtype (as TVMScript does; NumPy would widen
+integer sums and give float64 means): the reference computes in NumPy and
+casts back to that dtype.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from tensorir import expr as E
+
+from ..struct_info import TensorStructInfo
+from ._convert import as_tensor, make_call
+from ._infer_util import attr_axes, attr_int, normalize_axes, tensor_arg
+from .registry import OpAttributeError, register_op
+
+
+def reduced_sinfo(ctx, call, x: TensorStructInfo, axes, keepdims: bool, dtype) -> TensorStructInfo:
+    """Annotation of ``x`` reduced over ``axes`` (None = all axes)."""
+    if x.ndim < 0:
+        return TensorStructInfo(None, dtype, x.ndim if keepdims else -1)
+    reduced = set(range(x.ndim)) if axes is None else set(normalize_axes(ctx, call, axes, x.ndim, x))
+    ndim = x.ndim if keepdims else x.ndim - len(reduced)
+    if x.shape is None:
+        return TensorStructInfo(None, dtype, ndim)
+    dims = [E.IntImm(1) if i in reduced else d for i, d in enumerate(x.shape)
+            if keepdims or i not in reduced]
+    return TensorStructInfo(dims, dtype)
+
+
+def _check_keepdims(keepdims, op: str) -> bool:
+    if not isinstance(keepdims, (bool, np.bool_)):
+        raise OpAttributeError(f"R.{op}: keepdims must be a bool, got {keepdims!r}")
+    return bool(keepdims)
+
+
+_REDUCE = {
+    "sum": lambda x, axis, keepdims: np.sum(x, axis=axis, keepdims=keepdims, dtype=x.dtype),
+    "prod": lambda x, axis, keepdims: np.prod(x, axis=axis, keepdims=keepdims, dtype=x.dtype),
+    "mean": lambda x, axis, keepdims: np.mean(x, axis=axis, keepdims=keepdims),
+    "max": lambda x, axis, keepdims: np.max(x, axis=axis, keepdims=keepdims),
+    "min": lambda x, axis, keepdims: np.min(x, axis=axis, keepdims=keepdims),
+    "variance": lambda x, axis, keepdims: np.var(x, axis=axis, keepdims=keepdims),
+}
+
+
+def _infer_reduce(call, ctx) -> TensorStructInfo:
+    x = tensor_arg(call, 0, ctx)
+    return reduced_sinfo(ctx, call, x, call.attrs.get("axis"), call.attrs["keepdims"], x.dtype)
+
+
+def _make_reduce(name: str, fn):
+    op_name = "relax." + name
+
+    def constructor(x, axis=None, keepdims=False):
+        attrs = {"axis": attr_axes(axis, name), "keepdims": _check_keepdims(keepdims, name)}
+        return make_call(op_name, [as_tensor(x)], attrs)
+
+    def reference(x, axis=None, keepdims=False):
+        return np.asarray(fn(x, axis, keepdims), dtype=x.dtype)
+
+    constructor.__name__ = name
+    constructor.__doc__ = f"R.{name}(x, axis=None, keepdims=False): {name} over axis."
+    register_op(op_name, _infer_reduce, reference, attr_names=("axis", "keepdims"),
+                constructor=constructor)
+    return constructor
+
+
+for _name, _fn in _REDUCE.items():
+    globals()[_name] = _make_reduce(_name, _fn)
+
+
+# ---------------------------------------------------------------- argmax / argmin
+def _infer_arg_reduce(call, ctx) -> TensorStructInfo:
+    x = tensor_arg(call, 0, ctx)
+    axis = call.attrs.get("axis")
+    return reduced_sinfo(ctx, call, x, None if axis is None else (axis,), call.attrs["keepdims"],
+                         "int64")
+
+
+def _make_arg_reduce(name: str, fn):
+    op_name = "relax." + name
+
+    def constructor(x, axis=None, keepdims=False):
+        attrs = {"axis": None if axis is None else attr_int(axis, name, "axis"),
+                 "keepdims": _check_keepdims(keepdims, name)}
+        return make_call(op_name, [as_tensor(x)], attrs)
+
+    def reference(x, axis=None, keepdims=False):
+        out = fn(x, axis=axis)
+        if keepdims:
+            out = np.reshape(out, [1 if axis is None or i == axis % x.ndim else d
+                                   for i, d in enumerate(x.shape)])
+        return np.asarray(out, dtype=np.int64)
+
+    constructor.__name__ = name
+    constructor.__doc__ = f"R.{name}(x, axis=None, keepdims=False): index of the {name[3:]}imum."
+    register_op(op_name, _infer_arg_reduce, reference, attr_names=("axis", "keepdims"),
+                constructor=constructor)
+    return constructor
+
+
+argmax = _make_arg_reduce("argmax", np.argmax)
+argmin = _make_arg_reduce("argmin", np.argmin)
+
+__all__ = [*_REDUCE, "argmax", "argmin"]

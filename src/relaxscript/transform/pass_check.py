@@ -1,0 +1,86 @@
+"""Checking a pass with the reference interpreter on random inputs and random symbolic values."""
+from __future__ import annotations
+
+import numpy as np
+
+from tensorir.expr import Var
+
+from ..expr import Function
+from ..struct_info import PrimStructInfo, ShapeStructInfo, TensorStructInfo, TupleStructInfo
+from .pass_infra import PassCheckError
+
+
+def _draw_var(var: Var, rng) -> int:
+    lo = max(1, var.lower if var.lower is not None else 1)
+    hi = min(var.upper, lo + 7) if var.upper is not None else lo + 7
+    value = int(rng.integers(lo, max(lo, hi) + 1))
+    if var.multiple_of:
+        value = max(var.multiple_of, value - value % var.multiple_of)
+    return value
+
+
+def _value_for(sinfo, env: dict, rng):
+    from tensorir.arith import evaluate
+    if isinstance(sinfo, TensorStructInfo):
+        if sinfo.shape is None:
+            raise PassCheckError("cannot draw inputs for a parameter of unknown shape")
+        for dim in sinfo.shape:
+            if isinstance(dim, Var) and dim not in env:
+                env[dim] = _draw_var(dim, rng)
+        shape = tuple(int(evaluate(d, env)) for d in sinfo.shape)
+        dtype = sinfo.dtype or "float32"
+        if dtype.startswith("float"):
+            return rng.standard_normal(shape).astype(dtype)
+        if dtype == "bool":
+            return rng.integers(0, 2, shape).astype(bool)
+        return rng.integers(0, 4, shape).astype(dtype)
+    if isinstance(sinfo, ShapeStructInfo) and sinfo.values is not None:
+        for dim in sinfo.values:
+            if isinstance(dim, Var) and dim not in env:
+                env[dim] = _draw_var(dim, rng)
+        return tuple(int(evaluate(d, env)) for d in sinfo.values)
+    if isinstance(sinfo, TupleStructInfo):
+        return tuple(_value_for(f, env, rng) for f in sinfo.fields)
+    if isinstance(sinfo, PrimStructInfo):
+        if sinfo.value is not None:
+            return int(evaluate(sinfo.value, env))
+        return int(rng.integers(1, 5)) if not sinfo.dtype.startswith("float") else float(rng.standard_normal())
+    raise PassCheckError(f"cannot draw an input for annotation {sinfo!r}")
+
+
+def random_inputs(func: Function, rng) -> list:
+    """Random arguments for ``func`` with symbolic vars drawn in small ranges that respect their facts."""
+    env: dict = {}
+    return [_value_for(p.struct_info, env, rng) for p in func.params]
+
+
+def _same(a, b, rtol, atol) -> bool:
+    if isinstance(a, tuple) or isinstance(b, tuple):
+        return isinstance(a, tuple) and isinstance(b, tuple) and len(a) == len(b) and \
+            all(_same(x, y, rtol, atol) for x, y in zip(a, b))
+    a, b = np.asarray(a), np.asarray(b)
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    if a.dtype.kind == "f":
+        return bool(np.allclose(a, b, rtol=rtol, atol=atol, equal_nan=True))
+    return bool(np.array_equal(a, b))
+
+
+def public_functions(mod) -> list[str]:
+    names = [n for n, f in mod.relax_functions.items() if "global_symbol" in f.attrs]
+    return names or [n for n in mod.relax_functions if n == "main"] or list(mod.relax_functions)[:1]
+
+
+def check_same_results(pass_name: str, before, after, ctx) -> None:
+    from ..interpreter import interpret
+    rng = np.random.default_rng(ctx.check_seed)
+    for name in public_functions(before):
+        if name not in after.relax_functions:
+            continue
+        for _ in range(ctx.check_samples):
+            args = random_inputs(before[name], rng)
+            expected = interpret(before, name, *args)
+            actual = interpret(after, name, *args)
+            if not _same(expected, actual, ctx.rtol, ctx.atol):
+                raise PassCheckError(f"pass {pass_name} changed the result of function {name!r} "
+                                     f"for inputs of shapes {[getattr(a, 'shape', a) for a in args]}")

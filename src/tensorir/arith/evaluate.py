@@ -1,0 +1,144 @@
+"""Exact scalar evaluation of PrimExprs.
+
+Integer arithmetic is exact (Python ints; floordiv/floormod round toward
+-inf, ``Div`` on integers truncates like C). Float results are rounded to
+their dtype after every operation, as NumPy would compute them. Casts to a
+narrower integer type wrap around like C.
+"""
+from __future__ import annotations
+
+import math
+from typing import Mapping
+
+import numpy as np
+
+from .. import dtype as dt
+from ..expr import PrimExpr
+
+
+class EvaluationError(ValueError):
+    """The expression cannot be evaluated (an unbound variable, an unknown node)."""
+
+
+def evaluate(expr: PrimExpr, env: Mapping | None = None):
+    """Value of ``expr`` with Vars (and Buffers, as NumPy arrays) looked up in ``env``."""
+    return _Evaluator(env or {}).eval(expr)
+
+
+def _round_to(value, dtype: str):
+    if dt.is_float(dtype):
+        value = float(value)
+        if dtype in ("float16", "float32"):
+            return float(np.array(value, dtype=dtype))
+        return value
+    if dtype == "bool":
+        return bool(value)
+    return int(value)
+
+
+def wrap_int(value: int, dtype: str) -> int:
+    """``value`` converted to integer ``dtype`` with C wrap-around."""
+    bits = dt.bits(dtype)
+    value %= 2 ** bits
+    if not dt.is_uint(dtype) and value >= 2 ** (bits - 1):
+        value -= 2 ** bits
+    return value
+
+
+_INTRINSICS = {
+    "exp": math.exp, "log": math.log, "sqrt": math.sqrt, "rsqrt": lambda x: 1.0 / math.sqrt(x),
+    "tanh": math.tanh, "sigmoid": lambda x: 1.0 / (1.0 + math.exp(-x)), "erf": math.erf,
+    "pow": math.pow, "abs": abs, "sin": math.sin, "cos": math.cos, "floor": math.floor,
+    "ceil": math.ceil, "round": lambda x: float(np.round(x)), "exp2": lambda x: 2.0 ** x,
+    "log2": math.log2, "tan": math.tan, "isnan": math.isnan, "isinf": math.isinf,
+}
+
+
+class _Evaluator:
+    def __init__(self, env: Mapping):
+        self.env = env
+
+    def eval(self, e):
+        handler = getattr(self, "_" + type(e).__name__, None)
+        if handler is None:
+            raise EvaluationError(f"cannot evaluate a {type(e).__name__} node")
+        return handler(e)
+
+    def _IntImm(self, e): return e.value
+    def _FloatImm(self, e): return e.value
+    def _StringImm(self, e): return e.value
+
+    def _Var(self, e):
+        if e not in self.env:
+            raise EvaluationError(f"variable {e.name!r} has no value")
+        return _round_to(self.env[e], e.dtype)
+
+    def _binary(self, e, fn):
+        a, b = self.eval(e.a), self.eval(e.b)
+        return _round_to(fn(a, b), e.dtype)
+
+    def _Add(self, e): return self._binary(e, lambda a, b: a + b)
+    def _Sub(self, e): return self._binary(e, lambda a, b: a - b)
+    def _Mul(self, e): return self._binary(e, lambda a, b: a * b)
+    def _Min(self, e): return self._binary(e, min)
+    def _Max(self, e): return self._binary(e, max)
+
+    def _Div(self, e):
+        if dt.is_float(e.dtype):
+            return self._binary(e, lambda a, b: a / b)
+        return self._binary(e, _trunc_div)
+
+    def _FloorDiv(self, e):
+        if dt.is_float(e.dtype):
+            return self._binary(e, lambda a, b: math.floor(a / b))
+        return self._binary(e, lambda a, b: a // b)
+
+    def _FloorMod(self, e):
+        if dt.is_float(e.dtype):
+            return self._binary(e, lambda a, b: a - math.floor(a / b) * b)
+        return self._binary(e, lambda a, b: a % b)
+
+    def _compare(self, e, fn): return bool(fn(self.eval(e.a), self.eval(e.b)))
+    def _EQ(self, e): return self._compare(e, lambda a, b: a == b)
+    def _NE(self, e): return self._compare(e, lambda a, b: a != b)
+    def _LT(self, e): return self._compare(e, lambda a, b: a < b)
+    def _LE(self, e): return self._compare(e, lambda a, b: a <= b)
+    def _GT(self, e): return self._compare(e, lambda a, b: a > b)
+    def _GE(self, e): return self._compare(e, lambda a, b: a >= b)
+
+    def _And(self, e): return bool(self.eval(e.a)) and bool(self.eval(e.b))
+    def _Or(self, e): return bool(self.eval(e.a)) or bool(self.eval(e.b))
+    def _Not(self, e): return not self.eval(e.a)
+
+    def _Select(self, e):
+        # Only the chosen branch is evaluated: the other may divide by zero.
+        return self.eval(e.true_value if self.eval(e.condition) else e.false_value)
+
+    def _Cast(self, e):
+        value = self.eval(e.value)
+        if e.dtype == "bool":
+            return bool(value)
+        if dt.is_float(e.dtype):
+            return _round_to(value, e.dtype)
+        if isinstance(value, float):
+            if math.isnan(value) or math.isinf(value):
+                raise EvaluationError(f"cannot cast {value} to {e.dtype}")
+            value = math.trunc(value)
+        return wrap_int(int(value), e.dtype)
+
+    def _Call(self, e):
+        fn = _INTRINSICS.get(e.op)
+        if fn is None:
+            raise EvaluationError(f"cannot evaluate call to {e.op!r}")
+        return _round_to(fn(*(self.eval(a) for a in e.args)), e.dtype)
+
+    def _BufferLoad(self, e):
+        array = self.env.get(e.buffer)
+        if array is None:
+            raise EvaluationError(f"buffer {e.buffer.name!r} has no value")
+        return _round_to(np.asarray(array)[tuple(self.eval(i) for i in e.indices)].item(), e.dtype)
+
+
+def _trunc_div(a: int, b: int) -> int:
+    q = abs(a) // abs(b)
+    return q if (a >= 0) == (b >= 0) else -q

@@ -1,0 +1,12 @@
+"""Errors raised while interpreting a PrimFunc (all ValueError subclasses)."""
+from __future__ import annotations
+
+
+class InterpretError(ValueError):
+    """The program did something with no defined meaning at run time
+    (integer division by zero, an unbound variable, an iter var bound outside
+    its domain, an unsupported construct)."""
+
+
+class OutOfBoundsError(InterpretError):
+    """A buffer access outside the buffer's shape (never wrapped like NumPy's negative indices)."""

@@ -1,0 +1,188 @@
+"""Evaluation of PrimExprs on NumPy values, scalar or vectorised.
+
+A value is a NumPy scalar or an array broadcastable over the iteration
+domain of the loop nest being evaluated. ``mask`` (None = every lane
+active) says which lanes are really executed: conditional sub-expressions
+(``Select``, ``And``/``Or`` right operands) are evaluated under a narrower
+mask, so an out-of-bounds load or a division by zero in a branch that is
+not taken raises nothing, exactly as in the scalar C semantics.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .. import expr as E
+from .errors import InterpretError
+from .intrinsics import INTRINSIC_IMPLS
+
+
+def np_dtype(dtype: str) -> np.dtype:
+    if dtype == "bfloat16":
+        raise InterpretError("bfloat16 is not supported by the NumPy interpreter")
+    return np.dtype(dtype)
+
+
+def scalar(dtype: str, value):
+    return np_dtype(dtype).type(value)
+
+
+def as_dtype(value, dtype: str):
+    """``value`` converted to ``dtype`` with C cast semantics (float->int truncates)."""
+    target = np_dtype(dtype)
+    if np.asarray(value).dtype == target:
+        return value
+    if target == np.bool_:
+        return np.asarray(value) != 0
+    return np.asarray(value).astype(target)
+
+
+def narrow(mask, cond):
+    """Lanes active under ``mask`` where ``cond`` also holds."""
+    return cond if mask is None else np.logical_and(mask, cond)
+
+
+def any_active(mask) -> bool:
+    return mask is None or bool(np.any(mask))
+
+
+class ExprEvaluator:
+    """Evaluates expressions against ``frame.vars`` (Var -> value) and ``frame.view(buffer)``.
+
+    If ``frame.recorder`` is set, every buffer load is reported to it as
+    ``recorder(view, indices, mask)`` (used to detect loop-carried reads).
+    """
+
+    def __init__(self, frame):
+        self.frame = frame
+        self._dispatch = {
+            E.IntImm: self._imm, E.FloatImm: self._imm, E.Var: self._var,
+            E.Add: self._arith, E.Sub: self._arith, E.Mul: self._arith,
+            E.Min: self._arith, E.Max: self._arith,
+            E.Div: self._div, E.FloorDiv: self._floordiv, E.FloorMod: self._floormod,
+            E.EQ: self._cmp, E.NE: self._cmp, E.LT: self._cmp, E.LE: self._cmp,
+            E.GT: self._cmp, E.GE: self._cmp,
+            E.And: self._and, E.Or: self._or, E.Not: self._not,
+            E.Select: self._select, E.Cast: self._cast, E.Call: self._call,
+            E.BufferLoad: self._load, E.StringImm: self._string,
+        }
+
+    def eval(self, e, mask=None):
+        try:
+            handler = self._dispatch[type(e)]
+        except KeyError:
+            raise InterpretError(f"cannot evaluate expression node {type(e).__name__}") from None
+        return handler(e, mask)
+
+    # leaves -----------------------------------------------------------------
+    def _imm(self, e, mask):
+        return scalar(e.dtype, e.value)
+
+    def _string(self, e, mask):
+        raise InterpretError(f"string literal {e.value!r} has no numeric value")
+
+    def _var(self, e, mask):
+        try:
+            return self.frame.vars[e]
+        except KeyError:
+            raise InterpretError(f"variable {e.name!r} is used but not bound") from None
+
+    # arithmetic ---------------------------------------------------------------
+    _ARITH = {E.Add: np.add, E.Sub: np.subtract, E.Mul: np.multiply,
+              E.Min: np.minimum, E.Max: np.maximum}
+    _CMP = {E.EQ: np.equal, E.NE: np.not_equal, E.LT: np.less, E.LE: np.less_equal,
+            E.GT: np.greater, E.GE: np.greater_equal}
+
+    def _operands(self, e, mask):
+        return self.eval(e.a, mask), self.eval(e.b, mask)
+
+    def _arith(self, e, mask):
+        a, b = self._operands(e, mask)
+        return as_dtype(self._ARITH[type(e)](a, b), e.dtype)
+
+    def _cmp(self, e, mask):
+        a, b = self._operands(e, mask)
+        return self._CMP[type(e)](a, b)
+
+    def _int_divisor(self, e, b, mask):
+        """The divisor with zeros in inactive lanes replaced by 1; active zeros raise."""
+        zero = np.equal(b, 0)
+        if not np.any(zero):
+            return b
+        if np.any(narrow(mask, zero)):
+            raise InterpretError(f"integer division by zero in {type(e).__name__}")
+        return np.where(zero, np.ones((), dtype=np.asarray(b).dtype), b)
+
+    def _div(self, e, mask):
+        a, b = self._operands(e, mask)
+        if np_dtype(e.dtype).kind == "f":
+            return as_dtype(np.true_divide(a, b), e.dtype)
+        b = self._int_divisor(e, b, mask)
+        quotient = np.floor_divide(a, b)
+        # C division truncates toward zero: undo flooring when the signs differ.
+        inexact = np.not_equal(np.subtract(a, np.multiply(quotient, b)), 0)
+        fix = np.logical_and(inexact, np.not_equal(np.less(a, 0), np.less(b, 0)))
+        return as_dtype(np.add(quotient, fix.astype(quotient.dtype)), e.dtype)
+
+    def _floordiv(self, e, mask):
+        a, b = self._operands(e, mask)
+        if np_dtype(e.dtype).kind == "f":
+            return as_dtype(np.floor(np.true_divide(a, b)), e.dtype)
+        return as_dtype(np.floor_divide(a, self._int_divisor(e, b, mask)), e.dtype)
+
+    def _floormod(self, e, mask):
+        a, b = self._operands(e, mask)
+        if np_dtype(e.dtype).kind != "f":
+            b = self._int_divisor(e, b, mask)
+        return as_dtype(np.mod(a, b), e.dtype)
+
+    # logic (right operands short-circuit, as in C) ----------------------------
+    def _and(self, e, mask):
+        a = self.eval(e.a, mask)
+        if np.ndim(a) == 0:
+            return self.eval(e.b, mask) if a else np.False_
+        inner = narrow(mask, a)
+        if not np.any(inner):
+            return a
+        return np.logical_and(a, self.eval(e.b, inner))
+
+    def _or(self, e, mask):
+        a = self.eval(e.a, mask)
+        if np.ndim(a) == 0:
+            return np.True_ if a else self.eval(e.b, mask)
+        inner = narrow(mask, np.logical_not(a))
+        if not np.any(inner):
+            return a
+        return np.logical_or(a, self.eval(e.b, inner))
+
+    def _not(self, e, mask):
+        return np.logical_not(self.eval(e.a, mask))
+
+    def _select(self, e, mask):
+        cond = self.eval(e.condition, mask)
+        if np.ndim(cond) == 0:
+            return self.eval(e.true_value if cond else e.false_value, mask)
+        zero = scalar(e.dtype, 0)
+        true_mask = narrow(mask, cond)
+        false_mask = narrow(mask, np.logical_not(cond))
+        t = self.eval(e.true_value, true_mask) if np.any(true_mask) else zero
+        f = self.eval(e.false_value, false_mask) if np.any(false_mask) else zero
+        return as_dtype(np.where(cond, t, f), e.dtype)
+
+    # conversions and calls --------------------------------------------------------
+    def _cast(self, e, mask):
+        return as_dtype(self.eval(e.value, mask), e.dtype)
+
+    def _call(self, e, mask):
+        impl = INTRINSIC_IMPLS.get(e.op)
+        if impl is None:
+            raise InterpretError(f"the interpreter has no implementation of call {e.op!r}")
+        args = [self.eval(a, mask) for a in e.args]
+        return as_dtype(impl(*args), e.dtype)
+
+    def _load(self, e, mask):
+        view = self.frame.view(e.buffer)
+        indices = [self.eval(i, mask) for i in e.indices]
+        recorder = self.frame.recorder
+        if recorder is not None:
+            recorder(view, indices, mask)
+        return view.load(indices, mask)

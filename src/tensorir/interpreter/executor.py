@@ -1,0 +1,188 @@
+"""Statement execution with the scalar (reference) semantics of the loop level.
+
+Every loop kind (parallel, vectorized, unrolled, thread-bound) runs as a
+serial loop. A ``For`` first offers itself to the vectorised loop-nest
+executor (``nest.run_nest``); whatever it declines runs here, one
+iteration at a time, and its inner loops get the same offer again.
+
+Buffers created by ``alloc_buffer`` and ``Allocate`` are zero-initialised
+each time their scope is entered, so results never depend on garbage.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .. import stmt as S
+from .evaluator import ExprEvaluator, as_dtype, scalar
+from .errors import InterpretError
+from .storage import BufferView, compact_strides
+
+
+class Executor:
+    def __init__(self, func, vars: dict, views: dict, vectorize: bool = True):
+        self.func = func
+        self.vars = dict(vars)
+        self.views = dict(views)
+        self.vectorize = vectorize
+        self.recorder = None  # set by the nest executor while it evaluates a nest
+        self.evaluator = ExprEvaluator(self)
+        self.param_views = {buf.name: self.views[buf] for buf in func.buffer_params}
+        self.nest_cache: dict = {}  # id(For) -> static nest plan (or None)
+        self._dispatch = {
+            S.For: self._for, S.BlockRealize: self._block_realize, S.BufferStore: self._store,
+            S.SeqStmt: self._seq, S.IfThenElse: self._if, S.LetStmt: self._let,
+            S.Evaluate: self._evaluate, S.Allocate: self._allocate, S.Block: self._bare_block,
+        }
+
+    # environment ---------------------------------------------------------------
+    def eval(self, e, mask=None):
+        return self.evaluator.eval(e, mask)
+
+    def eval_int(self, e) -> int:
+        value = self.eval(e)
+        if np.ndim(value) != 0:
+            raise InterpretError("expected a scalar integer")
+        return int(value)
+
+    def view(self, buffer) -> BufferView:
+        found = self.views.get(buffer)
+        if found is not None:
+            return found
+        # Lowered (flattened) code re-declares a parameter's storage under the same
+        # name with a new shape: it views the parameter's flat data.
+        param = self.param_views.get(buffer.name)
+        if param is None or param.dtype != np.dtype(buffer.dtype):
+            raise InterpretError(f"buffer {buffer.name!r} is used but never defined (not a parameter, "
+                                 f"alloc_buffer, match_buffer or Allocate)")
+        shape = [self.eval_int(s) for s in buffer.shape]
+        strides = [self.eval_int(s) for s in buffer.strides] or compact_strides(shape)
+        view = BufferView(buffer.name, param.data, shape, strides, self.eval_int(buffer.elem_offset))
+        self.views[buffer] = view
+        return view
+
+    def bind(self, var, value):
+        """Bind ``var``; returns a token for ``unbind`` that restores any shadowed value."""
+        old = self.vars.get(var, _UNBOUND)
+        self.vars[var] = value
+        return var, old
+
+    def unbind(self, token):
+        var, old = token
+        if old is _UNBOUND:
+            self.vars.pop(var, None)
+        else:
+            self.vars[var] = old
+
+    # statements ------------------------------------------------------------------------
+    def run(self, stmt):
+        if stmt is None:
+            return
+        handler = self._dispatch.get(type(stmt))
+        if handler is None:
+            raise InterpretError(f"cannot execute statement node {type(stmt).__name__}")
+        handler(stmt)
+
+    def _seq(self, s):
+        for child in s.seq:
+            self.run(child)
+
+    def _for(self, s):
+        if self.vectorize:
+            from .nest import run_nest  # late: nest builds on this module
+            if run_nest(self, s):
+                return
+        self.run_serial(s, self.eval_int(s.min), self.eval_int(s.extent))
+
+    def run_serial(self, s, start: int, count: int):
+        """Iterations ``start .. start + count - 1`` of loop ``s``, one at a time."""
+        token = self.bind(s.loop_var, scalar(s.loop_var.dtype, start))
+        try:
+            for i in range(start, start + count):
+                self.vars[s.loop_var] = scalar(s.loop_var.dtype, i)
+                self.run(s.body)
+        finally:
+            self.unbind(token)
+
+    def _store(self, s):
+        value = as_dtype(self.eval(s.value), s.buffer.dtype)
+        indices = [self.eval(i) for i in s.indices]
+        self.view(s.buffer).store(indices, value)
+
+    def _if(self, s):
+        if self.eval(s.condition):
+            self.run(s.then_case)
+        else:
+            self.run(s.else_case)
+
+    def _let(self, s):
+        token = self.bind(s.var, self.eval(s.value))
+        try:
+            self.run(s.body)
+        finally:
+            self.unbind(token)
+
+    def _evaluate(self, s):
+        self.eval(s.value)
+
+    def _allocate(self, s):
+        self.views[s.buffer] = self.allocate(s.buffer)
+        try:
+            self.run(s.body)
+        finally:
+            del self.views[s.buffer]
+
+    def allocate(self, buffer) -> BufferView:
+        shape = [self.eval_int(d) for d in buffer.shape]
+        return BufferView.allocate(buffer.name, shape, np.dtype(buffer.dtype))
+
+    def _bare_block(self, block):
+        self._block_realize(S.BlockRealize([], None, block))
+
+    def _block_realize(self, realize):
+        if not self.eval(realize.predicate):
+            return
+        block = realize.block
+        tokens = []
+        try:
+            at_reduce_min = True
+            for iv, binding in zip(block.iter_vars, realize.iter_values):
+                value = self.eval(binding)
+                lo, extent = self.eval_int(iv.dom.min), self.eval_int(iv.dom.extent)
+                if not lo <= int(value) < lo + extent:
+                    raise InterpretError(f"block {block.name!r}: iter var {iv.var.name!r} bound to "
+                                         f"{int(value)}, outside its domain [{lo}, {lo + extent})")
+                if iv.kind == "R" and int(value) != lo:
+                    at_reduce_min = False
+                tokens.append(self.bind(iv.var, scalar(iv.var.dtype, value)))
+            self._enter_block(block, at_reduce_min)
+        finally:
+            for token in reversed(tokens):
+                self.unbind(token)
+
+    def _enter_block(self, block, at_reduce_min: bool):
+        scoped, tokens = [], []
+        try:
+            for buf in block.alloc_buffers:
+                self.views[buf] = self.allocate(buf)
+                scoped.append(buf)
+            for match in block.match_buffers:
+                from .match_buffer import match_view  # late: keeps this file about statements
+                view, bound = match_view(self, match)
+                self.views[match.buffer] = view
+                scoped.append(match.buffer)
+                tokens.extend(bound)
+            if block.init is not None and at_reduce_min:
+                self.run(block.init)
+            self.run(block.body)
+        finally:
+            for buf in scoped:
+                self.views.pop(buf, None)
+            for token in reversed(tokens):
+                self.unbind(token)
+
+
+class _Unbound:
+    pass
+
+
+_UNBOUND = _Unbound()

@@ -1,0 +1,198 @@
+"""compute_at and reverse_compute_at: move a block's loop nest under a loop.
+
+The moved block gets fresh loops covering just the region its neighbours
+need (forward) or produce (reverse) per iteration of the target loop,
+clamped to the block's own iteration domain.
+"""
+from __future__ import annotations
+
+from ..errors import ScheduleError
+from ..expr import IntImm, PrimExpr, Var, max_, min_
+from ..function import PrimFunc
+from ..functor import substitute
+from ..stmt import BlockRealize, For, Range, SeqStmt, Stmt, seq
+from .checks import (binding_loop_vars, is_param_buffer, leaf_realizes, reads_buffer,
+                     require_not_root, trivial_write_dims, writes_buffer)
+from .region import RegionError, _analyzer, hull, relax_range
+from .state import NameSupply, StmtIndex, replace_stmts, used_names
+
+
+def _placement(index: StmtIndex, realize: BlockRealize, loop: For, forward: bool, where: str):
+    """(nest root of the block, sibling list, position of the nest, position of the loop's sibling)."""
+    if index.is_ancestor(loop, realize):
+        raise ScheduleError(f"{where}: the block is already inside the loop")
+    if index.scope_block(realize) is not index.scope_block(loop):
+        raise ScheduleError(f"{where}: the block and the loop are in different block scopes")
+    nest = index.exclusive_nest_root(realize)
+    parent = index.parent.get(id(nest))
+    if not isinstance(parent, SeqStmt) or not index.is_ancestor(parent, loop):
+        raise ScheduleError(f"{where}: the loop is not a sibling subtree of the block's loop nest")
+    siblings = list(parent.seq)
+    nest_pos = next(i for i, s in enumerate(siblings) if s is nest)
+    loop_pos = next(i for i, s in enumerate(siblings) if s is loop or index.is_ancestor(s, loop))
+    if forward and loop_pos < nest_pos:
+        raise ScheduleError(f"{where}: the loop comes before the block; use reverse_compute_at")
+    if not forward and loop_pos > nest_pos:
+        raise ScheduleError(f"{where}: the loop comes after the block; use compute_at")
+    return nest, siblings, nest_pos, loop_pos
+
+
+def _inner_dom(index: StmtIndex, loop: For, realize: BlockRealize) -> dict[Var, Range]:
+    """Ranges of the loops strictly inside ``loop`` that enclose ``realize``."""
+    chain = index.ancestors(realize)
+    start = next(i for i, s in enumerate(chain) if s is loop)
+    return {s.loop_var: Range(s.min, s.extent) for s in chain[start + 1:] if isinstance(s, For)}
+
+
+def _region_bounds(index, loop, realize, regions, buffer, analyzer):
+    binding = {iv.var: v for iv, v in zip(realize.block.iter_vars, realize.iter_values)}
+    dom = _inner_dom(index, loop, realize)
+    out = []
+    for reg in regions:
+        if reg.buffer is buffer:
+            out.append([relax_range(substitute(r, binding), dom, analyzer) for r in reg.region])
+    return out
+
+
+def _rebuild_nest(realize: BlockRealize, ranges: dict[int, tuple[PrimExpr, PrimExpr]],
+                  names: NameSupply, analyzer) -> Stmt:
+    """Fresh loops for the block: iter vars in ``ranges`` (by id) get that inclusive range
+    clamped to their domain; the others get their whole domain."""
+    loops, values = [], []
+    for iv in realize.block.iter_vars:
+        dom_lo, dom_hi = iv.dom.min, iv.dom.min + iv.dom.extent - 1
+        lo, hi = ranges.get(id(iv.var), (dom_lo, dom_hi))
+        lo = lo if analyzer.can_prove(lo >= dom_lo) else max_(lo, dom_lo)
+        hi = hi if analyzer.can_prove(hi <= dom_hi) else min_(hi, dom_hi)
+        var = names.var("ax%d" % len(loops), iv.var.dtype)
+        loops.append((var, analyzer.simplify(hi - lo + 1)))
+        values.append(analyzer.simplify(lo + var))
+    body: Stmt = BlockRealize(values, IntImm(True, "bool"), realize.block)
+    for var, extent in reversed(loops):
+        body = For(var, 0, extent, "serial", body)
+    return body
+
+
+def compute_at(func: PrimFunc, block_name: str, loop_var: Var) -> PrimFunc:
+    index = StmtIndex(func)
+    realize, loop = index.realize(block_name), index.loop(loop_var)
+    where = f"compute_at of block {block_name!r} under loop {loop_var.name!r}"
+    require_not_root(func, realize, "compute_at")
+    block = realize.block
+    nest, siblings, nest_pos, loop_pos = _placement(index, realize, loop, True, where)
+    if len(block.writes) != 1:
+        raise ScheduleError(f"{where}: the block must write exactly one buffer")
+    out_buf = block.writes[0].buffer
+    if is_param_buffer(func, out_buf):
+        raise ScheduleError(f"{where}: the block writes function output {out_buf.name!r}; computing "
+                            "only what consumers need would leave it incomplete")
+    dims = trivial_write_dims(block, out_buf)
+    if dims is None:
+        raise ScheduleError(f"{where}: the block must write {out_buf.name}[v0, v1, ...] with "
+                            "distinct spatial iter vars")
+    in_bufs = [r.buffer for r in block.reads if r.buffer is not out_buf]
+    everything = index.all_realizes()
+    under = [r for r in leaf_realizes(index, loop)]
+    under_ids = {id(r) for r in under}
+    consumers = [r for r in everything if r is not realize and reads_buffer(r.block, out_buf)]
+    for c in consumers:
+        if id(c) not in under_ids:
+            raise ScheduleError(f"{where}: consumer block {c.block.name!r} is not under the loop")
+    if not consumers:
+        raise ScheduleError(f"{where}: no consumer of {out_buf.name!r} is under the loop")
+    between = [r for s in siblings[nest_pos + 1:loop_pos] for r in leaf_realizes(index, s)]
+    for other in between + under:
+        if writes_buffer(other.block, out_buf):
+            raise ScheduleError(f"{where}: block {other.block.name!r} also writes {out_buf.name!r}")
+        if any(writes_buffer(other.block, b) for b in in_bufs):
+            raise ScheduleError(f"{where}: block {other.block.name!r} writes a buffer the block reads; "
+                                "moving the block later would change what it reads")
+    analyzer = _analyzer()
+    try:
+        bounds = [b for c in consumers
+                  for b in _region_bounds(index, loop, c, c.block.reads, out_buf, analyzer)]
+    except RegionError as err:
+        raise ScheduleError(f"{where}: cannot bound the consumers' reads: {err}") from None
+    ranges = {id(v): hull([acc[d] for acc in bounds], analyzer) for d, v in enumerate(dims)}
+    new_nest = _rebuild_nest(realize, ranges, NameSupply(used_names(func)), analyzer)
+    new_loop = loop.replace(body=seq(new_nest, loop.body))
+    return replace_stmts(func, {nest: None, loop: new_loop})
+
+
+def reverse_compute_at(func: PrimFunc, block_name: str, loop_var: Var) -> PrimFunc:
+    index = StmtIndex(func)
+    realize, loop = index.realize(block_name), index.loop(loop_var)
+    where = f"reverse_compute_at of block {block_name!r} under loop {loop_var.name!r}"
+    require_not_root(func, realize, "reverse_compute_at")
+    block = realize.block
+    if any(iv.kind != "S" for iv in block.iter_vars):
+        raise ScheduleError(f"{where}: the block has reduction iter vars; only spatial blocks qualify")
+    nest, siblings, nest_pos, loop_pos = _placement(index, realize, loop, False, where)
+    under = leaf_realizes(index, loop)
+    out_bufs = [r.buffer for r in block.writes]
+    produced = [r.buffer for r in block.reads
+                if any(writes_buffer(p.block, r.buffer) for p in under)]
+    if len({id(b) for b in produced}) != 1:
+        raise ScheduleError(f"{where}: the block must read exactly one buffer produced under the loop, "
+                            f"found {sorted({b.name for b in produced})}")
+    buf = produced[0]
+    producers = [p for p in under if writes_buffer(p.block, buf)]
+    for other in under:
+        if any(reads_buffer(other.block, b) or writes_buffer(other.block, b) for b in out_bufs):
+            raise ScheduleError(f"{where}: block {other.block.name!r} under the loop uses the "
+                                "block's output")
+    outer_loops = [s for s in index.ancestors(loop) if isinstance(s, For)] + [loop]
+    for producer in producers:
+        reduce_ids = binding_loop_vars(producer)[1]
+        if any(id(lp.loop_var) in reduce_ids for lp in outer_loops):
+            raise ScheduleError(f"{where}: loop {loop_var.name!r} or an outer loop iterates a reduction "
+                                f"of producer {producer.block.name!r}, whose values are not final there")
+    between = [r for s in siblings[loop_pos + 1:nest_pos] for r in leaf_realizes(index, s)]
+    for other in between:
+        if writes_buffer(other.block, buf) or any(
+                reads_buffer(other.block, b) or writes_buffer(other.block, b) for b in out_bufs):
+            raise ScheduleError(f"{where}: block {other.block.name!r} between the loop and the block "
+                                "touches the same buffers")
+    read_regions = [r for r in block.reads if r.buffer is buf]
+    if len(read_regions) != 1:
+        raise ScheduleError(f"{where}: the block must read {buf.name!r} once")
+    spatial = {id(iv.var): iv for iv in block.iter_vars}
+    dims: list[Var] = []
+    for r in read_regions[0].region:
+        if not (isinstance(r.min, Var) and id(r.min) in spatial and _is_one(r.extent)) \
+                or any(d is r.min for d in dims):
+            raise ScheduleError(f"{where}: the block must read {buf.name}[v0, v1, ...] with distinct "
+                                "iter vars")
+        dims.append(r.min)
+    analyzer = _analyzer()
+    _require_cover(producers, buf, dims, spatial, analyzer, where)
+    try:
+        bounds = [b for p in producers
+                  for b in _region_bounds(index, loop, p, p.block.writes, buf, analyzer)]
+    except RegionError as err:
+        raise ScheduleError(f"{where}: cannot bound the producers' writes: {err}") from None
+    ranges = {id(v): hull([acc[d] for acc in bounds], analyzer) for d, v in enumerate(dims)}
+    new_nest = _rebuild_nest(realize, ranges, NameSupply(used_names(func)), analyzer)
+    new_loop = loop.replace(body=seq(loop.body, new_nest))
+    return replace_stmts(func, {nest: None, loop: new_loop})
+
+
+def _is_one(e) -> bool:
+    from ..expr import is_const_int
+    return is_const_int(e, 1)
+
+
+def _require_cover(producers, buf, dims, spatial, analyzer, where):
+    """Over all iterations the producers must write every point the block reads."""
+    for p in producers:
+        pdims = trivial_write_dims(p.block, buf)
+        if pdims is None:
+            raise ScheduleError(f"{where}: producer {p.block.name!r} must write {buf.name}[v0, ...] "
+                                "with distinct spatial iter vars")
+        pdom = {id(iv.var): iv.dom for iv in p.block.iter_vars}
+        for pv, cv in zip(pdims, dims):
+            pd, cd = pdom[id(pv)], spatial[id(cv)].dom
+            if not (analyzer.can_prove(pd.min <= cd.min)
+                    and analyzer.can_prove(pd.min + pd.extent >= cd.min + cd.extent)):
+                raise ScheduleError(f"{where}: producer {p.block.name!r} does not cover the region "
+                                    "the block reads")

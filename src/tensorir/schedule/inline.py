@@ -1,0 +1,164 @@
+"""compute_inline and reverse_compute_inline: fold a one-statement block into
+its consumers (or its producer) and drop the intermediate buffer."""
+from __future__ import annotations
+
+from ..buffer import Buffer
+from ..errors import ScheduleError
+from ..expr import BufferLoad, Var
+from ..function import PrimFunc
+from ..functor import Mutator, collect, substitute
+from ..stmt import Block, BlockRealize, BufferRegion, BufferStore
+from ..structural import structural_equal
+from .checks import is_param_buffer, reads_buffer, require_not_root, writes_buffer
+from .region import _analyzer, infer_access_regions
+from .state import StmtIndex, replace_stmts
+
+
+def _simple_store(block: Block, where: str) -> BufferStore:
+    if block.init is not None or any(iv.kind != "S" for iv in block.iter_vars):
+        raise ScheduleError(f"{where}: block {block.name!r} is a reduction block")
+    if block.alloc_buffers or block.match_buffers:
+        raise ScheduleError(f"{where}: block {block.name!r} allocates or matches buffers")
+    if not isinstance(block.body, BufferStore):
+        raise ScheduleError(f"{where}: the body of block {block.name!r} is not a single buffer store")
+    return block.body
+
+
+def _index_vars(block: Block, indices, where: str, what: str) -> list[Var]:
+    """The indices must be the block's iter vars, each exactly once."""
+    ivars = [iv.var for iv in block.iter_vars]
+    ok = len(indices) == len(ivars) and all(isinstance(i, Var) for i in indices) and \
+        {id(i) for i in indices} == {id(v) for v in ivars}
+    if not ok:
+        raise ScheduleError(f"{where}: {what} of block {block.name!r} must be indexed by its iter "
+                            "vars, each exactly once")
+    return list(indices)
+
+
+def _loads_of(node, buffer: Buffer) -> list[BufferLoad]:
+    return collect(node, lambda n: isinstance(n, BufferLoad) and n.buffer is buffer)
+
+
+class _LoadReplacer(Mutator):
+    """Replace every load of ``buffer`` by ``value`` with the index vars bound to the load's indices."""
+
+    def __init__(self, buffer: Buffer, index_vars: list[Var], value):
+        super().__init__()
+        self.buffer, self.index_vars, self.value = buffer, index_vars, value
+
+    def visit_BufferLoad(self, node: BufferLoad):
+        node = self.generic_visit(node)
+        if node.buffer is not self.buffer:
+            return node
+        return substitute(self.value, dict(zip(self.index_vars, node.indices)))
+
+
+def _drop_alloc(func: PrimFunc, buffer: Buffer) -> dict:
+    owners = collect(func.body, lambda n: isinstance(n, Block) and any(b is buffer for b in n.alloc_buffers))
+    return {b: b.replace(alloc_buffers=tuple(x for x in b.alloc_buffers if x is not buffer)) for b in owners}
+
+
+def _merge_reads(old_reads, removed: Buffer, new_body, analyzer) -> list[BufferRegion]:
+    """Reads after inlining: ``removed`` is replaced by what the new body reads in its place."""
+    inferred, _ = infer_access_regions(new_body, analyzer=analyzer)
+    kept = {id(r.buffer) for r in old_reads if r.buffer is not removed}
+    out = []
+    for r in old_reads:
+        if r.buffer is removed:
+            out.extend(x for x in inferred if id(x.buffer) not in kept)
+        else:
+            fresh = [x for x in inferred if x.buffer is r.buffer]
+            out.append(fresh[0] if fresh else r)
+    return out
+
+
+def _between(index: StmtIndex, first: BlockRealize, last: BlockRealize) -> list[BlockRealize]:
+    lo, hi = index.order[id(first)], index.order[id(last)]
+    return [r for r in index.all_realizes() if lo < index.order[id(r)] < hi]
+
+
+def compute_inline(func: PrimFunc, block_name: str) -> PrimFunc:
+    index = StmtIndex(func)
+    realize = index.realize(block_name)
+    where = f"compute_inline of block {block_name!r}"
+    require_not_root(func, realize, "compute_inline")
+    block = realize.block
+    store = _simple_store(block, where)
+    buf = store.buffer
+    if is_param_buffer(func, buf):
+        raise ScheduleError(f"{where}: it writes function output {buf.name!r}")
+    ivars = _index_vars(block, store.indices, where, "the store")
+    if _loads_of(store.value, buf):
+        raise ScheduleError(f"{where}: the block reads the buffer it writes")
+    others = [r for r in index.all_realizes() if r is not realize]
+    if any(writes_buffer(r.block, buf) for r in others):
+        raise ScheduleError(f"{where}: another block also writes {buf.name!r}")
+    consumers = [r for r in others if reads_buffer(r.block, buf) or _loads_of(r.block, buf)]
+    read_bufs = [r.buffer for r in block.reads]
+    for c in consumers:
+        if index.order[id(c)] < index.order[id(realize)]:
+            raise ScheduleError(f"{where}: consumer {c.block.name!r} runs before the block")
+        for mid in _between(index, realize, c):
+            if any(writes_buffer(mid.block, b) for b in read_bufs):
+                raise ScheduleError(f"{where}: block {mid.block.name!r} overwrites an input of the block "
+                                    f"before consumer {c.block.name!r} reads it")
+    analyzer = _analyzer()
+    replacer = _LoadReplacer(buf, ivars, store.value)
+    mapping: dict = {index.exclusive_nest_root(realize): None}
+    for c in consumers:
+        new_block = replacer.visit(c.block)
+        reads = _merge_reads(c.block.reads, buf, new_block.body, analyzer)
+        mapping[c.block] = new_block.replace(reads=tuple(reads))
+    new_func = replace_stmts(func, mapping)
+    return replace_stmts(new_func, _drop_alloc(new_func, buf))
+
+
+def reverse_compute_inline(func: PrimFunc, block_name: str) -> PrimFunc:
+    index = StmtIndex(func)
+    realize = index.realize(block_name)
+    where = f"reverse_compute_inline of block {block_name!r}"
+    require_not_root(func, realize, "reverse_compute_inline")
+    block = realize.block
+    store = _simple_store(block, where)
+    others = [r for r in index.all_realizes() if r is not realize]
+    candidates = [r.buffer for r in block.reads if not is_param_buffer(func, r.buffer)
+                  and sum(writes_buffer(o.block, r.buffer) for o in others) == 1]
+    if len(candidates) != 1:
+        raise ScheduleError(f"{where}: the block must read exactly one intermediate buffer with a single "
+                            f"producer, found {[b.name for b in candidates]}")
+    buf = candidates[0]
+    producer = next(o for o in others if writes_buffer(o.block, buf))
+    pstore = _simple_store(producer.block, where)
+    if pstore.buffer is not buf or len(producer.block.writes) != 1:
+        raise ScheduleError(f"{where}: producer {producer.block.name!r} must write only {buf.name!r}")
+    if any(reads_buffer(o.block, buf) for o in others if o is not producer):
+        raise ScheduleError(f"{where}: {buf.name!r} has readers other than the block")
+    loads = _loads_of(store, buf)
+    if not loads or any(not structural_equal(ld.indices, loads[0].indices) for ld in loads):
+        raise ScheduleError(f"{where}: the block must read {buf.name!r} at one index")
+    ivars = _index_vars(block, loads[0].indices, where, f"the read of {buf.name!r}")
+    analyzer = _analyzer()
+    doms = {id(iv.var): iv.dom for iv in block.iter_vars}
+    for v, extent in zip(ivars, buf.shape):
+        dom = doms[id(v)]
+        if not (analyzer.can_prove(dom.min <= 0) and analyzer.can_prove(dom.min + dom.extent >= extent)):
+            raise ScheduleError(f"{where}: the block does not read all of {buf.name!r}, so the producer "
+                                "would write outside the block's domain")
+    if index.order[id(producer)] > index.order[id(realize)]:
+        raise ScheduleError(f"{where}: the producer runs after the block")
+    touched = [b.buffer for b in block.reads + block.writes if b.buffer is not buf]
+    for mid in _between(index, producer, realize):
+        if any(writes_buffer(mid.block, b) or reads_buffer(mid.block, b) for b in touched):
+            raise ScheduleError(f"{where}: block {mid.block.name!r} between producer and block touches "
+                                "the block's other buffers")
+    # The block's iter var at dim d takes the producer's store index at dim d.
+    # The load of buf at exactly the producer's point becomes the producer's value.
+    vmap = dict(zip(ivars, pstore.indices))
+    value = _LoadReplacer(buf, [], pstore.value).visit(store.value)
+    new_store = BufferStore(store.buffer, substitute(value, vmap),
+                            [substitute(i, vmap) for i in store.indices])
+    reads, writes = infer_access_regions(new_store, analyzer=analyzer)
+    new_pblock = producer.block.replace(body=new_store, reads=tuple(reads), writes=tuple(writes))
+    new_func = replace_stmts(func, {index.exclusive_nest_root(realize): None,
+                                    producer.block: new_pblock})
+    return replace_stmts(new_func, _drop_alloc(new_func, buf))

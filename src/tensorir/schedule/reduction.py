@@ -1,0 +1,212 @@
+"""Reduction primitives: decompose_reduction (hoist the init into its own
+block) and rfactor (reduce in two stages through an intermediate buffer)."""
+from __future__ import annotations
+
+from ..buffer import Buffer
+from ..errors import ScheduleError
+from ..expr import (Add, And, BufferLoad, FloatImm, IntImm, Max, Min, Mul, PrimExpr, Var)
+from ..function import PrimFunc
+from ..functor import collect, substitute
+from ..stmt import Block, BlockRealize, BufferStore, For, IterVar, Range, Stmt, is_true, seq
+from ..structural import structural_equal
+from .checks import binding_loop_vars, leaf_realizes, var_ids
+from .region import _analyzer, infer_access_regions
+from .state import NameSupply, StmtIndex, add_root_alloc, replace_stmts, used_names
+
+
+def conjuncts(pred: PrimExpr) -> list[PrimExpr]:
+    if isinstance(pred, And):
+        return conjuncts(pred.a) + conjuncts(pred.b)
+    return [] if is_true(pred) else [pred]
+
+
+def conjoin(parts: list[PrimExpr]) -> PrimExpr:
+    out: PrimExpr = IntImm(True, "bool")
+    for p in parts:
+        out = p if is_true(out) else And(out, p)
+    return out
+
+
+def decompose_reduction(func: PrimFunc, block_name: str, loop_var: Var) -> tuple[PrimFunc, str]:
+    index = StmtIndex(func)
+    realize, loop = index.realize(block_name), index.loop(loop_var)
+    block = realize.block
+    where = f"decompose_reduction of block {block_name!r} at loop {loop_var.name!r}"
+    if block.init is None:
+        raise ScheduleError(f"{where}: the block has no init (not a reduction, or already decomposed)")
+    loops = index.loops_of(realize)
+    if not any(lp is loop for lp in loops):
+        raise ScheduleError(f"{where}: the loop does not enclose the block")
+    pos = next(i for i, lp in enumerate(loops) if lp is loop)
+    spatial, reduce = binding_loop_vars(realize)
+    for lp in loops[:pos]:
+        if id(lp.loop_var) in reduce:
+            raise ScheduleError(f"{where}: outer loop {lp.loop_var.name!r} iterates the reduction, so "
+                                "an init placed inside it would run more than once")
+    names = NameSupply(used_names(func))
+    copies: dict[Var, Var] = {}
+    kept: list[For] = []
+    for lp in loops[pos:]:
+        lid = id(lp.loop_var)
+        if lid in spatial and lid in reduce:
+            raise ScheduleError(f"{where}: loop {lp.loop_var.name!r} binds both spatial and reduction "
+                                "iter vars")
+        if lid in spatial:
+            copies[lp.loop_var] = names.var(lp.loop_var.name + "_init", lp.loop_var.dtype)
+            kept.append(lp)
+    skipped = {id(lp.loop_var) for lp in loops[pos:] if lp.loop_var not in copies}
+    for lp in kept:
+        if (var_ids(lp.min) | var_ids(lp.extent)) & skipped:
+            raise ScheduleError(f"{where}: the range of loop {lp.loop_var.name!r} depends on a "
+                                "reduction loop")
+    pred_parts = []
+    for part in conjuncts(realize.predicate):
+        used = var_ids(part)
+        if used & skipped and used & ({id(v) for v in copies} | spatial):
+            raise ScheduleError(f"{where}: predicate {part!r} mixes spatial and reduction loops")
+        if not used & skipped:
+            pred_parts.append(substitute(part, copies))
+    ivar_map = {}
+    init_ivars, init_values = [], []
+    for iv, value in zip(block.iter_vars, realize.iter_values):
+        if iv.kind == "S":
+            new_var = names.var(iv.var.name, iv.var.dtype)
+            ivar_map[iv.var] = new_var
+            init_ivars.append(IterVar(new_var, iv.dom, "S"))
+            init_values.append(substitute(value, copies))
+    init_body = substitute(block.init, ivar_map)
+    if var_ids(init_body) & {id(iv.var) for iv in block.iter_vars if iv.kind == "R"}:
+        raise ScheduleError(f"{where}: the init uses a reduction iter var")
+    analyzer = _analyzer()
+    reads, writes = infer_access_regions(init_body, analyzer=analyzer)
+    init_name = names.fresh(block_name + "_init")
+    init_block = Block(init_name, init_ivars, reads, writes, init_body)
+    nest: Stmt = BlockRealize(init_values, conjoin(pred_parts), init_block)
+    for lp in reversed(kept):
+        nest = For(copies[lp.loop_var], lp.min, lp.extent, lp.kind, nest, lp.thread_tag, lp.annotations)
+    new_func = replace_stmts(func, {block: block.replace(init=None)})
+    new_loop = StmtIndex(new_func).loop(loop_var)
+    return replace_stmts(new_func, {new_loop: seq(nest, new_loop)}), init_name
+
+
+# ----------------------------------------------------------------- rfactor
+_IDENTITY = {Add: 0, Mul: 1}
+
+
+def _reducer(block: Block, where: str):
+    """Match ``buf[idx] = buf[idx] op rhs`` with init ``buf[idx] = init``; return the pieces."""
+    body, init = block.body, block.init
+    if not (isinstance(body, BufferStore) and isinstance(init, BufferStore)
+            and init.buffer is body.buffer and structural_equal(init.indices, body.indices)):
+        raise ScheduleError(f"{where}: block {block.name!r} is not a single-store reduction with init")
+    op = type(body.value)
+    if op not in (Add, Mul, Max, Min):
+        raise ScheduleError(f"{where}: block {block.name!r} does not reduce with +, *, max or min")
+
+    def is_self(e):
+        return isinstance(e, BufferLoad) and e.buffer is body.buffer and \
+            structural_equal(e.indices, body.indices)
+    a, b = body.value.a, body.value.b
+    rhs = b if is_self(a) else a if is_self(b) else None
+    if rhs is None or collect(rhs, lambda n: isinstance(n, BufferLoad) and n.buffer is body.buffer):
+        raise ScheduleError(f"{where}: block {block.name!r} does not have the form x = x op value")
+    if op in _IDENTITY:
+        iv = init.value
+        if not (isinstance(iv, (IntImm, FloatImm)) and iv.value == _IDENTITY[op]):
+            raise ScheduleError(f"{where}: the init {iv!r} is not the identity of the reduction")
+    return op, body.buffer, body.indices, rhs, init.value
+
+
+def rfactor(func: PrimFunc, loop_var: Var, factor_axis: int) -> tuple[PrimFunc, str]:
+    index = StmtIndex(func)
+    loop = index.loop(loop_var)
+    where = f"rfactor of loop {loop_var.name!r}"
+    realizes = leaf_realizes(index, loop)
+    if len(realizes) != 1:
+        raise ScheduleError(f"{where}: the loop must contain exactly one block, found {len(realizes)}")
+    realize = realizes[0]
+    block = realize.block
+    op, buf, indices, rhs, init_value = _reducer(block, where)
+    spatial, reduce = binding_loop_vars(realize)
+    if id(loop_var) not in reduce or id(loop_var) in spatial:
+        raise ScheduleError(f"{where}: the loop must iterate only reduction iter vars of "
+                            f"block {block.name!r}")
+    if var_ids(realize.predicate) & reduce:
+        raise ScheduleError(f"{where}: block {block.name!r} has a predicate on reduction loops")
+    if not -len(buf.shape) - 1 <= factor_axis <= len(buf.shape):
+        raise ScheduleError(f"{where}: factor_axis {factor_axis} out of range for {buf.ndim}-d "
+                            f"buffer {buf.name!r}")
+    factor_axis %= buf.ndim + 1
+    loops = index.loops_of(realize)
+    red_loops = [lp for lp in loops if id(lp.loop_var) in reduce]
+    loop_ids = {id(lp.loop_var) for lp in loops}
+    for lp in red_loops:
+        if (var_ids(lp.min) | var_ids(lp.extent)) & loop_ids:
+            raise ScheduleError(f"{where}: the range of reduction loop {lp.loop_var.name!r} depends on "
+                                "another loop")
+    top = index.top_level_stmt(realize)
+    if any(r is not realize and (r.block.reads + r.block.writes) and
+           any(x.buffer is buf for x in r.block.reads + r.block.writes)
+           for r in leaf_realizes(index, top)):
+        raise ScheduleError(f"{where}: another block in the same loop nest uses {buf.name!r}")
+    analyzer = _analyzer()
+    names = NameSupply(used_names(func))
+    rf_buf = Buffer(names.fresh(buf.name + "_rf"), _insert(buf.shape, factor_axis, loop.extent),
+                    buf.dtype, scope=buf.scope)
+
+    # Stage 1: the rfactor block, with one iter var per reduction loop (spatial for ``loop``).
+    spatial_map, ivars, values, loop_map = {}, [], [], {}
+    for iv, value in zip(block.iter_vars, realize.iter_values):
+        if iv.kind == "S":
+            spatial_map[iv.var] = names.var(iv.var.name, iv.var.dtype)
+            ivars.append(IterVar(spatial_map[iv.var], iv.dom, "S"))
+            values.append(value)
+    for lp in red_loops:
+        loop_map[lp.loop_var] = names.var("v" + lp.loop_var.name, lp.loop_var.dtype)
+        kind = "S" if lp is loop else "R"
+        ivars.append(IterVar(loop_map[lp.loop_var], Range(lp.min, lp.extent), kind))
+        values.append(lp.loop_var)
+    reduce_map = {iv.var: substitute(v, loop_map) for iv, v in zip(block.iter_vars, realize.iter_values)
+                  if iv.kind == "R"}
+    rf_indices = _insert([substitute(i, spatial_map) for i in indices], factor_axis,
+                         analyzer.simplify(loop_map[loop_var] - loop.min))
+    rf_rhs = substitute(rhs, {**spatial_map, **reduce_map})
+    rf_load = BufferLoad(rf_buf, rf_indices)
+    rf_body = BufferStore(rf_buf, op(rf_load, rf_rhs), rf_indices)
+    rf_init = BufferStore(rf_buf, init_value, rf_indices)
+    reads, writes = infer_access_regions(rf_body, rf_init, analyzer=analyzer)
+    rf_name = names.fresh(block.name + "_rf")
+    rf_block = Block(rf_name, ivars, reads, writes, rf_body, rf_init, annotations=block.annotations)
+    rf_realize = BlockRealize(values, realize.predicate, rf_block)
+
+    # Stage 2: the write-back block keeps the original name and reduces over the rfactor axis.
+    wb_map, wb_ivars, wb_loops = {}, [], []
+    for iv in block.iter_vars:
+        if iv.kind == "S":
+            wb_map[iv.var] = names.var(iv.var.name, iv.var.dtype)
+            wb_ivars.append(IterVar(wb_map[iv.var], iv.dom, "S"))
+    red_var = names.var("v" + loop_var.name, loop_var.dtype)
+    wb_ivars.append(IterVar(red_var, Range(0, loop.extent), "R"))
+    wb_indices = [substitute(i, wb_map) for i in indices]
+    wb_load = BufferLoad(buf, wb_indices)
+    wb_body = BufferStore(buf, op(wb_load, BufferLoad(rf_buf, _insert(wb_indices, factor_axis, red_var))),
+                          wb_indices)
+    wb_init = BufferStore(buf, init_value, wb_indices)
+    reads, writes = infer_access_regions(wb_body, wb_init, analyzer=analyzer)
+    wb_block = Block(block.name, wb_ivars, reads, writes, wb_body, wb_init)
+    loop_vars = [names.var(f"ax{k}", iv.var.dtype) for k, iv in enumerate(wb_ivars)]
+    wb: Stmt = BlockRealize([iv.dom.min + lv for iv, lv in zip(wb_ivars, loop_vars)],
+                            IntImm(True, "bool"), wb_block)
+    for iv, lv in reversed(list(zip(wb_ivars, loop_vars))):
+        wb = For(lv, 0, iv.dom.extent, "serial", wb)
+
+    new_func = replace_stmts(func, {realize: rf_realize})
+    new_top = StmtIndex(new_func).top_level_stmt(StmtIndex(new_func).realize(rf_name))
+    new_func = replace_stmts(new_func, {new_top: seq(new_top, wb)})
+    return add_root_alloc(new_func, rf_buf), rf_name
+
+
+def _insert(items, pos: int, value) -> list:
+    out = list(items)
+    out.insert(pos, value)
+    return out

@@ -1,0 +1,336 @@
+"""Evaluate the AST of a script expression into a PrimExpr.
+
+Python literals stay Python values until an operator combines them with a
+PrimExpr, so ``x * 2.0`` adopts the dtype of ``x`` (float16 stays float16)
+exactly as the IR builders do; this is what lets printed literals re-parse
+to the same nodes.
+"""
+from __future__ import annotations
+
+import ast
+import operator
+from typing import Any, Callable
+
+from .. import dtype as dt
+from .. import expr as E
+from ..buffer import Buffer
+from ..errors import ParseError
+from ..stmt import BufferRegion, Range
+from .diagnostics import SourceInfo, make_parse_error
+from .namespace import DTYPE_NAMES
+
+MISSING = object()
+
+_BINOPS: dict[type, Callable] = {
+    ast.Add: E.add, ast.Sub: E.sub, ast.Mult: E.mul, ast.Div: E.div,
+    ast.FloorDiv: E.floordiv, ast.Mod: E.floormod,
+}
+_PY_FOLD = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
+            ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod}
+_CMPOPS = {ast.Eq: E.EQ, ast.NotEq: E.NE, ast.Lt: E.LT, ast.LtE: E.LE, ast.Gt: E.GT, ast.GtE: E.GE}
+
+# T.<name>(a, b): binary helpers and their builders.
+_BINARY_FUNCS = {"max": E.max_, "min": E.min_, "floordiv": E.floordiv, "floormod": E.floormod,
+                 "ceildiv": E.ceildiv}
+
+
+def is_literal(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) or isinstance(value, bool)
+
+
+def extent_between(lo, hi) -> E.PrimExpr:
+    """Extent of ``[lo, hi)``, recognising the printer's ``lo + extent`` form exactly."""
+    from ..structural import structural_equal
+    lo, hi = E.convert(lo), E.convert(hi)
+    if E.is_const_int(lo, 0):
+        return hi
+    if isinstance(hi, E.Add) and structural_equal(hi.a, lo, map_free_vars=False):
+        return hi.b
+    return E.sub(hi, lo)
+
+
+class ExprParser:
+    """Turns ``ast.expr`` nodes into PrimExprs.
+
+    ``lookup(name)`` returns the value bound to a name (Var, PrimExpr,
+    Buffer, Python constant) or ``MISSING``. ``t_names`` are the names that
+    refer to the ``T`` namespace.
+    """
+
+    def __init__(self, source: SourceInfo, lookup: Callable[[str], Any],
+                 context: Callable[[], str | None] | str | None = None,
+                 t_names: frozenset[str] = frozenset({"T"})):
+        self.source = source
+        self.lookup = lookup
+        self._context = context
+        self.t_names = t_names
+        self.undefined_message = "undefined name {!r}"
+
+    # -------------------------------------------------------------- errors
+    @property
+    def context(self) -> str | None:
+        return self._context() if callable(self._context) else self._context
+
+    def error(self, message: str, node: ast.AST | None) -> ParseError:
+        return make_parse_error(message, node, self.source, self.context)
+
+    # -------------------------------------------------------------- entry points
+    def expr(self, node: ast.expr, dtype: str | None = None) -> E.PrimExpr:
+        """Evaluate to a PrimExpr; a bare literal gets ``dtype`` when given."""
+        return self.to_prim(self.eval(node), node, dtype)
+
+    def to_prim(self, value, node: ast.AST, dtype: str | None = None) -> E.PrimExpr:
+        if isinstance(value, E.PrimExpr):
+            return value
+        if isinstance(value, Buffer):
+            raise self.error(f"buffer {value.name!r} used as a scalar; index it as {value.name}[...]", node)
+        if isinstance(value, str):
+            return E.StringImm(value)
+        if is_literal(value):
+            try:
+                return E.const(value, dtype)
+            except (ValueError, TypeError) as err:
+                raise self.error(str(err), node) from None
+        raise self.error(f"expected a scalar expression, got {type(value).__name__}", node)
+
+    def constant(self, node: ast.AST, what: str, kinds=(int, float, str, bool)):
+        """A value that must be known while parsing (dtype, name, fact, ...)."""
+        value = self.eval(node) if isinstance(node, ast.expr) else node
+        if isinstance(value, (E.IntImm, E.FloatImm, E.StringImm)):
+            value = value.value
+        if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds):
+            raise self.error(f"{what} must be a constant {'/'.join(k.__name__ for k in kinds)}, "
+                             f"got {ast.unparse(node) if isinstance(node, ast.AST) else value!r}", node)
+        return value
+
+    def dtype(self, node: ast.AST) -> str:
+        name = self.constant(node, "dtype", (str,))
+        try:
+            return dt.normalize(name)
+        except ValueError:
+            raise self.error(f"unknown dtype {name!r}", node) from None
+
+    # -------------------------------------------------------------- evaluation
+    def eval(self, node: ast.expr):
+        method = getattr(self, "eval_" + type(node).__name__, None)
+        if method is None:
+            raise self.error(f"unsupported expression: {ast.unparse(node)}", node)
+        try:
+            return method(node)
+        except ParseError:
+            raise
+        except (ValueError, TypeError, ZeroDivisionError) as err:
+            raise self.error(str(err), node) from None
+
+    def eval_Constant(self, node: ast.Constant):
+        if node.value is None or isinstance(node.value, (int, float, str, bool)):
+            return node.value
+        raise self.error(f"unsupported constant {node.value!r}", node)
+
+    def eval_Name(self, node: ast.Name):
+        value = self.lookup(node.id)
+        if value is MISSING:
+            if node.id in ("True", "False"):
+                return node.id == "True"
+            raise self.error(self.undefined_message.format(node.id), node)
+        return value
+
+    def eval_Tuple(self, node):
+        return [self.eval(e) for e in node.elts]
+
+    eval_List = eval_Tuple
+
+    def eval_BinOp(self, node: ast.BinOp):
+        a, b = self.eval(node.left), self.eval(node.right)
+        op = type(node.op)
+        if op is ast.Pow:
+            return E.call_intrin("pow", self.to_prim(a, node.left), b)
+        if op not in _BINOPS:
+            raise self.error(f"unsupported operator {type(node.op).__name__}", node)
+        for side, sub in ((a, node.left), (b, node.right)):
+            if not (is_literal(side) or isinstance(side, E.PrimExpr)):
+                self.to_prim(side, sub)  # raises a precise error
+        if is_literal(a) and is_literal(b) and op in _PY_FOLD and not isinstance(a, bool) \
+                and not isinstance(b, bool) and not (op in (ast.FloorDiv, ast.Mod) and b == 0):
+            return _PY_FOLD[op](a, b)
+        return _BINOPS[op](a, b)
+
+    def eval_UnaryOp(self, node: ast.UnaryOp):
+        value = self.eval(node.operand)
+        if isinstance(node.op, ast.Not):
+            return E.Not(self.to_prim(value, node.operand))
+        if isinstance(node.op, ast.UAdd):
+            return value
+        if isinstance(node.op, ast.USub):
+            if is_literal(value) and not isinstance(value, bool):
+                return -value
+            return -self.to_prim(value, node.operand)
+        raise self.error("unsupported unary operator", node)
+
+    def eval_BoolOp(self, node: ast.BoolOp):
+        cls = E.And if isinstance(node.op, ast.And) else E.Or
+        values = [self.to_prim(self.eval(v), v) for v in node.values]
+        out = values[0]
+        for v in values[1:]:
+            out = cls(out, v)
+        return out
+
+    def eval_Compare(self, node: ast.Compare):
+        left = self.eval(node.left)
+        result = None
+        for op, right_node in zip(node.ops, node.comparators):
+            right = self.eval(right_node)
+            if type(op) not in _CMPOPS:
+                raise self.error(f"unsupported comparison {type(op).__name__}", node)
+            if is_literal(left) and is_literal(right):
+                left = self.to_prim(left, node.left)
+            cmp = _CMPOPS[type(op)](left, right)
+            result = cmp if result is None else E.And(result, cmp)
+            left = right
+        return result
+
+    def eval_IfExp(self, node: ast.IfExp):
+        return E.select(self.to_prim(self.eval(node.test), node.test), self.eval(node.body),
+                        self.eval(node.orelse))
+
+    def eval_Subscript(self, node: ast.Subscript):
+        base = self.eval(node.value)
+        if isinstance(base, Buffer):
+            indices = self.index_list(node.slice)
+            for idx in indices:
+                if isinstance(idx, ast.Slice):
+                    raise self.error("slices are only allowed in T.reads/T.writes/T.match_buffer regions", idx)
+            return E.BufferLoad(base, [self.expr(i) for i in indices])
+        if isinstance(base, (list, tuple)):
+            return base[self.constant(node.slice, "tuple index", (int,))]
+        raise self.error(f"cannot index {ast.unparse(node.value)}", node)
+
+    def eval_Attribute(self, node: ast.Attribute):
+        if self.is_t(node.value):
+            raise self.error(f"T.{node.attr} is not a value here", node)
+        base = self.eval(node.value)
+        if isinstance(base, Buffer) and node.attr in ("shape", "dtype", "strides", "elem_offset"):
+            value = getattr(base, node.attr)
+            return list(value) if isinstance(value, tuple) else value
+        raise self.error(f"unsupported attribute {ast.unparse(node)}", node)
+
+    def eval_Call(self, node: ast.Call):
+        func = node.func
+        if isinstance(func, ast.Attribute) and self.is_t(func.value):
+            return self.call_t(func.attr, node)
+        if isinstance(func, ast.Name) and self.lookup(func.id) is MISSING:
+            if func.id in ("min", "max") and len(node.args) >= 2 and not node.keywords:
+                build = E.min_ if func.id == "min" else E.max_
+                out = self.eval(node.args[0])
+                for arg in node.args[1:]:
+                    out = build(out, self.eval(arg))
+                return out
+            if func.id == "abs" and len(node.args) == 1:
+                return E.call_intrin("abs", self.expr(node.args[0]))
+        raise self.error(f"unknown function {ast.unparse(func)!r}", node)
+
+    # -------------------------------------------------------------- T.<name>(...)
+    def is_t(self, node: ast.AST) -> bool:
+        return isinstance(node, ast.Name) and node.id in self.t_names
+
+    def call_t(self, name: str, node: ast.Call):
+        args = node.args
+        if name in DTYPE_NAMES:
+            return self.typed_literal(name, node)
+        if name in E.INTRINSICS:
+            self.expect_args(node, E.INTRINSICS[name])
+            return E.call_intrin(name, *[self.to_prim(self.eval(a), a) for a in args])
+        if name in _BINARY_FUNCS or name == "truncdiv":
+            self.expect_args(node, 2)
+            a, b = self.eval(args[0]), self.eval(args[1])
+            if name == "truncdiv":
+                a, b = E._promote_pair(a, b)
+                if dt.is_float(a.dtype):
+                    raise self.error("T.truncdiv takes integer operands", node)
+                return E.div(a, b)
+            return _BINARY_FUNCS[name](a, b)
+        if name in ("if_then_else", "Select"):
+            self.expect_args(node, 3)
+            return E.select(self.expr(args[0]), self.eval(args[1]), self.eval(args[2]))
+        if name == "cast":
+            self.expect_args(node, 2)
+            return E.cast(self.dtype(args[1]), self.expr(args[0]))
+        if name == "Cast":
+            self.expect_args(node, 2)
+            return E.Cast(self.dtype(args[0]), self.expr(args[1]))
+        if name == "call_extern":
+            if len(args) < 2:
+                raise self.error("T.call_extern(dtype, name, *args) needs a dtype and a name", node)
+            return E.Call(self.dtype(args[0]), self.constant(args[1], "extern name", (str,)),
+                          [self.expr(a) for a in args[2:]])
+        if name in ("int", "float"):
+            raise self.error(f"unknown function 'T.{name}'; use a sized type such as T.int64", node)
+        raise self.error(f"unknown function 'T.{name}'", node)
+
+    def expect_args(self, node: ast.Call, count: int) -> None:
+        name = ast.unparse(node.func)
+        if node.keywords:
+            raise self.error(f"{name} takes no keyword arguments", node)
+        if len(node.args) != count:
+            raise self.error(f"{name} takes {count} argument(s), got {len(node.args)}", node)
+
+    def typed_literal(self, dtype: str, node: ast.Call):
+        if len(node.args) != 1 or node.keywords:
+            raise self.error(f"T.{dtype}(...) declares a symbolic variable only as a statement "
+                             f"`n = T.{dtype}(...)`; in an expression give exactly one value", node)
+        value = self.eval(node.args[0])
+        if isinstance(value, str):
+            try:
+                value = float(value)  # "inf", "nan"
+            except ValueError:
+                raise self.error(f"T.{dtype}({value!r}) is not a number", node) from None
+        if isinstance(value, E.PrimExpr):
+            return E.cast(dtype, value)
+        return self.to_prim(value, node, dtype)
+
+    # -------------------------------------------------------------- indices and regions
+    @staticmethod
+    def index_list(node: ast.expr) -> list[ast.expr]:
+        if isinstance(node, ast.Tuple):
+            return list(node.elts)
+        return [node]
+
+    def region(self, node: ast.expr) -> BufferRegion:
+        """``A[vi, 0:4]`` / ``A`` (whole buffer) as a BufferRegion."""
+        if not isinstance(node, ast.Subscript):
+            buf = self.eval(node)
+            if isinstance(buf, Buffer):
+                return BufferRegion.full(buf)
+            raise self.error(f"expected a buffer region such as A[i, 0:4], got {ast.unparse(node)}", node)
+        buf = self.eval(node.value)
+        if not isinstance(buf, Buffer):
+            raise self.error(f"{ast.unparse(node.value)} is not a buffer", node.value)
+        indices = self.index_list(node.slice)
+        if len(indices) != buf.ndim:
+            raise self.error(f"buffer {buf.name!r} has {buf.ndim} dimension(s), "
+                             f"region gives {len(indices)}", node)
+        ranges = []
+        for dim, idx in enumerate(indices):
+            if isinstance(idx, ast.Slice):
+                if idx.step is not None:
+                    raise self.error("region slices take no step", idx)
+                lo = self.expr(idx.lower) if idx.lower is not None else E.const(0, buf.shape[dim].dtype)
+                hi = self.expr(idx.upper) if idx.upper is not None else buf.shape[dim]
+                ranges.append(Range(lo, extent_between(lo, hi)))
+            else:
+                ranges.append(Range(self.expr(idx), 1))
+        return BufferRegion(buf, ranges)
+
+    def python_value(self, node: ast.expr):
+        """Annotation values: literals, lists and dicts of them, or PrimExprs."""
+        if isinstance(node, ast.Dict):
+            out = {}
+            for k, v in zip(node.keys, node.values):
+                if k is None:
+                    raise self.error("** is not supported in annotations", node)
+                out[self.constant(k, "annotation key", (str,))] = self.python_value(v)
+            return out
+        if isinstance(node, (ast.List, ast.Tuple)):
+            items = [self.python_value(e) for e in node.elts]
+            return items if isinstance(node, ast.List) else tuple(items)
+        return self.eval(node)

@@ -1,0 +1,439 @@
+"""Parse one ``def`` (its AST) into a PrimFunc: signature, declarations, statements."""
+from __future__ import annotations
+
+import ast
+
+from .. import dtype as dt
+from .. import expr as E
+from ..buffer import Buffer
+from ..errors import ParseError
+from ..function import PrimFunc
+from ..stmt import (Allocate, Block, BlockRealize, BufferStore, Evaluate, For, IfThenElse,
+                    LetStmt, Range, Stmt, seq)
+from .block_parser import BlockParserMixin
+from .diagnostics import SourceInfo
+from .expr_parser import MISSING, ExprParser, extent_between
+from .namespace import DTYPE_NAMES, _Namespace
+from .scope import BlockFrame, LoopInfo, Scope
+
+INT_DTYPES = tuple(d for d in DTYPE_NAMES if dt.is_int(d))
+_LOOP_KINDS = {"serial": "serial", "parallel": "parallel", "vectorized": "vectorized",
+               "unroll": "unrolled", "thread_binding": "thread_binding"}
+_AUG_OPS = {ast.Add: E.add, ast.Sub: E.sub, ast.Mult: E.mul, ast.Div: E.div,
+            ast.FloorDiv: E.floordiv, ast.Mod: E.floormod}
+
+
+def _t_call_name(node, t_names) -> str | None:
+    """'block' for ``T.block(...)``, 'axis.remap' for ``T.axis.remap(...)``, else None."""
+    if not isinstance(node, ast.Call):
+        return None
+    func = node.func
+    parts = []
+    while isinstance(func, ast.Attribute):
+        parts.append(func.attr)
+        func = func.value
+    if isinstance(func, ast.Name) and func.id in t_names and parts:
+        return ".".join(reversed(parts))
+    return None
+
+
+class FunctionParser(BlockParserMixin):
+    def __init__(self, func_def: ast.FunctionDef, source: SourceInfo, py_globals: dict | None):
+        self.func_def = func_def
+        self.source = source
+        py_globals = dict(py_globals or {})
+        self.t_names = frozenset({"T"} | {k for k, v in py_globals.items() if isinstance(v, _Namespace)})
+        self.scope = Scope(py_globals)
+        self.param_name: str | None = None
+        self.exprs = ExprParser(source, self.scope.lookup, self.context, self.t_names)
+        self.loops: list[LoopInfo] = []
+        self.frames: list[BlockFrame] = []
+        self.attrs: dict = {}
+        self.block_names = self.explicit_block_names()
+
+    # ---------------------------------------------------------------- helpers
+    def context(self) -> str:
+        where = f"in function {self.func_def.name!r}"
+        return where + (f", parameter {self.param_name!r}" if self.param_name else "")
+
+    def error(self, message: str, node) -> ParseError:
+        return self.exprs.error(message, node)
+
+    def t_call(self, node) -> str | None:
+        return _t_call_name(node, self.t_names)
+
+    def explicit_block_names(self) -> set[str]:
+        names = set()
+        for node in ast.walk(self.func_def):
+            if self.t_call(node) == "block" and node.args and isinstance(node.args[0], ast.Constant):
+                names.add(node.args[0].value)
+        return names
+
+    def has_blocks(self) -> bool:
+        return any(self.t_call(n) == "block" for n in ast.walk(self.func_def))
+
+    # ---------------------------------------------------------------- function
+    def parse(self) -> PrimFunc:
+        fd = self.func_def
+        if fd.args.vararg or fd.args.kwarg or fd.args.kwonlyargs or fd.args.posonlyargs:
+            raise self.error("prim_func parameters must be plain positional parameters", fd)
+        body_stmts = list(fd.body)
+        if body_stmts and isinstance(body_stmts[0], ast.Expr) and isinstance(body_stmts[0].value, ast.Constant) \
+                and isinstance(body_stmts[0].value.value, str):
+            body_stmts = body_stmts[1:]  # docstring
+        self.declared = self.prescan_declarations(body_stmts)
+        params = self.parse_params(fd.args.args)
+        for name, (var, _node) in self.declared.items():
+            if self.scope.lookup(name) is MISSING:
+                self.scope.define(name, var)
+        root = BlockFrame(is_root=True)
+        self.frames.append(root)
+        body = self.parse_body(body_stmts, root)
+        self.frames.pop()
+        body = self.wrap_root(body, root)
+        return PrimFunc(params, body, self.attrs, name=fd.name)
+
+    def wrap_root(self, body: Stmt, root: BlockFrame) -> Stmt:
+        if isinstance(body, BlockRealize) and body.block.name == "root" and not body.block.iter_vars:
+            if root.alloc_buffers:  # explicit root block plus top-level allocations
+                block = body.block
+                return body.replace(block=block.replace(
+                    alloc_buffers=tuple(root.alloc_buffers) + block.alloc_buffers))
+            return body
+        if not (self.has_blocks() or root.alloc_buffers):
+            return body
+        return BlockRealize([], None, Block("root", [], [], [], body, alloc_buffers=root.alloc_buffers))
+
+    def prescan_declarations(self, stmts) -> dict[str, tuple[E.Var, ast.AST]]:
+        """Top-level ``n = T.int64(...)`` lines, read before the signature so that
+        names used in signature strings carry the declared dtype and facts."""
+        out = {}
+        for st in stmts:
+            decl = self.declaration(st)
+            if decl is not None:
+                out[decl.name] = (decl, st)
+        return out
+
+    def declaration(self, st) -> E.Var | None:
+        if not (isinstance(st, ast.Assign) and len(st.targets) == 1 and isinstance(st.targets[0], ast.Name)):
+            return None
+        name = self.t_call(st.value)
+        if name not in DTYPE_NAMES or st.value.args:
+            return None
+        if name not in INT_DTYPES:
+            raise self.error(f"symbolic variables must have an integer dtype, not {name}", st.value)
+        facts = {"lower": 0, "upper": None, "multiple_of": None}
+        for kw in st.value.keywords:
+            if kw.arg not in facts:
+                raise self.error(f"unknown fact {kw.arg!r}; use lower=, upper= or multiple_of=", kw.value)
+            value = self.exprs.constant(kw.value, kw.arg, (int, type(None)))
+            facts[kw.arg] = value
+        return E.Var(st.targets[0].id, name, **facts)
+
+    # ---------------------------------------------------------------- signature
+    def parse_params(self, args: list[ast.arg]) -> list:
+        scalars = {}
+        for arg in args:  # scalar params first: signature strings may name them
+            self.param_name = arg.arg
+            if arg.annotation is None:
+                raise self.error("parameter needs an annotation: T.Buffer(shape, dtype) or a "
+                                 "scalar type such as T.int64", arg)
+            dtype = self.scalar_annotation(arg.annotation)
+            if dtype is not None:
+                declared = self.declared.get(arg.arg)
+                var = declared[0] if declared else E.Var(arg.arg, dtype)
+                if var.dtype != dtype:
+                    raise self.error(f"declared as {var.dtype} in the body but annotated {dtype}", arg)
+                scalars[arg.arg] = var
+                self.scope.define(arg.arg, var)
+        params = []
+        for arg in args:
+            self.param_name = arg.arg
+            if arg.arg in scalars:
+                params.append(scalars[arg.arg])
+                continue
+            if self.t_call(arg.annotation) != "Buffer":
+                raise self.error(f"unsupported parameter annotation {ast.unparse(arg.annotation)}; "
+                                 "use T.Buffer(shape, dtype) or a scalar type such as T.int64",
+                                 arg.annotation)
+            buf = self.buffer_from_call(arg.arg, arg.annotation, declare=True)
+            self.scope.define(arg.arg, buf)
+            params.append(buf)
+        self.param_name = None
+        return params
+
+    def scalar_annotation(self, node) -> str | None:
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) \
+                and node.value.id in self.t_names:
+            if node.attr in DTYPE_NAMES:
+                return node.attr
+            if node.attr != "Buffer":
+                raise self.error(f"unknown type 'T.{node.attr}'", node)
+        return None
+
+    # ---------------------------------------------------------------- buffers
+    def buffer_from_call(self, name: str, call: ast.Call, declare: bool = False,
+                         first_arg: int = 0) -> Buffer:
+        """T.Buffer / T.alloc_buffer / T.decl_buffer / T.match_buffer arguments."""
+        pos = call.args[first_arg:]
+        kw = {k.arg: k.value for k in call.keywords}
+        known = {"shape", "dtype", "strides", "elem_offset", "scope", "align", "offset_factor"}
+        for k in call.keywords:
+            if k.arg not in known:
+                raise self.error(f"unknown argument {k.arg!r} of {ast.unparse(call.func)}", k.value)
+        if len(pos) > 2:
+            raise self.error(f"{ast.unparse(call.func)} takes shape and dtype positionally; "
+                             "give the rest as keywords", call)
+        shape_node = pos[0] if pos else kw.get("shape")
+        if shape_node is None:
+            raise self.error(f"{ast.unparse(call.func)} needs a shape", call)
+        dtype_node = pos[1] if len(pos) > 1 else kw.get("dtype")
+        dtype = self.exprs.dtype(dtype_node) if dtype_node is not None else "float32"
+        shape = self.dims(shape_node, declare)
+        strides = self.dims(kw["strides"], declare) if "strides" in kw else ()
+        offset = self.dim(kw["elem_offset"], declare) if "elem_offset" in kw else 0
+        scope = self.exprs.constant(kw["scope"], "scope", (str,)) if "scope" in kw else "global"
+        return Buffer(name, shape, dtype, strides=strides, elem_offset=offset, scope=scope)
+
+    def dims(self, node, declare: bool) -> list[E.PrimExpr]:
+        elts = node.elts if isinstance(node, (ast.Tuple, ast.List)) else [node]
+        return [self.dim(e, declare) for e in elts]
+
+    def dim(self, node, declare: bool) -> E.PrimExpr:
+        """A shape entry: literal, expression, or string ("n" declares n, "n * 4" uses it)."""
+        if not (isinstance(node, ast.Constant) and isinstance(node.value, str)):
+            return self.int_expr(node)
+        text = node.value.strip()
+        if declare and text.isidentifier() and self.scope.lookup(text) is MISSING:
+            var = E.size_var(text)
+            self.scope.define(text, var)
+            return var
+        try:
+            tree = ast.parse(text, mode="eval").body
+        except SyntaxError:
+            raise self.error(f"invalid shape expression {node.value!r}", node) from None
+        for sub in ast.walk(tree):  # report problems at the string itself
+            ast.copy_location(sub, node)
+        saved, self.exprs.undefined_message = self.exprs.undefined_message, "undefined symbolic variable {!r}"
+        try:
+            return self.int_expr(tree)
+        finally:
+            self.exprs.undefined_message = saved
+
+    def int_expr(self, node) -> E.PrimExpr:
+        value = self.exprs.expr(node)
+        if not dt.is_int(value.dtype):
+            raise self.error(f"expected an integer expression, got dtype {value.dtype}", node)
+        return value
+
+    # ---------------------------------------------------------------- statements
+    def parse_body(self, stmts: list[ast.stmt], frame: BlockFrame | None = None) -> Stmt:
+        """Statements in order; ``frame`` is set when they sit directly in a block."""
+        out: list[Stmt] = []
+        for i, st in enumerate(stmts):
+            rest = stmts[i + 1:]
+            if isinstance(st, ast.Assign) and len(st.targets) == 1 and isinstance(st.targets[0], ast.Name):
+                scoped = self.parse_named_assign(st, rest, frame)
+                if scoped is not None:
+                    out.append(scoped)
+                    break
+                continue
+            result = self.parse_stmt(st, frame)
+            if result is not None:
+                out.append(result)
+        if not out:
+            return Evaluate(0)
+        return seq(*out)
+
+    def parse_stmt(self, st: ast.stmt, frame: BlockFrame | None) -> Stmt | None:
+        if isinstance(st, ast.For):
+            return self.parse_for(st)
+        if isinstance(st, ast.With):
+            return self.parse_with(st, frame)
+        if isinstance(st, ast.If):
+            return self.parse_if(st)
+        if isinstance(st, ast.Assign):
+            return self.parse_assign(st, frame)
+        if isinstance(st, ast.AugAssign):
+            return self.parse_aug_assign(st)
+        if isinstance(st, ast.Expr):
+            return self.parse_expr_stmt(st, frame)
+        if isinstance(st, ast.Pass):
+            return None
+        raise self.error(f"unsupported statement {type(st).__name__} in a prim_func", st)
+
+    def parse_named_assign(self, st: ast.Assign, rest, frame) -> Stmt | None:
+        """``name = ...``: a declaration, buffer, axis or a scalar let (which scopes ``rest``)."""
+        name, value = st.targets[0].id, st.value
+        kind = self.t_call(value)
+        if kind in DTYPE_NAMES and not value.args:
+            if name not in self.declared or self.declared[name][1] is not st:
+                self.scope.define(name, self.declaration(st))
+            return None
+        if kind == "alloc_buffer":
+            buf = self.buffer_from_call(name, value)
+            self.frames[-1].alloc_buffers.append(buf)
+            self.scope.define(name, buf)
+            return None
+        if kind == "match_buffer":
+            self.parse_match_buffer(name, value, frame)
+            return None
+        if kind is not None and kind.startswith("axis."):
+            self.parse_axes([st.targets[0]], value, frame)
+            return None
+        if kind == "decl_buffer":
+            buf = self.buffer_from_call(name, value)
+            return Allocate(buf, self.scoped_body(rest, frame, name, buf))
+        if isinstance(value, ast.Call) and self.t_call(value) is None and isinstance(value.func, ast.Name) \
+                and value.func.id == "range":
+            raise self.error("range(...) is only valid as a for-loop iterator", value)
+        let_value = self.exprs.expr(value)
+        var = E.Var(name, let_value.dtype)
+        return LetStmt(var, let_value, self.scoped_body(rest, frame, name, var))
+
+    def scoped_body(self, stmts, frame, name, value) -> Stmt:
+        self.scope.push()
+        self.scope.define(name, value)
+        body = self.parse_body(stmts, frame)
+        self.scope.pop()
+        return body
+
+    def parse_assign(self, st: ast.Assign, frame) -> Stmt | None:
+        if len(st.targets) != 1:
+            raise self.error("chained assignment is not supported", st)
+        target = st.targets[0]
+        if isinstance(target, ast.Subscript):
+            buf = self.store_buffer(target)
+            indices = [self.exprs.expr(i) for i in self.exprs.index_list(target.slice)]
+            self.check_rank(buf, indices, target)
+            return BufferStore(buf, self.exprs.expr(st.value, buf.dtype), indices)
+        if isinstance(target, ast.Tuple) and (self.t_call(st.value) or "").startswith("axis."):
+            self.parse_axes(target.elts, st.value, frame)
+            return None
+        raise self.error(f"unsupported assignment target {ast.unparse(target)}", target)
+
+    def store_buffer(self, target: ast.Subscript) -> Buffer:
+        node = target.value
+        value = self.scope.lookup(node.id) if isinstance(node, ast.Name) else MISSING
+        if value is MISSING:
+            raise self.error(f"store to undeclared buffer {ast.unparse(node)!r}", node)
+        if not isinstance(value, Buffer):
+            raise self.error(f"{ast.unparse(node)!r} is not a buffer", node)
+        return value
+
+    def check_rank(self, buf: Buffer, indices, node) -> None:
+        if len(indices) != buf.ndim:
+            raise self.error(f"buffer {buf.name!r} has {buf.ndim} dimension(s), "
+                             f"indexed with {len(indices)}", node)
+
+    def parse_aug_assign(self, st: ast.AugAssign) -> Stmt:
+        if not isinstance(st.target, ast.Subscript) or type(st.op) not in _AUG_OPS:
+            raise self.error("augmented assignment is only supported as a buffer update B[i] += e", st)
+        buf = self.store_buffer(st.target)
+        indices = [self.exprs.expr(i) for i in self.exprs.index_list(st.target.slice)]
+        self.check_rank(buf, indices, st.target)
+        value = _AUG_OPS[type(st.op)](E.BufferLoad(buf, indices), self.exprs.eval(st.value))
+        return BufferStore(buf, value, indices)
+
+    def parse_expr_stmt(self, st: ast.Expr, frame) -> Stmt | None:
+        kind = self.t_call(st.value)
+        call = st.value
+        if kind == "evaluate":
+            self.exprs.expect_args(call, 1)
+            return Evaluate(self.exprs.expr(call.args[0]))
+        if kind == "func_attr":
+            if frame is None or not frame.is_root:
+                raise self.error("T.func_attr must be at the top level of the function", st)
+            self.exprs.expect_args(call, 1)
+            value = self.exprs.python_value(call.args[0])
+            if not isinstance(value, dict):
+                raise self.error("T.func_attr takes a dict", call)
+            self.attrs.update(value)
+            return None
+        if kind in ("reads", "writes", "where", "block_attr"):
+            self.parse_block_meta(kind, call, frame)
+            return None
+        if isinstance(st.value, ast.Constant) and isinstance(st.value.value, str):
+            return None  # a comment-like string
+        raise self.error(f"expression statement {ast.unparse(st.value)} has no effect; "
+                         "use T.evaluate(...) to keep it", st)
+
+    def parse_if(self, st: ast.If) -> Stmt:
+        cond = self.exprs.expr(st.test)
+        then = self.nested_body(st.body)
+        other = self.nested_body(st.orelse) if st.orelse else None
+        return IfThenElse(cond, then, other)
+
+    def nested_body(self, stmts) -> Stmt:
+        self.scope.push()
+        body = self.parse_body(stmts)
+        self.scope.pop()
+        return body
+
+    # ---------------------------------------------------------------- loops
+    def parse_for(self, st: ast.For) -> Stmt:
+        if st.orelse:
+            raise self.error("for-else is not supported", st)
+        call = st.iter
+        kind = self.t_call(call)
+        if kind == "grid":
+            targets = st.target.elts if isinstance(st.target, ast.Tuple) else [st.target]
+            if call.keywords or len(targets) != len(call.args):
+                raise self.error(f"T.grid has {len(call.args)} extent(s) but the loop binds "
+                                 f"{len(targets)} variable(s)", st)
+            loops = []
+            for target, arg in zip(targets, call.args):
+                ext = self.int_expr(arg)
+                loops.append((target, E.const(0, ext.dtype), ext, "serial", None, {}))
+        elif kind in _LOOP_KINDS or (isinstance(call, ast.Call) and isinstance(call.func, ast.Name)
+                                     and call.func.id == "range" and kind is None):
+            loops = [self.loop_header(st.target, call, _LOOP_KINDS.get(kind, "serial"))]
+        else:
+            raise self.error(f"unsupported loop iterator {ast.unparse(call)}; use range, T.grid, "
+                             "T.serial, T.parallel, T.vectorized, T.unroll or T.thread_binding", call)
+        return self.build_loops(loops, st.body)
+
+    def loop_header(self, target, call: ast.Call, kind: str):
+        if not isinstance(target, ast.Name):
+            raise self.error("this loop binds exactly one variable", target)
+        kw = {k.arg: k.value for k in call.keywords}
+        allowed = {"annotations"} | ({"thread"} if kind == "thread_binding" else set())
+        for k in call.keywords:
+            if k.arg not in allowed:
+                raise self.error(f"unknown argument {k.arg!r} of {ast.unparse(call.func)}", k.value)
+        if len(call.args) not in (1, 2):
+            raise self.error(f"{ast.unparse(call.func)} takes an extent or (min, max)", call)
+        raw = [self.exprs.eval(a) for a in call.args]
+        for node, v in zip(call.args, raw):
+            if not dt.is_int(self.exprs.to_prim(v, node).dtype):
+                raise self.error(f"loop bounds must be integers, got {ast.unparse(node)}", node)
+        if len(raw) == 1:
+            ext = self.exprs.to_prim(raw[0], call.args[0])
+            lo = E.const(0, ext.dtype)
+        else:
+            lo, hi = E._promote_pair(*raw)
+            ext = extent_between(lo, hi)
+        thread = None
+        if kind == "thread_binding":
+            if "thread" not in kw:
+                raise self.error("T.thread_binding needs thread=\"threadIdx.x\" (or another axis)", call)
+            thread = self.exprs.constant(kw["thread"], "thread", (str,))
+        annotations = self.exprs.python_value(kw["annotations"]) if "annotations" in kw else {}
+        if not isinstance(annotations, dict):
+            raise self.error("annotations must be a dict", kw["annotations"])
+        return target, lo, ext, kind, thread, annotations
+
+    def build_loops(self, loops, body_stmts) -> Stmt:
+        self.scope.push()
+        made = []
+        for target, lo, ext, kind, thread, annotations in loops:
+            var = E.Var(target.id, ext.dtype)
+            self.scope.define(target.id, var)
+            self.loops.append(LoopInfo(var, Range(lo, ext)))
+            made.append((var, lo, ext, kind, thread, annotations))
+        body = self.parse_body(body_stmts)
+        for var, lo, ext, kind, thread, annotations in reversed(made):
+            self.loops.pop()
+            body = For(var, lo, ext, kind, body, thread_tag=thread, annotations=annotations)
+        self.scope.pop()
+        return body

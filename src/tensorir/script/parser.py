@@ -1,0 +1,124 @@
+"""Parse the TensorIR script form into PrimFuncs.
+
+Public entry points:
+
+``prim_func`` (decorator; also ``T.prim_func``; with or without parentheses)
+    Reads the decorated function's source with ``inspect.getsource`` (the body
+    is never executed) and returns a ``PrimFunc``. Names the script does not
+    define may come from the function's globals and closure when they hold a
+    Python int/float/str/bool (``N = 128`` at module level).
+
+``from_source(text, filename="<string>")``
+    Parses text without executing it: an optional import line / comments and
+    one decorated ``def``.
+
+``parse_prim_func_def(func_def, source, py_globals=None) -> PrimFunc``
+    For the graph-level parser: parse one ``ast.FunctionDef`` (e.g. a
+    ``@T.prim_func`` method of an ``@ir_module`` class). ``source`` is a
+    ``SourceInfo(filename, lines, line_offset, col_offset=0)`` mapping AST
+    positions to the user's file; ``py_globals`` supplies constants.
+
+``parse_prim_expr(node, names, source, context=None) -> PrimExpr``
+    Evaluate one ``ast.expr`` over symbolic variables (``names`` maps
+    identifiers to Vars/PrimExprs): int arithmetic, ``T.max``, ``T.floordiv``,
+    typed literals, comparisons. Unknown names raise ParseError
+    "undefined symbolic variable".
+
+``make_parse_error(message, node, source, context=None) -> ParseError``
+    Build (not raise) a ParseError located at ``node``.
+
+Every script mistake raises ``tensorir.ParseError`` with file, line, column,
+the offending source line and a context such as "in function 'f', parameter 'x'".
+"""
+from __future__ import annotations
+
+import ast
+import inspect
+import textwrap
+
+from ..errors import ParseError
+from ..expr import PrimExpr
+from ..function import PrimFunc
+from .diagnostics import SourceInfo, make_parse_error
+from .expr_parser import MISSING, ExprParser
+from .func_parser import FunctionParser
+
+
+def parse_prim_func_def(func_def: ast.FunctionDef, source: SourceInfo,
+                        py_globals: dict | None = None) -> PrimFunc:
+    return FunctionParser(func_def, source, py_globals).parse()
+
+
+def parse_prim_expr(node: ast.expr, names: dict, source: SourceInfo,
+                    context: str | None = None) -> PrimExpr:
+    parser = ExprParser(source, lambda name: names.get(name, MISSING), context)
+    parser.undefined_message = "undefined symbolic variable {!r}"
+    return parser.expr(node)
+
+
+def _parse_module(text: str, source: SourceInfo) -> ast.Module:
+    try:
+        return ast.parse(text)
+    except SyntaxError as err:
+        node = ast.Module(body=[], type_ignores=[])
+        node.lineno, node.col_offset = err.lineno or 1, max(0, (err.offset or 1) - 1)
+        raise make_parse_error(f"invalid Python syntax: {err.msg}", node, source) from None
+
+
+def from_source(text: str, filename: str = "<string>", py_globals: dict | None = None) -> PrimFunc:
+    """Parse the text of one prim_func (never executed)."""
+    source = SourceInfo.from_text(text, filename)
+    module = _parse_module(text, source)
+    defs = [n for n in module.body if isinstance(n, ast.FunctionDef)]
+    if len(defs) != 1:
+        raise make_parse_error(f"expected exactly one function definition, found {len(defs)}",
+                               defs[1] if len(defs) > 1 else None, source)
+    for node in module.body:
+        if not isinstance(node, (ast.FunctionDef, ast.Import, ast.ImportFrom, ast.Expr, ast.Assign)):
+            raise make_parse_error(f"unexpected {type(node).__name__} at module level", node, source)
+    return parse_prim_func_def(defs[0], source, py_globals)
+
+
+def _python_names(func) -> dict:
+    names = dict(getattr(func, "__globals__", {}))
+    code = getattr(func, "__code__", None)
+    if code is not None and func.__closure__:
+        for name, cell in zip(code.co_freevars, func.__closure__):
+            try:
+                names[name] = cell.cell_contents
+            except ValueError:  # unbound cell
+                pass
+    return names
+
+
+def _parse_python_function(func) -> PrimFunc:
+    try:
+        raw = inspect.getsource(func)
+        filename = inspect.getsourcefile(func) or "<unknown>"
+    except (OSError, TypeError) as err:
+        raise ParseError(f"cannot read the source of {getattr(func, '__name__', func)!r} ({err}); "
+                         "use tensorir.from_source(text) instead") from None
+    text = textwrap.dedent(raw)
+    indent = len(raw.splitlines()[0]) - len(text.splitlines()[0])
+    source = SourceInfo.from_text(text, filename, func.__code__.co_firstlineno - 1, indent)
+    module = _parse_module(text, source)
+    func_def = next(n for n in module.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)))
+    if isinstance(func_def, ast.AsyncFunctionDef):
+        raise make_parse_error("a prim_func cannot be async", func_def, source)
+    return parse_prim_func_def(func_def, source, _python_names(func))
+
+
+def prim_func(func=None, *, private: bool = False, **options):
+    """Decorator: ``@prim_func``, ``@prim_func()``, ``@T.prim_func(private=True)``."""
+    if options:
+        raise TypeError(f"prim_func got unexpected options {sorted(options)}")
+
+    def decorate(f):
+        if isinstance(f, PrimFunc):
+            return f
+        return _parse_python_function(f)
+    return decorate if func is None else decorate(func)
+
+
+__all__ = ["prim_func", "from_source", "parse_prim_func_def", "parse_prim_expr", "SourceInfo",
+           "make_parse_error"]

@@ -13,7 +13,7 @@ from tensorir.structural import (StructuralMismatch, assert_structural_equal, st
 from .expr import (Binding, BindingBlock, Call, Constant, DataflowBlock, DataflowVar, Expr,
                    ExternFunc, Function, GlobalVar, If, MatchCast, Op, PrimValue, SeqExpr, ShapeExpr,
                    StringImm, Tuple, TupleGetItem, Var, VarBinding)
-from .ir_module import IRModule
+from .irmodule import IRModule
 from .struct_info import (FuncStructInfo, ObjectStructInfo, PrimStructInfo, ShapeStructInfo,
                           StructInfo, TensorStructInfo, TupleStructInfo)
 
@@ -32,7 +32,7 @@ _LAZY = {
     "get_pipeline": "relaxscript.vm.build",
     "VirtualMachine": "relaxscript.vm.runtime",
     "Executable": "relaxscript.vm.executable",
-    "well_formed": "relaxscript.analysis.well_formed",
+    "well_formed": "relaxscript.analysis",
 }
 
 

@@ -10,13 +10,11 @@ first (A-normal form). The frame bookkeeping (blocks, scopes) lives in
 from __future__ import annotations
 
 from tensorir import dtype as dt
-from tensorir import expr as tir
-from tensorir.errors import IRError
 
 from .call_deduction import deduce_call
 from .expr import (Call, Constant, DataflowBlock, Expr, ExternFunc, Function, GlobalVar, If,
-                   MatchCast, Op, PrimValue, SeqExpr, ShapeExpr, StringImm, Tuple, TupleGetItem, Var,
-                   VarBinding)
+                   MatchCast, Op, PrimValue, SeqExpr, ShapeExpr, StringImm, Tuple, TupleGetItem, Var)
+from .op.registry import DeductionContext, OpDeductionError, get_op_spec
 from .struct_info import (FuncStructInfo, ObjectStructInfo, PrimStructInfo, ShapeStructInfo,
                           TensorStructInfo, TupleStructInfo)
 from .struct_info_of import signature_of
@@ -24,8 +22,8 @@ from .struct_info_util import (NO, erase_to_well_defined, format_sinfo, is_base_
                                is_dtype_int_scalar, struct_info_lca, symbolic_vars_of)
 
 
-class DeductionError(IRError):
-    """Annotations that provably conflict (a ValueError naming both annotations)."""
+# One error class for every deduction conflict, the operators' rules included.
+DeductionError = OpDeductionError
 
 
 def describe_span(span) -> str:
@@ -35,23 +33,6 @@ def describe_span(span) -> str:
     filename, lineno, _col, source_line = span
     text = f"{filename}:{lineno}"
     return f"{text}: {source_line.strip()}" if source_line else text
-
-
-class DeductionContext:
-    """What an operator's ``infer(call, ctx)`` may use: the analyzer, the module,
-    and ``error(message)`` raising a DeductionError that carries the source line."""
-
-    def __init__(self, builder, call: Call):
-        self.builder = builder
-        self.call = call
-        self.analyzer = builder.analyzer
-
-    @property
-    def module(self):
-        return self.builder.get()
-
-    def error(self, message: str):
-        raise self.builder.deduction_error(message, getattr(self.call, "span", None))
 
 
 _LEAF_TYPES = (Var, GlobalVar, Op, ExternFunc, Constant, ShapeExpr, PrimValue, StringImm)
@@ -105,8 +86,8 @@ class Normalizer:
         return DeductionError(f"{message}\n  at {where}" if where else message)
 
     @staticmethod
-    def _annotate(expr: Expr, new: Expr, sinfo) -> Expr:
-        """Set the annotation on ``new`` (a fresh copy, or ``expr`` itself when unchanged)."""
+    def _annotate(new: Expr, sinfo) -> Expr:
+        """Set the annotation on ``new``: a fresh copy, or the input itself when unchanged."""
         new.struct_info = sinfo
         return new
 
@@ -123,48 +104,48 @@ class Normalizer:
         return gvar.replace(struct_info=signature_of(mod[gvar.name_hint]))
 
     def _normalize_ExternFunc(self, func: ExternFunc):
-        return self._annotate(func, func, FuncStructInfo(None, ObjectStructInfo(), purity=False))
+        return self._annotate(func, FuncStructInfo(None, ObjectStructInfo(), purity=False))
 
     def _normalize_Constant(self, const: Constant):
         data = const.data
-        return self._annotate(const, const, TensorStructInfo([int(d) for d in data.shape], data.dtype.name))
+        return self._annotate(const, TensorStructInfo([int(d) for d in data.shape], data.dtype.name))
 
     def _normalize_ShapeExpr(self, shape: ShapeExpr):
         for v in shape.values:
             if not dt.is_int(v.dtype):
                 raise self.deduction_error(f"shape value {v!r} has dtype {v.dtype}; shapes hold integers")
-        return self._annotate(shape, shape, ShapeStructInfo(shape.values))
+        return self._annotate(shape, ShapeStructInfo(shape.values))
 
     def _normalize_PrimValue(self, prim: PrimValue):
-        return self._annotate(prim, prim, PrimStructInfo(prim.value.dtype, prim.value))
+        return self._annotate(prim, PrimStructInfo(prim.value.dtype, prim.value))
 
     def _normalize_StringImm(self, string: StringImm):
-        return self._annotate(string, string, ObjectStructInfo())
+        return self._annotate(string, ObjectStructInfo())
 
     # ---------------------------------------------------------------- composites
     def _normalize_Tuple(self, tup: Tuple):
         fields = tuple(self.normalize_argument(f) for f in tup.fields)
         new = tup if _same(fields, tup.fields) else tup.replace(fields=fields)
-        return self._annotate(tup, new, TupleStructInfo([f.struct_info for f in fields]))
+        return self._annotate(new, TupleStructInfo([f.struct_info for f in fields]))
 
     def _normalize_TupleGetItem(self, item: TupleGetItem):
         value = self.normalize_argument(item.tuple_value)
         sinfo = value.struct_info
         new = item if value is item.tuple_value else item.replace(tuple_value=value)
         if isinstance(sinfo, ObjectStructInfo):
-            return self._annotate(item, new, ObjectStructInfo())
+            return self._annotate(new, ObjectStructInfo())
         if not isinstance(sinfo, TupleStructInfo):
             raise self.deduction_error(f"indexing [{item.index}] needs a tuple, got {format_sinfo(sinfo)}")
         if not -len(sinfo.fields) <= item.index < len(sinfo.fields):
             raise self.deduction_error(f"index {item.index} is out of range for {format_sinfo(sinfo)} "
                                        f"({len(sinfo.fields)} fields)")
-        return self._annotate(item, new, sinfo.fields[item.index])
+        return self._annotate(new, sinfo.fields[item.index])
 
     def _normalize_Call(self, call: Call):
         op = call.op if isinstance(call.op, Op) else self.normalize_argument(call.op)
         args = tuple(self.normalize_argument(a) for a in call.args)
         new = call if op is call.op and _same(args, call.args) else call.replace(op=op, args=args)
-        return self._annotate(call, new, self._deduce_call(new))
+        return self._annotate(new, self._deduce_call(new))
 
     def _deduce_call(self, call: Call):
         callee = call.op
@@ -183,14 +164,11 @@ class Normalizer:
 
     def _deduce_op_call(self, call: Call):
         try:
-            from .op.registry import get_op_spec
-        except ImportError:
-            raise self.deduction_error(f"no operator registry to deduce {call.op.name}") from None
-        try:
             spec = get_op_spec(call.op.name)
-        except (KeyError, ValueError):
+        except DeductionError:
             raise self.deduction_error(f"unknown operator {call.op.name!r}") from None
-        sinfo = spec.infer(call, DeductionContext(self, call))
+        ctx = DeductionContext(self.analyzer, describe_span(getattr(call, "span", None) or self._span) or None)
+        sinfo = spec.infer(call, ctx)
         if sinfo is None:
             raise self.deduction_error(f"deduction of {call.op.name} returned no annotation")
         return sinfo
@@ -205,7 +183,7 @@ class Normalizer:
         unchanged = _same((cond, true_branch, false_branch), (node.cond, node.true_branch, node.false_branch))
         new = node if unchanged else node.replace(cond=cond, true_branch=true_branch, false_branch=false_branch)
         sinfo = struct_info_lca(true_branch.struct_info, false_branch.struct_info, self.analyzer)
-        return self._annotate(node, new, sinfo)
+        return self._annotate(new, sinfo)
 
     def _normalize_branch(self, branch: Expr) -> SeqExpr:
         if not isinstance(branch, SeqExpr):
@@ -236,7 +214,7 @@ class Normalizer:
         if new is not seq and getattr(seq, "span", None):
             new.span = seq.span
         sinfo = erase_to_well_defined(body.struct_info, self.is_symbolic_var_defined)
-        return self._annotate(seq, new, sinfo)
+        return self._annotate(new, sinfo)
 
     def _normalize_Function(self, func: Function):
         for p in func.params:
@@ -266,7 +244,7 @@ class Normalizer:
                     f"{name} returns {format_sinfo(body_sinfo)}, which can never match its declared "
                     f"return annotation {format_sinfo(ret)}", getattr(original, "span", None))
         sinfo = FuncStructInfo([p.struct_info for p in func.params], ret, func.is_pure)
-        return self._annotate(original, func, sinfo)
+        return self._annotate(func, sinfo)
 
     # ---------------------------------------------------------------- bindings
     def normalize_binding(self, binding):
@@ -309,51 +287,3 @@ class Normalizer:
 
 def _same(new, old) -> bool:
     return len(new) == len(old) and all(a is b for a, b in zip(new, old))
-
-
-class SympyProver:
-    """Minimal stand-in for ``tensorir.arith.Analyzer`` (equalities and comparisons
-    decided by sympy), used only while the arith package is absent."""
-
-    def __init__(self):
-        self._symbols: dict[int, object] = {}
-
-    def _to_sympy(self, e):
-        import sympy
-        if isinstance(e, tir.IntImm):
-            return sympy.Integer(int(e.value))
-        if isinstance(e, tir.Var):
-            sym = self._symbols.get(id(e))
-            if sym is None:
-                sym = sympy.Symbol(f"{e.name}_{len(self._symbols)}", integer=True,
-                                   nonnegative=e.lower is not None and e.lower >= 0)
-                self._symbols[id(e)] = sym
-            return sym
-        ops = {tir.Add: lambda a, b: a + b, tir.Sub: lambda a, b: a - b, tir.Mul: lambda a, b: a * b,
-               tir.FloorDiv: lambda a, b: sympy.floor(a / b), tir.FloorMod: lambda a, b: sympy.Mod(a, b),
-               tir.Min: sympy.Min, tir.Max: sympy.Max}
-        if type(e) in ops:
-            return ops[type(e)](self._to_sympy(e.a), self._to_sympy(e.b))
-        raise TypeError(type(e).__name__)
-
-    def _difference(self, a, b):
-        import sympy
-        try:
-            return sympy.simplify(self._to_sympy(a) - self._to_sympy(b))
-        except TypeError:
-            return None
-
-    def simplify(self, e):
-        return e
-
-    def can_prove_equal(self, a, b) -> bool:
-        diff = self._difference(a, b)
-        return diff is not None and diff == 0
-
-    def can_prove(self, cond) -> bool:
-        diff = self._difference(cond.a, cond.b) if isinstance(cond, tir.CmpOp) else None
-        if diff is None:
-            return False
-        checks = {tir.EQ: diff.is_zero, tir.NE: diff.is_nonzero, tir.LT: diff.is_negative,
-                  tir.LE: diff.is_nonpositive, tir.GT: diff.is_positive, tir.GE: diff.is_nonnegative}
-        return bool(checks.get(type(cond)))

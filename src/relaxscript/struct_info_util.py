@@ -15,6 +15,7 @@ import numpy as np
 
 from tensorir import dtype as dt
 from tensorir import expr as tir
+from tensorir.arith import Analyzer
 from tensorir.functor import Mutator, iter_children
 from tensorir.structural import structural_equal
 
@@ -30,13 +31,7 @@ def worst(a: str, b: str) -> str:
 
 
 # ------------------------------------------------------------------ analyzer
-def default_analyzer():
-    """A fresh ``tensorir.arith.Analyzer`` (a small sympy prover while arith is absent)."""
-    try:
-        from tensorir.arith import Analyzer
-    except ImportError:
-        from .normalize import SympyProver
-        return SympyProver()
+def default_analyzer() -> Analyzer:
     return Analyzer()
 
 
@@ -54,22 +49,28 @@ def prove_equal(a: tir.PrimExpr, b: tir.PrimExpr, analyzer) -> str:
 
 
 # ------------------------------------------------------------------ substitution with folding
+_FOLDING_BUILDERS = {tir.Add: tir.add, tir.Sub: tir.sub, tir.Mul: tir.mul, tir.Div: tir.div,
+                     tir.FloorDiv: tir.floordiv, tir.FloorMod: tir.floormod, tir.Min: tir.min_,
+                     tir.Max: tir.max_}
+
+
+def rebuild_binary(node: tir.BinaryOp, a: tir.PrimExpr, b: tir.PrimExpr) -> tir.PrimExpr:
+    """``node`` with new operands, folding literal arithmetic (``3 * 4`` -> ``12``)."""
+    if a is node.a and b is node.b:
+        return node
+    build = _FOLDING_BUILDERS.get(type(node))
+    return build(a, b) if build is not None else type(node)(a, b)
+
+
 class _FoldingSubstituter(Mutator):
-    """Replaces symbolic vars and re-folds literal arithmetic (``3 * 4`` -> ``12``)."""
-    _BUILDERS = {tir.Add: tir.add, tir.Sub: tir.sub, tir.Mul: tir.mul, tir.Div: tir.div,
-                 tir.FloorDiv: tir.floordiv, tir.FloorMod: tir.floormod, tir.Min: tir.min_,
-                 tir.Max: tir.max_}
+    """Replaces symbolic vars and re-folds literal arithmetic."""
 
     def __init__(self, vmap):
         super().__init__()
         self._memo.update({k: tir.convert(v) for k, v in vmap.items()})
 
     def visit_BinaryOp(self, node):
-        a, b = self.visit(node.a), self.visit(node.b)
-        if a is node.a and b is node.b:
-            return node
-        build = self._BUILDERS.get(type(node))
-        return build(a, b) if build is not None else type(node)(a, b)
+        return rebuild_binary(node, self.visit(node.a), self.visit(node.b))
 
 
 def substitute_sinfo(node, vmap: dict):
@@ -109,16 +110,20 @@ class StructInfoMatcher:
         self.is_pattern_var = is_pattern_var or (lambda v: True)
         self.bindings: dict[tir.Var, tir.PrimExpr] = {}
         self.verdict = YES
-        self._pending: list[tuple[tir.PrimExpr, tir.PrimExpr]] = []
+        self.failed_tag = None  # the ``tag`` of the first match found to be NO
+        self._tag = None
+        self._pending: list[tuple[tir.PrimExpr, tir.PrimExpr, object]] = []
 
-    def match(self, base: StructInfo, derived: StructInfo) -> str:
+    def match(self, base: StructInfo, derived: StructInfo, tag=None) -> str:
+        """Match one pair; ``tag`` identifies it in ``failed_tag`` (e.g. a parameter index)."""
+        self._tag = tag
         self._note(self._match(base, derived))
         return self.verdict
 
     def finish(self) -> str:
         """Check the deferred dimension comparisons; returns the overall verdict."""
         pending, self._pending = self._pending, []
-        for pattern, actual in pending:
+        for pattern, actual, self._tag in pending:
             if self.verdict == NO:
                 break
             pattern = substitute_sinfo(pattern, self.bindings)
@@ -129,6 +134,8 @@ class StructInfoMatcher:
         return self.verdict
 
     def _note(self, verdict: str) -> None:
+        if verdict == NO and self.verdict != NO:
+            self.failed_tag = self._tag
         self.verdict = worst(self.verdict, verdict)
 
     def _unbound(self, var: tir.Var) -> bool:
@@ -184,7 +191,7 @@ class StructInfoMatcher:
                 self.bindings[pattern] = actual
                 verdict = worst(verdict, self._check_facts(pattern, actual))
             else:
-                self._pending.append((pattern, actual))
+                self._pending.append((pattern, actual, self._tag))
         return verdict
 
     def _check_facts(self, var: tir.Var, actual: tir.PrimExpr) -> str:

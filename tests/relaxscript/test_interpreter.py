@@ -13,7 +13,7 @@ from relaxscript.expr import (BindingBlock, Call, Constant, DataflowBlock, Dataf
                               Function, GlobalVar, If, MatchCast, Op, PrimValue, SeqExpr, ShapeExpr,
                               StringImm, Tuple, TupleGetItem, Var, VarBinding)
 from relaxscript.interpreter import ShapeTuple
-from relaxscript.ir_module import IRModule
+from relaxscript.irmodule import IRModule
 from relaxscript.struct_info import (FuncStructInfo, ObjectStructInfo, PrimStructInfo, ShapeStructInfo,
                                      TensorStructInfo, TupleStructInfo)
 from tensorir.errors import IRError
@@ -141,6 +141,11 @@ def test_recursive_subgraph_call_with_if(times):
     x = np.arange(5, dtype="float32")
     out = interpret(countdown_module(), "main", x, times)
     np.testing.assert_array_equal(out, x * 2 ** times)
+
+
+def test_deep_recursion_beyond_the_default_python_limit():
+    out = interpret(countdown_module(), "main", np.ones(1, "float32"), 120)
+    assert out[0] == np.float32(2.0 ** 120)
 
 
 def test_if_on_zero_d_array_and_python_bool():
@@ -320,4 +325,7 @@ def test_instrument_may_stop_execution():
 
 def test_object_annotation_accepts_anything():
     x = Var("x", ObjectStructInfo())
-    assert interpret(fn([x], [], x), "anything") == "anything"
+    func = fn([x], [], x)
+    assert interpret(func, "f", "anything") == "anything"  # a bare Function's name may be given
+    marker = object()
+    assert interpret(func, marker) is marker

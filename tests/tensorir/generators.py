@@ -17,6 +17,9 @@ Public API::
     tir.interpret(gen.func, *arrays)              # fills arrays[gen.num_inputs:]
     for got, want in zip(arrays[gen.num_inputs:], expected):
         np.testing.assert_allclose(got, want, **tolerance(gen.dtype))
+
+``block_nest``, ``root_realize`` and ``point_region`` build canonical
+functions by hand in the same form.
 """
 from __future__ import annotations
 
@@ -91,7 +94,7 @@ def tolerance(dtype: str) -> dict:
     return {"rtol": 2e-5, "atol": 2e-6}
 
 
-# ---------------------------------------------------------------- shared building blocks
+# ------------------------------------------------ building blocks (also for hand-written tests)
 def _extents(count: int, prefix: str = "n"):
     """Strategy for ``count`` extents, each symbolic (a fresh size_var) or static."""
     def one(index):
@@ -100,11 +103,12 @@ def _extents(count: int, prefix: str = "n"):
     return st.tuples(*[one(i) for i in range(count)])
 
 
-def _point(buffer: Buffer, indices) -> BufferRegion:
+def point_region(buffer: Buffer, indices) -> BufferRegion:
+    """The region ``buffer[indices]`` of one block instance."""
     return BufferRegion(buffer, [Range(i, 1) for i in indices])
 
 
-def _block_nest(name: str, extents, kinds: str, make_block):
+def block_nest(name: str, extents, kinds: str, make_block):
     """Serial loops over ``extents`` around one block with iter vars of ``kinds``.
 
     ``make_block(iter_vars) -> (body, init, reads, writes)`` builds the block
@@ -121,7 +125,8 @@ def _block_nest(name: str, extents, kinds: str, make_block):
     return stmt
 
 
-def _root(body, alloc_buffers=()) -> BlockRealize:
+def root_realize(body, alloc_buffers=()) -> BlockRealize:
+    """The root block ("root", no iter vars) a PrimFunc with blocks has as body."""
     return BlockRealize([], None, Block("root", [], [], [], body, alloc_buffers=alloc_buffers))
 
 
@@ -136,7 +141,7 @@ def _sym_vars(params) -> tuple[Var, ...]:
 
 def _finish(name, inputs, outputs, body, numpy_fn, kind, dtype, alloc_buffers=()):
     params = list(inputs) + list(outputs)
-    func = PrimFunc(params, _root(body, alloc_buffers), name=name)
+    func = PrimFunc(params, root_realize(body, alloc_buffers), name=name)
     return GeneratedFunc(func, numpy_fn, _sym_vars(params), kind, dtype, len(inputs))
 
 
@@ -159,7 +164,7 @@ def _unary_ops(dtype: str):
         "sqrt_abs": (lambda x: call_intrin("sqrt", call_intrin("abs", x)), lambda x: np.sqrt(np.abs(x))),
         "log1p_abs": (lambda x: call_intrin("log", call_intrin("abs", x) + FloatImm(1.0, dtype)),
                       lambda x: np.log(np.abs(x) + one)),
-        "erf": (lambda x: call_intrin("erf", x), lambda x: _ERF(x).astype(x.dtype)),
+        "erf": (lambda x: call_intrin("erf", x), lambda x: np.asarray(_ERF(x), dtype=x.dtype)),
         "square": (lambda x: x * x, lambda x: x * x),
     }
 
@@ -203,18 +208,18 @@ def _elementwise(draw, dtype: str):
 
         def make_block(iter_vars, plan=plan, src=src, dst=dst):
             value = src[tuple(iter_vars)]
-            reads = [_point(src, iter_vars)]
+            reads = [point_region(src, iter_vars)]
             for op_kind, name in plan:
                 if op_kind == "u":
                     value = unary[name][0](value)
                 else:
                     other = y[tuple(y_indices(iter_vars))] if y is not None else x[tuple(iter_vars)]
                     value = _BINARY_OPS[name][0](value, other)
-                    region = _point(other.buffer, other.indices)
+                    region = point_region(other.buffer, other.indices)
                     if all(r.buffer is not region.buffer for r in reads):
                         reads.append(region)
-            return BufferStore(dst, value, iter_vars), None, reads, [_point(dst, iter_vars)]
-        stmts.append(_block_nest(f"B{index}", extents, "S" * rank, make_block))
+            return BufferStore(dst, value, iter_vars), None, reads, [point_region(dst, iter_vars)]
+        stmts.append(block_nest(f"B{index}", extents, "S" * rank, make_block))
 
     def numpy_fn(*arrays):
         xa = arrays[0]
@@ -252,9 +257,10 @@ def _transpose(draw, dtype: str):
             src_indices[p] = iter_vars[k]
         value = x[tuple(src_indices)]
         value = -value if negate else value
-        return BufferStore(y, value, iter_vars), None, [_point(x, src_indices)], [_point(y, iter_vars)]
+        reads, writes = [point_region(x, src_indices)], [point_region(y, iter_vars)]
+        return BufferStore(y, value, iter_vars), None, reads, writes
 
-    body = _block_nest("T_transpose", [extents[p] for p in perm], "S" * rank, make_block)
+    body = block_nest("T_transpose", [extents[p] for p in perm], "S" * rank, make_block)
 
     def numpy_fn(xa):
         out = np.transpose(xa, perm)
@@ -290,10 +296,10 @@ def _reduction(draw, dtype: str):
         else:
             body_value, init_value = max_(current, loaded), FloatImm(_lowest(dtype), dtype)
         return (BufferStore(y, body_value, out_idx), BufferStore(y, init_value, out_idx),
-                [_point(x, [axis_var[d] for d in range(rank)])], [_point(y, out_idx)])
+                [point_region(x, [axis_var[d] for d in range(rank)])], [point_region(y, out_idx)])
 
     kinds = "S" * len(spatial_axes) + "R" * len(reduce_axes)
-    body = _block_nest(f"{op}_red", [extents[d] for d in order], kinds, make_block)
+    body = block_nest(f"{op}_red", [extents[d] for d in order], kinds, make_block)
 
     def numpy_fn(xa):
         fn = np.sum if op == "sum" else np.max
@@ -315,9 +321,9 @@ def _matmul(draw, dtype: str):
         b_idx = [vj, vk] if b_transposed else [vk, vj]
         value = c[vi, vj] + a[vi, vk] * b[tuple(b_idx)]
         return (BufferStore(c, value, [vi, vj]), BufferStore(c, FloatImm(0.0, dtype), [vi, vj]),
-                [_point(a, [vi, vk]), _point(b, b_idx)], [_point(c, [vi, vj])])
+                [point_region(a, [vi, vk]), point_region(b, b_idx)], [point_region(c, [vi, vj])])
 
-    body = _block_nest("matmul", [m, n, k], "SSR", make_block)
+    body = block_nest("matmul", [m, n, k], "SSR", make_block)
 
     def numpy_fn(aa, ba):
         return [np.asarray(aa @ (ba.T if b_transposed else ba), dtype=dtype)]

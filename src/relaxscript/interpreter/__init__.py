@@ -6,18 +6,35 @@ shapes as ``ShapeTuple``, scalars as Python numbers).
 """
 from __future__ import annotations
 
+import contextlib
+import sys
+
 from tensorir.function import PrimFunc
 
 from ..expr import Function, GlobalVar
-from ..ir_module import IRModule
+from ..irmodule import IRModule
 from .builtins import BUILTINS, register_builtin
 from .evaluator import Frame, Instrument, Interpreter
 from .values import Closure, ShapeTuple
 
 _NO_NAME = object()
+# Each graph-level call nests about a dozen Python frames; recursive programs
+# (a function calling itself through If) need more than Python's default.
+_RECURSION_LIMIT = 20000
 
 
-def interpret(mod, func_name=_NO_NAME, *args, instrument: Instrument | None = None):
+@contextlib.contextmanager
+def _deep_recursion():
+    previous = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(previous, _RECURSION_LIMIT))
+    try:
+        yield
+    finally:
+        sys.setrecursionlimit(previous)
+
+
+def interpret(mod, func_name=_NO_NAME, *args, instrument: Instrument | None = None,
+              check_bindings: bool = False):
     """Run ``mod[func_name](*args)``.
 
     ``mod`` may also be a bare ``Function``; then ``func_name`` is omitted and
@@ -26,6 +43,8 @@ def interpret(mod, func_name=_NO_NAME, *args, instrument: Instrument | None = No
     every binding, in every function the call reaches; it may raise to stop.
     Arguments, ``match_cast`` values and results are checked against their
     annotations; a failed check raises ``tensorir.ShapeMismatchError``.
+    ``check_bindings=True`` also checks every binding's value against the
+    annotation deduced for its variable (an oracle for shape deduction).
     """
     if isinstance(mod, Function):
         func = mod
@@ -42,11 +61,12 @@ def interpret(mod, func_name=_NO_NAME, *args, instrument: Instrument | None = No
         raise TypeError("interpret(mod, func_name, *args): the function name is missing")
     if isinstance(func_name, GlobalVar):
         func_name = func_name.name_hint
-    interp = Interpreter(mod, instrument)
+    interp = Interpreter(mod, instrument, check_bindings)
     target = mod[func_name]
     if isinstance(target, PrimFunc):
         raise TypeError(f"{func_name!r} is a prim_func; run it with tensorir.interpret")
-    return interp.call_function(Closure(interp, target, func_name), list(args))
+    with _deep_recursion():
+        return interp.call_function(Closure(interp, target, func_name), list(args))
 
 
 __all__ = ["interpret", "Interpreter", "Frame", "Closure", "ShapeTuple", "BUILTINS",

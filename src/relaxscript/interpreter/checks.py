@@ -5,6 +5,7 @@ parameters of a call at once), so a variable can be used in an expression
 before the parameter that defines it: (1) kinds, ranks, dtypes and tuple
 lengths; (2) dimensions that are a bare symbolic variable: the first
 occurrence binds it (after checking its facts), later ones are compared;
+a variable that only appears in dims like ``n * 2 + 1`` is solved for;
 (3) every other dimension (constants, ``n * 4``) is evaluated and compared.
 Failures raise ``ShapeMismatchError`` naming the function, the checked
 parameter or variable, the symbolic variable, expected and actual values.
@@ -145,6 +146,29 @@ class _Checker:
         if broken:
             self.fail(dim.what, f"{dim.path}: symbolic var {var.name}: {broken}, got {actual}")
 
+    def solve_linear_dims(self) -> None:
+        """Bind a var that appears only in dims of the form ``a * n + b`` by solving for it
+        (the builder accepts ``R.Tensor(("n * 2",))`` alone), as the loop level does."""
+        progress = True
+        while progress:
+            progress = False
+            for dim in self.dims:
+                unbound = [v for v in _vars_of(dim.expr) if v not in self.env]
+                if len(unbound) != 1:
+                    continue
+                var = unbound[0]
+                coeffs = _linear(dim.expr, var, self.env)
+                if coeffs is None or coeffs[0] == 0:
+                    continue
+                a, b = coeffs
+                if (dim.actual - b) % a != 0:
+                    self.fail(dim.what, f"{dim.path} = {format_prim_expr(dim.expr)}: no integer value of "
+                                        f"symbolic var {var.name} gives {dim.actual}")
+                solved = _Dim(var, (dim.actual - b) // a, dim.path, dim.what)
+                self._check_facts(var, solved)
+                self.env.bind(var, solved.actual, f"solving {dim.path} = {format_prim_expr(dim.expr)}")
+                progress = True
+
     def check_expressions(self) -> None:
         for dim in self.dims:
             if isinstance(dim.expr, E.Var):
@@ -156,12 +180,33 @@ class _Checker:
                                     f"{err.var.name} is not defined (no bare dimension binds it), "
                                     f"got {dim.actual}")
             if expected != dim.actual:
-                self.fail(dim.what, f"{dim.path} = {format_prim_expr(dim.expr)}"
-                                    f"{self._var_values(dim.expr)}: expected {expected}, got {dim.actual}")
+                shown = "" if isinstance(dim.expr, (E.IntImm, E.FloatImm)) else \
+                    f" = {format_prim_expr(dim.expr)}{self._var_values(dim.expr)}"
+                self.fail(dim.what, f"{dim.path}{shown}: expected {expected}, got {dim.actual}")
 
     def _var_values(self, expr) -> str:
         names = [f"{v.name} = {self.env.lookup(v)}" for v in _vars_of(expr)]
         return f" (symbolic var {', '.join(names)})" if names else ""
+
+
+def _linear(expr, var: E.Var, env: ShapeEnv) -> tuple[int, int] | None:
+    """``(a, b)`` with ``expr == a * var + b`` (other vars bound in ``env``), or None."""
+    if isinstance(expr, E.IntImm) and expr.dtype != "bool":
+        return 0, expr.value
+    if isinstance(expr, E.Var):
+        return (1, 0) if expr is var else (0, env.lookup(expr)) if expr in env else None
+    if isinstance(expr, (E.Add, E.Sub, E.Mul)):
+        lhs, rhs = _linear(expr.a, var, env), _linear(expr.b, var, env)
+        if lhs is None or rhs is None:
+            return None
+        if isinstance(expr, E.Add):
+            return lhs[0] + rhs[0], lhs[1] + rhs[1]
+        if isinstance(expr, E.Sub):
+            return lhs[0] - rhs[0], lhs[1] - rhs[1]
+        if lhs[0] and rhs[0]:
+            return None  # var * var is not linear
+        return lhs[0] * rhs[1] + rhs[0] * lhs[1], lhs[1] * rhs[1]
+    return None
 
 
 def _vars_of(expr) -> list[E.Var]:
@@ -186,5 +231,6 @@ def check_values(env: ShapeEnv, func_name: str, items: Sequence[CheckItem]) -> l
     converted = [checker.structure(item.value, item.struct_info, item.root, item.what)
                  for item in items]
     checker.bind_bare_vars()
+    checker.solve_linear_dims()
     checker.check_expressions()
     return converted

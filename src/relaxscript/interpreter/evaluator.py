@@ -17,7 +17,7 @@ from tensorir.errors import IRError, ShapeMismatchError
 from tensorir.function import PrimFunc
 
 from .. import expr as rx
-from ..ir_module import IRModule
+from ..irmodule import IRModule
 from ..struct_info import TensorStructInfo
 from .builtins import BUILTINS, run_prim_func
 from .checks import CheckItem, check_values
@@ -28,9 +28,11 @@ Instrument = Callable[[str, rx.Var, Any], Any]
 
 
 class Interpreter:
-    def __init__(self, mod: IRModule, instrument: Instrument | None = None):
+    def __init__(self, mod: IRModule, instrument: Instrument | None = None,
+                 check_bindings: bool = False):
         self.mod = mod
         self.instrument = instrument
+        self.check_bindings = check_bindings
 
     def closure_of_global(self, gvar_or_name) -> Closure | PrimFunc:
         name = gvar_or_name.name_hint if isinstance(gvar_or_name, rx.GlobalVar) else gvar_or_name
@@ -43,7 +45,7 @@ class Interpreter:
             names = ", ".join(p.name_hint for p in func.params)
             raise ShapeMismatchError(f"function '{closure.name}' takes {len(func.params)} "
                                      f"argument(s) ({names}), got {len(args)}")
-        frame = Frame(self, closure.name, closure.var_env, ShapeEnv(closure.shape_env))
+        frame = Frame(self, closure.name, closure.outer, ShapeEnv(closure.shape_env))
         items = [CheckItem(f"parameter '{p.name_hint}'", p.name_hint, a, p.struct_info)
                  for p, a in zip(func.params, args)]
         for param, value in zip(func.params, check_values(frame.shape_env, closure.name, items)):
@@ -72,7 +74,7 @@ class Frame:
                 return frame.vars[var]
             frame = frame.outer
         raise IRError(f"function '{self.func_name}': variable '{var.name_hint}' "
-                                 f"is used before it is bound")
+                      f"is used before it is bound")
 
     def eval(self, expr: rx.Expr):
         handler = _EVAL.get(type(expr))
@@ -82,7 +84,8 @@ class Frame:
                 if handler is not None:
                     break
             else:
-                raise TypeError(f"the interpreter cannot evaluate {type(expr).__name__}")
+                raise IRError(f"function '{self.func_name}': the interpreter cannot evaluate "
+                              f"{type(expr).__name__}")
         return handler(self, expr)
 
     # ---------------------------------------------------------------- bindings
@@ -97,6 +100,12 @@ class Frame:
             value = Closure(self.interp, binding.value, binding.var.name_hint, self, self.shape_env)
         else:
             value = self.eval(binding.value)
+            if self.interp.check_bindings:
+                # Deduction oracle: the value must fit the annotation the normalizer deduced.
+                name = binding.var.name_hint
+                item = CheckItem(f"binding '{name}' (deduced annotation)", name, value,
+                                 binding.var.struct_info)
+                check_values(self.shape_env, self.func_name, [item])
         self.vars[binding.var] = value
         if self.interp.instrument is not None:
             self.interp.instrument(self.func_name, binding.var, value)
@@ -120,7 +129,7 @@ class Frame:
             result = callee(*args)
             return () if result is None else result
         raise IRError(f"function '{self.func_name}': cannot call a value of type "
-                                 f"{type(callee).__name__}")
+                      f"{type(callee).__name__}")
 
     def call_op(self, call: rx.Call):
         name = call.op.name
@@ -131,8 +140,17 @@ class Frame:
         spec = get_op_spec(name)
         if spec.reference is None:
             raise IRError(f"function '{self.func_name}': operator {name} has no NumPy "
-                                     f"reference and no interpreter builtin")
-        result = spec.reference(*(self.eval(a) for a in call.args), **call.attrs)
+                          f"reference and no interpreter builtin")
+        args = [self.eval(a) for a in call.args]
+        try:
+            result = spec.reference(*args, **call.attrs)
+        except ShapeMismatchError:
+            raise
+        except (ValueError, IndexError) as err:
+            # A data-dependent mismatch deduction could not rule out (e.g. broadcasting n with m).
+            shapes = ", ".join(str(tuple(a.shape)) if isinstance(a, np.ndarray) else repr(a) for a in args)
+            raise ShapeMismatchError(f"function '{self.func_name}': R.{name[len('relax.'):]} failed "
+                                     f"on arguments {shapes}: {err}") from err
         if isinstance(result, np.generic) or (
                 isinstance(call.struct_info, TensorStructInfo) and not isinstance(result, np.ndarray)):
             result = np.asarray(result)

@@ -7,11 +7,11 @@ functions become ``Closure`` objects that are callable from Python.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from ..expr import Function, Var
-    from .evaluator import Interpreter
+    from ..expr import Function
+    from .evaluator import Frame, Interpreter
     from .shape_env import ShapeEnv
 
 
@@ -28,17 +28,19 @@ class ShapeTuple(tuple):
 class Closure:
     """A graph-level function value: the Function plus what its body may refer to.
 
-    ``var_env`` is the defining frame's variable table (shared, not copied:
-    bindings are single-assignment, and a local function may refer to the
-    variable it is being bound to, for recursion).
+    ``outer`` is the frame a local function was made in (None for module
+    functions): its free variables are looked up there. That frame is shared,
+    not copied: bindings are single-assignment, and a local function may refer
+    to the variable it is being bound to, for recursion. ``shape_env`` holds
+    the symbolic-variable values visible where it was made.
     """
 
     def __init__(self, interp: "Interpreter", func: "Function", name: str,
-                 var_env: "dict[Var, Any] | None" = None, shape_env: "ShapeEnv | None" = None):
+                 outer: "Frame | None" = None, shape_env: "ShapeEnv | None" = None):
         self.interp = interp
         self.func = func
         self.name = name
-        self.var_env = var_env
+        self.outer = outer
         self.shape_env = shape_env
 
     def __call__(self, *args):

@@ -24,11 +24,7 @@ from .registry import OpAttributeError
 
 
 def make_analyzer():
-    try:
-        from tensorir.arith import Analyzer
-    except ImportError:  # arith not available: deduce without simplification
-        from ._fallback_arith import FallbackAnalyzer
-        return FallbackAnalyzer()
+    from tensorir.arith import Analyzer
     return Analyzer()
 
 
@@ -76,14 +72,22 @@ def _format_sinfo_plain(s: StructInfo) -> str:
 
 
 def format_dim(d) -> str:
+    try:
+        from tensorir.script.expr_printer import format_expr
+        return format_expr(d)
+    except Exception:  # noqa: BLE001 - the printer is optional here
+        return _format_dim_plain(d)
+
+
+def _format_dim_plain(d) -> str:
     if isinstance(d, E.IntImm):
         return str(d.value)
     if isinstance(d, E.Var):
         return d.name
     if isinstance(d, E.BinaryOp) and d.symbol in "+-*//%":
-        return f"({format_dim(d.a)} {d.symbol} {format_dim(d.b)})"
+        return f"({_format_dim_plain(d.a)} {d.symbol} {_format_dim_plain(d.b)})"
     if isinstance(d, E.BinaryOp):
-        return f"T.{type(d).__name__.lower()}({format_dim(d.a)}, {format_dim(d.b)})"
+        return f"T.{type(d).__name__.lower()}({_format_dim_plain(d.a)}, {_format_dim_plain(d.b)})"
     return type(d).__name__
 
 

@@ -238,7 +238,7 @@ def _infer_take(call, ctx) -> TensorStructInfo:
     return TensorStructInfo([*x.shape[:axis], *indices.shape, *x.shape[axis + 1:]], x.dtype)
 
 
-register_op("relax.take", _infer_take, lambda x, indices, axis=None: np.take(x, indices, axis),
+register_op("relax.take", _infer_take, lambda x, indices, axis=None: np.asarray(np.take(x, indices, axis)),
             attr_names=("axis",), constructor=take)
 
 __all__ = ["strided_slice", "concat", "split", "take"]

@@ -64,7 +64,8 @@ def register_op(name: str, infer: Callable, reference: Callable | None, *, pure:
 
 def _ensure_loaded() -> None:
     # Importing the package registers every operator family.
-    from . import unary  # noqa: F401  (the package __init__ imports the rest)
+    import importlib
+    importlib.import_module(__package__)
 
 
 def get_op_spec(name: str) -> OpSpec:

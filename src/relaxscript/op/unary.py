@@ -95,7 +95,7 @@ def clip(x, min, max):  # noqa: A002 - names follow R.clip
 
 
 def _clip_reference(x, min, max):  # noqa: A002
-    return np.clip(x, min, max).astype(x.dtype)
+    return np.asarray(np.clip(x, min, max), dtype=x.dtype)
 
 
 register_op("relax.clip", infer_elementwise, _clip_reference, attr_names=("min", "max"),

@@ -88,6 +88,8 @@ class AnnotationParser:
         self.r_names = r_names
         self.t_names = t_names
         self.allow_declare = False
+        # Symbolic vars first named inside R.Callable(...) belong to that signature.
+        self._callable_frames: list[dict] = []
 
     def parse(self, node: ast.expr, allow_declare: bool = False) -> StructInfo:
         saved, self.allow_declare = self.allow_declare, allow_declare
@@ -182,12 +184,16 @@ class AnnotationParser:
         return PrimStructInfo(dtype, value)
 
     def _callable(self, bound, node) -> StructInfo:
-        params = None
-        if "params" in bound:
-            if not isinstance(bound["params"], (ast.List, ast.Tuple)):
-                raise self.error("R.Callable parameters must be a list of annotations", bound["params"])
-            params = [self._annotation(p) for p in bound["params"].elts]
-        ret = self._annotation(bound["ret"]) if "ret" in bound else ObjectStructInfo()
+        self._callable_frames.append({})
+        try:
+            params = None
+            if "params" in bound:
+                if not isinstance(bound["params"], (ast.List, ast.Tuple)):
+                    raise self.error("R.Callable parameters must be a list of annotations", bound["params"])
+                params = [self._annotation(p) for p in bound["params"].elts]
+            ret = self._annotation(bound["ret"]) if "ret" in bound else ObjectStructInfo()
+        finally:
+            self._callable_frames.pop()
         purity = True
         if "purity" in bound:
             p = bound["purity"]
@@ -234,7 +240,10 @@ class AnnotationParser:
             inner = ast.parse(text, mode="eval").body
         except SyntaxError:
             raise self.error(f"cannot parse the dimension {node.value!r}", node) from None
-        if isinstance(inner, ast.Name) and self.lookup_sym(inner.id) is None:
+        if isinstance(inner, ast.Name) and self._lookup(inner.id) is None:
+            if self._callable_frames:
+                var = self._callable_frames[-1][inner.id] = E.size_var(inner.id)
+                return var
             if not self.allow_declare:
                 raise self.error(f"undefined symbolic variable {inner.id!r}; declare it with "
                                  f"`{inner.id} = T.int64()`", node)
@@ -242,9 +251,15 @@ class AnnotationParser:
         # Errors inside the string point at the string literal.
         return self._sym_parser(lambda message, _inner: self.error(message, node)).parse(inner)
 
+    def _lookup(self, name: str):
+        for frame in reversed(self._callable_frames):
+            if name in frame:
+                return frame[name]
+        return self.lookup_sym(name)
+
     def _sym_parser(self, error) -> SymExprParser:
         def lookup(name, at):
-            var = self.lookup_sym(name)
+            var = self._lookup(name)
             if var is None:
                 raise error(f"undefined symbolic variable {name!r}", at)
             return var

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
 from ..expr import Function
-from ..ir_module import IRModule
+from ..irmodule import IRModule
 
 
 class PassCheckError(AssertionError):

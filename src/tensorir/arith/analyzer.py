@@ -85,9 +85,9 @@ class Analyzer:
         if isinstance(cond, (GT, GE)):
             a, b = b, a
         diff = P.add(b, a, -1)  # b - a
-        if isinstance(cond, LT):
+        if isinstance(cond, (LT, GT)):
             facts = [P.add(diff, P.const(-1))]
-        elif isinstance(cond, LE):
+        elif isinstance(cond, (LE, GE)):
             facts = [diff]
         else:
             facts = [diff, P.scale(diff, -1)]
@@ -130,12 +130,13 @@ class Analyzer:
         return Simplifier(self).poly(expr)
 
     def can_prove(self, condition, use_sympy: bool = False) -> bool:
-        result = self.simplify(as_bool(condition))
+        condition = as_bool(condition)
+        result = self.simplify(condition)
         if isinstance(result, IntImm):
             return bool(result.value)
         if use_sympy:
             from .sympy_bridge import prove_with_sympy
-            return prove_with_sympy(result, self)
+            return prove_with_sympy(condition, self)
         return False
 
     def can_prove_equal(self, a, b, use_sympy: bool = False) -> bool:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from math import gcd
 
-from .. import dtype as dt
 from ..expr import (Add, BinaryOp, BufferLoad, Call, Cast, FloatImm, IntImm, Max, Min, Mul, Not,
                     PrimExpr, Select, StringImm, Sub, Var)
 from . import poly as P
@@ -140,6 +139,3 @@ class AtomTable:
             acc = Sub(acc, IntImm(-constant, dtype))
         return acc
 
-
-def is_int_dtype(dtype: str) -> bool:
-    return dt.is_int(dtype)

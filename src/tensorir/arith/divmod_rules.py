@@ -139,8 +139,13 @@ def _single_atom_of_kind(s, p: dict, kind: str):
 
 
 def fold_div_mod_pairs(s, p: dict) -> dict:
-    """``(x // d) * d * k + (x % d) * k -> x * k`` inside a sum."""
+    """``(x // d) * d * k + (x % d) * k -> x * k`` inside a sum, and
+    ``(x // c) * c -> x`` when ``c`` provably divides ``x``."""
     for m, k in p.items():
+        exact = _exact_quotient_term(s, m, k)
+        if exact is not None:
+            rest = {mm: kk for mm, kk in p.items() if mm is not m}
+            return fold_div_mod_pairs(s, P.add(rest, exact))
         if len(m) != 1:
             continue
         (key, power), = m
@@ -159,3 +164,18 @@ def fold_div_mod_pairs(s, p: dict) -> dict:
         out = {mm: kk for mm, kk in p.items() if mm is not m and mm != div_mono}
         return fold_div_mod_pairs(s, P.add(out, P.scale(x, k)))
     return p
+
+
+def _exact_quotient_term(s, m: frozenset, k: int):
+    """``(x // c) * c * rest`` as ``x * rest`` when ``c`` divides every term of ``x``."""
+    for key, power in m:
+        if power != 1 or not isinstance(key, tuple) or key[0] != "FloorDiv":
+            continue
+        x, d = s.atoms.info[key].parts
+        c = P.as_const(d)
+        if c is None or c <= 0 or k % c:
+            continue
+        if all((kk * s.bounds.divisor_of_mono(mm)) % c == 0 for mm, kk in x.items()):
+            rest = P.mono_divide(m, frozenset(((key, 1),)))
+            return P.mul(x, {rest: k // c})
+    return None

@@ -65,7 +65,7 @@ class _Evaluator:
         return handler(e)
 
     def _IntImm(self, e): return e.value
-    def _FloatImm(self, e): return e.value
+    def _FloatImm(self, e): return _round_to(e.value, e.dtype)
     def _StringImm(self, e): return e.value
 
     def _Var(self, e):

@@ -11,9 +11,9 @@ from math import gcd
 
 from .. import dtype as dt
 from ..buffer import Buffer
-from ..expr import (EQ, GE, GT, LE, LT, NE, Add, And, BinaryOp, BufferLoad, Call, Cast, CmpOp,
-                    Div, FloatImm, FloorDiv, FloorMod, IntImm, Max, Min, Mul, Not, Or, PrimExpr,
-                    Select, StringImm, Sub, Var, const)
+from ..expr import (EQ, GE, GT, LE, LT, NE, And, BinaryOp, BufferLoad, Call, Cast, CmpOp, Div,
+                    FloatImm, FloorDiv, FloorMod, IntImm, Max, Min, Mul, Not, Or, PrimExpr, Select,
+                    StringImm, Var, const)
 from . import divmod_rules
 from . import poly as P
 from .evaluate import evaluate
@@ -152,15 +152,14 @@ class Simplifier:
     def binary_atom(self, kind: str, a: dict, b: dict, dtype: str, commutative: bool = False) -> dict:
         ka, kb = P.key(a), P.key(b)
         key = (kind, dtype, frozenset((ka, kb))) if commutative else (kind, dtype, ka, kb)
+        if key in self.atoms.info:
+            return P.atom(key)
         cls = {"FloorDiv": FloorDiv, "FloorMod": FloorMod, "Div": Div, "Min": Min, "Max": Max,
                "Mul": Mul}[kind]
-
-        def build():
-            ea, eb = self.render(a, dtype), self.render(b, dtype)
-            if commutative and self.atoms.text(eb) < self.atoms.text(ea):
-                ea, eb = eb, ea
-            return cls(ea, eb)
-        return P.atom(self.atoms.register(key, kind, (a, b), build))
+        ea, eb = self.render(a, dtype), self.render(b, dtype)
+        if commutative and self.atoms.text(eb) < self.atoms.text(ea):
+            (ea, a), (eb, b) = (eb, b), (ea, a)  # operands in text order, parts to match
+        return P.atom(self.atoms.register(key, kind, (a, b), lambda: cls(ea, eb)))
 
     def _opaque(self, e: PrimExpr) -> dict:
         """An integer node the polynomial layer cannot see into (load, call)."""

@@ -158,14 +158,19 @@ def prove_with_sympy(condition: PrimExpr, analyzer=None) -> bool:
     a non-negative integer symbol, so the lower-bound facts reach sympy.
     """
     import sympy as sp
+    # The unsimplified form first: sympy likes factored forms such as (n - 1) * (n - 1).
+    candidates = [condition]
     if analyzer is not None:
-        condition = analyzer.simplify(condition)
-    if isinstance(condition, IntImm):
-        return bool(condition.value)
-    try:
-        return _prove(sp, condition)
-    except (SympyConversionError, TypeError, RecursionError):
-        return False
+        candidates.append(analyzer.simplify(condition))  # applies the analyzer's bindings
+    for cond in candidates:
+        if isinstance(cond, IntImm):
+            return bool(cond.value)
+        try:
+            if _prove(sp, cond):
+                return True
+        except (SympyConversionError, TypeError, RecursionError):
+            continue
+    return False
 
 
 def _prove(sp, cond) -> bool:

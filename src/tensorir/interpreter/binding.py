@@ -1,6 +1,7 @@
 """Binding of call arguments to a PrimFunc's parameters, with every check.
 
-Symbolic vars are defined by the first buffer dimension that is exactly the
+Positional arguments fill the parameters in order, skipping scalar
+parameters passed by name. Symbolic vars are defined by the first buffer dimension that is exactly the
 var (in parameter order) or by a scalar parameter; a dimension such as
 ``n * 4`` is then checked, or, if it is the only mention of ``n`` and has
 the form ``a * n + b``, solved for ``n``. Ranks, dims, dtypes, contiguity,
@@ -49,17 +50,18 @@ class _Binder:
 
     def bind(self, args, scalars):
         params = self.func.params
-        if len(args) > len(params):
-            self.fail(f"expects {len(params)} argument(s) ({self._param_names()}), got {len(args)}")
-        given = dict(zip(params, args))
         by_name = {p.name: p for p in params}
-        for name, value in scalars.items():
-            param = by_name.get(name)
-            if param is None or isinstance(param, Buffer):
+        for name in scalars:
+            if not isinstance(by_name.get(name), E.Var):
                 self.fail(f"unknown scalar argument {name!r} (parameters: {self._param_names()})")
-            if param in given:
-                self.fail(f"scalar parameter {name!r} given both positionally and by name")
-            given[param] = value
+        # Positional arguments fill the parameters in order, skipping scalars passed by name.
+        positional = [p for p in params if not (isinstance(p, E.Var) and p.name in scalars)]
+        if len(args) > len(positional):
+            self.fail(f"expects {len(positional)} positional argument(s) "
+                      f"({', '.join(p.name for p in positional)}), got {len(args)}")
+        given = dict(zip(positional, args))
+        for name, value in scalars.items():
+            given[by_name[name]] = value
         missing = [p.name for p in params if p not in given]
         if missing:
             self.fail(f"missing argument(s) {', '.join(missing)} (parameters: {self._param_names()})")

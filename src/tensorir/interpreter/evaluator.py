@@ -37,7 +37,9 @@ def as_dtype(value, dtype: str):
 
 
 def narrow(mask, cond):
-    """Lanes active under ``mask`` where ``cond`` also holds."""
+    """Lanes active under ``mask`` where ``cond`` also holds (None: all lanes)."""
+    if np.ndim(cond) == 0:
+        return mask if cond else np.False_
     return cond if mask is None else np.logical_and(mask, cond)
 
 
@@ -108,7 +110,7 @@ class ExprEvaluator:
         zero = np.equal(b, 0)
         if not np.any(zero):
             return b
-        if np.any(narrow(mask, zero)):
+        if any_active(narrow(mask, zero)):
             raise InterpretError(f"integer division by zero in {type(e).__name__}")
         return np.where(zero, np.ones((), dtype=np.asarray(b).dtype), b)
 
@@ -141,7 +143,7 @@ class ExprEvaluator:
         if np.ndim(a) == 0:
             return self.eval(e.b, mask) if a else np.False_
         inner = narrow(mask, a)
-        if not np.any(inner):
+        if not any_active(inner):
             return a
         return np.logical_and(a, self.eval(e.b, inner))
 
@@ -150,7 +152,7 @@ class ExprEvaluator:
         if np.ndim(a) == 0:
             return np.True_ if a else self.eval(e.b, mask)
         inner = narrow(mask, np.logical_not(a))
-        if not np.any(inner):
+        if not any_active(inner):
             return a
         return np.logical_or(a, self.eval(e.b, inner))
 
@@ -164,8 +166,8 @@ class ExprEvaluator:
         zero = scalar(e.dtype, 0)
         true_mask = narrow(mask, cond)
         false_mask = narrow(mask, np.logical_not(cond))
-        t = self.eval(e.true_value, true_mask) if np.any(true_mask) else zero
-        f = self.eval(e.false_value, false_mask) if np.any(false_mask) else zero
+        t = self.eval(e.true_value, true_mask) if any_active(true_mask) else zero
+        f = self.eval(e.false_value, false_mask) if any_active(false_mask) else zero
         return as_dtype(np.where(cond, t, f), e.dtype)
 
     # conversions and calls --------------------------------------------------------

@@ -14,7 +14,7 @@ _ERF = np.frompyfunc(math.erf, 1, 1)  # exact (libm) erf, element by element
 
 def _erf(x):
     x = np.asarray(x)
-    return _ERF(x).astype(x.dtype if x.dtype.kind == "f" else np.float64)
+    return np.asarray(_ERF(x), dtype=x.dtype if x.dtype.kind == "f" else np.float64)
 
 
 def _one(x):

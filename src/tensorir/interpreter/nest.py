@@ -114,9 +114,10 @@ def _run_leaf(ex, plan, domain, tokens) -> bool:
     ex.recorder = None
     flat = target.flat_index(indices, mask)
     value = as_dtype(value, store.buffer.dtype)
-    reduce_axes = _reduce_axes(indices, domain)
+    reduce_axes = _reduce_axes(indices, domain) if target.non_overlapping else None
     if plan.reduction is None:
-        if reads.aliased or not _reads_own_elements(reads.same, indices, flat, mask, domain, reduce_axes):
+        if reads.aliased or not _reads_own_elements(reads.same, target, indices, flat, mask, domain,
+                                                    reduce_axes):
             return False
         _store_last_writer(target.data, flat, value, mask, domain, reduce_axes)
         return True
@@ -125,8 +126,9 @@ def _run_leaf(ex, plan, domain, tokens) -> bool:
     if init_value is not None:
         if not _init_comes_first(flat, is_init, mask, domain, reduce_axes):
             return False
-        where = _full(init_mask, domain)
-        target.data[_full(flat, domain)[where]] = _full(as_dtype(init_value, store.buffer.dtype), domain)[where]
+        where = _active(init_mask, domain)
+        init_value = as_dtype(init_value, store.buffer.dtype)
+        target.data[_full(flat, domain)[where]] = _full(init_value, domain)[where]
     _store_reduction(target.data, flat, value, mask, domain, reduce_axes, plan.reduction[0])
     return True
 
@@ -140,9 +142,9 @@ def _bind_iter_vars(ex, realize, mask, tokens):
         lo, extent = ex.eval_int(iv.dom.min), ex.eval_int(iv.dom.extent)
         outside = np.logical_or(np.less(value, lo), np.greater_equal(value, lo + extent))
         active = narrow(mask, outside)
-        if np.any(active):
+        if any_active(active):
             bad = np.broadcast_to(value, np.shape(active))[tuple(np.argwhere(active)[0])] \
-                if np.ndim(active) else value
+                if np.ndim(active) else np.max(value)
             raise InterpretError(f"block {block.name!r}: iter var {iv.var.name!r} bound to {int(bad)}, "
                                  f"outside its domain [{lo}, {lo + extent})")
         if iv.kind == "R":
@@ -188,7 +190,7 @@ def _is_injective(flat, mask, domain, reduce_axes) -> bool:
     return np.unique(written).size == written.size
 
 
-def _reads_own_elements(reads, indices, flat, mask, domain, reduce_axes) -> bool:
+def _reads_own_elements(reads, target, indices, flat, mask, domain, reduce_axes) -> bool:
     """True if no lane reads an element of the stored buffer that another lane writes."""
     if not reads:
         return True
@@ -196,9 +198,8 @@ def _reads_own_elements(reads, indices, flat, mask, domain, reduce_axes) -> bool
         return False
     written_all = None
     for view, read_indices, read_mask in reads:
-        if len(read_indices) == len(indices) and all(
-                np.shape(r) == np.shape(w) and np.array_equal(r, w) for r, w in zip(read_indices, indices)) \
-                and view.offset == 0 and view.strides == _strides_of(flat, view):
+        if view is target and all(np.shape(r) == np.shape(w) and np.array_equal(r, w)
+                                  for r, w in zip(read_indices, indices)):
             continue  # each lane reads exactly the element it writes
         if written_all is None:
             written_all = _full(flat, domain)[_active(mask, domain)]
@@ -209,10 +210,6 @@ def _reads_own_elements(reads, indices, flat, mask, domain, reduce_axes) -> bool
         if not np.array_equal(read_flat[hit], own[hit]):
             return False
     return True
-
-
-def _strides_of(flat, view):
-    return view.strides if flat is not None else None
 
 
 def _store_last_writer(data, flat, value, mask, domain, reduce_axes):

@@ -20,6 +20,17 @@ def compact_strides(shape) -> tuple[int, ...]:
     return tuple(reversed(strides))
 
 
+def _non_overlapping(shape, strides) -> bool:
+    """Whether distinct in-shape index tuples always reach distinct elements."""
+    reach = 0  # largest offset reachable through the dims seen so far
+    for extent, stride in sorted(((n, abs(s)) for n, s in zip(shape, strides) if n > 1),
+                                 key=lambda pair: pair[1]):
+        if stride <= reach:
+            return False
+        reach += stride * (extent - 1)
+    return True
+
+
 class BufferView:
     """Element access for one buffer: ``data[offset + sum(index[d] * strides[d])]``.
 
@@ -27,7 +38,7 @@ class BufferView:
     array, or None for "all active") marks the accesses that really happen:
     only those are bounds-checked, the others read a harmless element.
     """
-    __slots__ = ("name", "data", "shape", "strides", "offset", "dtype", "_in_data")
+    __slots__ = ("name", "data", "shape", "strides", "offset", "dtype", "_in_data", "non_overlapping")
 
     def __init__(self, name: str, data: np.ndarray, shape, strides=None, offset: int = 0):
         self.name = name
@@ -40,6 +51,7 @@ class BufferView:
         hi = self.offset + sum(max(0, (n - 1) * s) for n, s in zip(self.shape, self.strides))
         # When every in-shape index lands inside data, per-dimension checks suffice.
         self._in_data = any(n == 0 for n in self.shape) or (lo >= 0 and hi < data.size)
+        self.non_overlapping = _non_overlapping(self.shape, self.strides)
 
     @staticmethod
     def allocate(name: str, shape, dtype) -> "BufferView":

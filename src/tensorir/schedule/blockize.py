@@ -29,6 +29,7 @@ def blockize(func: PrimFunc, loop_var: Var) -> tuple[PrimFunc, str]:
     all_inner = leaf_realizes(index, loop)
     names = NameSupply(used_names(func))
     ivars, values, vmap = [], [], {}
+    outer_ids = {id(lp.loop_var) for lp in index.loops_of(loop)}
     for outer in index.loops_of(loop):
         vid = id(outer.loop_var)
         if vid not in used:
@@ -43,7 +44,7 @@ def blockize(func: PrimFunc, loop_var: Var) -> tuple[PrimFunc, str]:
         if len(kinds) > 1:
             raise ScheduleError(f"{where}: outer loop {outer.loop_var.name!r} binds both spatial and "
                                 "reduction iter vars of the inner blocks")
-        if var_ids(outer.min) | var_ids(outer.extent) & {id(v) for v in vmap}:
+        if (var_ids(outer.min) | var_ids(outer.extent)) & outer_ids:
             raise ScheduleError(f"{where}: the range of outer loop {outer.loop_var.name!r} depends on "
                                 "another loop")
         new_var = names.var("v" + outer.loop_var.name, outer.loop_var.dtype)

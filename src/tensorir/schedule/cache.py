@@ -7,11 +7,12 @@ from ..expr import IntImm, PrimExpr, Var
 from ..function import PrimFunc
 from ..functor import Mutator
 from ..stmt import Block, BlockRealize, BufferRegion, BufferStore, For, IterVar, Range, Stmt, seq
+from ..transform.lower_blocks import ALIGN_KEY
 from .checks import (leaf_realizes, reads_buffer, require_allocated,
                      require_buffer_index, require_not_root, trivial_write_dims, writes_buffer)
+from .region import simplify
 from .state import NameSupply, StmtIndex, add_root_alloc, replace_stmts, used_names
 
-ALIGN_KEY = "buffer_dim_align"
 
 
 class _BufferSwap(Mutator):
@@ -36,7 +37,8 @@ def _copy_nest(names: NameSupply, name: str, src: Buffer, dst: Buffer,
     region = [Range(v, 1) for v in point]
     block = Block(name, iter_vars, [BufferRegion(src, region)], [BufferRegion(dst, region)],
                   BufferStore(dst, src.load(*point), point))
-    body: Stmt = BlockRealize([r.min + lv for r, lv in zip(ranges, loops)], IntImm(True, "bool"), block)
+    body: Stmt = BlockRealize([simplify(r.min + lv) for r, lv in zip(ranges, loops)],
+                              IntImm(True, "bool"), block)
     for lv, r in reversed(list(zip(loops, ranges))):
         body = For(lv, 0, r.extent, "serial", body)
     return body

@@ -54,6 +54,14 @@ def _region_bounds(index, loop, realize, regions, buffer, analyzer):
     return out
 
 
+def _bound_analyzer(index: StmtIndex, loop: For):
+    """An analyzer that knows the ranges of ``loop`` and the loops around it."""
+    analyzer = _analyzer()
+    for lp in [s for s in index.ancestors(loop) if isinstance(s, For)] + [loop]:
+        analyzer.bind(lp.loop_var, Range(lp.min, lp.extent))
+    return analyzer
+
+
 def _rebuild_nest(realize: BlockRealize, ranges: dict[int, tuple[PrimExpr, PrimExpr]],
                   names: NameSupply, analyzer) -> Stmt:
     """Fresh loops for the block: iter vars in ``ranges`` (by id) get that inclusive range
@@ -107,7 +115,7 @@ def compute_at(func: PrimFunc, block_name: str, loop_var: Var) -> PrimFunc:
         if any(writes_buffer(other.block, b) for b in in_bufs):
             raise ScheduleError(f"{where}: block {other.block.name!r} writes a buffer the block reads; "
                                 "moving the block later would change what it reads")
-    analyzer = _analyzer()
+    analyzer = _bound_analyzer(index, loop)
     try:
         bounds = [b for c in consumers
                   for b in _region_bounds(index, loop, c, c.block.reads, out_buf, analyzer)]
@@ -164,7 +172,7 @@ def reverse_compute_at(func: PrimFunc, block_name: str, loop_var: Var) -> PrimFu
             raise ScheduleError(f"{where}: the block must read {buf.name}[v0, v1, ...] with distinct "
                                 "iter vars")
         dims.append(r.min)
-    analyzer = _analyzer()
+    analyzer = _bound_analyzer(index, loop)
     _require_cover(producers, buf, dims, spatial, analyzer, where)
     try:
         bounds = [b for p in producers

@@ -6,7 +6,7 @@ from ..buffer import Buffer
 from ..errors import ScheduleError
 from ..expr import BufferLoad, Var
 from ..function import PrimFunc
-from ..functor import Mutator, collect, substitute
+from ..functor import Mutator, collect, iter_children, substitute
 from ..stmt import Block, BlockRealize, BufferRegion, BufferStore
 from ..structural import structural_equal
 from .checks import is_param_buffer, reads_buffer, require_not_root, writes_buffer
@@ -53,6 +53,22 @@ class _LoadReplacer(Mutator):
         return substitute(self.value, dict(zip(self.index_vars, node.indices)))
 
 
+def _direct_loads(block: Block, buffer: Buffer) -> list[BufferLoad]:
+    """Loads of ``buffer`` in the block itself, not in blocks nested inside it."""
+    found: list[BufferLoad] = []
+    todo = [block.body] + ([block.init] if block.init is not None else [])
+    while todo:
+        node = todo.pop()
+        if isinstance(node, BlockRealize):
+            found += [ld for v in node.iter_values for ld in _loads_of(v, buffer)]
+            found += _loads_of(node.predicate, buffer)
+            continue
+        if isinstance(node, BufferLoad) and node.buffer is buffer:
+            found.append(node)
+        todo.extend(iter_children(node))
+    return found
+
+
 def _drop_alloc(func: PrimFunc, buffer: Buffer) -> dict:
     owners = collect(func.body, lambda n: isinstance(n, Block) and any(b is buffer for b in n.alloc_buffers))
     return {b: b.replace(alloc_buffers=tuple(x for x in b.alloc_buffers if x is not buffer)) for b in owners}
@@ -93,7 +109,7 @@ def compute_inline(func: PrimFunc, block_name: str) -> PrimFunc:
     others = [r for r in index.all_realizes() if r is not realize]
     if any(writes_buffer(r.block, buf) for r in others):
         raise ScheduleError(f"{where}: another block also writes {buf.name!r}")
-    consumers = [r for r in others if reads_buffer(r.block, buf) or _loads_of(r.block, buf)]
+    consumers = [r for r in others if reads_buffer(r.block, buf) or _direct_loads(r.block, buf)]
     read_bufs = [r.buffer for r in block.reads]
     for c in consumers:
         if index.order[id(c)] < index.order[id(realize)]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from ..errors import ScheduleError
 from ..expr import And, IntImm, LT, PrimExpr, Var, convert, floordiv, floormod
 from ..function import PrimFunc
-from ..functor import substitute
+from ..functor import Mutator, substitute
 from ..stmt import Block, BlockRealize, For, IfThenElse, LetStmt, SeqStmt, Stmt, is_true
 from .checks import binding_loop_vars, leaf_realizes, var_ids
 from .region import _analyzer
@@ -57,11 +57,29 @@ def split(func: PrimFunc, loop_var: Var, factors) -> tuple[PrimFunc, list[Var]]:
         fused = fused * f + v
     fused = analyzer.simplify(fused)
     body = substitute(loop.body, {loop_var: analyzer.simplify(loop.min + fused)})
+    body = _BindingSimplifier(analyzer).visit(body)
     if not exact:
         body = add_predicate(body, LT(fused, loop.extent), where)
     for v, f in reversed(list(zip(new_vars, known))):
         body = For(v, 0, f, "serial", body)
     return replace_stmts(func, {loop: body}), new_vars
+
+
+class _BindingSimplifier(Mutator):
+    """Simplify block bindings and predicates after loop variables were substituted
+    (a substituted constant would otherwise leave literal arithmetic like ``0 + 0``)."""
+
+    def __init__(self, analyzer):
+        super().__init__()
+        self.analyzer = analyzer
+
+    def visit_BlockRealize(self, node: BlockRealize):
+        return node.replace(iter_values=tuple(self.analyzer.simplify(v) for v in node.iter_values),
+                            predicate=self.analyzer.simplify(node.predicate),
+                            block=self.visit(node.block))
+
+    def visit_PrimExpr(self, node):
+        return node
 
 
 def add_predicate(stmt: Stmt, cond: PrimExpr, where: str) -> Stmt:
@@ -110,7 +128,7 @@ def fuse(func: PrimFunc, loop_vars: list[Var]) -> tuple[PrimFunc, Var]:
             part = floormod(part, loop.extent)
         vmap[loop.loop_var] = analyzer.simplify(loop.min + part)
         stride = stride * loop.extent
-    body = substitute(loops[-1].body, vmap)
+    body = _BindingSimplifier(analyzer).visit(substitute(loops[-1].body, vmap))
     new_loop = For(fused_var, 0, analyzer.simplify(stride), "serial", body)
     return replace_stmts(func, {loops[0]: new_loop}), fused_var
 

@@ -195,7 +195,7 @@ def rfactor(func: PrimFunc, loop_var: Var, factor_axis: int) -> tuple[PrimFunc, 
     reads, writes = infer_access_regions(wb_body, wb_init, analyzer=analyzer)
     wb_block = Block(block.name, wb_ivars, reads, writes, wb_body, wb_init)
     loop_vars = [names.var(f"ax{k}", iv.var.dtype) for k, iv in enumerate(wb_ivars)]
-    wb: Stmt = BlockRealize([iv.dom.min + lv for iv, lv in zip(wb_ivars, loop_vars)],
+    wb: Stmt = BlockRealize([analyzer.simplify(iv.dom.min + lv) for iv, lv in zip(wb_ivars, loop_vars)],
                             IntImm(True, "bool"), wb_block)
     for iv, lv in reversed(list(zip(wb_ivars, loop_vars))):
         wb = For(lv, 0, iv.dom.extent, "serial", wb)

@@ -8,7 +8,7 @@ from ..buffer import Buffer
 from ..functor import collect, substitute
 from ..stmt import (Allocate, Block, BlockRealize, BufferStore, IterVar, LetStmt,
                     MatchBufferRegion, Range, Stmt)
-from .expr_parser import MISSING, extent_between
+from .expr_parser import extent_between
 from .region_infer import infer_regions
 from .scope import BlockFrame
 
@@ -207,4 +207,4 @@ class BlockParserMixin:
         self.scope.define(name, buf)
 
 
-__all__ = ["BlockParserMixin", "MISSING"]
+__all__ = ["BlockParserMixin"]

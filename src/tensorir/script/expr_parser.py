@@ -95,7 +95,10 @@ class ExprParser:
 
     def constant(self, node: ast.AST, what: str, kinds=(int, float, str, bool)):
         """A value that must be known while parsing (dtype, name, fact, ...)."""
-        value = self.eval(node) if isinstance(node, ast.expr) else node
+        try:
+            value = self.eval(node) if isinstance(node, ast.expr) else node
+        except ParseError:
+            value = MISSING  # e.g. a name only known at run time
         if isinstance(value, (E.IntImm, E.FloatImm, E.StringImm)):
             value = value.value
         if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds):

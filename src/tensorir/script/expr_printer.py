@@ -22,7 +22,7 @@ _BIN = {E.Add: ("+", _ADD), E.Sub: ("-", _ADD), E.Mul: ("*", _MUL), E.Div: ("/",
         E.GT: (">", _CMP), E.GE: (">=", _CMP), E.And: ("and", _AND), E.Or: ("or", _OR)}
 _DEFAULT_LITERAL_DTYPES = ("int64", "float32", "bool")
 RESERVED = frozenset(keyword.kwlist) | {"T", "range", "min", "max", "abs", "True", "False", "None",
-                                        "prim_func", "tensorir", "R", "I"}
+                                        "prim_func", "tensorir", "R"}
 
 
 class Namer:

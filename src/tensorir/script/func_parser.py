@@ -82,10 +82,9 @@ class FunctionParser(BlockParserMixin):
                 and isinstance(body_stmts[0].value.value, str):
             body_stmts = body_stmts[1:]  # docstring
         self.declared = self.prescan_declarations(body_stmts)
-        params = self.parse_params(fd.args.args)
         for name, (var, _node) in self.declared.items():
-            if self.scope.lookup(name) is MISSING:
-                self.scope.define(name, var)
+            self.scope.define(name, var)
+        params = self.parse_params(fd.args.args)
         root = BlockFrame(is_root=True)
         self.frames.append(root)
         body = self.parse_body(body_stmts, root)

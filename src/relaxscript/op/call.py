@@ -1,0 +1,72 @@
+"""Cross-level calls: ``R.call_tir`` (into a loop-level prim_func) and
+``R.call_dps_library`` (into a registered library function).
+
+Both are pure at the graph level: the callee writes into fresh outputs
+(destination-passing style) that CallTIRRewrite later allocates explicitly.
+Their output annotation is an argument (``sinfo_args[0]``) and is the
+deduced annotation (paper section 4.1).
+
+Call layout: ``call_tir``: ``args = (gvar, Tuple(inputs)[, tir_vars ShapeExpr])``;
+``call_dps_library``: ``args = (ExternFunc(name), Tuple(inputs))``.
+Their meaning needs the module or the library registry, so they have no
+stand-alone NumPy reference: the interpreter runs them.
+"""
+from __future__ import annotations
+
+from ..expr import Expr, ExternFunc
+from ..struct_info import ShapeStructInfo, StructInfo, TensorStructInfo, TupleStructInfo
+from ._convert import as_shape, as_tuple, make_call
+from ._infer_util import format_sinfo, sinfo_of
+from .registry import OpAttributeError, register_op
+
+
+def _out_sinfo(out_sinfo, op: str) -> StructInfo:
+    if isinstance(out_sinfo, (list, tuple)):
+        fields = [_out_sinfo(s, op) for s in out_sinfo]
+        if not fields:
+            raise OpAttributeError(f"R.{op}: out_sinfo must name at least one output")
+        return fields[0] if len(fields) == 1 else TupleStructInfo(fields)
+    if isinstance(out_sinfo, TupleStructInfo):
+        for f in out_sinfo.fields:
+            _out_sinfo(f, op)
+        return out_sinfo
+    if not isinstance(out_sinfo, TensorStructInfo):
+        raise OpAttributeError(f"R.{op}: out_sinfo must be tensor annotation(s), got {out_sinfo!r}")
+    return out_sinfo
+
+
+def call_tir(gvar, args, out_sinfo, tir_vars=None):
+    """R.call_tir(gvar, args, out_sinfo, tir_vars=None): DPS call of a prim_func."""
+    call_args = [gvar, as_tuple(args)]
+    if tir_vars is not None:
+        call_args.append(as_shape(tir_vars))
+    return make_call("relax.call_tir", call_args, sinfo_args=[_out_sinfo(out_sinfo, "call_tir")])
+
+
+def call_dps_library(name, args, out_sinfo):
+    """R.call_dps_library(name, args, out_sinfo): DPS call of a library function by name."""
+    func = name if isinstance(name, Expr) else ExternFunc(str(name))
+    return make_call("relax.call_dps_library", [func, as_tuple(args)],
+                     sinfo_args=[_out_sinfo(out_sinfo, "call_dps_library")])
+
+
+def _infer_cross_level(call, ctx) -> StructInfo:
+    if len(call.sinfo_args) != 1:
+        ctx.error(f"{call.op.name} needs exactly one output annotation, got {len(call.sinfo_args)}")
+    if len(call.args) < 2:
+        ctx.error(f"{call.op.name} needs a callee and a tuple of arguments")
+    inputs = sinfo_of(call.args[1])
+    if not isinstance(inputs, TupleStructInfo):
+        ctx.error(f"{call.op.name}: arguments must be a tuple, got {format_sinfo(inputs)}")
+    if len(call.args) > 2:
+        tir_vars = sinfo_of(call.args[2])
+        if call.op.name != "relax.call_tir" or len(call.args) > 3 \
+                or not isinstance(tir_vars, ShapeStructInfo):
+            ctx.error(f"{call.op.name}: unexpected extra argument {format_sinfo(tir_vars)}")
+    return call.sinfo_args[0]
+
+
+register_op("relax.call_tir", _infer_cross_level, None, constructor=call_tir)
+register_op("relax.call_dps_library", _infer_cross_level, None, constructor=call_dps_library)
+
+__all__ = ["call_tir", "call_dps_library"]

@@ -1,0 +1,77 @@
+"""Parse-time context: where the source lives, which names mean R and T, and
+the nested name scopes of a function body."""
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass, field
+
+from tensorir.errors import ParseError
+from tensorir.script.diagnostics import SourceInfo, make_parse_error
+
+
+@dataclass
+class ParseContext:
+    """Shared by every part of one parse: source positions, namespace names,
+    the Python globals of a decorated definition (empty for ``from_source``),
+    and a stack of context phrases ("in function 'main'", "parameter 'x'")."""
+    source: SourceInfo
+    r_names: frozenset = frozenset({"R"})
+    t_names: frozenset = frozenset({"T"})
+    py_globals: dict = field(default_factory=dict)
+    metadata: dict = field(default_factory=dict)
+    where: list = field(default_factory=list)
+
+    def error(self, message: str, node: ast.AST | None) -> ParseError:
+        context = ", ".join(self.where) if self.where else None
+        return make_parse_error(message, node, self.source, context)
+
+    def span(self, node: ast.AST) -> tuple:
+        """``(filename, lineno, col, source_line)`` of ``node`` in the user's file."""
+        lineno = getattr(node, "lineno", None)
+        col = getattr(node, "col_offset", 0)
+        return (self.source.filename,
+                None if lineno is None else lineno + self.source.line_offset,
+                col + self.source.col_offset,
+                self.source.line_text(lineno))
+
+    def describe(self, node: ast.AST) -> str:
+        filename, lineno, _col, line = self.span(node)
+        return f"{filename}:{lineno}: {line.strip()}"
+
+    def is_r(self, node: ast.AST) -> bool:
+        return isinstance(node, ast.Name) and node.id in self.r_names
+
+    def is_t(self, node: ast.AST) -> bool:
+        return isinstance(node, ast.Name) and node.id in self.t_names
+
+    def r_path(self, node: ast.AST) -> str | None:
+        """``"nn.softmax"`` for the AST of ``R.nn.softmax``; None if not an R path."""
+        parts = []
+        while isinstance(node, ast.Attribute):
+            parts.append(node.attr)
+            node = node.value
+        if parts and self.is_r(node):
+            return ".".join(reversed(parts))
+        return None
+
+
+class Scope:
+    """Nested frames of names: graph-level Vars, symbolic Vars, GlobalVars."""
+
+    def __init__(self):
+        self.frames: list[dict] = [{}]
+
+    def push(self) -> None:
+        self.frames.append({})
+
+    def pop(self) -> dict:
+        return self.frames.pop()
+
+    def define(self, name: str, value) -> None:
+        self.frames[-1][name] = value
+
+    def lookup(self, name: str):
+        for frame in reversed(self.frames):
+            if name in frame:
+                return frame[name]
+        return None

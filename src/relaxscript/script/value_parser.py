@@ -1,0 +1,335 @@
+"""Evaluation of graph-level expressions in a script (right-hand sides).
+
+An ``ast.expr`` becomes a *script value*: a graph-level Expr, a symbolic
+PrimExpr, an annotation (StructInfo), or a plain Python literal (attribute
+values such as ``axis=-1``, a dtype string). Operator calls are built by the
+operator's own constructor with those values, exactly as Python code would
+call it; nothing in the text is executed.
+"""
+from __future__ import annotations
+
+import ast
+import inspect
+
+import numpy as np
+
+from tensorir import expr as E
+from tensorir.errors import ParseError
+
+from .. import expr as rx
+from ..struct_info import StructInfo
+from . import namespace as ns
+from .annotations import ANNOTATION_KINDS, AnnotationParser
+from .constants import CONSTANT_KEY, METADATA_NAME
+from .scope import ParseContext, Scope
+from .sym_expr import SymExprParser
+
+# R.<name> forms that are statements, not values.
+STATEMENT_FORMS = ("dataflow", "output", "func_attr", "match_cast", "sym_var", "module_attrs")
+
+
+class ValueParser:
+    def __init__(self, ctx: ParseContext, scope: Scope, global_vars: dict, class_names=frozenset()):
+        self.ctx = ctx
+        self.scope = scope
+        self.global_vars = global_vars  # name -> GlobalVar of the module being parsed
+        self.class_names = frozenset(class_names) | {"cls"}
+        self.annotations = AnnotationParser(self.lookup_sym, self.declare_sym, ctx.error,
+                                            ctx.r_names, ctx.t_names)
+        self.declare_hook = None  # set by the function parser: declares a new symbolic var
+
+    # ------------------------------------------------------------ symbolic names
+    def lookup_sym(self, name: str):
+        value = self.scope.lookup(name)
+        return value if isinstance(value, E.Var) else None
+
+    def declare_sym(self, name: str) -> E.Var:
+        if self.declare_hook is None:
+            raise ParseError(f"cannot declare symbolic variable {name!r} here")
+        return self.declare_hook(name)
+
+    def sym_parser(self) -> SymExprParser:
+        def lookup(name, node):
+            value = self.scope.lookup(name)
+            if isinstance(value, E.Var):
+                return value
+            if value is not None:
+                raise self.ctx.error(f"{name!r} is a graph-level value, not a symbolic variable", node)
+            raise self.ctx.error(f"undefined symbolic variable {name!r}", node)
+        return SymExprParser(lookup, self.ctx.error, self.ctx.t_names)
+
+    def sym(self, node: ast.expr) -> E.PrimExpr:
+        return self.sym_parser().parse(node)
+
+    # ------------------------------------------------------------ entry points
+    def expr(self, node: ast.expr) -> rx.Expr:
+        """A graph-level Expr (tuples of Exprs become ``rx.Tuple``)."""
+        value = self.value(node)
+        if isinstance(value, rx.Expr):
+            return value
+        raise self.ctx.error(f"expected a graph-level value, got {_describe(value)} "
+                             f"({ast.unparse(node)})", node)
+
+    def value(self, node: ast.expr):
+        method = getattr(self, "_" + type(node).__name__, None)
+        if method is None:
+            raise self.ctx.error(f"unsupported expression: {ast.unparse(node)}", node)
+        result = method(node)
+        # Locate nodes built here; shared ones (variables, the single Op per name) keep theirs.
+        if isinstance(result, rx.Expr) and not isinstance(result, (rx.Var, rx.GlobalVar, rx.Op)) \
+                and not _has_span(result):
+            result.span = self.ctx.span(node)
+        return result
+
+    # ------------------------------------------------------------ node kinds
+    def _Constant(self, node: ast.Constant):
+        if node.value is None or isinstance(node.value, (bool, int, float, str)):
+            return node.value
+        raise self.ctx.error(f"unsupported constant {node.value!r}", node)
+
+    def _Name(self, node: ast.Name):
+        value = self.scope.lookup(node.id)
+        if value is not None:
+            return value
+        if node.id in self.global_vars:
+            return self.global_vars[node.id]
+        if node.id in ("True", "False", "None"):
+            return {"True": True, "False": False, "None": None}[node.id]
+        raise self.ctx.error(f"undefined name {node.id!r}", node)
+
+    def _Attribute(self, node: ast.Attribute):
+        if isinstance(node.value, ast.Name) and node.value.id in self.class_names:
+            if node.attr not in self.global_vars:
+                raise self.ctx.error(f"the module has no function {node.attr!r} "
+                                     f"(it has {sorted(self.global_vars)})", node)
+            return self.global_vars[node.attr]
+        path = self.ctx.r_path(node)
+        if path in ANNOTATION_KINDS:
+            return self.annotations.parse(node)
+        if path is not None:
+            from ..op.registry import get_op
+            try:
+                return get_op("relax." + path)
+            except ValueError:
+                raise self.ctx.error(f"unknown R function 'R.{path}'", node) from None
+        raise self.ctx.error(f"unsupported attribute {ast.unparse(node)}", node)
+
+    def _Tuple(self, node):
+        items = [self.value(e) for e in node.elts]
+        if any(isinstance(i, rx.Expr) for i in items):
+            for item, sub in zip(items, node.elts):
+                if not isinstance(item, rx.Expr):
+                    raise self.ctx.error(f"a tuple of graph-level values cannot hold {_describe(item)}", sub)
+            return rx.Tuple(items)
+        return items if isinstance(node, ast.List) else tuple(items)
+
+    _List = _Tuple
+
+    def _Dict(self, node: ast.Dict):
+        out = {}
+        for key, value in zip(node.keys, node.values):
+            if key is None:
+                raise self.ctx.error("** is not supported here", node)
+            out[self.literal(key)] = self.literal(value)
+        return out
+
+    def _Subscript(self, node: ast.Subscript):
+        if isinstance(node.value, ast.Subscript) and isinstance(node.value.value, ast.Name) \
+                and node.value.value.id == METADATA_NAME:
+            return self.metadata_constant(node)
+        if self.annotations.is_annotation(node):
+            return self.annotations.parse(node)
+        base = self.expr(node.value)
+        index = self.literal(node.slice)
+        if not isinstance(index, int) or isinstance(index, bool):
+            raise self.ctx.error("tuple indices must be integer literals", node.slice)
+        return rx.TupleGetItem(base, index)
+
+    def _BinOp(self, node):
+        return self.sym(node)
+
+    _Compare = _BoolOp = _BinOp
+
+    def _UnaryOp(self, node: ast.UnaryOp):
+        # Negative literals stay Python numbers (attribute values such as axis=-1).
+        if isinstance(node.op, ast.USub) and isinstance(node.operand, ast.Constant) \
+                and isinstance(node.operand.value, (int, float)) and not isinstance(node.operand.value, bool):
+            return -node.operand.value
+        return self.sym(node)
+
+    def _Call(self, node: ast.Call):
+        func = node.func
+        path = self.ctx.r_path(func)
+        if path is not None:
+            return self.r_call(path, node)
+        if isinstance(func, ast.Attribute) and self.ctx.is_t(func.value):
+            return self.sym(node)
+        if isinstance(func, ast.Name) and func.id == "float" and self.scope.lookup("float") is None:
+            return self.literal(node)
+        callee = self.expr(func)
+        if node.keywords:
+            raise self.ctx.error("calls of graph-level functions take no keyword arguments", node)
+        return rx.Call(callee, [self.expr(a) for a in node.args])
+
+    # ------------------------------------------------------------ R.<name>(...)
+    def r_call(self, path: str, node: ast.Call):
+        if path in ANNOTATION_KINDS:
+            return self.annotations.parse(node)
+        if path in STATEMENT_FORMS:
+            raise self.ctx.error(f"R.{path}(...) is a statement and cannot be used as a value here", node)
+        special = getattr(self, "_r_" + path, None)
+        if special is not None:
+            return special(node)
+        constructor = ns.lookup_op_constructor(path)
+        if constructor is None or isinstance(constructor, ns.OpGroup):
+            raise self.ctx.error(f"unknown R function 'R.{path}'", node.func)
+        return self.call_constructor(path, constructor, node)
+
+    def call_constructor(self, path: str, constructor, node: ast.Call):
+        args = [self.value(a) for a in node.args]
+        kwargs = {k.arg: self.value(k.value) for k in node.keywords}
+        if any(k.arg is None for k in node.keywords) or any(isinstance(a, ast.Starred) for a in node.args):
+            raise self.ctx.error("*args/**kwargs are not supported in scripts", node)
+        sinfo_args = None
+        if "sinfo_args" in kwargs and not _accepts(constructor, "sinfo_args"):
+            sinfo_args = kwargs.pop("sinfo_args")
+        try:
+            inspect.signature(constructor).bind(*args, **kwargs)
+        except TypeError as err:
+            raise self.ctx.error(f"R.{path}: {err}", node) from None
+        except ValueError:  # builtins without a signature: let the call decide
+            pass
+        try:
+            result = constructor(*args, **kwargs)
+        except ParseError:
+            raise
+        except (TypeError, ValueError) as err:
+            raise self.ctx.error(f"R.{path}: {err}", node) from None
+        if sinfo_args is not None:
+            result = result.replace(sinfo_args=tuple(self._sinfo_list(sinfo_args, node)))
+        return result
+
+    def _sinfo_list(self, value, node) -> list[StructInfo]:
+        items = value if isinstance(value, (list, tuple)) else [value]
+        for item in items:
+            if not isinstance(item, StructInfo):
+                raise self.ctx.error(f"sinfo_args must be annotations, got {_describe(item)}", node)
+        return list(items)
+
+    def _expect(self, node: ast.Call, name: str, positional: int, keywords=()) -> list:
+        """The arguments of ``R.<name>(...)`` in order, checking arity."""
+        names = list(keywords)
+        args = list(node.args)
+        if len(args) > len(names) or len(args) < positional and not node.keywords:
+            raise self.ctx.error(f"R.{name} takes {positional} argument(s), got {len(args)}", node)
+        bound = dict(zip(names, args))
+        for k in node.keywords:
+            if k.arg not in names or k.arg in bound:
+                raise self.ctx.error(f"R.{name} got an unexpected keyword argument {k.arg!r}", k.value)
+            bound[k.arg] = k.value
+        missing = [n for n in names[:positional] if n not in bound]
+        if missing:
+            raise self.ctx.error(f"R.{name} is missing argument(s) {missing}", node)
+        return [bound.get(n) for n in names]
+
+    def _r_shape(self, node):
+        (values,) = self._expect(node, "shape", 1, ("values",))
+        if not isinstance(values, (ast.List, ast.Tuple)):
+            raise self.ctx.error("R.shape takes a list of dimensions: R.shape([n, 4])", values)
+        return rx.ShapeExpr([self.sym(v) for v in values.elts])
+
+    def _r_prim_value(self, node):
+        (value,) = self._expect(node, "prim_value", 1, ("value",))
+        return rx.PrimValue(self.sym(value))
+
+    def _r_str(self, node):
+        (value,) = self._expect(node, "str", 1, ("value",))
+        return rx.StringImm(self._string(value, "R.str"))
+
+    def _r_tuple(self, node):
+        return rx.Tuple([self.expr(a) for a in node.args])
+
+    def _r_ExternFunc(self, node):
+        (symbol,) = self._expect(node, "ExternFunc", 1, ("global_symbol",))
+        return rx.ExternFunc(self._string(symbol, "R.ExternFunc"))
+
+    def _r_call_packed(self, node):
+        if not node.args:
+            raise self.ctx.error("R.call_packed needs the function name first", node)
+        symbol = self._string(node.args[0], "R.call_packed")
+        sinfo_args = []
+        for k in node.keywords:
+            if k.arg != "sinfo_args":
+                raise self.ctx.error(f"R.call_packed got an unexpected keyword argument {k.arg!r}", k.value)
+            sinfo_args = self._sinfo_list(self.value(k.value), k.value)
+        return rx.Call(rx.ExternFunc(symbol), [self.expr(a) for a in node.args[1:]], sinfo_args=sinfo_args)
+
+    def _r_const(self, node):
+        value, dtype = self._expect(node, "const", 1, ("value", "dtype"))
+        data = self.const_data(value)
+        dtype_name = None if dtype is None else self.annotations.dtype(dtype)
+        try:
+            return ns.const(data, dtype_name)
+        except (TypeError, ValueError, OverflowError) as err:
+            raise self.ctx.error(f"R.const: {err}", node) from None
+
+    def const_data(self, node):
+        if isinstance(node, ast.Subscript):
+            return self.value(node)
+        if isinstance(node, ast.Name) and self.scope.lookup(node.id) is None:
+            found = self.ctx.py_globals.get(node.id)  # decorator form: arrays from Python
+            if isinstance(found, (np.ndarray, np.generic, int, float, bool, list)):
+                return found
+        return self.literal(node)
+
+    def metadata_constant(self, node: ast.Subscript):
+        outer = node.value
+        key, index = self.literal(outer.slice), self.literal(node.slice)
+        if key != CONSTANT_KEY or not isinstance(index, int):
+            raise self.ctx.error(f'expected metadata["{CONSTANT_KEY}"][index]', node)
+        table = self.ctx.metadata.get(CONSTANT_KEY, [])
+        if not 0 <= index < len(table):
+            raise self.ctx.error(f"metadata has no constant {index} ({len(table)} present; is the "
+                                 "metadata section of the text missing?)", node)
+        return table[index]
+
+    # ------------------------------------------------------------ literals
+    def literal(self, node: ast.expr):
+        """A Python literal; ``float("nan")``/``float("inf")`` included."""
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "float" \
+                and len(node.args) == 1 and isinstance(node.args[0], ast.Constant):
+            return float(node.args[0].value)
+        if isinstance(node, (ast.List, ast.Tuple)):
+            items = [self.literal(e) for e in node.elts]
+            return items if isinstance(node, ast.List) else tuple(items)
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+            return -self.literal(node.operand)
+        try:
+            return ast.literal_eval(node)
+        except (ValueError, TypeError, SyntaxError):
+            raise self.ctx.error(f"expected a literal value, got {ast.unparse(node)}", node) from None
+
+    def _string(self, node, what: str) -> str:
+        if not (isinstance(node, ast.Constant) and isinstance(node.value, str)):
+            raise self.ctx.error(f"{what} takes a string literal", node)
+        return node.value
+
+
+def _accepts(func, name: str) -> bool:
+    try:
+        params = inspect.signature(func).parameters
+    except (TypeError, ValueError):
+        return False
+    return name in params or any(p.kind is p.VAR_KEYWORD for p in params.values())
+
+
+def _has_span(node) -> bool:
+    return getattr(node, "span", None) is not None
+
+
+def _describe(value) -> str:
+    if isinstance(value, StructInfo):
+        return "an annotation"
+    if isinstance(value, E.PrimExpr):
+        return "a symbolic expression (wrap it: R.prim_value(...) or R.shape([...]))"
+    return f"the Python value {value!r}"

@@ -1,0 +1,177 @@
+"""Graph partitioning for FuseOps: which ``call_tir`` bindings of one dataflow
+block fuse together, decided by the callees' pattern kinds (paper Algorithm 1).
+
+Rules (one group = one future kernel):
+
+- ElementWise / Broadcast / Injective calls fuse with each other freely.
+- A group holds at most one *anchor*: a Reduction or an OutputWiseFusible
+  call. Calls upstream of the anchor (its prologue, e.g. the 4-bit decode
+  feeding a matmul in Figure 9) may be any injective kind; calls downstream
+  of it (its epilogue: bias add, gelu) must be ElementWise or Broadcast.
+  So two reductions, two matmuls, or a reduction after a matmul never share
+  a group.
+- Opaque calls, and bindings that are not fusible ``call_tir``s, never fuse.
+- A group must be convex: no path leaves it and comes back in. Paths count
+  data dependencies *and* symbolic-variable dependencies on the
+  ``match_cast`` that defines a variable a call mentions, so a fused call
+  is never placed before such a ``match_cast``.
+- A group has at most ``max_depth`` calls.
+
+Groups are grown greedily in binding order: each call tries to join the
+groups of its producers.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from tensorir.analysis import PatternKind
+from tensorir.function import PrimFunc
+from tensorir.functor import collect
+from tensorir import expr as tir
+
+from ..expr import Call, Constant, GlobalVar, MatchCast, Tuple, Var, VarBinding
+from ..struct_info import TensorStructInfo
+from ..struct_info_util import symbolic_vars_of
+from .annotate_op_pattern import pattern_of
+
+_ANCHORS = (PatternKind.Reduction, PatternKind.OutputWiseFusible)
+
+
+@dataclass
+class BlockGraph:
+    """Dependencies between the bindings of one block (by index)."""
+    bindings: list
+    kinds: list                      # PatternKind of fusible call_tirs, else None
+    producers: list = field(default_factory=list)   # index -> sorted producer indices
+    users: list = field(default_factory=list)       # index -> sorted user indices
+
+    def is_fusible(self, index: int) -> bool:
+        return self.kinds[index] is not None
+
+
+def call_tir_callee(value, mod) -> tuple[str, PrimFunc] | None:
+    """``(name, prim_func)`` when ``value`` is ``R.call_tir`` of a prim_func of ``mod``."""
+    if not (isinstance(value, Call) and getattr(value.op, "name", None) == "relax.call_tir"):
+        return None
+    callee = value.args[0] if value.args else None
+    if not isinstance(callee, GlobalVar) or callee.name_hint not in mod:
+        return None
+    func = mod[callee.name_hint]
+    return (callee.name_hint, func) if isinstance(func, PrimFunc) else None
+
+
+def _has_full_tensor_info(sinfo) -> bool:
+    return isinstance(sinfo, TensorStructInfo) and sinfo.shape is not None and sinfo.dtype is not None
+
+
+def fusible_kind(binding, mod) -> PatternKind | None:
+    """The pattern kind of a call_tir binding that may join a group, else None."""
+    if not isinstance(binding, VarBinding):
+        return None
+    found = call_tir_callee(binding.value, mod)
+    if found is None:
+        return None
+    call = binding.value
+    if len(call.args) < 2 or not isinstance(call.args[1], Tuple) or len(call.sinfo_args) != 1:
+        return None
+    if not _has_full_tensor_info(call.sinfo_args[0]):
+        return None  # tuple outputs stay unfused
+    for arg in call.args[1].fields:
+        if not isinstance(arg, (Var, Constant)) or not _has_full_tensor_info(arg.struct_info):
+            return None  # FuseTIR needs a shape and a dtype for every buffer
+    kind = pattern_of(found[1])
+    return None if kind == PatternKind.Opaque else kind
+
+
+def build_block_graph(bindings, mod) -> BlockGraph:
+    defined_at: dict[Var, int] = {}
+    symbol_defined_at: dict[tir.Var, int] = {}
+    graph = BlockGraph(list(bindings), [fusible_kind(b, mod) for b in bindings])
+    for index, binding in enumerate(bindings):
+        deps = set()
+        used = collect(binding.value, lambda n: isinstance(n, (Var, tir.Var)))
+        if isinstance(binding, MatchCast):
+            used += symbolic_vars_of(binding.struct_info)
+        for node in used:
+            if isinstance(node, Var) and node in defined_at:
+                deps.add(defined_at[node])
+            elif isinstance(node, tir.Var) and node in symbol_defined_at:
+                deps.add(symbol_defined_at[node])
+        graph.producers.append(sorted(deps))
+        graph.users.append([])
+        for dep in deps:
+            graph.users[dep].append(index)
+        defined_at[binding.var] = index
+        if isinstance(binding, MatchCast):
+            for var in symbolic_vars_of(binding.struct_info):
+                symbol_defined_at.setdefault(var, index)
+    return graph
+
+
+class _Partitioner:
+    def __init__(self, graph: BlockGraph, max_depth: int):
+        self.graph = graph
+        self.max_depth = max_depth
+        self.group_of: dict[int, frozenset] = {}
+
+    def run(self) -> list[list[int]]:
+        for index in range(len(self.graph.bindings)):
+            if self.graph.is_fusible(index):
+                self._place(index)
+        groups = {id(g): g for g in self.group_of.values()}.values()
+        return sorted((sorted(g) for g in groups if len(g) > 1), key=lambda g: g[-1])
+
+    def _place(self, index: int) -> None:
+        members = frozenset([index])
+        candidates = []
+        for producer in reversed(self.graph.producers[index]):
+            group = self.group_of.get(producer)
+            if group is not None and group not in candidates:
+                candidates.append(group)
+        for group in candidates:
+            merged = members | group
+            if self._legal(merged):
+                members = merged
+        for member in members:
+            self.group_of[member] = members
+
+    def _legal(self, members: frozenset) -> bool:
+        if len(members) > self.max_depth:
+            return False
+        kinds = self.graph.kinds
+        anchors = [m for m in members if kinds[m] in _ANCHORS]
+        if len(anchors) > 1:
+            return False
+        if anchors and any(kinds[m] > PatternKind.Broadcast
+                           for m in self._reachable_inside(anchors[0], members)):
+            return False  # an anchor's epilogue is elementwise / broadcast only
+        return self._convex(members)
+
+    def _reachable_inside(self, start: int, members: frozenset) -> set[int]:
+        seen, stack = set(), [start]
+        while stack:
+            for user in self.graph.users[stack.pop()]:
+                if user in members and user not in seen:
+                    seen.add(user)
+                    stack.append(user)
+        return seen
+
+    def _convex(self, members: frozenset) -> bool:
+        """No path member -> outside binding(s) -> member."""
+        last = max(members)
+        stack = [u for m in members for u in self.graph.users[m] if u not in members and u < last]
+        seen = set(stack)
+        while stack:
+            node = stack.pop()
+            for user in self.graph.users[node]:
+                if user in members:
+                    return False
+                if user < last and user not in seen:
+                    seen.add(user)
+                    stack.append(user)
+        return True
+
+
+def partition_block(bindings, mod, max_depth: int) -> list[list[int]]:
+    """Groups (sorted binding indices, at least two calls each) to fuse in one block."""
+    return _Partitioner(build_block_graph(bindings, mod), max_depth).run()

@@ -1,0 +1,12 @@
+"""LegalizeOps and the legalizations of the op library, one module per op family.
+
+Each family module registers ``fn(ctx, call)`` per op with
+``register_legalize``; the prim_funcs are built with ``tensorir.compute``.
+"""
+from . import binary, create, elementwise, index, linear_algebra, manipulate, nn, reduce  # noqa: F401
+from .context import LegalizeContext
+from .legalize_ops import LegalizeOps
+from .registry import get_legalize, legalized_op_names, register_legalize
+
+__all__ = ["LegalizeOps", "LegalizeContext", "register_legalize", "get_legalize",
+           "legalized_op_names"]

@@ -1,0 +1,37 @@
+"""Reference interpreter of the loop level: ``interpret(func, *arrays, **scalars)``.
+
+Runs a PrimFunc in destination-passing style on NumPy arrays: outputs are
+written in place and nothing is returned. Arguments are checked against the
+parameters first (see ``binding``); loop nests run vectorised with NumPy
+where that provably gives the serial result (see ``nest``), serially
+otherwise. ``vectorize=False`` forces the scalar path everywhere (slow; a
+cross-check of the vectorised one).
+
+Semantics worth knowing: every loop kind runs serially; ``alloc_buffer`` and
+``Allocate`` storage is zero-initialised; integer ``Div`` truncates (C),
+``FloorDiv``/``FloorMod`` floor; a store casts its value to the buffer dtype;
+an access outside a buffer's shape raises ``OutOfBoundsError`` (never wraps);
+a buffer used but not defined that has a parameter's name views that
+parameter's storage (the flattened form produced by lowering).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..function import PrimFunc
+from .binding import bind_arguments
+from .errors import InterpretError, OutOfBoundsError
+from .executor import Executor
+
+__all__ = ["interpret", "InterpretError", "OutOfBoundsError"]
+
+
+def interpret(func: PrimFunc, *args, vectorize: bool = True, **scalars) -> None:
+    """Run ``func`` on ``args`` (arrays for buffer params, ints for scalar params, in
+    parameter order; scalar params may also be passed by name)."""
+    if not isinstance(func, PrimFunc):
+        raise TypeError(f"interpret expects a PrimFunc, got {type(func).__name__}")
+    vars, views = bind_arguments(func, args, scalars)
+    executor = Executor(func, vars, views, vectorize=vectorize)
+    with np.errstate(all="ignore"):  # IEEE results (inf/nan) are the semantics, not errors
+        executor.run(func.body)

@@ -1,0 +1,135 @@
+"""The registry API, one sample call of every operator (constructor round trip,
+deduction vs reference), cross-level calls and the paper's Figure 2."""
+import inspect
+
+import numpy as np
+import pytest
+
+import tensorir as tir
+from relaxscript import op
+from relaxscript.expr import Call, ExternFunc, GlobalVar, Op, Tuple, Var
+from relaxscript.op import DeductionContext, OpAttributeError, OpDeductionError, OpSpec
+from relaxscript.struct_info import ShapeStructInfo, TensorStructInfo, TupleStructInfo
+
+from .op_helpers import SYMBOLS, check_call, infer, shape_equal, tensor_var
+
+n, m, k = SYMBOLS
+X = tensor_var("x", (n, 4))
+X3 = tensor_var("x3", (2, n, 4))
+IDX = tensor_var("idx", (m,), "int64")
+B = tensor_var("b", (n, 4), "bool")
+W = tensor_var("w", (4,))
+
+
+def sample_calls():
+    """One call per operator, with attributes away from their defaults."""
+    calls = [getattr(op, name)(X) for name in
+             ("abs", "negative", "square", "sign", "floor", "ceil", "round", "exp", "log", "sqrt",
+              "rsqrt", "sin", "cos", "tan", "tanh", "sigmoid", "erf", "isnan", "isinf", "isfinite",
+              "logical_not", "flatten", "unique", "nonzero", "shape_of")]
+    calls += [getattr(op, name)(X, W) for name in
+              ("add", "subtract", "multiply", "divide", "floor_divide", "floor_mod", "power",
+               "maximum", "minimum", "equal", "not_equal", "less", "less_equal", "greater",
+               "greater_equal")]
+    calls += [getattr(op, name)(B, B) for name in ("logical_and", "logical_or", "logical_xor")]
+    calls += [getattr(op, name)(X3, axis=(0, -1), keepdims=True)
+              for name in ("sum", "mean", "max", "min", "prod", "variance")]
+    calls += [getattr(op, name)(X3, axis=1, keepdims=True) for name in ("argmax", "argmin")]
+    calls += [getattr(op.nn, name)(X) for name in ("relu", "gelu", "gelu_tanh", "silu")]
+    calls += [
+        op.where(B, X, 0.5), op.clip(X, -1.0, 1.0), op.astype(X, "float16"),
+        op.reshape(X3, (-1, 4)), op.permute_dims(X3, (2, 0, 1)), op.expand_dims(X, (0, -1)),
+        op.squeeze(tensor_var("u", (n, 1)), 1), op.broadcast_to(W, (m, n, 4)), op.repeat(X, 2, 0),
+        op.tile(X, (2, 1, 3)), op.concat([X, X], 1), op.split(X3, (1, 3), -1),
+        op.take(X, IDX, 0), op.strided_slice(X3, [1, 2], [n - 1, 1], [0, 4], [-1, 2]),
+        op.matmul(X3, tensor_var("r", (4, m)), "float64"),
+        op.nn.softmax(X, 0), op.nn.log_softmax(X, 1),
+        op.nn.layer_norm(X3, tensor_var("g", (n, 4)), tensor_var("b2", (n, 4)), (1, 2), 1e-6),
+        op.nn.rms_norm(X, W, -1, 1e-6),
+        op.full((n, 2), 1.5, "float32"), op.zeros((n, 3), "int32"), op.ones((2, m), "float32"),
+        op.full_like(X, 2.0), op.zeros_like(X, "int8"), op.ones_like(X),
+        op.arange(1, n * 2 + 1, 2, "int32"), op.triu(X, 1), op.tril(X, -1),
+        op.call_tir(GlobalVar("exp"), [X], TensorStructInfo((n, 4), "float32")),
+        op.call_dps_library("numpy.negative", [X], TensorStructInfo((n, 4), "float32")),
+    ]
+    return calls
+
+
+def test_every_registered_operator_has_a_sample():
+    names = {c.op.name for c in sample_calls()}
+    assert names == {spec.name for spec in op.all_op_specs()}
+
+
+def test_registry_api():
+    assert op.get_op("relax.add") is op.get_op("relax.add")
+    assert isinstance(op.get_op("relax.nn.softmax"), Op)
+    spec = op.get_op_spec("relax.nn.softmax")
+    assert isinstance(spec, OpSpec) and spec.path == "nn.softmax" and spec.attr_names == ("axis",)
+    assert op.add(X, X).op is op.get_op("relax.add")
+    with pytest.raises(OpDeductionError, match="unknown operator"):
+        op.get_op_spec("relax.no_such_op")
+    with pytest.raises(ValueError, match="already registered"):
+        op.register_op("relax.add", spec.infer, None)
+    assert all(s.pure for s in op.all_op_specs())
+
+
+@pytest.mark.parametrize("call", sample_calls(), ids=lambda c: c.op.name)
+def test_constructor_accepts_its_normalised_call_back(call):
+    """The parser rebuilds a printed call as constructor(*args, **attrs)."""
+    spec = op.get_op_spec(call.op.name)
+    params = inspect.signature(spec.constructor).parameters
+    assert all(name in params for name in spec.attr_names)
+    assert set(call.attrs) == set(spec.attr_names)
+    if call.op.name in ("relax.call_tir", "relax.call_dps_library"):
+        return
+    rebuilt = spec.constructor(*call.args, **call.attrs)
+    tir.assert_structural_equal(rebuilt, call)
+
+
+@pytest.mark.parametrize("call", [c for c in sample_calls() if op.get_op_spec(c.op.name).reference],
+                         ids=lambda c: c.op.name)
+def test_sample_deduction_matches_reference(call):
+    env = {n: 3, m: 5, k: 2}
+    rng = np.random.default_rng(0)
+    arrays = {"idx": np.array([0, 2, 1, 2, -3]), "u": np.ones((3, 1), "float32")}
+    exact = call.op.name not in ("relax.unique", "relax.nonzero")
+    check_call(call, env, rng, arrays, exact=exact)
+
+
+def test_deduction_context():
+    ctx = DeductionContext(location="model.py:12")
+    with pytest.raises(OpDeductionError, match=r"model\.py:12"):
+        op.get_op_spec("relax.add").infer(op.add(X, tensor_var("y", (n, 5))), ctx)
+    assert isinstance(OpDeductionError("x"), ValueError) and issubclass(OpAttributeError, ValueError)
+
+
+# ---------------------------------------------------------------- cross-level calls
+def test_call_tir_and_library_use_the_given_annotation():
+    out = TensorStructInfo((n * 2,), "float32")
+    call = op.call_tir(GlobalVar("f"), [X], out, tir_vars=[n])
+    assert infer(call) is out and isinstance(call.args[1], Tuple) and len(call.args) == 3
+    pair = op.call_tir(GlobalVar("f"), (X,), [out, TensorStructInfo((n,), "int32")])
+    assert isinstance(infer(pair), TupleStructInfo)
+    lib = op.call_dps_library("numpy.negative", [X], out)
+    assert isinstance(lib.args[0], ExternFunc) and infer(lib) is out
+    with pytest.raises(OpAttributeError):
+        op.call_tir(GlobalVar("f"), [X], ShapeStructInfo([n]))
+    bad = Call(op.get_op("relax.call_tir"), [GlobalVar("f"), X], {}, [out])
+    with pytest.raises(OpDeductionError, match="tuple"):
+        infer(bad)
+    assert op.get_op_spec("relax.call_tir").reference is None
+
+
+# ---------------------------------------------------------------- paper Figure 2 / 3
+def test_figure_2_and_3_annotations():
+    x = tensor_var("x", (n, 2, 2))
+    lv0 = Var("lv0", infer(op.reshape(x, (n, 4))))
+    assert shape_equal(lv0.struct_info.shape, (n, 4))
+    lv1 = Var("lv1", infer(op.flatten(lv0)))
+    assert shape_equal(lv1.struct_info.shape, (n * 4,))
+    relu = infer(op.nn.relu(lv1))
+    assert shape_equal(relu.shape, (n * 4,))
+    lv2 = infer(op.unique(lv1))
+    assert (lv2.ndim, lv2.shape, lv2.dtype) == (1, None, "float32")
+    halves = infer(op.split(lv1, 2))
+    assert [shape_equal(f.shape, (n * 2,)) for f in halves.fields] == [True, True]

@@ -343,3 +343,30 @@ class Module:
     assert len(call.args) == 3 and isinstance(call.args[2], rx.ShapeExpr)
     printed = assert_round_trip(mod)
     assert "tir_vars=R.shape([n + 1])" in printed
+
+
+def test_memory_and_dps_operators_round_trip():
+    text = '''
+@R.ir_module
+class Module:
+    @T.prim_func
+    def neg(a: T.Buffer(("n",), "float32"), b: T.Buffer(("n",), "float32")):
+        n = T.int64()
+        for i in T.serial(n):
+            with T.block("b"):
+                vi = T.axis.spatial(n, i)
+                b[vi] = T.float32(0) - a[vi]
+
+    @R.function(pure=False)
+    def main(x: R.Tensor(("n",), "f32")):
+        n = T.int64(upper=64)
+        st = R.memory.alloc_storage(R.shape([256]), 0, "global", "uint8")
+        y = R.memory.alloc_tensor(st, 0, R.shape([n]), "float32")
+        _ = R.call_tir_dps(Module.neg, (x, y))
+        z = R.builtin.alloc_tensor(R.shape([n]), "float32")
+        _ = R.call_dps_library_dps("numpy.negative", (y,), (z,))
+        _ = R.memory.kill_tensor(y)
+        return z
+'''
+    printed = assert_round_trip(rx.from_source(text))
+    assert 'storage_scope="global"' in printed and "_1: R.Tuple() = " in printed

@@ -52,6 +52,19 @@ def output_then_use(x: T.Buffer((8,), "float32"), y: T.Buffer((8,), "float32"),
             z[vi] = y[vi]
 
 
+@prim_func
+def partial_producer(x: T.Buffer((9,), "float32"), y: T.Buffer((9,), "float32")):
+    t = T.alloc_buffer((9,), "float32")
+    for i in range(8):
+        with T.block("P"):
+            vi = T.axis.spatial(8, i)
+            t[vi] = x[vi]
+    for i in range(9):
+        with T.block("Q"):
+            vi = T.axis.remap("S", [i])
+            y[vi] = t[vi]
+
+
 def _loops(sch, name):
     return sch.get_loops(sch.get_block(name))
 
@@ -80,6 +93,11 @@ CASES = [
      "reduction iter vars"),
     ("reverse-compute-at-before", chain,
      lambda s: s.reverse_compute_at(s.get_block("B"), _loops(s, "C")[0]), "comes after"),
+    ("reverse-compute-at-cover", partial_producer,
+     lambda s: s.reverse_compute_at(s.get_block("Q"), _loops(s, "P")[0]), "does not cover"),
+    ("reverse-compute-at-reduce-loop", row_sum,
+     lambda s: s.reverse_compute_at(s.cache_write(s.get_block("S"), 0, "local"), _loops(s, "S")[1]),
+     "reduction of producer"),
     ("compute-at-other-writer", two_writers,
      lambda s: s.compute_at(s.get_block("W1"), _loops(s, "R")[0]), "not under the loop"),
     ("inline-output", chain, lambda s: s.compute_inline(s.get_block("C")), "function output"),

@@ -34,6 +34,7 @@ PRELUDE = r"""#include <stdint.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <math.h>
+%VECMATH%
 
 static inline int64_t rs_floordiv(int64_t a, int64_t b) {
   int64_t q = a / b; return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q; }
@@ -44,10 +45,25 @@ static inline float rs_sigmoidf(float x) { return 1.0f / (1.0f + expf(-x)); }
 static inline double rs_sigmoid(double x) { return 1.0 / (1.0 + exp(-x)); }
 """
 
+# Float min/max propagate NaN like NumPy's minimum/maximum and, unlike fminf/fmaxf,
+# vectorize without -ffast-math (compare + blend).
 PRELUDE = PRELUDE.replace("%MINMAX%", "\n".join(
-    f"static inline {ct} rs_min_{name}({ct} a, {ct} b) {{ return a < b ? a : b; }}\n"
-    f"static inline {ct} rs_max_{name}({ct} a, {ct} b) {{ return a > b ? a : b; }}"
+    f"static inline {ct} rs_min_{name}({ct} a, {ct} b) {{ return {'(a < b || a != a)' if dt.is_float(name) else 'a < b'} ? a : b; }}\n"
+    f"static inline {ct} rs_max_{name}({ct} a, {ct} b) {{ return {'(a > b || a != a)' if dt.is_float(name) else 'a > b'} ? a : b; }}"
     for name, ct in C_TYPES.items()))
+
+# AVX-512 for vectorized loops (gcc's znver/skylake tunings prefer 256-bit vectors), and
+# glibc's libmvec vector variants of math functions (glibc >= 2.35 has all of these), so
+# loops calling expf/tanhf/... vectorize without -ffast-math.
+_VECTOR_MATH = ("exp", "log", "tanh", "erf", "sin", "cos", "tan", "exp2", "log2")
+PRELUDE = PRELUDE.replace("%VECMATH%", "\n".join(
+    ["#if defined(__x86_64__) && defined(__AVX512F__)",
+     '#pragma GCC target("prefer-vector-width=512")',
+     "#endif",
+     "#if defined(__x86_64__) && defined(__GLIBC__) && (__GLIBC__ > 2 || __GLIBC_MINOR__ >= 35)"]
+    + [f"#pragma omp declare simd notinbranch\nextern {ct} {fn}{suffix}({ct});"
+       for fn in _VECTOR_MATH for ct, suffix in (("float", "f"), ("double", ""))]
+    + ["#endif"]))
 
 # intrinsic -> (float32 spelling, float64 spelling); float16 computes in float32
 _MATH = {
@@ -135,6 +151,7 @@ class CFunctionEmitter:
         self.lines: list[str] = []
         self.indent = 1
         self.in_parallel = 0
+        self.param_names: dict[str, str] = {}
 
     # ------------------------------------------------------------ expressions
     def expr(self, e) -> str:
@@ -158,11 +175,6 @@ class CFunctionEmitter:
             return f"({self.expr(e.a)} / {self.expr(e.b)})"
         if isinstance(e, (E.Min, E.Max)):
             a, b = self.expr(e.a), self.expr(e.b)
-            if dt.is_float(e.dtype):
-                fn = ("fminf" if e.dtype == "float32" else "fmin") if isinstance(e, E.Min) else \
-                     ("fmaxf" if e.dtype == "float32" else "fmax")
-                if e.dtype in ("float32", "float64"):
-                    return f"{fn}({a}, {b})"
             fn = "rs_min_" if isinstance(e, E.Min) else "rs_max_"
             return f"{fn}{e.dtype}({a}, {b})"
         op = _BINARY_C.get(type(e))
@@ -240,6 +252,10 @@ class CFunctionEmitter:
 
     def buffer_name(self, buf: Buffer) -> str:
         if id(buf) not in self.names.by_id:
+            # flatten_buffers reads a parameter through a flat buffer of the same name
+            param = self.param_names.get(buf.name)
+            if param is not None:
+                return param
             raise CodegenError(f"buffer {buf.name!r} is used but not defined in {self.func.name!r}")
         return self.names.by_id[id(buf)]
 
@@ -349,6 +365,7 @@ class CFunctionEmitter:
         header = [f"int32_t {self.symbol}(void* const* rs_buffers, const int64_t* rs_syms) {{"]
         for i, buf in enumerate(self.func.buffer_params):
             name = self.names.get(buf, buf.name)
+            self.param_names.setdefault(buf.name, name)
             ctype = c_type(buf.dtype)
             header.append(f"  {ctype}* restrict {name} = ({ctype}*)rs_buffers[{i}];")
         for i, var in enumerate(sym_vars):

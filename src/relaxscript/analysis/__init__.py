@@ -2,3 +2,4 @@
 from .well_formed import check_well_formed, well_formed
 
 __all__ = ["check_well_formed", "well_formed"]
+from .fusion_summary import KernelSummary, fusion_summary, fusion_table  # noqa: E402,F401

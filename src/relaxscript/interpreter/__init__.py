@@ -15,6 +15,8 @@ from ..expr import Function, GlobalVar
 from ..irmodule import IRModule
 from .builtins import BUILTINS, register_builtin
 from .evaluator import Frame, Instrument, Interpreter
+from .memory_builtins import (MemoryStats, PooledAllocator, begin_run, last_run_stats,  # noqa: F401
+                              use_allocator)
 from .values import Closure, ShapeTuple
 
 _NO_NAME = object()
@@ -62,6 +64,7 @@ def interpret(mod, func_name=_NO_NAME, *args, instrument: Instrument | None = No
     if isinstance(func_name, GlobalVar):
         func_name = func_name.name_hint
     interp = Interpreter(mod, instrument, check_bindings)
+    begin_run()  # fresh memory statistics (last_run_stats)
     target = mod[func_name]
     if isinstance(target, PrimFunc):
         raise TypeError(f"{func_name!r} is a prim_func; run it with tensorir.interpret")
@@ -70,4 +73,4 @@ def interpret(mod, func_name=_NO_NAME, *args, instrument: Instrument | None = No
 
 
 __all__ = ["interpret", "Interpreter", "Frame", "Closure", "ShapeTuple", "BUILTINS",
-           "register_builtin"]
+           "register_builtin", "MemoryStats", "PooledAllocator", "last_run_stats", "use_allocator"]

@@ -35,9 +35,10 @@ class Namer:
             return found
         base = sanitize(hint)
         name, k = base, 0
+        sep = "" if base.endswith("_") else "_"
         while name in self.used:
             k += 1
-            name = f"{base}_{k}"
+            name = f"{base}{sep}{k}"
         self.used.add(name)
         self.names[id(node)] = name
         self._keep_alive.append(node)

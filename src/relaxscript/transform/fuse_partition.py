@@ -108,7 +108,9 @@ def build_block_graph(bindings, mod) -> BlockGraph:
     return graph
 
 
-class _Partitioner:
+class Partitioner:
+    """Greedy grouping of one block's fusible calls (see the module docstring)."""
+
     def __init__(self, graph: BlockGraph, max_depth: int):
         self.graph = graph
         self.max_depth = max_depth
@@ -174,4 +176,4 @@ class _Partitioner:
 
 def partition_block(bindings, mod, max_depth: int) -> list[list[int]]:
     """Groups (sorted binding indices, at least two calls each) to fuse in one block."""
-    return _Partitioner(build_block_graph(bindings, mod), max_depth).run()
+    return Partitioner(build_block_graph(bindings, mod), max_depth).run()

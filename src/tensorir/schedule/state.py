@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Iterable, Mapping
 
+from ..buffer import Buffer
 from ..errors import ScheduleError
 from ..expr import Var
 from ..function import PrimFunc
@@ -194,7 +195,6 @@ def used_names(func: PrimFunc) -> set[str]:
     names = {v.name for v in collect(func, lambda n: isinstance(n, Var))}
     names |= {b.name for b in collect(func, lambda n: isinstance(n, Block))}
     names |= {p.name for p in func.params}
-    from ..buffer import Buffer
     names |= {b.name for b in collect(func, lambda n: isinstance(n, Buffer))}
     return names
 

@@ -1,4 +1,7 @@
-"""Index arithmetic shared by the legalizations (row-major layouts, broadcasting, reductions)."""
+"""Index arithmetic shared by the legalizations (row-major layouts, broadcasting, reductions).
+
+Index helpers return tuples: ``Tensor.__getitem__`` treats a tuple as an index list.
+"""
 from __future__ import annotations
 
 from typing import Sequence
@@ -28,7 +31,7 @@ def flat_index(indices: Sequence, shape: Sequence) -> E.PrimExpr:
     return flat
 
 
-def unravel(flat, shape: Sequence) -> list[E.PrimExpr]:
+def unravel(flat, shape: Sequence) -> tuple:
     """Indices of row-major position ``flat`` (assumed in range) in ``shape``."""
     indices = []
     stride = E.IntImm(1)
@@ -38,13 +41,13 @@ def unravel(flat, shape: Sequence) -> list[E.PrimExpr]:
             index = index % shape[i]
         indices.append(index)
         stride = stride * shape[i]
-    return indices[::-1]
+    return tuple(indices[::-1])
 
 
-def broadcast_index(te, shape: Sequence, out_index: Sequence) -> list:
+def broadcast_index(te, shape: Sequence, out_index: Sequence) -> tuple:
     """NumPy broadcasting: ``shape`` right-aligned to the output; unit dims read index 0."""
     offset = len(out_index) - len(shape)
-    return [E.IntImm(0) if te.is_one(d) else out_index[offset + i] for i, d in enumerate(shape)]
+    return tuple(E.IntImm(0) if te.is_one(d) else out_index[offset + i] for i, d in enumerate(shape))
 
 
 def normalize_axes(axes, ndim: int) -> list[int]:
@@ -59,7 +62,7 @@ def reduce_axes_for(shape: Sequence, axes: Sequence[int], prefix: str = "k") -> 
 
 
 def reduction_input_index(ndim: int, axes: Sequence[int], keepdims: bool, out_index: Sequence,
-                          raxes: Sequence[ReduceAxis]) -> list:
+                          raxes: Sequence[ReduceAxis]) -> tuple:
     """Input index of a reduction over ``axes``: reduce vars there, output indices elsewhere."""
     out_iter, red_iter = iter(out_index), iter(raxes)
     index = []
@@ -70,11 +73,11 @@ def reduction_input_index(ndim: int, axes: Sequence[int], keepdims: bool, out_in
                 next(out_iter)  # the kept unit dim's index is always 0
         else:
             index.append(next(out_iter))
-    return index
+    return tuple(index)
 
 
-def without(indices: Sequence, positions: Sequence[int]) -> list:
-    return [v for i, v in enumerate(indices) if i not in positions]
+def without(indices: Sequence, positions: Sequence[int]) -> tuple:
+    return tuple(v for i, v in enumerate(indices) if i not in positions)
 
 
 def accumulation_dtype(dtype: str) -> str:

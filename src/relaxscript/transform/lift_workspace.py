@@ -1,0 +1,193 @@
+"""LiftWorkspace: move a prim_func's global scratch buffer to the graph level (paper Figure 11).
+
+A prim_func whose root block allocates a ``"global"`` buffer (e.g. the
+partial sums of a split-K matmul) gets that buffer as a new trailing buffer
+parameter. Each ``R.call_tir`` of it then declares the workspace as one more
+output, so CallTIRRewrite allocates it at the graph level and memory planning
+can reuse its bytes (it dies right after the call)::
+
+    lv = R.call_tir(cls.mm, (x, w), out_sinfo=R.Tensor((n, 64), "float32"))
+  becomes
+    lv_ws = R.call_tir(cls.mm, (x, w), out_sinfo=[R.Tensor((n, 64), "float32"),
+                                                  R.Tensor((n, 4, 64), "float32")])
+    lv = lv_ws[0]
+
+The workspace shape is written in the callee's symbolic vars; each call site
+maps them to its own values by matching the buffer parameters against the
+call's argument and output annotations (and ``tir_vars`` for scalar
+parameters). A prim_func is lifted only if every reference to it is a
+``call_tir`` whose workspace shape can be expressed this way. Note that the
+lifted buffer is no longer zero-initialised by the loop-level interpreter;
+kernels must write their scratch before reading it (as real targets need).
+"""
+from __future__ import annotations
+
+from tensorir import expr as E
+from tensorir.buffer import Buffer
+from tensorir.function import PrimFunc
+from tensorir.functor import collect, substitute
+
+from ..block_builder import BlockBuilder
+from ..expr import (BindingBlock, Call, DataflowBlock, DataflowVar, Function, GlobalVar, Op,
+                    SeqExpr, ShapeExpr, TupleGetItem, Tuple, Var, VarBinding)
+from ..irmodule import IRModule
+from ..op import call_tir
+from ..struct_info import TensorStructInfo, TupleStructInfo
+from .kill_after_last_use import map_if_branches
+from .pass_infra import Pass, PassContext
+
+
+def global_workspaces(func: PrimFunc) -> list[Buffer]:
+    """The root block's ``alloc_buffer``s with global scope."""
+    root = func.root_block
+    if root is None:
+        return []
+    return [b for b in root.alloc_buffers if b.scope == "global"]
+
+
+def lift_prim_func(func: PrimFunc) -> tuple[PrimFunc, list[Buffer]]:
+    """``func`` with its global workspaces as trailing buffer parameters."""
+    workspaces = global_workspaces(func)
+    if not workspaces:
+        return func, []
+    root = func.root_block
+    kept = tuple(b for b in root.alloc_buffers if b not in workspaces)
+    body = func.body.replace(block=root.replace(alloc_buffers=kept))
+    params = list(func.params)
+    last_buffer = max((i for i, p in enumerate(params) if isinstance(p, Buffer)), default=-1)
+    params[last_buffer + 1:last_buffer + 1] = workspaces
+    return func.replace(params=tuple(params), body=body), workspaces
+
+
+def _flat_outputs(sinfo) -> list:
+    return list(sinfo.fields) if isinstance(sinfo, TupleStructInfo) else [sinfo]
+
+
+def _callee_var_map(func: PrimFunc, call: Call) -> dict | None:
+    """Callee symbolic var -> caller expression, from buffer shapes and tir_vars."""
+    inputs = call.args[1]
+    in_sinfos = [f.struct_info for f in inputs.fields] if isinstance(inputs, Tuple) else \
+        _flat_outputs(inputs.struct_info)
+    actual = in_sinfos + _flat_outputs(call.sinfo_args[0])
+    buffers = func.buffer_params
+    if len(actual) != len(buffers):
+        return None
+    mapping: dict = {}
+    for buffer, sinfo in zip(buffers, actual):
+        if not isinstance(sinfo, TensorStructInfo) or sinfo.shape is None or len(sinfo.shape) != buffer.ndim:
+            continue
+        for dim, value in zip(buffer.shape, sinfo.shape):
+            if isinstance(dim, E.Var) and dim not in mapping:
+                mapping[dim] = value
+    if len(call.args) > 2:
+        tir_vars = call.args[2]
+        if not isinstance(tir_vars, ShapeExpr) or len(tir_vars.values) != len(func.scalar_params):
+            return None
+        mapping.update(zip(func.scalar_params, tir_vars.values))
+    return mapping
+
+
+def _workspace_sinfos(func: PrimFunc, workspaces: list[Buffer], call: Call) -> list | None:
+    mapping = _callee_var_map(func, call)
+    if mapping is None:
+        return None
+    out = []
+    for buffer in workspaces:
+        shape = [substitute(d, mapping) for d in buffer.shape]
+        free = [v for d in shape for v in collect(d, lambda n: isinstance(n, E.Var)) if v in _callee_vars(func)]
+        if free:
+            return None
+        out.append(TensorStructInfo(shape, buffer.dtype))
+    return out
+
+
+def _callee_vars(func: PrimFunc) -> set:
+    out = set(func.scalar_params)
+    for buffer in func.buffer_params:
+        for dim in buffer.shape:
+            out.update(collect(dim, lambda n: isinstance(n, E.Var)))
+    return out
+
+
+def _call_tir_sites(mod: IRModule, name: str):
+    """(all references to ``name`` are call_tir callees, the call_tir calls)."""
+    calls, refs = [], 0
+    for func in mod.relax_functions.values():
+        refs += len(collect(func, lambda n: isinstance(n, GlobalVar) and n.name_hint == name))
+        calls += collect(func, lambda n: isinstance(n, Call) and isinstance(n.op, Op)
+                         and n.op.name == "relax.call_tir" and isinstance(n.args[0], GlobalVar)
+                         and n.args[0].name_hint == name)
+    return refs == len(calls), calls
+
+
+class _CallSiteRewriter:
+    def __init__(self, mod: IRModule, lifted: dict):
+        self.builder = BlockBuilder(mod)
+        self.lifted = lifted  # name -> (new prim_func, original prim_func, workspaces)
+
+    def seq(self, seq: SeqExpr) -> SeqExpr:
+        blocks = map_if_branches(seq.blocks, self.seq)
+        new_blocks = []
+        for block in blocks:
+            bindings = []
+            for binding in block.bindings:
+                bindings.extend(self.binding(binding, isinstance(block, DataflowBlock)))
+            new_blocks.append((DataflowBlock if isinstance(block, DataflowBlock) else BindingBlock)(bindings))
+        return seq.replace(blocks=tuple(new_blocks))
+
+    def binding(self, binding, in_dataflow: bool) -> list:
+        call = binding.value
+        if not (isinstance(binding, VarBinding) and isinstance(call, Call) and isinstance(call.op, Op)
+                and call.op.name == "relax.call_tir" and isinstance(call.args[0], GlobalVar)
+                and call.args[0].name_hint in self.lifted):
+            return [binding]
+        name = call.args[0].name_hint
+        new_func, old_func, workspaces = self.lifted[name]
+        outs = _flat_outputs(call.sinfo_args[0])
+        ws = _workspace_sinfos(old_func, workspaces, call)
+        tir_vars = call.args[2] if len(call.args) > 2 else None
+        gvar = self.builder.normalize(GlobalVar(name))
+        new_call = self.builder.normalize(call_tir(gvar, call.args[1], outs + ws, tir_vars))
+        var = binding.var
+        packed = (DataflowVar if in_dataflow else Var)(f"{var.name_hint}_ws", new_call.struct_info)
+        if isinstance(call.sinfo_args[0], TupleStructInfo):
+            result = Tuple([TupleGetItem(packed, i) for i in range(len(outs))])
+            pre = []
+            items = []
+            for i in range(len(outs)):
+                item = self.builder.normalize(TupleGetItem(packed, i))
+                field_var = (DataflowVar if in_dataflow else Var)(f"{var.name_hint}_{i}", item.struct_info)
+                pre.append(VarBinding(field_var, item))
+                items.append(field_var)
+            result = self.builder.normalize(Tuple(items))
+            return [VarBinding(packed, new_call), *pre, VarBinding(var, result)]
+        item = self.builder.normalize(TupleGetItem(packed, 0))
+        return [VarBinding(packed, new_call), VarBinding(var, item)]
+
+
+class LiftWorkspace(Pass):
+    """Lift global ``alloc_buffer`` workspaces of prim_funcs to graph-level allocations."""
+    name = "LiftWorkspace"
+
+    def transform_module(self, mod: IRModule, ctx: PassContext) -> IRModule:
+        lifted = {}
+        for name, func in mod.prim_funcs.items():
+            new, workspaces = lift_prim_func(func)
+            if not workspaces:
+                continue
+            only_call_tir, calls = _call_tir_sites(mod, name)
+            if only_call_tir and all(_workspace_sinfos(func, workspaces, c) is not None for c in calls):
+                lifted[name] = (new, func, workspaces)
+        if not lifted:
+            return mod
+        functions = dict(mod.functions)
+        for name, (new, _, _) in lifted.items():
+            functions[name] = new
+        updated = IRModule(functions, mod.attrs)
+        rewriter = _CallSiteRewriter(updated, lifted)
+        for name, func in mod.relax_functions.items():
+            functions[name] = func.replace(body=rewriter.seq(func.body))
+        return IRModule(functions, mod.attrs)
+
+
+__all__ = ["LiftWorkspace", "lift_prim_func", "global_workspaces"]

@@ -1,0 +1,226 @@
+"""VM instructions: plain data (ints, strings, tuples), so an executable pickles.
+
+Registers hold run-time values (arrays, tuples, shapes, scalars); ``t`` is
+the function's int64 symbol table. Fields named ``*_code`` hold Python
+source over ``t`` produced by shape lowering; the runtime compiles them once
+per loaded executable and links each instruction into a closure.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+
+
+class VMBuildError(ValueError):
+    """A module the VM cannot compile (unsupported construct or inconsistent shapes)."""
+
+
+@dataclass
+class Instr:
+    def produces(self) -> int | None:
+        """The register this instruction writes a user-visible value to (for instruments)."""
+        return getattr(self, "dst", None)
+
+    def __str__(self) -> str:
+        parts = []
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if f.name in ("source",) or value in ((), None, "", []):
+                continue
+            parts.append(f"{f.name}={value!r}")
+        return f"{type(self).__name__}({', '.join(parts)})"
+
+
+@dataclass
+class MatchValues(Instr):
+    """Check values against annotations and bind symbolic vars (parameters or match_cast).
+
+    ``check_lines`` is the body of ``def _match(regs, t)`` (raises through
+    ``_fail(index, value)`` with ``messages[index]``); ``derived`` are
+    ``(slot, code)`` assignments of expressions whose vars are all defined
+    after this check. ``dst``/``src``: a match_cast copies ``src`` to ``dst``."""
+    check_lines: list
+    messages: list
+    dtypes: tuple
+    derived: list = field(default_factory=list)
+    dst: int | None = None
+    src: int | None = None
+    name: str = ""
+
+    @property
+    def source(self) -> str:
+        body = list(self.check_lines) + [f"t[{slot}] = {code}" for slot, code in self.derived]
+        if self.dst is not None:
+            body.append(f"regs[{self.dst}] = regs[{self.src}]")
+        body = body or ["pass"]
+        return "def _match(regs, t):\n" + "\n".join("    " + line for line in body) + "\n"
+
+
+@dataclass
+class CallSite:
+    """Per-call symbol work, for kernel arguments whose shapes are only known at run time.
+
+    ``reads``: ``(reg, axis, slot)`` dims read from argument arrays;
+    ``structure``: ``(reg, ndim, dtype or None, message)`` checks of those arrays;
+    ``assign``: ``(slot, code)``; ``checks``: ``(code_bool, message_code)``."""
+    reads: tuple = ()
+    structure: tuple = ()
+    assign: tuple = ()
+    checks: tuple = ()
+
+    def empty(self) -> bool:
+        return not (self.reads or self.structure or self.assign or self.checks)
+
+
+@dataclass
+class AllocStorage(Instr):
+    dst: int
+    size_code: str
+    static_size: int | None = None   # bytes, when constant: kept in the frame across calls
+    name: str = ""
+
+
+@dataclass
+class AllocTensor(Instr):
+    """A fresh tensor (``storage`` None) or a view of a storage at a byte offset."""
+    dst: int
+    shape_code: str
+    dtype: str
+    storage: int | None = None
+    offset_code: str = "0"
+    static: bool = False             # constant shape and offset in a static storage: view cached
+    name: str = ""
+
+
+@dataclass
+class CallKernel(Instr):
+    kernel: str
+    buffers: tuple
+    sym_base: int = -1               # first slot of the kernel's symbol vector
+    sym_count: int = 0
+    scalar_names: tuple = ()         # scalar param names (interp target), values at sym slots
+    scalar_slots: tuple = ()
+    call_site: CallSite | None = None
+    dst: int | None = None           # register holding the call's result (outputs) for instruments
+    name: str = ""
+
+    def produces(self):
+        return None
+
+
+@dataclass
+class CallLibrary(Instr):
+    library: str
+    inputs: tuple
+    outputs: tuple
+
+    def produces(self):
+        return None
+
+
+@dataclass
+class CallFallback(Instr):
+    """An operator run through its NumPy reference (ops that were not legalized)."""
+    dst: int
+    op_name: str
+    args: tuple
+    attrs: dict
+    name: str = ""
+
+
+@dataclass
+class CallPacked(Instr):
+    dst: int
+    library: str
+    args: tuple
+    name: str = ""
+
+
+@dataclass
+class CallFunc(Instr):
+    dst: int
+    func: str
+    args: tuple
+    name: str = ""
+
+
+@dataclass
+class MakeTuple(Instr):
+    dst: int
+    fields_: tuple
+    name: str = ""
+
+
+@dataclass
+class GetItem(Instr):
+    dst: int
+    src: int
+    index: int
+    name: str = ""
+
+
+@dataclass
+class Move(Instr):
+    dst: int
+    src: int
+    name: str = ""
+
+
+@dataclass
+class MakeShape(Instr):
+    dst: int
+    values_code: tuple
+    name: str = ""
+
+
+@dataclass
+class MakePrim(Instr):
+    dst: int
+    code: str
+    name: str = ""
+
+
+@dataclass
+class ShapeOf(Instr):
+    dst: int
+    src: int
+    name: str = ""
+
+
+@dataclass
+class If(Instr):
+    cond: int
+    else_pc: int = -1
+
+
+@dataclass
+class Goto(Instr):
+    target: int = -1
+
+
+@dataclass
+class Kill(Instr):
+    reg: int
+
+
+@dataclass
+class Ret(Instr):
+    src: int
+    copy_escaping: bool = False      # the value may view a storage this frame reuses
+
+
+@dataclass
+class VMFunction:
+    """One compiled graph function."""
+    name: str
+    params: tuple                    # parameter names, in order
+    num_regs: int
+    table_size: int
+    code: list
+    constants: dict                  # register -> constant value, set once per frame
+    reg_names: dict = field(default_factory=dict)
+
+    def as_text(self) -> str:
+        lines = [f"function {self.name}({', '.join(self.params)}): "
+                 f"{self.num_regs} registers, {self.table_size} symbol slots"]
+        lines += [f"  {i:4d}  {ins}" for i, ins in enumerate(self.code)]
+        return "\n".join(lines)

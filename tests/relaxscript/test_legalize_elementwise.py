@@ -1,0 +1,111 @@
+"""LegalizeOps on elementwise ops: unary, activations, clip, astype, binary with
+broadcasting, comparisons, logical ops and where. Each case: a one-op module
+over symbolic shapes, legalized, and interpreted before/after on several bindings."""
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from relaxscript import op
+
+from .test_legalize_util import bindings, check_one_op, shape_templates
+
+FAST = settings(max_examples=4, deadline=None)
+
+# op name -> input range (positive where the function needs it)
+UNARY_FLOAT = {"exp": (-2, 2), "log": (0.1, 3), "sqrt": (0.1, 3), "rsqrt": (0.1, 3),
+               "sin": (-3, 3), "cos": (-3, 3), "tan": (-1, 1), "tanh": (-3, 3),
+               "sigmoid": (-3, 3), "erf": (-2, 2), "abs": (-2, 2), "negative": (-2, 2),
+               "square": (-2, 2), "sign": (-2, 2), "floor": (-3, 3), "ceil": (-3, 3),
+               "round": (-3, 3), "isnan": (-2, 2), "isinf": (-2, 2), "isfinite": (-2, 2),
+               "logical_not": (-1, 1)}
+UNARY_INT = ["abs", "negative", "square", "sign", "floor", "ceil", "round", "logical_not",
+             "isnan", "isfinite"]
+
+
+@pytest.mark.parametrize("name", sorted(UNARY_FLOAT))
+@FAST
+@given(template=shape_templates(0, 3), envs=bindings())
+def test_unary_float(name, template, envs):
+    low, high = UNARY_FLOAT[name]
+    check_one_op(getattr(op, name), [template], ["float32"], envs, low=low, high=high)
+
+
+@pytest.mark.parametrize("name", UNARY_INT)
+@settings(max_examples=2, deadline=None)
+@given(template=shape_templates(), envs=bindings())
+def test_unary_int(name, template, envs):
+    check_one_op(getattr(op, name), [template], ["int32"], envs, low=-3, high=3)
+
+
+@pytest.mark.parametrize("name", ["exp", "tanh", "sigmoid"])
+@settings(max_examples=2, deadline=None)
+@given(template=shape_templates(), envs=bindings())
+def test_unary_float16(name, template, envs):
+    check_one_op(getattr(op, name), [template], ["float16"], envs)
+
+
+@pytest.mark.parametrize("name", ["relu", "gelu", "gelu_tanh", "silu"])
+@FAST
+@given(template=shape_templates(), envs=bindings())
+def test_activation(name, template, envs):
+    check_one_op(getattr(op.nn, name), [template], ["float32"], envs, low=-4, high=4)
+
+
+@FAST
+@given(template=shape_templates(), envs=bindings(), bounds=st.tuples(st.floats(-2, 0), st.floats(0, 2)),
+       dtype=st.sampled_from(["float32", "int64"]))
+def test_clip(template, envs, bounds, dtype):
+    lo, hi = (round(b, 2) for b in bounds)
+    check_one_op(lambda x: op.clip(x, lo, hi), [template], [dtype], envs, low=-3, high=3)
+
+
+@FAST
+@given(template=shape_templates(), envs=bindings(),
+       pair=st.sampled_from([("float32", "int32"), ("int64", "float32"), ("float32", "float16"),
+                             ("int32", "bool"), ("bool", "float32"), ("float16", "float32")]))
+def test_astype(template, envs, pair):
+    source, target = pair
+    check_one_op(lambda x: op.astype(x, target), [template], [source], envs, low=-3, high=3)
+
+
+# ---------------------------------------------------------------- binary
+@st.composite
+def broadcast_operands(draw, count=2):
+    """Operand templates that broadcast together: suffixes of one output
+    template with some dims replaced by 1."""
+    out = draw(shape_templates(1, 3))
+
+    def operand():
+        rank = draw(st.integers(0, len(out)))
+        dims = out[len(out) - rank:]
+        return [1 if draw(st.booleans()) and draw(st.booleans()) else d for d in dims]
+
+    return [operand() for _ in range(count)]
+
+
+ARITH = ["add", "subtract", "multiply", "divide", "floor_divide", "floor_mod", "power",
+         "maximum", "minimum"]
+COMPARE = ["equal", "not_equal", "less", "less_equal", "greater", "greater_equal",
+           "logical_and", "logical_or", "logical_xor"]
+
+
+@pytest.mark.parametrize("name", ARITH + COMPARE)
+@FAST
+@given(pair=broadcast_operands(), envs=bindings(), dtype=st.sampled_from(["float32", "int32"]))
+def test_binary(name, pair, envs, dtype):
+    if dtype == "float32" and name in ("floor_divide", "floor_mod"):
+        low, high = 1, 5   # integer-valued floats: floor(a / b) is exact
+        check_one_op(lambda a, b: getattr(op, name)(op.round(a), op.round(b)), pair,
+                     [dtype] * 2, envs, low=low, high=high)
+        return
+    low, high = ((1, 4) if name in ("divide", "floor_divide", "floor_mod", "power")
+                 else (-3, 3))
+    check_one_op(getattr(op, name), pair, [dtype] * 2, envs, low=low, high=high)
+
+
+@FAST
+@given(templates=broadcast_operands(3), envs=bindings())
+def test_where(templates, envs):
+    check_one_op(op.where, templates, ["bool", "float32", "float32"], envs)

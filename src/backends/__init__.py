@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from .library import (LibraryEntry, UnknownLibraryError, get_library, has_library, list_libraries,
                       register_library, unregister_library)
+from . import library_blas  # noqa: F401,E402  (registers the openblas.* library names)
 
 __all__ = ["LibraryEntry", "UnknownLibraryError", "get_library", "has_library", "list_libraries",
            "register_library", "unregister_library"]

@@ -28,8 +28,8 @@ _LAZY = {
     "op": "relaxscript.op",
     "transform": "relaxscript.transform",
     "analysis": "relaxscript.analysis",
-    "build": "relaxscript.vm.build",
-    "get_pipeline": "relaxscript.vm.build",
+    "build": "relaxscript.vm",  # the package: "relaxscript.vm.build" would name the module
+    "get_pipeline": "relaxscript.vm",
     "VirtualMachine": "relaxscript.vm.runtime",
     "Executable": "relaxscript.vm.executable",
     "well_formed": "relaxscript.analysis",

@@ -11,7 +11,7 @@ from relaxscript import op
 
 from .test_legalize_util import bindings, check_one_op, shape_templates
 
-FAST = settings(max_examples=4, deadline=None)
+FAST = settings(max_examples=8, deadline=None)
 
 # op name -> input range (positive where the function needs it)
 UNARY_FLOAT = {"exp": (-2, 2), "log": (0.1, 3), "sqrt": (0.1, 3), "rsqrt": (0.1, 3),

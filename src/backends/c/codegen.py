@@ -57,7 +57,12 @@ PRELUDE = PRELUDE.replace("%MINMAX%", "\n".join(
 # loops calling expf/tanhf/... vectorize without -ffast-math.
 _VECTOR_MATH = ("exp", "log", "tanh", "erf", "sin", "cos", "tan", "exp2", "log2")
 PRELUDE = PRELUDE.replace("%VECMATH%", "\n".join(
-    ["#if defined(__x86_64__) && defined(__AVX512F__)",
+    # gcc's PRE turns a load of a value reduced just before a loop into a latch copy,
+    # which stops the vectorizer ("latch block not empty"); loop-invariant motion covers it.
+    ["#if defined(__GNUC__) && !defined(__clang__)",
+     '#pragma GCC optimize("no-tree-pre")',
+     "#endif",
+     "#if defined(__x86_64__) && defined(__AVX512F__)",
      '#pragma GCC target("prefer-vector-width=512")',
      "#endif",
      "#if defined(__x86_64__) && defined(__GLIBC__) && (__GLIBC__ > 2 || __GLIBC_MINOR__ >= 35)"]
@@ -122,12 +127,20 @@ def kernel_sym_vars(func: PrimFunc) -> list:
     return list(seen.values())
 
 
+# C keywords and names the generated code uses: an IR name equal to one gets a suffix.
+C_RESERVED = frozenset((
+    "auto break case char const continue default do double else enum extern float for goto if "
+    "inline int long register restrict return short signed sizeof static struct switch typedef "
+    "union unsigned void volatile while _Bool _Complex _Imaginary bool true false NULL "
+    "int8_t int16_t int32_t int64_t uint8_t uint16_t uint32_t uint64_t size_t").split())
+
+
 class _Names:
     """Unique, sanitised C identifiers for IR objects."""
 
     def __init__(self):
         self.by_id: dict[int, str] = {}
-        self.used: set[str] = set()
+        self.used: set[str] = set(C_RESERVED)
 
     def get(self, obj, hint: str) -> str:
         name = self.by_id.get(id(obj))

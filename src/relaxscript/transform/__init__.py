@@ -8,3 +8,11 @@ from .legalize import LegalizeOps  # noqa: F401
 from .fuse_tir import FuseTIR  # noqa: F401
 from .kill_after_last_use import KillAfterLastUse  # noqa: F401
 from .static_plan_block_memory import StaticPlanBlockMemory  # noqa: F401
+from .lift_workspace import LiftWorkspace  # noqa: F401
+from .default_schedule import DefaultCPUSchedule  # noqa: F401
+from .dispatch_library import (DispatchLibrary, LibraryPattern, LibraryRegistry,  # noqa: F401
+                               register_library_pattern)
+from .dead_code_elimination import DeadCodeElimination  # noqa: F401
+from .canonicalize_bindings import CanonicalizeBindings  # noqa: F401
+from .fold_constant import FoldConstant  # noqa: F401
+from .lambda_lift import LambdaLift  # noqa: F401

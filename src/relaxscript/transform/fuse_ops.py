@@ -62,8 +62,9 @@ class _Group:
         self.members = members
         member_set = set(members)
         self.bindings = [graph.bindings[m] for m in members]
+        # Results used after the group, or never used (dead code stays for DCE to judge).
         self.outputs = [graph.bindings[m].var for m in members
-                        if not isinstance(graph.bindings[m].var, DataflowVar)
+                        if not isinstance(graph.bindings[m].var, DataflowVar) or not graph.users[m]
                         or any(u not in member_set for u in graph.users[m])]
         defined = {id(b.var) for b in self.bindings}
         self.inputs: list = []  # external Vars and Constants, in first-use order
@@ -175,7 +176,9 @@ def _build_subgraph(group: _Group, inputs: list, used: list, extra: list):
     params = [Var(x.name_hint if isinstance(x, Var) else "const", substitute_sinfo(x.struct_info, vmap))
               for x in inputs]
     if extra:
-        params.append(Var("s", ShapeStructInfo([vmap[v] for v in extra])))
+        taken = {p.name_hint for p in params}
+        shape_name = next(f"s{i or ''}" for i in range(len(taken) + 1) if f"s{i or ''}" not in taken)
+        params.append(Var(shape_name, ShapeStructInfo([vmap[v] for v in extra])))
     env = {id(orig): param for orig, param in zip(group.inputs, params)}
     outputs = {id(v) for v in group.outputs}
     attrs = {PRIMITIVE_ATTR: True, FUSED_FROM_ATTR: tuple(group.callee_names())}

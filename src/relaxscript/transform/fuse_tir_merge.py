@@ -23,7 +23,7 @@ from tensorir.stmt import Block, BlockRealize, seq
 
 from ..expr import Function, ShapeExpr, Tuple, Var, VarBinding
 from ..struct_info import ShapeStructInfo, TensorStructInfo
-from ..struct_info_util import substitute_sinfo, symbolic_vars_of
+from ..struct_info_util import rebuild_binary, substitute_sinfo, symbolic_vars_of
 from .annotate_op_pattern import ATTR as OP_PATTERN_ATTR
 from .fuse_ops import FUSED_FROM_ATTR
 from .fuse_partition import call_tir_callee
@@ -170,6 +170,10 @@ class _Inliner(Mutator):
         self._memo.update(buffer_map)
         self._memo.update(var_map)
         self.names, self.block_names = names, block_names
+
+    def visit_BinaryOp(self, node):
+        # Fold literal arithmetic left by substitution (``n * m`` -> ``16 * 16`` -> ``256``).
+        return rebuild_binary(node, self.visit(node.a), self.visit(node.b))
 
     def visit_Var(self, var: tir.Var) -> tir.Var:
         return var.with_name(self.names.fresh(var.name))

@@ -25,11 +25,11 @@ from __future__ import annotations
 from tensorir import expr as E
 from tensorir.buffer import Buffer
 from tensorir.function import PrimFunc
-from tensorir.functor import collect, substitute
+from tensorir.functor import collect, iter_children, substitute
 
 from ..block_builder import BlockBuilder
 from ..expr import (BindingBlock, Call, DataflowBlock, DataflowVar, Function, GlobalVar, Op,
-                    SeqExpr, ShapeExpr, TupleGetItem, Tuple, Var, VarBinding)
+                    SeqExpr, ShapeExpr, Tuple, TupleGetItem, Var, VarBinding)
 from ..irmodule import IRModule
 from ..op import call_tir
 from ..struct_info import TensorStructInfo, TupleStructInfo
@@ -109,15 +109,33 @@ def _callee_vars(func: PrimFunc) -> set:
     return out
 
 
+def _is_call_tir_of(node, name: str) -> bool:
+    return (isinstance(node, Call) and isinstance(node.op, Op) and node.op.name == "relax.call_tir"
+            and isinstance(node.args[0], GlobalVar) and node.args[0].name_hint == name)
+
+
 def _call_tir_sites(mod: IRModule, name: str):
-    """(all references to ``name`` are call_tir callees, the call_tir calls)."""
-    calls, refs = [], 0
+    """(whether every reference to ``name`` is a rewritable call_tir callee, those calls)."""
+    calls = []
     for func in mod.relax_functions.values():
-        refs += len(collect(func, lambda n: isinstance(n, GlobalVar) and n.name_hint == name))
-        calls += collect(func, lambda n: isinstance(n, Call) and isinstance(n.op, Op)
-                         and n.op.name == "relax.call_tir" and isinstance(n.args[0], GlobalVar)
-                         and n.args[0].name_hint == name)
-    return refs == len(calls), calls
+        stack, seen = [func.body], set()
+        while stack:
+            node = stack.pop()
+            if id(node) in seen:
+                continue
+            seen.add(id(node))
+            if isinstance(node, GlobalVar) and node.name_hint == name:
+                return False, []  # used as a value, or inside a local function
+            if isinstance(node, Function):
+                if collect(node, lambda n: isinstance(n, GlobalVar) and n.name_hint == name):
+                    return False, []  # call sites inside local functions are not rewritten
+                continue
+            if _is_call_tir_of(node, name):
+                calls.append(node)
+                stack.extend(node.args[1:])
+                continue
+            stack.extend(iter_children(node))
+    return True, calls
 
 
 class _CallSiteRewriter:
@@ -137,9 +155,8 @@ class _CallSiteRewriter:
 
     def binding(self, binding, in_dataflow: bool) -> list:
         call = binding.value
-        if not (isinstance(binding, VarBinding) and isinstance(call, Call) and isinstance(call.op, Op)
-                and call.op.name == "relax.call_tir" and isinstance(call.args[0], GlobalVar)
-                and call.args[0].name_hint in self.lifted):
+        if not (isinstance(binding, VarBinding) and isinstance(call, Call)
+                and any(_is_call_tir_of(call, name) for name in self.lifted)):
             return [binding]
         name = call.args[0].name_hint
         new_func, old_func, workspaces = self.lifted[name]
@@ -151,7 +168,6 @@ class _CallSiteRewriter:
         var = binding.var
         packed = (DataflowVar if in_dataflow else Var)(f"{var.name_hint}_ws", new_call.struct_info)
         if isinstance(call.sinfo_args[0], TupleStructInfo):
-            result = Tuple([TupleGetItem(packed, i) for i in range(len(outs))])
             pre = []
             items = []
             for i in range(len(outs)):

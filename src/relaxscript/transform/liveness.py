@@ -9,7 +9,8 @@ lowered memory operation may alias every tracked object its expression
 mentions (an operator's NumPy result can be a view of its input, a called
 function may return its argument, a closure captures what it mentions).
 Tuples and ``tuple[i]`` are tracked field by field, so an unused field of a
-multi-output call dies early. Objects reachable from the scope's result
+multi-output call dies early; an If's result aliases what its branches'
+results alias (though every object a branch mentions is used by the If). Objects reachable from the scope's result
 escape: they are never planned or killed.
 """
 from __future__ import annotations
@@ -18,7 +19,7 @@ from dataclasses import dataclass, field
 
 from tensorir.functor import collect
 
-from ..expr import Call, Op, Tuple, TupleGetItem, Var
+from ..expr import Call, If, Op, Tuple, TupleGetItem, Var
 from ..op import memory as mem
 
 # Calls whose result aliases nothing tracked (void results, or fresh objects).
@@ -68,8 +69,21 @@ class ScopeLiveness:
 
 
 class _AliasTracker:
-    def __init__(self):
-        self.alias: dict[Var, object] = {}
+    def __init__(self, alias: dict | None = None):
+        self.alias: dict[Var, object] = dict(alias or {})
+
+    def bind(self, binding) -> None:
+        """Record what ``binding.var`` may alias."""
+        value, var = binding.value, binding.var
+        name = op_name(value)
+        if name in TRACKED_ALLOC_OPS:
+            self.alias[var] = frozenset([var])
+        elif name == mem.MEMORY_ALLOC_TENSOR:
+            self.alias[var] = self.of(value.args[0])
+        elif name in _NO_ALIAS_OPS:
+            self.alias[var] = _EMPTY
+        else:
+            self.alias[var] = self.of(value)
 
     def of(self, expr):
         if isinstance(expr, Var):
@@ -81,7 +95,16 @@ class _AliasTracker:
             if isinstance(base, tuple) and -len(base) <= expr.index < len(base):
                 return base[expr.index]
             return flat(base)
+        if isinstance(expr, If):  # what either branch's result may alias
+            return self._branch_result(expr.true_branch) | self._branch_result(expr.false_branch)
         return self.mentioned(expr)
+
+    def _branch_result(self, branch) -> frozenset:
+        inner = _AliasTracker(self.alias)
+        for block in branch.blocks:
+            for binding in block.bindings:
+                inner.bind(binding)
+        return flat(inner.of(branch.body))
 
     def mentioned(self, expr) -> frozenset:
         out = frozenset()
@@ -106,16 +129,9 @@ def analyze_scope(bindings: list, result) -> ScopeLiveness:
         if name in TRACKED_ALLOC_OPS:
             live.defined_at[var] = index
             live.last_use[var] = index
-            tracker.alias[var] = frozenset([var])
-        elif name == mem.MEMORY_ALLOC_TENSOR:
-            storage = value.args[0]
-            if isinstance(storage, Var):
-                live.storage_of[var] = storage
-            tracker.alias[var] = tracker.of(storage)
-        elif name in _NO_ALIAS_OPS:
-            tracker.alias[var] = _EMPTY
-        else:
-            tracker.alias[var] = tracker.of(value)
+        elif name == mem.MEMORY_ALLOC_TENSOR and isinstance(value.args[0], Var):
+            live.storage_of[var] = value.args[0]
+        tracker.bind(binding)
     end = len(bindings)
     for obj in flat(tracker.of(result)):
         live.escaping.add(obj)

@@ -46,6 +46,11 @@ class MatchValues(Instr):
     src: int | None = None
     name: str = ""
 
+    def __str__(self) -> str:
+        copy = f", dst={self.dst} <- {self.src}" if self.dst is not None else ""
+        return (f"MatchValues({len(self.messages)} checks, derived slots "
+                f"{[slot for slot, _ in self.derived]}{copy})")
+
     @property
     def source(self) -> str:
         body = list(self.check_lines) + [f"t[{slot}] = {code}" for slot, code in self.derived]
@@ -125,6 +130,7 @@ class CallFallback(Instr):
     args: tuple
     attrs: dict
     name: str = ""
+    tensor_result: bool = False      # scalars the reference returns become 0-d arrays
 
 
 @dataclass

@@ -1,0 +1,35 @@
+"""Small timing helpers shared by the benchmark scripts."""
+from __future__ import annotations
+
+import statistics
+import time
+from typing import Callable
+
+
+def median_ms(fn: Callable[[], object], min_runs: int = 5, max_runs: int = 50,
+              budget_s: float = 1.0) -> float:
+    """Median wall time of ``fn()`` in milliseconds after one warm-up call.
+
+    Runs at least ``min_runs`` times and stops after ``max_runs`` or once
+    ``budget_s`` seconds have been spent, so slow cases stay affordable.
+    """
+    fn()
+    samples = []
+    spent = 0.0
+    while len(samples) < min_runs or (len(samples) < max_runs and spent < budget_s):
+        start = time.perf_counter()
+        fn()
+        elapsed = time.perf_counter() - start
+        samples.append(elapsed)
+        spent += elapsed
+    return 1e3 * statistics.median(samples)
+
+
+def format_table(header: list[str], rows: list[list[str]]) -> str:
+    """A plain-text table with right-aligned columns (the first left-aligned)."""
+    widths = [max(len(str(cell)) for cell in column) for column in zip(header, *rows)]
+
+    def line(cells):
+        parts = [str(c).ljust(w) if i == 0 else str(c).rjust(w) for i, (c, w) in enumerate(zip(cells, widths))]
+        return "  ".join(parts)
+    return "\n".join([line(header), "  ".join("-" * w for w in widths)] + [line(r) for r in rows])

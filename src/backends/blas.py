@@ -1,0 +1,94 @@
+"""Single-precision GEMM through OpenBLAS when the ``scipy-openblas32``
+package is installed (loaded with ctypes), NumPy's matmul otherwise.
+
+``sgemm(a, b, c, trans_a=False, trans_b=False, alpha=1.0, beta=0.0)`` is in
+destination-passing style: ``c = alpha * op(a) @ op(b) + beta * c`` written
+into ``c``. Operands are C-contiguous float32; ``a`` and ``c`` may have
+leading batch dims, which are flattened into rows (a weight ``b`` is 2-D).
+"""
+from __future__ import annotations
+
+import ctypes
+import functools
+import glob
+import os
+
+import numpy as np
+
+from tensorir.errors import ShapeMismatchError
+
+_CBLAS_ROW_MAJOR = 101
+_CBLAS_NO_TRANS, _CBLAS_TRANS = 111, 112
+_SYMBOLS = ("scipy_cblas_sgemm", "cblas_sgemm")
+
+
+@functools.lru_cache(maxsize=None)
+def _openblas_sgemm():
+    """The ctypes cblas_sgemm of scipy-openblas32, or None when it is not installed."""
+    try:
+        import scipy_openblas32
+    except ImportError:
+        return None
+    candidates = sorted(glob.glob(os.path.join(scipy_openblas32.get_lib_dir(), "*openblas*.so*")) +
+                        glob.glob(os.path.join(scipy_openblas32.get_lib_dir(), "*openblas*.dylib")))
+    for path in candidates:
+        try:
+            lib = ctypes.CDLL(path)
+        except OSError:
+            continue
+        for symbol in _SYMBOLS:
+            fn = getattr(lib, symbol, None)
+            if fn is not None:
+                i32, f32, ptr = ctypes.c_int, ctypes.c_float, ctypes.c_void_p
+                fn.argtypes = [i32, i32, i32, i32, i32, i32, f32, ptr, i32, ptr, i32, f32, ptr, i32]
+                fn.restype = None
+                return fn
+    return None
+
+
+def backend() -> str:
+    """"openblas" when sgemm calls OpenBLAS, "numpy" for the fallback."""
+    return "openblas" if _openblas_sgemm() is not None else "numpy"
+
+
+def _check(name: str, array, ndim_min: int) -> None:
+    if not isinstance(array, np.ndarray) or array.dtype != np.float32 or array.ndim < ndim_min:
+        raise ShapeMismatchError(f"sgemm: {name} must be a float32 array with at least {ndim_min} dims, "
+                                 f"got {getattr(array, 'dtype', type(array).__name__)} "
+                                 f"{getattr(array, 'shape', '')}")
+    if not array.flags.c_contiguous:
+        raise ShapeMismatchError(f"sgemm: {name} must be C-contiguous")
+
+
+def sgemm(a: np.ndarray, b: np.ndarray, c: np.ndarray, trans_a: bool = False, trans_b: bool = False,
+          alpha: float = 1.0, beta: float = 0.0) -> None:
+    _check("a", a, 2)
+    _check("c", c, 2)
+    _check("b", b, 2)
+    if b.ndim != 2:
+        raise ShapeMismatchError(f"sgemm: b must be 2-D, got shape {b.shape}")
+    if trans_a and a.ndim != 2:
+        raise ShapeMismatchError(f"sgemm: a transposed a must be 2-D, got shape {a.shape}")
+    a2 = a.reshape(-1, a.shape[-1])
+    m, k = (a2.shape[1], a2.shape[0]) if trans_a else a2.shape
+    kb, n = (b.shape[1], b.shape[0]) if trans_b else b.shape
+    if k != kb or c.shape[-1] != n or c.size != m * n:
+        raise ShapeMismatchError(f"sgemm: shapes {a.shape}{'^T' if trans_a else ''} @ "
+                                 f"{b.shape}{'^T' if trans_b else ''} do not give {c.shape}")
+    fn = _openblas_sgemm()
+    if fn is None or m == 0 or n == 0:
+        _numpy_sgemm(a2, b, c, trans_a, trans_b, alpha, beta)
+        return
+    fn(_CBLAS_ROW_MAJOR, _CBLAS_TRANS if trans_a else _CBLAS_NO_TRANS,
+       _CBLAS_TRANS if trans_b else _CBLAS_NO_TRANS, m, n, k, alpha,
+       a2.ctypes.data, a2.shape[1], b.ctypes.data, b.shape[1], beta, c.ctypes.data, n)
+
+
+def _numpy_sgemm(a2, b, c, trans_a, trans_b, alpha, beta) -> None:
+    product = np.matmul(a2.T if trans_a else a2, b.T if trans_b else b)
+    c2 = c.reshape(-1, c.shape[-1])
+    if beta == 0.0:
+        np.multiply(product, np.float32(alpha), out=c2)
+    else:
+        c2 *= np.float32(beta)
+        c2 += np.float32(alpha) * product

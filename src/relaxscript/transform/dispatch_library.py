@@ -1,0 +1,295 @@
+"""DispatchLibrary: partial lowering of graph-level patterns to library calls
+(paper section 4.6).
+
+A registry holds ``(pattern, library function)`` pairs. A pattern is a tree
+of ``is_op(name, *args)`` nodes with ``wildcard(name)`` leaves; it matches a
+binding whose value is the root call, following arguments that are
+variables bound earlier in the same block and used nowhere else. A match
+(whose ``check`` accepts it) replaces the root binding by
+``R.call_dps_library(library, [wildcards named in args], out_sinfo=root's)``
+and drops the bindings it consumed. Bindings are visited last to first and
+larger patterns are tried first, so ``matmul`` + bias add becomes one call.
+
+The default CPU registry sends float32 ``R.matmul(x, w)`` (x with >= 2 dims,
+w 2-D) to "openblas.sgemm" and the same followed by a bias add to
+"openblas.sgemm_bias" (see backends/library_blas.py). Library calls are
+opaque to fusion, so custom prim_funcs still fuse around them.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Sequence
+
+from tensorir.arith import Analyzer
+
+import backends.library_blas as blas_library
+
+from ..expr import Call, DataflowBlock, DataflowVar, Expr, Op, SeqExpr, Var, VarBinding
+from ..expr_functor import ExprVisitor, PassMutator
+from ..irmodule import IRModule
+from ..op import call_dps_library
+from ..struct_info import TensorStructInfo
+from .pass_infra import Pass
+
+
+class LibraryPatternError(ValueError):
+    """A library pattern that is malformed (unknown wildcard in ``args``, ...)."""
+
+
+@dataclass(frozen=True)
+class Wildcard:
+    name: str
+
+
+@dataclass(frozen=True)
+class OpPattern:
+    op: str
+    args: tuple
+    commutative: bool = False
+
+    def size(self) -> int:
+        return 1 + sum(a.size() for a in self.args if isinstance(a, OpPattern))
+
+
+def wildcard(name: str) -> Wildcard:
+    """A leaf matching any expression, bound to ``name`` in the match."""
+    return Wildcard(name)
+
+
+def is_op(op_name: str, *args, commutative: bool = False) -> OpPattern:
+    """A call of operator ``op_name`` (e.g. "relax.matmul") whose arguments match ``args``."""
+    for a in args:
+        if not isinstance(a, (Wildcard, OpPattern)):
+            raise LibraryPatternError(f"is_op({op_name!r}): argument {a!r} is not a pattern")
+    return OpPattern(op_name, tuple(args), commutative)
+
+
+@dataclass
+class PatternMatch:
+    root: Call
+    values: dict = field(default_factory=dict)   # wildcard name -> Expr
+    calls: dict = field(default_factory=dict)    # op name -> matched Call
+    consumed: list = field(default_factory=list)  # vars of the interior bindings
+
+    def sinfo(self, name: str):
+        return self.values[name].struct_info
+
+
+@dataclass
+class LibraryPattern:
+    name: str
+    library: str
+    pattern: OpPattern
+    args: tuple
+    check: Callable[[PatternMatch, Analyzer], bool] | None = None
+
+    def __post_init__(self):
+        known = set(_wildcards(self.pattern))
+        missing = [a for a in self.args if a not in known]
+        if missing:
+            raise LibraryPatternError(f"library pattern {self.name!r}: args {missing} are not wildcards "
+                                      f"of the pattern (it has {sorted(known)})")
+
+
+def _wildcards(p) -> list[str]:
+    if isinstance(p, Wildcard):
+        return [p.name]
+    return [n for a in p.args for n in _wildcards(a)]
+
+
+class LibraryRegistry:
+    """Ordered (pattern, library) pairs; larger patterns are tried first."""
+
+    def __init__(self, patterns: Sequence[LibraryPattern] = ()):
+        self.patterns: list[LibraryPattern] = []
+        for p in patterns:
+            self.register(p)
+
+    def register(self, pattern: LibraryPattern) -> LibraryPattern:
+        if any(p.name == pattern.name for p in self.patterns):
+            raise LibraryPatternError(f"a library pattern named {pattern.name!r} is already registered")
+        self.patterns.append(pattern)
+        self.patterns.sort(key=lambda p: -p.pattern.size())  # stable: registration order among equals
+        return pattern
+
+    def unregister(self, name: str) -> None:
+        self.patterns = [p for p in self.patterns if p.name != name]
+
+    def __iter__(self):
+        return iter(self.patterns)
+
+
+# ------------------------------------------------------------------ default CPU patterns
+def _float32_tensor(sinfo, min_ndim: int, max_ndim: int | None = None) -> bool:
+    return isinstance(sinfo, TensorStructInfo) and sinfo.dtype == "float32" and \
+        sinfo.ndim >= min_ndim and (max_ndim is None or sinfo.ndim <= max_ndim)
+
+
+def _sgemm_operands(match: PatternMatch, analyzer: Analyzer) -> bool:
+    matmul = match.calls["relax.matmul"]
+    return matmul.attrs.get("out_dtype") in (None, "float32") and \
+        _float32_tensor(match.sinfo("a"), 2) and _float32_tensor(match.sinfo("b"), 2, 2)
+
+
+def _sgemm_bias_operands(match: PatternMatch, analyzer: Analyzer) -> bool:
+    if not _sgemm_operands(match, analyzer):
+        return False
+    bias, weight = match.sinfo("bias"), match.sinfo("b")
+    product = match.calls["relax.matmul"].struct_info
+    if not _float32_tensor(bias, 1) or bias.shape is None or weight.shape is None or \
+            product.shape is None or bias.ndim > product.ndim:
+        return False
+    *lead, cols = bias.shape  # a row vector: (n,) or (1, ..., 1, n)
+    return analyzer.can_prove_equal(cols, weight.shape[1]) and \
+        all(analyzer.can_prove_equal(d, 1) for d in lead)
+
+
+SGEMM_PATTERN = LibraryPattern("sgemm", blas_library.SGEMM,
+                               is_op("relax.matmul", wildcard("a"), wildcard("b")), ("a", "b"),
+                               _sgemm_operands)
+SGEMM_BIAS_PATTERN = LibraryPattern(
+    "sgemm_bias", blas_library.SGEMM_BIAS,
+    is_op("relax.add", is_op("relax.matmul", wildcard("a"), wildcard("b")), wildcard("bias"),
+          commutative=True),
+    ("a", "b", "bias"), _sgemm_bias_operands)
+
+DEFAULT_CPU_REGISTRY = LibraryRegistry([SGEMM_BIAS_PATTERN, SGEMM_PATTERN])
+
+
+def register_library_pattern(name: str, library: str, pattern: OpPattern, args: Sequence[str],
+                             check: Callable | None = None,
+                             registry: LibraryRegistry | None = None) -> LibraryPattern:
+    """Add a pattern (to the default CPU registry unless ``registry`` is given)."""
+    target = DEFAULT_CPU_REGISTRY if registry is None else registry
+    return target.register(LibraryPattern(name, library, pattern, tuple(args), check))
+
+
+# ------------------------------------------------------------------ matching
+class _UseCounter(ExprVisitor):
+    def __init__(self):
+        self.counts: dict[int, int] = {}
+
+    def visit_var_use(self, var: Var) -> None:
+        self.counts[id(var)] = self.counts.get(id(var), 0) + 1
+
+
+class _BlockMatcher:
+    """Matches patterns at bindings of one block."""
+
+    def __init__(self, block, uses: dict[int, int], analyzer: Analyzer):
+        self.bound = {id(b.var): b for b in block.bindings if isinstance(b, VarBinding)}
+        self.dataflow = isinstance(block, DataflowBlock)
+        self.uses = uses
+        self.analyzer = analyzer
+
+    def inner_call(self, expr: Expr, taken: set[int]) -> tuple[Call, Var] | None:
+        """The call bound to ``expr`` when it may be folded into the pattern."""
+        if not isinstance(expr, Var) or id(expr) in taken:
+            return None
+        binding = self.bound.get(id(expr))
+        if binding is None or self.uses.get(id(expr), 0) != 1:
+            return None
+        if self.dataflow and not isinstance(expr, DataflowVar):
+            return None  # a block output: used after the block
+        return (binding.value, expr) if isinstance(binding.value, Call) else None
+
+    def match(self, pattern, expr: Expr, m: PatternMatch, taken: set[int]) -> bool:
+        if isinstance(pattern, Wildcard):
+            if pattern.name in m.values:
+                return m.values[pattern.name] is expr
+            m.values[pattern.name] = expr
+            return True
+        call = expr
+        if expr is not m.root:
+            found = self.inner_call(expr, taken)
+            if found is None:
+                return False
+            call, var = found
+            m.consumed.append(var)
+            taken.add(id(var))
+        if not (isinstance(call, Call) and isinstance(call.op, Op) and call.op.name == pattern.op
+                and len(call.args) == len(pattern.args)):
+            return False
+        m.calls[pattern.op] = call
+        orders = [list(call.args)]
+        if pattern.commutative and len(call.args) == 2:
+            orders.append(list(reversed(call.args)))
+        for args in orders:
+            trial = PatternMatch(m.root, dict(m.values), dict(m.calls), list(m.consumed))
+            trial_taken = set(taken)
+            if all(self.match(p, a, trial, trial_taken) for p, a in zip(pattern.args, args)):
+                m.values, m.calls, m.consumed = trial.values, trial.calls, trial.consumed
+                taken |= trial_taken
+                return True
+        return False
+
+    def plan(self, block, registry: LibraryRegistry) -> tuple[dict, set[int]]:
+        """root var id -> (pattern, match), and the ids of consumed vars."""
+        plans: dict[int, tuple[LibraryPattern, PatternMatch]] = {}
+        consumed: set[int] = set()
+        for binding in reversed(block.bindings):
+            if id(binding.var) in consumed or not isinstance(binding, VarBinding) or \
+                    not isinstance(binding.value, Call):
+                continue
+            for lib_pattern in registry:
+                m = PatternMatch(binding.value)
+                taken = set(consumed)
+                if self.match(lib_pattern.pattern, binding.value, m, taken) and \
+                        (lib_pattern.check is None or lib_pattern.check(m, self.analyzer)):
+                    plans[id(binding.var)] = (lib_pattern, m)
+                    consumed |= {id(v) for v in m.consumed}
+                    break
+        return plans, consumed
+
+
+class _Dispatcher(PassMutator):
+    def __init__(self, mod: IRModule, registry: LibraryRegistry):
+        super().__init__(mod)
+        self.registry = registry
+        self.plans: dict[int, tuple[LibraryPattern, PatternMatch]] = {}
+        self.consumed: set[int] = set()
+        self.uses: dict[int, int] = {}
+
+    def visit_Function(self, func):
+        counter = _UseCounter()
+        counter.visit(func)
+        self.uses = counter.counts
+        return super().visit_Function(func)
+
+    def visit_SeqExpr(self, seq: SeqExpr):
+        for block in seq.blocks:
+            plans, consumed = _BlockMatcher(block, self.uses, self.builder.analyzer).plan(
+                block, self.registry)
+            self.plans.update(plans)
+            self.consumed |= consumed
+        return super().visit_SeqExpr(seq)
+
+    def visit_binding(self, binding):
+        if id(binding.var) in self.consumed:
+            return None
+        planned = self.plans.get(id(binding.var))
+        if planned is None:
+            return super().visit_binding(binding)
+        lib_pattern, m = planned
+        args = [self.visit_expr(m.values[name]) for name in lib_pattern.args]
+        call = self.builder.normalize(call_dps_library(lib_pattern.library, args,
+                                                       binding.var.struct_info))
+        new_var = self._rebind(binding.var, call)
+        if new_var is not binding.var:
+            self.var_remap[binding.var] = new_var
+        return None
+
+
+class DispatchLibrary(Pass):
+    """Rewrite registered patterns into ``R.call_dps_library`` calls."""
+    name = "DispatchLibrary"
+
+    def __init__(self, registry: LibraryRegistry | None = None):
+        self.registry = DEFAULT_CPU_REGISTRY if registry is None else registry
+
+    def transform_module(self, mod: IRModule, ctx) -> IRModule:
+        return _Dispatcher(mod, self.registry).transform_module(mod)
+
+
+__all__ = ["DispatchLibrary", "LibraryPattern", "LibraryRegistry", "LibraryPatternError", "PatternMatch",
+           "DEFAULT_CPU_REGISTRY", "register_library_pattern", "is_op", "wildcard"]

@@ -1,0 +1,444 @@
+"""Graph functions (after the pipeline) -> VM instructions.
+
+Every graph-level variable gets a register (a binding ``b = a`` shares
+``a``'s register); constants are preloaded into registers once per frame.
+Shape lowering (``shape_lowering``) supplies the checks, the table slots of
+symbolic variables and the kernels' symbol vectors. Both the high-level
+cross-level calls (``call_tir``, ``call_dps_library``: outputs allocated
+fresh) and the forms CallTIRRewrite / StaticPlanBlockMemory produce
+(``builtin.alloc_tensor``, ``memory.alloc_storage/alloc_tensor``,
+``call_tir_dps``, ``call_dps_library_dps``, kills) are accepted; any other
+operator runs through its NumPy reference (``CallFallback``).
+"""
+from __future__ import annotations
+
+from tensorir import expr as E
+from tensorir.function import PrimFunc
+
+from .. import expr as rx
+from ..interpreter.values import ShapeTuple
+from ..irmodule import IRModule
+from ..struct_info import PrimStructInfo, ShapeStructInfo, TensorStructInfo, TupleStructInfo
+from . import instructions as I
+from .instructions import VMBuildError
+from .shape_lowering import CallSiteBuilder, MatchBuilder, bind_kernel_call
+from .sym_table import SymTable, vars_of
+
+_EMPTY_TUPLE = ()
+
+
+class KernelUse:
+    """What codegen needs of a prim_func: its signature and the kernel's symbol order."""
+
+    def __init__(self, name: str, func: PrimFunc):
+        from backends.c.codegen import kernel_sym_vars
+        self.name = name
+        self.func = func
+        self.sym_vars = kernel_sym_vars(func)
+
+
+class FunctionCompiler:
+    def __init__(self, mod: IRModule, name: str, func: rx.Function, kernels: dict):
+        self.mod = mod
+        self.name = name
+        self.func = func
+        self.kernels = kernels              # prim_func name -> KernelUse (filled as used)
+        self.table = SymTable(name)
+        self.defined: set = set()
+        self.origins: dict = {}
+        self.def_point: dict = {}           # symbolic var -> (index, MatchValues)
+        self.regs: dict = {}
+        self.num_regs = 0
+        self.reg_names: dict = {}
+        self.code: list = []
+        self.constants: dict = {}
+        self.aliasing: set = set()          # registers that may view frame-owned storage
+        self.static_storages: set = set()
+        self.vectors: dict = {}
+
+    # ---------------------------------------------------------------- registers
+    def new_reg(self, name: str = "") -> int:
+        self.num_regs += 1
+        self.reg_names[self.num_regs - 1] = name
+        return self.num_regs - 1
+
+    def const_reg(self, value) -> int:
+        reg = self.new_reg("const")
+        self.constants[reg] = value
+        return reg
+
+    def emit(self, ins) -> int:
+        self.code.append(ins)
+        return len(self.code) - 1
+
+    # ---------------------------------------------------------------- entry
+    def compile(self) -> I.VMFunction:
+        func = self.func
+        match = MatchBuilder(self.table, self.name, self.defined, self.origins)
+        for param in func.params:
+            reg = self.regs[param] = self.new_reg(param.name_hint)
+            match.add(reg, param.struct_info, param.name_hint, f"parameter '{param.name_hint}'")
+        self._emit_match(match)
+        result = self.compile_seq(func.body)
+        self.emit(I.Ret(result, copy_escaping=result in self.aliasing))
+        return I.VMFunction(self.name, tuple(p.name_hint for p in func.params), self.num_regs,
+                            self.table.size, self.code, self.constants, self.reg_names)
+
+    def _emit_match(self, match: MatchBuilder, **kw) -> I.MatchValues:
+        ins = match.finish(**kw)
+        index = self.emit(ins)
+        for var in match.newly_defined:
+            self.def_point[var] = (index, ins)
+        return ins
+
+    # ---------------------------------------------------------------- bodies
+    def compile_seq(self, seq: rx.SeqExpr) -> int:
+        for block in seq.blocks:
+            for binding in block.bindings:
+                self.compile_binding(binding)
+        return self.materialize(seq.body)
+
+    def compile_binding(self, binding) -> None:
+        var = binding.var
+        if isinstance(binding, rx.MatchCast):
+            src = self.materialize(binding.value)
+            dst = self.new_reg(var.name_hint)
+            match = MatchBuilder(self.table, self.name, self.defined, self.origins)
+            match.add(src, binding.struct_info, var.name_hint, f"match_cast of '{var.name_hint}'")
+            self._emit_match(match, dst=dst, src=src, name=var.name_hint)
+            if src in self.aliasing:
+                self.aliasing.add(dst)
+            self.regs[var] = dst
+            return
+        self.regs[var] = self.compile_value(binding.value, var.name_hint)
+
+    def materialize(self, expr) -> int:
+        if isinstance(expr, rx.Var):
+            try:
+                return self.regs[expr]
+            except KeyError:
+                raise VMBuildError(f"function '{self.name}': variable '{expr.name_hint}' is used "
+                                   "before it is bound") from None
+        return self.compile_value(expr, "")
+
+    def compile_value(self, value, name: str) -> int:
+        if isinstance(value, rx.Var):
+            return self.materialize(value)
+        if isinstance(value, rx.Constant):
+            return self.const_reg(value.data)
+        if isinstance(value, rx.StringImm):
+            return self.const_reg(value.value)
+        if isinstance(value, rx.ShapeExpr):
+            return self.shape_value(value.values, name)
+        if isinstance(value, rx.PrimValue):
+            if isinstance(value.value, (E.IntImm, E.FloatImm)):
+                return self.const_reg(value.value.value)
+            dst = self.new_reg(name)
+            self.emit(I.MakePrim(dst, self.table.code(value.value, self.defined), name))
+            return dst
+        if isinstance(value, rx.Tuple):
+            regs = tuple(self.materialize(f) for f in value.fields)
+            if all(r in self.constants for r in regs):
+                return self.const_reg(tuple(self.constants[r] for r in regs))
+            dst = self.new_reg(name)
+            self.emit(I.MakeTuple(dst, regs, name))
+            if any(r in self.aliasing for r in regs):
+                self.aliasing.add(dst)
+            return dst
+        if isinstance(value, rx.TupleGetItem):
+            src = self.materialize(value.tuple_value)
+            dst = self.new_reg(name)
+            self.emit(I.GetItem(dst, src, value.index, name))
+            if src in self.aliasing:
+                self.aliasing.add(dst)
+            return dst
+        if isinstance(value, rx.If):
+            return self.compile_if(value, name)
+        if isinstance(value, rx.Call):
+            return self.compile_call(value, name)
+        if isinstance(value, rx.SeqExpr):
+            return self.compile_seq(value)
+        raise VMBuildError(f"function '{self.name}': the VM cannot compile {type(value).__name__} "
+                           f"(bound to '{name}'); local functions must be lifted to the module first")
+
+    def shape_value(self, values, name: str) -> int:
+        if all(isinstance(v, E.IntImm) for v in values):
+            return self.const_reg(ShapeTuple(v.value for v in values))
+        dst = self.new_reg(name)
+        self.emit(I.MakeShape(dst, tuple(self.table.code(v, self.defined) for v in values), name))
+        return dst
+
+    def compile_if(self, node: rx.If, name: str) -> int:
+        cond = self.materialize(node.cond)
+        dst = self.new_reg(name)
+        branch = self.emit(I.If(cond))
+        then_reg = self.compile_seq(node.true_branch)
+        self.emit(I.Move(dst, then_reg, name))
+        jump = self.emit(I.Goto())
+        self.code[branch].else_pc = len(self.code)
+        else_reg = self.compile_seq(node.false_branch)
+        self.emit(I.Move(dst, else_reg, name))
+        self.code[jump].target = len(self.code)
+        if then_reg in self.aliasing or else_reg in self.aliasing:
+            self.aliasing.add(dst)
+        return dst
+
+    # ---------------------------------------------------------------- calls
+    def compile_call(self, call: rx.Call, name: str) -> int:
+        op = call.op
+        if isinstance(op, rx.GlobalVar):
+            target = self.mod[op.name_hint]
+            args = [self.materialize(a) for a in call.args]
+            if isinstance(target, PrimFunc):
+                inputs = [a for a in call.args if not isinstance(a.struct_info, (ShapeStructInfo, PrimStructInfo))]
+                scalars = [a for a in call.args if isinstance(a.struct_info, (ShapeStructInfo, PrimStructInfo))]
+                self.call_kernel(op.name_hint, inputs, self._scalar_exprs(scalars), name)
+                return self.const_reg(_EMPTY_TUPLE)
+            dst = self.new_reg(name)
+            self.emit(I.CallFunc(dst, op.name_hint, tuple(args), name))
+            return dst
+        if not isinstance(op, rx.Op):
+            raise VMBuildError(f"function '{self.name}': the VM cannot call a {type(op).__name__} "
+                               f"(bound to '{name}'); only module functions and operators")
+        handler = _CALL_HANDLERS.get(op.name)
+        if handler is not None:
+            return handler(self, call, name)
+        args = tuple(self.materialize(a) for a in call.args)
+        dst = self.new_reg(name)
+        self.emit(I.CallFallback(dst, op.name, args, dict(call.attrs), name,
+                                 isinstance(call.struct_info, TensorStructInfo)))
+        if any(a in self.aliasing for a in args):
+            self.aliasing.add(dst)
+        return dst
+
+    def _scalar_exprs(self, args) -> list:
+        exprs = []
+        for arg in args:
+            if isinstance(arg, rx.ShapeExpr):
+                exprs.extend(arg.values)
+            elif isinstance(arg, rx.PrimValue):
+                exprs.append(arg.value)
+            elif isinstance(arg.struct_info, ShapeStructInfo) and arg.struct_info.values is not None:
+                exprs.extend(arg.struct_info.values)
+            elif isinstance(arg.struct_info, PrimStructInfo) and arg.struct_info.value is not None:
+                exprs.append(arg.struct_info.value)
+            else:
+                raise VMBuildError(f"function '{self.name}': a kernel's scalar argument needs a "
+                                   "known symbolic value (R.shape([...]) or R.prim_value)")
+        return exprs
+
+    def _tuple_fields(self, expr) -> list:
+        if isinstance(expr, rx.Tuple):
+            return list(expr.fields)
+        sinfo = expr.struct_info
+        if isinstance(sinfo, TupleStructInfo):
+            return [rx.TupleGetItem(expr, i) for i in range(len(sinfo.fields))]
+        return [expr]
+
+    def arg_reg(self, expr) -> tuple[int, object]:
+        if isinstance(expr, rx.TupleGetItem):
+            src = self.materialize(expr.tuple_value)
+            dst = self.new_reg("")
+            self.emit(I.GetItem(dst, src, expr.index))
+            sinfo = expr.tuple_value.struct_info.fields[expr.index]
+            return dst, sinfo
+        return self.materialize(expr), expr.struct_info
+
+    def call_kernel(self, kernel_name: str, buffer_exprs, scalar_exprs, name: str,
+                    extra_buffers=(), result: int | None = None) -> None:
+        prim = self.mod[kernel_name]
+        if not isinstance(prim, PrimFunc):
+            raise VMBuildError(f"function '{self.name}': '{kernel_name}' is not a prim_func")
+        use = self.kernels.get(kernel_name) or self.kernels.setdefault(kernel_name, KernelUse(kernel_name, prim))
+        buffer_args = [self.arg_reg(e) for e in buffer_exprs] + list(extra_buffers)
+        site = CallSiteBuilder(self.table)
+        exprs = bind_kernel_call(self.table, self.defined, self.name, kernel_name, prim, use.sym_vars,
+                                 buffer_args, scalar_exprs, site)
+        base = self.sym_vector(exprs, site)
+        scalar_names = tuple(v.name for v in prim.scalar_params)
+        scalar_slots = tuple(base + use.sym_vars.index(v) for v in prim.scalar_params)
+        call_site = site.build(self.defined)
+        self.emit(I.CallKernel(kernel_name, tuple(r for r, _ in buffer_args), base, len(exprs),
+                               scalar_names, scalar_slots, None if call_site.empty() else call_site,
+                               result, name))
+
+    def sym_vector(self, exprs, site: CallSiteBuilder) -> int:
+        """Contiguous slots holding ``exprs``, filled where their vars get values."""
+        if not exprs:
+            return -1
+        visible = self.defined | site.local
+        codes = tuple(self.table.code(e, visible) for e in exprs)
+        local = any(v in site.local for e in exprs for v in vars_of(e))
+        if not local and codes in self.vectors:
+            return self.vectors[codes]
+        base = self.table.new_slots(len(codes))
+        assignments = [(base + i, code) for i, code in enumerate(codes)]
+        if local:
+            site.assign.extend(assignments)
+            return base
+        self.vectors[codes] = base
+        points = [self.def_point[v] for e in exprs for v in vars_of(e) if v in self.def_point]
+        _, target = max(points, key=lambda p: p[0]) if points else (0, self.code[0])
+        target.derived.extend(assignments)
+        return base
+
+    def alloc_outputs(self, sinfos, name: str) -> list[tuple[int, TensorStructInfo]]:
+        outs = []
+        for i, sinfo in enumerate(sinfos):
+            if not isinstance(sinfo, TensorStructInfo) or sinfo.shape is None or sinfo.dtype is None:
+                raise VMBuildError(f"function '{self.name}': output of '{name}' needs a shape and a dtype")
+            reg = self.new_reg(name if len(sinfos) == 1 else f"{name}[{i}]")
+            self.emit(I.AllocTensor(reg, self.shape_code(sinfo.shape), sinfo.dtype, name=name))
+            outs.append((reg, sinfo))
+        return outs
+
+    def shape_code(self, values) -> str:
+        codes = [self.table.code(v, self.defined) for v in values]
+        return "(" + "".join(c + ", " for c in codes) + ")"
+
+    def pack_outputs(self, outs, call: rx.Call, name: str) -> int:
+        single = len(call.sinfo_args) == 1 and isinstance(call.sinfo_args[0], TensorStructInfo)
+        if single:
+            return outs[0][0]
+        dst = self.new_reg(name)
+        self.emit(I.MakeTuple(dst, tuple(r for r, _ in outs), name))
+        return dst
+
+
+def _out_sinfos(call: rx.Call) -> list:
+    sinfos = list(call.sinfo_args)
+    if len(sinfos) == 1 and isinstance(sinfos[0], TupleStructInfo):
+        sinfos = list(sinfos[0].fields)
+    return sinfos
+
+
+# ---------------------------------------------------------------- operator handlers
+def _call_tir(c: FunctionCompiler, call: rx.Call, name: str) -> int:
+    gvar = call.args[0]
+    outs = c.alloc_outputs(_out_sinfos(call), name)
+    scalars = c._scalar_exprs(call.args[2:3])
+    result = outs[0][0] if len(outs) == 1 else None
+    c.call_kernel(gvar.name_hint, c._tuple_fields(call.args[1]), scalars, name, extra_buffers=outs,
+                  result=result)
+    return c.pack_outputs(outs, call, name)
+
+
+def _call_tir_dps(c: FunctionCompiler, call: rx.Call, name: str) -> int:
+    gvar = call.args[0]
+    fields = c._tuple_fields(call.args[1])
+    c.call_kernel(gvar.name_hint, fields, c._scalar_exprs(call.args[2:3]), name)
+    return c.const_reg(_EMPTY_TUPLE)
+
+
+def _library_name(call: rx.Call) -> str:
+    first = call.args[0]
+    if isinstance(first, rx.ExternFunc):
+        return first.global_symbol
+    if isinstance(first, rx.StringImm):
+        return first.value
+    raise VMBuildError("call_dps_library needs a library name")
+
+
+def _call_dps_library(c: FunctionCompiler, call: rx.Call, name: str) -> int:
+    inputs = tuple(c.arg_reg(e)[0] for e in c._tuple_fields(call.args[1]))
+    outs = c.alloc_outputs(_out_sinfos(call), name)
+    c.emit(I.CallLibrary(_library_name(call), inputs, tuple(r for r, _ in outs)))
+    return c.pack_outputs(outs, call, name)
+
+
+def _call_dps_library_dps(c: FunctionCompiler, call: rx.Call, name: str) -> int:
+    inputs = tuple(c.arg_reg(e)[0] for e in c._tuple_fields(call.args[1]))
+    outputs = tuple(c.arg_reg(e)[0] for e in c._tuple_fields(call.args[2]))
+    c.emit(I.CallLibrary(_library_name(call), inputs, outputs))
+    return c.const_reg(_EMPTY_TUPLE)
+
+
+def _shape_of_arg(c: FunctionCompiler, expr, what: str):
+    if isinstance(expr, rx.ShapeExpr):
+        return expr.values
+    sinfo = expr.struct_info
+    if isinstance(sinfo, ShapeStructInfo) and sinfo.values is not None:
+        return sinfo.values
+    raise VMBuildError(f"function '{c.name}': {what} needs a shape with known symbolic values")
+
+
+def _builtin_alloc_tensor(c: FunctionCompiler, call: rx.Call, name: str) -> int:
+    dst = c.new_reg(name)
+    shape = _shape_of_arg(c, call.args[0], "R.builtin.alloc_tensor")
+    c.emit(I.AllocTensor(dst, c.shape_code(shape), call.attrs["dtype"], name=name))
+    return dst
+
+
+def _alloc_storage(c: FunctionCompiler, call: rx.Call, name: str) -> int:
+    dst = c.new_reg(name)
+    (size,) = _shape_of_arg(c, call.args[0], "R.memory.alloc_storage")
+    static = size.value if isinstance(size, E.IntImm) else None
+    c.emit(I.AllocStorage(dst, c.table.code(size, c.defined), static, name))
+    if static is not None:
+        c.static_storages.add(dst)
+    return dst
+
+
+def _memory_alloc_tensor(c: FunctionCompiler, call: rx.Call, name: str) -> int:
+    storage = c.materialize(call.args[0])
+    offset = call.args[1].value if isinstance(call.args[1], rx.PrimValue) else \
+        call.args[1].struct_info.value
+    if offset is None:
+        raise VMBuildError(f"function '{c.name}': R.memory.alloc_tensor needs a known offset")
+    shape = _shape_of_arg(c, call.args[2], "R.memory.alloc_tensor")
+    static = storage in c.static_storages and isinstance(offset, E.IntImm) and \
+        all(isinstance(d, E.IntImm) for d in shape)
+    dst = c.new_reg(name)
+    c.emit(I.AllocTensor(dst, c.shape_code(shape), call.attrs["dtype"], storage,
+                         c.table.code(offset, c.defined), static, name))
+    c.aliasing.add(dst)
+    return dst
+
+
+def _kill(c: FunctionCompiler, call: rx.Call, name: str) -> int:
+    arg = call.args[0]
+    if isinstance(arg, rx.Var):
+        c.emit(I.Kill(c.materialize(arg)))
+    return c.const_reg(_EMPTY_TUPLE)
+
+
+def _shape_of(c: FunctionCompiler, call: rx.Call, name: str) -> int:
+    sinfo = call.args[0].struct_info
+    if isinstance(sinfo, TensorStructInfo) and sinfo.shape is not None and \
+            all(v in c.defined for d in sinfo.shape for v in vars_of(d)):
+        return c.shape_value(sinfo.shape, name)
+    dst = c.new_reg(name)
+    c.emit(I.ShapeOf(dst, c.materialize(call.args[0]), name))
+    return dst
+
+
+def _call_packed(c: FunctionCompiler, call: rx.Call, name: str) -> int:
+    args = tuple(c.materialize(a) for a in call.args[1:])
+    dst = c.new_reg(name)
+    c.emit(I.CallPacked(dst, _library_name(call), args, name))
+    return dst
+
+
+_CALL_HANDLERS = {
+    "relax.call_tir": _call_tir,
+    "relax.call_tir_dps": _call_tir_dps,
+    "relax.call_dps_library": _call_dps_library,
+    "relax.call_dps_library_dps": _call_dps_library_dps,
+    "relax.builtin.alloc_tensor": _builtin_alloc_tensor,
+    "relax.memory.alloc_storage": _alloc_storage,
+    "relax.memory.alloc_tensor": _memory_alloc_tensor,
+    "relax.memory.kill_storage": _kill,
+    "relax.memory.kill_tensor": _kill,
+    "relax.shape_of": _shape_of,
+    "relax.call_packed": _call_packed,
+    "relax.call_pure_packed": _call_packed,
+}
+
+
+def compile_module(mod: IRModule) -> tuple[dict, dict]:
+    """VM functions of every graph function, and the kernels they use (name -> KernelUse)."""
+    kernels: dict = {}
+    functions = {}
+    for name, func in mod.relax_functions.items():
+        functions[name] = FunctionCompiler(mod, name, func, kernels).compile()
+    return functions, kernels

@@ -1,0 +1,298 @@
+"""Instruction -> closure linking for one frame.
+
+Each instruction becomes a zero-argument closure that captures the frame's
+registers, symbol table and prebuilt ctypes argument arrays, does its work
+and returns the next program counter (-1 after ``Ret``). Sources produced by
+shape lowering are compiled once per function (``FunctionCode``) and shared
+by all frames.
+"""
+from __future__ import annotations
+
+import ctypes
+
+import numpy as np
+
+from tensorir.errors import ShapeMismatchError
+
+from ..interpreter.values import ShapeTuple
+from . import instructions as I
+from .sym_table import compile_expr_source
+from .values import copy_views, data_pointer, make_match_namespace, own_value, truthy
+
+
+class FunctionCode:
+    """Per-function compiled pieces (shared by every frame of that function)."""
+
+    def __init__(self, func: I.VMFunction):
+        self.func = func
+        self.matchers = {}
+        self.exprs = {}
+        for pc, ins in enumerate(func.code):
+            if isinstance(ins, I.MatchValues):
+                namespace = make_match_namespace(ins.messages, ins.dtypes)
+                exec(compile(ins.source, f"<vm {func.name} check {pc}>", "exec"), namespace)  # noqa: S102
+                self.matchers[pc] = namespace["_match"]
+        # registers that get a data pointer when written (allocations)
+        self.ptr_regs = {ins.dst for ins in func.code if isinstance(ins, (I.AllocTensor, I.AllocStorage))}
+
+    def expr(self, source: str):
+        fn = self.exprs.get(source)
+        if fn is None:
+            fn = self.exprs[source] = compile_expr_source(source, f"<vm {self.func.name}>")
+        return fn
+
+
+class Frame:
+    """Registers, symbol table and linked code of one activation of a function."""
+
+    def __init__(self, code: FunctionCode, vm):
+        func = code.func
+        self.template = [None] * func.num_regs
+        for reg, value in func.constants.items():
+            self.template[reg] = value
+        self.regs = list(self.template)
+        self.ptrs = [None] * func.num_regs
+        self.table = (ctypes.c_int64 * max(1, func.table_size))()
+        self.storages: dict[int, np.ndarray] = {}
+        self.result = [None]
+        self.steps = [_link(ins, pc, code, self, vm) for pc, ins in enumerate(func.code)]
+
+
+def _sym_pointer(frame: Frame, base: int):
+    if base < 0:
+        return None
+    return ctypes.c_void_p(ctypes.addressof(frame.table) + 8 * base)
+
+
+def _link(ins, pc: int, code: FunctionCode, frame: Frame, vm):
+    nxt = pc + 1
+    regs, ptrs, t = frame.regs, frame.ptrs, frame.table
+    kind = type(ins)
+
+    if kind is I.MatchValues:
+        match = code.matchers[pc]
+
+        def step():
+            match(regs, t)
+            return nxt
+        return step
+
+    if kind is I.AllocTensor:
+        return _link_alloc_tensor(ins, nxt, code, frame)
+
+    if kind is I.AllocStorage:
+        return _link_alloc_storage(ins, nxt, code, frame)
+
+    if kind is I.CallKernel:
+        return vm.kernels.link(ins, nxt, code, frame)
+
+    if kind is I.CallLibrary:
+        from backends.library import get_library
+        entry = get_library(ins.library)
+        inputs, outputs = ins.inputs, ins.outputs
+
+        def step():
+            try:
+                entry.run_dps([regs[i] for i in inputs], [regs[o] for o in outputs])
+            except ShapeMismatchError as err:
+                raise ShapeMismatchError(f"function '{code.func.name}': {err}") from None
+            return nxt
+        return step
+
+    if kind is I.CallFallback:
+        return _link_fallback(ins, nxt, code, frame)
+
+    if kind is I.CallPacked:
+        from backends.library import get_library
+        entry = get_library(ins.library)
+        dst, args = ins.dst, ins.args
+
+        def step():
+            result = entry(*[regs[a] for a in args])
+            regs[dst] = () if result is None else result
+            return nxt
+        return step
+
+    if kind is I.CallFunc:
+        dst, args, callee_name = ins.dst, ins.args, ins.func
+        callee = []
+
+        def step():
+            if not callee:
+                callee.append(vm.function(callee_name))
+            regs[dst] = callee[0].invoke([regs[a] for a in args])
+            return nxt
+        return step
+
+    if kind is I.MakeTuple:
+        dst, fields = ins.dst, ins.fields_
+
+        def step():
+            regs[dst] = tuple([regs[f] for f in fields])
+            return nxt
+        return step
+
+    if kind is I.GetItem:
+        dst, src, index = ins.dst, ins.src, ins.index
+
+        def step():
+            regs[dst] = regs[src][index]
+            return nxt
+        return step
+
+    if kind is I.Move:
+        dst, src = ins.dst, ins.src
+
+        def step():
+            regs[dst] = regs[src]
+            return nxt
+        return step
+
+    if kind is I.MakeShape:
+        dst = ins.dst
+        values = code.expr("(" + "".join(c + ", " for c in ins.values_code) + ")")
+
+        def step():
+            regs[dst] = ShapeTuple(values(t))
+            return nxt
+        return step
+
+    if kind is I.MakePrim:
+        dst, value = ins.dst, code.expr(ins.code)
+
+        def step():
+            regs[dst] = value(t)
+            return nxt
+        return step
+
+    if kind is I.ShapeOf:
+        dst, src = ins.dst, ins.src
+
+        def step():
+            regs[dst] = ShapeTuple(regs[src].shape)
+            return nxt
+        return step
+
+    if kind is I.If:
+        cond, else_pc = ins.cond, ins.else_pc
+
+        def step():
+            return nxt if truthy(regs[cond]) else else_pc
+        return step
+
+    if kind is I.Goto:
+        target = ins.target
+        return lambda: target
+
+    if kind is I.Kill:
+        reg = ins.reg
+
+        def step():
+            regs[reg] = None
+            return nxt
+        return step
+
+    if kind is I.Ret:
+        src, result, copy = ins.src, frame.result, ins.copy_escaping
+
+        def step():
+            result[0] = copy_views(regs[src]) if copy else regs[src]
+            return -1
+        return step
+
+    raise TypeError(f"unknown VM instruction {kind.__name__}")
+
+
+def _link_alloc_tensor(ins: I.AllocTensor, nxt: int, code: FunctionCode, frame: Frame):
+    regs, ptrs, t = frame.regs, frame.ptrs, frame.table
+    dst, dtype = ins.dst, np.dtype(ins.dtype)
+    shape_of = code.expr(ins.shape_code)
+    if ins.storage is None:
+        empty = np.empty
+
+        def step():
+            array = empty(shape_of(t), dtype)
+            regs[dst] = array
+            ptrs[dst] = data_pointer(array)
+            return nxt
+        return step
+    storage, offset_of, itemsize = ins.storage, code.expr(ins.offset_code), dtype.itemsize
+    cached = []
+
+    def view():
+        shape = shape_of(t)
+        offset = offset_of(t)
+        nbytes = itemsize * int(np.prod(shape, dtype=np.int64))
+        buf = regs[storage]
+        if offset + nbytes > buf.shape[0]:
+            raise ShapeMismatchError(f"function '{code.func.name}': tensor '{ins.name}' "
+                                     f"({nbytes} bytes at offset {offset}) exceeds its storage "
+                                     f"of {buf.shape[0]} bytes")
+        return buf[offset:offset + nbytes].view(dtype).reshape(shape), ptrs[storage] + offset
+
+    if ins.static:
+        def step():
+            if not cached:
+                cached.extend(view())   # the storage lives as long as the frame
+            regs[dst], ptrs[dst] = cached
+            return nxt
+        return step
+
+    def step():
+        regs[dst], ptrs[dst] = view()
+        return nxt
+    return step
+
+
+def _link_alloc_storage(ins: I.AllocStorage, nxt: int, code: FunctionCode, frame: Frame):
+    regs, ptrs, t = frame.regs, frame.ptrs, frame.table
+    dst = ins.dst
+    if ins.static_size is not None:
+        storage = np.empty(max(1, ins.static_size), np.uint8)
+        pointer = data_pointer(storage)
+
+        def step():
+            regs[dst] = storage
+            ptrs[dst] = pointer
+            return nxt
+        return step
+    size_of = code.expr(ins.size_code)
+    held = frame.storages
+
+    def step():
+        size = max(1, size_of(t))
+        buf = held.get(dst)
+        if buf is None or buf.shape[0] < size:   # grow-only: reused by later calls
+            buf = held[dst] = np.empty(size, np.uint8)
+            ptrs[dst] = data_pointer(buf)
+        regs[dst] = buf
+        return nxt
+    return step
+
+
+def _link_fallback(ins: I.CallFallback, nxt: int, code: FunctionCode, frame: Frame):
+    from ..op.registry import get_op_spec
+    regs = frame.regs
+    spec = get_op_spec(ins.op_name)
+    if spec.reference is None:
+        raise I.VMBuildError(f"function '{code.func.name}': operator {ins.op_name} has no NumPy "
+                             "reference and was not lowered")
+    reference, attrs, args, dst = spec.reference, ins.attrs, ins.args, ins.dst
+    as_tensor = ins.tensor_result
+    label = ins.op_name[len("relax."):]
+
+    def step():
+        values = [regs[a] for a in args]
+        try:
+            result = reference(*values, **attrs)
+        except ShapeMismatchError:
+            raise
+        except (ValueError, IndexError) as err:
+            shapes = ", ".join(str(tuple(v.shape)) if isinstance(v, np.ndarray) else repr(v) for v in values)
+            raise ShapeMismatchError(f"function '{code.func.name}': R.{label} failed on arguments "
+                                     f"{shapes}: {err}") from err
+        if as_tensor and not isinstance(result, np.ndarray):
+            result = np.asarray(result)
+        regs[dst] = own_value(result, values)
+        return nxt
+    return step

@@ -1,0 +1,117 @@
+"""The virtual machine: runs an Executable's functions on NumPy arrays.
+
+``vm["main"](*arrays)`` checks the arguments (all checks before any kernel
+runs), executes the function's instructions in a tight loop over linked
+closures, and returns NumPy arrays (tuples as tuples). Each function keeps
+a pool of frames (registers, symbol table, storages, prebuilt ctypes
+arrays), so a call allocates nothing but the tensors it creates; recursion
+takes a fresh frame.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+from tensorir.errors import ShapeMismatchError
+
+from .executable import Executable
+from .linker import Frame, FunctionCode
+from .instructions import AllocStorage, AllocTensor, CallKernel, CallLibrary, Kill
+
+Instrument = Callable[[str, int, str, object], object]
+
+
+class FunctionRuntime:
+    def __init__(self, vm: "VirtualMachine", func):
+        self.vm = vm
+        self.func = func
+        self.code = FunctionCode(func)
+        self.pool: list[Frame] = []
+        self.num_params = len(func.params)
+        self.reports = [_reports(ins, func, self.code.ptr_regs) for ins in func.code]
+
+    def invoke(self, args):
+        if len(args) != self.num_params:
+            raise ShapeMismatchError(
+                f"function '{self.func.name}' takes {self.num_params} argument(s) "
+                f"({', '.join(self.func.params)}), got {len(args)}")
+        frame = self.pool.pop() if self.pool else Frame(self.code, self.vm)
+        regs = frame.regs
+        regs[:self.num_params] = args
+        try:
+            steps = frame.steps
+            pc = 0
+            if self.vm.instrument is None:
+                while pc >= 0:
+                    pc = steps[pc]()
+            else:
+                self._run_instrumented(frame)
+            result = frame.result[0]
+        finally:
+            regs[:] = frame.template   # drop references to this call's values
+            frame.result[0] = None
+            self.pool.append(frame)
+        return result
+
+    def _run_instrumented(self, frame: Frame) -> None:
+        steps, regs, hook, name = frame.steps, frame.regs, self.vm.instrument, self.func.name
+        pc = 0
+        while pc >= 0:
+            current = pc
+            pc = steps[current]()
+            for reg, label in self.reports[current]:
+                hook(name, current, label, regs[reg])
+
+
+def _reports(ins, func, allocated: set) -> tuple:
+    """(register, name) pairs an instrument sees after ``ins`` runs: the values it
+    produced; for a DPS kernel call, the VM-allocated buffers it may have written."""
+    if isinstance(ins, (AllocTensor, AllocStorage, Kill)):
+        return ()
+    if isinstance(ins, CallKernel):
+        regs = (ins.dst,) if ins.dst is not None else tuple(r for r in ins.buffers if r in allocated)
+        return tuple((r, func.reg_names.get(r, "") or ins.name) for r in regs)
+    if isinstance(ins, CallLibrary):
+        return tuple((r, func.reg_names.get(r, "")) for r in ins.outputs)
+    dst = ins.produces()
+    return ((dst, getattr(ins, "name", "") or func.reg_names.get(dst, "")),) if dst is not None else ()
+
+
+class VirtualMachine:
+    """``VirtualMachine(exe)``; ``vm["main"](*arrays)``; ``vm.set_instrument(fn)``."""
+
+    def __init__(self, exe: Executable):
+        if not isinstance(exe, Executable):
+            raise TypeError(f"VirtualMachine needs an Executable (from rx.build), got {type(exe).__name__}")
+        self.exe = exe
+        self.instrument: Instrument | None = None
+        if exe.target == "c":
+            from .kernels import CKernels
+            self.kernels = CKernels(exe.c_library) if exe.c_library is not None else None
+        else:
+            from .kernels import InterpKernels
+            self.kernels = InterpKernels(exe.prim_funcs)
+        self._functions: dict[str, FunctionRuntime] = {}
+
+    def function(self, name: str) -> FunctionRuntime:
+        runtime = self._functions.get(name)
+        if runtime is None:
+            if name not in self.exe.functions:
+                raise KeyError(f"the executable has no function {name!r}; it has "
+                               f"{sorted(self.exe.functions)}")
+            runtime = self._functions[name] = FunctionRuntime(self, self.exe.functions[name])
+        return runtime
+
+    def __getitem__(self, name: str):
+        runtime = self.function(name)
+
+        def call(*args):
+            return runtime.invoke(args)
+        call.__name__ = name
+        return call
+
+    def invoke(self, name: str, *args):
+        return self.function(name).invoke(args)
+
+    def set_instrument(self, fn: Instrument | None) -> None:
+        """``fn(func_name, instr_index, name, value)`` after each instruction that produces a value."""
+        self.instrument = fn

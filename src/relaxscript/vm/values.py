@@ -1,0 +1,100 @@
+"""Run-time helpers shared by generated check code and instruction closures."""
+from __future__ import annotations
+
+import ctypes
+
+import numpy as np
+
+from tensorir.errors import ShapeMismatchError
+
+from ..interpreter.values import ShapeTuple
+
+_from_buffer = ctypes.c_char.from_buffer
+_addressof = ctypes.addressof
+
+
+def data_pointer(array: np.ndarray) -> int:
+    """Address of an array's first byte (fast path through the buffer protocol)."""
+    try:
+        return _addressof(_from_buffer(array))
+    except (TypeError, ValueError):  # read-only or empty arrays
+        return array.ctypes.data
+
+
+def describe(value) -> str:
+    if isinstance(value, np.ndarray):
+        return f"a tensor of shape {tuple(value.shape)} and dtype {value.dtype.name}"
+    if isinstance(value, ShapeTuple):
+        return f"a shape {list(value)}"
+    if isinstance(value, tuple):
+        return f"a tuple of {len(value)} fields"
+    return f"{type(value).__name__} {value!r}"
+
+
+def make_fail(messages):
+    def fail(index, actual, expected=None, extra=""):
+        text = messages[index].format(actual=actual, expected=expected, extra=extra)
+        raise ShapeMismatchError(text)
+    return fail
+
+
+def make_match_namespace(messages, dtypes) -> dict:
+    fail = make_fail(messages)
+
+    def as_tensor(value, index):
+        if isinstance(value, (list, bool, int, float, np.generic)):
+            return np.asarray(value)
+        fail(index, describe(value))
+
+    def as_prim(value, kind, index):
+        if isinstance(value, np.ndarray) and value.ndim == 0:
+            value = value.item()
+        if isinstance(value, np.generic):
+            value = value.item()
+        ok = {"bool": (bool,), "int": (bool, int), "float": (bool, int, float)}[kind]
+        if not isinstance(value, ok):
+            fail(index, describe(value))
+        return bool(value) if kind == "bool" else float(value) if kind == "float" else int(value)
+
+    def as_shape(value, index):
+        if type(value) is ShapeTuple:
+            return value
+        if not isinstance(value, (tuple, list)) or not all(
+                isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in value):
+            fail(index, describe(value))
+        return ShapeTuple(value)
+
+    return {"_fail": fail, "_as_tensor": as_tensor, "_as_prim": as_prim, "_as_shape": as_shape,
+            "_describe": describe, "_ndarray": np.ndarray,
+            "_dt": tuple(np.dtype(d) for d in dtypes)}
+
+
+def own_value(value, inputs=()):
+    """A fallback result that owns C-contiguous memory and aliases no input."""
+    if isinstance(value, np.ndarray):
+        if value.base is not None or not value.flags.c_contiguous or any(value is a for a in inputs):
+            return np.array(value, order="C", copy=True)
+        return value
+    if isinstance(value, np.generic):
+        return np.asarray(value)
+    if isinstance(value, list) or (type(value) is tuple):
+        return tuple(own_value(v, inputs) for v in value)
+    return value
+
+
+def copy_views(value):
+    """Copy arrays that view memory (a frame's storage) so a result never aliases it."""
+    if isinstance(value, np.ndarray):
+        return value.copy() if value.base is not None else value
+    if type(value) is tuple:
+        return tuple(copy_views(v) for v in value)
+    return value
+
+
+def truthy(value) -> bool:
+    if isinstance(value, (bool, int)):
+        return bool(value)
+    array = np.asarray(value)
+    if array.size != 1:
+        raise ShapeMismatchError(f"an if condition must be a scalar, got shape {array.shape}")
+    return bool(array.reshape(()).item())

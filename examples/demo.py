@@ -31,7 +31,9 @@ for _path in (os.path.join(HERE, ".."), os.path.join(HERE, "..", "src")):
 import relaxscript as rx  # noqa: E402
 from examples.llama_decoder import (TINY, LlamaConfig, llama_source, main_args,  # noqa: E402
                                     make_weights, numpy_reference)
+from relaxscript.expr import Call, Function  # noqa: E402
 from tensorir import PrimFunc  # noqa: E402
+from tensorir.functor import collect  # noqa: E402
 
 RTOL, ATOL = 2e-3, 2e-3                  # float32 kernels vs the float64 NumPy oracle
 INTERP_RTOL, INTERP_ATOL = 1e-4, 1e-4    # float32 vs float32 reference interpreter
@@ -56,8 +58,10 @@ class Report:
 
     def fail(self, what: str, err: BaseException | str) -> None:
         message = err if isinstance(err, str) else f"{type(err).__name__}: {err}"
-        self.failures.append(f"{what}: {message}")
-        print(f"   FAILED {what}: {message}")
+        first_line = message.splitlines()[0] if message else ""
+        self.failures.append(f"{what}: {first_line}")
+        shown = message if len(message) <= 1500 else message[:1500] + " ... (full text on stderr)"
+        print(f"   FAILED {what}: {shown}")
         if isinstance(err, BaseException):
             traceback.print_exception(err, file=sys.stderr)
 
@@ -170,11 +174,18 @@ def report_kernels(mod, capture: PipelineCapture, report: Report) -> None:
         return
     count_before = sum(isinstance(f, PrimFunc) for f in legalized.functions.values())
     count_after = sum(isinstance(f, PrimFunc) for f in fused.functions.values())
-    print(f"   prim_funcs: {count_before} after legalization -> {count_after} after fusion")
+    print(f"   prim_funcs: {count_before} after legalization -> {count_after} after fusion; "
+          f"library calls (call_dps_library, e.g. BLAS matmul): {count_library_calls(fused)}")
     if hasattr(rx.analysis, "fusion_summary"):
         print(indent(rx.analysis.fusion_summary(fused).rstrip()))
     else:
         report.skip("fusion summary", "rx.analysis.fusion_summary is not available")
+
+
+def count_library_calls(mod) -> int:
+    return sum(len(collect(func, lambda node: isinstance(node, Call)
+                           and getattr(node.op, "name", "").startswith("relax.call_dps_library")))
+               for func in mod.functions.values() if isinstance(func, Function))
 
 
 def report_memory(mod, capture: PipelineCapture, report: Report) -> None:

@@ -79,7 +79,24 @@ def test_unscheduled_c_build_matches_interpreter(data):
 
 # ------------------------------------------------------------------ shapes of the schedules
 def _loops(func):
-    return tir.collect(func.body, lambda n: isinstance(n, tir.For))
+    """Loops outermost first (each loop listed before the loops it encloses)."""
+    found = []
+
+    def walk(node):
+        if isinstance(node, tir.For):
+            found.append(node)
+        for child in tir.collect(node, lambda n: isinstance(n, tir.For) and n is not node):
+            if not any(child is f for f in found) and _directly_under(node, child):
+                walk(child)
+    walk(func.body)
+    return found
+
+
+def _directly_under(outer, loop) -> bool:
+    """``loop`` is inside ``outer`` with no other loop in between."""
+    between = tir.collect(outer, lambda n: isinstance(n, tir.For) and n is not outer and n is not loop
+                          and any(c is loop for c in tir.collect(n, lambda m: m is loop)))
+    return not between
 
 
 def _elementwise(extent_j):

@@ -24,6 +24,7 @@ from ..expr_functor import ExprMutator
 from ..irmodule import IRModule
 from ..struct_info_util import (YES, StructInfoMatcher, default_analyzer, substitute_sinfo,
                                symbolic_vars_of)
+from .dead_code_elimination import drop_empty_blocks
 from .pass_infra import Pass
 
 
@@ -70,8 +71,10 @@ class _Canonicalizer(ExprMutator):
             new = super().visit_SeqExpr(seq)
         finally:
             self.defined_symbolic.pop()
-        if new is not seq and any(not b.bindings for b in new.blocks):
-            new = new.replace(blocks=tuple(b for b in new.blocks if b.bindings))
+        if new is not seq:
+            blocks = drop_empty_blocks(new.blocks)
+            if len(blocks) != len(new.blocks):
+                new = new.replace(blocks=blocks)
         return new
 
     def visit_block(self, block: BindingBlock) -> BindingBlock:

@@ -21,7 +21,7 @@ from typing import Iterable, Sequence
 from tensorir.function import PrimFunc
 from tensorir.functor import collect
 
-from ..expr import (BindingBlock, Call, ExternFunc, Function, GlobalVar, If, MatchCast, Op, SeqExpr,
+from ..expr import (BindingBlock, Call, DataflowBlock, ExternFunc, Function, GlobalVar, If, MatchCast, Op, SeqExpr,
                     Var)
 from ..irmodule import IRModule
 from ..struct_info import FuncStructInfo
@@ -159,7 +159,7 @@ class _BodySweeper:
         if not changed:
             return seq
         new_blocks.reverse()
-        return seq.replace(blocks=tuple(new_blocks))
+        return seq.replace(blocks=drop_empty_blocks(new_blocks))
 
     def sweep_value(self, value):
         if isinstance(value, Function):
@@ -175,9 +175,23 @@ class _BodySweeper:
         return value
 
 
+def drop_empty_blocks(blocks) -> tuple:
+    """Blocks without the empty ones, adjacent plain blocks merged (as the parser reads them back)."""
+    out: list[BindingBlock] = []
+    for block in blocks:
+        if not block.bindings:
+            continue
+        if out and not isinstance(block, DataflowBlock) and not isinstance(out[-1], DataflowBlock):
+            out[-1] = BindingBlock(out[-1].bindings + block.bindings)
+        else:
+            out.append(block)
+    return tuple(out)
+
+
 def _var_uses(node) -> set[Var]:
     """Every graph-level Var under ``node`` (binders included: a harmless over-approximation)."""
     return set(collect(node, lambda n: isinstance(n, Var)))
 
 
-__all__ = ["DeadCodeElimination", "default_entries", "reachable_functions", "is_pure_value"]
+__all__ = ["DeadCodeElimination", "default_entries", "reachable_functions", "is_pure_value",
+           "drop_empty_blocks"]

@@ -26,6 +26,7 @@ from ..expr_functor import ExprMutator, ExprVisitor
 from ..irmodule import IRModule
 from ..struct_info import FuncStructInfo, ShapeStructInfo
 from ..struct_info_util import symbolic_vars_of
+from .dead_code_elimination import drop_empty_blocks
 from .pass_infra import Pass
 from .symbolic_params import bare_defined_vars, fresh_copies
 
@@ -110,8 +111,10 @@ class _Lifter(ExprMutator):
 
     def visit_SeqExpr(self, seq):
         new = super().visit_SeqExpr(seq)
-        if new is not seq and any(not b.bindings for b in new.blocks):
-            new = new.replace(blocks=tuple(b for b in new.blocks if b.bindings))
+        if new is not seq:
+            blocks = drop_empty_blocks(new.blocks)
+            if len(blocks) != len(new.blocks):
+                new = new.replace(blocks=blocks)
         return new
 
     def visit_binding(self, binding):

@@ -80,6 +80,11 @@ def _load_kind(load: E.BufferLoad, store_indices) -> PatternKind:
     return PatternKind.Injective
 
 
+def _same_load(x: E.BufferLoad, y: E.BufferLoad) -> bool:
+    return x.buffer is y.buffer and len(x.indices) == len(y.indices) and \
+        all(_same_index(a, b) for a, b in zip(x.indices, y.indices))
+
+
 def _is_multiply_add(store: S.BufferStore) -> bool:
     """``C[s] = C[s] + X * Y`` with X, Y loads (optionally cast): matmul-like (IsFuseMultiplyAdd)."""
     value = store.value
@@ -89,8 +94,9 @@ def _is_multiply_add(store: S.BufferStore) -> bool:
         if isinstance(acc, E.BufferLoad) and acc.buffer is store.buffer and \
                 all(_same_index(a, b) for a, b in zip(acc.indices, store.indices)) and \
                 isinstance(prod, E.Mul):
-            operands = [o.value if isinstance(o, E.Cast) else o for o in (prod.a, prod.b)]
-            if all(isinstance(o, E.BufferLoad) for o in operands):
+            x, y = [o.value if isinstance(o, E.Cast) else o for o in (prod.a, prod.b)]
+            # Two different loads (a sum of squares x*x is a plain reduction, not matmul-like).
+            if isinstance(x, E.BufferLoad) and isinstance(y, E.BufferLoad) and not _same_load(x, y):
                 return True
     return False
 

@@ -1,0 +1,66 @@
+"""backends.blas.sgemm (OpenBLAS when installed, NumPy otherwise) and the
+openblas.* library entries."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from backends import blas, get_library
+from tensorir.errors import ShapeMismatchError
+
+
+@settings(max_examples=25, deadline=None)
+@given(m=st.integers(1, 9), k=st.integers(1, 9), n=st.integers(1, 9), trans_a=st.booleans(),
+       trans_b=st.booleans(), alpha=st.sampled_from([1.0, 0.5]), beta=st.sampled_from([0.0, 2.0]))
+def test_sgemm_matches_numpy(m, k, n, trans_a, trans_b, alpha, beta):
+    rng = np.random.default_rng(m * 100 + k * 10 + n)
+    a = rng.standard_normal((k, m) if trans_a else (m, k)).astype(np.float32)
+    b = rng.standard_normal((n, k) if trans_b else (k, n)).astype(np.float32)
+    c = rng.standard_normal((m, n)).astype(np.float32)
+    want = alpha * (a.T if trans_a else a) @ (b.T if trans_b else b) + beta * c
+    blas.sgemm(a, b, c, trans_a, trans_b, alpha, beta)
+    np.testing.assert_allclose(c, want, rtol=1e-5, atol=1e-5)
+
+
+def test_numpy_fallback_matches(monkeypatch):
+    monkeypatch.setattr(blas, "_openblas_sgemm", lambda: None)
+    assert blas.backend() == "numpy"
+    a = np.arange(12, dtype=np.float32).reshape(2, 2, 3)
+    b = np.ones((3, 4), np.float32)
+    c = np.zeros((2, 2, 4), np.float32)
+    blas.sgemm(a, b, c)
+    np.testing.assert_array_equal(c, a @ b)
+
+
+def test_openblas_is_used_when_installed():
+    pytest.importorskip("scipy_openblas32")
+    assert blas.backend() == "openblas"
+
+
+def test_bad_operands_raise_clear_errors():
+    a, b = np.zeros((2, 3), np.float32), np.zeros((4, 5), np.float32)
+    with pytest.raises(ShapeMismatchError, match="do not give"):
+        blas.sgemm(a, b, np.zeros((2, 5), np.float32))
+    with pytest.raises(ShapeMismatchError, match="float32"):
+        blas.sgemm(a.astype(np.float64), b, np.zeros((2, 5), np.float32))
+    with pytest.raises(ShapeMismatchError, match="contiguous"):
+        blas.sgemm(np.zeros((3, 2), np.float32).T, np.zeros((3, 5), np.float32), np.zeros((2, 5), np.float32))
+
+
+def test_library_entries_batched_and_bias():
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((2, 3, 8)).astype(np.float32)
+    w = rng.standard_normal((8, 5)).astype(np.float32)
+    bias = rng.standard_normal(5).astype(np.float32)
+    out = np.zeros((2, 3, 5), np.float32)
+    get_library("openblas.sgemm").run_dps([a, w], [out])
+    np.testing.assert_allclose(out, a @ w, rtol=1e-5, atol=1e-5)
+    entry = get_library("openblas.sgemm_bias")
+    entry.run_dps([a, w, bias], [out])
+    np.testing.assert_allclose(out, a @ w + bias, rtol=1e-5, atol=1e-5)
+    entry.impl_for("c")(a, w, bias.reshape(1, 5), out)
+    np.testing.assert_allclose(out, a @ w + bias, rtol=1e-5, atol=1e-5)
+    with pytest.raises(ShapeMismatchError, match="bias"):
+        entry.run_dps([a, w, np.zeros(4, np.float32)], [out])

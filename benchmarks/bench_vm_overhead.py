@@ -12,12 +12,16 @@ from __future__ import annotations
 
 import argparse
 import ctypes
+import os
 import sys
 import time
 from pathlib import Path
 
 import numpy as np
 
+# One OpenMP thread: a 4-element kernel is all fork/join otherwise, which would
+# hide the VM's own cost (set OMP_NUM_THREADS to override).
+os.environ.setdefault("OMP_NUM_THREADS", "1")
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "src")]
 

@@ -335,6 +335,17 @@ class CFunctionEmitter:
         self.indent -= 1
 
     def loop(self, s: S.For) -> None:
+        body = s.body
+        if s.kind == "vectorized" and isinstance(body, S.IfThenElse) and body.else_case is None and \
+                not collect(body.condition, lambda n: n is s.loop_var):
+            # a guard that does not depend on the vector lane goes outside: masked loads of a
+            # guarded body do not vectorize
+            self.emit(f"if ({self.expr(body.condition)}) {{")
+            self.indent += 1
+            self.loop(s.replace(body=body.then_case))
+            self.indent -= 1
+            self.emit("}")
+            return
         var = self.names.get(s.loop_var, s.loop_var.name)
         lo = self.expr(s.min)
         hi = self.expr(E.add(s.min, s.extent))

@@ -9,6 +9,7 @@ by all frames.
 from __future__ import annotations
 
 import ctypes
+from math import prod
 
 import numpy as np
 
@@ -222,7 +223,7 @@ def _link_alloc_tensor(ins: I.AllocTensor, nxt: int, code: FunctionCode, frame: 
     def view():
         shape = shape_of(t)
         offset = offset_of(t)
-        nbytes = itemsize * int(np.prod(shape, dtype=np.int64))
+        nbytes = itemsize * prod(shape)
         buf = regs[storage]
         if offset + nbytes > buf.shape[0]:
             raise ShapeMismatchError(f"function '{code.func.name}': tensor '{ins.name}' "
@@ -238,8 +239,14 @@ def _link_alloc_tensor(ins: I.AllocTensor, nxt: int, code: FunctionCode, frame: 
             return nxt
         return step
 
+    last = [None, None, None, None]   # storage, shape, offset, (view, pointer)
+
     def step():
-        regs[dst], ptrs[dst] = view()
+        # Symbolic shapes: rebuild the view only when the storage, shape or offset changed.
+        shape, offset, buf = shape_of(t), offset_of(t), regs[storage]
+        if last[0] is not buf or last[1] != shape or last[2] != offset:
+            last[:] = [buf, shape, offset, view()]
+        regs[dst], ptrs[dst] = last[3]
         return nxt
     return step
 

@@ -12,7 +12,6 @@ from relaxscript.expr import Call
 from relaxscript.transform import DispatchLibrary, LibraryRegistry, register_library_pattern
 from relaxscript.transform.dispatch_library import (LibraryPatternError, SGEMM_BIAS_PATTERN,
                                                      SGEMM_PATTERN, is_op, wildcard)
-from tensorir.expr import Var as SymVar
 
 MLP = '''
 @R.ir_module
@@ -95,7 +94,8 @@ def test_shared_product_and_float64_are_not_folded():
     _check_roundtrip(after)
     rng = np.random.default_rng(1)
     for n in (1, 4, 9):
-        args = [rng.standard_normal((n, 16)).astype(np.float32), rng.standard_normal((16, 8)).astype(np.float32),
+        args = [rng.standard_normal((n, 16)).astype(np.float32),
+                rng.standard_normal((16, 8)).astype(np.float32),
                 rng.standard_normal(8).astype(np.float32), rng.standard_normal((16, 8)),
                 rng.standard_normal((n, 16))]
         for got, want in zip(_run(after, args), _run(mod, args)):
@@ -116,7 +116,8 @@ def test_user_registered_pattern_in_own_registry():
     try:
         registry = LibraryRegistry([SGEMM_BIAS_PATTERN, SGEMM_PATTERN])
         register_library_pattern("scaled_relu", name,
-                                 is_op("relax.nn.relu", is_op("relax.multiply", wildcard("x"), wildcard("s"))),
+                                 is_op("relax.nn.relu",
+                                       is_op("relax.multiply", wildcard("x"), wildcard("s"))),
                                  ["x", "s"], registry=registry)
         mod = rx.from_source('''
 @R.function
@@ -149,3 +150,13 @@ def test_malformed_patterns_are_rejected():
         LibraryRegistry([SGEMM_PATTERN, SGEMM_PATTERN])
     with pytest.raises(LibraryPatternError, match="not a pattern"):
         is_op("relax.add", "a")
+
+
+def test_dispatched_module_built_for_c_matches_interpreter():
+    mod = rx.from_source(MLP)
+    vm = rx.VirtualMachine(rx.build(DispatchLibrary()(mod), target="c"))
+    rng = np.random.default_rng(3)
+    weights = [rng.standard_normal(s).astype(np.float32) for s in [(16, 32), (32,), (32, 8)]]
+    for b, n in [(1, 1), (2, 5)]:
+        args = [rng.standard_normal((b, n, 16)).astype(np.float32), *weights]
+        np.testing.assert_allclose(vm["main"](*args), _run(mod, args)[0], rtol=1e-5, atol=1e-5)

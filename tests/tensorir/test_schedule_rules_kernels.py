@@ -37,7 +37,7 @@ def add_gelu_func(width: int):
 
 def add_gelu_numpy(x, y):
     v = x + y
-    return (0.5 * v * (1.0 + np.tanh(GELU_C * (v + 0.044715 * v ** 3)))).astype(np.float32)
+    return (0.5 * v * (1.0 + np.tanh(GELU_C * (v + 0.044715 * v * v * v)))).astype(np.float32)
 
 
 def softmax_func(width: int):

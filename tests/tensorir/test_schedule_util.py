@@ -52,7 +52,7 @@ def assert_same_results(reference, candidates, size_list, num_inputs=None, seed=
         expected = run(reference, arrays, sizes)
         for cand in candidates:
             # The interpreter's scalar path: the plainest semantics for transformed loop nests.
-            got = run(cand, arrays, sizes, vectorize=False)
+            got = run(cand, arrays, sizes)
             for g, e in zip(got, expected):
                 np.testing.assert_allclose(g, e, rtol=rtol, atol=atol, err_msg=f"sizes {sizes}")
 

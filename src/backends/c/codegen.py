@@ -47,10 +47,13 @@ static inline double rs_sigmoid(double x) { return 1.0 / (1.0 + exp(-x)); }
 
 # Float min/max propagate NaN like NumPy's minimum/maximum and, unlike fminf/fmaxf,
 # vectorize without -ffast-math (compare + blend).
-PRELUDE = PRELUDE.replace("%MINMAX%", "\n".join(
-    f"static inline {ct} rs_min_{name}({ct} a, {ct} b) {{ return {'(a < b || a != a)' if dt.is_float(name) else 'a < b'} ? a : b; }}\n"
-    f"static inline {ct} rs_max_{name}({ct} a, {ct} b) {{ return {'(a > b || a != a)' if dt.is_float(name) else 'a > b'} ? a : b; }}"
-    for name, ct in C_TYPES.items()))
+def _min_max(name: str, ct: str) -> str:
+    nan = " || a != a" if dt.is_float(name) else ""
+    return (f"static inline {ct} rs_min_{name}({ct} a, {ct} b) {{ return (a < b{nan}) ? a : b; }}\n"
+            f"static inline {ct} rs_max_{name}({ct} a, {ct} b) {{ return (a > b{nan}) ? a : b; }}")
+
+
+PRELUDE = PRELUDE.replace("%MINMAX%", "\n".join(_min_max(name, ct) for name, ct in C_TYPES.items()))
 
 # AVX-512 for vectorized loops (gcc's znver/skylake tunings prefer 256-bit vectors), and
 # glibc's libmvec vector variants of math functions (glibc >= 2.35 has all of these), so

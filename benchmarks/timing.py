@@ -30,6 +30,7 @@ def format_table(header: list[str], rows: list[list[str]]) -> str:
     widths = [max(len(str(cell)) for cell in column) for column in zip(header, *rows)]
 
     def line(cells):
-        parts = [str(c).ljust(w) if i == 0 else str(c).rjust(w) for i, (c, w) in enumerate(zip(cells, widths))]
+        parts = [str(c).ljust(w) if i == 0 else str(c).rjust(w)
+                 for i, (c, w) in enumerate(zip(cells, widths))]
         return "  ".join(parts)
     return "\n".join([line(header), "  ".join("-" * w for w in widths)] + [line(r) for r in rows])

@@ -15,6 +15,7 @@ independent NumPy implementation (every ``n``). Any mismatch exits 1.
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import statistics
 import sys
@@ -227,7 +228,7 @@ def run_sizes(mod, exe, cfg, sizes, interp_max_n, repeat, report: Report) -> Non
         args = main_args(x, weights, cfg)
         try:
             got = run(*args)
-            ms = median_ms(lambda: run(*args), repeat)
+            ms = median_ms(functools.partial(run, *args), repeat)
         except Exception as err:
             report.fail(f"run at n={n}", err)
             continue

@@ -23,8 +23,8 @@ _SYMBOLS = ("scipy_cblas_sgemm", "cblas_sgemm")
 
 
 @functools.lru_cache(maxsize=None)
-def _openblas_sgemm():
-    """The ctypes cblas_sgemm of scipy-openblas32, or None when it is not installed."""
+def _openblas_symbol(symbols: tuple, argtypes: tuple):
+    """The first of ``symbols`` in scipy-openblas32's library (ctypes), or None when not installed."""
     try:
         import scipy_openblas32
     except ImportError:
@@ -36,14 +36,28 @@ def _openblas_sgemm():
             lib = ctypes.CDLL(path)
         except OSError:
             continue
-        for symbol in _SYMBOLS:
+        for symbol in symbols:
             fn = getattr(lib, symbol, None)
             if fn is not None:
-                i32, f32, ptr = ctypes.c_int, ctypes.c_float, ctypes.c_void_p
-                fn.argtypes = [i32, i32, i32, i32, i32, i32, f32, ptr, i32, ptr, i32, f32, ptr, i32]
+                fn.argtypes = list(argtypes)
                 fn.restype = None
                 return fn
     return None
+
+
+_I32, _F32, _PTR = ctypes.c_int, ctypes.c_float, ctypes.c_void_p
+
+
+def _openblas_sgemm():
+    """The ctypes cblas_sgemm of scipy-openblas32, or None when it is not installed."""
+    return _openblas_symbol(_SYMBOLS, (_I32, _I32, _I32, _I32, _I32, _I32, _F32, _PTR, _I32, _PTR, _I32,
+                                       _F32, _PTR, _I32))
+
+
+def _openblas_sgemv():
+    """cblas_sgemv: used for a single row of ``a``, where OpenBLAS's sgemm would pack all of ``b``."""
+    return _openblas_symbol(("scipy_cblas_sgemv", "cblas_sgemv"),
+                            (_I32, _I32, _I32, _I32, _F32, _PTR, _I32, _PTR, _I32, _F32, _PTR, _I32))
 
 
 def backend() -> str:
@@ -78,6 +92,12 @@ def sgemm(a: np.ndarray, b: np.ndarray, c: np.ndarray, trans_a: bool = False, tr
     fn = _openblas_sgemm()
     if fn is None or m == 0 or n == 0:
         _numpy_sgemm(a2, b, c, trans_a, trans_b, alpha, beta)
+        return
+    gemv = _openblas_sgemv() if m == 1 and not trans_a else None
+    if gemv is not None:
+        # c (1 x n) = a (1 x k) @ op(b)  is  c = op(b)^T a: b stored (rows x cols) row-major
+        gemv(_CBLAS_ROW_MAJOR, _CBLAS_NO_TRANS if trans_b else _CBLAS_TRANS, b.shape[0], b.shape[1],
+             alpha, b.ctypes.data, b.shape[1], a2.ctypes.data, 1, beta, c.ctypes.data, 1)
         return
     fn(_CBLAS_ROW_MAJOR, _CBLAS_TRANS if trans_a else _CBLAS_NO_TRANS,
        _CBLAS_TRANS if trans_b else _CBLAS_NO_TRANS, m, n, k, alpha,

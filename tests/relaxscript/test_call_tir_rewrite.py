@@ -10,7 +10,8 @@ from .test_memory_plan import FIGURE10, module, ops_of
 
 MULTI = '''
     @T.prim_func
-    def split2(x: T.Buffer(("p", 4), "float32"), y: T.Buffer(("p", 2), "float32"), z: T.Buffer(("p", 2), "float32")):
+    def split2(x: T.Buffer(("p", 4), "float32"), y: T.Buffer(("p", 2), "float32"),
+               z: T.Buffer(("p", 2), "float32")):
         p = T.int64()
         for i, j in T.grid(p, 2):
             with T.block("s"):
@@ -75,7 +76,8 @@ def test_legalized_operator_program_lowers_and_plans():
 @R.ir_module
 class Module:
     @R.function
-    def main(x: R.Tensor(("n", 8), "float32"), w: R.Tensor((8, 8), "float32")) -> R.Tensor(("n", 8), "float32"):
+    def main(x: R.Tensor(("n", 8), "float32"),
+             w: R.Tensor((8, 8), "float32")) -> R.Tensor(("n", 8), "float32"):
         n = T.int64()
         with R.dataflow():
             a = R.matmul(x, w)

@@ -15,7 +15,8 @@ SPLIT_K = '''
 @R.ir_module
 class Module:
     @T.prim_func
-    def mm_split_k(X: T.Buffer(("n", 16), "float32"), W: T.Buffer((16, 8), "float32"), Y: T.Buffer(("n", 8), "float32")):
+    def mm_split_k(X: T.Buffer(("n", 16), "float32"), W: T.Buffer((16, 8), "float32"),
+                   Y: T.Buffer(("n", 8), "float32")):
         n = T.int64()
         ws = T.alloc_buffer((4, n, 8), "float32")
         for ko, i, j, ki in T.grid(4, n, 8, 4):
@@ -32,7 +33,8 @@ class Module:
                 Y[vi, vj] = Y[vi, vj] + ws[vko, vi, vj]
 
     @R.function
-    def main(x: R.Tensor(("m", 16), "float32"), w: R.Tensor((16, 8), "float32")) -> R.Tensor(("m", 8), "float32"):
+    def main(x: R.Tensor(("m", 16), "float32"),
+             w: R.Tensor((16, 8), "float32")) -> R.Tensor(("m", 8), "float32"):
         m = T.int64()
         with R.dataflow():
             lv0 = R.call_tir(Module.mm_split_k, [x, w], R.Tensor((m, 8), "float32"))
@@ -53,7 +55,8 @@ def test_workspace_becomes_a_trailing_parameter_and_a_call_output():
     assert not func.root_block.alloc_buffers
     assert "mm_split_k" in mod and mod["mm_split_k"].root_block.alloc_buffers  # input untouched
     bindings = [b for block in lifted["main"].body.blocks for b in block.bindings]
-    assert [b.var.name_hint for b in bindings] == ["lv0_ws", "lv0", "lv1_ws", "lv1", "lv2_ws", "lv2", "s", "t"]
+    names = [b.var.name_hint for b in bindings]
+    assert names == ["lv0_ws", "lv0", "lv1_ws", "lv1", "lv2_ws", "lv2", "s", "t"]
     assert isinstance(bindings[1].value, TupleGetItem)
     assert rx.analysis.well_formed(lifted)
     rx.assert_structural_equal(rx.from_source(lifted.script()), lifted)

@@ -42,7 +42,8 @@ def _scope_overlaps(bindings, body, values) -> list[str]:
             reached |= derived.get(var, set())
         for tensor in reached:
             last[tensor] = index
-        if isinstance(value, Call) and isinstance(value.op, Op) and value.op.name == "relax.memory.alloc_tensor":
+        name = value.op.name if isinstance(value, Call) and isinstance(value.op, Op) else None
+        if name == "relax.memory.alloc_tensor":
             storage, offset, shape = value.args
             itemsize = np.dtype(dt.to_numpy(value.attrs["dtype"])).itemsize
             start = int(evaluate(offset.value, values))
@@ -56,8 +57,7 @@ def _scope_overlaps(bindings, body, values) -> list[str]:
             derived[binding.var] = reached
         elif isinstance(value, TupleGetItem) and value.tuple_value in fields:
             derived[binding.var] = fields[value.tuple_value][value.index]
-        elif not (isinstance(value, Call) and isinstance(value.op, Op) and value.op.name in
-                  ("relax.call_tir_dps", "relax.call_dps_library_dps", "relax.memory.kill_storage")):
+        elif name not in ("relax.call_tir_dps", "relax.call_dps_library_dps", "relax.memory.kill_storage"):
             derived[binding.var] = reached
     for var in _mentions(body):
         for tensor in derived.get(var, set()):
@@ -97,7 +97,7 @@ class Module:
     @R.function
     def main(x: R.Tensor(("n",), "float32")) -> R.Tensor(("n",), "float32"):
         n = T.int64()
-        s: R.Object = R.memory.alloc_storage(R.shape([n * 4]), virtual_device_index=0, storage_scope="global", dtype="uint8")
+        s: R.Object = R.memory.alloc_storage(R.shape([n * 4]), dtype="uint8")
         a: R.Tensor((n,), "float32") = R.memory.alloc_tensor(s, R.prim_value(0), R.shape([n]), dtype="float32")
         _: R.Tuple() = R.call_tir_dps(cls.double, (x, a))
         b: R.Tensor((n,), "float32") = R.memory.alloc_tensor(s, R.prim_value(OFFSET), R.shape([n]), dtype="float32")

@@ -19,24 +19,30 @@ from tensorir.structural import structural_equal
 from .test_memory_checker import check_no_overlap
 
 
-def _kernels():
+def _kernel(name, body, n_inputs=1):
+    """A prim_func over fresh (p, q) placeholders (buffers are never shared between functions)."""
     p, q = size_var("p"), size_var("q")
-    x = te.placeholder((p, q), "float32", "x")
-    y = te.placeholder((p, q), "float32", "y")
+    inputs = [te.placeholder((p, q), "float32", nm) for nm in "xy"[:n_inputs]]
+    return te.create_prim_func([*inputs, body(p, q, *inputs)], name)
+
+
+def _row_sum(p, q, x):
     k = te.reduce_axis(q, "k")
+    return te.compute((p, 1), lambda i, j: te.reduce_sum(x[i, k], [k]), "o")
+
+
+def _kernels():
+    # name: (prim_func, output shape from the first input's shape)
     return {
-        # name: (prim_func, output shape from input shapes)
-        "scale": (te.create_prim_func([x, te.compute((p, q), lambda i, j: x[i, j] * 0.5 + 1.0, "o")], "scale"),
-                  lambda s, _: s),
-        "add": (te.create_prim_func([x, y, te.compute((p, q), lambda i, j: x[i, j] + y[i, j], "o")], "add"),
-                lambda s, _: s),
-        "transpose": (te.create_prim_func([x, te.compute((q, p), lambda i, j: x[j, i], "o")], "transpose"),
-                      lambda s, _: (s[1], s[0])),
-        "tile": (te.create_prim_func([x, te.compute((p, q * 2), lambda i, j: x[i, j % q], "o")], "tile"),
-                 lambda s, _: (s[0], s[1] * 2)),
-        "rowsum": (te.create_prim_func([x, te.compute((p, 1), lambda i, j: te.reduce_sum(x[i, k], [k]),
-                                                      "o")], "rowsum"),
-                   lambda s, _: (s[0], 1)),
+        "scale": (_kernel("scale", lambda p, q, x: te.compute((p, q), lambda i, j: x[i, j] * 0.5 + 1.0, "o")),
+                  lambda s: s),
+        "add": (_kernel("add", lambda p, q, x, y: te.compute((p, q), lambda i, j: x[i, j] + y[i, j], "o"), 2),
+                lambda s: s),
+        "transpose": (_kernel("transpose", lambda p, q, x: te.compute((q, p), lambda i, j: x[j, i], "o")),
+                      lambda s: (s[1], s[0])),
+        "tile": (_kernel("tile", lambda p, q, x: te.compute((p, q * 2), lambda i, j: x[i, j % q], "o")),
+                 lambda s: (s[0], s[1] * 2)),
+        "rowsum": (_kernel("rowsum", _row_sum), lambda s: (s[0], 1)),
     }
 
 
@@ -59,9 +65,11 @@ def build(steps, escape: int, bound: int | None):
                 first = values[a % len(values)]
                 args = [first]
                 if name == "add":
-                    same = [v for v in values if structural_equal(v.struct_info.shape, first.struct_info.shape)]
+                    shape = first.struct_info.shape
+                    same = [v for v in values
+                            if structural_equal(v.struct_info.shape, shape, map_free_vars=False)]
                     args.append(same[b % len(same)])
-                shape = KERNELS[name][1](first.struct_info.shape, None)
+                shape = KERNELS[name][1](first.struct_info.shape)
                 values.append(bb.emit(op.call_tir(gvars[name], args, TensorStructInfo(shape, "float32"))))
             outputs = [values[-1]] + ([values[escape % len(values)]] if escape else [])
             result = bb.emit_output(Tuple(outputs) if len(outputs) > 1 else outputs[0])

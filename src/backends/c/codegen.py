@@ -91,6 +91,10 @@ _BINARY_C = {E.Add: "+", E.Sub: "-", E.Mul: "*", E.EQ: "==", E.NE: "!=", E.LT: "
              E.LE: "<=", E.GT: ">", E.GE: ">=", E.And: "&&", E.Or: "||"}
 
 
+from .guards import and_all, split_guard  # noqa: E402
+from .hoist import expr_key, invariant_subexpressions  # noqa: E402
+
+
 class CodegenError(ValueError):
     """A construct the C backend cannot emit (e.g. an unlowered block)."""
 
@@ -168,9 +172,16 @@ class CFunctionEmitter:
         self.indent = 1
         self.in_parallel = 0
         self.param_names: dict[str, str] = {}
+        self.hoisted: dict = {}       # expr_key -> C name of a loop-invariant local in scope
+        self.safe_division = False    # emitting hoisted code: a zero divisor must not trap
+        self.hoist_count = 0
 
     # ------------------------------------------------------------ expressions
     def expr(self, e) -> str:
+        if self.hoisted and not isinstance(e, (E.Var, E.IntImm, E.FloatImm)):
+            name = self.hoisted.get(expr_key(e))
+            if name is not None:
+                return name
         if isinstance(e, E.IntImm):
             if e.dtype == "bool":
                 return "true" if e.value else "false"
@@ -227,10 +238,15 @@ class CFunctionEmitter:
             if isinstance(e, E.FloorDiv):
                 return f"{fl}({a} / {b})"
             return f"({a} - {fl}({a} / {b}) * {b})"
-        if self.known_non_negative(e.a) and self.known_positive(e.b):
-            return f"({a} {'/' if isinstance(e, E.FloorDiv) else '%'} {b})"
-        fn = "rs_floordiv" if isinstance(e, E.FloorDiv) else "rs_floormod"
-        return f"(({c_type(e.dtype)}){fn}({a}, {b}))"
+        # With a >= 0 and b >= 0, floor division is C division (b == 0 is an error either way).
+        if self.known_non_negative(e.a) and self.known_non_negative(e.b):
+            text = f"({a} {'/' if isinstance(e, E.FloorDiv) else '%'} {b})"
+        else:
+            fn = "rs_floordiv" if isinstance(e, E.FloorDiv) else "rs_floormod"
+            text = f"(({c_type(e.dtype)}){fn}({a}, {b}))"
+        if self.safe_division and not isinstance(e.b, E.IntImm):
+            text = f"(({b}) != 0 ? {text} : 0)"
+        return text
 
     def known_non_negative(self, e) -> bool:
         lo = self.bounds(e)[0]
@@ -338,20 +354,31 @@ class CFunctionEmitter:
         self.indent -= 1
 
     def loop(self, s: S.For) -> None:
-        body = s.body
-        if s.kind == "vectorized" and isinstance(body, S.IfThenElse) and body.else_case is None and \
-                not collect(body.condition, lambda n: n is s.loop_var):
-            # a guard that does not depend on the vector lane goes outside: masked loads of a
-            # guarded body do not vectorize
-            self.emit(f"if ({self.expr(body.condition)}) {{")
+        guard = split_guard(s)
+        if guard is not None:
+            self.guarded_loop(s, guard)
+            return
+        self.plain_loop(s, self.expr(E.add(s.min, s.extent)))
+
+    def guarded_loop(self, s: S.For, guard) -> None:
+        """A loop whose body is guarded: guards become an outer `if` and loop bounds (guards.py)."""
+        body = s.body.then_case
+        if guard.remaining:
+            body = S.IfThenElse(and_all(guard.remaining), body)
+        if guard.outer:
+            self.emit(f"if ({self.expr(and_all(guard.outer))}) {{")
             self.indent += 1
-            self.loop(s.replace(body=body.then_case))
+        hi = self.expr(E.add(s.min, s.extent))
+        for bound in guard.upper_bounds:
+            hi = f"rs_min_{s.loop_var.dtype}({hi}, {self.expr(bound)})"
+        self.plain_loop(s.replace(body=body), hi)
+        if guard.outer:
             self.indent -= 1
             self.emit("}")
-            return
+
+    def plain_loop(self, s: S.For, hi: str) -> None:
         var = self.names.get(s.loop_var, s.loop_var.name)
         lo = self.expr(s.min)
-        hi = self.expr(E.add(s.min, s.extent))
         parallel = s.kind == "parallel" and not self.in_parallel
         if parallel:
             self.emit("#pragma omp parallel for schedule(static)")
@@ -362,9 +389,40 @@ class CFunctionEmitter:
             self.emit(f"#pragma GCC unroll {max(1, min(extent, 64))}")
         self.emit(f"for (int64_t {var} = {lo}; {var} < {hi}; ++{var}) {{")
         self.in_parallel += parallel
-        self.nested(s.body)
+        self.bind_loop_var(s)
+        saved = dict(self.hoisted)
+        self.indent += 1
+        self.hoist_invariants(s)
+        self.stmt(s.body)
+        self.indent -= 1
+        self.hoisted = saved
         self.in_parallel -= parallel
         self.emit("}")
+
+    def bind_loop_var(self, s: S.For) -> None:
+        self.bounds(s.loop_var)  # creates the analyzer
+        analyzer = getattr(self, "analyzer", None)
+        if analyzer is not None:
+            try:
+                analyzer.bind(s.loop_var, S.Range(s.min, s.extent))
+            except Exception:  # noqa: BLE001 - bounds only make division cheaper
+                pass
+
+    def hoist_invariants(self, s: S.For) -> None:
+        """Bind the body's loop-invariant index arithmetic to locals (see hoist.py)."""
+        for e in invariant_subexpressions(s):
+            key = expr_key(e)
+            if key in self.hoisted:
+                continue
+            self.safe_division = True
+            try:
+                text = self.expr(e)
+            finally:
+                self.safe_division = False
+            name = f"rs_h{self.hoist_count}"
+            self.hoist_count += 1
+            self.emit(f"const {c_type(e.dtype)} {name} = {text};")
+            self.hoisted[key] = name
 
     def allocate(self, s: S.Allocate) -> None:
         buf = s.buffer

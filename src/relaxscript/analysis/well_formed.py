@@ -12,6 +12,10 @@ Checks, reporting every problem found (not just the first):
   extern functions);
 - every expression has an annotation (with ``check_struct_info``);
 - every GlobalVar names a function of the module.
+
+``located_problems`` pairs each problem with the source span of the binding
+where it was found (``(file, line, col, source_line)`` as the script parser
+records it, or None), so the parser can point at the user's line.
 """
 from __future__ import annotations
 
@@ -47,6 +51,8 @@ class _WellFormedChecker(ExprVisitor):
         self.mod = mod
         self.check_struct_info = check_struct_info
         self.problems: list[str] = []
+        self.located: list[tuple[str, tuple | None]] = []  # (message, span of the binding)
+        self.span = None
         self.where = ""
         self.visible: set[Var] = set()
         self.bound: set[Var] = set()
@@ -57,6 +63,7 @@ class _WellFormedChecker(ExprVisitor):
 
     def report(self, message: str) -> None:
         self.problems.append(f"{self.where}: {message}" if self.where else message)
+        self.located.append((message, self.span))
 
     # ---------------------------------------------------------------- scopes
     def check_function(self, name: str, func: Function) -> None:
@@ -108,10 +115,13 @@ class _WellFormedChecker(ExprVisitor):
             self.dataflow_done |= ended
 
     def visit_binding(self, binding) -> None:
+        saved = self.span
+        self.span = _span_of(binding) or saved
         self.visit(binding.value)
         if isinstance(binding, MatchCast):
             self.symbolic[-1].update(symbolic_vars_of(binding.struct_info))
         self.visit_var_def(binding.var)
+        self.span = saved
 
     # ---------------------------------------------------------------- definitions and uses
     def visit_var_def(self, var: Var) -> None:
@@ -179,6 +189,15 @@ class _WellFormedChecker(ExprVisitor):
         return isinstance(sinfo, FuncStructInfo) and sinfo.purity
 
 
+def _span_of(binding):
+    """The parser's span of a binding: on the binding, its value or its variable."""
+    for node in (binding, binding.value, binding.var):
+        span = getattr(node, "span", None)
+        if span:
+            return span
+    return None
+
+
 def _all_match_casts(node):
     from tensorir.functor import collect
     return collect(node, lambda n: isinstance(n, MatchCast))
@@ -189,17 +208,26 @@ def _describe(node) -> str:
     return f"'{name}'" if name else type(node).__name__
 
 
-def _problems(mod_or_func, check_struct_info: bool) -> list[str]:
+def _checked(mod_or_func, check_struct_info: bool) -> _WellFormedChecker:
     if isinstance(mod_or_func, IRModule):
         checker = _WellFormedChecker(mod_or_func, check_struct_info)
         for name, func in mod_or_func.relax_functions.items():
             checker.check_function(name, func)
-        return checker.problems
+        return checker
     if isinstance(mod_or_func, Function):
         checker = _WellFormedChecker(None, check_struct_info)
         checker.check_function(mod_or_func.attrs.get("global_symbol", "<function>"), mod_or_func)
-        return checker.problems
+        return checker
     raise TypeError(f"well_formed expects an IRModule or a Function, got {type(mod_or_func).__name__}")
+
+
+def _problems(mod_or_func, check_struct_info: bool) -> list[str]:
+    return _checked(mod_or_func, check_struct_info).problems
+
+
+def located_problems(mod_or_func, check_struct_info: bool = True) -> list[tuple[str, tuple | None]]:
+    """Every problem as ``(message, span)``; span is the parser's location of the binding, or None."""
+    return _checked(mod_or_func, check_struct_info).located
 
 
 def well_formed(mod_or_func, check_struct_info: bool = True) -> bool:

@@ -168,7 +168,8 @@ def _infer_call_tir_dps(call, ctx):
     if not 2 <= len(call.args) <= 3 or not isinstance(call.args[0], (GlobalVar, Expr)):
         ctx.error("relax.call_tir_dps takes (gvar, args tuple[, tir_vars])")
     if not isinstance(sinfo_of(call.args[1]), TupleStructInfo):
-        ctx.error(f"relax.call_tir_dps: arguments must be a tuple, got {format_sinfo(sinfo_of(call.args[1]))}")
+        ctx.error("relax.call_tir_dps: arguments must be a tuple, "
+                  f"got {format_sinfo(sinfo_of(call.args[1]))}")
     if len(call.args) == 3 and not isinstance(call.args[2], ShapeExpr) \
             and not isinstance(sinfo_of(call.args[2]), ShapeStructInfo):
         ctx.error("relax.call_tir_dps: tir_vars must be a shape value")

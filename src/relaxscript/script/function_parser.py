@@ -56,6 +56,8 @@ class FunctionParser:
                 self._body(node, ret)
             func = self.bb.get()[node.name]
             func.span = self.ctx.span(node)
+            if outer is None:  # a local function is checked with its enclosing one
+                self._check_well_formed(func, node)
             return func
         finally:
             self.ctx.where = saved_where
@@ -377,6 +379,22 @@ class FunctionParser:
         value = self.values.expr(stmt.value)
         with self._where("return value"), self._located(stmt):
             self.bb.emit_func_output(value, ret)
+
+    def _check_well_formed(self, func: rx.Function, node: ast.FunctionDef) -> None:
+        """What the builder cannot see binding by binding (an impure call inside a
+        dataflow block, a symbolic var used before the match_cast that defines it)
+        is a script error at the first offending binding."""
+        from ..analysis.well_formed import located_problems
+        problems = located_problems(func)
+        if not problems:
+            return
+        message, span = problems[0]
+        if span is None:
+            raise self.ctx.error(message, node)
+        filename, lineno, col, line = span
+        context = ", ".join(self.ctx.where) if self.ctx.where else None
+        raise ParseError(message, filename=filename, lineno=lineno, col=col, source_line=line,
+                         context=context)
 
     # ------------------------------------------------------------ errors from deduction
     @contextlib.contextmanager

@@ -80,7 +80,8 @@ class _Rewriter(ExprMutator):
             bindings.append(new)
         if not changed:
             return block
-        return (BindingBlock if needs_plain or not isinstance(block, DataflowBlock) else DataflowBlock)(bindings)
+        stays_dataflow = isinstance(block, DataflowBlock) and not needs_plain
+        return (DataflowBlock if stays_dataflow else BindingBlock)(bindings)
 
     def _lower_call(self, var: Var, call: Call) -> list:
         outs = _output_sinfos(call)

@@ -94,7 +94,8 @@ def _workspace_sinfos(func: PrimFunc, workspaces: list[Buffer], call: Call) -> l
     out = []
     for buffer in workspaces:
         shape = [substitute(d, mapping) for d in buffer.shape]
-        free = [v for d in shape for v in collect(d, lambda n: isinstance(n, E.Var)) if v in _callee_vars(func)]
+        callee_vars = _callee_vars(func)
+        free = [v for d in shape for v in collect(d, lambda n: isinstance(n, E.Var)) if v in callee_vars]
         if free:
             return None
         out.append(TensorStructInfo(shape, buffer.dtype))

@@ -10,8 +10,8 @@ mentions (an operator's NumPy result can be a view of its input, a called
 function may return its argument, a closure captures what it mentions).
 Tuples and ``tuple[i]`` are tracked field by field, so an unused field of a
 multi-output call dies early; an If's result aliases what its branches'
-results alias (though every object a branch mentions is used by the If). Objects reachable from the scope's result
-escape: they are never planned or killed.
+results alias (though every object a branch mentions is used by the If).
+Objects reachable from the scope's result escape: they are never planned or killed.
 """
 from __future__ import annotations
 

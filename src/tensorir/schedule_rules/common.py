@@ -61,14 +61,18 @@ def attempt(primitive, *args) -> bool:
     return True
 
 
-def inline_spatial_intermediates(sch: Schedule) -> None:
+def inline_spatial_intermediates(sch: Schedule, keep_buffers=frozenset()) -> None:
     """compute_inline every spatial block that writes an intermediate buffer,
-    so elementwise producers cost no memory round trip."""
+    so elementwise producers cost no memory round trip. Blocks writing a
+    buffer in ``keep_buffers`` (by identity) stay materialized."""
     changed = True
     while changed:
         changed = False
         for name in leaf_block_names(sch):
             if is_reduction_block(sch, name) or writes_param(sch, name):
+                continue
+            block = StmtIndex(sch.func).realize(name).block
+            if any(id(w.buffer) in keep_buffers for w in block.writes):
                 continue
             if attempt(sch.compute_inline, sch.get_block(name)):
                 changed = True

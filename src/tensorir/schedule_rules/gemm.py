@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from ..errors import ScheduleError
 from ..schedule import Schedule
+from ..schedule.state import StmtIndex
 from .common import (attempt, const_int, inline_spatial_intermediates, is_reduction_block,
                      leaf_block_names, loop_extents, loop_kinds, vector_chunk)
 
@@ -27,8 +28,23 @@ def _tile(extent, preferred: int) -> int:
     return preferred if c is None else max(1, min(preferred, c))
 
 
+def _operand_buffers(sch: Schedule) -> frozenset:
+    """Buffers the matmul block reads, other than its own accumulator."""
+    index = StmtIndex(sch.func)
+    ids = set()
+    for name in leaf_block_names(sch):
+        if is_reduction_block(sch, name):
+            block = index.realize(name).block
+            written = {id(w.buffer) for w in block.writes}
+            ids.update(id(r.buffer) for r in block.reads if id(r.buffer) not in written)
+    return frozenset(ids)
+
+
 def schedule_gemm(sch: Schedule) -> None:
-    inline_spatial_intermediates(sch)
+    # Producers of the operands (e.g. a fused transpose) stay materialized: inlining
+    # them would turn the vectorized inner loop into a strided gather on every
+    # multiply-add, while materializing costs one O(n*d) copy.
+    inline_spatial_intermediates(sch, keep_buffers=_operand_buffers(sch))
     names = leaf_block_names(sch)
     reductions = [n for n in names if is_reduction_block(sch, n)]
     if len(reductions) != 1:
@@ -58,6 +74,8 @@ def schedule_gemm(sch: Schedule) -> None:
     attempt(sch.unroll, i_inner)
     fused = sch.fuse(*batch, i_outer, j_outer) if batch else sch.fuse(i_outer, j_outer)
     sch.parallel(fused)
+    for producer in names[: names.index(name)]:  # materialized operand copies
+        attempt(sch.parallel, sch.get_loops(sch.get_block(producer))[0])
     for epilogue in names[names.index(name) + 1:]:
         loops = sch.get_loops(sch.get_block(epilogue))
         if len(loops) > 1 and vector_chunk(loop_extents(sch, loops[-1:])[0]) is not None:

@@ -1,0 +1,135 @@
+"""Loop-invariant index arithmetic for the C emitter.
+
+Scheduled kernels compute buffer indices from fused/split loop variables
+with divisions and modulos. gcc does not move a division out of a guarded
+statement (it might trap), so without help the innermost loop recomputes
+several 64-bit divisions per element. For each loop, the emitter asks
+``invariant_subexpressions`` for the maximal integer subexpressions of the
+body that use no variable bound inside the body, and binds them to
+constants at the top of the loop body.
+"""
+from __future__ import annotations
+
+from tensorir import dtype as dt
+from tensorir import expr as E
+from tensorir import stmt as S
+
+# Expressions worth a local: they contain at least one of these operations.
+_COSTLY = (E.FloorDiv, E.FloorMod, E.Div, E.Mul, E.Min, E.Max)
+
+
+def expr_key(e):
+    """A hashable key equal for structurally identical expressions over the same Var objects."""
+    if isinstance(e, E.Var):
+        return ("var", id(e))
+    if isinstance(e, (E.IntImm, E.FloatImm)):
+        return (type(e).__name__, e.dtype, e.value)
+    if isinstance(e, E.BufferLoad):
+        return ("load", id(e.buffer), tuple(expr_key(i) for i in e.indices))
+    parts = [type(e).__name__, e.dtype, getattr(e, "op", None)]
+    for field in e._fields:
+        value = getattr(e, field)
+        if isinstance(value, tuple):
+            parts.append(tuple(expr_key(v) for v in value))
+        elif value is not None:
+            parts.append(expr_key(value))
+    return tuple(parts)
+
+
+def _bound_vars(stmt) -> set[int]:
+    """ids of the variables a statement binds (loop vars, let vars)."""
+    out: set[int] = set()
+
+    def walk(s):
+        if isinstance(s, S.For):
+            out.add(id(s.loop_var))
+            walk(s.body)
+        elif isinstance(s, S.LetStmt):
+            out.add(id(s.var))
+            walk(s.body)
+        elif isinstance(s, S.SeqStmt):
+            for x in s.seq:
+                walk(x)
+        elif isinstance(s, S.IfThenElse):
+            walk(s.then_case)
+            if s.else_case is not None:
+                walk(s.else_case)
+        elif isinstance(s, S.Allocate):
+            walk(s.body)
+    walk(stmt)
+    return out
+
+
+class _Finder:
+    def __init__(self, inner: set[int]):
+        self.inner = inner
+        self.found: dict = {}
+
+    def visit(self, e) -> tuple[bool, bool]:
+        """Returns (invariant, costly) and records maximal invariant costly subexpressions."""
+        if isinstance(e, E.Var):
+            return id(e) not in self.inner, False
+        if isinstance(e, (E.IntImm, E.FloatImm, E.StringImm)):
+            return True, False
+        if isinstance(e, E.BufferLoad):
+            for i in e.indices:
+                self.visit_child(i)
+            return False, False   # memory may change inside the loop
+        children = []
+        for field in e._fields:
+            value = getattr(e, field)
+            for child in (value if isinstance(value, tuple) else (value,)):
+                if isinstance(child, E.PrimExpr):
+                    children.append((child, self.visit(child)))
+        invariant = all(inv for _, (inv, _) in children)
+        costly = isinstance(e, _COSTLY) or any(c for _, (_, c) in children)
+        if not invariant:
+            for child, (inv, cost) in children:
+                if inv and cost:
+                    self.record(child)
+        return invariant, costly
+
+    def visit_child(self, e):
+        inv, cost = self.visit(e)
+        if inv and cost:
+            self.record(e)
+
+    def record(self, e):
+        if dt.is_int(e.dtype):
+            self.found.setdefault(expr_key(e), e)
+
+
+def _stmt_exprs(stmt):
+    """Expressions of a statement tree in emission order."""
+    if isinstance(stmt, S.BufferStore):
+        yield from stmt.indices
+        yield stmt.value
+    elif isinstance(stmt, S.For):
+        yield stmt.min
+        yield stmt.extent
+        yield from _stmt_exprs(stmt.body)
+    elif isinstance(stmt, S.LetStmt):
+        yield stmt.value
+        yield from _stmt_exprs(stmt.body)
+    elif isinstance(stmt, S.SeqStmt):
+        for s in stmt.seq:
+            yield from _stmt_exprs(s)
+    elif isinstance(stmt, S.IfThenElse):
+        yield stmt.condition
+        yield from _stmt_exprs(stmt.then_case)
+        if stmt.else_case is not None:
+            yield from _stmt_exprs(stmt.else_case)
+    elif isinstance(stmt, S.Allocate):
+        yield from stmt.buffer.shape
+        yield from _stmt_exprs(stmt.body)
+    elif isinstance(stmt, S.Evaluate):
+        yield stmt.value
+
+
+def invariant_subexpressions(loop: S.For) -> list:
+    """Maximal costly integer subexpressions of ``loop.body`` that use no variable
+    bound inside the body (they may use ``loop.loop_var``), in first-use order."""
+    finder = _Finder(_bound_vars(loop.body))
+    for e in _stmt_exprs(loop.body):
+        finder.visit_child(e)
+    return list(finder.found.values())

@@ -225,6 +225,12 @@ class Function(Expr):
         self.attrs = dict(attrs or {})
         self.struct_info = None
 
+    def script(self, name: str | None = None) -> str:
+        """This function alone as script text, named ``name`` (default: its
+        ``global_symbol`` attribute, else ``main``); ``rx.from_source`` parses it back."""
+        from .script.printer import print_function
+        return print_function(self, name or self.attrs.get("global_symbol", "main"))
+
 
 def const_int_tuple(values: Sequence) -> tuple[PrimExpr, ...]:
     return tuple(convert(v) for v in values)

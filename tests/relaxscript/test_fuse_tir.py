@@ -47,6 +47,79 @@ class Module:
 '''
 
 
+# After FuseOps: the three calls form one primitive subgraph function.
+FIGURE9_GROUPED_MAIN = '''
+    @R.function
+    def main(x: R.Tensor(("n", 16), "float32"), wdata: R.Tensor((16, 8), "int32"), wscale: R.Tensor((16, 2), "float32")) -> R.Tensor(("n", 16), "float32"):
+        n = T.int64()
+        with R.dataflow():
+            lv1 = cls.fused_decode_q4_mm_relu(wdata, wscale, x)
+            R.output(lv1)
+        return lv1
+
+    @R.function
+    def fused_decode_q4_mm_relu(wdata: R.Tensor((16, 8), "int32"), wscale: R.Tensor((16, 2), "float32"), x: R.Tensor(("n", 16), "float32")) -> R.Tensor(("n", 16), "float32"):
+        R.func_attr({"primitive": True, "fused_from": ("decode_q4", "mm", "relu")})
+        n = T.int64()
+        with R.dataflow():
+            w = R.call_tir(cls.decode_q4, (wdata, wscale), R.Tensor((16, 16), "float32"))
+            lv0 = R.call_tir(cls.mm, (x, w), R.Tensor((n, 16), "float32"))
+            lv1 = R.call_tir(cls.relu, (lv0,), R.Tensor((n, 16), "float32"))
+            R.output(lv1)
+        return lv1
+'''
+
+# After FuseTIR: one prim_func (paper Figure 9, right): the decoded weight and the
+# matmul result live in buffers allocated inside it; the callees are gone.
+FIGURE9_AFTER = '''
+@I.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor(("n", 16), "float32"), wdata: R.Tensor((16, 8), "int32"), wscale: R.Tensor((16, 2), "float32")) -> R.Tensor(("n", 16), "float32"):
+        n = T.int64()
+        with R.dataflow():
+            lv1 = R.call_tir(cls.fused_decode_q4_mm_relu, (wdata, wscale, x), R.Tensor((n, 16), "float32"))
+            R.output(lv1)
+        return lv1
+
+    @T.prim_func
+    def fused_decode_q4_mm_relu(wdata: T.Buffer((16, 8), "int32"), wscale: T.Buffer((16, 2), "float32"), x: T.Buffer(("n", 16), "float32"), out: T.Buffer(("n", 16), "float32")):
+        n = T.int64()
+        T.func_attr({"fused_from": ("decode_q4", "mm", "relu"), "op_pattern": "OutputWiseFusible"})
+        w = T.alloc_buffer((16, 16), "float32")
+        mm_out = T.alloc_buffer((n, 16), "float32")
+        for k, j in T.grid(16, 16):
+            with T.block("decode"):
+                vk, vj = T.axis.remap("SS", [k, j])
+                T.reads(wdata[vk, vj // 2], wscale[vk, vj // 8])
+                T.writes(w[vk, vj])
+                w[vk, vj] = T.Cast("float32", T.Cast("int64", wdata[vk, vj // 2]) // (1 + 15 * (vj % 2)) % 16 - 7) * wscale[vk, vj // 8]
+        for i, j, k in T.grid(n, 16, 16):
+            with T.block("mm"):
+                vi, vj, vk = T.axis.remap("SSR", [i, j, k])
+                T.reads(mm_out[vi, vj], x[vi, vk], w[vk, vj])
+                T.writes(mm_out[vi, vj])
+                with T.init():
+                    mm_out[vi, vj] = T.float32(0)
+                mm_out[vi, vj] = mm_out[vi, vj] + x[vi, vk] * w[vk, vj]
+        for i, j in T.grid(n, 16):
+            with T.block("relu"):
+                vi, vj = T.axis.remap("SS", [i, j])
+                T.reads(mm_out[vi, vj])
+                T.writes(out[vi, vj])
+                out[vi, vj] = T.max(mm_out[vi, vj], T.float32(0))
+'''
+
+
+def test_figure9_exact_before_and_after():
+    before = rx.transform.AnnotateTIROpPattern()(rx.from_source(FIGURE9))
+    grouped = rx.transform.FuseOps()(before)
+    kernels = FIGURE9.split("    @R.function")[0]  # the three prim_funcs, unchanged by FuseOps
+    expected_grouped = rx.transform.AnnotateTIROpPattern()(rx.from_source(kernels + FIGURE9_GROUPED_MAIN))
+    rx.assert_structural_equal(grouped, expected_grouped)
+    rx.assert_structural_equal(rx.transform.FuseTIR()(grouped), rx.from_source(FIGURE9_AFTER))
+
+
 def _decode_reference(wdata, wscale):
     j = np.arange(16)
     nibbles = (wdata[:, j // 2] >> (4 * (j % 2))) & 15

@@ -79,6 +79,34 @@ def test_check_with_interpreter_names_the_wrong_pass():
         Sequential([CanonicalizeBindings(), DeadCodeElimination()])(module())
 
 
+class _AddToSubtract(PassMutator):
+    def visit_Call(self, call):
+        new = self.generic_visit(call)
+        if isinstance(new.op, rx.Op) and new.op.name == "relax.add":
+            return rx.Call(get_op("relax.subtract"), new.args)
+        return new
+
+
+@module_pass(name="WrongAdd")
+def wrong_add(mod, ctx):
+    return _AddToSubtract(mod).transform_module(mod)
+
+
+@pytest.mark.parametrize("order", [("WrongRelu", "WrongAdd"), ("WrongAdd", "WrongRelu")])
+def test_check_with_interpreter_names_the_first_wrong_pass(order):
+    wrong = {"WrongRelu": wrong_relu, "WrongAdd": wrong_add}
+    passes = Sequential([CanonicalizeBindings(), *(wrong[name] for name in order), DeadCodeElimination()])
+    with PassContext(check_with_interpreter=True):
+        with pytest.raises(PassCheckError) as info:
+            passes(module())
+    message = str(info.value)
+    assert f"pass {order[0]} changed the result of function 'main'" in message
+    assert order[1] not in message
+    # without the check, both wrong passes run and the result silently differs
+    text = passes(module()).script()
+    assert "R.subtract(" in text and "R.exp(" in text
+
+
 def test_disabled_pass_is_skipped():
     mod = module()
     with PassContext(disabled=["DeadCodeElimination"]):

@@ -35,6 +35,16 @@ def parse_error(text: str) -> rx.ParseError:
     ('    lv = R.shape([x])\n    return lv\n', 3, 18, "'x' is a graph-level value", None),
     ('    if x:\n        y = x\n    return y\n', 3, 4, "needs an else branch", None),
     ('    a, b = x, x\n    return a\n', 3, 4, "assign to a single name", None),
+    # well-formedness problems the builder cannot see binding by binding
+    ('    with R.dataflow():\n        y = R.call_packed("p", x, sinfo_args=[R.Object])\n        R.output(y)\n'
+     '    return y\n', 4, 12, "impure call of 'p' inside a dataflow block", "in function 'main'"),
+    ('    m = T.int64()\n    s = R.shape([m])\n    y = R.match_cast(x, R.Tensor((n, m), "f32"))\n'
+     '    return s\n',
+     4, 8, "symbolic var 'm' in shape value ShapeExpr is used before the match_cast that defines it",
+     "in function 'main'"),
+    ('    m = T.int64()\n    p = R.prim_value(m + 1)\n    return p\n', 4, 8,
+     "symbolic var 'm' in a prim value is not defined by any parameter annotation or earlier match_cast",
+     None),
 ])
 def test_located_parse_errors(body, line, col, message, context):
     err = parse_error(HEAD + body)
@@ -106,3 +116,38 @@ def test_decorator_errors_point_into_this_file():
     lines, first = inspect.getsourcelines(test_decorator_errors_point_into_this_file)
     expected = first + next(i for i, ln in enumerate(lines) if "R.add(x, missing)" in ln)
     assert err.lineno == expected
+
+
+def test_issue_example_conflict_names_both_annotations_and_the_line():
+    text = ('@R.function\ndef main(x: R.Tensor(("n", 4), "f32"), y: R.Tensor(("n", 5), "f32")):\n'
+            '    n = T.int64()\n    lv = R.add(x, y)\n    return lv\n')
+    with pytest.raises(ValueError) as info:
+        rx.from_source(text, filename="model.py")
+    message = str(info.value)
+    assert not isinstance(info.value, SyntaxError)
+    assert 'R.Tensor((n, 4), dtype="float32")' in message and 'R.Tensor((n, 5), dtype="float32")' in message
+    assert "model.py:4: lv = R.add(x, y)" in message
+
+
+def test_from_source_never_executes_the_text(tmp_path):
+    marker = tmp_path / "executed"
+    side_effect = f"open({str(marker)!r}, 'w').write('x')"
+    texts = [
+        f"{side_effect}\n@R.function\ndef main(x: R.Tensor((2,), 'f32')):\n    return x\n",
+        f"@R.function\ndef main(x: R.Tensor((2,), 'f32')):\n    y = {side_effect}\n    return x\n",
+        f"@R.function\ndef main(x: R.Tensor(({side_effect},), 'f32')):\n    return x\n",
+        f"@R.ir_module\nclass M:\n    {side_effect}\n",
+    ]
+    for text in texts:
+        with pytest.raises(rx.ParseError):
+            rx.from_source(text)
+    assert not marker.exists()
+
+
+@pytest.mark.parametrize("call, message", [
+    ('R.astype(x, "float8")', "R.astype: dtype 'float8' is not a known dtype"),
+    ('R.sum(x, axis="a")', "R.sum: axis must be an int or a tuple of ints, got 'a'"),
+])
+def test_attribute_errors_name_the_operator_once(call, message):
+    err = parse_error(HEAD + f"    lv = {call}\n    return lv\n")
+    assert err.message == message and err.lineno == 3

@@ -128,3 +128,15 @@ def test_all_problems_are_listed():
     f = func([x], [BindingBlock([VarBinding(y, annotated(op.exp(ghost), T((m,))))])], y)
     text = problems(f)
     assert "ghost" in text and "'m'" in text
+
+
+def test_problems_carry_the_span_of_their_binding():
+    from relaxscript.analysis.well_formed import located_problems
+    y = Var("y", T((n,)))
+    binding = VarBinding(y, annotated(Call(ExternFunc("print"), [x]), T((n,))))
+    binding.span = ("model.py", 7, 4, "    y = print(x)")
+    f = func([x], [DataflowBlock([binding])], y)
+    located = located_problems(f)
+    assert ("impure call of 'print' inside a dataflow block", binding.span) in located
+    hand_built = func([x], [BindingBlock([VarBinding(Var("z", T((m,))), x)])], x)
+    assert located_problems(hand_built)[0][1] is None  # no parser: no location

@@ -39,9 +39,9 @@ def interpret(mod, func_name=_NO_NAME, *args, instrument: Instrument | None = No
               check_bindings: bool = False):
     """Run ``mod[func_name](*args)``.
 
-    ``mod`` may also be a bare ``Function``; then ``func_name`` is omitted and
-    every positional value is an argument (a leading ``str`` is taken as the
-    function's name). ``instrument(func_name, var, value)`` is called after
+    ``mod`` may also be a bare ``Function``; then ``func_name`` is omitted (or
+    None) and every positional value is an argument (a leading ``str`` is taken
+    as the function's name). ``instrument(func_name, var, value)`` is called after
     every binding, in every function the call reaches; it may raise to stop.
     Arguments, ``match_cast`` values and results are checked against their
     annotations; a failed check raises ``tensorir.ShapeMismatchError``.
@@ -53,7 +53,7 @@ def interpret(mod, func_name=_NO_NAME, *args, instrument: Instrument | None = No
         name = func.attrs.get("global_symbol", "main")
         if isinstance(func_name, str):
             name = func_name
-        elif func_name is not _NO_NAME:
+        elif func_name is not _NO_NAME and func_name is not None:
             args = (func_name,) + args
         mod = IRModule({name: func})
         func_name = name

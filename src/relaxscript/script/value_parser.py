@@ -204,7 +204,10 @@ class ValueParser:
         except ParseError:
             raise
         except (TypeError, ValueError) as err:
-            raise self.ctx.error(f"R.{path}: {err}", node) from None
+            message = str(err)  # constructors often name themselves already
+            if not message.startswith((f"R.{path}:", f"relax.{path}:")):
+                message = f"R.{path}: {message}"
+            raise self.ctx.error(message, node) from None
         if sinfo_args is not None:
             result = result.replace(sinfo_args=tuple(self._sinfo_list(sinfo_args, node)))
         return result

@@ -21,7 +21,7 @@ from ..irmodule import IRModule
 from ..struct_info import PrimStructInfo, ShapeStructInfo, TensorStructInfo, TupleStructInfo
 from . import instructions as I
 from .instructions import VMBuildError
-from .shape_lowering import CallSiteBuilder, MatchBuilder, bind_kernel_call
+from .shape_lowering import CallSiteBuilder, MatchBuilder, bind_kernel_call, function_bounds
 from .sym_table import SymTable, vars_of
 
 _EMPTY_TUPLE = ()
@@ -44,6 +44,7 @@ class FunctionCompiler:
         self.func = func
         self.kernels = kernels              # prim_func name -> KernelUse (filled as used)
         self.table = SymTable(name)
+        self.bounds = function_bounds(func, name)
         self.defined: set = set()
         self.origins: dict = {}
         self.def_point: dict = {}           # symbolic var -> (index, MatchValues)
@@ -74,7 +75,7 @@ class FunctionCompiler:
     # ---------------------------------------------------------------- entry
     def compile(self) -> I.VMFunction:
         func = self.func
-        match = MatchBuilder(self.table, self.name, self.defined, self.origins)
+        match = MatchBuilder(self.table, self.name, self.defined, self.origins, self.bounds)
         for param in func.params:
             reg = self.regs[param] = self.new_reg(param.name_hint)
             match.add(reg, param.struct_info, param.name_hint, f"parameter '{param.name_hint}'")
@@ -103,7 +104,7 @@ class FunctionCompiler:
         if isinstance(binding, rx.MatchCast):
             src = self.materialize(binding.value)
             dst = self.new_reg(var.name_hint)
-            match = MatchBuilder(self.table, self.name, self.defined, self.origins)
+            match = MatchBuilder(self.table, self.name, self.defined, self.origins, self.bounds)
             match.add(src, binding.struct_info, var.name_hint, f"match_cast of '{var.name_hint}'")
             self._emit_match(match, dst=dst, src=src, name=var.name_hint)
             if src in self.aliasing:

@@ -48,14 +48,20 @@ class CLibraryImage:
         return target
 
 
+_KERNEL_PREFIX = "kernel_"
+
+
 def build_c_library(kernels: dict) -> tuple[CLibraryImage, bool]:
     """Lower and compile ``{name: KernelUse}``; returns the image and whether gcc ran."""
     from backends.c.codegen import generate_c
     from backends.c.compiler import compile_shared
     from tensorir.transform import lower
-    signatures = {name: use.func for name, use in kernels.items()}
+    # The "kernel_" prefix keeps kernel symbols (e.g. a fused kernel named "sigmoid")
+    # clear of the helper functions the backend's C prelude defines (rs_sigmoid, ...).
+    signatures = {_KERNEL_PREFIX + name: use.func for name, use in kernels.items()}
     lowered = {name: lower(func) for name, func in signatures.items()}
-    source, infos = generate_c(lowered, signatures=signatures)
+    source, prefixed = generate_c(lowered, signatures=signatures)
+    infos = {name: prefixed[_KERNEL_PREFIX + name] for name in kernels}
     for name, use in kernels.items():
         if [id(v) for v in infos[name].sym_vars] != [id(v) for v in use.sym_vars]:
             raise I.VMBuildError(f"kernel '{name}': the C backend's symbol order differs from the VM's")

@@ -24,6 +24,18 @@ from ..struct_info import (FuncStructInfo, ObjectStructInfo, PrimStructInfo, Sha
 from .instructions import MatchValues, VMBuildError
 from .sym_table import SymTable, vars_of
 
+UPPER_BOUND_ATTR = "relax.memory_upper_bound"   # StaticPlanBlockMemory's name for it
+
+
+def function_bounds(func, func_name: str) -> dict:
+    """``{var name: int}`` from a function's ``relax.memory_upper_bound`` attribute."""
+    bounds = func.attrs.get(UPPER_BOUND_ATTR) or {}
+    if not isinstance(bounds, dict) or not all(isinstance(k, str) and isinstance(v, int)
+                                               and not isinstance(v, bool) for k, v in bounds.items()):
+        raise VMBuildError(f"function '{func_name}': {UPPER_BOUND_ATTR} must be a dict "
+                           f"{{name: int}}, got {bounds!r}")
+    return dict(bounds)
+
 
 def _analyzer():
     from tensorir.arith import Analyzer
@@ -38,9 +50,11 @@ def format_expr(expr) -> str:
 class MatchBuilder:
     """Generates one ``MatchValues`` for values checked together."""
 
-    def __init__(self, table: SymTable, func_name: str, defined: set, origins: dict):
+    def __init__(self, table: SymTable, func_name: str, defined: set, origins: dict,
+                 bounds: dict | None = None):
         self.table = table
         self.func_name = func_name
+        self.bounds = bounds or {}      # var name -> upper bound from the function's attributes
         self.defined = defined          # vars with a value before this check (updated)
         self.origins = origins          # var -> where it was bound, for messages
         self.lines: list[str] = []
@@ -129,8 +143,13 @@ class MatchBuilder:
         x = self._temp()
         emit(f"{x} = {value_code}")
         facts = []
-        if var.upper is not None:
-            facts.append((f"{x} > {var.upper}", f"expected <= {var.upper} (its upper bound)"))
+        upper, source = var.upper, "its upper bound"
+        attr_upper = self.bounds.get(var.name)
+        if attr_upper is not None and (upper is None or attr_upper < upper):
+            # memory planning sized storages for this bound: a larger value must not reach a kernel
+            upper, source = attr_upper, f"its upper bound in the function attribute {UPPER_BOUND_ATTR}"
+        if upper is not None:
+            facts.append((f"{x} > {upper}", f"expected <= {upper} ({source})"))
         if var.lower is not None:
             facts.append((f"{x} < {var.lower}", f"expected >= {var.lower} (its lower bound)"))
         if var.multiple_of:

@@ -137,6 +137,8 @@ class _FromSympy:
             return _reduce(node, [c(x) for x in s.args])
         if isinstance(s, sp.Not):
             return Not(c(s.args[0]))
+        if isinstance(s, sp.ITE):  # boolean if-then-else, from simplifying a Piecewise of booleans
+            return Select(c(s.args[0]), c(s.args[1]), c(s.args[2]))
         raise SympyConversionError(f"cannot convert sympy expression {s} ({type(s).__name__})")
 
 

@@ -4,9 +4,8 @@ Public names are imported lazily so that each submodule stays independent.
 """
 from __future__ import annotations
 
-import importlib
-
 from tensorir.errors import IRError, ParseError, ShapeMismatchError
+from tensorir.lazy_exports import lazy_exports
 from tensorir.structural import (StructuralMismatch, assert_structural_equal, structural_equal,
                                  structural_hash)
 
@@ -36,15 +35,4 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str):
-    module_name = _LAZY.get(name)
-    if module_name is None:
-        raise AttributeError(f"module 'relaxscript' has no attribute {name!r}")
-    module = importlib.import_module(module_name)
-    value = module if module_name.endswith("." + name) else getattr(module, name)
-    globals()[name] = value
-    return value
-
-
-def __dir__():
-    return sorted(set(globals()) | set(_LAZY))
+__getattr__, __dir__ = lazy_exports('relaxscript', _LAZY, globals())

@@ -5,7 +5,7 @@ and ``import tensorir`` is cheap.
 """
 from __future__ import annotations
 
-import importlib
+from .lazy_exports import lazy_exports
 
 from . import dtype
 from .buffer import Buffer, decl_buffer
@@ -38,15 +38,4 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str):
-    module_name = _LAZY.get(name)
-    if module_name is None:
-        raise AttributeError(f"module 'tensorir' has no attribute {name!r}")
-    module = importlib.import_module(module_name)
-    value = module if module_name.endswith("." + name) else getattr(module, name)
-    globals()[name] = value
-    return value
-
-
-def __dir__():
-    return sorted(set(globals()) | set(_LAZY))
+__getattr__, __dir__ = lazy_exports('tensorir', _LAZY, globals())

@@ -121,7 +121,9 @@ def analyze_scope(bindings: list, result) -> ScopeLiveness:
     for index, binding in enumerate(bindings):
         value, var = binding.value, binding.var
         name = op_name(value)
-        used = tracker.mentioned(value)
+        # Only objects allocated in this scope: an If's result may alias allocations local to
+        # its branches, which escape their branch and are neither planned nor killed here.
+        used = frozenset(obj for obj in tracker.mentioned(value) if obj in live.defined_at)
         for obj in used:
             live.last_use[obj] = index
         if name in _KILL_OPS:
@@ -134,6 +136,8 @@ def analyze_scope(bindings: list, result) -> ScopeLiveness:
         tracker.bind(binding)
     end = len(bindings)
     for obj in flat(tracker.of(result)):
+        if obj not in live.defined_at:
+            continue
         live.escaping.add(obj)
         live.last_use[obj] = end
     return live

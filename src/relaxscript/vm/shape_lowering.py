@@ -99,7 +99,7 @@ class MatchBuilder:
                 emit(f"if {v}.ndim != {sinfo.ndim}: _fail({k}, f'rank {{{v}.ndim}} (shape {{{v}.shape}})')")
             if sinfo.dtype is not None:
                 k = self._fail(what, f"{path}: expected dtype {sinfo.dtype}, got {{actual}}")
-                emit(f"if {v}.dtype != {self._dtype_name(sinfo.dtype)}: _fail({k}, {v}.dtype.name)")
+                emit(f"if {v}.dtype != {self._dtype_name(sinfo.dtype)}: _fail({k}, _dtype_text({v}.dtype))")
             k = self._fail(what, f"{path}: expected a C-contiguous array, got {{actual}}")
             emit(f"if not {v}.flags.c_contiguous: _fail({k}, 'a non-contiguous view (use np.ascontiguousarray)')")
             if sinfo.shape is not None:

@@ -31,6 +31,13 @@ def describe(value) -> str:
     return f"{type(value).__name__} {value!r}"
 
 
+def dtype_text(dtype: np.dtype) -> str:
+    """A dtype's name, saying so when its byte order is not the machine's (kernels need native)."""
+    if not dtype.isnative:
+        return f"{dtype.name} in non-native byte order (use .astype('{dtype.name}'))"
+    return dtype.name
+
+
 def make_fail(messages):
     def fail(index, actual, expected=None, extra=""):
         text = messages[index].format(actual=actual, expected=expected, extra=extra)
@@ -43,7 +50,10 @@ def make_match_namespace(messages, dtypes) -> dict:
 
     def as_tensor(value, index):
         if isinstance(value, (list, bool, int, float, np.generic)):
-            return np.asarray(value)
+            try:
+                return np.asarray(value)
+            except ValueError:   # ragged nesting
+                fail(index, "a list that is not rectangular (rows of different lengths)")
         fail(index, describe(value))
 
     def as_prim(value, kind, index):
@@ -65,7 +75,7 @@ def make_match_namespace(messages, dtypes) -> dict:
         return ShapeTuple(value)
 
     return {"_fail": fail, "_as_tensor": as_tensor, "_as_prim": as_prim, "_as_shape": as_shape,
-            "_describe": describe, "_ndarray": np.ndarray,
+            "_describe": describe, "_ndarray": np.ndarray, "_dtype_text": dtype_text,
             "_dt": tuple(np.dtype(d) for d in dtypes)}
 
 

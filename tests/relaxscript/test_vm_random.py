@@ -1,0 +1,82 @@
+"""Random modules through ``rx.build`` on every target give the reference
+interpreter's results for several bindings of the symbolic vars: the pass-test
+generator's operator programs (whole default pipeline) and random call_tir
+programs with and without an upper bound (static memory plans)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import relaxscript as rx
+from relaxscript.transform.pass_check import _same, random_inputs
+from relaxscript.transform.testing import dataflow_modules
+from tensorir.errors import ShapeMismatchError
+
+from .test_memory_random import STEP
+from .test_memory_random import build as call_tir_program
+
+TARGETS = ("c", "interp")
+QUICK = settings(max_examples=6, deadline=None, suppress_health_check=list(HealthCheck))
+THOROUGH = settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+
+
+def _shapes(args) -> list:
+    return [getattr(a, "shape", a) for a in args]
+
+
+def check_builds_match_interpreter(mod, seed: int, samples: int = 3) -> None:
+    vms = {target: rx.VirtualMachine(rx.build(mod, target=target)) for target in TARGETS}
+    rng = np.random.default_rng(seed)
+    for _ in range(samples):
+        args = random_inputs(mod["main"], rng)
+        expected = rx.interpret(mod, "main", *args)
+        for target, vm in vms.items():
+            got = vm["main"](*args)
+            assert _same(expected, got, 1e-4, 1e-5), \
+                f"target {target!r} differs from the interpreter for inputs {_shapes(args)}"
+
+
+@QUICK
+@given(mod=dataflow_modules(), seed=st.integers(0, 2**16))
+def test_random_operator_programs_build_and_match(mod, seed):
+    check_builds_match_interpreter(mod, seed)
+
+
+@pytest.mark.slow
+@THOROUGH
+@given(mod=dataflow_modules(max_blocks=4, max_steps=6), seed=st.integers(0, 2**16))
+def test_random_operator_programs_build_and_match_thoroughly(mod, seed):
+    check_builds_match_interpreter(mod, seed, samples=4)
+
+
+def _check_call_tir_program(steps, escape, bound, seed):
+    mod = call_tir_program(steps, escape, bound)
+    rng = np.random.default_rng(seed)
+    largest = bound or 9
+    sizes = [(1, 1), (int(rng.integers(1, largest + 1)), int(rng.integers(1, 5))), (largest, 3)]
+    for target in TARGETS:
+        vm = rx.VirtualMachine(rx.build(mod, target=target))
+        for n, m in sizes:
+            x = rng.standard_normal((n, m)).astype("float32")
+            expected, got = rx.interpret(mod, "main", x), vm["main"](x)
+            assert _same(expected, got, 1e-5, 1e-5), f"target {target!r}, n = {n}, m = {m}"
+        if bound:
+            with pytest.raises(ShapeMismatchError, match=f"symbolic var n: expected <= {bound}"):
+                vm["main"](np.zeros((bound + 1, 2), "float32"))
+
+
+@QUICK
+@given(steps=st.lists(STEP, min_size=1, max_size=6), escape=st.integers(0, 6),
+       bound=st.sampled_from([None, 6]), seed=st.integers(0, 2**16))
+def test_random_call_tir_programs_build_and_match(steps, escape, bound, seed):
+    _check_call_tir_program(steps, escape, bound, seed)
+
+
+@pytest.mark.slow
+@THOROUGH
+@given(steps=st.lists(STEP, min_size=1, max_size=10), escape=st.integers(0, 10),
+       bound=st.sampled_from([None, 6, 9]), seed=st.integers(0, 2**16))
+def test_random_call_tir_programs_build_and_match_thoroughly(steps, escape, bound, seed):
+    _check_call_tir_program(steps, escape, bound, seed)

@@ -22,7 +22,14 @@ import sys
 import time
 import traceback
 
-import numpy as np
+# The kernels' OpenMP workers and OpenBLAS's workers both busy-wait between calls; on a
+# small machine the two pools then fight for cores and a call can take 100x longer (see
+# benchmarks/README.md). Unless the user chose otherwise, let idle OpenMP threads sleep and
+# keep BLAS on the calling thread. Must happen before the libraries are loaded.
+os.environ.setdefault("OMP_WAIT_POLICY", "passive")
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+import numpy as np  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 for _path in (os.path.join(HERE, ".."), os.path.join(HERE, "..", "src")):
@@ -40,6 +47,8 @@ RTOL, ATOL = 2e-3, 2e-3                  # float32 kernels vs the float64 NumPy 
 INTERP_RTOL, INTERP_ATOL = 1e-4, 1e-4    # float32 vs float32 reference interpreter
 FULL_SIZES, QUICK_SIZES = (1, 16, 64, 128, 256), (1, 5, 16)
 FULL_INTERP_MAX_N, QUICK_INTERP_MAX_N = 16, 16
+# Kernels run OpenMP loops and matmuls call OpenBLAS; both pools spin, so these settings matter.
+THREAD_VARIABLES = ("OMP_NUM_THREADS", "OMP_WAIT_POLICY", "OPENBLAS_NUM_THREADS")
 
 
 class Report:
@@ -266,6 +275,8 @@ def main(argv=None) -> int:
     repeat = args.repeat or (3 if args.quick else 7)
     report = Report()
     print("relaxscript demo: a Llama-style decoder compiled once, run for every sequence length n")
+    print(f"   threads: {os.cpu_count()} CPUs; " + ", ".join(
+        f"{name}={os.environ.get(name, 'unset')}" for name in THREAD_VARIABLES))
 
     mod = describe_model(cfg, report)
     exe, capture, _ = compile_module(mod, report)

@@ -309,3 +309,36 @@ def test_pooled_allocator_reuses_killed_blocks_of_exact_size():
     # without a pool every request is fresh
     rx.interpret(killed, "main", x)
     assert interp.last_run_stats().allocated_bytes == 5 * 48
+
+
+def test_if_result_aliasing_branch_allocations_is_left_to_the_branches():
+    # After CallTIRRewrite each branch ends in its own allocation, which the If's result
+    # aliases outside the branch; the outer scope neither plans nor kills it.
+    mod = module('''
+    @R.function
+    def main(x: R.Tensor(("n", 4), "float32"), flag: R.Prim("bool")) -> R.Tensor(("n", 4), "float32"):
+        n = T.int64()
+        if flag:
+            t1 = R.call_tir(Module.relu, [x], R.Tensor((n, 4), "float32"))
+            t2 = R.call_tir(Module.exp, [t1], R.Tensor((n, 4), "float32"))
+            r = t2
+        else:
+            r = R.call_tir(Module.exp, [x], R.Tensor((n, 4), "float32"))
+        c = R.call_tir(Module.relu, [r], R.Tensor((n, 4), "float32"))
+        d = R.call_tir(Module.exp, [c], R.Tensor((n, 4), "float32"))
+        return d
+    ''')
+    unplanned, planned = lower(mod)
+    killed = rx.transform.KillAfterLastUse()(unplanned)
+    owner = {t.name: s.name for s in rx.analysis.memory_plan_info(planned)["main"].storages
+             for t in s.tensors}
+    assert set(owner) == {"t1", "c"}
+    for n in (1, 3):
+        x = np.random.default_rng(n).standard_normal((n, 4)).astype("float32")
+        for flag in (True, False):
+            (ref, got, got_killed), _ = run_all([mod, planned, killed], x, flag)
+            np.testing.assert_allclose(got, ref, rtol=1e-6)
+            np.testing.assert_allclose(got_killed, ref, rtol=1e-6)
+        check_no_overlap(planned, {"n": n})
+    check_roundtrip(planned)
+    check_roundtrip(killed)

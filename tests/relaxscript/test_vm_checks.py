@@ -118,3 +118,36 @@ def test_list_arguments_are_converted_like_the_interpreter(target):
     out, shape = vm["main"]([3, 1, 3])
     np.testing.assert_array_equal(out, [2, 6])
     assert shape == (2,)
+
+
+def test_non_native_byte_order_is_named(vms):
+    swapped = np.zeros((2, 3), np.dtype("float32").newbyteorder())
+    expect_error(lambda: vms["elementwise"]["main"](swapped, np.zeros(3, "float32")),
+                 "parameter 'x'", "expected dtype float32", "non-native byte order", ".astype")
+
+
+def test_ragged_list_argument_is_a_shape_error(vms):
+    expect_error(lambda: vms["elementwise"]["main"]([[1.0], [2.0, 3.0]], np.zeros(3, "float32")),
+                 "function 'main'", "parameter 'x'", "not rectangular")
+
+
+def test_match_cast_contradicting_a_bound_var_names_it():
+    text = M.HEADER + '''
+@R.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor(("n",), "float32"), y: R.Tensor(ndim=1, dtype="float32")):
+        n = T.int64()
+        with R.dataflow():
+            v = R.match_cast(y, R.Tensor((n,), "float32"))
+            w = R.add(x, v)
+            R.output(w)
+        return w
+'''
+    mod = M.parse(text)
+    for target in ("c", "interp"):
+        vm = rx.VirtualMachine(rx.build(mod, target=target))
+        expect_error(lambda: vm["main"](np.ones(3, "float32"), np.zeros(4, "float32")),
+                     "function 'main'", "match_cast of 'v'", "symbolic var n", "expected 3",
+                     "x.shape[0]", "got 4")
+        np.testing.assert_allclose(vm["main"](np.ones(3, "float32"), np.ones(3, "float32")), 2.0)

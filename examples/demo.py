@@ -22,14 +22,7 @@ import sys
 import time
 import traceback
 
-# The kernels' OpenMP workers and OpenBLAS's workers both busy-wait between calls; on a
-# small machine the two pools then fight for cores and a call can take 100x longer (see
-# benchmarks/README.md). Unless the user chose otherwise, let idle OpenMP threads sleep and
-# keep BLAS on the calling thread. Must happen before the libraries are loaded.
-os.environ.setdefault("OMP_WAIT_POLICY", "passive")
-os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-
-import numpy as np  # noqa: E402
+import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 for _path in (os.path.join(HERE, ".."), os.path.join(HERE, "..", "src")):

@@ -17,6 +17,8 @@ import numpy as np
 
 from tensorir.errors import ShapeMismatchError
 
+from .threading import run_row_blocks
+
 _CBLAS_ROW_MAJOR = 101
 _CBLAS_NO_TRANS, _CBLAS_TRANS = 111, 112
 _SYMBOLS = ("scipy_cblas_sgemm", "cblas_sgemm")
@@ -50,8 +52,27 @@ _I32, _F32, _PTR = ctypes.c_int, ctypes.c_float, ctypes.c_void_p
 
 def _openblas_sgemm():
     """The ctypes cblas_sgemm of scipy-openblas32, or None when it is not installed."""
-    return _openblas_symbol(_SYMBOLS, (_I32, _I32, _I32, _I32, _I32, _I32, _F32, _PTR, _I32, _PTR, _I32,
-                                       _F32, _PTR, _I32))
+    fn = _openblas_symbol(_SYMBOLS, (_I32, _I32, _I32, _I32, _I32, _I32, _F32, _PTR, _I32, _PTR, _I32,
+                                     _F32, _PTR, _I32))
+    if fn is not None:
+        _single_threaded_openblas()
+    return fn
+
+
+@functools.lru_cache(maxsize=None)
+def _single_threaded_openblas() -> None:
+    """OpenBLAS's own spinning pool would fight the kernels' OpenMP threads (see
+    backends/threading.py); rows are split over our pool instead."""
+    if os.environ.get("OPENBLAS_NUM_THREADS"):
+        return
+    setter = _openblas_symbol(("scipy_openblas_set_num_threads", "openblas_set_num_threads"), (_I32,))
+    if setter is not None:
+        setter(1)
+
+
+# a GEMM is split over threads when each block gets at least this many rows and work
+_MIN_ROWS_PER_BLOCK = 16
+_MIN_FLOPS_TO_SPLIT = 1 << 21
 
 
 def _openblas_sgemv():
@@ -99,9 +120,21 @@ def sgemm(a: np.ndarray, b: np.ndarray, c: np.ndarray, trans_a: bool = False, tr
         gemv(_CBLAS_ROW_MAJOR, _CBLAS_NO_TRANS if trans_b else _CBLAS_TRANS, b.shape[0], b.shape[1],
              alpha, b.ctypes.data, b.shape[1], a2.ctypes.data, 1, beta, c.ctypes.data, 1)
         return
-    fn(_CBLAS_ROW_MAJOR, _CBLAS_TRANS if trans_a else _CBLAS_NO_TRANS,
-       _CBLAS_TRANS if trans_b else _CBLAS_NO_TRANS, m, n, k, alpha,
-       a2.ctypes.data, a2.shape[1], b.ctypes.data, b.shape[1], beta, c.ctypes.data, n)
+    tb = _CBLAS_TRANS if trans_b else _CBLAS_NO_TRANS
+    if trans_a:
+        fn(_CBLAS_ROW_MAJOR, _CBLAS_TRANS, tb, m, n, k, alpha,
+           a2.ctypes.data, a2.shape[1], b.ctypes.data, b.shape[1], beta, c.ctypes.data, n)
+        return
+    a_ptr, b_ptr, c_ptr, lda, ldb = a2.ctypes.data, b.ctypes.data, c.ctypes.data, a2.shape[1], b.shape[1]
+
+    def rows(lo: int, hi: int) -> None:
+        fn(_CBLAS_ROW_MAJOR, _CBLAS_NO_TRANS, tb, hi - lo, n, k, alpha,
+           a_ptr + 4 * lo * lda, lda, b_ptr, ldb, beta, c_ptr + 4 * lo * n, n)
+
+    if 2 * m * n * k < _MIN_FLOPS_TO_SPLIT:
+        rows(0, m)
+    else:
+        run_row_blocks(m, _MIN_ROWS_PER_BLOCK, rows)
 
 
 def _numpy_sgemm(a2, b, c, trans_a, trans_b, alpha, beta) -> None:

@@ -20,9 +20,9 @@ def _build_and_run(barrier, results, seed: int) -> None:
         got = rx.VirtualMachine(exe)["main"](*args)
         expected = rx.interpret(mod, "main", *args)
         same = all(np.allclose(g, e, rtol=1e-4, atol=1e-5) for g, e in zip(got, expected))
-        results.put((seed, "ok" if same else "wrong result", exe.c_library.path))
+        results.put((seed, "ok" if same else "wrong result", exe.c_library.path, exe.compiled))
     except Exception as err:  # noqa: BLE001 - reported to the parent as text
-        results.put((seed, f"{type(err).__name__}: {err}", ""))
+        results.put((seed, f"{type(err).__name__}: {err}", "", False))
 
 
 def test_concurrent_builds_of_one_module_share_one_cached_library(tmp_path, monkeypatch):
@@ -36,9 +36,10 @@ def test_concurrent_builds_of_one_module_share_one_cached_library(tmp_path, monk
     for w in workers:
         w.join(timeout=60)
         assert w.exitcode == 0
-    assert [status for _, status, _ in outcomes] == ["ok", "ok"], outcomes
+    assert [status for _, status, _, _ in outcomes] == ["ok", "ok"], outcomes
+    assert any(compiled for *_, compiled in outcomes)   # the cache started empty
     cache = tmp_path / "c"
     libraries = sorted(p.name for p in cache.glob("*.so"))
     assert len(libraries) == 1, libraries
-    assert {os.path.basename(path) for _, _, path in outcomes} == set(libraries)
+    assert {os.path.basename(path) for _, _, path, _ in outcomes} == set(libraries)
     assert not [p.name for p in cache.iterdir() if p.name.startswith(".")]   # no temporaries left

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
+from backends.threading import configure_openmp
 from tensorir.errors import ShapeMismatchError
 
 from . import instructions as I
@@ -34,6 +35,7 @@ class CLibraryImage:
         path = Path(self.path) if self.path else None
         if path is None or not path.exists() or path.stat().st_size != len(self.library):
             path = self._materialize()
+        configure_openmp()
         return ctypes.CDLL(str(path))
 
     def _materialize(self) -> Path:

@@ -419,7 +419,7 @@ class CFunctionEmitter:
                 text = self.expr(e)
             finally:
                 self.safe_division = False
-            name = f"rs_h{self.hoist_count}"
+            name = self.names.get(object(), f"rs_h{self.hoist_count}")  # unique among all locals
             self.hoist_count += 1
             self.emit(f"const {c_type(e.dtype)} {name} = {text};")
             self.hoisted[key] = name
@@ -479,7 +479,7 @@ def generate_c(funcs: dict[str, PrimFunc], signatures: dict[str, PrimFunc] | Non
     shapes define the symbolic vars); by default the lowered functions themselves."""
     parts = [PRELUDE]
     infos: dict[str, KernelInfo] = {}
-    used: set[str] = set()
+    used: set[str] = set(re.findall(r"\b(rs_[A-Za-z0-9_]+)\s*\(", PRELUDE))  # helper functions
     for name, func in funcs.items():
         symbol = base = "rs_" + sanitize(name)
         k = 0

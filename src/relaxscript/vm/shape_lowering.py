@@ -21,10 +21,9 @@ from tensorir.functor import substitute
 
 from ..struct_info import (FuncStructInfo, ObjectStructInfo, PrimStructInfo, ShapeStructInfo,
                            TensorStructInfo, TupleStructInfo)
+from ..transform.static_plan_block_memory import UPPER_BOUND_ATTR
 from .instructions import MatchValues, VMBuildError
 from .sym_table import SymTable, vars_of
-
-UPPER_BOUND_ATTR = "relax.memory_upper_bound"   # StaticPlanBlockMemory's name for it
 
 
 def function_bounds(func, func_name: str) -> dict:

@@ -41,6 +41,11 @@ static inline int64_t rs_floordiv(int64_t a, int64_t b) {
 static inline int64_t rs_floormod(int64_t a, int64_t b) {
   int64_t r = a % b; return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r; }
 %MINMAX%
+/* a multiply by a 0/1 mask, not a select: under a select gcc proves the clamp redundant and drops it */
+static inline float rs_expf(float x) {
+  return expf(x < -80.0f ? -80.0f : x) * (float)!(x < -80.0f); }
+static inline double rs_exp(double x) {
+  return exp(x < -700.0 ? -700.0 : x) * (double)!(x < -700.0); }
 static inline float rs_sigmoidf(float x) { return 1.0f / (1.0f + expf(-x)); }
 static inline double rs_sigmoid(double x) { return 1.0 / (1.0 + exp(-x)); }
 """
@@ -75,7 +80,10 @@ PRELUDE = PRELUDE.replace("%VECMATH%", "\n".join(
 
 # intrinsic -> (float32 spelling, float64 spelling); float16 computes in float32
 _MATH = {
-    "exp": ("expf({0})", "exp({0})"), "log": ("logf({0})", "log({0})"),
+    # glibc's vector exp hands every lane near underflow to a slow scalar handler (an attention
+    # mask of -1e9 made softmax ~11x slower); results below exp(-80) (1.8e-35; 1e-304 for double)
+    # are flushed to 0, an absolute error far below any float32 tolerance
+    "exp": ("rs_expf({0})", "rs_exp({0})"), "log": ("logf({0})", "log({0})"),
     "sqrt": ("sqrtf({0})", "sqrt({0})"), "rsqrt": ("(1.0f / sqrtf({0}))", "(1.0 / sqrt({0}))"),
     "tanh": ("tanhf({0})", "tanh({0})"), "sigmoid": ("rs_sigmoidf({0})", "rs_sigmoid({0})"),
     "erf": ("erff({0})", "erf({0})"), "pow": ("powf({0}, {1})", "pow({0}, {1})"),
@@ -91,6 +99,7 @@ _BINARY_C = {E.Add: "+", E.Sub: "-", E.Mul: "*", E.EQ: "==", E.NE: "!=", E.LT: "
              E.LE: "<=", E.GT: ">", E.GE: ">=", E.And: "&&", E.Or: "||"}
 
 
+from .accumulate import match_accumulation  # noqa: E402
 from .guards import and_all, split_guard  # noqa: E402
 from .hoist import expr_key, invariant_subexpressions  # noqa: E402
 
@@ -173,6 +182,8 @@ class CFunctionEmitter:
         self.in_parallel = 0
         self.param_names: dict[str, str] = {}
         self.hoisted: dict = {}       # expr_key -> C name of a loop-invariant local in scope
+        self.name_keys: list = []     # keep fresh-name keys alive
+        self.accumulators: dict = {}  # id(store) -> (scalar name, Accumulation) inside a reduction loop
         self.safe_division = False    # emitting hoisted code: a zero divisor must not trap
         self.hoist_count = 0
 
@@ -313,6 +324,8 @@ class CFunctionEmitter:
         if isinstance(s, S.SeqStmt):
             for sub in s.seq:
                 self.stmt(sub)
+        elif isinstance(s, S.BufferStore) and id(s) in self.accumulators:
+            self.accumulate(*self.accumulators[id(s)])
         elif isinstance(s, S.BufferStore):
             self.emit(f"{self.buffer_name(s.buffer)}[{self.flat_index(s.buffer, s.indices)}] = "
                       f"{self.cast_to(s.value, s.buffer.dtype)};")
@@ -376,14 +389,18 @@ class CFunctionEmitter:
             self.indent -= 1
             self.emit("}")
 
-    def plain_loop(self, s: S.For, hi: str) -> None:
+    def plain_loop(self, s: S.For, hi: str, simd_clause: str = "") -> None:
+        accumulation = None if simd_clause else match_accumulation(s)
+        if accumulation is not None:
+            self.accumulation_loop(s, hi, accumulation)
+            return
         var = self.names.get(s.loop_var, s.loop_var.name)
         lo = self.expr(s.min)
         parallel = s.kind == "parallel" and not self.in_parallel
         if parallel:
             self.emit("#pragma omp parallel for schedule(static)")
         elif s.kind == "vectorized":
-            self.emit("#pragma omp simd")
+            self.emit(f"#pragma omp simd{simd_clause}")
         elif s.kind == "unrolled":
             extent = s.extent.value if isinstance(s.extent, E.IntImm) else 4
             self.emit(f"#pragma GCC unroll {max(1, min(extent, 64))}")
@@ -398,6 +415,37 @@ class CFunctionEmitter:
         self.hoisted = saved
         self.in_parallel -= parallel
         self.emit("}")
+
+    def fresh_name(self, hint: str) -> str:
+        """A C local name unique in the function (the key object is kept alive: names map by id)."""
+        key = object()
+        self.name_keys.append(key)
+        return self.names.get(key, hint)
+
+    def accumulation_loop(self, s: S.For, hi: str, acc) -> None:
+        """A reduction into one element, kept in a scalar so the loop vectorizes (accumulate.py)."""
+        store = acc.store
+        ctype = c_type(store.buffer.dtype)
+        target = f"{self.buffer_name(store.buffer)}[{self.flat_index(store.buffer, store.indices)}]"
+        name = self.fresh_name("rs_acc")
+        self.emit("{")
+        self.indent += 1
+        self.emit(f"{ctype} {name} = {target};")
+        self.accumulators[id(store)] = (name, acc)
+        self.plain_loop(s.replace(kind="vectorized"), hi, simd_clause=f" reduction({acc.omp_op}:{name})")
+        del self.accumulators[id(store)]
+        self.emit(f"{target} = {name};")
+        self.indent -= 1
+        self.emit("}")
+
+    def accumulate(self, name: str, acc) -> None:
+        operand = self.cast_to(acc.operand, acc.store.buffer.dtype)
+        if acc.op in (E.Max, E.Min):
+            cmp = ">" if acc.op is E.Max else "<"
+            self.emit(f"{{ const {c_type(acc.store.buffer.dtype)} rs_v = {operand}; "
+                      f"{name} = (rs_v {cmp} {name} || rs_v != rs_v) ? rs_v : {name}; }}")
+        else:
+            self.emit(f"{name} = {name} {acc.omp_op} {operand};")
 
     def bind_loop_var(self, s: S.For) -> None:
         self.bounds(s.loop_var)  # creates the analyzer
@@ -419,7 +467,7 @@ class CFunctionEmitter:
                 text = self.expr(e)
             finally:
                 self.safe_division = False
-            name = self.names.get(object(), f"rs_h{self.hoist_count}")  # unique among all locals
+            name = self.fresh_name(f"rs_h{self.hoist_count}")
             self.hoist_count += 1
             self.emit(f"const {c_type(e.dtype)} {name} = {text};")
             self.hoisted[key] = name

@@ -15,20 +15,38 @@ class Buffer(Node):
     element offset into the underlying data (non-zero only for views made by
     ``T.match_buffer`` or by flattening). ``scope`` is the storage scope:
     "global", "local", "shared", ...
+
+    ``data`` is set on a *view*: a buffer with its own shape, strides and
+    elem_offset over the storage of another buffer (a parameter, an
+    ``Allocate`` or an ``alloc_buffer``), as made by ``flatten_buffers`` or
+    declared in script as ``T.Buffer(shape, dtype, data=x.data)``. Element
+    ``idx`` of the view is element ``elem_offset + sum(idx[d] * strides[d])``
+    of that storage. A view of a view records the root storage buffer, so
+    ``data`` is never itself a view. ``storage`` gives the buffer owning the
+    memory either way.
     """
-    __slots__ = ("name", "shape", "dtype", "strides", "elem_offset", "scope")
+    __slots__ = ("name", "shape", "dtype", "strides", "elem_offset", "scope", "data")
     _binder = True
-    _fields = ("shape", "strides", "elem_offset")
+    _fields = ("shape", "strides", "elem_offset", "data")
     _attrs = ("dtype", "scope")  # name excluded: buffers compare up to renaming
 
     def __init__(self, name: str, shape: Sequence, dtype: str = "float32", *,
-                 strides: Sequence = (), elem_offset=0, scope: str = "global"):
+                 strides: Sequence = (), elem_offset=0, scope: str = "global",
+                 data: "Buffer | None" = None):
         self.name = name
         self.shape = tuple(convert(s) for s in shape)
         self.dtype = dt.normalize(dtype)
         self.strides = tuple(convert(s) for s in strides)
         self.elem_offset = convert(elem_offset)
         self.scope = scope
+        if data is not None and not isinstance(data, Buffer):
+            raise TypeError(f"Buffer data must be a Buffer (the storage owner), got {type(data).__name__}")
+        self.data = data.storage if data is not None else None
+
+    @property
+    def storage(self) -> "Buffer":
+        """The buffer that owns this buffer's memory: ``data`` for a view, else itself."""
+        return self.data if self.data is not None else self
 
     @property
     def ndim(self) -> int:

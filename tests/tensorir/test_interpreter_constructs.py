@@ -61,10 +61,10 @@ def test_split_with_predicate_and_thread_binding(vectorize):
 
 @both_paths
 def test_lowered_flattened_matmul_without_blocks(vectorize):
-    # Params keep their 2-D shapes; the body uses 1-D buffers of the same names.
+    # Params keep their 2-D shapes; the body uses 1-D views of their storage.
     m, n, k = size_var("m"), size_var("n"), size_var("k")
     a, b, c = Buffer("A", [m, k]), Buffer("B", [k, n]), Buffer("C", [m, n])
-    a1, b1, c1 = Buffer("A", [m * k]), Buffer("B", [k * n]), Buffer("C", [m * n])
+    a1, b1, c1 = Buffer("A1", [m * k], data=a), Buffer("B1", [k * n], data=b), Buffer("C1", [m * n], data=c)
     i, j, r = Var("i"), Var("j"), Var("r")
     out_index = i * n + j
     init = IfThenElse(E.EQ(r, 0), BufferStore(c1, 0.0, [out_index]))
@@ -93,7 +93,7 @@ def test_lowered_reduction_loop_recognised_without_init(vectorize):
 def test_param_with_symbolic_strides_and_1d_view_with_elem_offset(vectorize):
     n, s0 = size_var("n"), size_var("s0")
     x = Buffer("x", [n, 3], strides=[s0, 1])
-    row1 = Buffer("x", [3], elem_offset=3)  # row 1 of x through the flat storage
+    row1 = Buffer("row1", [3], elem_offset=3, data=x)  # row 1 of x through the flat storage
     y = Buffer("y", [3])
     j = Var("j")
     f = PrimFunc([x, y], loops([(j, 3)], BufferStore(y, row1[j] * 10.0, [j])))

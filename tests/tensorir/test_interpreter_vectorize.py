@@ -202,3 +202,31 @@ def test_zero_extent_runs_nothing():
     f = PrimFunc([x], loop1(n, lambda i: BufferStore(x, 1.0, [i])))
     interpret(f, np.zeros(0, np.float32))
     interpret(f, np.zeros(0, np.float32), vectorize=False)
+
+
+def test_reduce_iter_var_bound_to_a_constant_runs_vectorised(monkeypatch, chunking):
+    # Regression: after fuse(i, k) with extent(k) == 1 the block reads
+    # ``vk = T.axis.reduce(1, 0)``; the init lanes were a scalar, and storing the init
+    # raised "IndexError: arrays used as indices must be of integer (or boolean) type".
+    import tensorir as tir
+    f = tir.from_source('''
+@T.prim_func
+def row_sum(A: T.Buffer((8, 1), "float32"), B: T.Buffer((8,), "float32")):
+    for i, k in T.grid(8, 1):
+        with T.block("B"):
+            vi, vk = T.axis.remap("SR", [i, k])
+            with T.init():
+                B[vi] = 0.0
+            B[vi] = B[vi] + A[vi, vk]
+''')
+    sch = tir.Schedule(f)
+    sch.fuse(*sch.get_loops(sch.get_block("B")))
+    (iv_k,) = [r for r in tir.collect(sch.func.body, lambda n: isinstance(n, BlockRealize))
+               if r.block.name == "B"][0].iter_values[1:]
+    assert E.is_const_int(iv_k, 0)  # the case under test: a constant binding
+    a = np.arange(8, dtype=np.float32).reshape(8, 1)
+    (out,) = run_all_ways(sch.func, a, np.full(8, 5.0, np.float32))[1:]
+    np.testing.assert_array_equal(out, a[:, 0])  # init ran: the 5.0s are gone
+    calls = count_serial_iterations(monkeypatch)
+    interpret(sch.func, a, np.full(8, 5.0, np.float32))
+    assert calls == []  # the vectorised path, not a serial fallback

@@ -4,8 +4,8 @@ Each step draws a primitive and plausible arguments from the current
 function. A primitive either succeeds, or raises ScheduleError and leaves
 the function structurally unchanged (and the trace untouched). At the end
 the scheduled and the lowered function match the original on several sizes
-(including sizes the split factors do not divide), the scheduled function
-round-trips through print/parse and the trace replays.
+(including sizes the split factors do not divide), the scheduled and the
+lowered function round-trip through print/parse and the trace replays.
 """
 from __future__ import annotations
 
@@ -112,4 +112,5 @@ def _check_random_schedule(gen, data, steps):
     lowered = tir.lower(sch.func)
     assert_same_results(gen.func, [sch.func, lowered], sizes, num_inputs=gen.num_inputs)
     assert_roundtrip(sch.func)
+    assert_roundtrip(lowered)  # the lowered form is script too (views declared with data=)
     assert_replays(sch, gen.func)

@@ -101,6 +101,7 @@ _BINARY_C = {E.Add: "+", E.Sub: "-", E.Mul: "*", E.EQ: "==", E.NE: "!=", E.LT: "
 
 from .accumulate import match_accumulation  # noqa: E402
 from .guards import and_all, split_guard  # noqa: E402
+from .work import PARALLEL_MIN_ITERATIONS, nest_iterations  # noqa: E402
 from .hoist import expr_key, invariant_subexpressions  # noqa: E402
 
 
@@ -180,7 +181,6 @@ class CFunctionEmitter:
         self.lines: list[str] = []
         self.indent = 1
         self.in_parallel = 0
-        self.param_names: dict[str, str] = {}
         self.hoisted: dict = {}       # expr_key -> C name of a loop-invariant local in scope
         self.name_keys: list = []     # keep fresh-name keys alive
         self.accumulators: dict = {}  # id(store) -> (scalar name, Accumulation) inside a reduction loop
@@ -294,13 +294,13 @@ class CFunctionEmitter:
         return spelling[1 if arg_dtype == "float64" else 0].format(*args)
 
     def buffer_name(self, buf: Buffer) -> str:
-        if id(buf) not in self.names.by_id:
-            # flatten_buffers reads a parameter through a flat buffer of the same name
-            param = self.param_names.get(buf.name)
-            if param is not None:
-                return param
-            raise CodegenError(f"buffer {buf.name!r} is used but not defined in {self.func.name!r}")
-        return self.names.by_id[id(buf)]
+        # A view (Buffer.data, e.g. flatten_buffers' flat view of a parameter) indexes the C
+        # pointer of the buffer owning its storage, with its own strides and elem_offset.
+        storage = buf.storage
+        if id(storage) not in self.names.by_id:
+            what = f"view {buf.name!r} of {storage.name!r}" if storage is not buf else f"buffer {buf.name!r}"
+            raise CodegenError(f"{what} is used but its storage is not defined in {self.func.name!r}")
+        return self.names.by_id[id(storage)]
 
     def flat_index(self, buf: Buffer, indices) -> str:
         if len(indices) == 1 and not buf.strides:
@@ -398,7 +398,9 @@ class CFunctionEmitter:
         lo = self.expr(s.min)
         parallel = s.kind == "parallel" and not self.in_parallel
         if parallel:
-            self.emit("#pragma omp parallel for schedule(static)")
+            # fork only when the nest has enough iterations to pay for waking the threads
+            work = self.expr(nest_iterations(s))
+            self.emit(f"#pragma omp parallel for schedule(static) if({work} >= {PARALLEL_MIN_ITERATIONS})")
         elif s.kind == "vectorized":
             self.emit(f"#pragma omp simd{simd_clause}")
         elif s.kind == "unrolled":
@@ -498,10 +500,12 @@ class CFunctionEmitter:
         header = [f"int32_t {self.symbol}(void* const* rs_buffers, const int64_t* rs_syms) {{"]
         for i, buf in enumerate(self.func.buffer_params):
             name = self.names.get(buf, buf.name)
-            self.param_names.setdefault(buf.name, name)
             ctype = c_type(buf.dtype)
             header.append(f"  {ctype}* restrict {name} = ({ctype}*)rs_buffers[{i}];")
         for i, var in enumerate(sym_vars):
+            if not dt.is_int(var.dtype):  # sym_values is int64_t[]: a float would be truncated
+                raise CodegenError(f"{self.func.name!r}: scalar parameter {var.name!r} has dtype "
+                                   f"{var.dtype}; the C backend passes only integer scalars")
             name = self.names.get(var, var.name)
             header.append(f"  const {c_type(var.dtype)} {name} = ({c_type(var.dtype)})rs_syms[{i}];")
         header.append("  (void)rs_buffers; (void)rs_syms;")

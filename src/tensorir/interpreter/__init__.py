@@ -11,8 +11,8 @@ Semantics worth knowing: every loop kind runs serially; ``alloc_buffer`` and
 ``Allocate`` storage is zero-initialised; integer ``Div`` truncates (C),
 ``FloorDiv``/``FloorMod`` floor; a store casts its value to the buffer dtype;
 an access outside a buffer's shape raises ``OutOfBoundsError`` (never wraps);
-a buffer used but not defined that has a parameter's name views that
-parameter's storage (the flattened form produced by lowering).
+a view buffer (``Buffer.data`` set, e.g. the flat views made by lowering)
+reads and writes the storage of the buffer it names.
 """
 from __future__ import annotations
 

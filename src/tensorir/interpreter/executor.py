@@ -13,6 +13,8 @@ from __future__ import annotations
 import numpy as np
 
 from .. import stmt as S
+from ..expr import Var
+from ..functor import collect
 from .evaluator import ExprEvaluator, as_dtype, scalar
 from .errors import InterpretError
 from .storage import BufferView, compact_strides
@@ -26,7 +28,8 @@ class Executor:
         self.vectorize = vectorize
         self.recorder = None  # set by the nest executor while it evaluates a nest
         self.evaluator = ExprEvaluator(self)
-        self.param_views = {buf.name: self.views[buf] for buf in func.buffer_params}
+        self.signature_vars = set(vars)  # bound for the whole run
+        self.view_cache: dict = {}  # view Buffer -> (storage view, BufferView, layout is run-constant)
         self.nest_cache: dict = {}  # id(For) -> static nest plan (or None)
         self._dispatch = {
             S.For: self._for, S.BlockRealize: self._block_realize, S.BufferStore: self._store,
@@ -48,16 +51,34 @@ class Executor:
         found = self.views.get(buffer)
         if found is not None:
             return found
-        # Lowered (flattened) code re-declares a parameter's storage under the same
-        # name with a new shape: it views the parameter's flat data.
-        param = self.param_views.get(buffer.name)
-        if param is None or param.dtype != np.dtype(buffer.dtype):
+        if buffer.data is None:
             raise InterpretError(f"buffer {buffer.name!r} is used but never defined (not a parameter, "
-                                 f"alloc_buffer, match_buffer or Allocate)")
+                                 f"alloc_buffer, match_buffer, Allocate or a view with data=)")
+        return self.storage_view(buffer)
+
+    def storage_view(self, buffer) -> BufferView:
+        """A view buffer (``buffer.data`` set): its shape/strides/offset over the storage's data.
+
+        Cached while the storage is the same (an Allocate re-entered gets fresh
+        storage) and, when the layout only uses the function's signature vars,
+        for the whole run."""
+        storage = self.views.get(buffer.data)
+        if storage is None:
+            raise InterpretError(f"buffer {buffer.name!r} is a view of {buffer.data.name!r}, whose storage "
+                                 f"is not defined here (not a parameter or an allocation in scope)")
+        cached = self.view_cache.get(buffer)
+        if cached is not None and cached[0] is storage and cached[2]:
+            return cached[1]
+        if storage.dtype != np.dtype(buffer.dtype):
+            raise InterpretError(f"view {buffer.name!r} ({buffer.dtype}) of {buffer.data.name!r} "
+                                 f"({storage.dtype}) changes the element type")
         shape = [self.eval_int(s) for s in buffer.shape]
         strides = [self.eval_int(s) for s in buffer.strides] or compact_strides(shape)
-        view = BufferView(buffer.name, param.data, shape, strides, self.eval_int(buffer.elem_offset))
-        self.views[buffer] = view
+        view = BufferView(buffer.name, storage.data, shape, strides,
+                          storage.offset + self.eval_int(buffer.elem_offset))
+        layout_vars = [v for e in buffer.shape + buffer.strides + (buffer.elem_offset,)
+                       for v in collect(e, lambda n: isinstance(n, Var))]
+        self.view_cache[buffer] = (storage, view, all(v in self.signature_vars for v in layout_vars))
         return view
 
     def bind(self, var, value):

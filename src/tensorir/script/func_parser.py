@@ -172,11 +172,17 @@ class FunctionParser(BlockParserMixin):
 
     # ---------------------------------------------------------------- buffers
     def buffer_from_call(self, name: str, call: ast.Call, declare: bool = False,
-                         first_arg: int = 0) -> Buffer:
-        """T.Buffer / T.alloc_buffer / T.decl_buffer / T.match_buffer arguments."""
+                         first_arg: int = 0, view: bool = False) -> Buffer:
+        """T.Buffer / T.alloc_buffer / T.decl_buffer / T.match_buffer arguments
+        (``view``: a T.Buffer in the body, which needs ``data=x.data``)."""
         pos = call.args[first_arg:]
         kw = {k.arg: k.value for k in call.keywords}
         known = {"shape", "dtype", "strides", "elem_offset", "scope", "align", "offset_factor"}
+        if view:
+            known.add("data")
+            if "data" not in kw:
+                raise self.error(f"T.Buffer in a function body declares a view of another buffer's "
+                                 f"storage: write {name} = T.Buffer(shape, dtype, data=x.data)", call)
         for k in call.keywords:
             if k.arg not in known:
                 raise self.error(f"unknown argument {k.arg!r} of {ast.unparse(call.func)}", k.value)
@@ -192,7 +198,20 @@ class FunctionParser(BlockParserMixin):
         strides = self.dims(kw["strides"], declare) if "strides" in kw else ()
         offset = self.dim(kw["elem_offset"], declare) if "elem_offset" in kw else 0
         scope = self.exprs.constant(kw["scope"], "scope", (str,)) if "scope" in kw else "global"
-        return Buffer(name, shape, dtype, strides=strides, elem_offset=offset, scope=scope)
+        data = self.storage_of(kw["data"]) if view else None
+        return Buffer(name, shape, dtype, strides=strides, elem_offset=offset, scope=scope, data=data)
+
+    def storage_of(self, node) -> Buffer:
+        """The buffer named by ``data=x.data`` (x: a parameter or an allocated buffer in scope)."""
+        if not (isinstance(node, ast.Attribute) and node.attr == "data" and isinstance(node.value, ast.Name)):
+            raise self.error(f"data= takes the storage of a buffer, written x.data; got {ast.unparse(node)}",
+                             node)
+        found = self.scope.lookup(node.value.id)
+        if found is MISSING:
+            raise self.error(f"undefined buffer {node.value.id!r} in data=", node.value)
+        if not isinstance(found, Buffer):
+            raise self.error(f"{node.value.id!r} is not a buffer, so it has no .data", node.value)
+        return found
 
     def dims(self, node, declare: bool) -> list[E.PrimExpr]:
         elts = node.elts if isinstance(node, (ast.Tuple, ast.List)) else [node]
@@ -268,6 +287,9 @@ class FunctionParser(BlockParserMixin):
         if kind in DTYPE_NAMES and not value.args:
             if name not in self.declared or self.declared[name][1] is not st:
                 self.scope.define(name, self.declaration(st))
+            return None
+        if kind == "Buffer":
+            self.scope.define(name, self.buffer_from_call(name, value, view=True))
             return None
         if kind == "alloc_buffer":
             buf = self.buffer_from_call(name, value)

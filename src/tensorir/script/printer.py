@@ -34,6 +34,7 @@ class StmtPrinter:
         self.exprs = ExprPrinter(self.name)
         self.step = step
         self.loops: dict[int, For] = {}  # enclosing loops by loop-var id (for T.axis.remap)
+        self.views_of: dict[int, list[Buffer]] = {}  # storage buffer id -> views still to declare
 
     def e(self, expr, dtype: str | None = None) -> str:
         return self.exprs.fmt(expr, dtype)
@@ -56,7 +57,15 @@ class StmtPrinter:
             args.append(f'elem_offset="{offset}"' if signature else f"elem_offset={offset}")
         if buf.scope != "global":
             args.append(f'scope="{buf.scope}"')
+        if buf.data is not None:
+            args.append(f"data={self.name(buf.data)}.data")
         return ", ".join(args)
+
+    def view_decls(self, storage: Buffer, indent: str) -> list[str]:
+        """``v = T.Buffer(..., data=storage.data)`` for the views of ``storage``, once each,
+        right where ``storage`` is declared (so the parser finds it in scope)."""
+        views = self.views_of.pop(id(storage), [])
+        return [f"{indent}{self.name(v)} = T.Buffer({self.buffer_args(v)})" for v in views]
 
     def range_end(self, r: Range) -> str:
         """``min + extent`` in the form the parser's extent_between reads back exactly."""
@@ -115,8 +124,11 @@ class StmtPrinter:
         decl = f"T.decl_buffer({self.buffer_args(node.buffer)})"
         name = self.name(node.buffer)
         if last:
-            return [f"{indent}{name} = {decl}"] + self.body(node.body, indent)
-        return [f"{indent}with {decl} as {name}:"] + self.body(node.body, indent + self.step)
+            return [f"{indent}{name} = {decl}"] + self.view_decls(node.buffer, indent) \
+                + self.body(node.body, indent)
+        inner = indent + self.step
+        return [f"{indent}with {decl} as {name}:"] + self.view_decls(node.buffer, inner) \
+            + self.body(node.body, inner)
 
     def stmt_For(self, node: For, indent, last):
         chain = [node]
@@ -170,10 +182,14 @@ class StmtPrinter:
         return lines + self.body(block.body, inner)
 
     def block_buffers(self, block: Block, indent: str) -> list[str]:
-        lines = [f"{indent}{self.name(b)} = T.alloc_buffer({self.buffer_args(b)})" for b in block.alloc_buffers]
+        lines = []
+        for b in block.alloc_buffers:
+            lines.append(f"{indent}{self.name(b)} = T.alloc_buffer({self.buffer_args(b)})")
+            lines += self.view_decls(b, indent)
         for m in block.match_buffers:
             src = self.region(m.source)
             lines.append(f"{indent}{self.name(m.buffer)} = T.match_buffer({src}, {self.buffer_args(m.buffer)})")
+            lines += self.view_decls(m.buffer, indent)
         return lines
 
     def axes(self, node: BlockRealize) -> list[str]:
@@ -220,6 +236,7 @@ class StmtPrinter:
         lines += [inner + line for line in self.declarations(func)]
         if func.attrs:
             lines.append(f"{inner}T.func_attr({py_literal(func.attrs)})")
+        lines += self.top_level_views(func, inner)
         root = func.root_block
         if root is not None and self._implicit_root(func.body):
             lines += self.block_buffers(root, inner)
@@ -227,6 +244,22 @@ class StmtPrinter:
         else:
             lines += self.body(func.body, inner)
         return "\n".join(lines)
+
+    def top_level_views(self, func: PrimFunc, indent: str) -> list[str]:
+        """Declarations of the views of parameters (and of storage declared nowhere in the
+        body, which then fails to parse with a clear error rather than printing silently)."""
+        views = [b for b in collect(func.body, lambda n: isinstance(n, Buffer)) if b.data is not None]
+        for v in views:
+            self.views_of.setdefault(id(v.data), []).append(v)
+        in_body = {id(n.buffer) for n in collect(func.body, lambda n: isinstance(n, Allocate))}
+        for block in collect(func.body, lambda n: isinstance(n, Block)):
+            in_body |= {id(b) for b in block.alloc_buffers}
+            in_body |= {id(m.buffer) for m in block.match_buffers}
+        lines = []
+        for storage in dict.fromkeys(v.data for v in views):
+            if id(storage) not in in_body:
+                lines += self.view_decls(storage, indent)
+        return lines
 
     @staticmethod
     def _implicit_root(realize: BlockRealize) -> bool:

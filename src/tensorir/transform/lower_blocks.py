@@ -17,7 +17,7 @@ from ..expr import EQ, And, BufferLoad, IntImm, PrimExpr, Var, is_const_int
 from ..function import PrimFunc
 from ..functor import Mutator, collect, substitute
 from ..stmt import (Allocate, Block, BlockRealize, BufferStore, IfThenElse, LetStmt,
-                    MatchBufferRegion, Stmt, seq)
+                    MatchBufferRegion, SeqStmt, Stmt, seq)
 from .lower_predicates import guard_with_predicate
 
 ALIGN_KEY = "buffer_dim_align"
@@ -135,6 +135,12 @@ class _BlockLowerer(Mutator):
 
     def visit_Block(self, node: Block):
         raise IRError(f"block {node.name!r} appears outside a BlockRealize")
+
+    def visit_SeqStmt(self, node: SeqStmt):
+        # A lowered block may be a sequence itself: keep sequences flat (the canonical,
+        # printable form; the parser never builds a SeqStmt inside a SeqStmt).
+        stmts = [self.visit(s) for s in node.seq]
+        return seq(*stmts) if stmts else node
 
 
 def _signature_vars(func: PrimFunc) -> set[int]:

@@ -39,12 +39,35 @@ def test_lower_predicates_turns_where_into_if():
     assert_same_results(sch.func, [out], [{"n": 5}, {"n": 8}])
 
 
-def test_lower_blocks_guards_init_with_reduce_vars_at_min():
+def test_lower_blocks_places_init_before_innermost_reduction_loops():
     out = lower_blocks(matmul)
-    assert not _nodes(out, tir.Block)
+    assert not _nodes(out, tir.Block) and not _nodes(out, tir.IfThenElse)
+    (k_loop,) = [f for f in _nodes(out, tir.For) if f.loop_var.name == "k"]
+    j_loop = [f for f in _nodes(out, tir.For) if f.loop_var.name == "j"][0]
+    init, update = j_loop.body.seq
+    assert isinstance(init, tir.BufferStore) and update is k_loop
+    assert_same_results(matmul, [out], [{"n": 3}])
+
+
+def test_lower_blocks_guards_init_when_reduction_loop_is_not_innermost():
+    sch = tir.Schedule(matmul)
+    i, j, k = sch.get_loops(sch.get_block("C"))
+    sch.reorder(i, k, j)
+    out = lower_blocks(sch.func)
     (guard,) = _nodes(out, tir.IfThenElse)
     assert isinstance(guard.condition, tir.EQ) and guard.condition.a.name == "k"
     assert_same_results(matmul, [out], [{"n": 3}])
+
+
+def test_empty_symbolic_reduction_writes_the_identity_after_lowering():
+    from tensorir.compute import compute, create_prim_func, placeholder, reduce_axis, reduce_sum
+    n, k = tir.size_var("n"), tir.size_var("k")
+    x = placeholder((n, k), "float32", "x")
+    r = reduce_axis(k, "r")
+    total = compute((n,), lambda i: reduce_sum(x[i, r], [r]), "total")
+    out = np.full(3, np.nan, "float32")
+    tir.interpret(tir.transform.lower(create_prim_func([x, total])), np.zeros((3, 0), "float32"), out)
+    np.testing.assert_array_equal(out, np.zeros(3, "float32"))
 
 
 def test_lower_blocks_allocates_block_buffers():

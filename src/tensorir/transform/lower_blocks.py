@@ -18,6 +18,7 @@ from ..function import PrimFunc
 from ..functor import Mutator, collect, substitute
 from ..stmt import (Allocate, Block, BlockRealize, BufferStore, IfThenElse, LetStmt,
                     MatchBufferRegion, SeqStmt, Stmt, seq)
+from .hoist_init import hoist_inits
 from .lower_predicates import guard_with_predicate
 
 ALIGN_KEY = "buffer_dim_align"
@@ -155,4 +156,5 @@ def lower_blocks(func: PrimFunc) -> PrimFunc:
     body = func.body
     if aligned:
         body = substitute(body, aligned)
+    body = hoist_inits(body)
     return func.with_body(_BlockLowerer(_signature_vars(func)).visit(body))

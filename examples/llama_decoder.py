@@ -43,7 +43,7 @@ def weight_shapes(cfg: LlamaConfig) -> dict[str, tuple[int, ...]]:
 
 def llama_source(cfg: LlamaConfig = LlamaConfig()) -> str:
     """The model as relaxscript source text (parsed with ``rx.from_source``)."""
-    h, nh, d, f = cfg.hidden, cfg.heads, cfg.head_dim, cfg.ffn
+    h, nh, d = cfg.hidden, cfg.heads, cfg.head_dim
     half = d // 2
     shapes = weight_shapes(cfg)
     layer_params = ",\n              ".join(

@@ -38,7 +38,7 @@ def step(title, sch):
     print(f"# ---- {title}")
     print(sch.func.script())
     check(sch.func)
-    print(f"# ok for n in (1, 7, 16, 45)\n")
+    print("# ok for n in (1, 7, 16, 45)\n")
 
 
 def main():

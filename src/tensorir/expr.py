@@ -342,4 +342,6 @@ def cast(dtype: str, value) -> PrimExpr:
     dtype = dt.normalize(dtype)
     if value.dtype == dtype:
         return value
-    return _cast_const(dtype, value) if isinstance(value, (IntImm, FloatImm)) and dtype != "bool" else Cast(dtype, value)
+    if isinstance(value, (IntImm, FloatImm)) and dtype != "bool":
+        return _cast_const(dtype, value)
+    return Cast(dtype, value)

@@ -7,7 +7,7 @@ from tensorir.structural import structural_equal
 from relaxscript import op
 from relaxscript.analysis import check_well_formed
 from relaxscript.block_builder import BlockBuilder
-from relaxscript.expr import BindingBlock, Call, DataflowBlock, DataflowVar, Var
+from relaxscript.expr import BindingBlock, DataflowBlock, DataflowVar, Var
 from relaxscript.expr_functor import ExprMutator, ExprVisitor, PassMutator
 from relaxscript.struct_info import TensorStructInfo
 

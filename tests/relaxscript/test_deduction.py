@@ -7,7 +7,7 @@ from tensorir.structural import structural_equal
 from relaxscript import op
 from relaxscript.block_builder import BlockBuilder, DeductionError
 from relaxscript.expr import (Call, Constant, ExternFunc, Function, If, PrimValue, SeqExpr, ShapeExpr,
-                              StringImm, Tuple, TupleGetItem, Var, VarBinding, BindingBlock)
+                              StringImm, Tuple, TupleGetItem, Var, BindingBlock)
 from relaxscript.struct_info import (FuncStructInfo, ObjectStructInfo, PrimStructInfo, ShapeStructInfo,
                                      TensorStructInfo, TupleStructInfo)
 

@@ -147,7 +147,7 @@ class Module:
     mod = M.parse(text)
     for target in ("c", "interp"):
         vm = rx.VirtualMachine(rx.build(mod, target=target))
-        expect_error(lambda: vm["main"](np.ones(3, "float32"), np.zeros(4, "float32")),
+        expect_error(lambda vm=vm: vm["main"](np.ones(3, "float32"), np.zeros(4, "float32")),
                      "function 'main'", "match_cast of 'v'", "symbolic var n", "expected 3",
                      "x.shape[0]", "got 4")
         np.testing.assert_allclose(vm["main"](np.ones(3, "float32"), np.ones(3, "float32")), 2.0)

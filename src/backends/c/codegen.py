@@ -487,7 +487,8 @@ class CFunctionEmitter:
             self.emit(f"{ctype} {name}[{max(1, size.value)}] __attribute__((aligned(64)));")
             self.stmt(s.body)
         else:
-            self.emit(f"{ctype}* restrict {name} = ({ctype}*)malloc(sizeof({ctype}) * (size_t)({self.expr(size)}) + 64);")
+            nbytes = f"sizeof({ctype}) * (size_t)({self.expr(size)}) + 64"
+            self.emit(f"{ctype}* restrict {name} = ({ctype}*)malloc({nbytes});")
             self.emit(f"if ({name} == NULL) return -1;")
             self.stmt(s.body)
             self.emit(f"free({name});")

@@ -51,7 +51,8 @@ def find_compiler() -> str:
     return cc
 
 
-def compile_shared(source: str, extra_flags: tuple[str, ...] = (), link_flags: tuple[str, ...] = ()) -> tuple[Path, bool]:
+def compile_shared(source: str, extra_flags: tuple[str, ...] = (),
+                   link_flags: tuple[str, ...] = ()) -> tuple[Path, bool]:
     """Compile ``source`` to a shared library in the cache.
 
     Returns ``(path, compiled)`` where ``compiled`` is False on a cache hit.

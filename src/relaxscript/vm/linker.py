@@ -67,7 +67,7 @@ def _sym_pointer(frame: Frame, base: int):
 
 def _link(ins, pc: int, code: FunctionCode, frame: Frame, vm):
     nxt = pc + 1
-    regs, ptrs, t = frame.regs, frame.ptrs, frame.table
+    regs, t = frame.regs, frame.table
     kind = type(ins)
 
     if kind is I.MatchValues:

@@ -6,6 +6,10 @@ against the NumPy version before it is timed. Performance targets are
 reported, never asserted; a correctness mismatch exits non-zero.
 
     python benchmarks/bench_models.py [--workloads mlp,llama] [--sizes 1,128] [--no-torch]
+
+Each peer is timed in its own worker process (``--same-process`` to opt out):
+the busy-waiting thread pools of the three runtimes otherwise stall each
+other on a small machine, and the table would measure that interference.
 """
 from __future__ import annotations
 
@@ -82,28 +86,64 @@ def check(name: str, n: int, got: np.ndarray, want: np.ndarray) -> float:
     return float(np.abs(got - want).max())
 
 
-def run_workload(workload, sizes, torch, budget_s: float) -> tuple[list[dict], float]:
-    start = time.perf_counter()
-    vm = rx.VirtualMachine(build(workload.source))
-    build_s = time.perf_counter() - start
-    main = vm["main"]
+PEERS = ("relaxscript", "numpy", "torch")
+
+
+def time_peer(peer: str, workload, sizes, budget_s: float) -> dict:
+    """Median ms per n for one peer (run in its own process: see ``run_workload``)."""
+    out = {"ms": {}, "max_err": {}, "build_s": None}
+    if peer == "relaxscript":
+        start = time.perf_counter()
+        main = rx.VirtualMachine(build(workload.source))["main"]
+        out["build_s"] = time.perf_counter() - start
+        for n in sizes:
+            args = workload.inputs(n)
+            out["max_err"][n] = check(workload.name, n, main(*args), workload.numpy_fn(*args))
+            out["ms"][n] = median_ms(functools.partial(main, *args), budget_s=budget_s)
+    elif peer == "numpy":
+        for n in sizes:
+            out["ms"][n] = median_ms(functools.partial(workload.numpy_fn, *workload.inputs(n)), budget_s=budget_s)
+    else:
+        torch = load_torch(True)
+        if torch is None:
+            return {"ms": {}}
+        with torch.no_grad():
+            for n in sizes:
+                targs = [torch.from_numpy(a) for a in workload.inputs(n)]
+                out["ms"][n] = median_ms(functools.partial(workload.torch_fn, *targs), budget_s=budget_s)
+    return out
+
+
+def run_worker(peer: str, name: str, sizes, budget_s: float, isolate: bool) -> dict:
+    """Each peer runs in a fresh process: the thread pools of the kernels' OpenMP, NumPy's
+    OpenBLAS and PyTorch busy-wait between calls, and sharing one process (and 2 cores)
+    they stall each other, which would measure the interference, not the peers."""
+    if not isolate:
+        return time_peer(peer, WORKLOADS[name], sizes, budget_s)
+    cmd = [sys.executable, os.path.abspath(__file__), "--worker", peer, "--workloads", name,
+           "--sizes", ",".join(map(str, sizes)), "--budget", str(budget_s)]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise AssertionError(f"{peer} worker for {name} failed:\n{proc.stderr[-3000:]}")
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    return {key: ({int(k): v for k, v in value.items()} if isinstance(value, dict) else value)
+            for key, value in result.items()}
+
+
+def run_workload(workload, sizes, with_torch: bool, budget_s: float, isolate: bool) -> tuple[list[dict], float]:
+    peers = {peer: run_worker(peer, workload.name, sizes, budget_s, isolate)
+             for peer in PEERS if peer != "torch" or with_torch}
     results = []
     for n in sizes:
-        args = workload.inputs(n)
-        err = check(workload.name, n, main(*args), workload.numpy_fn(*args))
-        row = {"workload": workload.name, "n": n, "max_err": err,
-               "relaxscript": median_ms(functools.partial(main, *args), budget_s=budget_s),
-               "numpy": median_ms(functools.partial(workload.numpy_fn, *args), budget_s=budget_s),
-               "torch": None}
-        if torch is not None:
-            targs = [torch.from_numpy(a) for a in args]
-            with torch.no_grad():
-                row["torch"] = median_ms(functools.partial(workload.torch_fn, *targs), budget_s=budget_s)
+        torch_ms = peers.get("torch", {}).get("ms", {}).get(n)
+        row = {"workload": workload.name, "n": n, "max_err": peers["relaxscript"]["max_err"][n],
+               "relaxscript": peers["relaxscript"]["ms"][n], "numpy": peers["numpy"]["ms"][n],
+               "torch": torch_ms}
         results.append(row)
         print(f"  {workload.name:<13} n={n:<5} relaxscript {row['relaxscript']:9.3f} ms   "
               f"numpy {row['numpy']:9.3f} ms   torch "
-              f"{'-' if row['torch'] is None else format(row['torch'], '9.3f')} ms", flush=True)
-    return results, build_s
+              f"{'-' if torch_ms is None else format(torch_ms, '9.3f')} ms", flush=True)
+    return results, peers["relaxscript"]["build_s"]
 
 
 def ratio(a, b) -> str:
@@ -152,7 +192,10 @@ def parse_args(argv):
     parser.add_argument("--sizes", default=None, help="comma-separated n values (default: per workload)")
     parser.add_argument("--no-torch", action="store_true", help="skip the PyTorch column")
     parser.add_argument("--budget", type=float, default=1.0, help="seconds of timing per cell")
+    parser.add_argument("--same-process", action="store_true",
+                        help="time all peers in this process (their thread pools then interfere)")
     parser.add_argument("--measure-compile", metavar="NAME", help=argparse.SUPPRESS)
+    parser.add_argument("--worker", choices=PEERS, help=argparse.SUPPRESS)
     return parser.parse_args(argv)
 
 
@@ -160,6 +203,10 @@ def main(argv=None) -> int:
     args = parse_args(argv)
     if args.measure_compile:
         print(json.dumps(measure_compile(args.measure_compile)))
+        return 0
+    if args.worker:
+        sizes = tuple(int(x) for x in args.sizes.split(","))
+        print(json.dumps(time_peer(args.worker, WORKLOADS[args.workloads], sizes, args.budget)))
         return 0
     torch = load_torch(not args.no_torch)
     print(f"relaxscript model benchmarks (float32; torch: "
@@ -175,7 +222,8 @@ def main(argv=None) -> int:
         sizes = tuple(int(s) for s in args.sizes.split(",")) if args.sizes else workload.sizes
         print(f"\n{name}: {workload.description}", flush=True)
         try:
-            workload_rows, build_s = run_workload(workload, sizes, torch, args.budget)
+            workload_rows, build_s = run_workload(workload, sizes, torch is not None, args.budget,
+                                                  isolate=not args.same_process)
         except AssertionError as err:
             print(f"CORRECTNESS FAILURE: {err}", file=sys.stderr)
             return 1

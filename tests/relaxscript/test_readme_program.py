@@ -43,3 +43,14 @@ def test_interpret_a_bare_function_with_none_as_the_name():
     x = np.arange(8, dtype="float32").reshape(2, 4)
     np.testing.assert_array_equal(rx.interpret(func, None, x), x.reshape(-1))
     np.testing.assert_array_equal(rx.interpret(func, x), x.reshape(-1))
+
+
+def test_build_a_bare_function_and_save_load_it(tmp_path):
+    func = rx.from_source(SOURCE)
+    exe = rx.build(func, target="c")
+    x = np.arange(12, dtype="float32").reshape(3, 4)
+    np.testing.assert_array_equal(rx.VirtualMachine(exe)["flat"](x), x.reshape(-1))
+    path = tmp_path / "flat.rsx"
+    exe.save(str(path))
+    loaded = rx.VirtualMachine(rx.Executable.load(str(path)))
+    np.testing.assert_array_equal(loaded["flat"](x[:1]), x[:1].reshape(-1))

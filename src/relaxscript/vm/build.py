@@ -11,6 +11,7 @@ code, not IR. One build serves every value of every symbolic variable.
 """
 from __future__ import annotations
 
+from ..expr import Function
 from ..irmodule import IRModule
 from .codegen import compile_module
 from .executable import Executable
@@ -68,8 +69,10 @@ def build(mod: IRModule, target: str = "c", pipeline=None) -> Executable:
     generate VM code; kernels go into one C library ("c") or run in the
     loop-level interpreter ("interp")."""
     _check_target(target)
+    if isinstance(mod, Function):  # a free-standing @function: a module holding just it
+        mod = IRModule({mod.attrs.get("global_symbol", "main"): mod})
     if not isinstance(mod, IRModule):
-        raise TypeError(f"build needs an IRModule, got {type(mod).__name__}")
+        raise TypeError(f"build needs an IRModule or a Function, got {type(mod).__name__}")
     if pipeline is None:
         pipeline = get_pipeline(target)
     notes = list(getattr(pipeline, "notes", ()))

@@ -73,6 +73,10 @@ def _single_threaded_openblas() -> None:
 # a GEMM is split over threads when each block gets at least this many rows and work
 _MIN_ROWS_PER_BLOCK = 16
 _MIN_FLOPS_TO_SPLIT = 1 << 21
+# a skinny product (few rows of a) is split by columns of b once b has this many elements:
+# below it, handing work to another thread (~10 us) costs more than it saves
+_MIN_WEIGHT_TO_SPLIT_COLUMNS = 1 << 19
+_MIN_COLUMNS_PER_BLOCK = 64
 
 
 def _openblas_sgemv():
@@ -114,27 +118,37 @@ def sgemm(a: np.ndarray, b: np.ndarray, c: np.ndarray, trans_a: bool = False, tr
     if fn is None or m == 0 or n == 0:
         _numpy_sgemm(a2, b, c, trans_a, trans_b, alpha, beta)
         return
-    gemv = _openblas_sgemv() if m == 1 and not trans_a else None
-    if gemv is not None:
-        # c (1 x n) = a (1 x k) @ op(b)  is  c = op(b)^T a: b stored (rows x cols) row-major
-        gemv(_CBLAS_ROW_MAJOR, _CBLAS_NO_TRANS if trans_b else _CBLAS_TRANS, b.shape[0], b.shape[1],
-             alpha, b.ctypes.data, b.shape[1], a2.ctypes.data, 1, beta, c.ctypes.data, 1)
-        return
     tb = _CBLAS_TRANS if trans_b else _CBLAS_NO_TRANS
     if trans_a:
         fn(_CBLAS_ROW_MAJOR, _CBLAS_TRANS, tb, m, n, k, alpha,
            a2.ctypes.data, a2.shape[1], b.ctypes.data, b.shape[1], beta, c.ctypes.data, n)
         return
     a_ptr, b_ptr, c_ptr, lda, ldb = a2.ctypes.data, b.ctypes.data, c.ctypes.data, a2.shape[1], b.shape[1]
+    # column block [lo, hi) of op(b): columns of b, or rows of a transposed b
+    b_cols = (lambda lo: b_ptr + 4 * lo * ldb) if trans_b else (lambda lo: b_ptr + 4 * lo)
+    gemv = _openblas_sgemv() if m == 1 else None
+
+    def cols(lo: int, hi: int) -> None:
+        if gemv is not None:
+            # c (1 x n) = a (1 x k) @ op(b) is op(b)^T a; OpenBLAS's sgemm would pack all of b
+            rows_b, cols_b = (hi - lo, k) if trans_b else (k, hi - lo)
+            gemv(_CBLAS_ROW_MAJOR, _CBLAS_NO_TRANS if trans_b else _CBLAS_TRANS, rows_b, cols_b,
+                 alpha, b_cols(lo), ldb, a_ptr, 1, beta, c_ptr + 4 * lo, 1)
+        else:
+            fn(_CBLAS_ROW_MAJOR, _CBLAS_NO_TRANS, tb, m, hi - lo, k, alpha,
+               a_ptr, lda, b_cols(lo), ldb, beta, c_ptr + 4 * lo, n)
 
     def rows(lo: int, hi: int) -> None:
         fn(_CBLAS_ROW_MAJOR, _CBLAS_NO_TRANS, tb, hi - lo, n, k, alpha,
            a_ptr + 4 * lo * lda, lda, b_ptr, ldb, beta, c_ptr + 4 * lo * n, n)
 
-    if 2 * m * n * k < _MIN_FLOPS_TO_SPLIT:
-        rows(0, m)
-    else:
+    if m >= 2 * _MIN_ROWS_PER_BLOCK and 2 * m * n * k >= _MIN_FLOPS_TO_SPLIT:
         run_row_blocks(m, _MIN_ROWS_PER_BLOCK, rows)
+    elif k * n >= _MIN_WEIGHT_TO_SPLIT_COLUMNS:
+        # skinny a: reading b dominates, so the threads share its columns
+        run_row_blocks(n, _MIN_COLUMNS_PER_BLOCK, cols)
+    else:
+        cols(0, n)
 
 
 def _numpy_sgemm(a2, b, c, trans_a, trans_b, alpha, beta) -> None:

@@ -64,3 +64,19 @@ def test_library_entries_batched_and_bias():
     np.testing.assert_allclose(out, a @ w + bias, rtol=1e-5, atol=1e-5)
     with pytest.raises(ShapeMismatchError, match="bias"):
         entry.run_dps([a, w, np.zeros(4, np.float32)], [out])
+
+
+@pytest.mark.parametrize("m", [1, 3, 40])
+@pytest.mark.parametrize("trans_b", [False, True])
+def test_large_products_split_over_threads_match_numpy(m, trans_b, monkeypatch):
+    # force the thread splits (rows for tall a, columns of b for skinny a) even on one core
+    monkeypatch.setattr(blas, "run_row_blocks",
+                        lambda total, min_block, work: [work(lo, hi) for lo, hi in
+                                                        ((0, total // 3), (total // 3, total))])
+    rng = np.random.default_rng(m)
+    k, n = 1024, 600
+    a = rng.standard_normal((m, k)).astype("float32")
+    b = rng.standard_normal((n, k) if trans_b else (k, n)).astype("float32")
+    c = np.full((m, n), np.nan, "float32")
+    blas.sgemm(a, b, c, trans_b=trans_b)
+    np.testing.assert_allclose(c, a @ (b.T if trans_b else b), rtol=1e-4, atol=1e-3)

@@ -124,6 +124,18 @@ def f(A: T.Buffer((4,), "float32")):
 def f(A: T.Buffer((4,), "float32")):
     T.exp(A[0])
 ''', "T.exp(A[0])", "has no effect", "in function 'f'"),
+    ("grid_target_not_a_name", '''
+@T.prim_func
+def f(A: T.Buffer((4, 4), "float32")):
+    for i, R.x in T.grid(4, 4):
+        A[i, 0] = 0.0
+''', "for i, R.x", "loop targets must be names", "in function 'f'"),
+    ("range_target_not_a_name", '''
+@T.prim_func
+def f(A: T.Buffer((4,), "float32")):
+    for A[0] in range(4):
+        A[0] = 0.0
+''', "for A[0]", "loop targets must be names", "in function 'f'"),
     ("syntax_error", '''
 @T.prim_func
 def f(A: T.Buffer((4,), "float32"):

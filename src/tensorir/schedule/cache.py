@@ -9,7 +9,8 @@ from ..functor import Mutator
 from ..stmt import Block, BlockRealize, BufferRegion, BufferStore, For, IterVar, Range, Stmt, seq
 from ..transform.lower_blocks import ALIGN_KEY
 from .checks import (leaf_realizes, reads_buffer, require_allocated,
-                     require_buffer_index, require_not_root, trivial_write_dims, writes_buffer)
+                     require_buffer_index, require_not_root, stmt_realizes, trivial_write_dims,
+                     writes_buffer)
 from .region import simplify
 from .state import NameSupply, StmtIndex, add_root_alloc, replace_stmts, used_names
 
@@ -62,7 +63,7 @@ def cache_read(func: PrimFunc, block_name: str, buffer_index: int, scope: str) -
     siblings = _scope_statements(scope_block)
     # The copy goes right after the last statement of the scope that writes the buffer.
     last_writer = max((i for i, s in enumerate(siblings)
-                       if any(writes_buffer(r.block, buf) for r in leaf_realizes(index, s))), default=-1)
+                       if any(writes_buffer(r.block, buf) for r in stmt_realizes(index, s))), default=-1)
     own_pos = next(i for i, s in enumerate(siblings) if s is index.top_level_stmt(realize))
     if own_pos <= last_writer:
         raise ScheduleError(f"{where}: {buf.name!r} is written in the same statement as the block or "
@@ -72,7 +73,7 @@ def cache_read(func: PrimFunc, block_name: str, buffer_index: int, scope: str) -
     nest = _copy_nest(names, cache.name, buf, cache, [Range(0, s) for s in buf.shape])
     mapping = {}
     for s in siblings[last_writer + 1:]:
-        for r in leaf_realizes(index, s):
+        for r in stmt_realizes(index, s):
             if reads_buffer(r.block, buf) and not writes_buffer(r.block, buf):
                 mapping[r.block] = swap_buffer(r.block, buf, cache)
     new_func = replace_stmts(func, mapping)

@@ -58,6 +58,13 @@ def leaf_realizes(index: StmtIndex, node: Stmt) -> list[BlockRealize]:
     return out
 
 
+def stmt_realizes(index: StmtIndex, stmt: Stmt) -> list[BlockRealize]:
+    """Block realizes in a statement of a scope, the statement itself included when it is one
+    (a block with no loops around it, e.g. the copy of a 0-d buffer)."""
+    own = [stmt] if isinstance(stmt, BlockRealize) else []
+    return own + leaf_realizes(index, stmt)
+
+
 def require_not_root(func: PrimFunc, realize: BlockRealize, primitive: str) -> None:
     if func.root_block is realize.block:
         raise ScheduleError(f"{primitive}: cannot apply to the root block")
@@ -106,3 +113,26 @@ def require_trivial_predicate(realize: BlockRealize, primitive: str) -> None:
     if not is_true(realize.predicate):
         raise ScheduleError(f"{primitive}: block {realize.block.name!r} has a predicate "
                             f"({realize.predicate!r}) this primitive cannot carry")
+
+
+def require_reduction_within(index: StmtIndex, realize: BlockRealize, loops: list[For], where: str) -> None:
+    """The block's reduce iter vars must follow only ``loops`` (not loops further out, nor the
+    iter vars of an enclosing block, as after blockize): a reduction split out of the block
+    (its init, an rfactor stage) is placed among ``loops`` and would restart per outer step."""
+    inside = {id(lp.loop_var) for lp in loops}
+    outer: dict[int, Var] = {}
+    for anc in index.ancestors(realize):
+        if isinstance(anc, For):
+            outer[id(anc.loop_var)] = anc.loop_var
+        elif isinstance(anc, Block):
+            outer.update((id(iv.var), iv.var) for iv in anc.iter_vars)
+    for iv, value in zip(realize.block.iter_vars, realize.iter_values):
+        if iv.kind != "R":
+            continue
+        driver = next((outer[i] for i in var_ids(value) if i in outer and i not in inside), None)
+        if driver is not None:
+            raise ScheduleError(f"{where}: reduction iter var {iv.var.name!r} of block "
+                                f"{realize.block.name!r} follows {driver.name!r} outside the loops "
+                                "this primitive rewrites, so the reduction would restart on each of "
+                                "its steps")
+

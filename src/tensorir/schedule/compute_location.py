@@ -12,7 +12,7 @@ from ..function import PrimFunc
 from ..functor import substitute
 from ..stmt import BlockRealize, For, Range, SeqStmt, Stmt, seq
 from .checks import (binding_loop_vars, is_param_buffer, leaf_realizes, reads_buffer,
-                     require_not_root, trivial_write_dims, writes_buffer)
+                     require_not_root, stmt_realizes, trivial_write_dims, writes_buffer)
 from .region import RegionError, _analyzer, hull, relax_range
 from .state import NameSupply, StmtIndex, replace_stmts, used_names
 
@@ -51,6 +51,26 @@ def _region_bounds(index, loop, realize, regions, buffer, analyzer):
     for reg in regions:
         if reg.buffer is buffer:
             out.append([relax_range(substitute(r, binding), dom, analyzer) for r in reg.region])
+    return out
+
+
+def _scope_level(index: StmtIndex, loop: For, realizes, uses, buffer, role: str, where: str):
+    """The blocks directly in the loop's block scope that stand for ``realizes``.
+
+    A block nested in another one under the loop (e.g. the inner block after blockize) is
+    bound by its outer block's iter vars, which mean nothing outside that block: the outer
+    block's own regions are used instead, and it must declare the access itself.
+    """
+    out: list[BlockRealize] = []
+    for r in realizes:
+        chain = index.ancestors(r) + [r]
+        start = next(i for i, s in enumerate(chain) if s is loop)
+        top = next(s for s in chain[start + 1:] if isinstance(s, BlockRealize))
+        if top is not r and not uses(top.block, buffer):
+            raise ScheduleError(f"{where}: {role} block {r.block.name!r} is nested in block "
+                                f"{top.block.name!r}, which does not declare its use of {buffer.name!r}")
+        if all(top is not o for o in out):
+            out.append(top)
     return out
 
 
@@ -108,7 +128,7 @@ def compute_at(func: PrimFunc, block_name: str, loop_var: Var) -> PrimFunc:
             raise ScheduleError(f"{where}: consumer block {c.block.name!r} is not under the loop")
     if not consumers:
         raise ScheduleError(f"{where}: no consumer of {out_buf.name!r} is under the loop")
-    between = [r for s in siblings[nest_pos + 1:loop_pos] for r in leaf_realizes(index, s)]
+    between = [r for s in siblings[nest_pos + 1:loop_pos] for r in stmt_realizes(index, s)]
     for other in between + under:
         if writes_buffer(other.block, out_buf):
             raise ScheduleError(f"{where}: block {other.block.name!r} also writes {out_buf.name!r}")
@@ -116,8 +136,9 @@ def compute_at(func: PrimFunc, block_name: str, loop_var: Var) -> PrimFunc:
             raise ScheduleError(f"{where}: block {other.block.name!r} writes a buffer the block reads; "
                                 "moving the block later would change what it reads")
     analyzer = _bound_analyzer(index, loop)
+    readers = _scope_level(index, loop, consumers, reads_buffer, out_buf, "consumer", where)
     try:
-        bounds = [b for c in consumers
+        bounds = [b for c in readers
                   for b in _region_bounds(index, loop, c, c.block.reads, out_buf, analyzer)]
     except RegionError as err:
         raise ScheduleError(f"{where}: cannot bound the consumers' reads: {err}") from None
@@ -144,23 +165,32 @@ def reverse_compute_at(func: PrimFunc, block_name: str, loop_var: Var) -> PrimFu
         raise ScheduleError(f"{where}: the block must read exactly one buffer produced under the loop, "
                             f"found {sorted({b.name for b in produced})}")
     buf = produced[0]
-    producers = [p for p in under if writes_buffer(p.block, buf)]
+    producers = _scope_level(index, loop, [p for p in under if writes_buffer(p.block, buf)],
+                             writes_buffer, buf, "producer", where)
+    other_inputs = [r.buffer for r in block.reads if r.buffer is not buf]
     for other in under:
         if any(reads_buffer(other.block, b) or writes_buffer(other.block, b) for b in out_bufs):
             raise ScheduleError(f"{where}: block {other.block.name!r} under the loop uses the "
                                 "block's output")
+        if any(writes_buffer(other.block, b) for b in other_inputs):
+            raise ScheduleError(f"{where}: block {other.block.name!r} under the loop writes another "
+                                "buffer the block reads; inside the loop it would read it unfinished")
     outer_loops = [s for s in index.ancestors(loop) if isinstance(s, For)] + [loop]
     for producer in producers:
         reduce_ids = binding_loop_vars(producer)[1]
         if any(id(lp.loop_var) in reduce_ids for lp in outer_loops):
             raise ScheduleError(f"{where}: loop {loop_var.name!r} or an outer loop iterates a reduction "
                                 f"of producer {producer.block.name!r}, whose values are not final there")
-    between = [r for s in siblings[loop_pos + 1:nest_pos] for r in leaf_realizes(index, s)]
+    between = [r for s in siblings[loop_pos + 1:nest_pos] for r in stmt_realizes(index, s)]
     for other in between:
         if writes_buffer(other.block, buf) or any(
                 reads_buffer(other.block, b) or writes_buffer(other.block, b) for b in out_bufs):
             raise ScheduleError(f"{where}: block {other.block.name!r} between the loop and the block "
                                 "touches the same buffers")
+        if any(writes_buffer(other.block, b) for b in other_inputs):
+            raise ScheduleError(f"{where}: block {other.block.name!r} between the loop and the block "
+                                "writes a buffer the block reads; moving the block earlier would read "
+                                "it before it is written")
     read_regions = [r for r in block.reads if r.buffer is buf]
     if len(read_regions) != 1:
         raise ScheduleError(f"{where}: the block must read {buf.name!r} once")

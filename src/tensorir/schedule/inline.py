@@ -118,15 +118,32 @@ def compute_inline(func: PrimFunc, block_name: str) -> PrimFunc:
             if any(writes_buffer(mid.block, b) for b in read_bufs):
                 raise ScheduleError(f"{where}: block {mid.block.name!r} overwrites an input of the block "
                                     f"before consumer {c.block.name!r} reads it")
-    analyzer = _analyzer()
-    replacer = _LoadReplacer(buf, ivars, store.value)
-    mapping: dict = {index.exclusive_nest_root(realize): None}
-    for c in consumers:
-        new_block = replacer.visit(c.block)
-        reads = _merge_reads(c.block.reads, buf, new_block.body, analyzer)
-        mapping[c.block] = new_block.replace(reads=tuple(reads))
-    new_func = replace_stmts(func, mapping)
+    new_func = replace_stmts(func, {index.exclusive_nest_root(realize): None})
+    rewriter = _InlineConsumers(buf, ivars, store.value, {id(c.block) for c in consumers}, _analyzer())
+    new_func = new_func.with_body(rewriter.visit(new_func.body))
     return replace_stmts(new_func, _drop_alloc(new_func, buf))
+
+
+class _InlineConsumers(Mutator):
+    """Inline ``buffer``'s value into the consumer blocks, innermost first.
+
+    A consumer may hold other consumers (an outer block made by blockize reads what its
+    inner blocks read): their loads and read regions are rewritten before the outer block's
+    reads are inferred again from its new body, so no region keeps naming the removed buffer.
+    """
+
+    def __init__(self, buffer: Buffer, index_vars: list[Var], value, consumer_ids: set[int], analyzer):
+        super().__init__()
+        self.buffer, self.consumer_ids, self.analyzer = buffer, consumer_ids, analyzer
+        self.loads = _LoadReplacer(buffer, index_vars, value)
+
+    def visit_Block(self, node: Block):
+        new = self.generic_visit(node)
+        if id(node) not in self.consumer_ids:
+            return new
+        new = self.loads.visit(new)
+        reads = _merge_reads(node.reads, self.buffer, new.body, self.analyzer)
+        return new.replace(reads=tuple(reads))
 
 
 def reverse_compute_inline(func: PrimFunc, block_name: str) -> PrimFunc:

@@ -155,6 +155,7 @@ def reorder(func: PrimFunc, loop_vars: list[Var]) -> PrimFunc:
     new_chain = list(chain)
     for slot, loop in zip(slots, loops):
         new_chain[slot] = loop
+    _require_reductions_keep_order(index, chain, new_chain, names_str)
     for pos, loop in enumerate(new_chain):
         inner_ids = {id(lp.loop_var) for lp in new_chain[pos + 1:]}
         if var_ids(loop.min) & inner_ids or var_ids(loop.extent) & inner_ids:
@@ -164,6 +165,39 @@ def reorder(func: PrimFunc, loop_vars: list[Var]) -> PrimFunc:
     for loop in reversed(new_chain):
         body = loop.replace(body=body)
     return replace_stmts(func, {chain[0]: body})
+
+
+def _require_reductions_keep_order(index: StmtIndex, chain: list[For], new_chain: list[For],
+                                   names_str: str) -> None:
+    """Every output element's init must still run before its other reduction steps.
+
+    Loops that each bind only spatial or only reduction iter vars of a block may be permuted:
+    an element's first step is then still its first instance. Two cases are refused:
+    moving a loop that binds both kinds (a fused spatial x reduce loop, or a piece of one)
+    interleaves elements' steps; and moving a loop the block does not bind across one of its
+    reduction loops changes how often the init re-runs within the reduction.
+    """
+    old_pos = {id(lp): k for k, lp in enumerate(chain)}
+    new_pos = {id(lp): k for k, lp in enumerate(new_chain)}
+    for realize in leaf_realizes(index, chain[0]):
+        spatial, reduce = binding_loop_vars(realize)
+        if not reduce:
+            continue
+        for slot, loop in enumerate(new_chain):
+            lid = id(loop.loop_var)
+            if loop is not chain[slot] and lid in spatial and lid in reduce:
+                raise ScheduleError(f"reorder of loops {names_str}: loop {loop.loop_var.name!r} binds both "
+                                    f"spatial and reduction iter vars of block {realize.block.name!r}; "
+                                    "moving it would run reduction updates before their init")
+        unbound = [lp for lp in chain if id(lp.loop_var) not in spatial | reduce]
+        reducing = [lp for lp in chain if id(lp.loop_var) in reduce]
+        for u in unbound:
+            for r in reducing:
+                if (old_pos[id(u)] < old_pos[id(r)]) != (new_pos[id(u)] < new_pos[id(r)]):
+                    raise ScheduleError(f"reorder of loops {names_str}: loop {u.loop_var.name!r} is not "
+                                        f"used by block {realize.block.name!r} and would cross its "
+                                        f"reduction loop {r.loop_var.name!r}, changing how often the "
+                                        "reduction restarts from its init")
 
 
 # ----------------------------------------------------------------- loop kinds

@@ -9,7 +9,7 @@ from ..function import PrimFunc
 from ..functor import collect, substitute
 from ..stmt import Block, BlockRealize, BufferStore, For, IterVar, Range, Stmt, is_true, seq
 from ..structural import structural_equal
-from .checks import binding_loop_vars, leaf_realizes, var_ids
+from .checks import binding_loop_vars, leaf_realizes, require_reduction_within, var_ids
 from .region import _analyzer, infer_access_regions
 from .state import NameSupply, StmtIndex, add_root_alloc, replace_stmts, used_names
 
@@ -43,6 +43,7 @@ def decompose_reduction(func: PrimFunc, block_name: str, loop_var: Var) -> tuple
         if id(lp.loop_var) in reduce:
             raise ScheduleError(f"{where}: outer loop {lp.loop_var.name!r} iterates the reduction, so "
                                 "an init placed inside it would run more than once")
+    require_reduction_within(index, realize, loops[pos:], where)
     names = NameSupply(used_names(func))
     copies: dict[Var, Var] = {}
     kept: list[For] = []
@@ -138,6 +139,7 @@ def rfactor(func: PrimFunc, loop_var: Var, factor_axis: int) -> tuple[PrimFunc, 
                             f"buffer {buf.name!r}")
     factor_axis %= buf.ndim + 1
     loops = index.loops_of(realize)
+    require_reduction_within(index, realize, loops, where)
     red_loops = [lp for lp in loops if id(lp.loop_var) in reduce]
     loop_ids = {id(lp.loop_var) for lp in loops}
     for lp in red_loops:

@@ -404,6 +404,7 @@ class FunctionParser(BlockParserMixin):
                                  f"{len(targets)} variable(s)", st)
             loops = []
             for target, arg in zip(targets, call.args):
+                self.require_loop_name(target)
                 ext = self.int_expr(arg)
                 loops.append((target, E.const(0, ext.dtype), ext, "serial", None, {}))
         elif kind in _LOOP_KINDS or (isinstance(call, ast.Call) and isinstance(call.func, ast.Name)
@@ -414,9 +415,14 @@ class FunctionParser(BlockParserMixin):
                              "T.serial, T.parallel, T.vectorized, T.unroll or T.thread_binding", call)
         return self.build_loops(loops, st.body)
 
-    def loop_header(self, target, call: ast.Call, kind: str):
+    def require_loop_name(self, target) -> None:
         if not isinstance(target, ast.Name):
+            raise self.error(f"loop targets must be names, got {ast.unparse(target)}", target)
+
+    def loop_header(self, target, call: ast.Call, kind: str):
+        if isinstance(target, (ast.Tuple, ast.List)):
             raise self.error("this loop binds exactly one variable", target)
+        self.require_loop_name(target)
         kw = {k.arg: k.value for k in call.keywords}
         allowed = {"annotations"} | ({"thread"} if kind == "thread_binding" else set())
         for k in call.keywords:

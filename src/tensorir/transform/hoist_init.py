@@ -3,8 +3,9 @@
 A block with an ``init`` lowers to ``if <reduce vars at min>: init`` inside
 the whole loop nest, which never runs when a reduction extent is 0 (e.g. a
 sum over a symbolic dimension that is empty at run time): the output would
-stay unwritten. When the loops around the block end with loops that feed
-only reduce iter vars (and not the predicate), the init is split into its own
+stay unwritten. When the loops around the block end with loops that each
+feed reduce iter vars and nothing else (not spatial vars, not the predicate),
+and no reduce var depends on a loop or iter var outside them, the init is split into its own
 block before the outermost of those loops, as ``decompose_reduction`` does:
 it runs exactly once per output element whatever the reduction extent.
 """
@@ -28,7 +29,7 @@ def _chain(loop: For):
     return loops, body if isinstance(body, BlockRealize) else None
 
 
-def _hoistable(loops, realize: BlockRealize) -> bool:
+def _hoistable(loops, realize: BlockRealize, bound_ids: set[int]) -> bool:
     block = realize.block
     if block.init is None or not block.iter_vars:
         return False
@@ -36,7 +37,15 @@ def _hoistable(loops, realize: BlockRealize) -> bool:
     for iv, value in zip(block.iter_vars, realize.iter_values):
         if iv.kind == "S" and _uses_any(value, loop_ids):
             return False
+        # A reduce var driven by a loop or iter var outside these loops (e.g. an outer block's
+        # reduce var after blockize) is not at its min on every pass: the init must stay guarded.
+        if iv.kind == "R" and _uses_any(value, bound_ids - loop_ids):
+            return False
     if _uses_any(realize.predicate, loop_ids):
+        return False
+    # A loop feeding no reduce var repeats the whole reduction (init included) per iteration.
+    reduce_values = [v for iv, v in zip(block.iter_vars, realize.iter_values) if iv.kind == "R"]
+    if any(not any(_uses_any(v, {id(lp.loop_var)}) for v in reduce_values) for lp in loops):
         return False
     reduce_ids = {id(iv.var) for iv in block.iter_vars if iv.kind == "R"}
     if _uses_any(block.init, reduce_ids):
@@ -55,9 +64,13 @@ def _split(realize: BlockRealize):
 
 
 class _HoistInit(Mutator):
+    def __init__(self, bound_ids: set[int]):
+        super().__init__()
+        self.bound_ids = bound_ids
+
     def visit_For(self, node: For):
         loops, realize = _chain(node)
-        if realize is not None and _hoistable(loops, realize):
+        if realize is not None and _hoistable(loops, realize, self.bound_ids):
             init, update = _split(realize)
             inner = update
             for lp in reversed(loops):
@@ -66,5 +79,12 @@ class _HoistInit(Mutator):
         return self.generic_visit(node)
 
 
+def _bound_var_ids(stmt) -> set[int]:
+    """Variables that vary inside ``stmt``: loop vars and block iter vars."""
+    loops = collect(stmt, lambda n: isinstance(n, For))
+    blocks = collect(stmt, lambda n: isinstance(n, Block))
+    return {id(lp.loop_var) for lp in loops} | {id(iv.var) for b in blocks for iv in b.iter_vars}
+
+
 def hoist_inits(stmt):
-    return _HoistInit().visit(stmt)
+    return _HoistInit(_bound_var_ids(stmt)).visit(stmt)

@@ -60,7 +60,7 @@ def repeated_sum(X: T.Buffer(("n0", "n1"), "float32"), Y: T.Buffer(("n0",), "flo
     # Loop k re-runs the whole reduction: harmless outside it, a double count inside it.
     n0 = T.int64()
     n1 = T.int64()
-    for k, i0, i1 in T.grid(2, n0, n1):
+    for _k, i0, i1 in T.grid(2, n0, n1):
         with T.block("repeated_sum"):
             v0, v1 = T.axis.remap("SR", [i0, i1])
             T.reads(X[v0, v1])

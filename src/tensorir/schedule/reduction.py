@@ -182,7 +182,7 @@ def rfactor(func: PrimFunc, loop_var: Var, factor_axis: int) -> tuple[PrimFunc, 
     rf_realize = BlockRealize(values, realize.predicate, rf_block)
 
     # Stage 2: the write-back block keeps the original name and reduces over the rfactor axis.
-    wb_map, wb_ivars, wb_loops = {}, [], []
+    wb_map, wb_ivars = {}, []
     for iv in block.iter_vars:
         if iv.kind == "S":
             wb_map[iv.var] = names.var(iv.var.name, iv.var.dtype)

@@ -453,14 +453,14 @@ class FunctionParser(BlockParserMixin):
     def build_loops(self, loops, body_stmts) -> Stmt:
         self.scope.push()
         made = []
-        for target, lo, ext, kind, thread, annotations in loops:
+        for target, lo, ext, kind, thread, loop_annotations in loops:
             var = E.Var(target.id, ext.dtype)
             self.scope.define(target.id, var)
             self.loops.append(LoopInfo(var, Range(lo, ext)))
-            made.append((var, lo, ext, kind, thread, annotations))
+            made.append((var, lo, ext, kind, thread, loop_annotations))
         body = self.parse_body(body_stmts)
-        for var, lo, ext, kind, thread, annotations in reversed(made):
+        for var, lo, ext, kind, thread, loop_annotations in reversed(made):
             self.loops.pop()
-            body = For(var, lo, ext, kind, body, thread_tag=thread, annotations=annotations)
+            body = For(var, lo, ext, kind, body, thread_tag=thread, annotations=loop_annotations)
         self.scope.pop()
         return body

@@ -17,7 +17,8 @@ import numpy as np
 
 from tensorir.errors import ShapeMismatchError
 
-from .threading import run_row_blocks
+from .blas_parallel import function_address, shim
+from .threading import num_threads
 
 _CBLAS_ROW_MAJOR = 101
 _CBLAS_NO_TRANS, _CBLAS_TRANS = 111, 112
@@ -138,15 +139,19 @@ def sgemm(a: np.ndarray, b: np.ndarray, c: np.ndarray, trans_a: bool = False, tr
             fn(_CBLAS_ROW_MAJOR, _CBLAS_NO_TRANS, tb, m, hi - lo, k, alpha,
                a_ptr, lda, b_cols(lo), ldb, beta, c_ptr + 4 * lo, n)
 
-    def rows(lo: int, hi: int) -> None:
-        fn(_CBLAS_ROW_MAJOR, _CBLAS_NO_TRANS, tb, hi - lo, n, k, alpha,
-           a_ptr + 4 * lo * lda, lda, b_ptr, ldb, beta, c_ptr + 4 * lo * n, n)
-
-    if m >= 2 * _MIN_ROWS_PER_BLOCK and 2 * m * n * k >= _MIN_FLOPS_TO_SPLIT:
-        run_row_blocks(m, _MIN_ROWS_PER_BLOCK, rows)
-    elif k * n >= _MIN_WEIGHT_TO_SPLIT_COLUMNS:
+    blocks = num_threads()
+    lib = shim() if blocks > 1 else None
+    if lib is not None and m >= 2 * _MIN_ROWS_PER_BLOCK and 2 * m * n * k >= _MIN_FLOPS_TO_SPLIT:
+        lib.rs_sgemm_rows(function_address(fn), tb, m, n, k, alpha, a_ptr, lda, b_ptr, ldb, beta, c_ptr, n,
+                          min(blocks, m // _MIN_ROWS_PER_BLOCK))
+    elif lib is not None and k * n >= _MIN_WEIGHT_TO_SPLIT_COLUMNS:
         # skinny a: reading b dominates, so the threads share its columns
-        run_row_blocks(n, _MIN_COLUMNS_PER_BLOCK, cols)
+        blocks = min(blocks, n // _MIN_COLUMNS_PER_BLOCK)
+        if gemv is not None:
+            lib.rs_sgemv_columns(function_address(gemv), tb, n, k, alpha, b_ptr, ldb, a_ptr, beta, c_ptr, blocks)
+        else:
+            lib.rs_sgemm_columns(function_address(fn), tb, m, n, k, alpha, a_ptr, lda, b_ptr, ldb, beta, c_ptr,
+                                 n, blocks)
     else:
         cols(0, n)
 

@@ -69,10 +69,9 @@ def test_library_entries_batched_and_bias():
 @pytest.mark.parametrize("m", [1, 3, 40])
 @pytest.mark.parametrize("trans_b", [False, True])
 def test_large_products_split_over_threads_match_numpy(m, trans_b, monkeypatch):
-    # force the thread splits (rows for tall a, columns of b for skinny a) even on one core
-    monkeypatch.setattr(blas, "run_row_blocks",
-                        lambda total, min_block, work: [work(lo, hi) for lo, hi in
-                                                        ((0, total // 3), (total // 3, total))])
+    # force the block splits over OpenMP threads (rows for tall a, columns of b for skinny a)
+    pytest.importorskip("scipy_openblas32")
+    monkeypatch.setattr(blas, "num_threads", lambda: 3)
     rng = np.random.default_rng(m)
     k, n = 1024, 600
     a = rng.standard_normal((m, k)).astype("float32")

@@ -12,7 +12,6 @@ from tensorir.expr import Var
 from tensorir.function import PrimFunc
 
 from .codegen import KernelInfo, generate_c
-from ..threading import configure_openmp
 from .compiler import compile_shared
 
 
@@ -94,7 +93,6 @@ class CModule:
         self.path = path
         self.source = source
         self.compiled = compiled   # False when the library came from the cache
-        configure_openmp()
         self.lib = ctypes.CDLL(str(path))
         self.kernels = {name: CKernel(name, func, info, getattr(self.lib, info.name))
                         for name, (func, info) in kernels.items()}

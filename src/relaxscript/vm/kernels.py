@@ -17,7 +17,6 @@ from pathlib import Path
 
 import numpy as np
 
-from backends.threading import configure_openmp
 from tensorir.errors import ShapeMismatchError
 
 from . import instructions as I
@@ -35,7 +34,6 @@ class CLibraryImage:
         path = Path(self.path) if self.path else None
         if path is None or not path.exists() or path.stat().st_size != len(self.library):
             path = self._materialize()
-        configure_openmp()
         return ctypes.CDLL(str(path))
 
     def _materialize(self) -> Path:

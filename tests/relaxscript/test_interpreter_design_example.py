@@ -6,43 +6,12 @@ import pytest
 pytest.importorskip("relaxscript.script.parser", reason="the relaxscript parser has not landed yet")
 
 import relaxscript as rx  # noqa: E402
-from relaxscript import R, function, ir_module  # noqa: E402
-from tensorir import T, prim_func  # noqa: E402
 from tensorir.errors import ShapeMismatchError  # noqa: E402
+from tests.relaxscript.design_module import DesignModule  # noqa: E402
 
 
 def design_module():
-    @ir_module
-    class Module:
-        @prim_func
-        def exp(x: T.Buffer(("n", 4), "float32"), y: T.Buffer(("n", 4), "float32")):
-            n = T.int64()
-            for i, j in T.grid(n, 4):
-                with T.block("exp"):
-                    vi, vj = T.axis.remap("SS", [i, j])
-                    y[vi, vj] = T.exp(x[vi, vj])
-
-        @function
-        def main(x: R.Tensor(("n", 4), "float32")) -> R.Tensor(("n * 2",), "float32"):
-            n = T.int64()
-            with R.dataflow():
-                lv0 = R.call_tir(Module.exp, [x], R.Tensor((n, 4), "float32"))
-                lv1 = R.call_dps_library("numpy.negative", [lv0], R.Tensor((n, 4), "float32"))
-                R.output(lv1)
-            lv2 = Module.flat(lv1)
-            lv3 = R.split(lv2, 2)
-            return lv3[0]
-
-        @function
-        def flat(x: R.Tensor(("n", 4), "float32")) -> R.Tensor(("n * 4",), "float32"):
-            n = T.int64()
-            with R.dataflow():
-                lv0 = R.reshape(x, R.shape([n * 4]))
-                lv1 = R.nn.relu(lv0)
-                R.output(lv1)
-            return lv1
-
-    return Module
+    return DesignModule
 
 
 @pytest.mark.parametrize("n", [1, 2, 5])

@@ -5,11 +5,10 @@ import numpy as np
 import pytest
 
 import relaxscript as rx
-from relaxscript import R, function, ir_module
+from relaxscript import R, function
 from relaxscript.script import format_struct_info, print_function
 from relaxscript.script.annotations import AnnotationParser
 from relaxscript.struct_info_util import is_base_of
-from tensorir import T, prim_func
 from tensorir.functor import collect
 import tensorir as tir
 
@@ -48,36 +47,7 @@ def assert_annotations(func: rx.Function, expected: dict):
         assert is_base_of(got, want, analyzer, fixed) == "yes", (name, format_struct_info(got))
 
 
-# ---------------------------------------------------------------- DESIGN.md's module, decorator form
-@ir_module
-class DesignModule:
-    @prim_func
-    def exp(x: T.Buffer(("n", 4), "float32"), y: T.Buffer(("n", 4), "float32")):
-        n = T.int64()
-        for i, j in T.grid(n, 4):
-            with T.block("exp"):
-                vi, vj = T.axis.remap("SS", [i, j])
-                y[vi, vj] = T.exp(x[vi, vj])
-
-    @function
-    def main(x: R.Tensor(("n", 4), "float32")) -> R.Tensor(("n * 2",), "float32"):
-        n = T.int64()
-        with R.dataflow():
-            lv0 = R.call_tir(DesignModule.exp, [x], R.Tensor((n, 4), "float32"))
-            lv1 = R.call_dps_library("numpy.negative", [lv0], R.Tensor((n, 4), "float32"))
-            R.output(lv1)
-        lv2 = DesignModule.flat(lv1)
-        lv3 = R.split(lv2, 2)
-        return lv3[0]
-
-    @function
-    def flat(x: R.Tensor(("n", 4), "float32")) -> R.Tensor(("n * 4",), "float32"):
-        n = T.int64()
-        with R.dataflow():
-            lv0 = R.reshape(x, R.shape([n * 4]))
-            lv1 = R.nn.relu(lv0)
-            R.output(lv1)
-        return lv1
+from tests.relaxscript.design_module import DESIGN_TEXT, DesignModule  # noqa: E402
 
 
 def test_design_module_round_trips():
@@ -90,37 +60,6 @@ def test_design_module_round_trips():
     assert text.startswith("# from relaxscript import R\n# from tensorir import T\n")
 
 
-DESIGN_TEXT = '''
-@R.ir_module
-class DesignModule:
-    @T.prim_func
-    def exp(x: T.Buffer(("n", 4), "float32"), y: T.Buffer(("n", 4), "float32")):
-        n = T.int64()
-        for i, j in T.grid(n, 4):
-            with T.block("exp"):
-                vi, vj = T.axis.remap("SS", [i, j])
-                y[vi, vj] = T.exp(x[vi, vj])
-
-    @R.function
-    def main(x: R.Tensor(("n", 4), "float32")) -> R.Tensor(("n * 2",), "float32"):
-        n = T.int64()
-        with R.dataflow():
-            lv0 = R.call_tir(DesignModule.exp, [x], R.Tensor((n, 4), "float32"))
-            lv1 = R.call_dps_library("numpy.negative", [lv0], R.Tensor((n, 4), "float32"))
-            R.output(lv1)
-        lv2 = DesignModule.flat(lv1)
-        lv3 = R.split(lv2, 2)
-        return lv3[0]
-
-    @R.function
-    def flat(x: R.Tensor(("n", 4), "float32")) -> R.Tensor(("n * 4",), "float32"):
-        n = T.int64()
-        with R.dataflow():
-            lv0 = R.reshape(x, R.shape([n * 4]))
-            lv1 = R.nn.relu(lv0)
-            R.output(lv1)
-        return lv1
-'''
 
 
 def test_decorator_and_from_source_agree():

@@ -3,6 +3,8 @@ import numpy as np
 
 import relaxscript as rx
 
+from tests.relaxscript.design_module import DESIGN_TEXT
+
 HEADER = "from relaxscript import R\nfrom tensorir import T\n"
 
 ELEMENTWISE = HEADER + '''
@@ -64,37 +66,7 @@ class Module:
         return out
 '''
 
-SUBGRAPH = HEADER + '''
-@R.ir_module
-class Module:
-    @T.prim_func
-    def exp(x: T.Buffer(("n", 4), "float32"), y: T.Buffer(("n", 4), "float32")):
-        n = T.int64()
-        for i, j in T.grid(n, 4):
-            with T.block("exp"):
-                vi, vj = T.axis.remap("SS", [i, j])
-                y[vi, vj] = T.exp(x[vi, vj])
-
-    @R.function
-    def main(x: R.Tensor(("n", 4), "float32")) -> R.Tensor(("n * 2",), "float32"):
-        n = T.int64()
-        with R.dataflow():
-            lv0 = R.call_tir(Module.exp, [x], R.Tensor((n, 4), "float32"))
-            lv1 = R.call_dps_library("numpy.negative", [lv0], R.Tensor((n, 4), "float32"))
-            R.output(lv1)
-        lv2 = Module.flat(lv1)
-        lv3 = R.split(lv2, 2)
-        return lv3[0]
-
-    @R.function
-    def flat(x: R.Tensor(("n", 4), "float32")) -> R.Tensor(("n * 4",), "float32"):
-        n = T.int64()
-        with R.dataflow():
-            lv0 = R.reshape(x, R.shape([n * 4]))
-            lv1 = R.nn.relu(lv0)
-            R.output(lv1)
-        return lv1
-'''
+SUBGRAPH = HEADER + DESIGN_TEXT
 
 UNIQUE = HEADER + '''
 @R.ir_module

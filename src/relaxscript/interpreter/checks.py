@@ -24,7 +24,7 @@ from tensorir.errors import ShapeMismatchError
 from ..struct_info import (FuncStructInfo, ObjectStructInfo, PrimStructInfo, ShapeStructInfo,
                            StructInfo, TensorStructInfo, TupleStructInfo)
 from .shape_env import ShapeEnv, UnboundSymbolError, format_prim_expr
-from .values import Closure, ShapeTuple, is_scalar
+from .values import Closure, ShapeTuple, describe, is_scalar
 
 
 @dataclass
@@ -66,7 +66,7 @@ class _Checker:
         if isinstance(sinfo, TupleStructInfo):
             if not isinstance(value, (tuple, list)) or isinstance(value, ShapeTuple):
                 self.fail(what, f"{path}: expected a tuple of {len(sinfo.fields)} fields, "
-                                f"got {_describe(value)}")
+                                f"got {describe(value)}")
             if len(value) != len(sinfo.fields):
                 self.fail(what, f"{path}: expected a tuple of {len(sinfo.fields)} fields, "
                                 f"got {len(value)} fields")
@@ -74,7 +74,7 @@ class _Checker:
                          for i, (v, s) in enumerate(zip(value, sinfo.fields)))
         if isinstance(sinfo, FuncStructInfo):
             if not (isinstance(value, Closure) or callable(value)):
-                self.fail(what, f"{path}: expected a function, got {_describe(value)}")
+                self.fail(what, f"{path}: expected a function, got {describe(value)}")
             return value
         raise TypeError(f"unknown annotation {type(sinfo).__name__}")
 
@@ -82,7 +82,7 @@ class _Checker:
         if isinstance(value, (list, np.generic, bool, int, float)):
             value = np.asarray(value)
         if not isinstance(value, np.ndarray):
-            self.fail(what, f"{path}: expected a tensor, got {_describe(value)}")
+            self.fail(what, f"{path}: expected a tensor, got {describe(value)}")
         if sinfo.ndim != -1 and value.ndim != sinfo.ndim:
             self.fail(what, f"{path}: expected rank {sinfo.ndim}, got rank {value.ndim} "
                             f"(shape {tuple(value.shape)})")
@@ -95,7 +95,7 @@ class _Checker:
 
     def _prim(self, value, sinfo: PrimStructInfo, path: str, what: str):
         if not is_scalar(value):
-            self.fail(what, f"{path}: expected a {sinfo.dtype} scalar, got {_describe(value)}")
+            self.fail(what, f"{path}: expected a {sinfo.dtype} scalar, got {describe(value)}")
         kind = np.asarray(value).dtype.kind
         ok = {"b": "b", "i": "biu", "u": "biu", "f": "biuf"}
         target = "b" if sinfo.dtype == "bool" else "f" if dt.is_float(sinfo.dtype) else "i"
@@ -110,7 +110,7 @@ class _Checker:
     def _shape(self, value, sinfo: ShapeStructInfo, path: str, what: str):
         if not isinstance(value, (tuple, list)) or not all(
                 isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in value):
-            self.fail(what, f"{path}: expected a shape, got {_describe(value)}")
+            self.fail(what, f"{path}: expected a shape, got {describe(value)}")
         value = ShapeTuple(value)
         if sinfo.ndim != -1 and len(value) != sinfo.ndim:
             self.fail(what, f"{path}: expected a shape of {sinfo.ndim} values, got {list(value)}")
@@ -212,16 +212,6 @@ def _linear(expr, var: E.Var, env: ShapeEnv) -> tuple[int, int] | None:
 def _vars_of(expr) -> list[E.Var]:
     from tensorir.functor import collect
     return collect(expr, lambda n: isinstance(n, E.Var))
-
-
-def _describe(value) -> str:
-    if isinstance(value, np.ndarray):
-        return f"a tensor of shape {tuple(value.shape)} and dtype {value.dtype.name}"
-    if isinstance(value, ShapeTuple):
-        return f"a shape {list(value)}"
-    if isinstance(value, tuple):
-        return f"a tuple of {len(value)} fields"
-    return f"{type(value).__name__} {value!r}"
 
 
 def check_values(env: ShapeEnv, func_name: str, items: Sequence[CheckItem]) -> list:

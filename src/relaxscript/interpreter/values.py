@@ -55,3 +55,15 @@ def is_scalar(value) -> bool:
     if isinstance(value, (bool, int, float, np.generic)):
         return True
     return isinstance(value, np.ndarray) and value.ndim == 0
+
+
+def describe(value) -> str:
+    """A short description of a runtime value, for error messages."""
+    import numpy as np
+    if isinstance(value, np.ndarray):
+        return f"a tensor of shape {tuple(value.shape)} and dtype {value.dtype.name}"
+    if isinstance(value, ShapeTuple):
+        return f"a shape {list(value)}"
+    if isinstance(value, tuple):
+        return f"a tuple of {len(value)} fields"
+    return f"{type(value).__name__} {value!r}"

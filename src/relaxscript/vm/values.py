@@ -7,7 +7,7 @@ import numpy as np
 
 from tensorir.errors import ShapeMismatchError
 
-from ..interpreter.values import ShapeTuple
+from ..interpreter.values import ShapeTuple, describe
 
 _from_buffer = ctypes.c_char.from_buffer
 _addressof = ctypes.addressof
@@ -19,16 +19,6 @@ def data_pointer(array: np.ndarray) -> int:
         return _addressof(_from_buffer(array))
     except (TypeError, ValueError):  # read-only or empty arrays
         return array.ctypes.data
-
-
-def describe(value) -> str:
-    if isinstance(value, np.ndarray):
-        return f"a tensor of shape {tuple(value.shape)} and dtype {value.dtype.name}"
-    if isinstance(value, ShapeTuple):
-        return f"a shape {list(value)}"
-    if isinstance(value, tuple):
-        return f"a tuple of {len(value)} fields"
-    return f"{type(value).__name__} {value!r}"
 
 
 def dtype_text(dtype: np.dtype) -> str:

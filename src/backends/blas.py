@@ -51,6 +51,7 @@ def _openblas_symbol(symbols: tuple, argtypes: tuple):
 _I32, _F32, _PTR = ctypes.c_int, ctypes.c_float, ctypes.c_void_p
 
 
+@functools.lru_cache(maxsize=None)
 def _openblas_sgemm():
     """The ctypes cblas_sgemm of scipy-openblas32, or None when it is not installed."""
     fn = _openblas_symbol(_SYMBOLS, (_I32, _I32, _I32, _I32, _I32, _I32, _F32, _PTR, _I32, _PTR, _I32,
@@ -71,15 +72,19 @@ def _single_threaded_openblas() -> None:
         setter(1)
 
 
-# a GEMM is split over threads when each block gets at least this many rows and work
+# Splits over threads, measured on 2 cores with the models' weights (512..4096 square-ish):
+# below _MIN_ROWS_TO_SPLIT_ROWS rows of a, splitting b's columns beat splitting a's rows by
+# 5-15% (each thread packs only its part of b); from there on the two are level.
+_MIN_ROWS_TO_SPLIT_ROWS = 128
 _MIN_ROWS_PER_BLOCK = 16
 _MIN_FLOPS_TO_SPLIT = 1 << 21
-# a skinny product (few rows of a) is split by columns of b once b has this many elements:
-# below it, handing work to another thread (~10 us) costs more than it saves
+# a single row of a is split by columns of b once b has this many elements: below it,
+# handing work to another thread (~10 us) costs more than it saves
 _MIN_WEIGHT_TO_SPLIT_COLUMNS = 1 << 19
 _MIN_COLUMNS_PER_BLOCK = 64
 
 
+@functools.lru_cache(maxsize=None)
 def _openblas_sgemv():
     """cblas_sgemv: used for a single row of ``a``, where OpenBLAS's sgemm would pack all of ``b``."""
     return _openblas_symbol(("scipy_cblas_sgemv", "cblas_sgemv"),
@@ -120,40 +125,48 @@ def sgemm(a: np.ndarray, b: np.ndarray, c: np.ndarray, trans_a: bool = False, tr
         _numpy_sgemm(a2, b, c, trans_a, trans_b, alpha, beta)
         return
     tb = _CBLAS_TRANS if trans_b else _CBLAS_NO_TRANS
+    a_ptr, b_ptr, c_ptr = _address(a2), _address(b), _address(c)
+    lda, ldb = a2.shape[1], b.shape[1]
     if trans_a:
-        fn(_CBLAS_ROW_MAJOR, _CBLAS_TRANS, tb, m, n, k, alpha,
-           a2.ctypes.data, a2.shape[1], b.ctypes.data, b.shape[1], beta, c.ctypes.data, n)
+        fn(_CBLAS_ROW_MAJOR, _CBLAS_TRANS, tb, m, n, k, alpha, a_ptr, lda, b_ptr, ldb, beta, c_ptr, n)
         return
-    a_ptr, b_ptr, c_ptr, lda, ldb = a2.ctypes.data, b.ctypes.data, c.ctypes.data, a2.shape[1], b.shape[1]
-    # column block [lo, hi) of op(b): columns of b, or rows of a transposed b
-    b_cols = (lambda lo: b_ptr + 4 * lo * ldb) if trans_b else (lambda lo: b_ptr + 4 * lo)
-    gemv = _openblas_sgemv() if m == 1 else None
-
-    def cols(lo: int, hi: int) -> None:
-        if gemv is not None:
-            # c (1 x n) = a (1 x k) @ op(b) is op(b)^T a; OpenBLAS's sgemm would pack all of b
-            rows_b, cols_b = (hi - lo, k) if trans_b else (k, hi - lo)
-            gemv(_CBLAS_ROW_MAJOR, _CBLAS_NO_TRANS if trans_b else _CBLAS_TRANS, rows_b, cols_b,
-                 alpha, b_cols(lo), ldb, a_ptr, 1, beta, c_ptr + 4 * lo, 1)
-        else:
-            fn(_CBLAS_ROW_MAJOR, _CBLAS_NO_TRANS, tb, m, hi - lo, k, alpha,
-               a_ptr, lda, b_cols(lo), ldb, beta, c_ptr + 4 * lo, n)
-
     blocks = num_threads()
     lib = shim() if blocks > 1 else None
-    if lib is not None and m >= 2 * _MIN_ROWS_PER_BLOCK and 2 * m * n * k >= _MIN_FLOPS_TO_SPLIT:
-        lib.rs_sgemm_rows(function_address(fn), tb, m, n, k, alpha, a_ptr, lda, b_ptr, ldb, beta, c_ptr, n,
-                          min(blocks, m // _MIN_ROWS_PER_BLOCK))
-    elif lib is not None and k * n >= _MIN_WEIGHT_TO_SPLIT_COLUMNS:
-        # skinny a: reading b dominates, so the threads share its columns
-        blocks = min(blocks, n // _MIN_COLUMNS_PER_BLOCK)
-        if gemv is not None:
-            lib.rs_sgemv_columns(function_address(gemv), tb, n, k, alpha, b_ptr, ldb, a_ptr, beta, c_ptr, blocks)
+    if m == 1:
+        gemv = _openblas_sgemv()
+        if lib is not None and k * n >= _MIN_WEIGHT_TO_SPLIT_COLUMNS and n >= 2 * _MIN_COLUMNS_PER_BLOCK:
+            # reading b dominates, so the threads share its columns
+            lib.rs_sgemv_columns(_kernel_address("sgemv"), tb, n, k, alpha, b_ptr, ldb, a_ptr, beta, c_ptr,
+                                 min(blocks, n // _MIN_COLUMNS_PER_BLOCK))
+        elif trans_b:
+            # c (1 x n) = a (1 x k) @ b^T is b a; OpenBLAS's sgemm would pack all of b
+            gemv(_CBLAS_ROW_MAJOR, _CBLAS_NO_TRANS, n, k, alpha, b_ptr, ldb, a_ptr, 1, beta, c_ptr, 1)
         else:
-            lib.rs_sgemm_columns(function_address(fn), tb, m, n, k, alpha, a_ptr, lda, b_ptr, ldb, beta, c_ptr,
-                                 n, blocks)
+            gemv(_CBLAS_ROW_MAJOR, _CBLAS_TRANS, k, n, alpha, b_ptr, ldb, a_ptr, 1, beta, c_ptr, 1)
+        return
+    if lib is None or 2 * m * n * k < _MIN_FLOPS_TO_SPLIT:
+        fn(_CBLAS_ROW_MAJOR, _CBLAS_NO_TRANS, tb, m, n, k, alpha, a_ptr, lda, b_ptr, ldb, beta, c_ptr, n)
+    elif m >= _MIN_ROWS_TO_SPLIT_ROWS or n < 2 * _MIN_COLUMNS_PER_BLOCK:
+        lib.rs_sgemm_rows(_kernel_address("sgemm"), tb, m, n, k, alpha, a_ptr, lda, b_ptr, ldb, beta, c_ptr, n,
+                          min(blocks, max(1, m // _MIN_ROWS_PER_BLOCK)))
     else:
-        cols(0, n)
+        # few rows of a: packing b dominates, so each thread packs only its share of the columns
+        lib.rs_sgemm_columns(_kernel_address("sgemm"), tb, m, n, k, alpha, a_ptr, lda, b_ptr, ldb, beta, c_ptr,
+                             n, min(blocks, n // _MIN_COLUMNS_PER_BLOCK))
+
+
+@functools.lru_cache(maxsize=None)
+def _kernel_address(name: str) -> int:
+    """The C address of ``_openblas_sgemm`` or ``_openblas_sgemv`` (for the shim), found once."""
+    return function_address(_openblas_sgemv() if name == "sgemv" else _openblas_sgemm())
+
+
+def _address(array: np.ndarray) -> int:
+    """The data pointer of a C-contiguous array (the buffer protocol is ~4x faster than ``.ctypes``)."""
+    try:
+        return ctypes.addressof(ctypes.c_char.from_buffer(array))
+    except (TypeError, ValueError):  # read-only or empty arrays
+        return array.ctypes.data
 
 
 def _numpy_sgemm(a2, b, c, trans_a, trans_b, alpha, beta) -> None:

@@ -66,7 +66,7 @@ def test_library_entries_batched_and_bias():
         entry.run_dps([a, w, np.zeros(4, np.float32)], [out])
 
 
-@pytest.mark.parametrize("m", [1, 3, 40])
+@pytest.mark.parametrize("m", [1, 3, 40, 200])
 @pytest.mark.parametrize("trans_b", [False, True])
 def test_large_products_split_over_threads_match_numpy(m, trans_b, monkeypatch):
     # force the block splits over OpenMP threads (rows for tall a, columns of b for skinny a)

@@ -151,3 +151,32 @@ def test_backends_does_not_import_relaxscript():
 def _repo_root():
     from pathlib import Path
     return str(Path(__file__).resolve().parents[2])
+
+
+_VM_SCRATCH_SOURCE = '''
+@R.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor(("n", 4), "float32")) -> R.Tensor(("n", 4), "float32"):
+        n = R.sym_var()
+        y = R.call_dps_library("test.scratch_library", [x], R.Tensor((n, 4), "float32"))
+        return y
+'''
+
+
+@pytest.mark.parametrize("dps", [True, False])
+def test_vm_calls_both_forms_and_names_the_function_in_errors(scratch_name, dps):
+    import relaxscript as rx
+
+    def triple_into(x, out):
+        if x.shape[0] == 3:
+            raise ShapeMismatchError("three rows are refused")
+        np.multiply(x, 3, out=out)
+
+    register_library(scratch_name, triple_into if dps else (lambda x: triple_into(x, np.empty_like(x)) or x * 3),
+                     dps=dps)
+    main = rx.VirtualMachine(rx.build(rx.from_source(_VM_SCRATCH_SOURCE), target="c"))["main"]
+    x = np.arange(8, dtype="float32").reshape(2, 4)
+    np.testing.assert_array_equal(main(x), x * 3)
+    with pytest.raises(ShapeMismatchError, match="function 'main': three rows are refused"):
+        main(np.zeros((3, 4), "float32"))

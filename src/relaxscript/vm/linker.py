@@ -91,6 +91,17 @@ def _link(ins, pc: int, code: FunctionCode, frame: Frame, vm):
         from backends.library import get_library
         entry = get_library(ins.library)
         inputs, outputs = ins.inputs, ins.outputs
+        if entry.dps and entry.numpy_impl is not None:
+            # already in destination-passing form: call it directly (the entry checks its operands)
+            impl, operands = entry.numpy_impl, tuple(inputs) + tuple(outputs)
+
+            def step():
+                try:
+                    impl(*[regs[r] for r in operands])
+                except ShapeMismatchError as err:
+                    raise ShapeMismatchError(f"function '{code.func.name}': {err}") from None
+                return nxt
+            return step
 
         def step():
             try:

@@ -55,8 +55,9 @@ def default_cpu_schedule(func: PrimFunc) -> PrimFunc:
     for rule in rules_for(func):
         sch = Schedule(func)
         try:
-            rule(sch)
+            rewrite = rule(sch)
         except ScheduleError:
             continue
-        return sch.func.with_attr(SCHEDULED_ATTR, True)
+        scheduled = rewrite(sch.func) if rewrite is not None else sch.func
+        return scheduled.with_attr(SCHEDULED_ATTR, True)
     return func.with_attr(SCHEDULED_ATTR, True)

@@ -12,6 +12,7 @@ from __future__ import annotations
 from ..errors import ScheduleError
 from ..schedule import Schedule
 from ..schedule.state import StmtIndex
+from .stage_in_output import find_output_stageable, store_in_output
 from .common import (VECTOR_LANES, attempt, const_int, inline_spatial_intermediates, is_reduction_block,
                      leaf_block_names, loop_extents, loop_kinds, vector_chunk)
 
@@ -68,8 +69,11 @@ def _vectorize_inner(sch: Schedule, name: str) -> None:
         attempt(sch.vectorize, loops[-1])
 
 
-def schedule_reduction(sch: Schedule) -> None:
-    inline_spatial_intermediates(sch)
+def schedule_reduction(sch: Schedule):
+    """Schedule row reductions one row per task. Returns a rewrite to apply to the
+    scheduled function afterwards (see stage_in_output.py), or None."""
+    staged = find_output_stageable(sch.func)
+    inline_spatial_intermediates(sch, frozenset([id(staged[0])]) if staged else frozenset())
     names = leaf_block_names(sch)
     anchor = names[-1]
     partials = [rf for name in names if is_reduction_block(sch, name)
@@ -94,3 +98,9 @@ def schedule_reduction(sch: Schedule) -> None:
             _hoist_init(sch, name)
         else:
             _vectorize_inner(sch, name)
+    if staged and rows == staged[0].ndim - 1:
+        # every stage now runs one row at a time, so the shared intermediate may live in the
+        # output row: a plain IR rewrite after scheduling (no schedule primitive moves a
+        # buffer into a function parameter, so it is not part of the trace)
+        return lambda func: store_in_output(func, *staged)
+    return None

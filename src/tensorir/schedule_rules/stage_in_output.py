@@ -1,0 +1,112 @@
+"""Store an expensive elementwise intermediate in the output it is normalized into.
+
+Softmax legalizes to ``e = exp(x - max); s = sum(e); out = e / s``: ``e`` is
+read by the sum and by the final elementwise stage. Inlining ``e`` (the
+reduction rule's default for spatial intermediates) computes ``exp`` twice
+per element; materializing it in its own full-size buffer costs an extra
+tensor of memory. When the final stage reads ``e`` at exactly the element it
+writes, ``e`` can live in the output buffer itself: the final stage then
+rewrites the output in place, and ``exp`` runs once per element.
+"""
+from __future__ import annotations
+
+from ..buffer import Buffer
+from ..expr import BufferLoad, Call, IntImm
+from ..function import PrimFunc
+from ..functor import collect
+from ..schedule.cache import swap_buffer
+from ..schedule.checks import is_param_buffer, readers_of, writers_of
+from ..schedule.state import StmtIndex
+from ..stmt import Block, BlockRealize, BufferStore
+from ..structural import structural_equal
+
+
+def _is_spatial(block: Block) -> bool:
+    return bool(block.iter_vars) and all(iv.kind == "S" for iv in block.iter_vars)
+
+
+def _store_at_iter_vars(block: Block) -> BufferStore | None:
+    """The block's single store when it writes exactly the element its iter vars name."""
+    if not isinstance(block.body, BufferStore) or block.init is not None:
+        return None
+    store = block.body
+    point = [iv.var for iv in block.iter_vars]
+    if len(store.indices) != len(point) or any(i is not v for i, v in zip(store.indices, point)):
+        return None
+    return store
+
+
+def _covers_buffer(block: Block, buffer: Buffer) -> bool:
+    """Each iter var runs from 0 over the matching dimension of ``buffer``."""
+    return all(isinstance(iv.dom.min, IntImm) and iv.dom.min.value == 0 for iv in block.iter_vars) \
+        and all(structural_equal(iv.dom.extent, dim) for iv, dim in zip(block.iter_vars, buffer.shape))
+
+
+def _has_call(expr) -> bool:
+    return bool(collect(expr, lambda n: isinstance(n, Call)))
+
+
+def _row_local_reads(block: Block, buffer: Buffer) -> bool:
+    """Every load of ``buffer`` names the block's own row: all but the last index are the
+    block's leading iter vars, so sharing one row's storage across stages is safe."""
+    lead = [iv.var for iv in block.iter_vars[:buffer.ndim - 1]]
+    loads = collect(block.body, lambda n: isinstance(n, BufferLoad) and n.buffer is buffer)
+    return all(len(ld.indices) == buffer.ndim and all(i is v for i, v in zip(ld.indices[:-1], lead))
+               and all(iv.kind == "S" for iv in block.iter_vars[:buffer.ndim - 1]) for ld in loads)
+
+
+def _reads_only_own_element(block: Block, buffer: Buffer) -> bool:
+    point = [iv.var for iv in block.iter_vars]
+    loads = collect(block.body, lambda n: isinstance(n, BufferLoad) and n.buffer is buffer)
+    return bool(loads) and all(len(ld.indices) == len(point) and
+                               all(i is v for i, v in zip(ld.indices, point)) for ld in loads)
+
+
+def _candidate(func: PrimFunc, realizes: list[BlockRealize]) -> tuple[Buffer, Buffer] | None:
+    """(intermediate, output) to merge, or None when the pattern does not hold."""
+    if len(realizes) < 3:
+        return None
+    last = realizes[-1].block
+    final_store = _store_at_iter_vars(last)
+    if final_store is None or not _is_spatial(last) or not is_param_buffer(func, final_store.buffer):
+        return None
+    out = final_store.buffer
+    if len(writers_of(realizes, out)) != 1 or readers_of(realizes, out):
+        return None
+    for pos, realize in enumerate(realizes[:-1]):
+        block = realize.block
+        store = _store_at_iter_vars(block)
+        if store is None or not _is_spatial(block) or is_param_buffer(func, store.buffer):
+            continue
+        mid = store.buffer
+        if (mid.dtype != out.dtype or len(mid.shape) != len(out.shape)
+                or not all(structural_equal(a, b) for a, b in zip(mid.shape, out.shape))):
+            continue
+        readers = readers_of(realizes, mid)
+        other_readers = [r for r in readers if r.block is not last]
+        if (not _has_call(store.value) or not other_readers or len(writers_of(realizes, mid)) != 1
+                or not _covers_buffer(block, mid) or not _reads_only_own_element(last, mid)
+                or any(realizes.index(r) < pos for r in readers)
+                or not all(_row_local_reads(r.block, mid) for r in readers)):
+            continue
+        return mid, out
+    return None
+
+
+def find_output_stageable(func: PrimFunc) -> tuple[Buffer, Buffer] | None:
+    """(intermediate, output) of an unscheduled ``func`` whose intermediate may be stored in the
+    output once every stage runs one row at a time (see module doc), else None."""
+    root = func.root_block
+    if root is None:
+        return None
+    return _candidate(func, [r for r in StmtIndex(func).all_realizes() if r.block is not root])
+
+
+def store_in_output(func: PrimFunc, mid: Buffer, out: Buffer) -> PrimFunc:
+    """``func`` with intermediate ``mid`` replaced by ``out`` and its allocation dropped."""
+    root = func.root_block
+    if not any(b is mid for b in root.alloc_buffers):
+        return func
+    new_root = root.replace(alloc_buffers=tuple(b for b in root.alloc_buffers if b is not mid))
+    func = func.with_body(func.body.replace(block=new_root))
+    return func.with_body(swap_buffer(func.body, mid, out))

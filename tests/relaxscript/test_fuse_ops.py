@@ -222,7 +222,8 @@ def test_kernel_kinds_follow_algorithm_1():
     ([("mm", [0, 0]), ("rownorm", [1])], 2),                           # no reduction after a matmul
     ([("mm", [0, 0]), ("flip", [1])], 2),                              # epilogue is elementwise only
     ([("scale", [0]), ("rownorm", [1]), ("relu", [2])], 1),            # reduction with both sides
-    ([("rownorm", [0]), ("scale", [1]), ("rownorm", [2])], 2),         # one reduction per kernel
+    ([("rownorm", [0]), ("scale", [1]), ("rownorm", [2])], 1),         # row reductions stitch
+    ([("rownorm", [0]), ("rownorm", [0]), ("add", [1, 2])], 2),        # siblings: not a chain
     ([("relu", [0]), ("flip_opaque", [1]), ("scale", [2])], 3),        # Opaque never fuses
     ([("relu", [0]), ("flip", [1]), ("add", [2, 1]), ("bias", [3, 0])], 1),  # injective chains
 ])

@@ -8,8 +8,14 @@ Rules (one group = one future kernel):
   call. Calls upstream of the anchor (its prologue, e.g. the 4-bit decode
   feeding a matmul in Figure 9) may be any injective kind; calls downstream
   of it (its epilogue: bias add, gelu) must be ElementWise or Broadcast.
-  So two reductions, two matmuls, or a reduction after a matmul never share
-  a group.
+  So two matmuls, or a reduction after a matmul never share a group.
+- Stitching (BladeDISC): a chain of Reductions, each consuming the one
+  before it (directly or through other members), may share a group when every
+  member is *row-wise* over the same rows (see ``row_wise_params``): each
+  block touches only the row its leading iter vars name, so reductions run
+  over the last axis only, and every tensor passed between members is read
+  at the reader's own row. The whole chain then runs one row per task, as
+  layer_norm -> scale -> softmax does.
 - Opaque calls, and bindings that are not fusible ``call_tir``s, never fuse.
 - A group must be convex: no path leaves it and comes back in. Paths count
   data dependencies *and* symbolic-variable dependencies on the
@@ -27,6 +33,8 @@ from dataclasses import dataclass, field
 from tensorir.analysis import PatternKind
 from tensorir.function import PrimFunc
 from tensorir.functor import collect
+from tensorir.stmt import Block, BufferStore
+from tensorir.structural import structural_equal
 from tensorir import expr as tir
 
 from ..expr import Call, Constant, GlobalVar, MatchCast, Tuple, Var, VarBinding
@@ -43,6 +51,7 @@ class BlockGraph:
     bindings: list
     kinds: list                      # PatternKind of fusible call_tirs, else None
     producers: list = field(default_factory=list)   # index -> sorted producer indices
+    callees: list = field(default_factory=list)     # index -> PrimFunc of fusible calls, else None
     users: list = field(default_factory=list)       # index -> sorted user indices
 
     def is_fusible(self, index: int) -> bool:
@@ -83,6 +92,58 @@ def fusible_kind(binding, mod) -> PatternKind | None:
     return None if kind == PatternKind.Opaque else kind
 
 
+def _same_dims(a, b) -> bool:
+    return len(a) == len(b) and all(structural_equal(x, y, map_free_vars=False) for x, y in zip(a, b))
+
+
+def _mentions(expr, var_ids: set[int]) -> bool:
+    return bool(collect(expr, lambda n: isinstance(n, tir.Var) and id(n) in var_ids))
+
+
+def _row_local(block: Block, rank: int, rows, row_shaped) -> bool:
+    """Every access of ``block`` to a buffer whose leading dims are ``rows`` is at the
+    block's own row (its first ``rank`` iter vars, spatial); no other index names them."""
+    if len(block.iter_vars) < rank or any(iv.kind != "S" for iv in block.iter_vars[:rank]) \
+            or block.match_buffers:
+        return False
+    row_vars = [iv.var for iv in block.iter_vars[:rank]]
+    row_ids = {id(v) for v in row_vars}
+    parts = [block.body] + ([block.init] if block.init is not None else [])
+    for part in parts:
+        if collect(part, lambda n: isinstance(n, Block)):
+            return False  # nested blocks: not analysed, so never stitched
+        for access in collect(part, lambda n: isinstance(n, (tir.BufferLoad, BufferStore))):
+            indices = list(access.indices)
+            if row_shaped(access.buffer):
+                if len(indices) < rank or any(i is not v for i, v in zip(indices, row_vars)):
+                    return False
+                indices = indices[rank:]
+            if any(_mentions(i, row_ids) for i in indices):
+                return False
+    return True
+
+
+def row_wise_params(func: PrimFunc) -> list[bool] | None:
+    """For a prim_func that computes its (single, last) output one row at a time — rows
+    being all but the output's last axis — which buffer params hold whole rows (their
+    leading dims are the output's rows; each is read only at the row being computed).
+    None when some block reads or writes across rows, e.g. reduces over a row axis."""
+    buffers = func.buffer_params
+    if not buffers or buffers[-1].ndim < 2:
+        return None
+    rank = buffers[-1].ndim - 1
+    rows = buffers[-1].shape[:rank]
+
+    def row_shaped(buffer) -> bool:
+        return buffer.ndim >= rank and _same_dims(buffer.shape[:rank], rows)
+
+    root = func.root_block
+    blocks = [b for b in collect(func.body, lambda n: isinstance(n, Block)) if b is not root]
+    if not blocks or not all(_row_local(b, rank, rows, row_shaped) for b in blocks):
+        return None
+    return [row_shaped(b) for b in buffers[:-1]]
+
+
 def build_block_graph(bindings, mod) -> BlockGraph:
     defined_at: dict[Var, int] = {}
     symbol_defined_at: dict[tir.Var, int] = {}
@@ -98,6 +159,8 @@ def build_block_graph(bindings, mod) -> BlockGraph:
             elif isinstance(node, tir.Var) and node in symbol_defined_at:
                 deps.add(symbol_defined_at[node])
         graph.producers.append(sorted(deps))
+        found = call_tir_callee(binding.value, mod) if graph.kinds[index] is not None else None
+        graph.callees.append(found[1] if found else None)
         graph.users.append([])
         for dep in deps:
             graph.users[dep].append(index)
@@ -115,6 +178,7 @@ class Partitioner:
         self.graph = graph
         self.max_depth = max_depth
         self.group_of: dict[int, frozenset] = {}
+        self._rows: dict[int, tuple | None] = {}
 
     def run(self) -> list[list[int]]:
         for index in range(len(self.graph.bindings)):
@@ -141,13 +205,48 @@ class Partitioner:
         if len(members) > self.max_depth:
             return False
         kinds = self.graph.kinds
-        anchors = [m for m in members if kinds[m] in _ANCHORS]
-        if len(anchors) > 1:
+        anchors = sorted(m for m in members if kinds[m] in _ANCHORS)
+        if len(anchors) > 1 and not self._stitchable(members, anchors):
             return False
         if anchors and any(kinds[m] > PatternKind.Broadcast
-                           for m in self._reachable_inside(anchors[0], members)):
+                           for m in self._reachable_inside(anchors[0], members) if m not in anchors):
             return False  # an anchor's epilogue is elementwise / broadcast only
         return self._convex(members)
+
+    def _row_info(self, index: int) -> tuple | None:
+        """(row dims of the call's output, per-argument "holds whole rows" flags), when the
+        callee is row-wise (see ``row_wise_params``), else None. Cached."""
+        if index not in self._rows:
+            info = None
+            func = self.graph.callees[index]
+            flags = row_wise_params(func) if func is not None else None
+            call = self.graph.bindings[index].value
+            if flags is not None and len(flags) == len(call.args[1].fields):
+                shape = call.sinfo_args[0].shape
+                info = (tuple(shape[:-1]), flags)
+            self._rows[index] = info
+        return self._rows[index]
+
+    def _stitchable(self, members: frozenset, anchors: list[int]) -> bool:
+        """Several reductions may share a group when every member is row-wise over the same
+        rows and every tensor made inside the group is read whole-row-wise (no cross-row read)."""
+        if any(self.graph.kinds[a] != PatternKind.Reduction for a in anchors):
+            return False
+        if any(later not in self._reachable_inside(earlier, members)
+               for earlier, later in zip(anchors, anchors[1:])):
+            return False  # only a chain: each reduction consumes the one before it
+        infos = {m: self._row_info(m) for m in members}
+        if any(info is None for info in infos.values()):
+            return False
+        rows = infos[anchors[0]][0]
+        if not all(_same_dims(info[0], rows) for info in infos.values()):
+            return False
+        produced = {id(self.graph.bindings[m].var) for m in members}
+        for m in members:
+            for arg, whole_rows in zip(self.graph.bindings[m].value.args[1].fields, infos[m][1]):
+                if id(arg) in produced and not whole_rows:
+                    return False
+        return True
 
     def _reachable_inside(self, start: int, members: frozenset) -> set[int]:
         seen, stack = set(), [start]

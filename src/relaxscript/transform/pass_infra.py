@@ -8,6 +8,7 @@ first pass that changed a result.
 """
 from __future__ import annotations
 
+import abc
 import time
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
@@ -69,12 +70,13 @@ _DEFAULT_CONTEXT = PassContext()
 _CONTEXT_STACK: list[PassContext] = []
 
 
-class Pass:
+class Pass(abc.ABC):
     """Base class: subclasses implement ``transform_module(mod, ctx)``."""
     name: str = "Pass"
 
+    @abc.abstractmethod
     def transform_module(self, mod: IRModule, ctx: PassContext) -> IRModule:
-        raise NotImplementedError
+        """The new module; never mutates ``mod``."""
 
     def __call__(self, mod: IRModule) -> IRModule:
         ctx = PassContext.current()

@@ -191,8 +191,7 @@ class PassMutator(ExprMutator):
             blocks = []
             for block in seq.blocks:
                 bb.begin_block(isinstance(block, DataflowBlock))
-                for binding in block.bindings:
-                    self.visit_binding(binding)
+                self.visit_block_bindings(block)
                 new_block = bb.end_block(original=block)
                 if new_block.bindings:
                     blocks.append(new_block)
@@ -206,6 +205,11 @@ class PassMutator(ExprMutator):
         if _same(blocks, seq.blocks) and body is seq.body:
             return seq
         return bb.normalize(SeqExpr(blocks, body))
+
+    def visit_block_bindings(self, block) -> None:
+        """Emit a block's bindings into the open block (a hook for passes that regroup them)."""
+        for binding in block.bindings:
+            self.visit_binding(binding)
 
     def visit_binding(self, binding):
         bb = self.builder

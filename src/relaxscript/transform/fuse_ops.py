@@ -22,7 +22,7 @@ from __future__ import annotations
 import heapq
 
 from ..block_builder import BlockBuilder
-from ..expr import Call, DataflowBlock, DataflowVar, SeqExpr, ShapeExpr, Tuple, TupleGetItem, Var
+from ..expr import Call, DataflowBlock, DataflowVar, ShapeExpr, Tuple, TupleGetItem, Var
 from ..expr_functor import PassMutator
 from ..irmodule import IRModule
 from ..op.call import call_tir
@@ -95,34 +95,11 @@ class _FuseOpsMutator(PassMutator):
                 self.builder.update_func(name, new)
         return self.builder.get()
 
-    # A copy of PassMutator.visit_SeqExpr that rebuilds dataflow blocks with groups.
-    def visit_SeqExpr(self, seq: SeqExpr):
-        bb = self.builder
-        bb.begin_scope()
-        try:
-            blocks = []
-            for block in seq.blocks:
-                is_dataflow = isinstance(block, DataflowBlock)
-                bb.begin_block(is_dataflow)
-                if is_dataflow:
-                    self._emit_dataflow_block(block)
-                else:
-                    for binding in block.bindings:
-                        self.visit_binding(binding)
-                new_block = bb.end_block(original=block)
-                if new_block.bindings:
-                    blocks.append(new_block)
-            bb.begin_block(False)
-            body = bb.normalize_argument(self.visit_expr(seq.body))
-            tail = bb.end_block()
-            if tail.bindings:
-                blocks.append(tail)
-        finally:
-            bb.end_scope()
-        if len(blocks) == len(seq.blocks) and all(a is b for a, b in zip(blocks, seq.blocks)) \
-                and body is seq.body:
-            return seq
-        return bb.normalize(SeqExpr(blocks, body))
+    def visit_block_bindings(self, block) -> None:
+        if isinstance(block, DataflowBlock):
+            self._emit_dataflow_block(block)   # dataflow blocks are rebuilt with fused groups
+        else:
+            super().visit_block_bindings(block)
 
     def _emit_dataflow_block(self, block) -> None:
         bindings = list(block.bindings)

@@ -173,3 +173,21 @@ def count_kernel_calls(mod, func: str = "main") -> int:
     calls = collect(mod[func], lambda c: isinstance(c, rx.Call))
     return sum(1 for c in calls if getattr(c.op, "name", None) == "relax.call_tir"
                or (isinstance(c.op, rx.GlobalVar) and mod[c.op.name_hint].attrs.get("primitive")))
+
+
+def norm_scale_softmax_source(width: int) -> str:
+    """layer_norm -> * 0.125 -> softmax over ``(n, width)``: the issue's chain (b)."""
+    return f'''
+@I.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor(("n", {width}), "float32"), g: R.Tensor(({width},), "float32"),
+             b: R.Tensor(({width},), "float32")) -> R.Tensor(("n", {width}), "float32"):
+        n = T.int64()
+        with R.dataflow():
+            lv0 = R.nn.layer_norm(x, g, b, axes=-1)
+            lv1 = R.multiply(lv0, R.const(0.125, "float32"))
+            lv2 = R.nn.softmax(lv1, axis=-1)
+            R.output(lv2)
+        return lv2
+'''

@@ -5,7 +5,7 @@ import pytest
 
 import relaxscript as rx
 
-from .fuse_helpers import count_call_tir
+from .fuse_helpers import count_call_tir, norm_scale_softmax_source
 
 pytest.importorskip("relaxscript.transform.legalize", reason="LegalizeOps has not landed yet")
 
@@ -27,19 +27,7 @@ class Module:
         return lv5
 '''
 
-NORM_SOFTMAX = '''
-@I.ir_module
-class Module:
-    @R.function
-    def main(x: R.Tensor(("n", 4096), "float32"), g: R.Tensor((4096,), "float32"), b: R.Tensor((4096,), "float32")) -> R.Tensor(("n", 4096), "float32"):
-        n = T.int64()
-        with R.dataflow():
-            lv0 = R.nn.layer_norm(x, g, b, axes=-1)
-            lv1 = R.multiply(lv0, R.const(0.125, "float32"))
-            lv2 = R.nn.softmax(lv1, axis=-1)
-            R.output(lv2)
-        return lv2
-'''
+NORM_SOFTMAX = norm_scale_softmax_source(4096)
 
 
 def _pipeline(source):

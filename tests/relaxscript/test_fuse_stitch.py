@@ -6,23 +6,11 @@ import pytest
 import relaxscript as rx
 from relaxscript.transform.fuse_partition import row_wise_params
 
-from .fuse_helpers import count_call_tir
+from .fuse_helpers import count_call_tir, norm_scale_softmax_source
 
 pytest.importorskip("relaxscript.transform.legalize", reason="LegalizeOps has not landed yet")
 
-NORM_SCALE_SOFTMAX = '''
-@I.ir_module
-class Module:
-    @R.function
-    def main(x: R.Tensor(("n", 64), "float32"), g: R.Tensor((64,), "float32"), b: R.Tensor((64,), "float32")) -> R.Tensor(("n", 64), "float32"):
-        n = T.int64()
-        with R.dataflow():
-            lv0 = R.nn.layer_norm(x, g, b, axes=-1)
-            lv1 = R.multiply(lv0, R.const(0.125, "float32"))
-            lv2 = R.nn.softmax(lv1, axis=-1)
-            R.output(lv2)
-        return lv2
-'''
+NORM_SCALE_SOFTMAX = norm_scale_softmax_source(64)
 
 # the second reduction sums over rows (axis 0): every output row needs every input row
 NORM_THEN_COLUMN_SUM = '''

@@ -103,6 +103,7 @@ from .accumulate import match_accumulation  # noqa: E402
 from .guards import and_all, split_guard  # noqa: E402
 from .work import PARALLEL_MIN_ITERATIONS, nest_iterations  # noqa: E402
 from .hoist import expr_key, invariant_subexpressions  # noqa: E402
+from .invariant_values import invariant_values  # noqa: E402
 
 
 class CodegenError(ValueError):
@@ -394,6 +395,7 @@ class CFunctionEmitter:
         if accumulation is not None:
             self.accumulation_loop(s, hi, accumulation)
             return
+        hoisted_values = self.hoist_values(s)
         var = self.names.get(s.loop_var, s.loop_var.name)
         lo = self.expr(s.min)
         parallel = s.kind == "parallel" and not self.in_parallel
@@ -417,6 +419,8 @@ class CFunctionEmitter:
         self.hoisted = saved
         self.in_parallel -= parallel
         self.emit("}")
+        for key in hoisted_values:
+            del self.hoisted[key]
 
     def fresh_name(self, hint: str) -> str:
         """A C local name unique in the function (the key object is kept alive: names map by id)."""
@@ -473,6 +477,22 @@ class CFunctionEmitter:
             self.hoist_count += 1
             self.emit(f"const {c_type(e.dtype)} {name} = {text};")
             self.hoisted[key] = name
+
+    def hoist_values(self, s: S.For) -> list:
+        """Bind the loop's invariant float values to locals before it (invariant_values.py);
+        their keys, to forget once the loop is emitted."""
+        keys = []
+        for e in invariant_values(s, lambda loop: self.known_positive(loop.extent)):
+            key = expr_key(e)
+            if key in self.hoisted:
+                continue
+            text = self.expr(e)
+            name = self.fresh_name(f"rs_f{self.hoist_count}")
+            self.hoist_count += 1
+            self.emit(f"const {c_type(e.dtype)} {name} = {text};")
+            self.hoisted[key] = name
+            keys.append(key)
+        return keys
 
     def allocate(self, s: S.Allocate) -> None:
         buf = s.buffer

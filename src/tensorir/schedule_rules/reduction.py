@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from ..errors import ScheduleError
 from ..schedule import Schedule
+from ..schedule.state import StmtIndex
 from .stage_in_output import find_output_stageable, store_in_output
 from .common import (attempt, inline_spatial_intermediates, is_reduction_block,
                      leaf_block_names, loop_extents, loop_kinds, vector_chunk)
@@ -51,11 +52,25 @@ def _vectorize_inner(sch: Schedule, name: str) -> None:
         attempt(sch.vectorize, loops[-1])
 
 
+def _fuse_reductions_into_producers(sch: Schedule, staged) -> None:
+    """Reduce each staged row in the loop that writes it (one pass over the row instead of
+    two): the reduction that directly follows a staged row's producer moves into the
+    producer's inner loop, where it reads each element just written."""
+    staged_ids = {id(buf) for buf in staged}
+    names = leaf_block_names(sch)
+    for producer, consumer in zip(names, names[1:]):
+        block = StmtIndex(sch.func).realize(producer).block
+        if is_reduction_block(sch, producer) or not is_reduction_block(sch, consumer) \
+                or not any(id(w.buffer) in staged_ids for w in block.writes):
+            continue
+        attempt(sch.reverse_compute_at, sch.get_block(consumer), sch.get_loops(sch.get_block(producer))[-1])
+
+
 def schedule_reduction(sch: Schedule):
     """Schedule row reductions one row per task. Returns a rewrite to apply to the
     scheduled function afterwards (see stage_in_output.py), or None."""
     staged = find_output_stageable(sch.func)
-    inline_spatial_intermediates(sch, frozenset([id(staged[0])]) if staged else frozenset())
+    inline_spatial_intermediates(sch, frozenset(id(mid) for mid in staged[0]) if staged else frozenset())
     names = leaf_block_names(sch)
     anchor = names[-1]
     rows = _row_count(sch, anchor, names)
@@ -67,12 +82,14 @@ def schedule_reduction(sch: Schedule):
         sch.compute_at(sch.get_block(name), row_loop)
     fused = sch.fuse(*anchor_loops[:rows]) if rows > 1 else anchor_loops[0]
     sch.parallel(fused)
+    if staged:
+        _fuse_reductions_into_producers(sch, staged[0])
     for name in leaf_block_names(sch):
         if is_reduction_block(sch, name):
             _hoist_init(sch, name)
         else:
             _vectorize_inner(sch, name)
-    if staged and rows == staged[0].ndim - 1:
+    if staged and rows == staged[1].ndim - 1:
         # every stage now runs one row at a time, so the shared intermediate may live in the
         # output row: a plain IR rewrite after scheduling (no schedule primitive moves a
         # buffer into a function parameter, so it is not part of the trace)

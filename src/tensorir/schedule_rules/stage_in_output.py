@@ -1,12 +1,17 @@
-"""Store an expensive elementwise intermediate in the output it is normalized into.
+"""Store expensive elementwise intermediates in the output they end up in.
 
 Softmax legalizes to ``e = exp(x - max); s = sum(e); out = e / s``: ``e`` is
 read by the sum and by the final elementwise stage. Inlining ``e`` (the
 reduction rule's default for spatial intermediates) computes ``exp`` twice
 per element; materializing it in its own full-size buffer costs an extra
-tensor of memory. When the final stage reads ``e`` at exactly the element it
-writes, ``e`` can live in the output buffer itself: the final stage then
-rewrites the output in place, and ``exp`` runs once per element.
+tensor of memory. Once every stage runs one row at a time, ``e`` can live
+in the output row itself: the final stage then rewrites it in place.
+
+The same holds for a chain: in ``softmax(layer_norm(x) * c)`` the scaled
+row is read by the max and by the exp, and the exp row by the sum and the
+final division. Both live in the output row one after the other, because
+each one is dead before the next is written, or is read only at the
+element its successor writes (an in-place update).
 """
 from __future__ import annotations
 
@@ -62,8 +67,42 @@ def _reads_only_own_element(block: Block, buffer: Buffer) -> bool:
                                all(i is v for i, v in zip(ld.indices, point)) for ld in loads)
 
 
-def _candidate(func: PrimFunc, realizes: list[BlockRealize]) -> tuple[Buffer, Buffer] | None:
-    """(intermediate, output) to merge, or None when the pattern does not hold."""
+def _worth_storing(func: PrimFunc, value) -> bool:
+    """Recomputing ``value`` costs more than a store and a load: it calls a math function
+    or reads another intermediate (which inlining would recompute in turn)."""
+    return _has_call(value) or bool(collect(
+        value, lambda n: isinstance(n, BufferLoad) and not is_param_buffer(func, n.buffer)))
+
+
+def _stageable(func: PrimFunc, realizes: list[BlockRealize], pos: int, out: Buffer) -> Buffer | None:
+    """The intermediate written by ``realizes[pos]`` when it may share the output's storage."""
+    block = realizes[pos].block
+    store = _store_at_iter_vars(block)
+    if store is None or not _is_spatial(block) or is_param_buffer(func, store.buffer):
+        return None
+    mid = store.buffer
+    if (mid.dtype != out.dtype or len(mid.shape) != len(out.shape)
+            or not all(structural_equal(a, b) for a, b in zip(mid.shape, out.shape))):
+        return None
+    readers = readers_of(realizes, mid)
+    if (len(readers) < 2 or len(writers_of(realizes, mid)) != 1 or not _covers_buffer(block, mid)
+            or not _worth_storing(func, store.value) or any(realizes.index(r) < pos for r in readers)
+            or not all(_row_local_reads(r.block, mid) for r in readers)):
+        return None
+    return mid
+
+
+def _dead_by(realizes: list[BlockRealize], mid: Buffer, pos: int) -> bool:
+    """``mid`` may be overwritten by the block at ``pos``: no later block reads it, and
+    that block reads it (if at all) only at the element it writes."""
+    last_read = max(realizes.index(r) for r in readers_of(realizes, mid))
+    if last_read < pos:
+        return True
+    return last_read == pos and _reads_only_own_element(realizes[pos].block, mid)
+
+
+def _candidate(func: PrimFunc, realizes: list[BlockRealize]) -> tuple[list[Buffer], Buffer] | None:
+    """(intermediates, output) to merge, or None when the pattern does not hold."""
     if len(realizes) < 3:
         return None
     last = realizes[-1].block
@@ -73,40 +112,33 @@ def _candidate(func: PrimFunc, realizes: list[BlockRealize]) -> tuple[Buffer, Bu
     out = final_store.buffer
     if len(writers_of(realizes, out)) != 1 or readers_of(realizes, out):
         return None
-    for pos, realize in enumerate(realizes[:-1]):
-        block = realize.block
-        store = _store_at_iter_vars(block)
-        if store is None or not _is_spatial(block) or is_param_buffer(func, store.buffer):
-            continue
-        mid = store.buffer
-        if (mid.dtype != out.dtype or len(mid.shape) != len(out.shape)
-                or not all(structural_equal(a, b) for a, b in zip(mid.shape, out.shape))):
-            continue
-        readers = readers_of(realizes, mid)
-        other_readers = [r for r in readers if r.block is not last]
-        if (not _has_call(store.value) or not other_readers or len(writers_of(realizes, mid)) != 1
-                or not _covers_buffer(block, mid) or not _reads_only_own_element(last, mid)
-                or any(realizes.index(r) < pos for r in readers)
-                or not all(_row_local_reads(r.block, mid) for r in readers)):
-            continue
-        return mid, out
-    return None
+    staged: list[Buffer] = []
+    for pos in range(len(realizes) - 1):
+        mid = _stageable(func, realizes, pos, out)
+        if mid is not None and (not staged or _dead_by(realizes, staged[-1], pos)):
+            staged.append(mid)
+    while staged and not _dead_by(realizes, staged[-1], len(realizes) - 1):
+        staged.pop()
+    return (staged, out) if staged else None
 
 
-def find_output_stageable(func: PrimFunc) -> tuple[Buffer, Buffer] | None:
-    """(intermediate, output) of an unscheduled ``func`` whose intermediate may be stored in the
-    output once every stage runs one row at a time (see module doc), else None."""
+def find_output_stageable(func: PrimFunc) -> tuple[list[Buffer], Buffer] | None:
+    """(intermediates, output) of an unscheduled ``func`` whose intermediates may be stored in
+    the output once every stage runs one row at a time (see module doc), else None."""
     root = func.root_block
     if root is None:
         return None
     return _candidate(func, [r for r in StmtIndex(func).all_realizes() if r.block is not root])
 
 
-def store_in_output(func: PrimFunc, mid: Buffer, out: Buffer) -> PrimFunc:
-    """``func`` with intermediate ``mid`` replaced by ``out`` and its allocation dropped."""
+def store_in_output(func: PrimFunc, mids: list[Buffer], out: Buffer) -> PrimFunc:
+    """``func`` with each intermediate of ``mids`` replaced by ``out`` and its allocation dropped."""
     root = func.root_block
-    if not any(b is mid for b in root.alloc_buffers):
+    mids = [m for m in mids if any(b is m for b in root.alloc_buffers)]
+    if not mids:
         return func
-    new_root = root.replace(alloc_buffers=tuple(b for b in root.alloc_buffers if b is not mid))
-    func = func.with_body(func.body.replace(block=new_root))
-    return func.with_body(swap_buffer(func.body, mid, out))
+    new_root = root.replace(alloc_buffers=tuple(b for b in root.alloc_buffers if all(b is not m for m in mids)))
+    body = func.body.replace(block=new_root)
+    for mid in mids:
+        body = swap_buffer(body, mid, out)
+    return func.with_body(body)

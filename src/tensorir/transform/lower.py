@@ -3,11 +3,12 @@ from __future__ import annotations
 
 from ..function import PrimFunc
 from .flatten_buffers import flatten_buffers
+from .fuse_loops import fuse_loops, remove_unit_loops
 from .lower_blocks import lower_blocks
 from .lower_predicates import lower_predicates
 from .simplify_indices import simplify_indices
 
-PASSES = (lower_predicates, lower_blocks, flatten_buffers, simplify_indices)
+PASSES = (lower_predicates, lower_blocks, flatten_buffers, remove_unit_loops, simplify_indices, fuse_loops)
 
 
 def lower(func: PrimFunc) -> PrimFunc:

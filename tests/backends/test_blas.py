@@ -79,3 +79,18 @@ def test_large_products_split_over_threads_match_numpy(m, trans_b, monkeypatch):
     c = np.full((m, n), np.nan, "float32")
     blas.sgemm(a, b, c, trans_b=trans_b)
     np.testing.assert_allclose(c, a @ (b.T if trans_b else b), rtol=1e-4, atol=1e-3)
+
+
+@pytest.mark.parametrize("threads", [2, 3])
+@pytest.mark.parametrize("k", [515, 1031])
+def test_single_row_split_by_weight_rows_handles_remainders_and_beta(threads, k, monkeypatch):
+    # rs_sgemv_rows: k not a multiple of the 8-row sweep nor of the thread count; beta != 0 reads c
+    pytest.importorskip("scipy_openblas32")
+    monkeypatch.setattr(blas, "num_threads", lambda: threads)
+    rng = np.random.default_rng(k)
+    a = rng.standard_normal((1, k)).astype("float32")
+    b = rng.standard_normal((k, 777)).astype("float32")
+    c = rng.standard_normal((1, 777)).astype("float32")
+    expected = 0.5 * (a.astype(np.float64) @ b) + 2.0 * c
+    blas.sgemm(a, b, c, alpha=0.5, beta=2.0)
+    np.testing.assert_allclose(c, expected, rtol=1e-4, atol=1e-3)

@@ -385,17 +385,18 @@ class CFunctionEmitter:
         hi = self.expr(E.add(s.min, s.extent))
         for bound in guard.upper_bounds:
             hi = f"rs_min_{s.loop_var.dtype}({hi}, {self.expr(bound)})"
-        self.plain_loop(s.replace(body=body), hi)
+        # a bound from a guard may leave the loop with no iteration: nothing is hoisted before it
+        self.plain_loop(s.replace(body=body), hi, may_skip=bool(guard.upper_bounds))
         if guard.outer:
             self.indent -= 1
             self.emit("}")
 
-    def plain_loop(self, s: S.For, hi: str, simd_clause: str = "") -> None:
+    def plain_loop(self, s: S.For, hi: str, simd_clause: str = "", may_skip: bool = False) -> None:
         accumulation = None if simd_clause else match_accumulation(s)
         if accumulation is not None:
-            self.accumulation_loop(s, hi, accumulation)
+            self.accumulation_loop(s, hi, accumulation, may_skip)
             return
-        hoisted_values = self.hoist_values(s)
+        hoisted_values = [] if may_skip else self.hoist_values(s)
         var = self.names.get(s.loop_var, s.loop_var.name)
         lo = self.expr(s.min)
         parallel = s.kind == "parallel" and not self.in_parallel
@@ -428,7 +429,7 @@ class CFunctionEmitter:
         self.name_keys.append(key)
         return self.names.get(key, hint)
 
-    def accumulation_loop(self, s: S.For, hi: str, acc) -> None:
+    def accumulation_loop(self, s: S.For, hi: str, acc, may_skip: bool = False) -> None:
         """A reduction into one element, kept in a scalar so the loop vectorizes (accumulate.py)."""
         store = acc.store
         ctype = c_type(store.buffer.dtype)
@@ -438,7 +439,8 @@ class CFunctionEmitter:
         self.indent += 1
         self.emit(f"{ctype} {name} = {target};")
         self.accumulators[id(store)] = (name, acc)
-        self.plain_loop(s.replace(kind="vectorized"), hi, simd_clause=f" reduction({acc.omp_op}:{name})")
+        self.plain_loop(s.replace(kind="vectorized"), hi, simd_clause=f" reduction({acc.omp_op}:{name})",
+                        may_skip=may_skip)
         del self.accumulators[id(store)]
         self.emit(f"{target} = {name};")
         self.indent -= 1

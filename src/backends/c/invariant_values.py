@@ -11,7 +11,7 @@ floating-point subexpressions of the body that
 - contain a division or a math call (cheaper ones are left to gcc),
 - read only buffers that nothing inside the loop writes, and
 - are evaluated on every iteration: the loop runs at least once and the
-  use is not under an ``if`` or a select branch, so hoisting a load can not
+  use is not under an ``if``, a select branch or the right of ``&&``/``||``, so hoisting a load can not
   read memory the original program would not have read,
 
 and binds them to constants just before the loop.
@@ -76,7 +76,9 @@ class _Finder:
         children = []
         for field in e._fields:
             value = getattr(e, field)
-            branch = isinstance(e, E.Select) and field != "condition"
+            # a select's branches and the right operand of && / || run only sometimes
+            branch = (isinstance(e, E.Select) and field != "condition") or \
+                (isinstance(e, (E.And, E.Or)) and field == "b")
             for child in (value if isinstance(value, tuple) else (value,)):
                 if isinstance(child, E.PrimExpr):
                     children.append((child, certain and not branch, self.visit(child, certain and not branch)))

@@ -45,9 +45,8 @@ def _accesses(stmt) -> dict[int, list]:
     return out
 
 
-def _is_accumulation(loop: For) -> bool:
-    """``for k: B[idx] = B[idx] op f(k)`` with ``idx`` free of ``k`` and ``f`` not reading ``B``."""
-    store = loop.body
+def _is_accumulation_store(loop: For, store) -> bool:
+    """``B[idx] = B[idx] op f(k)`` with ``idx`` free of ``k`` and ``f`` not reading ``B``."""
     if not isinstance(store, BufferStore) or not isinstance(store.value, (E.Add, E.Mul, E.Max, E.Min)):
         return False
     if any(collect(i, lambda n: n is loop.loop_var) for i in store.indices):
@@ -61,6 +60,17 @@ def _is_accumulation(loop: For) -> bool:
                 not collect(operand, lambda n: isinstance(n, E.BufferLoad) and n.buffer.storage is storage):
             return True
     return False
+
+
+def _is_accumulation(loop: For) -> bool:
+    """The whole body accumulates into one element."""
+    return _is_accumulation_store(loop, loop.body)
+
+
+def _accumulation_count(loop: For) -> int:
+    """Statements of the body that accumulate into one element (a fused loop may hold one)."""
+    body = loop.body.seq if isinstance(loop.body, SeqStmt) else [loop.body]
+    return sum(_is_accumulation_store(loop, stmt) for stmt in body)
 
 
 def _same(a, b) -> bool:
@@ -123,7 +133,7 @@ class _Fuser(Mutator):
             return None
         if not (_same(a.min, b.min) and _same(a.extent, b.extent)):
             return None
-        accumulations = _is_accumulation(a) + _is_accumulation(b)
+        accumulations = _accumulation_count(a) + _accumulation_count(b)
         if accumulations > 1 or any(lp.kind != "vectorized" and not _is_accumulation(lp) for lp in (a, b)):
             return None
         b_body = substitute(b.body, {b.loop_var: a.loop_var})

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 from ..errors import ScheduleError
 from ..schedule import Schedule
-from ..schedule.state import StmtIndex
 from .stage_in_output import find_output_stageable, store_in_output
 from .common import (attempt, inline_spatial_intermediates, is_reduction_block,
                      leaf_block_names, loop_extents, loop_kinds, vector_chunk)
@@ -52,20 +51,6 @@ def _vectorize_inner(sch: Schedule, name: str) -> None:
         attempt(sch.vectorize, loops[-1])
 
 
-def _fuse_reductions_into_producers(sch: Schedule, staged) -> None:
-    """Reduce each staged row in the loop that writes it (one pass over the row instead of
-    two): the reduction that directly follows a staged row's producer moves into the
-    producer's inner loop, where it reads each element just written."""
-    staged_ids = {id(buf) for buf in staged}
-    names = leaf_block_names(sch)
-    for producer, consumer in zip(names, names[1:]):
-        block = StmtIndex(sch.func).realize(producer).block
-        if is_reduction_block(sch, producer) or not is_reduction_block(sch, consumer) \
-                or not any(id(w.buffer) in staged_ids for w in block.writes):
-            continue
-        attempt(sch.reverse_compute_at, sch.get_block(consumer), sch.get_loops(sch.get_block(producer))[-1])
-
-
 def schedule_reduction(sch: Schedule):
     """Schedule row reductions one row per task. Returns a rewrite to apply to the
     scheduled function afterwards (see stage_in_output.py), or None."""
@@ -82,8 +67,6 @@ def schedule_reduction(sch: Schedule):
         sch.compute_at(sch.get_block(name), row_loop)
     fused = sch.fuse(*anchor_loops[:rows]) if rows > 1 else anchor_loops[0]
     sch.parallel(fused)
-    if staged:
-        _fuse_reductions_into_producers(sch, staged[0])
     for name in leaf_block_names(sch):
         if is_reduction_block(sch, name):
             _hoist_init(sch, name)

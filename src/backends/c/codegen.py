@@ -99,7 +99,7 @@ _BINARY_C = {E.Add: "+", E.Sub: "-", E.Mul: "*", E.EQ: "==", E.NE: "!=", E.LT: "
              E.LE: "<=", E.GT: ">", E.GE: ">=", E.And: "&&", E.Or: "||"}
 
 
-from .accumulate import match_accumulation  # noqa: E402
+from .accumulate import OMP_OPS, match_accumulation  # noqa: E402
 from .guards import and_all, split_guard  # noqa: E402
 from .work import PARALLEL_MIN_ITERATIONS, nest_iterations  # noqa: E402
 from .hoist import expr_key, invariant_subexpressions  # noqa: E402
@@ -439,7 +439,7 @@ class CFunctionEmitter:
         self.indent += 1
         self.emit(f"{ctype} {name} = {target};")
         self.accumulators[id(store)] = (name, acc)
-        self.plain_loop(s.replace(kind="vectorized"), hi, simd_clause=f" reduction({acc.omp_op}:{name})",
+        self.plain_loop(s.replace(kind="vectorized"), hi, simd_clause=f" reduction({OMP_OPS[acc.op]}:{name})",
                         may_skip=may_skip)
         del self.accumulators[id(store)]
         self.emit(f"{target} = {name};")
@@ -453,7 +453,7 @@ class CFunctionEmitter:
             self.emit(f"{{ const {c_type(acc.store.buffer.dtype)} rs_v = {operand}; "
                       f"{name} = (rs_v {cmp} {name} || rs_v != rs_v) ? rs_v : {name}; }}")
         else:
-            self.emit(f"{name} = {name} {acc.omp_op} {operand};")
+            self.emit(f"{name} = {name} {OMP_OPS[acc.op]} {operand};")
 
     def bind_loop_var(self, s: S.For) -> None:
         self.bounds(s.loop_var)  # creates the analyzer

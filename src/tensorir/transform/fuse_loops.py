@@ -29,6 +29,7 @@ fused function against the original directly.
 from __future__ import annotations
 
 from .. import expr as E
+from ..analysis.accumulation import accumulation_of, body_statements
 from ..arith import Analyzer
 from ..function import PrimFunc
 from ..functor import Mutator, collect, substitute
@@ -45,37 +46,26 @@ def _accesses(stmt) -> dict[int, list]:
     return out
 
 
-def _is_accumulation_store(loop: For, store) -> bool:
-    """``B[idx] = B[idx] op f(k)`` with ``idx`` free of ``k`` and ``f`` not reading ``B``."""
-    if not isinstance(store, BufferStore) or not isinstance(store.value, (E.Add, E.Mul, E.Max, E.Min)):
-        return False
-    if any(collect(i, lambda n: n is loop.loop_var) for i in store.indices):
-        return False
-    storage = store.buffer.storage
-    value = store.value
-    for acc, operand in ((value.a, value.b), (value.b, value.a)):
-        if isinstance(acc, E.BufferLoad) and acc.buffer.storage is storage and \
-                len(acc.indices) == len(store.indices) and \
-                all(_same(x, y) for x, y in zip(acc.indices, store.indices)) and \
-                not collect(operand, lambda n: isinstance(n, E.BufferLoad) and n.buffer.storage is storage):
-            return True
-    return False
-
-
-def _is_accumulation(loop: For) -> bool:
-    """The whole body accumulates into one element."""
-    return _is_accumulation_store(loop, loop.body)
-
-
 def _accumulation_count(loop: For) -> int:
     """Statements of the body that accumulate into one element (a fused loop may hold one)."""
-    body = loop.body.seq if isinstance(loop.body, SeqStmt) else [loop.body]
-    return sum(_is_accumulation_store(loop, stmt) for stmt in body)
+    return sum(accumulation_of(stmt, loop.loop_var) is not None for stmt in body_statements(loop))
 
 
 def _same(a, b) -> bool:
     from ..structural import structural_equal
     return a is b or structural_equal(a, b, map_free_vars=False)
+
+
+def _movable_before(stmt, loop_accesses: dict) -> bool:
+    """``stmt`` (no loops) may run before a loop with ``loop_accesses``: neither writes what the
+    other touches."""
+    if collect(stmt, lambda n: isinstance(n, For)):
+        return False
+    for storage, accesses in _accesses(stmt).items():
+        other = loop_accesses.get(storage)
+        if other and (any(w for w, _ in accesses) or any(w for w, _ in other)):
+            return False
+    return True
 
 
 class _UnitLoops(Mutator):
@@ -93,39 +83,28 @@ class _Fuser(Mutator):
         self.analyzer = Analyzer()
 
     def visit_SeqStmt(self, node: SeqStmt):
-        stmts = [self.visit(s) for s in node.seq]
+        flat = seq(*[self.visit(s) for s in node.seq])   # unit-loop removal may nest sequences
         out: list = []
-        for stmt in seq(*stmts).seq if len(stmts) > 1 else stmts:
-            fused = self.try_fuse(out, stmt) if isinstance(stmt, For) else None
-            if fused is None:
+        for stmt in flat.seq if isinstance(flat, SeqStmt) else (flat,):
+            if not (isinstance(stmt, For) and self.try_fuse(out, stmt)):
                 out.append(stmt)
         return seq(*out)
 
     # ------------------------------------------------------------ fusion
-    def try_fuse(self, out: list, loop: For):
-        """Fuse ``loop`` into the last loop of ``out`` (moving the statements between in front of
-        it); returns True and edits ``out`` when legal, else None."""
+    def try_fuse(self, out: list, loop: For) -> bool:
+        """Fuse ``loop`` into the last loop of ``out``, moving the statements between in front
+        of it; edits ``out`` and returns True when legal."""
         pos = next((i for i in range(len(out) - 1, -1, -1) if isinstance(out[i], For)), None)
         if pos is None:
-            return None
+            return False
         first, between = out[pos], out[pos + 1:]
-        if not all(self.movable_before(s, first) for s in between):
-            return None
+        first_accesses = _accesses(first.body)
+        if not all(_movable_before(s, first_accesses) for s in between):
+            return False
         fused = self.fuse(first, loop)
         if fused is None:
-            return None
-        out[pos:] = between + [fused]
-        return True
-
-    @staticmethod
-    def movable_before(stmt, loop: For) -> bool:
-        if collect(stmt, lambda n: isinstance(n, For)):
             return False
-        mine, theirs = _accesses(stmt), _accesses(loop.body)
-        for storage, accesses in mine.items():
-            other = theirs.get(storage)
-            if other and (any(w for w, _ in accesses) or any(w for w, _ in other)):
-                return False
+        out[pos:] = between + [fused]
         return True
 
     def fuse(self, a: For, b: For) -> For | None:
@@ -134,7 +113,8 @@ class _Fuser(Mutator):
         if not (_same(a.min, b.min) and _same(a.extent, b.extent)):
             return None
         accumulations = _accumulation_count(a) + _accumulation_count(b)
-        if accumulations > 1 or any(lp.kind != "vectorized" and not _is_accumulation(lp) for lp in (a, b)):
+        plain = [lp for lp in (a, b) if lp.kind != "vectorized"]
+        if accumulations > 1 or any(accumulation_of(lp.body, lp.loop_var) is None for lp in plain):
             return None
         b_body = substitute(b.body, {b.loop_var: a.loop_var})
         if not self.independent(a, b_body):

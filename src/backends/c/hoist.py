@@ -36,16 +36,20 @@ def expr_key(e):
     return tuple(parts)
 
 
-def _bound_vars(stmt) -> set[int]:
-    """ids of the variables a statement binds (loop vars, let vars)."""
-    out: set[int] = set()
+def inner_scope(stmt) -> tuple[set[int], set[int]]:
+    """(ids of the variables ``stmt`` binds: loop and let vars, ids of the buffer storages it
+    writes or allocates)."""
+    bound: set[int] = set()
+    written: set[int] = set()
 
     def walk(s):
-        if isinstance(s, S.For):
-            out.add(id(s.loop_var))
+        if isinstance(s, S.BufferStore):
+            written.add(id(s.buffer.storage))
+        elif isinstance(s, S.For):
+            bound.add(id(s.loop_var))
             walk(s.body)
         elif isinstance(s, S.LetStmt):
-            out.add(id(s.var))
+            bound.add(id(s.var))
             walk(s.body)
         elif isinstance(s, S.SeqStmt):
             for x in s.seq:
@@ -55,9 +59,10 @@ def _bound_vars(stmt) -> set[int]:
             if s.else_case is not None:
                 walk(s.else_case)
         elif isinstance(s, S.Allocate):
+            written.add(id(s.buffer.storage))
             walk(s.body)
     walk(stmt)
-    return out
+    return bound, written
 
 
 class _Finder:
@@ -99,37 +104,40 @@ class _Finder:
             self.found.setdefault(expr_key(e), e)
 
 
-def _stmt_exprs(stmt):
-    """Expressions of a statement tree in emission order."""
+def stmt_exprs(stmt, runs_once=lambda loop: True, certain: bool = True):
+    """(expression, certain) pairs of a statement tree in emission order; ``certain``: the
+    expression is evaluated whenever ``stmt`` runs (not under an ``if``, nor in a loop that
+    ``runs_once(loop)`` does not promise to run at least once)."""
     if isinstance(stmt, S.BufferStore):
-        yield from stmt.indices
-        yield stmt.value
+        for e in (*stmt.indices, stmt.value):
+            yield e, certain
     elif isinstance(stmt, S.For):
-        yield stmt.min
-        yield stmt.extent
-        yield from _stmt_exprs(stmt.body)
+        yield stmt.min, certain
+        yield stmt.extent, certain
+        yield from stmt_exprs(stmt.body, runs_once, certain and runs_once(stmt))
     elif isinstance(stmt, S.LetStmt):
-        yield stmt.value
-        yield from _stmt_exprs(stmt.body)
+        yield stmt.value, certain
+        yield from stmt_exprs(stmt.body, runs_once, certain)
     elif isinstance(stmt, S.SeqStmt):
         for s in stmt.seq:
-            yield from _stmt_exprs(s)
+            yield from stmt_exprs(s, runs_once, certain)
     elif isinstance(stmt, S.IfThenElse):
-        yield stmt.condition
-        yield from _stmt_exprs(stmt.then_case)
+        yield stmt.condition, certain
+        yield from stmt_exprs(stmt.then_case, runs_once, False)
         if stmt.else_case is not None:
-            yield from _stmt_exprs(stmt.else_case)
+            yield from stmt_exprs(stmt.else_case, runs_once, False)
     elif isinstance(stmt, S.Allocate):
-        yield from stmt.buffer.shape
-        yield from _stmt_exprs(stmt.body)
+        for e in stmt.buffer.shape:
+            yield e, certain
+        yield from stmt_exprs(stmt.body, runs_once, certain)
     elif isinstance(stmt, S.Evaluate):
-        yield stmt.value
+        yield stmt.value, certain
 
 
 def invariant_subexpressions(loop: S.For) -> list:
     """Maximal costly integer subexpressions of ``loop.body`` that use no variable
     bound inside the body (they may use ``loop.loop_var``), in first-use order."""
-    finder = _Finder(_bound_vars(loop.body))
-    for e in _stmt_exprs(loop.body):
+    finder = _Finder(inner_scope(loop.body)[0])
+    for e, _ in stmt_exprs(loop.body):
         finder.visit_child(e)
     return list(finder.found.values())

@@ -22,39 +22,12 @@ from typing import Callable
 
 from tensorir import dtype as dt
 from tensorir import expr as E
+from tensorir.functor import collect
 from tensorir import stmt as S
 
-from .hoist import expr_key
+from .hoist import expr_key, inner_scope, stmt_exprs
 
 _COSTLY_FLOAT = (E.Div, E.FloorDiv, E.FloorMod, E.Call)
-
-
-def _inner_scope(stmt) -> tuple[set[int], set[int]]:
-    """(ids of variables bound inside ``stmt``, ids of buffer storages written or allocated there)."""
-    bound: set[int] = set()
-    written: set[int] = set()
-
-    def walk(s):
-        if isinstance(s, S.BufferStore):
-            written.add(id(s.buffer.storage))
-        elif isinstance(s, S.For):
-            bound.add(id(s.loop_var))
-            walk(s.body)
-        elif isinstance(s, S.LetStmt):
-            bound.add(id(s.var))
-            walk(s.body)
-        elif isinstance(s, S.SeqStmt):
-            for x in s.seq:
-                walk(x)
-        elif isinstance(s, S.IfThenElse):
-            walk(s.then_case)
-            if s.else_case is not None:
-                walk(s.else_case)
-        elif isinstance(s, S.Allocate):
-            written.add(id(s.buffer.storage))
-            walk(s.body)
-    walk(stmt)
-    return bound, written
 
 
 class _Finder:
@@ -98,46 +71,9 @@ class _Finder:
     def record(self, e, certain: bool) -> None:
         if not dt.is_float(e.dtype):
             return
-        if not certain and _reads_memory(e):
+        if not certain and collect(e, lambda n: isinstance(n, E.BufferLoad)):
             return
         self.found.setdefault(expr_key(e), e)
-
-
-def _reads_memory(e) -> bool:
-    if isinstance(e, E.BufferLoad):
-        return True
-    for field in e._fields:
-        value = getattr(e, field)
-        for child in (value if isinstance(value, tuple) else (value,)):
-            if isinstance(child, E.PrimExpr) and _reads_memory(child):
-                return True
-    return False
-
-
-def _walk(finder: _Finder, stmt, certain: bool, runs_once: Callable) -> None:
-    if isinstance(stmt, S.BufferStore):
-        for i in stmt.indices:
-            finder.visit_top(i, certain)
-        finder.visit_top(stmt.value, certain)
-    elif isinstance(stmt, S.For):
-        finder.visit_top(stmt.min, certain)
-        finder.visit_top(stmt.extent, certain)
-        _walk(finder, stmt.body, certain and runs_once(stmt), runs_once)
-    elif isinstance(stmt, S.LetStmt):
-        finder.visit_top(stmt.value, certain)
-        _walk(finder, stmt.body, certain, runs_once)
-    elif isinstance(stmt, S.SeqStmt):
-        for s in stmt.seq:
-            _walk(finder, s, certain, runs_once)
-    elif isinstance(stmt, S.IfThenElse):
-        finder.visit_top(stmt.condition, certain)
-        _walk(finder, stmt.then_case, False, runs_once)
-        if stmt.else_case is not None:
-            _walk(finder, stmt.else_case, False, runs_once)
-    elif isinstance(stmt, S.Allocate):
-        _walk(finder, stmt.body, certain, runs_once)
-    elif isinstance(stmt, S.Evaluate):
-        finder.visit_top(stmt.value, certain)
 
 
 def invariant_values(loop: S.For, runs_once: Callable[[S.For], bool]) -> list:
@@ -146,8 +82,9 @@ def invariant_values(loop: S.For, runs_once: Callable[[S.For], bool]) -> list:
     known to run at least one iteration."""
     if not runs_once(loop):
         return []
-    bound, written = _inner_scope(loop.body)
+    bound, written = inner_scope(loop.body)
     bound.add(id(loop.loop_var))
     finder = _Finder(bound, written)
-    _walk(finder, loop.body, True, runs_once)
+    for e, certain in stmt_exprs(loop.body, runs_once):
+        finder.visit_top(e, certain)
     return list(finder.found.values())

@@ -112,26 +112,27 @@ def _candidate(func: PrimFunc, realizes: list[BlockRealize]) -> tuple[list[Buffe
     out = final_store.buffer
     if len(writers_of(realizes, out)) != 1 or readers_of(realizes, out):
         return None
+    candidates = [(pos, mid) for pos in range(len(realizes) - 1)
+                  for mid in [_stageable(func, realizes, pos, out)] if mid is not None]
     excluded: set[int] = set()
     while True:
-        staged = _chain(func, realizes, out, excluded)
+        staged = _chain(realizes, [(pos, mid) for pos, mid in candidates if id(mid) not in excluded])
         # a spatial reader that is not staged gets inlined into its own readers, which would then
         # read the staged row at elements the stage order no longer protects: leave such rows out
         ids = {id(mid) for mid in staged} | {id(out)}
-        inlined = [r for mid in staged for r in readers_of(realizes, mid)
-                   if _is_spatial(r.block) and not any(id(w.buffer) in ids for w in r.block.writes)]
-        bad = {id(mid) for mid in staged for r in inlined if r in readers_of(realizes, mid)}
+        bad = {id(mid) for mid in staged for r in readers_of(realizes, mid)
+               if _is_spatial(r.block) and not any(id(w.buffer) in ids for w in r.block.writes)}
         if not bad:
             return (staged, out) if staged else None
         excluded |= bad
 
 
-def _chain(func: PrimFunc, realizes: list[BlockRealize], out: Buffer, excluded: set[int]) -> list[Buffer]:
-    """The intermediates, in order, that may live in ``out`` one after the other."""
+def _chain(realizes: list[BlockRealize], candidates: list) -> list[Buffer]:
+    """Of the (position, intermediate) ``candidates``, those that may live in the output one
+    after the other, in order."""
     staged: list[Buffer] = []
-    for pos in range(len(realizes) - 1):
-        mid = _stageable(func, realizes, pos, out)
-        if mid is not None and id(mid) not in excluded and (not staged or _dead_by(realizes, staged[-1], pos)):
+    for pos, mid in candidates:
+        if not staged or _dead_by(realizes, staged[-1], pos):
             staged.append(mid)
     while staged and not _dead_by(realizes, staged[-1], len(realizes) - 1):
         staged.pop()

@@ -112,18 +112,20 @@ def test_scheduled_chain_allocates_no_row_sized_buffer_and_computes_exp_once(wid
     assert len(allocs) == 4 and all(a.buffer.shape == (n,) for a in allocs)  # 4 row statistics
 
 
+def _assert_interpreter_and_c_give(want, scheduled, kernel, *inputs):
+    for run in (lambda *args: tir.interpret(scheduled, *args), kernel):
+        got = np.full_like(want, np.nan)
+        run(*inputs, got)
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-6)
+
+
 @HYPOTHESIS
 @given(width=st.sampled_from([16, 64]), n=st.integers(1, 9), seed=st.integers(0, 2**16))
 def test_staged_chain_matches_numpy_in_interpreter_and_c(width, n, seed):
     scheduled, kernel = _scheduled(width)
     x, gamma, beta = _inputs(np.random.default_rng(seed), n, width)
     want = norm_scale_softmax_numpy(x, gamma, beta)
-    got = np.full_like(x, np.nan)
-    tir.interpret(scheduled, x, gamma, beta, got)
-    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-6)
-    got_c = np.full_like(x, np.nan)
-    kernel(x, gamma, beta, got_c)
-    np.testing.assert_allclose(got_c, want, rtol=1e-4, atol=1e-6)
+    _assert_interpreter_and_c_give(want, scheduled, kernel, x, gamma, beta)
 
 
 # ---------------------------------------------------------------- part of a chain
@@ -139,12 +141,7 @@ def test_intermediate_still_read_by_the_last_stage_stops_the_chain():
     for n in (1, 4):
         x, gamma, beta = _inputs(rng, n, 16)
         want = norm_scale_softmax_numpy(x, gamma, beta, final_adds_scaled=True)
-        got = np.full_like(x, np.nan)
-        tir.interpret(scheduled, x, gamma, beta, got)
-        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-6)
-        got_c = np.full_like(x, np.nan)
-        kernel(x, gamma, beta, got_c)
-        np.testing.assert_allclose(got_c, want, rtol=1e-4, atol=1e-6)
+        _assert_interpreter_and_c_give(want, scheduled, kernel, x, gamma, beta)
 
 
 def _reversed_chain(width: int):

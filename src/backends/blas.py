@@ -12,6 +12,7 @@ import ctypes
 import functools
 import glob
 import os
+from math import prod
 
 import numpy as np
 
@@ -72,26 +73,27 @@ def _single_threaded_openblas() -> None:
         setter(1)
 
 
-# Splits over threads, measured on 2 cores with the models' weights (512..4096 square-ish):
-# below _MIN_ROWS_TO_SPLIT_ROWS rows of a, splitting b's columns beat splitting a's rows by
-# 5-15% (each thread packs only its part of b); from there on the two are level.
-_MIN_ROWS_TO_SPLIT_ROWS = 128
-_MIN_ROWS_PER_BLOCK = 16
-_MIN_FLOPS_TO_SPLIT = 1 << 21
-# a single row of a is split by columns of b once b has this many elements: below it,
-# handing work to another thread (~10 us) costs more than it saves
-_MIN_WEIGHT_TO_SPLIT_COLUMNS = 1 << 19
-# rs_sgemv_rows gives each thread a contiguous block of b, which pays off from 512x512 weights on
-# (2 threads, 8 weights in turn so they come from L3: 13.6 us against 17.5 us for one thread)
-_MIN_WEIGHT_TO_SPLIT_ROWS = 1 << 18
-_MIN_COLUMNS_PER_BLOCK = 64
-
-
 @functools.lru_cache(maxsize=None)
 def _openblas_sgemv():
     """cblas_sgemv: used for a single row of ``a``, where OpenBLAS's sgemm would pack all of ``b``."""
     return _openblas_symbol(("scipy_cblas_sgemv", "cblas_sgemv"),
                             (_I32, _I32, _I32, _I32, _F32, _PTR, _I32, _PTR, _I32, _F32, _PTR, _I32))
+
+
+@functools.lru_cache(maxsize=None)
+def _dispatcher():
+    """The shim (blas_parallel.py) bound to OpenBLAS, or None without OpenBLAS or a C compiler."""
+    gemm, gemv = _openblas_sgemm(), _openblas_sgemv()
+    lib = shim() if gemm is not None and gemv is not None else None
+    if lib is not None:
+        lib.rs_blas_bind(function_address(gemm), function_address(gemv))
+    return lib
+
+
+def native_address(symbol: str) -> int | None:
+    """Address of one of the shim's native VM entries (``rs_sgemm_native``, ...), or None."""
+    lib = _dispatcher()
+    return None if lib is None else function_address(getattr(lib, symbol))
 
 
 def backend() -> str:
@@ -108,63 +110,48 @@ def _check(name: str, array, ndim_min: int) -> None:
         raise ShapeMismatchError(f"sgemm: {name} must be C-contiguous")
 
 
+def product_dims(a_shape: tuple, b_shape: tuple, c_shape: tuple, trans_a: bool = False,
+                 trans_b: bool = False) -> tuple[int, int, int]:
+    """``(m, n, k)`` of ``c = op(a) @ op(b)``, the leading dims of ``a`` and ``c`` flattened into rows;
+    raises ShapeMismatchError when the shapes do not fit."""
+    text = (f"sgemm: shapes {a_shape}{'^T' if trans_a else ''} @ {b_shape}{'^T' if trans_b else ''} "
+            f"do not give {c_shape}")
+    if len(b_shape) != 2 or len(a_shape) < 2 or len(c_shape) < 2:
+        raise ShapeMismatchError(text + " (b must be 2-D, a and c at least 2-D)")
+    if trans_a and len(a_shape) != 2:
+        raise ShapeMismatchError(f"sgemm: a transposed a must be 2-D, got shape {a_shape}")
+    rows = prod(a_shape[:-1])
+    m, k = (a_shape[-1], rows) if trans_a else (rows, a_shape[-1])
+    kb, n = (b_shape[1], b_shape[0]) if trans_b else b_shape
+    if k != kb or c_shape[-1] != n or prod(c_shape) != m * n:
+        raise ShapeMismatchError(text)
+    return m, n, k
+
+
+def native_params(a_shape: tuple, b_shape: tuple, c_shape: tuple) -> tuple[int, int, int, int]:
+    """The params of the shim's native entries: ``(m, n, k, threads)`` of ``c = a @ b``."""
+    return (*product_dims(a_shape, b_shape, c_shape), num_threads())
+
+
 def sgemm(a: np.ndarray, b: np.ndarray, c: np.ndarray, trans_a: bool = False, trans_b: bool = False,
           alpha: float = 1.0, beta: float = 0.0) -> None:
     _check("a", a, 2)
     _check("c", c, 2)
     _check("b", b, 2)
-    if b.ndim != 2:
-        raise ShapeMismatchError(f"sgemm: b must be 2-D, got shape {b.shape}")
-    if trans_a and a.ndim != 2:
-        raise ShapeMismatchError(f"sgemm: a transposed a must be 2-D, got shape {a.shape}")
+    m, n, k = product_dims(a.shape, b.shape, c.shape, trans_a, trans_b)
     a2 = a.reshape(-1, a.shape[-1])
-    m, k = (a2.shape[1], a2.shape[0]) if trans_a else a2.shape
-    kb, n = (b.shape[1], b.shape[0]) if trans_b else b.shape
-    if k != kb or c.shape[-1] != n or c.size != m * n:
-        raise ShapeMismatchError(f"sgemm: shapes {a.shape}{'^T' if trans_a else ''} @ "
-                                 f"{b.shape}{'^T' if trans_b else ''} do not give {c.shape}")
     fn = _openblas_sgemm()
     if fn is None or m == 0 or n == 0:
         _numpy_sgemm(a2, b, c, trans_a, trans_b, alpha, beta)
         return
-    tb = _CBLAS_TRANS if trans_b else _CBLAS_NO_TRANS
     a_ptr, b_ptr, c_ptr = _address(a2), _address(b), _address(c)
-    lda, ldb = a2.shape[1], b.shape[1]
-    if trans_a:
-        fn(_CBLAS_ROW_MAJOR, _CBLAS_TRANS, tb, m, n, k, alpha, a_ptr, lda, b_ptr, ldb, beta, c_ptr, n)
+    lib = _dispatcher()
+    if lib is not None:
+        lib.rs_sgemm(trans_a, trans_b, m, n, k, alpha, a_ptr, b_ptr, beta, c_ptr, num_threads())
         return
-    blocks = num_threads()
-    lib = shim() if blocks > 1 else None
-    if m == 1:
-        gemv = _openblas_sgemv()
-        if lib is not None and not trans_b and k * n >= _MIN_WEIGHT_TO_SPLIT_ROWS and k >= 2 * blocks \
-                and lib.rs_sgemv_rows(k, n, alpha, a_ptr, b_ptr, beta, c_ptr, blocks) == 0:
-            return  # reading b dominates: each thread streams a block of its rows
-        if lib is not None and k * n >= _MIN_WEIGHT_TO_SPLIT_COLUMNS and n >= 2 * _MIN_COLUMNS_PER_BLOCK:
-            # reading b dominates, so the threads share its columns
-            lib.rs_sgemv_columns(_kernel_address("sgemv"), tb, n, k, alpha, b_ptr, ldb, a_ptr, beta, c_ptr,
-                                 min(blocks, n // _MIN_COLUMNS_PER_BLOCK))
-        elif trans_b:
-            # c (1 x n) = a (1 x k) @ b^T is b a; OpenBLAS's sgemm would pack all of b
-            gemv(_CBLAS_ROW_MAJOR, _CBLAS_NO_TRANS, n, k, alpha, b_ptr, ldb, a_ptr, 1, beta, c_ptr, 1)
-        else:
-            gemv(_CBLAS_ROW_MAJOR, _CBLAS_TRANS, k, n, alpha, b_ptr, ldb, a_ptr, 1, beta, c_ptr, 1)
-        return
-    if lib is None or 2 * m * n * k < _MIN_FLOPS_TO_SPLIT:
-        fn(_CBLAS_ROW_MAJOR, _CBLAS_NO_TRANS, tb, m, n, k, alpha, a_ptr, lda, b_ptr, ldb, beta, c_ptr, n)
-    elif m >= _MIN_ROWS_TO_SPLIT_ROWS or n < 2 * _MIN_COLUMNS_PER_BLOCK:
-        lib.rs_sgemm_rows(_kernel_address("sgemm"), tb, m, n, k, alpha, a_ptr, lda, b_ptr, ldb, beta, c_ptr, n,
-                          min(blocks, max(1, m // _MIN_ROWS_PER_BLOCK)))
-    else:
-        # few rows of a: packing b dominates, so each thread packs only its share of the columns
-        lib.rs_sgemm_columns(_kernel_address("sgemm"), tb, m, n, k, alpha, a_ptr, lda, b_ptr, ldb, beta, c_ptr,
-                             n, min(blocks, n // _MIN_COLUMNS_PER_BLOCK))
-
-
-@functools.lru_cache(maxsize=None)
-def _kernel_address(name: str) -> int:
-    """The C address of ``_openblas_sgemm`` or ``_openblas_sgemv`` (for the shim), found once."""
-    return function_address(_openblas_sgemv() if name == "sgemv" else _openblas_sgemm())
+    # no C compiler for the shim: one OpenBLAS call on one thread
+    fn(_CBLAS_ROW_MAJOR, _CBLAS_TRANS if trans_a else _CBLAS_NO_TRANS, _CBLAS_TRANS if trans_b else _CBLAS_NO_TRANS,
+       m, n, k, alpha, a_ptr, a2.shape[1], b_ptr, b.shape[1], beta, c_ptr, n)
 
 
 def _address(array: np.ndarray) -> int:

@@ -1,9 +1,13 @@
-"""Split BLAS calls over the kernels' OpenMP threads.
+"""The C side of BLAS calls: pick OpenBLAS's routine and split it over the
+kernels' OpenMP threads.
 
 OpenBLAS runs single-threaded (its own busy-waiting pool would fight the
-kernels' OpenMP threads, see threading.py), so one pool owns the cores. This shim, compiled once into the C
-cache, runs blocks of one BLAS call on OpenMP threads, calling OpenBLAS
-through the function pointer ctypes found.
+kernels' OpenMP threads, see threading.py), so one pool owns the cores. This
+shim, compiled once into the C cache and bound to the OpenBLAS entries ctypes
+found, runs blocks of one BLAS call on OpenMP threads. ``rs_sgemm`` holds the
+whole choice (sgemm or sgemv, which split), so a call from Python
+(``blas.sgemm``) and a native call from the VM (``rs_sgemm_native``, no Python
+in between) take the same path.
 """
 from __future__ import annotations
 
@@ -14,7 +18,9 @@ from .c.compiler import compile_shared
 
 _SOURCE = r"""
 #include <stddef.h>
+#include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 #include <omp.h>
 typedef void (*sgemm_fn)(int, int, int, int, int, int, float, const float*, int, const float*, int,
                          float, float*, int);
@@ -101,6 +107,86 @@ int rs_sgemv_rows(int k, int n, float alpha, const float* restrict x, const floa
   free(part);
   return 0;
 }
+
+/* OpenBLAS's entries, found by ctypes once per process (rs_blas_bind) */
+static sgemm_fn bound_sgemm;
+static sgemv_fn bound_sgemv;
+
+void rs_blas_bind(sgemm_fn gemm, sgemv_fn gemv) { bound_sgemm = gemm; bound_sgemv = gemv; }
+
+/* Splits over threads, measured on 2 cores with the models' weights (512..4096 square-ish):
+   below MIN_ROWS_TO_SPLIT_ROWS rows of a, splitting b's columns beat splitting a's rows by 5-15%
+   (each thread packs only its part of b); from there on the two are level. */
+#define MIN_ROWS_TO_SPLIT_ROWS 128
+#define MIN_ROWS_PER_BLOCK 16
+#define MIN_FLOPS_TO_SPLIT (1L << 21)
+/* a single row of a is split by columns of b once b has this many elements: below it, handing
+   work to another thread (~10 us) costs more than it saves */
+#define MIN_WEIGHT_TO_SPLIT_COLUMNS (1L << 19)
+/* rs_sgemv_rows gives each thread a contiguous block of b, which pays off from 512x512 weights on
+   (2 threads, 8 weights in turn so they come from L3: 13.6 us against 17.5 us for one thread) */
+#define MIN_WEIGHT_TO_SPLIT_ROWS (1L << 18)
+#define MIN_COLUMNS_PER_BLOCK 64
+#define ROW_MAJOR 101
+#define NO_TRANS 111
+#define TRANS 112
+
+static long min_long(long x, long y) { return x < y ? x : y; }
+static long max_long(long x, long y) { return x > y ? x : y; }
+
+/* c (m x n) = alpha * op(a) @ op(b) + beta * c, all row-major and contiguous; a is (m x k), or
+   (k x m) when trans_a; b is (k x n), or (n x k) when trans_b. Picks OpenBLAS's sgemm or sgemv and
+   how to split the call over `threads` OpenMP threads. Returns -2 when OpenBLAS is not bound. */
+int rs_sgemm(int trans_a, int trans_b, long m, long n, long k, float alpha, const float* a,
+             const float* b, float beta, float* c, int threads) {
+  if (bound_sgemm == NULL || bound_sgemv == NULL) return -2;
+  if (m == 0 || n == 0) return 0;
+  const int tb = trans_b ? TRANS : NO_TRANS;
+  const int lda = (int)(trans_a ? m : k), ldb = (int)(trans_b ? k : n);
+  if (trans_a) {
+    bound_sgemm(ROW_MAJOR, TRANS, tb, (int)m, (int)n, (int)k, alpha, a, lda, b, ldb, beta, c, (int)n);
+    return 0;
+  }
+  if (m == 1) {
+    /* reading b dominates: each thread streams a block of its rows */
+    if (threads > 1 && !trans_b && k * n >= MIN_WEIGHT_TO_SPLIT_ROWS && k >= 2L * threads
+        && rs_sgemv_rows((int)k, (int)n, alpha, a, b, beta, c, threads) == 0)
+      return 0;
+    if (threads > 1 && k * n >= MIN_WEIGHT_TO_SPLIT_COLUMNS && n >= 2 * MIN_COLUMNS_PER_BLOCK)
+      /* the threads share b's columns */
+      rs_sgemv_columns(bound_sgemv, tb, (int)n, (int)k, alpha, b, ldb, a, beta, c,
+                       (int)min_long(threads, n / MIN_COLUMNS_PER_BLOCK));
+    else if (trans_b)   /* c (1 x n) = a (1 x k) @ b^T is b a; OpenBLAS's sgemm would pack all of b */
+      bound_sgemv(ROW_MAJOR, NO_TRANS, (int)n, (int)k, alpha, b, ldb, a, 1, beta, c, 1);
+    else
+      bound_sgemv(ROW_MAJOR, TRANS, (int)k, (int)n, alpha, b, ldb, a, 1, beta, c, 1);
+    return 0;
+  }
+  if (threads <= 1 || 2 * m * n * k < MIN_FLOPS_TO_SPLIT)
+    bound_sgemm(ROW_MAJOR, NO_TRANS, tb, (int)m, (int)n, (int)k, alpha, a, lda, b, ldb, beta, c, (int)n);
+  else if (m >= MIN_ROWS_TO_SPLIT_ROWS || n < 2 * MIN_COLUMNS_PER_BLOCK)
+    rs_sgemm_rows(bound_sgemm, tb, (int)m, (int)n, (int)k, alpha, a, lda, b, ldb, beta, c, (int)n,
+                  (int)min_long(threads, max_long(1, m / MIN_ROWS_PER_BLOCK)));
+  else   /* few rows of a: packing b dominates, so each thread packs only its share of the columns */
+    rs_sgemm_columns(bound_sgemm, tb, (int)m, (int)n, (int)k, alpha, a, lda, b, ldb, beta, c, (int)n,
+                     (int)min_long(threads, n / MIN_COLUMNS_PER_BLOCK));
+  return 0;
+}
+
+/* The VM's native calls (library.NativeCall): operands {a, b, c} and params {m, n, k, threads}. */
+int rs_sgemm_native(void* const* operands, const int64_t* p) {
+  return rs_sgemm(0, 0, p[0], p[1], p[2], 1.0f, (const float*)operands[0], (const float*)operands[1],
+                  0.0f, (float*)operands[2], (int)p[3]);
+}
+
+/* c = a @ b + bias: operands {a, b, bias, c}; c's rows start as the bias, then beta = 1 adds the product */
+int rs_sgemm_bias_native(void* const* operands, const int64_t* p) {
+  const float* bias = (const float*)operands[2];
+  float* c = (float*)operands[3];
+  for (int64_t i = 0; i < p[0]; ++i) memcpy(c + i * p[1], bias, sizeof(float) * (size_t)p[1]);
+  return rs_sgemm(0, 0, p[0], p[1], p[2], 1.0f, (const float*)operands[0], (const float*)operands[1],
+                  1.0f, c, (int)p[3]);
+}
 """
 
 _I, _F, _P = ctypes.c_int, ctypes.c_float, ctypes.c_void_p
@@ -122,6 +208,10 @@ def shim():
     lib.rs_sgemv_columns.restype = None
     lib.rs_sgemv_rows.argtypes = [_I, _I, _F, _P, _P, _F, _P, _I]
     lib.rs_sgemv_rows.restype = _I
+    lib.rs_blas_bind.argtypes = [_P, _P]
+    lib.rs_blas_bind.restype = None
+    lib.rs_sgemm.argtypes = [_I, _I, ctypes.c_long, ctypes.c_long, ctypes.c_long, _F, _P, _P, _F, _P, _I]
+    lib.rs_sgemm.restype = _I
     return lib
 
 

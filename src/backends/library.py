@@ -11,6 +11,11 @@ NumPy calling conventions:
 - destination-passing form (``dps=True``): ``impl(*inputs, *outputs)`` writes
   into the preallocated output arrays and returns nothing.
 
+An entry may also carry a ``NativeCall``: a C function the VM of a C build
+calls directly, with prebuilt argument arrays and no Python in between (as it
+calls generated kernels); without one, or when it is unavailable at run time,
+the VM calls the NumPy implementation.
+
 ``LibraryEntry.run_dps(inputs, outputs)`` calls either form as DPS, so
 callers need not care which one an entry uses. Every ``numpy.<ufunc>`` name
 (``numpy.exp``, ``numpy.add``, ``numpy.matmul``, ...) resolves automatically
@@ -33,12 +38,27 @@ class UnknownLibraryError(ValueError):
     """A library name that is neither registered nor a ``numpy.<ufunc>``."""
 
 
+@dataclass(frozen=True)
+class NativeCall:
+    """``int fn(void* const* operands, const int64_t* params)``, called by the VM in DPS form.
+
+    ``address()`` gives the function's address, or None when it is unavailable (then the VM calls
+    the NumPy implementation). ``params(*shapes)`` takes the operands' shapes (inputs, then
+    outputs), raises ``ShapeMismatchError`` when they do not fit and returns the integer params.
+    ``dtype`` is every operand's dtype; operands are C-contiguous. A non-zero return is an error.
+    """
+    address: Callable[[], int | None]
+    params: Callable[..., tuple]
+    dtype: str
+
+
 @dataclass
 class LibraryEntry:
     name: str
     numpy_impl: Callable | None = None
     dps: bool = False
     target_impls: dict = field(default_factory=dict)
+    native: NativeCall | None = None
 
     def impl_for(self, target: str):
         """The implementation registered for ``target`` (its codegen defines the form)."""
@@ -87,17 +107,21 @@ _REGISTRY: dict[str, LibraryEntry] = {}
 
 
 def register_library(name: str, numpy_impl: Callable | None = None, *, dps: bool = False,
-                     **target_impls):
+                     native: NativeCall | None = None, **target_impls):
     """Register (or extend) the library ``name``.
 
     Registering a name again merges: a backend may add its target
     implementation to an entry that already has a NumPy one. Conflicting
     definitions (another NumPy impl, another ``dps`` form, another impl for
-    the same target) raise ``ValueError``. Called with only a name (and
-    ``dps``), it returns a decorator for the NumPy implementation.
+    the same target, another native call) raise ``ValueError``. Called with
+    only a name (and ``dps``), it returns a decorator for the NumPy
+    implementation. ``native`` needs a DPS NumPy implementation (the VM's
+    fallback).
     """
     if not isinstance(name, str) or not name:
         raise ValueError(f"library name must be a non-empty string, got {name!r}")
+    if native is not None and not (dps and numpy_impl is not None):
+        raise ValueError(f"library {name!r}: a native call needs a NumPy implementation in DPS form")
     if numpy_impl is None and not target_impls:
         def decorator(fn: Callable) -> Callable:
             register_library(name, fn, dps=dps)
@@ -105,8 +129,12 @@ def register_library(name: str, numpy_impl: Callable | None = None, *, dps: bool
         return decorator
     entry = _REGISTRY.get(name)
     if entry is None:
-        entry = _REGISTRY[name] = LibraryEntry(name, numpy_impl, dps, dict(target_impls))
+        entry = _REGISTRY[name] = LibraryEntry(name, numpy_impl, dps, dict(target_impls), native)
         return entry
+    if native is not None:
+        if entry.native is not None and entry.native is not native:
+            raise ValueError(f"library {name!r} already has a native call")
+        entry.native = native
     if numpy_impl is not None:
         if entry.numpy_impl is not None and entry.numpy_impl is not numpy_impl:
             raise ValueError(f"library {name!r} already has a NumPy implementation")

@@ -9,16 +9,20 @@ Both are in destination-passing form. The NumPy implementation (reference
 interpreter) and the ``c`` target implementation (a Python callable in the
 same DPS form that calls OpenBLAS through ctypes, for the C build's runtime)
 share ``backends.blas.sgemm``, which falls back to NumPy when scipy-openblas32
-is not installed.
+is not installed. The VM of a C build calls the shim's native entries instead
+(``rs_sgemm_native``, ``rs_sgemm_bias_native``: the same C dispatch without
+Python in between).
 """
 from __future__ import annotations
+
+from math import prod
 
 import numpy as np
 
 from tensorir.errors import ShapeMismatchError
 
-from .blas import sgemm
-from .library import register_library
+from .blas import native_address, native_params, sgemm
+from .library import NativeCall, register_library
 
 SGEMM = "openblas.sgemm"
 SGEMM_BIAS = "openblas.sgemm_bias"
@@ -37,5 +41,15 @@ def sgemm_bias_dps(a, b, bias, c) -> None:
     sgemm(np.ascontiguousarray(a), np.ascontiguousarray(b), c, beta=1.0)
 
 
-register_library(SGEMM, sgemm_dps, dps=True, c=sgemm_dps)
-register_library(SGEMM_BIAS, sgemm_bias_dps, dps=True, c=sgemm_bias_dps)
+def _bias_params(a_shape, b_shape, bias_shape, c_shape) -> tuple:
+    params = native_params(a_shape, b_shape, c_shape)
+    if bias_shape[-1:] != c_shape[-1:] or prod(bias_shape) != c_shape[-1]:   # (n,) or (1, ..., 1, n)
+        raise ShapeMismatchError(f"{SGEMM_BIAS}: bias of shape {bias_shape} does not match the "
+                                 f"{c_shape[-1]} output columns")
+    return params
+
+
+register_library(SGEMM, sgemm_dps, dps=True, c=sgemm_dps,
+                 native=NativeCall(lambda: native_address("rs_sgemm_native"), native_params, "float32"))
+register_library(SGEMM_BIAS, sgemm_bias_dps, dps=True, c=sgemm_bias_dps,
+                 native=NativeCall(lambda: native_address("rs_sgemm_bias_native"), _bias_params, "float32"))

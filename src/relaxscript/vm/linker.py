@@ -17,6 +17,7 @@ from tensorir.errors import ShapeMismatchError
 
 from ..interpreter.values import ShapeTuple
 from . import instructions as I
+from .native_library import link_native_library
 from .sym_table import compile_expr_source
 from .values import copy_views, data_pointer, make_match_namespace, own_value, truthy
 
@@ -101,6 +102,8 @@ def _link(ins, pc: int, code: FunctionCode, frame: Frame, vm):
                 except ShapeMismatchError as err:
                     raise ShapeMismatchError(f"function '{code.func.name}': {err}") from None
                 return nxt
+            if vm.exe.target == "c":
+                return link_native_library(ins, nxt, code, frame, entry, step) or step
             return step
 
         def step():

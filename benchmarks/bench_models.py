@@ -7,9 +7,15 @@ reported, never asserted; a correctness mismatch exits non-zero.
 
     python benchmarks/bench_models.py [--workloads mlp,llama] [--sizes 1,128] [--no-torch]
 
-Each peer is timed in its own worker process (``--same-process`` to opt out):
-the busy-waiting thread pools of the three runtimes otherwise stall each
-other on a small machine, and the table would measure that interference.
+Each peer is timed in its own worker processes (``--same-process`` to opt
+out): the busy-waiting thread pools of the three runtimes otherwise stall each
+other on a small machine, and the table would measure that interference. Each
+peer gets ``--processes`` fresh processes (default 3), started in turns
+(relaxscript, NumPy, torch, relaxscript, ...), and a cell is the median of the
+processes' medians: on this machine the same code runs up to 20% faster or
+slower from one process to the next (where its weights land in memory), and
+the machine's load drifts over a run; turns and several processes keep both
+from deciding a ratio. Every cell is warmed up for ``WARMUP_S`` first.
 """
 from __future__ import annotations
 
@@ -17,6 +23,7 @@ import argparse
 import functools
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -33,6 +40,7 @@ import relaxscript as rx  # noqa: E402
 
 RTOL, ATOL = 2e-3, 2e-3
 COMPILE_TARGET_COLD_S, COMPILE_TARGET_WARM_S = 5.0, 1.0
+WARMUP_S = 0.25
 
 
 def load_torch(enabled: bool):
@@ -99,10 +107,11 @@ def time_peer(peer: str, workload, sizes, budget_s: float) -> dict:
         for n in sizes:
             args = workload.inputs(n)
             out["max_err"][n] = check(workload.name, n, main(*args), workload.numpy_fn(*args))
-            out["ms"][n] = median_ms(functools.partial(main, *args), budget_s=budget_s)
+            out["ms"][n] = median_ms(functools.partial(main, *args), budget_s=budget_s, warmup_s=WARMUP_S)
     elif peer == "numpy":
         for n in sizes:
-            out["ms"][n] = median_ms(functools.partial(workload.numpy_fn, *workload.inputs(n)), budget_s=budget_s)
+            out["ms"][n] = median_ms(functools.partial(workload.numpy_fn, *workload.inputs(n)),
+                                   budget_s=budget_s, warmup_s=WARMUP_S)
     else:
         torch = load_torch(True)
         if torch is None:
@@ -110,7 +119,8 @@ def time_peer(peer: str, workload, sizes, budget_s: float) -> dict:
         with torch.no_grad():
             for n in sizes:
                 targs = [torch.from_numpy(a) for a in workload.inputs(n)]
-                out["ms"][n] = median_ms(functools.partial(workload.torch_fn, *targs), budget_s=budget_s)
+                out["ms"][n] = median_ms(functools.partial(workload.torch_fn, *targs), budget_s=budget_s,
+                                          warmup_s=WARMUP_S)
     return out
 
 
@@ -130,20 +140,28 @@ def run_worker(peer: str, name: str, sizes, budget_s: float, isolate: bool) -> d
             for key, value in result.items()}
 
 
-def run_workload(workload, sizes, with_torch: bool, budget_s: float, isolate: bool) -> tuple[list[dict], float]:
-    peers = {peer: run_worker(peer, workload.name, sizes, budget_s, isolate)
-             for peer in PEERS if peer != "torch" or with_torch}
+def run_workload(workload, sizes, with_torch: bool, budget_s: float, isolate: bool,
+                 processes: int = 1) -> tuple[list[dict], float]:
+    peers = [peer for peer in PEERS if peer != "torch" or with_torch]
+    runs = {peer: [] for peer in peers}
+    for turn in range(processes):
+        for peer in peers[turn % len(peers):] + peers[:turn % len(peers)]:   # rotate who goes first
+            runs[peer].append(run_worker(peer, workload.name, sizes, budget_s / processes, isolate))
     results = []
     for n in sizes:
-        torch_ms = peers.get("torch", {}).get("ms", {}).get(n)
-        row = {"workload": workload.name, "n": n, "max_err": peers["relaxscript"]["max_err"][n],
-               "relaxscript": peers["relaxscript"]["ms"][n], "numpy": peers["numpy"]["ms"][n],
-               "torch": torch_ms}
+        ms = {peer: _median([run["ms"][n] for run in runs[peer] if n in run["ms"]]) for peer in peers}
+        row = {"workload": workload.name, "n": n, "relaxscript": ms["relaxscript"], "numpy": ms["numpy"],
+               "torch": ms.get("torch"), "max_err": max(run["max_err"][n] for run in runs["relaxscript"])}
         results.append(row)
+        torch_ms = row["torch"]
         print(f"  {workload.name:<13} n={n:<5} relaxscript {row['relaxscript']:9.3f} ms   "
               f"numpy {row['numpy']:9.3f} ms   torch "
               f"{'-' if torch_ms is None else format(torch_ms, '9.3f')} ms", flush=True)
-    return results, peers["relaxscript"]["build_s"]
+    return results, runs["relaxscript"][0]["build_s"]
+
+
+def _median(values: list[float]) -> float | None:
+    return statistics.median(values) if values else None
 
 
 def ratio(a, b) -> str:
@@ -192,6 +210,8 @@ def parse_args(argv):
     parser.add_argument("--sizes", default=None, help="comma-separated n values (default: per workload)")
     parser.add_argument("--no-torch", action="store_true", help="skip the PyTorch column")
     parser.add_argument("--budget", type=float, default=1.0, help="seconds of timing per cell")
+    parser.add_argument("--processes", type=int, default=3,
+                        help="fresh worker processes per peer, in turns; a cell is their median")
     parser.add_argument("--same-process", action="store_true",
                         help="time all peers in this process (their thread pools then interfere)")
     parser.add_argument("--measure-compile", metavar="NAME", help=argparse.SUPPRESS)
@@ -223,7 +243,8 @@ def main(argv=None) -> int:
         print(f"\n{name}: {workload.description}", flush=True)
         try:
             workload_rows, build_s = run_workload(workload, sizes, torch is not None, args.budget,
-                                                  isolate=not args.same_process)
+                                                  isolate=not args.same_process,
+                                                  processes=max(1, args.processes))
         except AssertionError as err:
             print(f"CORRECTNESS FAILURE: {err}", file=sys.stderr)
             return 1

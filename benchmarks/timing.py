@@ -7,13 +7,19 @@ from typing import Callable
 
 
 def median_ms(fn: Callable[[], object], min_runs: int = 5, max_runs: int = 50,
-              budget_s: float = 1.0) -> float:
-    """Median wall time of ``fn()`` in milliseconds after one warm-up call.
+              budget_s: float = 1.0, warmup_s: float = 0.0) -> float:
+    """Median wall time of ``fn()`` in milliseconds after warming up.
 
-    Runs at least ``min_runs`` times and stops after ``max_runs`` or once
-    ``budget_s`` seconds have been spent, so slow cases stay affordable.
+    Warm-up calls ``fn`` once, then until ``warmup_s`` seconds have passed (a
+    process's first fraction of a second of calls can run slower: page and
+    thread placement settle). Then runs at least ``min_runs`` times and stops
+    after ``max_runs`` or once ``budget_s`` seconds have been spent, so slow
+    cases stay affordable.
     """
+    start = time.perf_counter()
     fn()
+    while time.perf_counter() - start < warmup_s:
+        fn()
     samples = []
     spent = 0.0
     while len(samples) < min_runs or (len(samples) < max_runs and spent < budget_s):

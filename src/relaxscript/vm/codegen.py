@@ -56,6 +56,12 @@ class FunctionCompiler:
         self.aliasing: set = set()          # registers that may view frame-owned storage
         self.static_storages: set = set()
         self.vectors: dict = {}
+        # MakeTuple folding: a field taken from a tuple built in this function is the field's own
+        # register (no GetItem); a MakeTuple nothing else reads is dropped at the end
+        self.tuple_defs: dict = {}          # tuple register -> (MakeTuple instruction, field registers)
+        self.tuple_reads: set = set()       # tuple registers read other than by a field access
+        self.field_regs: set = set()        # registers that are fields of some built tuple
+        self.reg_aliases: dict = {}         # field register -> names of the folded accesses
 
     # ---------------------------------------------------------------- registers
     def new_reg(self, name: str = "") -> int:
@@ -82,8 +88,11 @@ class FunctionCompiler:
         self._emit_match(match)
         result = self.compile_seq(func.body)
         self.emit(I.Ret(result, copy_escaping=result in self.aliasing))
+        unread = {id(ins) for reg, (ins, _) in self.tuple_defs.items() if reg not in self.tuple_reads}
+        code = drop_instructions(self.code, {i for i, ins in enumerate(self.code) if id(ins) in unread})
         return I.VMFunction(self.name, tuple(p.name_hint for p in func.params), self.num_regs,
-                            self.table.size, self.code, self.constants, self.reg_names)
+                            self.table.size, code, self.constants, self.reg_names,
+                            {reg: tuple(names) for reg, names in self.reg_aliases.items()})
 
     def _emit_match(self, match: MatchBuilder, **kw) -> I.MatchValues:
         ins = match.finish(**kw)
@@ -116,11 +125,39 @@ class FunctionCompiler:
     def materialize(self, expr) -> int:
         if isinstance(expr, rx.Var):
             try:
-                return self.regs[expr]
+                reg = self.regs[expr]
             except KeyError:
                 raise VMBuildError(f"function '{self.name}': variable '{expr.name_hint}' is used "
                                    "before it is bound") from None
-        return self.compile_value(expr, "")
+        else:
+            reg = self.compile_value(expr, "")
+        if reg in self.tuple_defs:
+            self.tuple_reads.add(reg)
+        return reg
+
+    def make_tuple(self, fields: tuple, name: str) -> int:
+        dst = self.new_reg(name)
+        ins = I.MakeTuple(dst, fields, name)
+        self.emit(ins)
+        self.tuple_defs[dst] = (ins, fields)
+        self.field_regs.update(fields)
+        return dst
+
+    def get_item(self, tuple_expr, index: int, name: str) -> int:
+        """A tuple field's register: the field's own one when the tuple was built here (its
+        registers are written once and hold the field for the rest of the call), else a GetItem."""
+        reg = self.regs.get(tuple_expr) if isinstance(tuple_expr, rx.Var) else None
+        if reg in self.tuple_defs:
+            field = self.tuple_defs[reg][1][index]
+            if name and name != self.reg_names.get(field):
+                self.reg_aliases.setdefault(field, []).append(name)   # instruments see this name too
+            return field
+        src = self.materialize(tuple_expr)
+        dst = self.new_reg(name)
+        self.emit(I.GetItem(dst, src, index, name))
+        if src in self.aliasing:
+            self.aliasing.add(dst)
+        return dst
 
     def compile_value(self, value, name: str) -> int:
         if isinstance(value, rx.Var):
@@ -141,18 +178,12 @@ class FunctionCompiler:
             regs = tuple(self.materialize(f) for f in value.fields)
             if all(r in self.constants for r in regs):
                 return self.const_reg(tuple(self.constants[r] for r in regs))
-            dst = self.new_reg(name)
-            self.emit(I.MakeTuple(dst, regs, name))
+            dst = self.make_tuple(regs, name)
             if any(r in self.aliasing for r in regs):
                 self.aliasing.add(dst)
             return dst
         if isinstance(value, rx.TupleGetItem):
-            src = self.materialize(value.tuple_value)
-            dst = self.new_reg(name)
-            self.emit(I.GetItem(dst, src, value.index, name))
-            if src in self.aliasing:
-                self.aliasing.add(dst)
-            return dst
+            return self.get_item(value.tuple_value, value.index, name)
         if isinstance(value, rx.If):
             return self.compile_if(value, name)
         if isinstance(value, rx.Call):
@@ -238,11 +269,8 @@ class FunctionCompiler:
 
     def arg_reg(self, expr) -> tuple[int, object]:
         if isinstance(expr, rx.TupleGetItem):
-            src = self.materialize(expr.tuple_value)
-            dst = self.new_reg("")
-            self.emit(I.GetItem(dst, src, expr.index))
             sinfo = expr.tuple_value.struct_info.fields[expr.index]
-            return dst, sinfo
+            return self.get_item(expr.tuple_value, expr.index, ""), sinfo
         return self.materialize(expr), expr.struct_info
 
     def call_kernel(self, kernel_name: str, buffer_exprs, scalar_exprs, name: str,
@@ -301,9 +329,25 @@ class FunctionCompiler:
         single = len(call.sinfo_args) == 1 and isinstance(call.sinfo_args[0], TensorStructInfo)
         if single:
             return outs[0][0]
-        dst = self.new_reg(name)
-        self.emit(I.MakeTuple(dst, tuple(r for r, _ in outs), name))
-        return dst
+        return self.make_tuple(tuple(r for r, _ in outs), name)
+
+
+def drop_instructions(code: list, dead: set) -> list:
+    """``code`` without the instructions at ``dead`` indices, jump targets renumbered."""
+    if not dead:
+        return code
+    new_index, kept = {}, []
+    for i, ins in enumerate(code):
+        new_index[i] = len(kept)
+        if i not in dead:
+            kept.append(ins)
+    new_index[len(code)] = len(kept)
+    for ins in kept:
+        if isinstance(ins, I.If):
+            ins.else_pc = new_index[ins.else_pc]
+        elif isinstance(ins, I.Goto):
+            ins.target = new_index[ins.target]
+    return kept
 
 
 def _out_sinfos(call: rx.Call) -> list:
@@ -399,7 +443,9 @@ def _memory_alloc_tensor(c: FunctionCompiler, call: rx.Call, name: str) -> int:
 def _kill(c: FunctionCompiler, call: rx.Call, name: str) -> int:
     arg = call.args[0]
     if isinstance(arg, rx.Var):
-        c.emit(I.Kill(c.materialize(arg)))
+        reg = c.regs.get(arg)
+        if reg not in c.field_regs:   # a tuple's field may still be read through its register
+            c.emit(I.Kill(c.materialize(arg)))
     return c.const_reg(_EMPTY_TUPLE)
 
 

@@ -224,6 +224,7 @@ class VMFunction:
     code: list
     constants: dict                  # register -> constant value, set once per frame
     reg_names: dict = field(default_factory=dict)
+    reg_aliases: dict = field(default_factory=dict)   # register -> more names (folded tuple fields)
 
     def as_text(self) -> str:
         lines = [f"function {self.name}({', '.join(self.params)}): "

@@ -64,16 +64,20 @@ class FunctionRuntime:
 
 def _reports(ins, func, allocated: set) -> tuple:
     """(register, name) pairs an instrument sees after ``ins`` runs: the values it
-    produced; for a DPS kernel call, the VM-allocated buffers it may have written."""
+    produced; for a DPS kernel call, the VM-allocated buffers it may have written. A register
+    that also holds folded tuple fields is reported under those names too."""
     if isinstance(ins, (AllocTensor, AllocStorage, Kill)):
         return ()
     if isinstance(ins, CallKernel):
         regs = (ins.dst,) if ins.dst is not None else tuple(r for r in ins.buffers if r in allocated)
-        return tuple((r, func.reg_names.get(r, "") or ins.name) for r in regs)
-    if isinstance(ins, CallLibrary):
-        return tuple((r, func.reg_names.get(r, "")) for r in ins.outputs)
-    dst = ins.produces()
-    return ((dst, getattr(ins, "name", "") or func.reg_names.get(dst, "")),) if dst is not None else ()
+        pairs = tuple((r, func.reg_names.get(r, "") or ins.name) for r in regs)
+    elif isinstance(ins, CallLibrary):
+        pairs = tuple((r, func.reg_names.get(r, "")) for r in ins.outputs)
+    else:
+        dst = ins.produces()
+        pairs = ((dst, getattr(ins, "name", "") or func.reg_names.get(dst, "")),) if dst is not None else ()
+    aliases = getattr(func, "reg_aliases", {})   # executables saved before aliases existed have none
+    return pairs + tuple((r, alias) for r, _ in pairs for alias in aliases.get(r, ()))
 
 
 class VirtualMachine:

@@ -16,3 +16,4 @@ from .dead_code_elimination import DeadCodeElimination  # noqa: F401
 from .canonicalize_bindings import CanonicalizeBindings  # noqa: F401
 from .fold_constant import FoldConstant  # noqa: F401
 from .lambda_lift import LambdaLift  # noqa: F401
+from .inline_functions import InlineFunctions  # noqa: F401

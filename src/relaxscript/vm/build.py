@@ -1,7 +1,7 @@
 """``rx.build(mod, target)``: the default pipeline, VM shape lowering and codegen.
 
 ``get_pipeline(target)`` returns the graph-level passes as an editable list
-(paper Figure 13): library dispatch -> LegalizeOps -> AnnotateTIROpPattern
+(paper Figure 13, with inlining first): InlineFunctions -> library dispatch -> LegalizeOps -> AnnotateTIROpPattern
 -> FuseOps -> FuseTIR -> default schedules -> workspace lifting -> DCE ->
 CallTIRRewrite -> StaticPlanBlockMemory. Each step is looked up by name in
 ``relaxscript.transform``; a step whose pass does not exist is left out and
@@ -21,6 +21,7 @@ TARGETS = ("c", "interp")
 
 # (step, candidate pass names in relaxscript.transform, targets it applies to)
 _STEPS = (
+    ("inlining", ("InlineFunctions",), TARGETS),
     ("library dispatch", ("DispatchLibrary", "LibraryDispatch", "DispatchLibraries"), TARGETS),
     ("legalize", ("LegalizeOps",), TARGETS),
     ("pattern annotation", ("AnnotateTIROpPattern",), TARGETS),

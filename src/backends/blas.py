@@ -133,6 +133,30 @@ def native_params(a_shape: tuple, b_shape: tuple, c_shape: tuple) -> tuple[int, 
     return (*product_dims(a_shape, b_shape, c_shape), num_threads())
 
 
+def batched_params(a_shape: tuple, b_shape: tuple, c_shape: tuple) -> tuple[int, int, int, int, int]:
+    """``(batch, m, n, k, threads)`` of ``c[i] = a[i] @ b[i]`` over equal leading (batch) dims;
+    raises ShapeMismatchError when the shapes do not fit."""
+    if len(a_shape) < 3 or len(b_shape) != len(a_shape) or len(c_shape) != len(a_shape) or \
+            a_shape[:-2] != b_shape[:-2] or c_shape[:-2] != a_shape[:-2] or a_shape[-1] != b_shape[-2] or \
+            c_shape[-2:] != (a_shape[-2], b_shape[-1]):
+        raise ShapeMismatchError(f"sgemm_batched: shapes {a_shape} @ {b_shape} do not give {c_shape} "
+                                 "(equal batch dims, at least 3-D)")
+    return prod(a_shape[:-2]), a_shape[-2], b_shape[-1], a_shape[-1], num_threads()
+
+
+def sgemm_batched(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> None:
+    """``c[i] = a[i] @ b[i]`` (destination-passing) for float32 arrays with equal batch dims."""
+    for name, array in (("a", a), ("b", b), ("c", c)):
+        _check(name, array, 3)
+    batch, m, n, k, threads = batched_params(a.shape, b.shape, c.shape)
+    lib = _dispatcher()
+    if lib is None:
+        np.matmul(a, b, out=c)
+        return
+    operands = (ctypes.c_void_p * 3)(_address(a), _address(b), _address(c))
+    lib.rs_sgemm_batched_native(operands, (ctypes.c_int64 * 5)(batch, m, n, k, threads))
+
+
 def sgemm(a: np.ndarray, b: np.ndarray, c: np.ndarray, trans_a: bool = False, trans_b: bool = False,
           alpha: float = 1.0, beta: float = 0.0) -> None:
     _check("a", a, 2)

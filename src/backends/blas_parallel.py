@@ -179,6 +179,31 @@ int rs_sgemm_native(void* const* operands, const int64_t* p) {
                   0.0f, (float*)operands[2], (int)p[3]);
 }
 
+/* c[i] = a[i] @ b[i] for every batch i, all row-major and contiguous: operands {a, b, c}, params
+   {batch, m, n, k, threads}. Batches go to the threads, one single-threaded OpenBLAS sgemm each (an
+   attention's heads); with fewer batches than threads each product is split by rs_sgemm instead. */
+int rs_sgemm_batched_native(void* const* operands, const int64_t* p) {
+  const float* a = (const float*)operands[0];
+  const float* b = (const float*)operands[1];
+  float* c = (float*)operands[2];
+  const long batch = p[0], m = p[1], n = p[2], k = p[3];
+  const int threads = (int)p[4];
+  if (bound_sgemm == NULL) return -2;
+  if (batch == 0 || m == 0 || n == 0) return 0;
+  if (k == 0) { memset(c, 0, sizeof(float) * (size_t)(batch * m * n)); return 0; }
+  if (batch < threads) {
+    for (long i = 0; i < batch; ++i)
+      rs_sgemm(0, 0, m, n, k, 1.0f, a + i * m * k, b + i * k * n, 0.0f, c + i * m * n, threads);
+    return 0;
+  }
+  const int blocks = 2 * batch * m * n * k < MIN_FLOPS_TO_SPLIT ? 1 : threads;
+  #pragma omp parallel for schedule(static) num_threads(blocks) if(blocks > 1)
+  for (long i = 0; i < batch; ++i)
+    bound_sgemm(ROW_MAJOR, NO_TRANS, NO_TRANS, (int)m, (int)n, (int)k, 1.0f, a + i * m * k, (int)k,
+                b + i * k * n, (int)n, 0.0f, c + i * m * n, (int)n);
+  return 0;
+}
+
 /* c = a @ b + bias: operands {a, b, bias, c}; c's rows start as the bias, then beta = 1 adds the product */
 int rs_sgemm_bias_native(void* const* operands, const int64_t* p) {
   const float* bias = (const float*)operands[2];

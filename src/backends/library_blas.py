@@ -3,7 +3,9 @@ CPU patterns:
 
 - ``openblas.sgemm(a, b) -> c``: ``c = a @ b`` with ``a`` (..., k) float32 and
   ``b`` (k, n); the leading dims of ``a`` are flattened into rows;
-- ``openblas.sgemm_bias(a, b, bias) -> c``: ``c = a @ b + bias`` with ``bias`` (n,).
+- ``openblas.sgemm_bias(a, b, bias) -> c``: ``c = a @ b + bias`` with ``bias`` (n,);
+- ``openblas.sgemm_batched(a, b) -> c``: ``c[i] = a[i] @ b[i]`` with equal leading
+  (batch) dims, e.g. an attention's heads.
 
 Both are in destination-passing form. The NumPy implementation (reference
 interpreter) and the ``c`` target implementation (a Python callable in the
@@ -21,11 +23,12 @@ import numpy as np
 
 from tensorir.errors import ShapeMismatchError
 
-from .blas import native_address, native_params, sgemm
+from .blas import batched_params, native_address, native_params, sgemm, sgemm_batched
 from .library import NativeCall, register_library
 
 SGEMM = "openblas.sgemm"
 SGEMM_BIAS = "openblas.sgemm_bias"
+SGEMM_BATCHED = "openblas.sgemm_batched"
 
 
 def sgemm_dps(a, b, c) -> None:
@@ -51,5 +54,11 @@ def _bias_params(a_shape, b_shape, bias_shape, c_shape) -> tuple:
 
 register_library(SGEMM, sgemm_dps, dps=True, c=sgemm_dps,
                  native=NativeCall(lambda: native_address("rs_sgemm_native"), native_params, "float32"))
+def sgemm_batched_dps(a, b, c) -> None:
+    sgemm_batched(np.ascontiguousarray(a), np.ascontiguousarray(b), c)
+
+
+register_library(SGEMM_BATCHED, sgemm_batched_dps, dps=True, c=sgemm_batched_dps,
+                 native=NativeCall(lambda: native_address("rs_sgemm_batched_native"), batched_params, "float32"))
 register_library(SGEMM_BIAS, sgemm_bias_dps, dps=True, c=sgemm_bias_dps,
                  native=NativeCall(lambda: native_address("rs_sgemm_bias_native"), _bias_params, "float32"))

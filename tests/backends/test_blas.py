@@ -94,3 +94,34 @@ def test_single_row_split_by_weight_rows_handles_remainders_and_beta(threads, k,
     expected = 0.5 * (a.astype(np.float64) @ b) + 2.0 * c
     blas.sgemm(a, b, c, alpha=0.5, beta=2.0)
     np.testing.assert_allclose(c, expected, rtol=1e-4, atol=1e-3)
+
+
+@settings(max_examples=30, deadline=None)
+@given(batch=st.sampled_from([(1,), (3,), (2, 3)]), m=st.integers(0, 70), n=st.integers(1, 40),
+       k=st.integers(0, 20), threads=st.sampled_from([1, 2, 3]))
+def test_batched_sgemm_matches_numpy(batch, m, n, k, threads):
+    rng = np.random.default_rng(m * 1000 + n * 10 + k)
+    a = rng.standard_normal((*batch, m, k)).astype(np.float32)
+    b = rng.standard_normal((*batch, k, n)).astype(np.float32)
+    c = np.full((*batch, m, n), np.nan, np.float32)
+    original = blas.num_threads
+    blas.num_threads = lambda: threads   # with fewer batches than threads each product is split instead
+    try:
+        blas.sgemm_batched(a, b, c)
+        get_library("openblas.sgemm_batched").run_dps([a, b], [out := np.empty_like(c)])
+    finally:
+        blas.num_threads = original
+    np.testing.assert_allclose(c, a @ b, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(out, a @ b, rtol=1e-4, atol=1e-4)
+
+
+def test_batched_sgemm_rejects_shapes_that_do_not_fit():
+    f = np.zeros
+    with pytest.raises(ShapeMismatchError, match="equal batch dims"):
+        blas.sgemm_batched(f((2, 3, 4), np.float32), f((3, 4, 5), np.float32), f((2, 3, 5), np.float32))
+    with pytest.raises(ShapeMismatchError, match="do not give"):
+        blas.batched_params((2, 3, 4), (2, 4, 5), (2, 3, 6))
+    with pytest.raises(ShapeMismatchError, match="at least 3-D"):
+        blas.batched_params((3, 4), (4, 5), (3, 5))
+    with pytest.raises(ShapeMismatchError, match="float32"):
+        blas.sgemm_batched(f((2, 3, 4)), f((2, 4, 5)), f((2, 3, 5)))

@@ -160,3 +160,42 @@ def test_dispatched_module_built_for_c_matches_interpreter():
     for b, n in [(1, 1), (2, 5)]:
         args = [rng.standard_normal((b, n, 16)).astype(np.float32), *weights]
         np.testing.assert_allclose(vm["main"](*args), _run(mod, args)[0], rtol=1e-5, atol=1e-5)
+
+
+ATTENTION = '''
+@R.ir_module
+class Module:
+    @R.function
+    def main(q: R.Tensor((4, "n", 16), "float32"), k: R.Tensor((4, 16, "n"), "float32"),
+             v: R.Tensor((4, "n", 16), "float32"), w: R.Tensor((1, 16, "n"), "float32"),
+             d: R.Tensor((4, "n", 16), "float64"), e: R.Tensor((4, 16, 3), "float64")):
+        n = T.int64()
+        with R.dataflow():
+            scores = R.matmul(q, k)
+            probs = R.nn.softmax(scores, axis=-1)
+            out = R.matmul(probs, v)
+            broadcast = R.matmul(q, w)
+            wide = R.matmul(d, e)
+            R.output(out, broadcast, wide)
+        return (out, broadcast, wide)
+'''
+
+
+def test_batched_products_with_equal_batch_dims_go_to_batched_sgemm():
+    mod = rx.from_source(ATTENTION)
+    after = DispatchLibrary()(mod)
+    # q @ k and probs @ v; a broadcast batch dim (w) and float64 stay matmuls
+    assert _library_calls(after) == ["openblas.sgemm_batched", "openblas.sgemm_batched"]
+    assert _ops(after).count("relax.matmul") == 2
+    _check_roundtrip(after)
+    vm = rx.VirtualMachine(rx.build(mod, target="c"))
+    rng = np.random.default_rng(4)
+    for n in (1, 5, 33):
+        args = [rng.standard_normal(s).astype(dtype) for s, dtype in
+                [((4, n, 16), "float32"), ((4, 16, n), "float32"), ((4, n, 16), "float32"),
+                 ((1, 16, n), "float32"), ((4, n, 16), "float64"), ((4, 16, 3), "float64")]]
+        want = _run(mod, args)
+        for got, expected in zip(_run(after, args), want):
+            np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5)
+        for got, expected in zip(vm["main"](*args), want):
+            np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-4)

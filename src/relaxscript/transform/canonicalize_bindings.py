@@ -36,11 +36,16 @@ class CanonicalizeBindings(Pass):
         functions = dict(mod.functions)
         changed = False
         for name, func in mod.relax_functions.items():
-            new = _Canonicalizer().canonicalize(func)
+            new = canonicalize_function(func)
             if new is not func:
                 functions[name] = new
                 changed = True
         return IRModule(functions, mod.attrs) if changed else mod
+
+
+def canonicalize_function(func: Function) -> Function:
+    """One graph function with CanonicalizeBindings applied."""
+    return _Canonicalizer().canonicalize(func)
 
 
 class _Canonicalizer(ExprMutator):

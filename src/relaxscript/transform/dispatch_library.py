@@ -11,8 +11,10 @@ and drops the bindings it consumed. Bindings are visited last to first and
 larger patterns are tried first, so ``matmul`` + bias add becomes one call.
 
 The default CPU registry sends float32 ``R.matmul(x, w)`` (x with >= 2 dims,
-w 2-D) to "openblas.sgemm" and the same followed by a bias add to
-"openblas.sgemm_bias" (see backends/library_blas.py). Library calls are
+w 2-D) to "openblas.sgemm", the same followed by a bias add to
+"openblas.sgemm_bias", and batched products (both operands of the same rank
+>= 3 with provably equal batch dims, an attention's heads) to
+"openblas.sgemm_batched" (see backends/library_blas.py). Library calls are
 opaque to fusion, so custom prim_funcs still fuse around them.
 """
 from __future__ import annotations
@@ -144,6 +146,18 @@ def _sgemm_bias_operands(match: PatternMatch, analyzer: Analyzer) -> bool:
         all(analyzer.can_prove_equal(d, 1) for d in lead)
 
 
+def _sgemm_batched_operands(match: PatternMatch, analyzer: Analyzer) -> bool:
+    matmul = match.calls["relax.matmul"]
+    a, b = match.sinfo("a"), match.sinfo("b")
+    if matmul.attrs.get("out_dtype") not in (None, "float32") or not _float32_tensor(a, 3) or \
+            not _float32_tensor(b, 3) or a.ndim != b.ndim or a.shape is None or b.shape is None:
+        return False
+    return all(analyzer.can_prove_equal(x, y) for x, y in zip(a.shape[:-2], b.shape[:-2]))
+
+
+SGEMM_BATCHED_PATTERN = LibraryPattern("sgemm_batched", blas_library.SGEMM_BATCHED,
+                                       is_op("relax.matmul", wildcard("a"), wildcard("b")), ("a", "b"),
+                                       _sgemm_batched_operands)
 SGEMM_PATTERN = LibraryPattern("sgemm", blas_library.SGEMM,
                                is_op("relax.matmul", wildcard("a"), wildcard("b")), ("a", "b"),
                                _sgemm_operands)
@@ -153,7 +167,7 @@ SGEMM_BIAS_PATTERN = LibraryPattern(
           commutative=True),
     ("a", "b", "bias"), _sgemm_bias_operands)
 
-DEFAULT_CPU_REGISTRY = LibraryRegistry([SGEMM_BIAS_PATTERN, SGEMM_PATTERN])
+DEFAULT_CPU_REGISTRY = LibraryRegistry([SGEMM_BIAS_PATTERN, SGEMM_PATTERN, SGEMM_BATCHED_PATTERN])
 
 
 def register_library_pattern(name: str, library: str, pattern: OpPattern, args: Sequence[str],

@@ -20,7 +20,8 @@ A call is inlined only when nothing it would check at run time is lost:
   declared facts (``lower``, ``upper``, ``multiple_of``).
 
 A plain (non-dataflow) block of pure bindings that contains an inlined call
-joins the dataflow blocks next to it, so the inlined operators can fuse with
+joins the dataflow blocks next to it, and the functions that changed are
+canonicalized (CanonicalizeBindings), so the inlined operators can fuse with
 their neighbours.
 """
 from __future__ import annotations
@@ -33,6 +34,7 @@ from ..expr_functor import PassMutator
 from ..irmodule import IRModule
 from ..struct_info_util import YES, StructInfoMatcher, default_analyzer, is_base_of, substitute_sinfo, \
     symbolic_vars_of
+from .canonicalize_bindings import canonicalize_function
 from .pass_infra import Pass
 from .static_plan_block_memory import UPPER_BOUND_ATTR, bounds_analyzer
 
@@ -55,7 +57,9 @@ class InlineFunctions(Pass):
         functions = dict(inlined.functions)
         for name, func in inlined.relax_functions.items():
             if func is not mod.functions.get(name):
-                functions[name] = _localize_block_outputs(func)
+                # `result = callee_out` bindings would sit between the copied operators and their
+                # users (fusion follows producers through calls only): fold them first
+                functions[name] = _localize_block_outputs(canonicalize_function(func))
         return IRModule(functions, inlined.attrs)
 
 

@@ -78,8 +78,16 @@ def missing_piece(name: str) -> str | None:
     return None
 
 
+WARMUP_S = 0.2
+
+
 def median_ms(fn, repeat: int) -> float:
-    fn()  # warm-up: first-call costs are not per-call costs
+    # Warm up for a moment, not one call: first-call costs are not per-call costs, and NumPy's
+    # OpenBLAS threads (the reference checks just ran) keep spinning on the cores for a while.
+    start = time.perf_counter()
+    fn()
+    while time.perf_counter() - start < WARMUP_S:
+        fn()
     samples = []
     for _ in range(repeat):
         start = time.perf_counter()

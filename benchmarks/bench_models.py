@@ -7,15 +7,15 @@ reported, never asserted; a correctness mismatch exits non-zero.
 
     python benchmarks/bench_models.py [--workloads mlp,llama] [--sizes 1,128] [--no-torch]
 
-Each peer is timed in its own worker processes (``--same-process`` to opt
-out): the busy-waiting thread pools of the three runtimes otherwise stall each
-other on a small machine, and the table would measure that interference. Each
-peer gets ``--processes`` fresh processes (default 3), started in turns
-(relaxscript, NumPy, torch, relaxscript, ...), and a cell is the median of the
-processes' medians: on this machine the same code runs up to 20% faster or
-slower from one process to the next (where its weights land in memory), and
-the machine's load drifts over a run; turns and several processes keep both
-from deciding a ratio. Every cell is warmed up for ``WARMUP_S`` first.
+The peers are timed in fresh worker processes (``--processes``, default 3),
+one after another in each, on the same input arrays, each cell warmed up for
+``WARMUP_S`` first; the order rotates from process to process and a cell is
+the median over the processes. On this machine the same code runs up to 30%
+faster or slower from one fresh process to the next (where the weights land
+in memory decides how much of them the L3 keeps), so peers timed in
+different processes would compare placements, not code; and the warm-up
+lets the previous peer's spinning thread pool (OpenBLAS, OpenMP) go idle
+before the next peer is timed.
 """
 from __future__ import annotations
 
@@ -124,20 +124,19 @@ def time_peer(peer: str, workload, sizes, budget_s: float) -> dict:
     return out
 
 
-def run_worker(peer: str, name: str, sizes, budget_s: float, isolate: bool) -> dict:
-    """Each peer runs in a fresh process: the thread pools of the kernels' OpenMP, NumPy's
-    OpenBLAS and PyTorch busy-wait between calls, and sharing one process (and 2 cores)
-    they stall each other, which would measure the interference, not the peers."""
+def run_worker(peers: list[str], name: str, sizes, budget_s: float, isolate: bool) -> dict:
+    """Time ``peers`` one after another in a fresh process (or in this one when not ``isolate``),
+    on the same input arrays; returns ``{peer: time_peer result}``."""
     if not isolate:
-        return time_peer(peer, WORKLOADS[name], sizes, budget_s)
-    cmd = [sys.executable, os.path.abspath(__file__), "--worker", peer, "--workloads", name,
+        return {peer: time_peer(peer, WORKLOADS[name], sizes, budget_s) for peer in peers}
+    cmd = [sys.executable, os.path.abspath(__file__), "--worker", ",".join(peers), "--workloads", name,
            "--sizes", ",".join(map(str, sizes)), "--budget", str(budget_s)]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode != 0:
-        raise AssertionError(f"{peer} worker for {name} failed:\n{proc.stderr[-3000:]}")
-    result = json.loads(proc.stdout.strip().splitlines()[-1])
-    return {key: ({int(k): v for k, v in value.items()} if isinstance(value, dict) else value)
-            for key, value in result.items()}
+        raise AssertionError(f"worker ({', '.join(peers)}) for {name} failed:\n{proc.stderr[-3000:]}")
+    results = json.loads(proc.stdout.strip().splitlines()[-1])
+    return {peer: {key: ({int(k): v for k, v in value.items()} if isinstance(value, dict) else value)
+                   for key, value in result.items()} for peer, result in results.items()}
 
 
 def run_workload(workload, sizes, with_torch: bool, budget_s: float, isolate: bool,
@@ -145,8 +144,9 @@ def run_workload(workload, sizes, with_torch: bool, budget_s: float, isolate: bo
     peers = [peer for peer in PEERS if peer != "torch" or with_torch]
     runs = {peer: [] for peer in peers}
     for turn in range(processes):
-        for peer in peers[turn % len(peers):] + peers[:turn % len(peers)]:   # rotate who goes first
-            runs[peer].append(run_worker(peer, workload.name, sizes, budget_s / processes, isolate))
+        order = peers[turn % len(peers):] + peers[:turn % len(peers)]   # rotate who goes first
+        for peer, result in run_worker(order, workload.name, sizes, budget_s / processes, isolate).items():
+            runs[peer].append(result)
     results = []
     for n in sizes:
         ms = {peer: _median([run["ms"][n] for run in runs[peer] if n in run["ms"]]) for peer in peers}
@@ -213,9 +213,9 @@ def parse_args(argv):
     parser.add_argument("--processes", type=int, default=3,
                         help="fresh worker processes per peer, in turns; a cell is their median")
     parser.add_argument("--same-process", action="store_true",
-                        help="time all peers in this process (their thread pools then interfere)")
+                        help="time all peers in this process instead of fresh worker processes")
     parser.add_argument("--measure-compile", metavar="NAME", help=argparse.SUPPRESS)
-    parser.add_argument("--worker", choices=PEERS, help=argparse.SUPPRESS)
+    parser.add_argument("--worker", help=argparse.SUPPRESS)   # comma-separated peers, timed in this order
     return parser.parse_args(argv)
 
 
@@ -226,7 +226,8 @@ def main(argv=None) -> int:
         return 0
     if args.worker:
         sizes = tuple(int(x) for x in args.sizes.split(","))
-        print(json.dumps(time_peer(args.worker, WORKLOADS[args.workloads], sizes, args.budget)))
+        print(json.dumps({peer: time_peer(peer, WORKLOADS[args.workloads], sizes, args.budget)
+                          for peer in args.worker.split(",")}))
         return 0
     torch = load_torch(not args.no_torch)
     print(f"relaxscript model benchmarks (float32; torch: "

@@ -148,3 +148,40 @@ def test_accumulation_in_a_mixed_loop_is_an_omp_reduction_with_right_results():
     got_s = np.array([0.5, 0.0], "float32")
     module["stage_then_sum"](x, np.zeros(16, "float32"), got_s, np.zeros(2, "float32"))
     np.testing.assert_allclose(got_s[0], 0.5 + np.exp(x.astype("float64")).sum(), rtol=1e-5)
+
+
+MINMAX = '''
+@T.prim_func
+def row_{name}(x: T.Buffer(("n", "m"), "{dtype}"), out: T.Buffer(("n",), "{dtype}")):
+    n = T.int64()
+    m = T.int64()
+    for i in range(n):
+        out[i] = x[i, 0]
+        for j in T.vectorized(m):
+            out[i] = T.{name}(out[i], x[i, j])
+'''
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "int32"])
+def test_max_and_min_reductions_propagate_nan_at_every_lane_and_use_plain_compares(dtype):
+    funcs = {f"row_{op}": tir.from_source(MINMAX.format(name=op, dtype=dtype)) for op in ("max", "min")}
+    module = build_c(funcs)
+    for op in ("max", "min"):
+        text = module.source[module.source.index(f"int32_t rs_row_{op}("):]
+        text = text[:text.index("\n}\n")]
+        assert ("reduction(|:rs_nan" in text) == (dtype != "int32")   # a flag, not a NaN test per compare
+        assert "|| rs_v != rs_v" not in text
+    rng = np.random.default_rng(1)
+    m = 37   # two 16-lane vectors and a remainder
+    x = (rng.standard_normal((m + 3, m)) * 100).astype(dtype)
+    if dtype != "int32":
+        for row in range(m):   # a NaN in every position, one per row; the last 3 rows have none
+            x[row, row] = np.nan
+    for op, reference in (("max", np.max), ("min", np.min)):
+        out = np.zeros(m + 3, dtype)
+        module[f"row_{op}"](x, out)
+        expected = reference(x, axis=1)   # NumPy propagates NaN
+        interpreted = np.zeros(m + 3, dtype)
+        tir.interpret(funcs[f"row_{op}"], x, interpreted)
+        np.testing.assert_array_equal(out, expected)
+        np.testing.assert_array_equal(interpreted, expected)

@@ -435,23 +435,38 @@ class CFunctionEmitter:
         ctype = c_type(store.buffer.dtype)
         target = f"{self.buffer_name(store.buffer)}[{self.flat_index(store.buffer, store.indices)}]"
         name = self.fresh_name("rs_acc")
+        # max/min of floats: a plain compare per lane (one vmaxps) and a separate "saw a NaN" flag,
+        # which keeps NumPy's NaN propagation; the NaN test inside the compare stopped gcc from
+        # using vmaxps (layer_norm -> softmax ran 12% slower)
+        nan_flag = self.fresh_name("rs_nan") if acc.op in (E.Max, E.Min) and dt.is_float(store.buffer.dtype) \
+            else None
         self.emit("{")
         self.indent += 1
         self.emit(f"{ctype} {name} = {target};")
-        self.accumulators[id(store)] = (name, acc)
-        self.plain_loop(s.replace(kind="vectorized"), hi, simd_clause=f" reduction({OMP_OPS[acc.op]}:{name})",
-                        may_skip=may_skip)
+        clause = f" reduction({OMP_OPS[acc.op]}:{name})"
+        if nan_flag is not None:
+            self.emit(f"int {nan_flag} = 0;")
+            clause += f" reduction(|:{nan_flag})"
+        self.accumulators[id(store)] = (name, acc, nan_flag)
+        self.plain_loop(s.replace(kind="vectorized"), hi, simd_clause=clause, may_skip=may_skip)
         del self.accumulators[id(store)]
-        self.emit(f"{target} = {name};")
+        if nan_flag is not None:
+            self.emit(f"{target} = {nan_flag} ? ({ctype})NAN : {name};")
+        else:
+            self.emit(f"{target} = {name};")
         self.indent -= 1
         self.emit("}")
 
-    def accumulate(self, name: str, acc) -> None:
+    def accumulate(self, name: str, acc, nan_flag: str | None) -> None:
         operand = self.cast_to(acc.operand, acc.store.buffer.dtype)
         if acc.op in (E.Max, E.Min):
             cmp = ">" if acc.op is E.Max else "<"
-            self.emit(f"{{ const {c_type(acc.store.buffer.dtype)} rs_v = {operand}; "
-                      f"{name} = (rs_v {cmp} {name} || rs_v != rs_v) ? rs_v : {name}; }}")
+            ctype = c_type(acc.store.buffer.dtype)
+            if nan_flag is None:
+                self.emit(f"{{ const {ctype} rs_v = {operand}; {name} = rs_v {cmp} {name} ? rs_v : {name}; }}")
+            else:
+                self.emit(f"{{ const {ctype} rs_v = {operand}; {name} = rs_v {cmp} {name} ? rs_v : {name}; "
+                          f"{nan_flag} |= rs_v != rs_v; }}")
         else:
             self.emit(f"{name} = {name} {OMP_OPS[acc.op]} {operand};")
 

@@ -135,19 +135,43 @@ def _run_both(name: str, n: int, m: int, rng, idx=None, s=None):
 def test_row_constant_is_computed_once_before_the_inner_loop(name):
     text = _function_text(_module().source, name)
     before, body = _split_at_loop(text, "j")
-    (line,) = _hoisted_lines(before)
+    line, reciprocal = _hoisted_lines(before)
     assert "sqrtf" in line and "s[i]" in line
-    assert "sqrtf" not in body and re.search(r"rs_f\d+", body)
+    root = re.search(r"rs_f\d+", line).group(0)
+    # the division by it became a product with its reciprocal, bound once as well
+    assert re.fullmatch(rf"const float rs_f\d+ = \(\(\(float\)1.0f\) / {root}\);", reciprocal)
+    inverse = re.search(r"rs_f\d+", reciprocal).group(0)
+    assert "sqrtf" not in body and "/" not in body and f"* {inverse})" in body
     # inside the row loop (it reads s[i]), not before it
     _, row_body = _split_at_loop(text, "i")
-    assert line in row_body
+    assert line in row_body and reciprocal in row_body
 
 
 def test_hoisted_constant_is_bound_once_and_used_twice():
     before, body = _split_at_loop(_function_text(_module().source, "twice"), "j")
-    (line,) = _hoisted_lines(before)
+    line, reciprocal = _hoisted_lines(before)
     name = re.search(r"rs_f\d+", line).group(0)
-    assert body.count(name) == 2
+    inverse = re.search(r"rs_f\d+", reciprocal).group(0)
+    assert body.count(name) == 1 and body.count(inverse) == 1 and name in reciprocal
+
+
+def test_division_by_a_loop_invariant_load_multiplies_by_its_reciprocal():
+    func = tir.from_source('''
+@T.prim_func
+def scale_rows(x: T.Buffer((4, 16), "float32"), s: T.Buffer((4,), "float32"), y: T.Buffer((4, 16), "float32")):
+    for i in T.parallel(4):
+        for j in T.vectorized(16):
+            y[i, j] = x[i, j] / s[i] + x[i, j] / 3.0
+''')
+    module = build_c({"scale_rows": func})
+    before, body = _split_at_loop(_function_text(module.source, "scale_rows"), "j")
+    assert "/" not in body and len(_hoisted_lines(before)) == 2   # 1 / s[i] and 1 / 3
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((4, 16)).astype("float32")
+    s = np.array([3.0, -0.5, 1e-3, 7.0], "float32")
+    y = np.zeros((4, 16), "float32")
+    module["scale_rows"](x, s, y)
+    np.testing.assert_allclose(y, x / s[:, None] + x / np.float32(3.0), rtol=2e-7 * 4, atol=0)
 
 
 @pytest.mark.parametrize("name", sorted(HOISTED))
@@ -224,9 +248,10 @@ def _inner(name: str) -> S.For:
 
 
 def test_invariant_values_finds_the_maximal_costly_subexpression():
-    (value,) = invariant_values(_inner("row_norm"), lambda loop: True)
+    value, reciprocal = invariant_values(_inner("row_norm"), lambda loop: True)
     assert isinstance(value, E.Call) and value.op == "sqrt"
     assert not collect(value, lambda n: isinstance(n, E.Var) and n.name == "j")
+    assert isinstance(reciprocal, E.Div) and reciprocal.b is value
 
 
 def test_invariant_values_needs_a_loop_that_runs():

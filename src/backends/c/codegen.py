@@ -103,7 +103,7 @@ from .accumulate import OMP_OPS, match_accumulation  # noqa: E402
 from .guards import and_all, split_guard  # noqa: E402
 from .work import PARALLEL_MIN_ITERATIONS, nest_iterations  # noqa: E402
 from .hoist import expr_key, invariant_subexpressions  # noqa: E402
-from .invariant_values import invariant_values  # noqa: E402
+from .invariant_values import invariant_values, reciprocal_of  # noqa: E402
 
 
 class CodegenError(ValueError):
@@ -211,6 +211,9 @@ class CFunctionEmitter:
         if isinstance(e, (E.FloorDiv, E.FloorMod)):
             return self.floor_divmod(e)
         if isinstance(e, E.Div):
+            reciprocal = self.hoisted.get(expr_key(reciprocal_of(e))) if self.hoisted else None
+            if reciprocal is not None:   # hoisted 1 / divisor (invariant_values.py)
+                return f"({self.expr(e.a)} * {reciprocal})"
             return f"({self.expr(e.a)} / {self.expr(e.b)})"
         if isinstance(e, (E.Min, E.Max)):
             a, b = self.expr(e.a), self.expr(e.b)

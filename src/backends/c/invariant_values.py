@@ -14,7 +14,13 @@ floating-point subexpressions of the body that
   use is not under an ``if``, a select branch or the right of ``&&``/``||``, so hoisting a load can not
   read memory the original program would not have read,
 
-and binds them to constants just before the loop.
+and binds them to constants just before the loop. A float division whose
+divisor is invariant but whose dividend is not (a softmax's ``e / sum``, a
+layer norm's ``(x - mean) / std``) gets the divisor's reciprocal bound the same
+way, and the emitter multiplies by it (``reciprocal_of``): one ``vmulps``
+instead of a ``vdivps`` per vector, as PyTorch's kernels do. The product may
+differ from the quotient in the last bit, and a divisor below about 3e-39
+(float32) has no finite reciprocal, so such a quotient becomes infinite.
 """
 from __future__ import annotations
 
@@ -61,6 +67,10 @@ class _Finder:
             for child, child_certain, (inv, cost) in children:
                 if inv and cost:
                     self.record(child, child_certain)
+            if isinstance(e, E.Div) and dt.is_float(e.dtype):
+                _, divisor_certain, (divisor_invariant, _) = children[1]
+                if divisor_invariant:
+                    self.record(reciprocal_of(e), divisor_certain)
         return invariant, costly
 
     def visit_top(self, e, certain: bool) -> None:
@@ -74,6 +84,11 @@ class _Finder:
         if not certain and collect(e, lambda n: isinstance(n, E.BufferLoad)):
             return
         self.found.setdefault(expr_key(e), e)
+
+
+def reciprocal_of(division: E.Div) -> E.Div:
+    """``1 / divisor`` of a float division (the key the emitter looks up to multiply instead)."""
+    return E.Div(E.FloatImm(1.0, division.dtype), division.b)
 
 
 def invariant_values(loop: S.For, runs_once: Callable[[S.For], bool]) -> list:

@@ -201,6 +201,19 @@ def test_group_whose_path_leaves_and_reenters_is_not_fused():
     assert not any(f.attrs.get("primitive") for f in after.relax_functions.values())
 
 
+def test_two_groups_that_would_need_each_other_are_not_both_formed():
+    # regression (found by the slow random-program test): {lv_1, lv_3} needs lv and
+    # {lv, lv_2, lv_4} needs lv_1; each group alone is convex, together they form a cycle
+    from .test_memory_random import build as call_tir_program
+    mod = call_tir_program([("rowsum", 0, 0), ("rowsum", 0, 0), ("add", 1, 0), ("add", 1, 1), ("add", 2, 2)],
+                           0, None)
+    fused = rx.transform.FuseOps()(rx.transform.AnnotateTIROpPattern()(rx.transform.LegalizeOps()(mod)))
+    x = np.random.default_rng(2).standard_normal((5, 3)).astype("float32")
+    assert_same(rx.interpret(fused, "main", x), rx.interpret(mod, "main", x))
+    vm = rx.VirtualMachine(rx.build(mod, target="c"))
+    assert_same(vm["main"](x), rx.interpret(mod, "main", x))
+
+
 def _kernels_after_fusion(steps, max_depth=256, **kw):
     mod, oracle = build_program(steps, kw.get("flatten", False), kw.get("cast_at"), kw.get("outputs", [-1]))
     fused_ops = rx.transform.FuseOps(max_depth=max_depth)(rx.transform.AnnotateTIROpPattern()(mod))

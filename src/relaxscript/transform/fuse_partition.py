@@ -17,7 +17,8 @@ Rules (one group = one future kernel):
   at the reader's own row. The whole chain then runs one row per task, as
   layer_norm -> scale -> softmax does.
 - Opaque calls, and bindings that are not fusible ``call_tir``s, never fuse.
-- A group must be convex: no path leaves it and comes back in. Paths count
+- A group must be convex: no path leaves it and comes back in, counting
+  every other group as one node (so no two groups need each other). Paths count
   data dependencies *and* symbolic-variable dependencies on the
   ``match_cast`` that defines a variable a call mentions, so a fused call
   is never placed before such a ``match_cast``.
@@ -258,18 +259,21 @@ class Partitioner:
         return seen
 
     def _convex(self, members: frozenset) -> bool:
-        """No path member -> outside binding(s) -> member."""
+        """No path member -> outside binding(s) -> member. Another group counts as one node (it
+        becomes one kernel): reaching one of its members reaches all of their users, so two
+        groups that each need the other's output are refused."""
         last = max(members)
         stack = [u for m in members for u in self.graph.users[m] if u not in members and u < last]
         seen = set(stack)
         while stack:
             node = stack.pop()
-            for user in self.graph.users[node]:
-                if user in members:
-                    return False
-                if user < last and user not in seen:
-                    seen.add(user)
-                    stack.append(user)
+            for peer in self.group_of.get(node, (node,)):
+                for user in self.graph.users[peer]:
+                    if user in members:
+                        return False
+                    if user < last and user not in seen:
+                        seen.add(user)
+                        stack.append(user)
         return True
 
 

@@ -35,10 +35,14 @@ def sgemm_dps(a, b, c) -> None:
     sgemm(np.ascontiguousarray(a), np.ascontiguousarray(b), c)
 
 
+def _check_bias(bias_shape: tuple, c_shape: tuple) -> None:
+    if bias_shape[-1:] != c_shape[-1:] or prod(bias_shape) != c_shape[-1]:   # (n,) or (1, ..., 1, n)
+        raise ShapeMismatchError(f"{SGEMM_BIAS}: bias of shape {bias_shape} does not match the "
+                                 f"{c_shape[-1]} output columns")
+
+
 def sgemm_bias_dps(a, b, bias, c) -> None:
-    if bias.shape[-1:] != c.shape[-1:] or bias.size != c.shape[-1]:
-        raise ShapeMismatchError(f"{SGEMM_BIAS}: bias of shape {bias.shape} does not match the "
-                                 f"{c.shape[-1]} output columns")
+    _check_bias(bias.shape, c.shape)
     c2 = c.reshape(-1, c.shape[-1])
     c2[...] = bias.reshape(1, -1)  # beta=1 accumulates the product onto the broadcast bias
     sgemm(np.ascontiguousarray(a), np.ascontiguousarray(b), c, beta=1.0)
@@ -46,19 +50,17 @@ def sgemm_bias_dps(a, b, bias, c) -> None:
 
 def _bias_params(a_shape, b_shape, bias_shape, c_shape) -> tuple:
     params = native_params(a_shape, b_shape, c_shape)
-    if bias_shape[-1:] != c_shape[-1:] or prod(bias_shape) != c_shape[-1]:   # (n,) or (1, ..., 1, n)
-        raise ShapeMismatchError(f"{SGEMM_BIAS}: bias of shape {bias_shape} does not match the "
-                                 f"{c_shape[-1]} output columns")
+    _check_bias(bias_shape, c_shape)
     return params
 
 
-register_library(SGEMM, sgemm_dps, dps=True, c=sgemm_dps,
-                 native=NativeCall(lambda: native_address("rs_sgemm_native"), native_params, "float32"))
 def sgemm_batched_dps(a, b, c) -> None:
     sgemm_batched(np.ascontiguousarray(a), np.ascontiguousarray(b), c)
 
 
-register_library(SGEMM_BATCHED, sgemm_batched_dps, dps=True, c=sgemm_batched_dps,
-                 native=NativeCall(lambda: native_address("rs_sgemm_batched_native"), batched_params, "float32"))
+register_library(SGEMM, sgemm_dps, dps=True, c=sgemm_dps,
+                 native=NativeCall(lambda: native_address("rs_sgemm_native"), native_params, "float32"))
 register_library(SGEMM_BIAS, sgemm_bias_dps, dps=True, c=sgemm_bias_dps,
                  native=NativeCall(lambda: native_address("rs_sgemm_bias_native"), _bias_params, "float32"))
+register_library(SGEMM_BATCHED, sgemm_batched_dps, dps=True, c=sgemm_batched_dps,
+                 native=NativeCall(lambda: native_address("rs_sgemm_batched_native"), batched_params, "float32"))

@@ -82,6 +82,29 @@ class Module:
 ''')
 
 
+# main -> f -> g: g is a leaf, f is not
+NESTED = HEADER + '''
+@R.ir_module
+class Module:
+    @R.function
+    def g(x: R.Tensor(("n", 4), "float32")):
+        n = T.int64()
+        y = R.exp(x)
+        return y
+
+    @R.function
+    def f(x: R.Tensor(("n", 4), "float32")):
+        n = T.int64()
+        y = cls.g(x)
+        return y
+
+    @R.function
+    def main(x: R.Tensor(("n", 4), "float32")):
+        n = T.int64()
+        y = cls.f(x)
+        return y
+'''
+
 SIMPLE_BODY = '''        y = R.exp(x)
         return y'''
 
@@ -195,27 +218,7 @@ class Module:
         return y
 ''')
     elif case == "non-leaf":
-        mod = rx.from_source(HEADER + '''
-@R.ir_module
-class Module:
-    @R.function
-    def g(x: R.Tensor(("n", 4), "float32")):
-        n = T.int64()
-        y = R.exp(x)
-        return y
-
-    @R.function
-    def f(x: R.Tensor(("n", 4), "float32")):
-        n = T.int64()
-        y = cls.g(x)
-        return y
-
-    @R.function
-    def main(x: R.Tensor(("n", 4), "float32")):
-        n = T.int64()
-        y = cls.f(x)
-        return y
-''')
+        mod = rx.from_source(NESTED)
     else:
         mod = _callee_module(body, **kwargs)
     pass_ = InlineFunctions(max_bindings=0 if case == "too big" else 32)
@@ -225,27 +228,7 @@ class Module:
 
 def test_a_non_leaf_callee_is_inlined_after_its_own_callees_are_not_leaves():
     # g is a leaf: inlined into f; f calls g, so f is not inlined into main in the same run
-    mod = rx.from_source(HEADER + '''
-@R.ir_module
-class Module:
-    @R.function
-    def g(x: R.Tensor(("n", 4), "float32")):
-        n = T.int64()
-        y = R.exp(x)
-        return y
-
-    @R.function
-    def f(x: R.Tensor(("n", 4), "float32")):
-        n = T.int64()
-        y = cls.g(x)
-        return y
-
-    @R.function
-    def main(x: R.Tensor(("n", 4), "float32")):
-        n = T.int64()
-        y = cls.f(x)
-        return y
-''')
+    mod = rx.from_source(NESTED)
     after = InlineFunctions()(mod)
     assert _calls_of(after["f"], "g") == 0 and _calls_of(after["main"], "f") == 1
     x = np.random.default_rng(0).standard_normal((3, 4)).astype("float32")

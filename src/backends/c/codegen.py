@@ -464,12 +464,9 @@ class CFunctionEmitter:
         operand = self.cast_to(acc.operand, acc.store.buffer.dtype)
         if acc.op in (E.Max, E.Min):
             cmp = ">" if acc.op is E.Max else "<"
-            ctype = c_type(acc.store.buffer.dtype)
-            if nan_flag is None:
-                self.emit(f"{{ const {ctype} rs_v = {operand}; {name} = rs_v {cmp} {name} ? rs_v : {name}; }}")
-            else:
-                self.emit(f"{{ const {ctype} rs_v = {operand}; {name} = rs_v {cmp} {name} ? rs_v : {name}; "
-                          f"{nan_flag} |= rs_v != rs_v; }}")
+            flag = f" {nan_flag} |= rs_v != rs_v;" if nan_flag is not None else ""
+            self.emit(f"{{ const {c_type(acc.store.buffer.dtype)} rs_v = {operand}; "
+                      f"{name} = rs_v {cmp} {name} ? rs_v : {name};{flag} }}")
         else:
             self.emit(f"{name} = {name} {OMP_OPS[acc.op]} {operand};")
 

@@ -142,12 +142,28 @@ class _Inliner(PassMutator):
         return None
 
     def visit_SeqExpr(self, seq: SeqExpr):
-        runs = _dataflow_runs(seq.blocks, self._absorbable)
-        if all(len(run) == 1 and not self._absorbable(run[0]) for run in runs):
+        absorbable = [self._absorbable(b) for b in seq.blocks]
+        if not any(absorbable):
             return super().visit_SeqExpr(seq)
-        merged = [blocks[0] if len(blocks) == 1 and not self._absorbable(blocks[0])
-                  else DataflowBlock([b for block in blocks for b in block.bindings]) for blocks in runs]
-        return super().visit_SeqExpr(SeqExpr(merged, seq.body))
+        # runs of dataflow and absorbable blocks become one dataflow block when they hold an
+        # absorbable one; other plain blocks stay as they are
+        blocks, run = [], []
+
+        def close_run():
+            if any(absorbable[i] for i in run):
+                blocks.append(DataflowBlock([b for i in run for b in seq.blocks[i].bindings]))
+            else:
+                blocks.extend(seq.blocks[i] for i in run)
+            run.clear()
+
+        for i, block in enumerate(seq.blocks):
+            if isinstance(block, DataflowBlock) or absorbable[i]:
+                run.append(i)
+            else:
+                close_run()
+                blocks.append(block)
+        close_run()
+        return super().visit_SeqExpr(SeqExpr(blocks, seq.body))
 
     def _absorbable(self, block: BindingBlock) -> bool:
         """A plain block of pure bindings with a call to inline: it can join a dataflow block."""
@@ -213,30 +229,6 @@ def _localize_block_outputs(func: Function) -> Function:
                 if type(var) is Var and id(var) not in read_later:
                     local[var] = DataflowVar(var.name_hint, var.struct_info)
     return substitute(func, local) if local else func
-
-
-def _dataflow_runs(blocks, absorbable) -> list[list]:
-    """Consecutive blocks grouped into runs that become one dataflow block when they hold an
-    absorbable block (a run never mixes in a plain block that is not absorbable)."""
-    runs, current = [], []
-    for block in blocks:
-        if isinstance(block, DataflowBlock) or absorbable(block):
-            current.append(block)
-            continue
-        if current:
-            runs.append(current)
-            current = []
-        runs.append([block])
-    if current:
-        runs.append(current)
-    # a run without an absorbable block keeps its blocks as they were
-    out = []
-    for run in runs:
-        if len(run) > 1 and not any(absorbable(b) for b in run):
-            out.extend([b] for b in run)
-        else:
-            out.append(run)
-    return out
 
 
 def _pure(value, mod: IRModule) -> bool:

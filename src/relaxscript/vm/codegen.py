@@ -321,9 +321,8 @@ class FunctionCompiler:
             outs.append((reg, sinfo))
         return outs
 
-    def shape_code(self, values) -> str:
-        codes = [self.table.code(v, self.defined) for v in values]
-        return "(" + "".join(c + ", " for c in codes) + ")"
+    def shape_code(self, values) -> tuple:
+        return ("tuple", *(self.table.code(v, self.defined) for v in values))
 
     def pack_outputs(self, outs, call: rx.Call, name: str) -> int:
         single = len(call.sinfo_args) == 1 and isinstance(call.sinfo_args[0], TensorStructInfo)

@@ -1,13 +1,16 @@
-"""VM instructions: plain data (ints, strings, tuples), so an executable pickles.
+"""VM instructions: plain data (ints, strings, tuples), so an executable saves as data.
 
 Registers hold run-time values (arrays, tuples, shapes, scalars); ``t`` is
-the function's int64 symbol table. Fields named ``*_code`` hold Python
-source over ``t`` produced by shape lowering; the runtime compiles them once
-per loaded executable and links each instruction into a closure.
+the function's int64 symbol table. Fields named ``*_code`` hold expression
+trees over ``t`` (``sym_code``) produced by shape lowering; the linker
+generates and compiles their Python once per function and links each
+instruction into a closure.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
+
+from .sym_code import render_checks, render_expr
 
 
 class VMBuildError(ValueError):
@@ -26,6 +29,8 @@ class Instr:
             value = getattr(self, f.name)
             if f.name in ("source",) or value in ((), None, "", []):
                 continue
+            if f.name.endswith("code"):   # expression trees read as the Python they become
+                value = tuple(map(render_expr, value)) if f.name == "values_code" else render_expr(value)
             parts.append(f"{f.name}={value!r}")
         return f"{type(self).__name__}({', '.join(parts)})"
 
@@ -34,11 +39,12 @@ class Instr:
 class MatchValues(Instr):
     """Check values against annotations and bind symbolic vars (parameters or match_cast).
 
-    ``check_lines`` is the body of ``def _match(regs, t)`` (raises through
-    ``_fail(index, value)`` with ``messages[index]``); ``derived`` are
-    ``(slot, code)`` assignments of expressions whose vars are all defined
-    after this check. ``dst``/``src``: a match_cast copies ``src`` to ``dst``."""
-    check_lines: list
+    ``checks`` are ``sym_code`` check operations, the body of ``def
+    _match(regs, t)`` (raising through ``_fail(index, value, ...)`` with
+    ``messages[index]``); ``derived`` are ``(slot, tree)`` assignments of
+    expressions whose vars are all defined after this check.
+    ``dst``/``src``: a match_cast copies ``src`` to ``dst``."""
+    checks: list
     messages: list
     dtypes: tuple
     derived: list = field(default_factory=list)
@@ -53,11 +59,9 @@ class MatchValues(Instr):
 
     @property
     def source(self) -> str:
-        body = list(self.check_lines) + [f"t[{slot}] = {code}" for slot, code in self.derived]
-        if self.dst is not None:
-            body.append(f"regs[{self.dst}] = regs[{self.src}]")
-        body = body or ["pass"]
-        return "def _match(regs, t):\n" + "\n".join("    " + line for line in body) + "\n"
+        """The generated Python of the check (validating the check data)."""
+        copy = (self.dst, self.src) if self.dst is not None else None
+        return render_checks(self.checks, self.derived, copy)
 
 
 @dataclass
@@ -66,7 +70,7 @@ class CallSite:
 
     ``reads``: ``(reg, axis, slot)`` dims read from argument arrays;
     ``structure``: ``(reg, ndim, dtype or None, message)`` checks of those arrays;
-    ``assign``: ``(slot, code)``; ``checks``: ``(code_bool, message_code)``."""
+    ``assign``: ``(slot, tree)``; ``checks``: ``(actual tree, expected tree, message)``."""
     reads: tuple = ()
     structure: tuple = ()
     assign: tuple = ()
@@ -79,7 +83,7 @@ class CallSite:
 @dataclass
 class AllocStorage(Instr):
     dst: int
-    size_code: str
+    size_code: tuple
     static_size: int | None = None   # bytes, when constant: kept in the frame across calls
     name: str = ""
 
@@ -88,10 +92,10 @@ class AllocStorage(Instr):
 class AllocTensor(Instr):
     """A fresh tensor (``storage`` None) or a view of a storage at a byte offset."""
     dst: int
-    shape_code: str
+    shape_code: tuple
     dtype: str
     storage: int | None = None
-    offset_code: str = "0"
+    offset_code: tuple = ("int", 0)
     static: bool = False             # constant shape and offset in a static storage: view cached
     name: str = ""
 
@@ -181,7 +185,7 @@ class MakeShape(Instr):
 @dataclass
 class MakePrim(Instr):
     dst: int
-    code: str
+    code: tuple
     name: str = ""
 
 

@@ -135,7 +135,7 @@ def link_call_site(ins: I.CallKernel, code, frame):
         return None
     regs, t = frame.regs, frame.table
     structure = tuple((r, ndim, np.dtype(dtype), text) for r, ndim, dtype, text in site.structure)
-    assign = tuple((slot, code.expr(src)) for slot, src in site.assign)
+    assign = tuple((slot, code.expr(tree)) for slot, tree in site.assign)
     checks = tuple((code.expr(a), code.expr(b), text) for a, b, text in site.checks)
     reads = site.reads
 

@@ -2,8 +2,9 @@
 
 Each instruction becomes a zero-argument closure that captures the frame's
 registers, symbol table and prebuilt ctypes argument arrays, does its work
-and returns the next program counter (-1 after ``Ret``). Sources produced by
-shape lowering are compiled once per function (``FunctionCode``) and shared
+and returns the next program counter (-1 after ``Ret``). The Python of the
+checks and expressions that shape lowering describes is generated
+(``sym_code``) and compiled once per function (``FunctionCode``) and shared
 by all frames.
 """
 from __future__ import annotations
@@ -18,7 +19,7 @@ from tensorir.errors import ShapeMismatchError
 from ..interpreter.values import ShapeTuple
 from . import instructions as I
 from .native_library import link_native_library
-from .sym_table import compile_expr_source
+from .sym_table import compile_expr
 from .values import copy_views, data_pointer, make_match_namespace, own_value, truthy
 
 
@@ -37,10 +38,10 @@ class FunctionCode:
         # registers that get a data pointer when written (allocations)
         self.ptr_regs = {ins.dst for ins in func.code if isinstance(ins, (I.AllocTensor, I.AllocStorage))}
 
-    def expr(self, source: str):
-        fn = self.exprs.get(source)
+    def expr(self, tree: tuple):
+        fn = self.exprs.get(tree)
         if fn is None:
-            fn = self.exprs[source] = compile_expr_source(source, f"<vm {self.func.name}>")
+            fn = self.exprs[tree] = compile_expr(tree, f"<vm {self.func.name}>")
         return fn
 
 
@@ -165,7 +166,7 @@ def _link(ins, pc: int, code: FunctionCode, frame: Frame, vm):
 
     if kind is I.MakeShape:
         dst = ins.dst
-        values = code.expr("(" + "".join(c + ", " for c in ins.values_code) + ")")
+        values = code.expr(("tuple", *ins.values_code))
 
         def step():
             regs[dst] = ShapeTuple(values(t))

@@ -3,8 +3,8 @@
 Two jobs, both done once at build time:
 
 - ``MatchBuilder`` turns the annotations of a function's parameters (or of
-  one ``match_cast``) into a ``MatchValues`` instruction: straight-line
-  Python that checks kind, rank, dtype and contiguity, stores each symbolic
+  one ``match_cast``) into a ``MatchValues`` instruction: a straight-line
+  list of checks (plain data, see ``sym_code``) of kind, rank, dtype and contiguity, stores each symbolic
   variable into its table slot on first sight (checking its facts), solves
   variables that only appear in linear dims (``n * 2``), and compares every
   other dim with its computed value. The order mirrors the reference
@@ -56,10 +56,10 @@ class MatchBuilder:
         self.bounds = bounds or {}      # var name -> upper bound from the function's attributes
         self.defined = defined          # vars with a value before this check (updated)
         self.origins = origins          # var -> where it was bound, for messages
-        self.lines: list[str] = []
+        self.checks: list[tuple] = []   # sym_code check operations
         self.messages: list[str] = []
         self.dtypes: list[str] = []
-        self.dims: list[tuple[str, E.PrimExpr, str, str]] = []  # (value code, expr, path, what)
+        self.dims: list[tuple[tuple, E.PrimExpr, str, str]] = []  # (value tree, expr, path, what)
         self.newly_defined: list[E.Var] = []
         self._temps = 0
 
@@ -67,80 +67,73 @@ class MatchBuilder:
         self.messages.append(f"function '{self.func_name}', {what}: {text}")
         return len(self.messages) - 1
 
-    def _temp(self) -> str:
+    def _temp(self) -> int:
         self._temps += 1
-        return f"v{self._temps}"
+        return self._temps
 
-    def _dtype_name(self, dtype: str) -> str:
+    def _dtype_index(self, dtype: str) -> int:
         if dtype not in self.dtypes:
             self.dtypes.append(dtype)
-        return f"_dt[{self.dtypes.index(dtype)}]"
+        return self.dtypes.index(dtype)
 
     # ---------------------------------------------------------------- structure
     def add(self, reg: int, sinfo, root: str, what: str) -> None:
         value = self._temp()
-        self.lines.append(f"{value} = regs[{reg}]")
+        self.checks.append(("load", value, reg))
         self._structure(value, sinfo, root, what, writeback=reg)
 
-    def _structure(self, v: str, sinfo, path: str, what: str, writeback: int | None) -> None:
-        emit = self.lines.append
+    def _structure(self, v: int, sinfo, path: str, what: str, writeback: int | None) -> None:
+        emit = self.checks.append
         if sinfo is None or isinstance(sinfo, (ObjectStructInfo, FuncStructInfo)):
             return
         if isinstance(sinfo, TensorStructInfo):
             k = self._fail(what, f"{path}: expected a tensor, got {{actual}}")
-            emit(f"if not isinstance({v}, _ndarray):")
-            if writeback is not None:
-                emit(f"    {v} = _as_tensor({v}, {k}); regs[{writeback}] = {v}")
-            else:
-                emit(f"    _fail({k}, _describe({v}))")
+            emit(("tensor", v, k, writeback))
             if sinfo.ndim != -1:
                 k = self._fail(what, f"{path}: expected rank {sinfo.ndim}, got {{actual}}")
-                emit(f"if {v}.ndim != {sinfo.ndim}: _fail({k}, f'rank {{{v}.ndim}} (shape {{{v}.shape}})')")
+                emit(("rank", v, sinfo.ndim, k))
             if sinfo.dtype is not None:
                 k = self._fail(what, f"{path}: expected dtype {sinfo.dtype}, got {{actual}}")
-                emit(f"if {v}.dtype != {self._dtype_name(sinfo.dtype)}: _fail({k}, _dtype_text({v}.dtype))")
+                emit(("dtype", v, self._dtype_index(sinfo.dtype), k))
             k = self._fail(what, f"{path}: expected a C-contiguous array, got {{actual}}")
-            emit(f"if not {v}.flags.c_contiguous: _fail({k}, 'a non-contiguous view (use np.ascontiguousarray)')")
+            emit(("contiguous", v, k))
             if sinfo.shape is not None:
                 shape = self._temp()
-                emit(f"{shape} = {v}.shape")
+                emit(("let", shape, ("shape_of", ("v", v))))
                 for axis, expr in enumerate(sinfo.shape):
-                    self.dims.append((f"{shape}[{axis}]", expr, f"{path}.shape[{axis}]", what))
+                    self.dims.append((("item", ("v", shape), axis), expr, f"{path}.shape[{axis}]", what))
         elif isinstance(sinfo, PrimStructInfo):
             kind = "bool" if sinfo.dtype == "bool" else "float" if dt.is_float(sinfo.dtype) else "int"
             k = self._fail(what, f"{path}: expected a {sinfo.dtype} scalar, got {{actual}}")
-            emit(f"{v} = _as_prim({v}, {kind!r}, {k})")
-            if writeback is not None:
-                emit(f"regs[{writeback}] = {v}")
+            emit(("prim", v, k, kind, writeback))
             if sinfo.value is not None:
-                self.dims.append((v, sinfo.value, path, what))
+                self.dims.append((("v", v), sinfo.value, path, what))
         elif isinstance(sinfo, ShapeStructInfo):
             k = self._fail(what, f"{path}: expected a shape, got {{actual}}")
-            emit(f"{v} = _as_shape({v}, {k})")
-            if writeback is not None:
-                emit(f"regs[{writeback}] = {v}")
+            emit(("shape", v, k, writeback))
             if sinfo.ndim != -1:
                 k = self._fail(what, f"{path}: expected a shape of {sinfo.ndim} values, got {{actual}}")
-                emit(f"if len({v}) != {sinfo.ndim}: _fail({k}, list({v}))")
+                emit(("shape_len", v, sinfo.ndim, k))
             if sinfo.values is not None:
                 for i, expr in enumerate(sinfo.values):
-                    self.dims.append((f"{v}[{i}]", expr, f"{path}[{i}]", what))
+                    self.dims.append((("item", ("v", v), i), expr, f"{path}[{i}]", what))
         elif isinstance(sinfo, TupleStructInfo):
             n = len(sinfo.fields)
             k = self._fail(what, f"{path}: expected a tuple of {n} fields, got {{actual}}")
-            emit(f"if type({v}) is not tuple or len({v}) != {n}: _fail({k}, _describe({v}))")
+            emit(("tuple", v, n, k))
             for i, field in enumerate(sinfo.fields):
                 item = self._temp()
-                emit(f"{item} = {v}[{i}]")
+                emit(("let", item, ("item", ("v", v), i)))
                 self._structure(item, field, f"{path}[{i}]", what, writeback=None)
         else:
             raise VMBuildError(f"function '{self.func_name}': cannot check annotation {type(sinfo).__name__}")
 
     # ---------------------------------------------------------------- symbols
-    def _bind(self, var: E.Var, value_code: str, path: str, what: str) -> None:
-        emit = self.lines.append
-        x = self._temp()
-        emit(f"{x} = {value_code}")
+    def _bind(self, var: E.Var, value: tuple, path: str, what: str) -> None:
+        emit = self.checks.append
+        temp = self._temp()
+        emit(("let", temp, value))
+        x = ("v", temp)
         facts = []
         upper, source = var.upper, "its upper bound"
         attr_upper = self.bounds.get(var.name)
@@ -148,16 +141,17 @@ class MatchBuilder:
             # memory planning sized storages for this bound: a larger value must not reach a kernel
             upper, source = attr_upper, f"its upper bound in the function attribute {UPPER_BOUND_ATTR}"
         if upper is not None:
-            facts.append((f"{x} > {upper}", f"expected <= {upper} ({source})"))
+            facts.append(((">", x, ("int", upper)), f"expected <= {upper} ({source})"))
         if var.lower is not None:
-            facts.append((f"{x} < {var.lower}", f"expected >= {var.lower} (its lower bound)"))
+            facts.append((("<", x, ("int", var.lower)), f"expected >= {var.lower} (its lower bound)"))
         if var.multiple_of:
-            facts.append((f"{x} % {var.multiple_of} != 0", f"expected a multiple of {var.multiple_of}"))
+            facts.append((("!=", ("%", x, ("int", var.multiple_of)), ("int", 0)),
+                          f"expected a multiple of {var.multiple_of}"))
         for cond, text in facts:
             k = self._fail(what, f"{path}: symbolic var {var.name}: {text}, got {{actual}}")
-            emit(f"if {cond}: _fail({k}, {x})")
+            emit(("fail_if", cond, k, x))
         slot = self.table.slot_of(var)
-        emit(f"t[{slot}] = {x}")
+        emit(("store", slot, x))
         self.defined.add(var)
         self.newly_defined.append(var)
         self.origins[var] = path
@@ -167,10 +161,10 @@ class MatchBuilder:
             if not isinstance(expr, E.Var):
                 continue
             if expr in self.defined:
-                slot = self.table.slot_of(expr)
+                slot = ("t", self.table.slot_of(expr))
                 k = self._fail(what, f"{path}: symbolic var {expr.name}: expected {{expected}} "
                                      f"(bound by {self.origins.get(expr, '?')}), got {{actual}}")
-                self.lines.append(f"if {code} != t[{slot}]: _fail({k}, {code}, t[{slot}])")
+                self.checks.append(("fail_if", ("!=", code, slot), k, code, slot))
             else:
                 self._bind(expr, code, path, what)
 
@@ -192,9 +186,11 @@ class MatchBuilder:
                 r = self._temp()
                 k = self._fail(what, f"{path} = {format_expr(expr)}: no integer value of symbolic var "
                                      f"{var.name} gives {{actual}}")
-                self.lines.append(f"{r} = {code} - ({self.table.code(b, self.defined)})")
-                self.lines.append(f"if {r} % {a.value} != 0: _fail({k}, {code})")
-                self._bind(var, f"{r} // {a.value}", f"solving {path} = {format_expr(expr)}", what)
+                self.checks.append(("let", r, ("-", code, self.table.code(b, self.defined))))
+                self.checks.append(("fail_if", ("!=", ("%", ("v", r), ("int", a.value)), ("int", 0)),
+                                    k, code))
+                self._bind(var, ("//", ("v", r), ("int", a.value)), f"solving {path} = {format_expr(expr)}",
+                           what)
                 progress = True
 
     def _check_expressions(self) -> None:
@@ -207,19 +203,19 @@ class MatchBuilder:
                                    f"uses symbolic var {missing[0].name}, which no dimension defines")
             expected = self.table.code(expr, self.defined)
             shown = "" if isinstance(expr, (E.IntImm, E.FloatImm)) else f" = {format_expr(expr)}"
-            names = [v.name for v in dict.fromkeys(vars_of(expr))]
-            values = ", ".join(f"{n} = {{t[{self.table.slot_of(v)}]}}" for n, v in
-                               zip(names, dict.fromkeys(vars_of(expr))))
-            suffix = f" (symbolic var {values})" if names else ""
-            k = self._fail(what, f"{path}{shown}: expected {{expected}}, got {{actual}}{{extra}}")
-            extra = f"f' {suffix}'" if names else "''"
-            self.lines.append(f"if {code} != {expected}: _fail({k}, {code}, {expected}, {extra})")
+            used = list(dict.fromkeys(vars_of(expr)))
+            # the message names the vars; their values are passed as numbered fields {0}, {1}, ...
+            values = ", ".join(f"{v.name} = {{{i}}}" for i, v in enumerate(used))
+            suffix = f"  (symbolic var {values})" if used else ""
+            k = self._fail(what, f"{path}{shown}: expected {{expected}}, got {{actual}}{suffix}")
+            slots = [("t", self.table.slot_of(v)) for v in used]
+            self.checks.append(("fail_if", ("!=", code, expected), k, code, expected, *slots))
 
     def finish(self, dst: int | None = None, src: int | None = None, name: str = "") -> MatchValues:
         self._bind_bare_vars()
         self._solve_linear_dims()
         self._check_expressions()
-        return MatchValues(self.lines, self.messages, tuple(self.dtypes), dst=dst, src=src, name=name)
+        return MatchValues(self.checks, self.messages, tuple(self.dtypes), dst=dst, src=src, name=name)
 
 
 # ---------------------------------------------------------------- kernel calls

@@ -1,11 +1,11 @@
-"""The host integer table of one VM function and PrimExpr -> Python source.
+"""The host integer table of one VM function and PrimExpr -> plain-data expression trees.
 
 Every symbolic variable of a graph function gets a slot in one int64 table
 per call (paper section 4.7); derived expressions (``n * 4``) and the
 argument vectors that kernels receive get slots too. Expressions are turned
-into Python source over the table (``t[0] * 4``) once at build time and
-compiled once when the executable is loaded, so nothing walks an expression
-tree at run time.
+into plain-data trees over the table (``("*", ("t", 0), ("int", 4))``) at
+build time; ``sym_code`` generates Python from them, compiled once when the
+executable is linked, so nothing walks an expression tree at run time.
 """
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from tensorir import expr as E
 from tensorir.functor import collect
 
 from .instructions import VMBuildError
+from .sym_code import render_expr
 
 _BINARY = {E.Add: "+", E.Sub: "-", E.Mul: "*", E.FloorDiv: "//", E.FloorMod: "%",
            E.EQ: "==", E.NE: "!=", E.LT: "<", E.LE: "<=", E.GT: ">", E.GE: ">="}
@@ -60,44 +61,46 @@ class SymTable:
         return var in self.var_slots
 
     # ---------------------------------------------------------------- code
-    def code(self, expr, defined=None) -> str:
-        """Python source computing ``expr`` from the table ``t``.
+    def code(self, expr, defined=None) -> tuple:
+        """An expression tree (``sym_code``) computing ``expr`` from the table ``t``.
 
         ``defined`` (a set of Vars) restricts which vars may be read; an
         expression using any other var is a build error naming it."""
+        if isinstance(expr, bool):
+            return ("bool", expr)
         if isinstance(expr, int):
-            return repr(expr)
+            return ("int", int(expr))
         if isinstance(expr, E.IntImm):
-            return repr(bool(expr.value)) if expr.dtype == "bool" else repr(int(expr.value))
+            return ("bool", bool(expr.value)) if expr.dtype == "bool" else ("int", int(expr.value))
         if isinstance(expr, E.FloatImm):
-            return f"float({float(expr.value)!r})"
+            return ("float", float(expr.value))
         if isinstance(expr, E.Var):
             if (defined is not None and expr not in defined) or expr not in self.var_slots:
                 raise VMBuildError(f"function '{self.func_name}': symbolic var {expr.name} is used "
                                    "where it has no value (no parameter or match_cast defines it)")
-            return f"t[{self.var_slots[expr]}]"
+            return ("t", self.var_slots[expr])
         op = _BINARY.get(type(expr))
         if op is not None:
-            return f"({self.code(expr.a, defined)} {op} {self.code(expr.b, defined)})"
+            return (op, self.code(expr.a, defined), self.code(expr.b, defined))
         if isinstance(expr, E.Div):
             a, b = self.code(expr.a, defined), self.code(expr.b, defined)
-            return f"({a} / {b})" if dt.is_float(expr.dtype) else f"_tdiv({a}, {b})"
+            return ("/", a, b) if dt.is_float(expr.dtype) else ("tdiv", a, b)
         if isinstance(expr, E.Min):
-            return f"min({self.code(expr.a, defined)}, {self.code(expr.b, defined)})"
+            return ("min", self.code(expr.a, defined), self.code(expr.b, defined))
         if isinstance(expr, E.Max):
-            return f"max({self.code(expr.a, defined)}, {self.code(expr.b, defined)})"
+            return ("max", self.code(expr.a, defined), self.code(expr.b, defined))
         if isinstance(expr, E.Or):  # before And: Or subclasses And
-            return f"({self.code(expr.a, defined)} or {self.code(expr.b, defined)})"
+            return ("or", self.code(expr.a, defined), self.code(expr.b, defined))
         if isinstance(expr, E.And):
-            return f"({self.code(expr.a, defined)} and {self.code(expr.b, defined)})"
+            return ("and", self.code(expr.a, defined), self.code(expr.b, defined))
         if isinstance(expr, E.Not):
-            return f"(not {self.code(expr.a, defined)})"
+            return ("not", self.code(expr.a, defined))
         if isinstance(expr, E.Select):
-            return (f"({self.code(expr.true_value, defined)} if {self.code(expr.condition, defined)} "
-                    f"else {self.code(expr.false_value, defined)})")
+            return ("select", self.code(expr.condition, defined), self.code(expr.true_value, defined),
+                    self.code(expr.false_value, defined))
         if isinstance(expr, E.Cast):
             conv = "bool" if expr.dtype == "bool" else "float" if dt.is_float(expr.dtype) else "int"
-            return f"{conv}({self.code(expr.value, defined)})"
+            return ("cast", conv, self.code(expr.value, defined))
         raise VMBuildError(f"function '{self.func_name}': the VM cannot compute the symbolic "
                            f"expression {type(expr).__name__} at run time")
 
@@ -108,6 +111,7 @@ def vars_of(expr) -> list[E.Var]:
     return collect(expr, lambda n: isinstance(n, E.Var))
 
 
-def compile_expr_source(source: str, name: str = "<vm-sym>"):
-    """``lambda t: <source>`` compiled once (at executable load)."""
+def compile_expr(tree, name: str = "<vm-sym>"):
+    """``lambda t: <expression>``, generated from the tree and compiled once per function."""
+    source = render_expr(tree)
     return eval(compile(f"lambda t: {source}", name, "eval"), dict(RUNTIME_NAMES))  # noqa: S307

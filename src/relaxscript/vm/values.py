@@ -29,8 +29,8 @@ def dtype_text(dtype: np.dtype) -> str:
 
 
 def make_fail(messages):
-    def fail(index, actual, expected=None, extra=""):
-        text = messages[index].format(actual=actual, expected=expected, extra=extra)
+    def fail(index, actual, expected=None, *values):
+        text = messages[index].format(*values, actual=actual, expected=expected)
         raise ShapeMismatchError(text)
     return fail
 

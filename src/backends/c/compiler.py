@@ -1,9 +1,11 @@
-"""gcc driver with a per-user, content-addressed cache of shared libraries.
+"""gcc driver in front of the verified library cache (``library_cache``).
 
-A library is stored as ``<cache>/<sha256 of source+flags+compiler>.so``; it is
-compiled into a temporary file in the same directory and moved into place
-with ``os.replace`` (atomic), so concurrent builds of the same module are
-safe and a second build never calls gcc.
+A compile key is the sha256 of source, flags and compiler; a library compiled
+under a key is reused only after its bytes match the hash recorded for it,
+so a damaged or substituted cache entry is compiled again, never loaded. gcc
+runs in a private temporary directory with relative file names (the output
+does not depend on where it was built), so concurrent builds of the same
+module produce one library and a second build never calls gcc.
 """
 from __future__ import annotations
 
@@ -15,24 +17,17 @@ import subprocess
 import tempfile
 from pathlib import Path
 
+from .library_cache import CacheDirectoryError, cache_dir, lookup_compiled, record_compiled
+
+__all__ = ["CompileError", "CacheDirectoryError", "cache_dir", "compile_shared", "find_compiler",
+           "DEFAULT_FLAGS"]
+
 DEFAULT_FLAGS = ("-O3", "-march=native", "-fopenmp", "-fPIC", "-shared", "-std=gnu11",
                  "-fno-math-errno", "-Wno-unused-variable", "-Wno-unused-function")
 
 
 class CompileError(RuntimeError):
     """gcc rejected generated code (a compiler bug: the message carries gcc's output)."""
-
-
-def cache_dir() -> Path:
-    """``$RELAXSCRIPT_CACHE_DIR`` or ``$XDG_CACHE_HOME/relaxscript`` (default ``~/.cache/relaxscript``)."""
-    explicit = os.environ.get("RELAXSCRIPT_CACHE_DIR")
-    if explicit:
-        root = Path(explicit)
-    else:
-        root = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "relaxscript"
-    path = root / "c"
-    path.mkdir(parents=True, exist_ok=True)
-    return path
 
 
 @functools.lru_cache(maxsize=None)
@@ -60,17 +55,14 @@ def compile_shared(source: str, extra_flags: tuple[str, ...] = (),
     cc = find_compiler()
     flags = DEFAULT_FLAGS + tuple(extra_flags)
     key = hashlib.sha256("\0".join([compiler_identity(cc), *flags, *link_flags, source]).encode()).hexdigest()
-    directory = cache_dir()
-    target = directory / f"{key[:32]}.so"
-    if target.exists():
-        return target, False
-    with tempfile.TemporaryDirectory(dir=directory, prefix=".build-") as tmp:
-        src = Path(tmp) / "module.c"
-        src.write_text(source)
-        tmp_lib = Path(tmp) / "module.so"
-        cmd = [cc, *flags, str(src), "-o", str(tmp_lib), *link_flags, "-lm"]
-        proc = subprocess.run(cmd, capture_output=True, text=True)
+    cached = lookup_compiled(key[:32])
+    if cached is not None:
+        return cached, False
+    with tempfile.TemporaryDirectory(dir=cache_dir(), prefix=".build-") as tmp:
+        Path(tmp, "module.c").write_text(source)
+        cmd = [cc, *flags, "module.c", "-o", "module.so", *link_flags, "-lm"]
+        proc = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp)
         if proc.returncode != 0:
             raise CompileError(f"gcc failed ({' '.join(cmd)}):\n{proc.stderr[-4000:]}")
-        os.replace(tmp_lib, target)  # atomic: readers see either nothing or the whole library
-    return target, True
+        library = Path(tmp, "module.so").read_bytes()
+    return record_compiled(key[:32], library), True

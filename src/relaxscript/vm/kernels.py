@@ -9,11 +9,7 @@ library bytes, so loading a saved executable never calls gcc.
 from __future__ import annotations
 
 import ctypes
-import hashlib
-import os
-import tempfile
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 
@@ -25,27 +21,19 @@ from .values import data_pointer
 
 @dataclass
 class CLibraryImage:
+    """The executable's compiled kernels: C source, the library's bytes, kernel -> symbol.
+
+    ``path`` only says where the library was built; ``load`` always opens the
+    cache file holding exactly ``library`` (written from these bytes when the
+    cached copy is missing or does not match their hash)."""
     source: str
     library: bytes
     symbols: dict            # kernel name -> C symbol
-    path: str = ""           # where the library was built (reused when it still exists)
+    path: str = ""
 
     def load(self) -> ctypes.CDLL:
-        path = Path(self.path) if self.path else None
-        if path is None or not path.exists() or path.stat().st_size != len(self.library):
-            path = self._materialize()
-        return ctypes.CDLL(str(path))
-
-    def _materialize(self) -> Path:
-        from backends.c.compiler import cache_dir
-        digest = hashlib.sha256(self.library).hexdigest()[:32]
-        target = cache_dir() / f"vm-{digest}.so"
-        if not target.exists():
-            fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".load-", suffix=".so")
-            with os.fdopen(fd, "wb") as handle:
-                handle.write(self.library)
-            os.replace(tmp, target)  # atomic, like the backend's cache
-        return target
+        from backends.c.library_cache import store_library
+        return ctypes.CDLL(str(store_library(self.library)))
 
 
 _KERNEL_PREFIX = "kernel_"

@@ -31,6 +31,7 @@ _LAZY = {
     "get_pipeline": "relaxscript.vm",
     "VirtualMachine": "relaxscript.vm.runtime",
     "Executable": "relaxscript.vm.executable",
+    "ExecutableFormatError": "relaxscript.vm.file_format",
     "well_formed": "relaxscript.analysis",
 }
 

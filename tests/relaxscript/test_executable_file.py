@@ -1,0 +1,210 @@
+"""Saved executables: a versioned plain-data format, verified before anything is loaded."""
+import hashlib
+import json
+import pickle
+import struct
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import relaxscript as rx
+from relaxscript.vm import Executable
+from relaxscript.vm import file_format
+from relaxscript.vm.file_format import ExecutableFormatError
+from tests.relaxscript import vm_modules as M
+
+CONSTANTS = M.HEADER + '''
+@R.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor(("n", 3), "float32")):
+        with R.dataflow():
+            y = R.add(x, R.const([1.0, 2.0, 3.5], "float32"))
+            z = R.multiply(y, R.const(0.5, "float32"))
+            R.output(z)
+        return (z, R.shape([7, 2]), R.prim_value(3), R.str("tag"))
+'''
+
+
+class _CreatesMarker:
+    """Unpickling this creates a file: the test's stand-in for arbitrary code."""
+
+    def __init__(self, marker: Path):
+        self.marker = marker
+
+    def __reduce__(self):
+        return (Path.touch, (self.marker,))
+
+
+@pytest.fixture(scope="module")
+def saved(tmp_path_factory):
+    """A small saved C executable (built once) and its bytes."""
+    path = tmp_path_factory.mktemp("exe") / "subgraph.rsx"
+    rx.build(M.parse(M.SUBGRAPH), target="c").save(path)
+    return path, path.read_bytes()
+
+
+def _run_subgraph(exe):
+    x = np.random.default_rng(0).standard_normal((5, 4)).astype("float32")
+    return rx.VirtualMachine(exe)["main"](x), rx.interpret(M.parse(M.SUBGRAPH), "main", x)
+
+
+def _rewrite(path: Path, edit) -> None:
+    """Apply ``edit`` to the manifest and write a well-formed file (valid hash) back."""
+    manifest, payload = file_format.read_container(path)
+    edit(manifest)
+    file_format.write_container(path, manifest, bytes(payload))
+
+
+def _first(manifest, op_name: str) -> list:
+    """The field dict of the first instruction named ``op_name`` in the first function."""
+    code = manifest["functions"][0]["record"][1]["code"]
+    return next(ins["record"][1] for ins in code if ins["record"][0] == op_name)
+
+
+def test_a_pickle_payload_is_never_unpickled(tmp_path):
+    marker = tmp_path / "unpickled"
+    path = tmp_path / "crafted.rsx"
+    path.write_bytes(pickle.dumps({"format": "relaxscript-vm-1", "functions": _CreatesMarker(marker)}))
+    with pytest.raises(ExecutableFormatError, match="not a relaxscript executable.*pickle") as info:
+        Executable.load(path)
+    assert not marker.exists()
+    assert info.value.path == str(path) and isinstance(info.value, ValueError)
+
+
+def test_save_and_load_keeps_code_constants_and_results(tmp_path):
+    mod = M.parse(CONSTANTS)
+    for target in ("c", "interp"):
+        exe = rx.build(mod, target=target)
+        exe.save(tmp_path / f"{target}.rsx")
+        loaded = Executable.load(tmp_path / f"{target}.rsx")
+        assert loaded.as_text() == exe.as_text() and loaded.notes == exe.notes
+        for name, func in exe.functions.items():
+            consts = loaded.functions[name].constants
+            assert consts.keys() == func.constants.keys()
+            for reg, value in func.constants.items():
+                assert type(consts[reg]) is type(value)
+                np.testing.assert_array_equal(np.asarray(consts[reg], dtype=object),
+                                              np.asarray(value, dtype=object))
+        x = np.arange(6, dtype="float32").reshape(2, 3)
+        got, want = rx.VirtualMachine(loaded)["main"](x), rx.interpret(mod, "main", x)
+        np.testing.assert_allclose(got[0], want[0])
+        assert got[1:] == want[1:] == ((7, 2), 3, "tag")
+
+
+def test_the_file_is_a_header_a_json_manifest_and_a_hash(saved):
+    path, data = saved
+    magic, version, manifest_size, payload_size = struct.unpack_from("<8sIQQ", data)
+    assert magic == file_format.MAGIC and version == file_format.FORMAT_VERSION
+    assert len(data) == 28 + manifest_size + payload_size + 32
+    assert hashlib.sha256(data[:-32]).digest() == data[-32:]
+    manifest = json.loads(data[28:28 + manifest_size])
+    assert manifest["target"] == "c" and "path" not in manifest["library"]
+    assert "def _match" not in data[28:28 + manifest_size].decode()   # no generated source stored
+
+
+@pytest.mark.parametrize("size", [0, 1, 5, 8, 11, 12, 20, 27, 28, 29, 100, 1000, -1000, -33, -32, -1])
+def test_truncated_files_are_a_clear_error(saved, tmp_path, size):
+    path, data = saved
+    cut = tmp_path / "cut.rsx"
+    cut.write_bytes(data[:size])
+    with pytest.raises(ExecutableFormatError, match="truncated|not a relaxscript executable") as info:
+        Executable.load(cut)
+    assert str(cut) in str(info.value)
+
+
+def test_every_bit_flip_is_a_clear_error(saved, tmp_path):
+    path, data = saved
+    # every byte of the header, then bytes spread over manifest, payload and hash
+    offsets = sorted(set(range(28)) | set(range(28, len(data), max(1, len(data) // 300))) |
+                     set(range(len(data) - 32, len(data))))
+    flipped = tmp_path / "flipped.rsx"
+    for i, offset in enumerate(offsets):
+        damaged = bytearray(data)
+        damaged[offset] ^= 1 << (i % 8)
+        flipped.write_bytes(bytes(damaged))
+        with pytest.raises(ExecutableFormatError) as info:
+            Executable.load(flipped)
+        assert str(flipped) in str(info.value), offset
+    assert len(offsets) > 300
+
+
+def test_a_foreign_format_version_is_named(saved, tmp_path):
+    path, data = saved
+    newer = bytearray(data[:-32])
+    struct.pack_into("<I", newer, 8, 7)
+    other = tmp_path / "newer.rsx"
+    other.write_bytes(bytes(newer) + hashlib.sha256(newer).digest())
+    with pytest.raises(ExecutableFormatError, match="format version 7, this relaxscript reads version 2"):
+        Executable.load(other)
+
+
+def test_trailing_data_is_a_clear_error(saved, tmp_path):
+    path, data = saved
+    longer = tmp_path / "longer.rsx"
+    longer.write_bytes(data + b"\0")
+    with pytest.raises(ExecutableFormatError, match="trailing data"):
+        Executable.load(longer)
+
+
+@pytest.mark.parametrize("edit, reason", [
+    # an operator outside the generator's tables: code cannot be smuggled into a check
+    (lambda m: _first(m, "AllocStorage").update(size_code={"tuple": ["__import__", "os"]}),
+     "unknown operator '__import__'"),
+    (lambda m: _first(m, "MatchValues")["checks"].insert(0, {"tuple": ["exec", "print(1)"]}),
+     "unknown check 'exec'"),
+    (lambda m: _first(m, "MatchValues")["messages"].insert(0, "{actual.__class__.__init__.__globals__}"),
+     "field 'actual.__class__"),
+    (lambda m: _first(m, "CallKernel").update(sym_base=10 ** 6), "sym_base must be an int"),
+    (lambda m: _first(m, "CallKernel").update(kernel="nowhere"), "unknown kernel 'nowhere'"),
+    (lambda m: m["library"]["symbols"].update(exp="system"), "malformed library entry"),
+    (lambda m: m["functions"][0]["record"].__setitem__(0, "Popen"), "unknown record 'Popen'"),
+    (lambda m: m["library"].update(size=m["library"]["size"] - 1), "do not match their recorded sha256"),
+    (lambda m: m.update(target="cuda"), "unknown target"),
+])
+def test_a_well_hashed_but_malformed_manifest_is_rejected(saved, tmp_path, edit, reason):
+    path, data = saved
+    crafted = tmp_path / "crafted.rsx"
+    crafted.write_bytes(data)
+    _rewrite(crafted, edit)
+    with pytest.raises(ExecutableFormatError, match="malformed manifest: .*" + reason.replace("(", r"\(")):
+        Executable.load(crafted)
+
+
+def test_object_arrays_are_neither_saved_nor_loaded(tmp_path):
+    exe = rx.build(M.parse(CONSTANTS), target="c")
+    exe.functions["main"].constants[0] = np.array([object()])
+    with pytest.raises(ValueError, match="cannot save an array of dtype object"):
+        exe.save(tmp_path / "objects.rsx")
+    good = tmp_path / "good.rsx"
+    rx.build(M.parse(CONSTANTS), target="c").save(good)
+
+    def to_object(manifest):
+        text = json.dumps(manifest).replace('"dtype": "<f4"', '"dtype": "|O"', 1)
+        manifest.clear()
+        manifest.update(json.loads(text))
+    _rewrite(good, to_object)
+    with pytest.raises(ExecutableFormatError, match="unsupported array dtype '\\|O'"):
+        Executable.load(good)
+
+
+def test_the_library_is_loaded_from_the_file_not_from_a_damaged_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("RELAXSCRIPT_CACHE_DIR", str(tmp_path))
+    exe = rx.build(M.parse(M.SUBGRAPH), target="c")   # compiled into this empty cache, not loaded yet
+    exe.save(tmp_path / "subgraph.rsx")
+    built = Path(exe.c_library.path)
+    assert built.exists()
+    built.write_bytes(b"\x7fELF garbage".ljust(built.stat().st_size, b"\0"))   # same path, same size
+    got, want = _run_subgraph(Executable.load(tmp_path / "subgraph.rsx"))
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    assert hashlib.sha256(built.read_bytes()).digest() == hashlib.sha256(exe.c_library.library).digest()
+
+
+def test_saving_replaces_the_file_atomically(tmp_path):
+    path = tmp_path / "model.rsx"
+    path.write_bytes(b"old contents")
+    exe = rx.build(M.parse(M.SUBGRAPH), target="c")
+    exe.save(path)
+    assert Executable.load(path).function_names() == exe.function_names()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["model.rsx"]   # no temporary left

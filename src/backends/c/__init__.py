@@ -3,5 +3,5 @@ from .codegen import CodegenError, KernelInfo, generate_c
 from .compiler import CacheDirectoryError, CompileError, cache_dir, compile_shared
 from .module import CKernel, CModule, build_c
 
-__all__ = ["CodegenError", "KernelInfo", "generate_c", "CompileError", "CacheDirectoryError", "cache_dir", "compile_shared",
-           "CKernel", "CModule", "build_c"]
+__all__ = ["CodegenError", "KernelInfo", "generate_c", "CompileError", "CacheDirectoryError", "cache_dir",
+           "compile_shared", "CKernel", "CModule", "build_c"]

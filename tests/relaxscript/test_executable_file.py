@@ -104,14 +104,18 @@ def test_the_file_is_a_header_a_json_manifest_and_a_hash(saved):
     assert "def _match" not in data[28:28 + manifest_size].decode()   # no generated source stored
 
 
-@pytest.mark.parametrize("size", [0, 1, 5, 8, 11, 12, 20, 27, 28, 29, 100, 1000, -1000, -33, -32, -1])
-def test_truncated_files_are_a_clear_error(saved, tmp_path, size):
+def test_truncations_at_many_lengths_are_a_clear_error(saved, tmp_path):
     path, data = saved
+    # every length within the header and the hash, and lengths spread over the rest
+    sizes = sorted(set(range(40)) | set(range(40, len(data), max(1, len(data) // 200))) |
+                   set(range(len(data) - 40, len(data))))
     cut = tmp_path / "cut.rsx"
-    cut.write_bytes(data[:size])
-    with pytest.raises(ExecutableFormatError, match="truncated|not a relaxscript executable") as info:
-        Executable.load(cut)
-    assert str(cut) in str(info.value)
+    for size in sizes:
+        cut.write_bytes(data[:size])
+        with pytest.raises(ExecutableFormatError, match="truncated|not a relaxscript executable") as info:
+            Executable.load(cut)
+        assert str(cut) in str(info.value), size
+    assert len(sizes) > 250
 
 
 def test_every_bit_flip_is_a_clear_error(saved, tmp_path):

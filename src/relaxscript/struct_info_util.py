@@ -17,6 +17,7 @@ from tensorir import dtype as dt
 from tensorir import expr as tir
 from tensorir.arith import Analyzer
 from tensorir.functor import Mutator, iter_children
+from tensorir.script.printer import format_expr
 from tensorir.structural import structural_equal
 
 from .struct_info import (FuncStructInfo, ObjectStructInfo, PrimStructInfo, ShapeStructInfo,
@@ -380,40 +381,9 @@ def struct_info_from_value(value) -> StructInfo:
 
 
 def format_sinfo(sinfo) -> str:
-    """Script form of an annotation for messages (the printer's, when present)."""
-    try:
-        from .script.printer import format_struct_info
-        return format_struct_info(sinfo)
-    except ImportError:
-        return _format_sinfo(sinfo)
-
-
-def _format_sinfo(s) -> str:
-    if s is None:
-        return "<no annotation>"
-    if isinstance(s, ObjectStructInfo):
-        return "R.Object"
-    if isinstance(s, PrimStructInfo):
-        return f'R.Prim("{s.dtype}")' if s.value is None else f"R.Prim(value={format_prim(s.value)})"
-    if isinstance(s, ShapeStructInfo):
-        return f"R.Shape(ndim={s.ndim})" if s.values is None else f"R.Shape([{_dims(s.values)}])"
-    if isinstance(s, TensorStructInfo):
-        dtype = f'dtype="{s.dtype}"' if s.dtype else ""
-        if s.shape is not None:
-            comma = "," if len(s.shape) == 1 else ""
-            return f"R.Tensor(({_dims(s.shape)}{comma}){', ' + dtype if dtype else ''})"
-        parts = ([f"ndim={s.ndim}"] if s.ndim != -1 else []) + ([dtype] if dtype else [])
-        return f"R.Tensor({', '.join(parts)})"
-    if isinstance(s, TupleStructInfo):
-        return f"R.Tuple({', '.join(_format_sinfo(f) for f in s.fields)})"
-    if isinstance(s, FuncStructInfo):
-        params = "None" if s.params is None else "[" + ", ".join(_format_sinfo(p) for p in s.params) + "]"
-        return f"R.Callable({params}, {_format_sinfo(s.ret)})"
-    return repr(s)
-
-
-def _dims(values) -> str:
-    return ", ".join(format_prim(v) for v in values)
+    """Script form of an annotation for messages."""
+    from .script.printer import format_struct_info  # here: the printer imports this module
+    return format_struct_info(sinfo)
 
 
 def format_prim(e, top: bool = True) -> str:
@@ -428,11 +398,7 @@ def format_prim(e, top: bool = True) -> str:
     if isinstance(e, tir.BinaryOp):
         text = f"{format_prim(e.a, False)} {e.symbol} {format_prim(e.b, False)}"
         return text if top else f"({text})"
-    try:
-        from tensorir.script.printer import format_expr
-        return format_expr(e)
-    except ImportError:
-        return repr(e)
+    return format_expr(e)
 
 
 def is_dtype_int_scalar(sinfo) -> bool:

@@ -10,6 +10,8 @@ from __future__ import annotations
 import math
 from typing import Sequence
 
+import numpy as np
+
 from . import dtype as dt
 from .node import Node
 
@@ -249,12 +251,8 @@ def const(value, dtype: str | None = None) -> PrimExpr:
                 raise ValueError(f"cannot represent {value} as {dtype}")
             return IntImm(int(value), dtype)
         return FloatImm(value, dtype)
-    try:  # NumPy scalars
-        import numpy as np
-        if isinstance(value, np.generic):
-            return const(value.item(), dtype or value.dtype.name)
-    except ImportError:  # pragma: no cover
-        pass
+    if isinstance(value, np.generic):  # NumPy scalars
+        return const(value.item(), dtype or value.dtype.name)
     raise TypeError(f"cannot convert {value!r} ({type(value).__name__}) to a PrimExpr")
 
 

@@ -8,16 +8,39 @@ from relaxscript.vm import kernels as vm_kernels
 from tests.relaxscript import vm_modules as M
 
 
-def test_default_pipeline_is_an_editable_list_with_notes():
+def test_default_pipeline_is_an_editable_list_of_passes():
     pipeline = rx.get_pipeline("c")
     names = [type(p).__name__ for p in pipeline]
-    assert names.index("LegalizeOps") < names.index("FuseOps") < names.index("CallTIRRewrite")
-    assert isinstance(pipeline, list) and isinstance(pipeline.notes, list)
-    for note in pipeline.notes:
-        assert "skipped" in note
+    assert names == ["InlineFunctions", "DispatchLibrary", "LegalizeOps", "AnnotateTIROpPattern",
+                     "FuseOps", "FuseTIR", "DefaultCPUSchedule", "LiftWorkspace",
+                     "DeadCodeElimination", "CallTIRRewrite", "StaticPlanBlockMemory"]
+    assert all(isinstance(p, rx.transform.Pass) for p in pipeline)
+    assert "DefaultCPUSchedule" not in [type(p).__name__ for p in rx.get_pipeline("interp")]
     pipeline.clear()   # editable: an empty pipeline still builds call_tir-only modules
     mod = M.parse(M.SUBGRAPH).without_function("main").without_function("flat")
     assert rx.build(mod, pipeline=pipeline).functions == {}
+
+
+def test_pipeline_does_not_look_passes_up_by_name(monkeypatch):
+    """A pass missing from ``relaxscript.transform``'s namespace is not silently left out."""
+    monkeypatch.delattr(rx.transform, "DeadCodeElimination")
+    assert "DeadCodeElimination" in [type(p).__name__ for p in rx.get_pipeline("c")]
+
+
+@pytest.mark.parametrize("entry, message", [
+    ("FuseOps", "entry 1 is not a pass: 'FuseOps' \\(passes are objects"),
+    (rx.transform.FuseOps, "entry 1 is not a pass: .*did you mean FuseOps\\(\\)\\?"),
+    (None, "entry 1 is not a pass: None"),
+])
+def test_pipeline_entry_that_is_not_a_pass_is_a_build_error(entry, message):
+    mod = M.parse(M.SUBGRAPH).without_function("main").without_function("flat")
+    with pytest.raises(VMBuildError, match=message):
+        rx.build(mod, target="interp", pipeline=[rx.transform.LegalizeOps(), entry])
+
+
+def test_pipeline_that_is_not_a_list_is_a_build_error():
+    with pytest.raises(VMBuildError, match="must be a list of passes, got FuseOps"):
+        rx.build(M.parse(M.SUBGRAPH), target="interp", pipeline=rx.transform.FuseOps())
 
 
 def test_unknown_target_is_rejected():

@@ -1,13 +1,11 @@
 """Measured cases through LegalizeOps -> AnnotateTIROpPattern -> FuseOps -> FuseTIR:
 kernel counts before/after, and unchanged results for several values of n."""
 import numpy as np
-import pytest
 
 import relaxscript as rx
 
 from .fuse_helpers import count_call_tir, norm_scale_softmax_source
 
-pytest.importorskip("relaxscript.transform.legalize", reason="LegalizeOps has not landed yet")
 
 MLP = '''
 @I.ir_module

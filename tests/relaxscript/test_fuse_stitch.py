@@ -8,7 +8,6 @@ from relaxscript.transform.fuse_partition import row_wise_params
 
 from .fuse_helpers import count_call_tir, norm_scale_softmax_source
 
-pytest.importorskip("relaxscript.transform.legalize", reason="LegalizeOps has not landed yet")
 
 NORM_SCALE_SOFTMAX = norm_scale_softmax_source(64)
 

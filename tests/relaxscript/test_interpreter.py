@@ -64,13 +64,6 @@ def scale_prim_func():
     return tir.PrimFunc([x, y, k, m], body, name="scale")
 
 
-def needs_tensorir_interpreter():
-    try:
-        tir.interpret  # noqa: B018
-    except (ImportError, AttributeError) as err:
-        pytest.skip(f"tensorir.interpret is not available yet: {err}")
-
-
 # ---------------------------------------------------------------- values
 
 
@@ -261,7 +254,6 @@ def test_call_dps_library_unknown_name_suggests():
 
 @pytest.mark.parametrize("n", [1, 3])
 def test_call_tir_allocates_symbolic_outputs(n):
-    needs_tensorir_interpreter()
     sym = tir.size_var("n")
     x = Var("x", tensor((sym, 4)))
     y = Var("y", tensor((sym, 4)))
@@ -272,7 +264,6 @@ def test_call_tir_allocates_symbolic_outputs(n):
 
 
 def test_call_tir_passes_tir_vars_to_scalar_parameters():
-    needs_tensorir_interpreter()
     n = tir.size_var("n")
     x = Var("x", tensor((n,), "int64"))
     main = fn([x], [], call_tir("scale", [x], tensor((n,), "int64"), tir_vars=[n * 2, 7]))
@@ -283,7 +274,6 @@ def test_call_tir_passes_tir_vars_to_scalar_parameters():
 
 def test_direct_prim_func_call_in_destination_passing_style():
     # The form CallTIRRewrite produces: the caller allocates and passes the output.
-    needs_tensorir_interpreter()
     n = tir.size_var("n")
     x, out = Var("x", tensor((n,), "int64")), Var("out", tensor((n,), "int64"))
     unit = Var("unit")

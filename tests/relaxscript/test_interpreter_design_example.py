@@ -3,11 +3,9 @@ against a NumPy computation for several values of n."""
 import numpy as np
 import pytest
 
-pytest.importorskip("relaxscript.script.parser", reason="the relaxscript parser has not landed yet")
-
-import relaxscript as rx  # noqa: E402
-from tensorir.errors import ShapeMismatchError  # noqa: E402
-from tests.relaxscript.design_module import DesignModule  # noqa: E402
+import relaxscript as rx
+from tensorir.errors import ShapeMismatchError
+from tests.relaxscript.design_module import DesignModule
 
 
 def design_module():

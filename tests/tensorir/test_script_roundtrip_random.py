@@ -1,7 +1,6 @@
 """Random functions (tests/tensorir/generators.py) and random expressions survive print -> parse."""
 import ast
 
-import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -9,13 +8,9 @@ import tensorir as tir
 from tensorir import expr as E
 from tensorir.script import SourceInfo, format_expr, parse_prim_expr
 
-try:
-    from tests.tensorir.generators import prim_funcs
-except ImportError:  # the generators helper is written concurrently
-    prim_funcs = None
+from tests.tensorir.generators import prim_funcs
 
 
-@pytest.mark.skipif(prim_funcs is None, reason="tests/tensorir/generators.py not available yet")
 @settings(max_examples=40, deadline=None)
 @given(data=st.data())
 def test_generated_functions_round_trip(data):

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from tensorir import dtype as dt
 from tensorir import expr as E
 from tensorir import stmt as S
+from tensorir.arith import Analyzer
 from tensorir.buffer import Buffer
 from tensorir.function import PrimFunc
 from tensorir.functor import collect
@@ -274,11 +275,7 @@ class CFunctionEmitter:
     def bounds(self, e):
         analyzer = getattr(self, "analyzer", None)
         if analyzer is None:
-            try:
-                from tensorir.arith import Analyzer
-                analyzer = self.analyzer = Analyzer()
-            except ImportError:  # arithmetic package unavailable: be conservative
-                return (e.value, e.value) if isinstance(e, E.IntImm) else (None, None)
+            analyzer = self.analyzer = Analyzer()
         try:
             return analyzer.const_int_bound(e)
         except Exception:  # noqa: BLE001 - bounds are an optimisation only

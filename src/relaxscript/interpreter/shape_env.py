@@ -10,6 +10,7 @@ from __future__ import annotations
 from tensorir import dtype as dt
 from tensorir import expr as E
 from tensorir.functor import collect
+from tensorir.script.printer import format_expr
 
 
 class UnboundSymbolError(LookupError):
@@ -30,28 +31,8 @@ def coerce(value, dtype: str):
 
 
 def format_prim_expr(expr) -> str:
-    """Source form of a PrimExpr for messages (the script printer when present)."""
-    try:
-        from tensorir.script.printer import format_expr
-        return format_expr(expr)
-    except Exception:  # noqa: BLE001 - messages must never fail; fall back to a plain form
-        return _plain(expr)
-
-
-def _plain(expr) -> str:
-    if isinstance(expr, (E.IntImm, E.FloatImm)):
-        return repr(expr.value)
-    if isinstance(expr, E.Var):
-        return expr.name
-    if isinstance(expr, E.BinaryOp) and expr.symbol in ("min", "max"):
-        return f"T.{expr.symbol}({_plain(expr.a)}, {_plain(expr.b)})"
-    if isinstance(expr, E.BinaryOp):
-        return f"({_plain(expr.a)} {expr.symbol} {_plain(expr.b)})"
-    if isinstance(expr, E.Not):
-        return f"not {_plain(expr.a)}"
-    if isinstance(expr, E.Cast):
-        return f"T.Cast({expr.dtype!r}, {_plain(expr.value)})"
-    return type(expr).__name__
+    """Source form of a PrimExpr for messages."""
+    return format_expr(expr)
 
 
 class ShapeEnv:

@@ -16,6 +16,7 @@ import numpy as np
 
 from tensorir import dtype as dt
 from tensorir import expr as E
+from tensorir.script.expr_printer import format_expr
 
 from ..expr import Constant, PrimValue, ShapeExpr, Tuple
 from ..struct_info import (ObjectStructInfo, PrimStructInfo, ShapeStructInfo, StructInfo,
@@ -45,50 +46,12 @@ def sinfo_of(expr) -> StructInfo:
 
 
 def format_sinfo(sinfo: StructInfo) -> str:
-    try:
-        from ..script.printer import format_struct_info
-        return format_struct_info(sinfo)
-    except Exception:  # noqa: BLE001 - the printer is optional here
-        return _format_sinfo_plain(sinfo)
-
-
-def _format_sinfo_plain(s: StructInfo) -> str:
-    if isinstance(s, TensorStructInfo):
-        dtype = f', dtype="{s.dtype}"' if s.dtype else ""
-        if s.shape is not None:
-            dims = ", ".join(format_dim(d) for d in s.shape)
-            return f"R.Tensor(({dims}{',' if len(s.shape) == 1 else ''}){dtype})"
-        ndim = f"ndim={s.ndim}" if s.ndim >= 0 else ""
-        return f"R.Tensor({ndim}{dtype if ndim else dtype[2:]})"
-    if isinstance(s, ShapeStructInfo):
-        if s.values is not None:
-            return f"R.Shape([{', '.join(format_dim(d) for d in s.values)}])"
-        return f"R.Shape(ndim={s.ndim})"
-    if isinstance(s, PrimStructInfo):
-        return f'R.Prim("{s.dtype}")'
-    if isinstance(s, TupleStructInfo):
-        return f"R.Tuple({', '.join(_format_sinfo_plain(f) for f in s.fields)})"
-    return "R.Object"
+    from ..script.printer import format_struct_info  # here: the script package imports the ops
+    return format_struct_info(sinfo)
 
 
 def format_dim(d) -> str:
-    try:
-        from tensorir.script.expr_printer import format_expr
-        return format_expr(d)
-    except Exception:  # noqa: BLE001 - the printer is optional here
-        return _format_dim_plain(d)
-
-
-def _format_dim_plain(d) -> str:
-    if isinstance(d, E.IntImm):
-        return str(d.value)
-    if isinstance(d, E.Var):
-        return d.name
-    if isinstance(d, E.BinaryOp) and d.symbol in "+-*//%":
-        return f"({_format_dim_plain(d.a)} {d.symbol} {_format_dim_plain(d.b)})"
-    if isinstance(d, E.BinaryOp):
-        return f"T.{type(d).__name__.lower()}({_format_dim_plain(d.a)}, {_format_dim_plain(d.b)})"
-    return type(d).__name__
+    return format_expr(d)
 
 
 def tensor_arg(call, index: int, ctx, what: str = "argument") -> TensorStructInfo:

@@ -9,6 +9,7 @@ import numpy as np
 from tensorir import expr as E
 
 from .. import expr as rx
+from ..op.registry import OpDeductionError, get_op_spec
 from .annotations import format_struct_info
 from .constants import CONSTANT_KEY, METADATA_NAME, can_inline, inline_literal
 from .sym_expr import format_sym_expr
@@ -122,9 +123,8 @@ class ExprPrinter:
     def ordered_attrs(e: rx.Call) -> list[tuple[str, object]]:
         """Attributes in the operator's declared order; unknown ones after, sorted."""
         try:
-            from ..op.registry import get_op_spec
             order = list(get_op_spec(e.op.name).attr_names)
-        except (ImportError, ValueError):
+        except OpDeductionError:  # an operator this build does not register
             order = []
         known = [k for k in order if k in e.attrs]
         return [(k, e.attrs[k]) for k in known + sorted(set(e.attrs) - set(known))]

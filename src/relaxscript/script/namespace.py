@@ -28,6 +28,7 @@ from tensorir import dtype as dt
 from tensorir import expr as E
 
 from .. import expr as rx
+from ..op.registry import all_op_specs
 from ..struct_info import (FuncStructInfo, ObjectStructInfo, PrimStructInfo, ShapeStructInfo,
                            TensorStructInfo, TupleStructInfo)
 
@@ -197,10 +198,6 @@ class OpGroup:
 
 
 def _registered_paths() -> list[str]:
-    try:
-        from ..op.registry import all_op_specs
-    except ImportError:
-        return []
     return [spec.path for spec in all_op_specs()]
 
 

@@ -25,17 +25,15 @@ class Executable:
     ``c_library``: a ``CLibraryImage`` (C source + library bytes) for "c";
     ``prim_funcs``: name -> PrimFunc run by the interpreter for "interp";
     ``compiled``: whether building this executable ran the C compiler
-    (False on a cache hit and after ``load``); ``notes``: pipeline steps
-    that were skipped and why.
+    (False on a cache hit and after ``load``).
     """
 
     def __init__(self, target: str, functions: dict, c_library=None, prim_funcs=None,
-                 notes=(), compiled: bool = False):
+                 compiled: bool = False):
         self.target = target
         self.functions: dict[str, VMFunction] = dict(functions)
         self.c_library = c_library
         self.prim_funcs = dict(prim_funcs or {})
-        self.notes = list(notes)
         self.compiled = compiled
 
     def function_names(self) -> list[str]:
@@ -57,7 +55,7 @@ class Executable:
             lib = self.c_library
             library = {"source": lib.source, "symbols": dict(lib.symbols),
                        "sha256": library_digest(lib.library), **encoder.payload(bytes(lib.library))}
-        manifest = {"target": self.target, "notes": [str(n) for n in self.notes], "library": library,
+        manifest = {"target": self.target, "library": library,
                     "functions": [encoder.value(f) for f in self.functions.values()],
                     "prim_funcs": encoder.value(dict(self.prim_funcs))}
         manifest["nodes"] = encoder.nodes   # filled while encoding the prim_funcs
@@ -82,9 +80,6 @@ class Executable:
         target = manifest["target"]
         if target not in _TARGETS:
             raise ValueError(f"unknown target {target!r:.40}")
-        notes = manifest["notes"]
-        if type(notes) is not list or not all(isinstance(n, str) for n in notes):
-            raise ValueError("notes must be a list of strings")
         decoder.node_table(manifest["nodes"])
         prim_funcs = decoder.value(manifest["prim_funcs"])
         if type(prim_funcs) is not dict:
@@ -101,7 +96,7 @@ class Executable:
             func = decoder.value(entry)
             check_function(func, kernels)
             functions[func.name] = func
-        return cls(target, functions, c_library, prim_funcs, notes, compiled=False)
+        return cls(target, functions, c_library, prim_funcs, compiled=False)
 
     @staticmethod
     def _library(decoder: Decoder, entry, target: str):

@@ -17,6 +17,7 @@ from .. import expr as E
 from ..buffer import Buffer
 from ..errors import ShapeMismatchError
 from ..functor import collect
+from ..script.printer import format_node
 from .evaluator import ExprEvaluator, np_dtype
 from .storage import BufferView, compact_strides
 
@@ -178,14 +179,4 @@ def _shape_text(buf) -> str:
 
 
 def _text(expr) -> str:
-    try:
-        from ..script.printer import format_node
-        return format_node(expr)
-    except Exception:  # noqa: BLE001 - the printer is optional here
-        if isinstance(expr, E.Var):
-            return expr.name
-        if isinstance(expr, E.IntImm):
-            return str(expr.value)
-        if isinstance(expr, E.BinaryOp):
-            return f"({_text(expr.a)} {expr.symbol} {_text(expr.b)})"
-        return type(expr).__name__
+    return format_node(expr)

@@ -29,9 +29,9 @@ class Node:
         return self is other
 
     def __repr__(self) -> str:
+        from .script.printer import format_node  # late: printer imports IR
         try:
-            from .script.printer import format_node  # late: printer imports IR
             return format_node(self)
-        except Exception:  # noqa: BLE001 - repr must never fail
+        except Exception:  # noqa: BLE001 - repr must never fail (half-built nodes)
             parts = ", ".join(f"{f}={getattr(self, f, None)!r}" for f in self._attrs + self._fields)
             return f"{type(self).__name__}({parts})"

@@ -3,7 +3,8 @@
 ``random_dataflow_module(draw)`` builds (with hypothesis' ``draw``, e.g. inside
 ``@st.composite`` or from ``st.data()``) a module whose ``main`` takes tensors
 with symbolic dims ``n``, ``m`` and chains elementwise ops, broadcast binaries,
-reshape, permute_dims, sum/max reductions, softmax, matmul, split/concat,
+reshape, permute_dims, sum/max reductions, full sum/max/mean reductions
+followed by an elementwise op, softmax, matmul, split/concat,
 constants (also constant-only chains), subgraph calls, match_casts (provable
 and not), trivial var-to-var copies, tuple literals indexed back, and leaves
 dead bindings and an unreachable function behind, so that every cleanup pass
@@ -61,7 +62,7 @@ class _Drawer:
         ndim = var.struct_info.ndim
         kinds = ["unary", "binary", "broadcast", "const_chain", "copy", "tuple", "flatten"]
         if ndim >= 1:
-            kinds += ["reduce", "softmax", "match_cast", "concat_split"]
+            kinds += ["reduce", "full_reduce", "softmax", "match_cast", "concat_split"]
         if ndim == 2:
             kinds += ["permute", "matmul", "call"]
         kind = draw(st.sampled_from(kinds))
@@ -90,6 +91,10 @@ class _Drawer:
         if kind == "reduce":
             fn = draw(st.sampled_from([op.sum, op.max]))
             return bb.emit(fn(var, axis=draw(st.integers(-ndim, ndim - 1)), keepdims=draw(st.booleans())))
+        if kind == "full_reduce":  # every axis at once, then an op on the (0-d or all-ones) result
+            fn = draw(st.sampled_from([op.sum, op.max, op.mean]))
+            reduced = bb.emit(fn(var, keepdims=draw(st.booleans())))
+            return bb.emit(draw(st.sampled_from(_UNARY))(reduced))
         if kind == "softmax":
             return bb.emit(op.nn.softmax(var, axis=draw(st.integers(-ndim, ndim - 1))))
         if kind == "permute":

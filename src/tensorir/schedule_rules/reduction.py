@@ -13,7 +13,6 @@ at n=512 with rfactor, 0.84 ms without).
 """
 from __future__ import annotations
 
-from ..errors import ScheduleError
 from ..schedule import Schedule
 from .stage_in_output import find_output_stageable, store_in_output
 from .common import (attempt, inline_spatial_intermediates, is_reduction_block,
@@ -31,7 +30,8 @@ def _row_count(sch: Schedule, anchor: str, names: list[str]) -> int:
             reduced = max(reduced, loop_kinds(sch, name, loops).count("R"))
     if is_reduction_block(sch, anchor):
         return spatial_prefix
-    return max(1, min(spatial_prefix, len(kinds) - reduced))
+    # an elementwise op after a full reduction has no loops at all: no rows
+    return min(len(kinds), max(1, min(spatial_prefix, len(kinds) - reduced)))
 
 
 def _hoist_init(sch: Schedule, name: str) -> None:
@@ -59,14 +59,14 @@ def schedule_reduction(sch: Schedule):
     names = leaf_block_names(sch)
     anchor = names[-1]
     rows = _row_count(sch, anchor, names)
-    if rows == 0:
-        raise ScheduleError(f"reduction rule: block {anchor!r} has no row loop")
-    anchor_loops = sch.get_loops(sch.get_block(anchor))
-    row_loop = anchor_loops[rows - 1]
-    for name in reversed(names[:-1]):
-        sch.compute_at(sch.get_block(name), row_loop)
-    fused = sch.fuse(*anchor_loops[:rows]) if rows > 1 else anchor_loops[0]
-    sch.parallel(fused)
+    if rows > 0:
+        anchor_loops = sch.get_loops(sch.get_block(anchor))
+        row_loop = anchor_loops[rows - 1]
+        for name in reversed(names[:-1]):
+            sch.compute_at(sch.get_block(name), row_loop)
+        fused = sch.fuse(*anchor_loops[:rows]) if rows > 1 else anchor_loops[0]
+        sch.parallel(fused)
+    # rows == 0: a full reduction (and ops on its scalar); one task, stages in program order
     for name in leaf_block_names(sch):
         if is_reduction_block(sch, name):
             _hoist_init(sch, name)

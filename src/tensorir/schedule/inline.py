@@ -42,15 +42,33 @@ def _loads_of(node, buffer: Buffer) -> list[BufferLoad]:
 class _LoadReplacer(Mutator):
     """Replace every load of ``buffer`` by ``value`` with the index vars bound to the load's indices."""
 
-    def __init__(self, buffer: Buffer, index_vars: list[Var], value):
+    def __init__(self, buffer: Buffer, index_vars: list[Var], value, analyzer):
         super().__init__()
         self.buffer, self.index_vars, self.value = buffer, index_vars, value
+        self.analyzer = analyzer
 
     def visit_BufferLoad(self, node: BufferLoad):
         node = self.generic_visit(node)
         if node.buffer is not self.buffer:
             return node
-        return substitute(self.value, dict(zip(self.index_vars, node.indices)))
+        inlined = substitute(self.value, dict(zip(self.index_vars, node.indices)))
+        return _simplify_load_indices(inlined, self.analyzer)
+
+
+class _LoadIndexSimplifier(Mutator):
+    def __init__(self, analyzer):
+        super().__init__()
+        self.analyzer = analyzer
+
+    def visit_BufferLoad(self, node: BufferLoad):
+        node = self.generic_visit(node)
+        return node.replace(indices=tuple(self.analyzer.simplify(i) for i in node.indices))
+
+
+def _simplify_load_indices(value, analyzer):
+    """Simplified indices after substitution: a broadcast consumer's constant index
+    turns a reshape's ``i * 16 + j`` into ``0 * 16 + j``; print and parse must see ``j``."""
+    return _LoadIndexSimplifier(analyzer).visit(value)
 
 
 def _direct_loads(block: Block, buffer: Buffer) -> list[BufferLoad]:
@@ -135,7 +153,7 @@ class _InlineConsumers(Mutator):
     def __init__(self, buffer: Buffer, index_vars: list[Var], value, consumer_ids: set[int], analyzer):
         super().__init__()
         self.buffer, self.consumer_ids, self.analyzer = buffer, consumer_ids, analyzer
-        self.loads = _LoadReplacer(buffer, index_vars, value)
+        self.loads = _LoadReplacer(buffer, index_vars, value, analyzer)
 
     def visit_Block(self, node: Block):
         new = self.generic_visit(node)
@@ -187,9 +205,9 @@ def reverse_compute_inline(func: PrimFunc, block_name: str) -> PrimFunc:
     # The block's iter var at dim d takes the producer's store index at dim d.
     # The load of buf at exactly the producer's point becomes the producer's value.
     vmap = dict(zip(ivars, pstore.indices))
-    value = _LoadReplacer(buf, [], pstore.value).visit(store.value)
-    new_store = BufferStore(store.buffer, substitute(value, vmap),
-                            [substitute(i, vmap) for i in store.indices])
+    value = _LoadReplacer(buf, [], pstore.value, analyzer).visit(store.value)
+    new_store = BufferStore(store.buffer, _simplify_load_indices(substitute(value, vmap), analyzer),
+                            [analyzer.simplify(substitute(i, vmap)) for i in store.indices])
     reads, writes = infer_access_regions(new_store, analyzer=analyzer)
     new_pblock = producer.block.replace(body=new_store, reads=tuple(reads), writes=tuple(writes))
     new_func = replace_stmts(func, {index.exclusive_nest_root(realize): None,

@@ -71,6 +71,22 @@ def test_multi_output_calls_and_untouched_dataflow_blocks():
         np.testing.assert_allclose(rx.interpret(lowered, "main", x), rx.interpret(mod, "main", x))
 
 
+def test_block_turned_plain_merges_with_the_plain_block_after_it():
+    """Two adjacent plain blocks print as one and parse back as one: the pass merges them."""
+    mod = rx.from_source("@R.ir_module\nclass Module:\n" + MULTI.replace(
+        "        with R.dataflow():\n            d = R.multiply(c, c)\n            R.output(d)\n",
+        "        d = R.call_tir(Module.split2, [R.concat([c, c], axis=1)], "
+        "[R.Tensor((n, 2), \"float32\"), R.Tensor((n, 2), \"float32\")])[0]\n"))
+    assert [type(b) for b in mod["main"].body.blocks] == [DataflowBlock, BindingBlock]
+    lowered = rx.transform.CallTIRRewrite()(mod)
+    assert [type(b) for b in lowered["main"].body.blocks] == [BindingBlock]
+    again = rx.from_source(lowered.script())
+    rx.assert_structural_equal(again, lowered)
+    assert again.script() == lowered.script()
+    x = np.random.default_rng(0).standard_normal((3, 4)).astype("float32")
+    np.testing.assert_allclose(rx.interpret(lowered, "main", x), rx.interpret(mod, "main", x))
+
+
 def test_legalized_operator_program_lowers_and_plans():
     mod = rx.from_source('''
 @R.ir_module

@@ -22,6 +22,7 @@ from ..expr_functor import ExprMutator
 from ..irmodule import IRModule
 from ..op import memory as mem
 from ..struct_info import TensorStructInfo, TupleStructInfo
+from .dead_code_elimination import drop_empty_blocks
 from .pass_infra import Pass, PassContext
 
 _CROSS_LEVEL = ("relax.call_tir", "relax.call_dps_library")
@@ -52,7 +53,8 @@ class _Rewriter(ExprMutator):
         body = self.visit(seq.body)
         if all(a is b for a, b in zip(blocks, seq.blocks)) and body is seq.body:
             return seq
-        new = SeqExpr(blocks, body)
+        # a dataflow block turned plain next to a plain block is one block once printed
+        new = SeqExpr(drop_empty_blocks(blocks), body)
         new.struct_info = seq.struct_info
         return new
 

@@ -28,6 +28,8 @@ def _caught_names(handler: ast.ExceptHandler) -> set[str]:
 def _fallbacks(source: str) -> list[int]:
     """Lines of ``try: <import of our own module> except ImportError/Exception`` handlers."""
     found = []
+    if "try:" not in source:   # most files: no need to parse
+        return found
     for node in ast.walk(ast.parse(source)):
         if not isinstance(node, ast.Try) or not any(_imports_own_module(s) for s in node.body):
             continue
@@ -39,6 +41,8 @@ def _fallbacks(source: str) -> list[int]:
 
 def _own_importorskips(source: str) -> list[int]:
     found = []
+    if "importorskip" not in source:
+        return found
     for node in ast.walk(ast.parse(source)):
         if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
                 and node.func.attr == "importorskip" and node.args

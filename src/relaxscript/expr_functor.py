@@ -1,6 +1,6 @@
 """Scope-aware visitor and mutators over graph-level IR.
 
-Built on ``tensorir.functor`` (dispatch on ``visit_<ClassName>``), with hooks
+Built on ``tensorir.functor`` (class-keyed dispatch, ``@handles(Class)``), with hooks
 that know where variables are defined: ``visit_var_def`` for parameters and
 binding vars, ``visit_binding`` per binding, ``visit_block`` per block.
 
@@ -12,6 +12,8 @@ binding vars, ``visit_binding`` per binding, ``visit_block`` per block.
 """
 from __future__ import annotations
 
+from tensorir import expr as tir
+from tensorir.dispatch import handles
 from tensorir.functor import Mutator, Visitor
 from tensorir.structural import structural_equal
 
@@ -25,6 +27,7 @@ from .struct_info_util import rebuild_binary
 class ExprVisitor(Visitor):
     """Walks functions in program order; definitions go through ``visit_var_def``."""
 
+    @handles(Function)
     def visit_Function(self, func: Function) -> None:
         for param in func.params:
             self.visit_var_def(param)
@@ -32,6 +35,7 @@ class ExprVisitor(Visitor):
         if func.ret_struct_info is not None:
             self.visit_struct_info(func.ret_struct_info)
 
+    @handles(SeqExpr)
     def visit_SeqExpr(self, seq: SeqExpr) -> None:
         for block in seq.blocks:
             self.visit_block(block)
@@ -50,17 +54,12 @@ class ExprVisitor(Visitor):
     def visit_var_def(self, var: Var) -> None:
         """A parameter or a binding's var is defined here."""
 
-    def visit_Var(self, var) -> None:
-        # Graph-level and symbolic (tensorir) vars share the class name "Var".
-        if isinstance(var, Var):
-            self.visit_var_use(var)
-        else:
-            self.visit_symbolic_var(var)
-
+    @handles(Var)
     def visit_var_use(self, var: Var) -> None:
         """A use of a graph-level variable."""
 
-    def visit_symbolic_var(self, var) -> None:
+    @handles(tir.Var)
+    def visit_symbolic_var(self, var: tir.Var) -> None:
         """A symbolic (tensorir) variable inside an annotation or a shape value."""
 
     def visit_struct_info(self, sinfo) -> None:
@@ -79,9 +78,15 @@ class ExprMutator(Mutator):
         super().__init__()
         self.var_remap: dict[Var, Var] = {}
 
+    @handles(Var)
     def visit_Var(self, var: Var):
         return self.var_remap.get(var, var)
 
+    @handles(tir.Var)
+    def visit_symbolic_var(self, var: tir.Var):
+        return self.var_remap.get(var, var)
+
+    @handles(tir.BinaryOp)
     def visit_BinaryOp(self, node):
         return rebuild_binary(node, self.visit(node.a), self.visit(node.b))
 
@@ -102,6 +107,7 @@ class ExprMutator(Mutator):
                 new.struct_info = sinfo
         return new
 
+    @handles(Function)
     def visit_Function(self, func: Function):
         params = tuple(self.visit_var_def(p) for p in func.params)
         body = self.visit(func.body)
@@ -112,6 +118,7 @@ class ExprMutator(Mutator):
         new.struct_info = self.visit_value(func.struct_info)
         return new
 
+    @handles(SeqExpr)
     def visit_SeqExpr(self, seq: SeqExpr):
         blocks = tuple(self.visit_block(b) for b in seq.blocks)
         body = self.visit(seq.body)

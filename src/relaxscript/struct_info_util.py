@@ -16,6 +16,7 @@ import numpy as np
 from tensorir import dtype as dt
 from tensorir import expr as tir
 from tensorir.arith import Analyzer
+from tensorir.dispatch import handles
 from tensorir.functor import Mutator, iter_children
 from tensorir.script.printer import format_expr
 from tensorir.structural import structural_equal
@@ -70,6 +71,7 @@ class _FoldingSubstituter(Mutator):
         super().__init__()
         self._memo.update({k: tir.convert(v) for k, v in vmap.items()})
 
+    @handles(tir.BinaryOp)
     def visit_BinaryOp(self, node):
         return rebuild_binary(node, self.visit(node.a), self.visit(node.b))
 

@@ -1,12 +1,14 @@
 """Generic visitor and mutator over IR nodes (both levels).
 
-Dispatch is by class name: define ``visit_For(self, node)`` to handle ``For``;
-anything without a handler is walked field by field via ``_fields``.
+Dispatch is by class (``dispatch.py``): mark a method ``@handles(For)`` to
+handle ``For`` and its subclasses; anything without a handler is walked
+field by field via ``_fields``.
 """
 from __future__ import annotations
 
 from typing import Callable, Iterator, Mapping
 
+from .dispatch import ClassDispatch
 from .node import Node
 
 
@@ -26,16 +28,13 @@ def _iter_value(value) -> Iterator[Node]:
             yield from _iter_value(v)
 
 
-class Visitor:
-    """Read-only walk. Override ``visit_<Class>`` and call ``generic_visit`` to recurse."""
+class Visitor(ClassDispatch):
+    """Read-only walk. Add ``@handles(Class)`` methods; call ``generic_visit`` to recurse."""
 
     def visit(self, node):
-        for cls in type(node).__mro__:
-            handler = getattr(self, "visit_" + cls.__name__, None)
-            if handler is not None:
-                return handler(node)
-            if cls is Node:
-                break
+        handler = self.handler_for(type(node))
+        if handler is not None:
+            return handler(self, node)
         return self.generic_visit(node)
 
     def generic_visit(self, node) -> None:
@@ -43,7 +42,7 @@ class Visitor:
             self.visit(child)
 
 
-class Mutator:
+class Mutator(ClassDispatch):
     """Rebuilding walk; unchanged subtrees are returned as the same objects.
 
     Results are memoised per node identity so that a Buffer or Var shared by
@@ -64,12 +63,9 @@ class Mutator:
         return result
 
     def _dispatch(self, node):
-        for cls in type(node).__mro__:
-            handler = getattr(self, "visit_" + cls.__name__, None)
-            if handler is not None:
-                return handler(node)
-            if cls is Node:
-                break
+        handler = self.handler_for(type(node))
+        if handler is not None:
+            return handler(self, node)
         return self.generic_visit(node)
 
     def visit_value(self, value):

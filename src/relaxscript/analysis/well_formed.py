@@ -20,6 +20,7 @@ records it, or None), so the parser can point at the user's line.
 from __future__ import annotations
 
 from tensorir import expr as tir
+from tensorir.dispatch import handles
 from tensorir.errors import IRError
 
 from ..expr import (Call, DataflowBlock, DataflowVar, Expr, Function, GlobalVar, MatchCast, Op,
@@ -77,6 +78,7 @@ class _WellFormedChecker(ExprVisitor):
             self.report(f"{type(node).__name__} {_describe(node)} has no annotation")
         return super().visit(node)
 
+    @handles(Function)
     def visit_Function(self, func: Function) -> None:
         saved_cast, saved_visible = self.cast_defined, set(self.visible)
         self.cast_defined = {v for b in _all_match_casts(func.body) for v in symbolic_vars_of(b.struct_info)}
@@ -97,6 +99,7 @@ class _WellFormedChecker(ExprVisitor):
     def _outer_defined(self, var) -> bool:
         return any(var in scope for scope in self.symbolic[:-1])
 
+    @handles(SeqExpr)
     def visit_SeqExpr(self, seq: SeqExpr) -> None:
         saved_visible = set(self.visible)
         self.symbolic.append(set())
@@ -155,16 +158,20 @@ class _WellFormedChecker(ExprVisitor):
                 self.report(f"symbolic var '{v.name}' in {what} is not defined by any parameter "
                             "annotation or earlier match_cast")
 
+    @handles(ShapeExpr)
     def visit_ShapeExpr(self, shape: ShapeExpr) -> None:
         self._check_symbolic(shape.values, f"shape value {_describe(shape)}")
 
+    @handles(PrimValue)
     def visit_PrimValue(self, prim: PrimValue) -> None:
         self._check_symbolic(prim.value, "a prim value")
 
+    @handles(GlobalVar)
     def visit_GlobalVar(self, gvar: GlobalVar) -> None:
         if self.mod is not None and gvar.name_hint not in self.mod:
             self.report(f"GlobalVar '{gvar.name_hint}' names no function in the module")
 
+    @handles(Call)
     def visit_Call(self, call: Call) -> None:
         if self.in_dataflow and not self._is_pure(call):
             self.report(f"impure call of {_describe(call.op)} inside a dataflow block")

@@ -15,6 +15,8 @@ whose output annotation lacks a shape or dtype are left as they are.
 """
 from __future__ import annotations
 
+from tensorir.dispatch import handles
+
 from ..block_builder import BlockBuilder
 from ..expr import (BindingBlock, Call, DataflowBlock, DataflowVar, Function, Op, SeqExpr, Tuple,
                     Var, VarBinding)
@@ -48,6 +50,7 @@ class _Rewriter(ExprMutator):
         super().__init__()
         self.builder = BlockBuilder(mod)
 
+    @handles(SeqExpr)
     def visit_SeqExpr(self, seq: SeqExpr):
         blocks = [self._rewrite_block(block) for block in seq.blocks]
         body = self.visit(seq.body)

@@ -15,6 +15,7 @@
 from __future__ import annotations
 
 from tensorir import expr as tir
+from tensorir.dispatch import handles
 from tensorir.functor import substitute
 from tensorir.structural import structural_equal
 
@@ -63,6 +64,7 @@ class _Canonicalizer(ExprMutator):
             new = substitute(new, self.takeovers)
         return new
 
+    @handles(Function)
     def visit_Function(self, func: Function):
         self.defined_symbolic.append(set(symbolic_vars_of([p.struct_info for p in func.params])))
         try:
@@ -70,6 +72,7 @@ class _Canonicalizer(ExprMutator):
         finally:
             self.defined_symbolic.pop()
 
+    @handles(SeqExpr)
     def visit_SeqExpr(self, seq: SeqExpr):
         self.defined_symbolic.append(set())
         try:

@@ -23,10 +23,11 @@ from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
 from tensorir.arith import Analyzer
+from tensorir.dispatch import handles
 
 import backends.library_blas as blas_library
 
-from ..expr import Call, DataflowBlock, DataflowVar, Expr, Op, SeqExpr, Var, VarBinding
+from ..expr import Call, DataflowBlock, DataflowVar, Expr, Function, Op, SeqExpr, Var, VarBinding
 from ..expr_functor import ExprVisitor, PassMutator
 from ..irmodule import IRModule
 from ..op import call_dps_library
@@ -264,12 +265,14 @@ class _Dispatcher(PassMutator):
         self.consumed: set[int] = set()
         self.uses: dict[int, int] = {}
 
+    @handles(Function)
     def visit_Function(self, func):
         counter = _UseCounter()
         counter.visit(func)
         self.uses = counter.counts
         return super().visit_Function(func)
 
+    @handles(SeqExpr)
     def visit_SeqExpr(self, seq: SeqExpr):
         for block in seq.blocks:
             plans, consumed = _BlockMatcher(block, self.uses, self.builder.analyzer).plan(

@@ -20,6 +20,7 @@ from __future__ import annotations
 import numpy as np
 
 from tensorir import expr as tir
+from tensorir.dispatch import handles
 
 from ..expr import Call, Constant, GlobalVar, Op, PrimValue, ShapeExpr, StringImm, Tuple, Var
 from ..expr_functor import PassMutator
@@ -58,6 +59,7 @@ class _Folder(PassMutator):
             self.constant_of[var] = value
         return result
 
+    @handles(Call)
     def visit_Call(self, call: Call):
         new = self.generic_visit(call)
         if not isinstance(new.op, Op) or not _foldable_op(new.op.name):

@@ -14,6 +14,7 @@ not a plain chain of ``call_tir``s is left as it is.
 from __future__ import annotations
 
 from tensorir import expr as tir
+from tensorir.dispatch import handles
 from tensorir.function import PrimFunc
 from tensorir.functor import collect
 
@@ -61,6 +62,7 @@ class _CallRewriter(PassMutator):
     def run(self) -> IRModule:
         return self.transform_module(self.mod)
 
+    @handles(Call)
     def visit_Call(self, call: Call):
         new = self.generic_visit(call)
         callee = new.op

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from tensorir import expr as tir
 from tensorir.analysis import analyze_pattern
 from tensorir.buffer import Buffer
+from tensorir.dispatch import handles
 from tensorir.function import PrimFunc
 from tensorir.functor import Mutator
 from tensorir.stmt import Block, BlockRealize, seq
@@ -171,17 +172,21 @@ class _Inliner(Mutator):
         self._memo.update(var_map)
         self.names, self.block_names = names, block_names
 
+    @handles(tir.BinaryOp)
     def visit_BinaryOp(self, node):
         # Fold literal arithmetic left by substitution (``n * m`` -> ``16 * 16`` -> ``256``).
         return rebuild_binary(node, self.visit(node.a), self.visit(node.b))
 
+    @handles(tir.Var)
     def visit_Var(self, var: tir.Var) -> tir.Var:
         return var.with_name(self.names.fresh(var.name))
 
+    @handles(Buffer)
     def visit_Buffer(self, buf: Buffer) -> Buffer:
         return Buffer(self.names.fresh(buf.name), [self.visit(d) for d in buf.shape], buf.dtype,
                       strides=[self.visit(s) for s in buf.strides], elem_offset=self.visit(buf.elem_offset),
                       scope=buf.scope)
 
+    @handles(Block)
     def visit_Block(self, block: Block) -> Block:
         return self.generic_visit(block).replace(name=self.block_names.fresh(block.name))

@@ -26,6 +26,7 @@ their neighbours.
 """
 from __future__ import annotations
 
+from tensorir.dispatch import handles
 from tensorir.functor import collect, substitute
 
 from ..expr import (BindingBlock, Call, Constant, DataflowBlock, DataflowVar, ExternFunc, Function, GlobalVar, Op,
@@ -129,6 +130,7 @@ class _Inliner(PassMutator):
         self.candidates = candidates
         self.analyzer = default_analyzer()
 
+    @handles(Function)
     def visit_Function(self, func: Function):
         saved, self.analyzer = self.analyzer, bounds_analyzer(func)   # the caller's facts and bounds
         try:
@@ -141,6 +143,7 @@ class _Inliner(PassMutator):
             return self.candidates.get(value.op.name_hint)
         return None
 
+    @handles(SeqExpr)
     def visit_SeqExpr(self, seq: SeqExpr):
         absorbable = [self._absorbable(b) for b in seq.blocks]
         if not any(absorbable):

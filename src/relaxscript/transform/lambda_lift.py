@@ -18,10 +18,11 @@ still lifted). A capture-free one used as a value becomes the GlobalVar.
 from __future__ import annotations
 
 from tensorir import expr as tir
+from tensorir.dispatch import handles
 from tensorir.functor import collect
 
 from ..block_builder import BlockBuilder
-from ..expr import Call, Function, GlobalVar, MatchCast, ShapeExpr, Var, VarBinding
+from ..expr import Call, Function, GlobalVar, MatchCast, SeqExpr, ShapeExpr, Var, VarBinding
 from ..expr_functor import ExprMutator, ExprVisitor
 from ..irmodule import IRModule
 from ..struct_info import FuncStructInfo, ShapeStructInfo
@@ -54,6 +55,7 @@ class _UseCollector(ExprVisitor):
     def __init__(self):
         self.value_uses: set[Var] = set()
 
+    @handles(Call)
     def visit_Call(self, call: Call) -> None:
         if not isinstance(call.op, Var):
             self.visit(call.op)
@@ -92,6 +94,7 @@ class _Lifter(ExprMutator):
         self.symbolic_scopes: list[set] = []
 
     # ---------------------------------------------------------------- scopes of symbolic vars
+    @handles(Function)
     def visit_Function(self, func: Function):
         self.symbolic_scopes.append(set(symbolic_vars_of([p.struct_info for p in func.params])))
         try:
@@ -109,6 +112,7 @@ class _Lifter(ExprMutator):
         same = len(kept) == len(block.bindings) and all(a is b for a, b in zip(kept, block.bindings))
         return block if same else block.replace(bindings=kept)
 
+    @handles(SeqExpr)
     def visit_SeqExpr(self, seq):
         new = super().visit_SeqExpr(seq)
         if new is not seq:
@@ -132,6 +136,7 @@ class _Lifter(ExprMutator):
         self.lifted[binding.var] = self._lift(binding.var, inner, captured, symbolic, all_symbolic)
         return None
 
+    @handles(Call)
     def visit_Call(self, call: Call):
         lifted = self.lifted.get(call.op) if isinstance(call.op, Var) else None
         if lifted is None:
@@ -140,8 +145,9 @@ class _Lifter(ExprMutator):
         captured = [self.visit(v) for v in lifted.captured]
         return lifted.call(args, captured, [self.visit(v) for v in lifted.shape_vars])
 
+    @handles(Var)
     def visit_Var(self, var):
-        lifted = self.lifted.get(var) if isinstance(var, Var) else None
+        lifted = self.lifted.get(var)
         return lifted.gvar if lifted is not None else super().visit_Var(var)
 
     # ---------------------------------------------------------------- lifting one function
@@ -191,12 +197,14 @@ class _Remapper(ExprMutator):
         self.var_remap[var] = param
         return param
 
+    @handles(Call)
     def visit_Call(self, call: Call):
         if self.self_call is None or call.op is not self.self_call[0]:
             return super().generic_visit(call)
         lifted = self.self_call[1]
         return lifted.call([self.visit(a) for a in call.args], lifted.captured, lifted.shape_vars)
 
+    @handles(Var)
     def visit_Var(self, var):
         if self.self_call is not None and var is self.self_call[0]:
             return self.self_call[1].gvar

@@ -11,6 +11,7 @@ import enum
 
 from .. import expr as E
 from .. import stmt as S
+from ..dispatch import handles
 from ..function import PrimFunc
 from ..functor import Visitor, collect
 
@@ -30,12 +31,14 @@ class _BlockCollector(Visitor):
         self.realizes: list[S.BlockRealize] = []
         self.stray_stores = 0   # stores outside any non-root block: lowered/opaque code
 
+    @handles(S.BlockRealize)
     def visit_BlockRealize(self, node):
         if node.block.name == "root" and not node.block.iter_vars:
             self.visit(node.block.body)
             return
         self.realizes.append(node)
 
+    @handles(S.BufferStore)
     def visit_BufferStore(self, node):
         self.stray_stores += 1
 

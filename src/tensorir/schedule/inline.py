@@ -3,6 +3,7 @@ its consumers (or its producer) and drop the intermediate buffer."""
 from __future__ import annotations
 
 from ..buffer import Buffer
+from ..dispatch import handles
 from ..errors import ScheduleError
 from ..expr import BufferLoad, Var
 from ..function import PrimFunc
@@ -47,6 +48,7 @@ class _LoadReplacer(Mutator):
         self.buffer, self.index_vars, self.value = buffer, index_vars, value
         self.analyzer = analyzer
 
+    @handles(BufferLoad)
     def visit_BufferLoad(self, node: BufferLoad):
         node = self.generic_visit(node)
         if node.buffer is not self.buffer:
@@ -155,6 +157,7 @@ class _InlineConsumers(Mutator):
         self.buffer, self.consumer_ids, self.analyzer = buffer, consumer_ids, analyzer
         self.loads = _LoadReplacer(buffer, index_vars, value, analyzer)
 
+    @handles(Block)
     def visit_Block(self, node: Block):
         new = self.generic_visit(node)
         if id(node) not in self.consumer_ids:

@@ -2,6 +2,7 @@
 unroll / bind) and annotations."""
 from __future__ import annotations
 
+from ..dispatch import handles
 from ..errors import ScheduleError
 from ..expr import And, IntImm, LT, PrimExpr, Var, convert, floordiv, floormod
 from ..function import PrimFunc
@@ -73,11 +74,13 @@ class _BindingSimplifier(Mutator):
         super().__init__()
         self.analyzer = analyzer
 
+    @handles(BlockRealize)
     def visit_BlockRealize(self, node: BlockRealize):
         return node.replace(iter_values=tuple(self.analyzer.simplify(v) for v in node.iter_values),
                             predicate=self.analyzer.simplify(node.predicate),
                             block=self.visit(node.block))
 
+    @handles(PrimExpr)
     def visit_PrimExpr(self, node):
         return node
 

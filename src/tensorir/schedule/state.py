@@ -11,8 +11,9 @@ from __future__ import annotations
 from typing import Iterable, Mapping
 
 from ..buffer import Buffer
+from ..dispatch import handles
 from ..errors import ScheduleError
-from ..expr import Var
+from ..expr import PrimExpr, Var
 from ..function import PrimFunc
 from ..functor import Mutator, collect
 from ..stmt import (Allocate, Block, BlockRealize, For, IfThenElse, LetStmt, SeqStmt, Stmt,
@@ -170,15 +171,18 @@ class _Replacer(Mutator):
             return self.mapping[id(node)]
         return super().visit(node)
 
+    @handles(SeqStmt)
     def visit_SeqStmt(self, node: SeqStmt):
         items = [self.visit(s) for s in node.seq]
         if all(a is b for a, b in zip(items, node.seq)):
             return node
         return seq(*[s for s in items if s is not None]) if any(s is not None for s in items) else None
 
+    @handles(PrimExpr)
     def visit_PrimExpr(self, node):  # expressions never contain statements
         return node
 
+    @handles(Buffer)
     def visit_Buffer(self, node):
         return node
 

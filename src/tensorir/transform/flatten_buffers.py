@@ -12,6 +12,7 @@ Run after ``lower_blocks`` (blocks' regions are not flattened).
 from __future__ import annotations
 
 from ..buffer import Buffer
+from ..dispatch import handles
 from ..errors import IRError
 from ..expr import BufferLoad, IntImm, PrimExpr, is_const_int
 from ..function import PrimFunc
@@ -79,23 +80,28 @@ class _Flattener(Mutator):
             index = index + i * s
         return flat, index
 
+    @handles(BufferLoad)
     def visit_BufferLoad(self, node: BufferLoad):
         node = self.generic_visit(node)
         flat, index = self.access(node.buffer, node.indices)
         return BufferLoad(flat, [index])
 
+    @handles(BufferStore)
     def visit_BufferStore(self, node: BufferStore):
         value = self.visit(node.value)
         flat, index = self.access(node.buffer, [self.visit(i) for i in node.indices])
         return BufferStore(flat, value, [index])
 
+    @handles(Allocate)
     def visit_Allocate(self, node: Allocate):
         self.allocated.add(id(node.buffer))
         return Allocate(self.flat_buffer(node.buffer), self.visit(node.body))
 
+    @handles(BlockRealize)
     def visit_BlockRealize(self, node: BlockRealize):
         raise IRError("flatten_buffers runs on lowered code; run lower_blocks first")
 
+    @handles(Buffer)
     def visit_Buffer(self, node: Buffer):
         return node
 

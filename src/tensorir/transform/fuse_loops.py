@@ -31,6 +31,7 @@ from __future__ import annotations
 from .. import expr as E
 from ..analysis.accumulation import accumulation_of, body_statements
 from ..arith import Analyzer
+from ..dispatch import handles
 from ..function import PrimFunc
 from ..functor import Mutator, collect, substitute
 from ..stmt import BufferStore, For, SeqStmt, seq
@@ -69,6 +70,7 @@ def _movable_before(stmt, loop_accesses: dict) -> bool:
 
 
 class _UnitLoops(Mutator):
+    @handles(For)
     def visit_For(self, loop: For):
         loop = self.generic_visit(loop)
         if isinstance(loop.extent, E.IntImm) and loop.extent.value == 1 and loop.kind in _FUSIBLE_KINDS \
@@ -82,6 +84,7 @@ class _Fuser(Mutator):
         super().__init__()
         self.analyzer = Analyzer()
 
+    @handles(SeqStmt)
     def visit_SeqStmt(self, node: SeqStmt):
         flat = seq(*[self.visit(s) for s in node.seq])   # unit-loop removal may nest sequences
         out: list = []

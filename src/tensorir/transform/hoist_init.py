@@ -11,6 +11,7 @@ it runs exactly once per output element whatever the reduction extent.
 """
 from __future__ import annotations
 
+from ..dispatch import handles
 from ..functor import Mutator, collect
 from ..stmt import Block, BlockRealize, For, seq
 
@@ -68,6 +69,7 @@ class _HoistInit(Mutator):
         super().__init__()
         self.bound_ids = bound_ids
 
+    @handles(For)
     def visit_For(self, node: For):
         loops, realize = _chain(node)
         if realize is not None and _hoistable(loops, realize, self.bound_ids):

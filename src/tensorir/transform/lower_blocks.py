@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 from ..buffer import Buffer
+from ..dispatch import handles
 from ..errors import IRError
 from ..expr import EQ, And, BufferLoad, IntImm, PrimExpr, Var, is_const_int
 from ..function import PrimFunc
@@ -69,12 +70,14 @@ class _MatchRewriter(Mutator):
         lead = self.mins[:self.dropped]
         return lead + [m + i for m, i in zip(self.mins[self.dropped:], indices)]
 
+    @handles(BufferLoad)
     def visit_BufferLoad(self, node: BufferLoad):
         node = self.generic_visit(node)
         if node.buffer is not self.target:
             return node
         return BufferLoad(self.source, self.indices(node.indices))
 
+    @handles(BufferStore)
     def visit_BufferStore(self, node: BufferStore):
         node = self.generic_visit(node)
         if node.buffer is not self.target:
@@ -108,9 +111,11 @@ class _BlockLowerer(Mutator):
         super().__init__()
         self.defined = set(signature_vars)
 
+    @handles(PrimExpr)
     def visit_PrimExpr(self, node):
         return node
 
+    @handles(BlockRealize)
     def visit_BlockRealize(self, node: BlockRealize) -> Stmt:
         block = node.block
         body = self.visit(block.body)
@@ -134,9 +139,11 @@ class _BlockLowerer(Mutator):
         binding = {iv.var: value for iv, value in zip(block.iter_vars, node.iter_values)}
         return guard_with_predicate(node, substitute(body, binding))
 
+    @handles(Block)
     def visit_Block(self, node: Block):
         raise IRError(f"block {node.name!r} appears outside a BlockRealize")
 
+    @handles(SeqStmt)
     def visit_SeqStmt(self, node: SeqStmt):
         # A lowered block may be a sequence itself: keep sequences flat (the canonical,
         # printable form; the parser never builds a SeqStmt inside a SeqStmt).

@@ -2,19 +2,22 @@
 around the block instance, leaving the block with a true predicate."""
 from __future__ import annotations
 
-from ..expr import IntImm
+from ..dispatch import handles
+from ..expr import IntImm, PrimExpr
 from ..function import PrimFunc
 from ..functor import Mutator
 from ..stmt import BlockRealize, IfThenElse, is_true
 
 
 class _PredicateLowerer(Mutator):
+    @handles(BlockRealize)
     def visit_BlockRealize(self, node: BlockRealize):
         node = self.generic_visit(node)
         if is_true(node.predicate):
             return node
         return IfThenElse(node.predicate, node.replace(predicate=IntImm(True, "bool")))
 
+    @handles(PrimExpr)
     def visit_PrimExpr(self, node):  # expressions hold no blocks
         return node
 

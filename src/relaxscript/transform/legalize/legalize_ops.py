@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from typing import Callable, Mapping
 
+from tensorir.dispatch import handles
+
 from ...expr import Call, Op
 from ...expr_functor import PassMutator
 from ...struct_info import (PrimStructInfo, ShapeStructInfo, StructInfo, TensorStructInfo,
@@ -48,6 +50,7 @@ class _Legalizer(PassMutator):
             self._context = LegalizeContext(self.builder)
         return self._context
 
+    @handles(Call)
     def visit_Call(self, call: Call):
         new = self.generic_visit(call)
         if not isinstance(new.op, Op):

@@ -10,6 +10,7 @@ first (A-normal form). The frame bookkeeping (blocks, scopes) lives in
 from __future__ import annotations
 
 from tensorir import dtype as dt
+from tensorir.dispatch import ClassDispatch, handles
 
 from .call_deduction import deduce_call
 from .expr import (Call, Constant, DataflowBlock, Expr, ExternFunc, Function, GlobalVar, If,
@@ -45,7 +46,7 @@ def is_leaf(expr: Expr) -> bool:
     return isinstance(expr, _LEAF_TYPES)
 
 
-class Normalizer:
+class Normalizer(ClassDispatch):
     """Deduction rules per expression kind. Requires from the host class:
     ``analyzer``, ``get()``, ``emit(expr)``, ``in_block()``, ``begin_scope``/
     ``end_scope``/``define_symbolic_vars``/``is_symbolic_var_defined``, and the
@@ -62,15 +63,10 @@ class Normalizer:
         saved = self._span
         self._span = getattr(expr, "span", None) or saved
         try:
-            handler = getattr(self, "_normalize_" + type(expr).__name__, None)
-            if handler is None:
-                for cls in type(expr).__mro__[1:]:
-                    handler = getattr(self, "_normalize_" + cls.__name__, None)
-                    if handler is not None:
-                        break
+            handler = self.handler_for(type(expr))
             if handler is None:
                 raise TypeError(f"no deduction rule for {type(expr).__name__}")
-            return handler(expr)
+            return handler(self, expr)
         finally:
             self._span = saved
 
@@ -92,10 +88,12 @@ class Normalizer:
         return new
 
     # ---------------------------------------------------------------- leaves
+    @handles(Var)
     def _normalize_Var(self, var: Var):
         raise self.deduction_error(f"variable '{var.name_hint}' has no annotation; "
                                    "parameters need one and bindings get one when emitted")
 
+    @handles(GlobalVar)
     def _normalize_GlobalVar(self, gvar: GlobalVar):
         mod = self.get()
         if gvar.name_hint not in mod:
@@ -103,31 +101,38 @@ class Normalizer:
                                        f"(it has {sorted(mod.functions)})")
         return gvar.replace(struct_info=signature_of(mod[gvar.name_hint]))
 
+    @handles(ExternFunc)
     def _normalize_ExternFunc(self, func: ExternFunc):
         return self._annotate(func, FuncStructInfo(None, ObjectStructInfo(), purity=False))
 
+    @handles(Constant)
     def _normalize_Constant(self, const: Constant):
         data = const.data
         return self._annotate(const, TensorStructInfo([int(d) for d in data.shape], data.dtype.name))
 
+    @handles(ShapeExpr)
     def _normalize_ShapeExpr(self, shape: ShapeExpr):
         for v in shape.values:
             if not dt.is_int(v.dtype):
                 raise self.deduction_error(f"shape value {v!r} has dtype {v.dtype}; shapes hold integers")
         return self._annotate(shape, ShapeStructInfo(shape.values))
 
+    @handles(PrimValue)
     def _normalize_PrimValue(self, prim: PrimValue):
         return self._annotate(prim, PrimStructInfo(prim.value.dtype, prim.value))
 
+    @handles(StringImm)
     def _normalize_StringImm(self, string: StringImm):
         return self._annotate(string, ObjectStructInfo())
 
     # ---------------------------------------------------------------- composites
+    @handles(Tuple)
     def _normalize_Tuple(self, tup: Tuple):
         fields = tuple(self.normalize_argument(f) for f in tup.fields)
         new = tup if _same(fields, tup.fields) else tup.replace(fields=fields)
         return self._annotate(new, TupleStructInfo([f.struct_info for f in fields]))
 
+    @handles(TupleGetItem)
     def _normalize_TupleGetItem(self, item: TupleGetItem):
         value = self.normalize_argument(item.tuple_value)
         sinfo = value.struct_info
@@ -141,6 +146,7 @@ class Normalizer:
                                        f"({len(sinfo.fields)} fields)")
         return self._annotate(new, sinfo.fields[item.index])
 
+    @handles(Call)
     def _normalize_Call(self, call: Call):
         op = call.op if isinstance(call.op, Op) else self.normalize_argument(call.op)
         args = tuple(self.normalize_argument(a) for a in call.args)
@@ -173,6 +179,7 @@ class Normalizer:
             raise self.deduction_error(f"deduction of {call.op.name} returned no annotation")
         return sinfo
 
+    @handles(If)
     def _normalize_If(self, node: If):
         cond = self.normalize_argument(node.cond)
         if not is_dtype_int_scalar(cond.struct_info):
@@ -190,6 +197,7 @@ class Normalizer:
             branch = SeqExpr([], branch)
         return self.normalize(branch)
 
+    @handles(SeqExpr)
     def _normalize_SeqExpr(self, seq: SeqExpr):
         saved_frames = self._swap_frames([])
         self.begin_scope()
@@ -216,6 +224,7 @@ class Normalizer:
         sinfo = erase_to_well_defined(body.struct_info, self.is_symbolic_var_defined)
         return self._annotate(new, sinfo)
 
+    @handles(Function)
     def _normalize_Function(self, func: Function):
         for p in func.params:
             if p.struct_info is None:

@@ -16,7 +16,7 @@ import numpy as np
 from tensorir import dtype as dt
 from tensorir import expr as tir
 from tensorir.arith import Analyzer
-from tensorir.dispatch import handles
+from tensorir.dispatch import ClassDispatch, handles
 from tensorir.functor import Mutator, iter_children
 from tensorir.script.printer import format_expr
 from tensorir.structural import structural_equal
@@ -100,7 +100,7 @@ def symbolic_vars_of(node) -> list[tir.Var]:
 
 
 # ------------------------------------------------------------------ matching
-class StructInfoMatcher:
+class StructInfoMatcher(ClassDispatch):
     """Matches a pattern (base) annotation against an actual (derived) one.
 
     Plain pattern variables are bound in a first pass; dimensions that are
@@ -151,8 +151,9 @@ class StructInfoMatcher:
             return RUNTIME
         if type(base) is not type(derived):
             return NO
-        return getattr(self, "_match_" + type(base).__name__)(base, derived)
+        return self.handler_for(type(base))(self, base, derived)
 
+    @handles(PrimStructInfo)
     def _match_PrimStructInfo(self, base, derived) -> str:
         if base.dtype != derived.dtype:
             return NO
@@ -162,9 +163,11 @@ class StructInfoMatcher:
             return RUNTIME
         return self._match_dims((base.value,), (derived.value,))
 
+    @handles(ShapeStructInfo)
     def _match_ShapeStructInfo(self, base, derived) -> str:
         return self._match_shape(base.ndim, base.values, derived.ndim, derived.values)
 
+    @handles(TensorStructInfo)
     def _match_TensorStructInfo(self, base, derived) -> str:
         verdict = YES
         if base.dtype is not None:
@@ -215,6 +218,7 @@ class StructInfoMatcher:
                 verdict = worst(verdict, RUNTIME)
         return verdict
 
+    @handles(TupleStructInfo)
     def _match_TupleStructInfo(self, base, derived) -> str:
         if len(base.fields) != len(derived.fields):
             return NO
@@ -225,6 +229,7 @@ class StructInfoMatcher:
                 break
         return verdict
 
+    @handles(FuncStructInfo)
     def _match_FuncStructInfo(self, base, derived) -> str:
         # Signatures have their own symbolic scope: compare them as closed terms.
         if base.purity and not derived.purity:

@@ -54,9 +54,9 @@ def handles(*classes: type, table: str = DEFAULT_TABLE) -> Callable:
 class ClassDispatch:
     """Base of every class-keyed walker; see the module docstring."""
 
-    # table -> {node class: method name}; filled per subclass in __init_subclass__.
+    # table -> {node class: method name}; built per subclass in __init_subclass__.
     _dispatch_names: dict[str, dict[type, str]] = {}
-    _dispatch_cache: dict[tuple[str, type], Callable | None] = {}
+    _dispatch_tables: dict[str, "HandlerTable"] = {}
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
@@ -71,6 +71,9 @@ class ClassDispatch:
             if attr is not _function_of(attr):
                 raise TypeError(f"{cls.__qualname__}.{name}: a handler must be a plain method "
                                 f"(it is called as handler(self, node))")
+            if getattr(attr, "__name__", name) != name:
+                raise TypeError(f"{cls.__qualname__}.{name} is an alias of handler {attr.__name__}; "
+                                f"list every class in its @handles(...) instead")
             for table_entries in tables.values():  # a re-marked override replaces the base's entry
                 for node_cls in [c for c, n in table_entries.items() if n == name]:
                     del table_entries[node_cls]
@@ -85,24 +88,38 @@ class ClassDispatch:
                                 f"mark it with @handles(<the node class>) (dispatch is by class, "
                                 f"not by method name)")
         cls._dispatch_names = tables
-        cls._dispatch_cache = {}
+        cls._dispatch_tables = {table: HandlerTable(cls, entries) for table, entries in tables.items()}
+
+    @classmethod
+    def handlers(cls, table: str = DEFAULT_TABLE) -> "HandlerTable":
+        """``{node class: function}`` for ``table`` (a miss gives None); hot loops keep it."""
+        found = cls._dispatch_tables.get(table)
+        if found is None:
+            found = cls._dispatch_tables[table] = HandlerTable(cls, {})
+        return found
 
     @classmethod
     def handler_for(cls, node_cls: type, table: str = DEFAULT_TABLE) -> Callable | None:
         """The function handling ``node_cls`` in ``table`` (call it as ``fn(self, node)``)."""
-        key = (table, node_cls)
-        try:
-            return cls._dispatch_cache[key]
-        except KeyError:
-            pass
-        entries = cls._dispatch_names.get(table, {})
+        return cls.handlers(table)[node_cls]
+
+
+class HandlerTable(dict):
+    """Node class -> handler function of one walker class, filled on first use of each class."""
+
+    def __init__(self, owner: type, entries: dict[type, str]):
+        super().__init__()
+        self.owner = owner
+        self.entries = entries
+
+    def __missing__(self, node_cls: type):
         found = None
-        for candidate in node_cls.__mro__:
-            name = entries.get(candidate)
+        for candidate in node_cls.__mro__:  # the most specific registered class wins
+            name = self.entries.get(candidate)
             if name is not None:
-                found = getattr(cls, name)
+                found = getattr(self.owner, name)
                 break
-        cls._dispatch_cache[key] = found
+        self[node_cls] = found
         return found
 
 
@@ -111,4 +128,4 @@ def _function_of(attr):
     return getattr(attr, "__func__", attr)
 
 
-__all__ = ["ClassDispatch", "handles", "DEFAULT_TABLE"]
+__all__ = ["ClassDispatch", "HandlerTable", "handles", "DEFAULT_TABLE"]

@@ -7,6 +7,7 @@ from typing import Callable
 import numpy as np
 
 from tensorir import expr as E
+from tensorir.dispatch import ClassDispatch, handles
 
 from .. import expr as rx
 from ..op.registry import OpDeductionError, get_op_spec
@@ -19,7 +20,7 @@ from .sym_expr import format_sym_expr
 CROSS_LEVEL_CALLS = ("relax.call_tir", "relax.call_dps_library")
 
 
-class ExprPrinter:
+class ExprPrinter(ClassDispatch):
     """``name(node, hint)`` names variables; large constants are appended to
     ``constants`` and printed as references into the metadata section."""
 
@@ -36,25 +37,28 @@ class ExprPrinter:
 
     # ------------------------------------------------------------ expressions
     def expr(self, e) -> str:
-        method = getattr(self, "expr_" + type(e).__name__, None)
+        method = self.handler_for(type(e))
         if method is None:
             raise TypeError(f"cannot print {type(e).__name__} as an expression")
-        return method(e)
+        return method(self, e)
 
+    @handles(rx.Var)
     def expr_Var(self, e: rx.Var) -> str:
         return self.name(e, e.name_hint)
 
-    expr_DataflowVar = expr_Var
-
+    @handles(rx.GlobalVar)
     def expr_GlobalVar(self, e: rx.GlobalVar) -> str:
         return f"cls.{e.name_hint}" if self.in_module else e.name_hint
 
+    @handles(rx.Op)
     def expr_Op(self, e: rx.Op) -> str:
         return "R." + e.name[len("relax."):]
 
+    @handles(rx.ExternFunc)
     def expr_ExternFunc(self, e: rx.ExternFunc) -> str:
         return f"R.ExternFunc({string_literal(e.global_symbol)})"
 
+    @handles(rx.Constant)
     def expr_Constant(self, e: rx.Constant) -> str:
         data = e.data
         if can_inline(data):
@@ -62,24 +66,30 @@ class ExprPrinter:
         self.constants.append(data)
         return f'R.const({METADATA_NAME}["{CONSTANT_KEY}"][{len(self.constants) - 1}])'
 
+    @handles(rx.ShapeExpr)
     def expr_ShapeExpr(self, e: rx.ShapeExpr) -> str:
         return f"R.shape([{', '.join(self.sym(v) for v in e.values)}])"
 
+    @handles(rx.PrimValue)
     def expr_PrimValue(self, e: rx.PrimValue) -> str:
         return f"R.prim_value({self.sym(e.value)})"
 
+    @handles(rx.StringImm)
     def expr_StringImm(self, e: rx.StringImm) -> str:
         return f"R.str({string_literal(e.value)})"
 
+    @handles(rx.Tuple)
     def expr_Tuple(self, e: rx.Tuple) -> str:
         if not e.fields:
             return "R.tuple()"
         items = [self.expr(f) for f in e.fields]
         return f"({items[0]},)" if len(items) == 1 else f"({', '.join(items)})"
 
+    @handles(rx.TupleGetItem)
     def expr_TupleGetItem(self, e: rx.TupleGetItem) -> str:
         return f"{self.expr(e.tuple_value)}[{e.index}]"
 
+    @handles(rx.Call)
     def expr_Call(self, e: rx.Call) -> str:
         op = e.op
         if isinstance(op, rx.Op):

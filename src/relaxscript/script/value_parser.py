@@ -14,6 +14,7 @@ import inspect
 import numpy as np
 
 from tensorir import expr as E
+from tensorir.dispatch import ClassDispatch, handles
 from tensorir.errors import ParseError
 
 from .. import expr as rx
@@ -28,7 +29,7 @@ from .sym_expr import SymExprParser
 STATEMENT_FORMS = ("dataflow", "output", "func_attr", "match_cast", "sym_var", "module_attrs")
 
 
-class ValueParser:
+class ValueParser(ClassDispatch):
     def __init__(self, ctx: ParseContext, scope: Scope, global_vars: dict, class_names=frozenset()):
         self.ctx = ctx
         self.scope = scope
@@ -71,10 +72,10 @@ class ValueParser:
                              f"({ast.unparse(node)})", node)
 
     def value(self, node: ast.expr):
-        method = getattr(self, "_" + type(node).__name__, None)
+        method = self.handler_for(type(node))
         if method is None:
             raise self.ctx.error(f"unsupported expression: {ast.unparse(node)}", node)
-        result = method(node)
+        result = method(self, node)
         # Locate nodes built here; shared ones (variables, the single Op per name) keep theirs.
         if isinstance(result, rx.Expr) and not isinstance(result, (rx.Var, rx.GlobalVar, rx.Op)) \
                 and not _has_span(result):
@@ -82,11 +83,13 @@ class ValueParser:
         return result
 
     # ------------------------------------------------------------ node kinds
+    @handles(ast.Constant)
     def _Constant(self, node: ast.Constant):
         if node.value is None or isinstance(node.value, (bool, int, float, str)):
             return node.value
         raise self.ctx.error(f"unsupported constant {node.value!r}", node)
 
+    @handles(ast.Name)
     def _Name(self, node: ast.Name):
         value = self.scope.lookup(node.id)
         if value is not None:
@@ -97,6 +100,7 @@ class ValueParser:
             return {"True": True, "False": False, "None": None}[node.id]
         raise self.ctx.error(f"undefined name {node.id!r}", node)
 
+    @handles(ast.Attribute)
     def _Attribute(self, node: ast.Attribute):
         if isinstance(node.value, ast.Name) and node.value.id in self.class_names:
             if node.attr not in self.global_vars:
@@ -114,6 +118,7 @@ class ValueParser:
                 raise self.ctx.error(f"unknown R function 'R.{path}'", node) from None
         raise self.ctx.error(f"unsupported attribute {ast.unparse(node)}", node)
 
+    @handles(ast.Tuple, ast.List)
     def _Tuple(self, node):
         items = [self.value(e) for e in node.elts]
         if any(isinstance(i, rx.Expr) for i in items):
@@ -123,8 +128,7 @@ class ValueParser:
             return rx.Tuple(items)
         return items if isinstance(node, ast.List) else tuple(items)
 
-    _List = _Tuple
-
+    @handles(ast.Dict)
     def _Dict(self, node: ast.Dict):
         out = {}
         for key, value in zip(node.keys, node.values):
@@ -133,6 +137,7 @@ class ValueParser:
             out[self.literal(key)] = self.literal(value)
         return out
 
+    @handles(ast.Subscript)
     def _Subscript(self, node: ast.Subscript):
         if isinstance(node.value, ast.Subscript) and isinstance(node.value.value, ast.Name) \
                 and node.value.value.id == METADATA_NAME:
@@ -145,11 +150,11 @@ class ValueParser:
             raise self.ctx.error("tuple indices must be integer literals", node.slice)
         return rx.TupleGetItem(base, index)
 
+    @handles(ast.BinOp, ast.Compare, ast.BoolOp)
     def _BinOp(self, node):
         return self.sym(node)
 
-    _Compare = _BoolOp = _BinOp
-
+    @handles(ast.UnaryOp)
     def _UnaryOp(self, node: ast.UnaryOp):
         # Negative literals stay Python numbers (attribute values such as axis=-1).
         if isinstance(node.op, ast.USub) and isinstance(node.operand, ast.Constant) \
@@ -157,6 +162,7 @@ class ValueParser:
             return -node.operand.value
         return self.sym(node)
 
+    @handles(ast.Call)
     def _Call(self, node: ast.Call):
         func = node.func
         path = self.ctx.r_path(func)

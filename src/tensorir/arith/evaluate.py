@@ -8,11 +8,14 @@ narrower integer type wrap around like C.
 from __future__ import annotations
 
 import math
+import operator
 from typing import Mapping
 
 import numpy as np
 
 from .. import dtype as dt
+from .. import expr as E
+from ..dispatch import ClassDispatch, handles
 from ..expr import PrimExpr
 
 
@@ -54,67 +57,79 @@ _INTRINSICS = {
 }
 
 
-class _Evaluator:
+class _Evaluator(ClassDispatch):
     def __init__(self, env: Mapping):
         self.env = env
 
     def eval(self, e):
-        handler = getattr(self, "_" + type(e).__name__, None)
+        handler = self.handler_for(type(e))
         if handler is None:
             raise EvaluationError(f"cannot evaluate a {type(e).__name__} node")
-        return handler(e)
+        return handler(self, e)
 
-    def _IntImm(self, e): return e.value
-    def _FloatImm(self, e): return _round_to(e.value, e.dtype)
-    def _StringImm(self, e): return e.value
+    @handles(E.IntImm, E.StringImm)
+    def literal(self, e):
+        return e.value
 
-    def _Var(self, e):
+    @handles(E.FloatImm)
+    def float_literal(self, e):
+        return _round_to(e.value, e.dtype)
+
+    @handles(E.Var)
+    def var(self, e):
         if e not in self.env:
             raise EvaluationError(f"variable {e.name!r} has no value")
         return _round_to(self.env[e], e.dtype)
+
+    @handles(E.Add, E.Sub, E.Mul, E.Min, E.Max)
+    def arith(self, e):
+        return self._binary(e, _ARITH[type(e)])
 
     def _binary(self, e, fn):
         a, b = self.eval(e.a), self.eval(e.b)
         return _round_to(fn(a, b), e.dtype)
 
-    def _Add(self, e): return self._binary(e, lambda a, b: a + b)
-    def _Sub(self, e): return self._binary(e, lambda a, b: a - b)
-    def _Mul(self, e): return self._binary(e, lambda a, b: a * b)
-    def _Min(self, e): return self._binary(e, min)
-    def _Max(self, e): return self._binary(e, max)
-
-    def _Div(self, e):
+    @handles(E.Div)
+    def div(self, e):
         if dt.is_float(e.dtype):
             return self._binary(e, lambda a, b: a / b)
         return self._binary(e, _trunc_div)
 
-    def _FloorDiv(self, e):
+    @handles(E.FloorDiv)
+    def floordiv(self, e):
         if dt.is_float(e.dtype):
             return self._binary(e, lambda a, b: math.floor(a / b))
         return self._binary(e, lambda a, b: a // b)
 
-    def _FloorMod(self, e):
+    @handles(E.FloorMod)
+    def floormod(self, e):
         if dt.is_float(e.dtype):
             return self._binary(e, lambda a, b: a - math.floor(a / b) * b)
         return self._binary(e, lambda a, b: a % b)
 
-    def _compare(self, e, fn): return bool(fn(self.eval(e.a), self.eval(e.b)))
-    def _EQ(self, e): return self._compare(e, lambda a, b: a == b)
-    def _NE(self, e): return self._compare(e, lambda a, b: a != b)
-    def _LT(self, e): return self._compare(e, lambda a, b: a < b)
-    def _LE(self, e): return self._compare(e, lambda a, b: a <= b)
-    def _GT(self, e): return self._compare(e, lambda a, b: a > b)
-    def _GE(self, e): return self._compare(e, lambda a, b: a >= b)
+    @handles(E.EQ, E.NE, E.LT, E.LE, E.GT, E.GE)
+    def compare(self, e):
+        return bool(_COMPARE[type(e)](self.eval(e.a), self.eval(e.b)))
 
-    def _And(self, e): return bool(self.eval(e.a)) and bool(self.eval(e.b))
-    def _Or(self, e): return bool(self.eval(e.a)) or bool(self.eval(e.b))
-    def _Not(self, e): return not self.eval(e.a)
+    @handles(E.And)
+    def logical_and(self, e):
+        return bool(self.eval(e.a)) and bool(self.eval(e.b))
 
-    def _Select(self, e):
+    @handles(E.Or)
+    def logical_or(self, e):
+        return bool(self.eval(e.a)) or bool(self.eval(e.b))
+
+    @handles(E.Not)
+    def logical_not(self, e):
+        return not self.eval(e.a)
+
+    @handles(E.Select)
+    def select(self, e):
         # Only the chosen branch is evaluated: the other may divide by zero.
         return self.eval(e.true_value if self.eval(e.condition) else e.false_value)
 
-    def _Cast(self, e):
+    @handles(E.Cast)
+    def cast(self, e):
         value = self.eval(e.value)
         if e.dtype == "bool":
             return bool(value)
@@ -126,17 +141,24 @@ class _Evaluator:
             value = math.trunc(value)
         return wrap_int(int(value), e.dtype)
 
-    def _Call(self, e):
+    @handles(E.Call)
+    def call(self, e):
         fn = _INTRINSICS.get(e.op)
         if fn is None:
             raise EvaluationError(f"cannot evaluate call to {e.op!r}")
         return _round_to(fn(*(self.eval(a) for a in e.args)), e.dtype)
 
-    def _BufferLoad(self, e):
+    @handles(E.BufferLoad)
+    def buffer_load(self, e):
         array = self.env.get(e.buffer)
         if array is None:
             raise EvaluationError(f"buffer {e.buffer.name!r} has no value")
         return _round_to(np.asarray(array)[tuple(self.eval(i) for i in e.indices)].item(), e.dtype)
+
+
+_ARITH = {E.Add: operator.add, E.Sub: operator.sub, E.Mul: operator.mul, E.Min: min, E.Max: max}
+_COMPARE = {E.EQ: operator.eq, E.NE: operator.ne, E.LT: operator.lt, E.LE: operator.le,
+            E.GT: operator.gt, E.GE: operator.ge}
 
 
 def _trunc_div(a: int, b: int) -> int:

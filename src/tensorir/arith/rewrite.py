@@ -11,8 +11,9 @@ from math import gcd
 
 from .. import dtype as dt
 from ..buffer import Buffer
-from ..expr import (EQ, GE, GT, LE, LT, NE, And, BinaryOp, BufferLoad, Call, Cast, CmpOp, Div,
-                    FloatImm, FloorDiv, FloorMod, IntImm, Max, Min, Mul, Not, Or, PrimExpr, Select,
+from ..dispatch import ClassDispatch, handles
+from ..expr import (EQ, GE, GT, LE, LT, NE, Add, And, BinaryOp, BufferLoad, Call, Cast, CmpOp, Div,
+                    FloatImm, FloorDiv, FloorMod, IntImm, Max, Min, Mul, Not, Or, PrimExpr, Select, Sub,
                     StringImm, Var, const)
 from . import divmod_rules
 from . import poly as P
@@ -28,7 +29,7 @@ def _is_int(e: PrimExpr) -> bool:
     return dt.is_int(e.dtype)
 
 
-class Simplifier:
+class Simplifier(ClassDispatch):
     def __init__(self, analyzer):
         self.analyzer = analyzer
         self.atoms = analyzer._atoms
@@ -63,40 +64,48 @@ class Simplifier:
         hit = self._polys.get(id(e))
         if hit is not None:
             return hit[1]
-        handler = getattr(self, "_poly_" + type(e).__name__, None)
-        out = handler(e) if handler is not None else self._opaque(self._rebuild(e))
+        handler = self.handler_for(type(e))
+        out = handler(self, e) if handler is not None else self._opaque(self._rebuild(e))
         self._polys[id(e)] = (e, out)
         return out
 
     # ------------------------------------------------------------ integer forms
-    def _poly_IntImm(self, e):
+    @handles(IntImm)
+    def _poly_of_int_imm(self, e):
         return P.const(int(e.value))
 
-    def _poly_Var(self, e):
+    @handles(Var)
+    def _poly_of_var(self, e):
         bound = self.analyzer._bindings.get(e)
         if bound is not None:
             return self.poly(bound)
         return P.atom(self.atoms.var(e))
 
-    def _poly_Add(self, e):
+    @handles(Add)
+    def _poly_of_add(self, e):
         return divmod_rules.fold_div_mod_pairs(self, P.add(self.poly(e.a), self.poly(e.b)))
 
-    def _poly_Sub(self, e):
+    @handles(Sub)
+    def _poly_of_sub(self, e):
         return divmod_rules.fold_div_mod_pairs(self, P.add(self.poly(e.a), self.poly(e.b), -1))
 
-    def _poly_Mul(self, e):
+    @handles(Mul)
+    def _poly_of_mul(self, e):
         a, b = self.poly(e.a), self.poly(e.b)
         if len(a) * len(b) > _MAX_EXPANDED_TERMS and len(a) > 1 and len(b) > 1:
             return self.binary_atom("Mul", a, b, e.dtype, commutative=True)
         return divmod_rules.fold_div_mod_pairs(self, P.mul(a, b))
 
-    def _poly_FloorDiv(self, e):
+    @handles(FloorDiv)
+    def _poly_of_floor_div(self, e):
         return divmod_rules.floordiv(self, self.poly(e.a), self.poly(e.b), e.dtype)
 
-    def _poly_FloorMod(self, e):
+    @handles(FloorMod)
+    def _poly_of_floor_mod(self, e):
         return divmod_rules.floormod(self, self.poly(e.a), self.poly(e.b), e.dtype)
 
-    def _poly_Div(self, e):
+    @handles(Div)
+    def _poly_of_div(self, e):
         """Truncating integer division: floor division where the numerator is >= 0."""
         a, b = self.poly(e.a), self.poly(e.b)
         ca, cb = P.as_const(a), P.as_const(b)
@@ -107,10 +116,12 @@ class Simplifier:
             return divmod_rules.floordiv(self, a, b, e.dtype)
         return self.binary_atom("Div", a, b, e.dtype)
 
-    def _poly_Min(self, e):
+    @handles(Min)
+    def _poly_of_min(self, e):
         return self._min_max("Min", self.poly(e.a), self.poly(e.b), e.dtype)
 
-    def _poly_Max(self, e):
+    @handles(Max)
+    def _poly_of_max(self, e):
         return self._min_max("Max", self.poly(e.a), self.poly(e.b), e.dtype)
 
     def _min_max(self, kind: str, a: dict, b: dict, dtype: str) -> dict:
@@ -125,7 +136,8 @@ class Simplifier:
             return P.add(inner, common)
         return self.binary_atom(kind, a, b, dtype, commutative=True)
 
-    def _poly_Select(self, e):
+    @handles(Select)
+    def _poly_of_select(self, e):
         cond = self.simplify(e.condition)
         if isinstance(cond, IntImm):
             return self.poly(e.true_value if cond.value else e.false_value)
@@ -137,7 +149,8 @@ class Simplifier:
             key, "Select", (cond, t, f),
             lambda: Select(cond, self.render(t, e.dtype), self.render(f, e.dtype))))
 
-    def _poly_Cast(self, e):
+    @handles(Cast)
+    def _poly_of_cast(self, e):
         src = e.value
         if _is_int(src) and _is_widening(src.dtype, e.dtype):
             return self.poly(src)  # the value is unchanged; render re-inserts the cast

@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import expr as E
+from ..dispatch import ClassDispatch, handles
 from .errors import InterpretError
 from .intrinsics import INTRINSIC_IMPLS
 
@@ -47,7 +48,7 @@ def any_active(mask) -> bool:
     return mask is None or bool(np.any(mask))
 
 
-class ExprEvaluator:
+class ExprEvaluator(ClassDispatch):
     """Evaluates expressions against ``frame.vars`` (Var -> value) and ``frame.view(buffer)``.
 
     If ``frame.recorder`` is set, every buffer load is reported to it as
@@ -56,32 +57,24 @@ class ExprEvaluator:
 
     def __init__(self, frame):
         self.frame = frame
-        self._dispatch = {
-            E.IntImm: self._imm, E.FloatImm: self._imm, E.Var: self._var,
-            E.Add: self._arith, E.Sub: self._arith, E.Mul: self._arith,
-            E.Min: self._arith, E.Max: self._arith,
-            E.Div: self._div, E.FloorDiv: self._floordiv, E.FloorMod: self._floormod,
-            E.EQ: self._cmp, E.NE: self._cmp, E.LT: self._cmp, E.LE: self._cmp,
-            E.GT: self._cmp, E.GE: self._cmp,
-            E.And: self._and, E.Or: self._or, E.Not: self._not,
-            E.Select: self._select, E.Cast: self._cast, E.Call: self._call,
-            E.BufferLoad: self._load, E.StringImm: self._string,
-        }
+        self._handlers = self.handlers()
 
     def eval(self, e, mask=None):
-        try:
-            handler = self._dispatch[type(e)]
-        except KeyError:
-            raise InterpretError(f"cannot evaluate expression node {type(e).__name__}") from None
-        return handler(e, mask)
+        handler = self._handlers[type(e)]
+        if handler is None:
+            raise InterpretError(f"cannot evaluate expression node {type(e).__name__}")
+        return handler(self, e, mask)
 
     # leaves -----------------------------------------------------------------
+    @handles(E.IntImm, E.FloatImm)
     def _imm(self, e, mask):
         return scalar(e.dtype, e.value)
 
+    @handles(E.StringImm)
     def _string(self, e, mask):
         raise InterpretError(f"string literal {e.value!r} has no numeric value")
 
+    @handles(E.Var)
     def _var(self, e, mask):
         try:
             return self.frame.vars[e]
@@ -97,10 +90,12 @@ class ExprEvaluator:
     def _operands(self, e, mask):
         return self.eval(e.a, mask), self.eval(e.b, mask)
 
+    @handles(E.Add, E.Sub, E.Mul, E.Min, E.Max)
     def _arith(self, e, mask):
         a, b = self._operands(e, mask)
         return as_dtype(self._ARITH[type(e)](a, b), e.dtype)
 
+    @handles(E.EQ, E.NE, E.LT, E.LE, E.GT, E.GE)
     def _cmp(self, e, mask):
         a, b = self._operands(e, mask)
         return self._CMP[type(e)](a, b)
@@ -114,6 +109,7 @@ class ExprEvaluator:
             raise InterpretError(f"integer division by zero in {type(e).__name__}")
         return np.where(zero, np.ones((), dtype=np.asarray(b).dtype), b)
 
+    @handles(E.Div)
     def _div(self, e, mask):
         a, b = self._operands(e, mask)
         if np_dtype(e.dtype).kind == "f":
@@ -125,12 +121,14 @@ class ExprEvaluator:
         fix = np.logical_and(inexact, np.not_equal(np.less(a, 0), np.less(b, 0)))
         return as_dtype(np.add(quotient, fix.astype(quotient.dtype)), e.dtype)
 
+    @handles(E.FloorDiv)
     def _floordiv(self, e, mask):
         a, b = self._operands(e, mask)
         if np_dtype(e.dtype).kind == "f":
             return as_dtype(np.floor(np.true_divide(a, b)), e.dtype)
         return as_dtype(np.floor_divide(a, self._int_divisor(e, b, mask)), e.dtype)
 
+    @handles(E.FloorMod)
     def _floormod(self, e, mask):
         a, b = self._operands(e, mask)
         if np_dtype(e.dtype).kind != "f":
@@ -138,6 +136,7 @@ class ExprEvaluator:
         return as_dtype(np.mod(a, b), e.dtype)
 
     # logic (right operands short-circuit, as in C) ----------------------------
+    @handles(E.And)
     def _and(self, e, mask):
         a = self.eval(e.a, mask)
         if np.ndim(a) == 0:
@@ -147,6 +146,7 @@ class ExprEvaluator:
             return a
         return np.logical_and(a, self.eval(e.b, inner))
 
+    @handles(E.Or)
     def _or(self, e, mask):
         a = self.eval(e.a, mask)
         if np.ndim(a) == 0:
@@ -156,9 +156,11 @@ class ExprEvaluator:
             return a
         return np.logical_or(a, self.eval(e.b, inner))
 
+    @handles(E.Not)
     def _not(self, e, mask):
         return np.logical_not(self.eval(e.a, mask))
 
+    @handles(E.Select)
     def _select(self, e, mask):
         cond = self.eval(e.condition, mask)
         if np.ndim(cond) == 0:
@@ -171,9 +173,11 @@ class ExprEvaluator:
         return as_dtype(np.where(cond, t, f), e.dtype)
 
     # conversions and calls --------------------------------------------------------
+    @handles(E.Cast)
     def _cast(self, e, mask):
         return as_dtype(self.eval(e.value, mask), e.dtype)
 
+    @handles(E.Call)
     def _call(self, e, mask):
         impl = INTRINSIC_IMPLS.get(e.op)
         if impl is None:
@@ -181,6 +185,7 @@ class ExprEvaluator:
         args = [self.eval(a, mask) for a in e.args]
         return as_dtype(impl(*args), e.dtype)
 
+    @handles(E.BufferLoad)
     def _load(self, e, mask):
         view = self.frame.view(e.buffer)
         indices = [self.eval(i, mask) for i in e.indices]

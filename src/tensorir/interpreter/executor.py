@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import stmt as S
+from ..dispatch import ClassDispatch, handles
 from ..expr import Var
 from ..functor import collect
 from .evaluator import ExprEvaluator, as_dtype, scalar
@@ -20,7 +21,7 @@ from .errors import InterpretError
 from .storage import BufferView, compact_strides
 
 
-class Executor:
+class Executor(ClassDispatch):
     def __init__(self, func, vars: dict, views: dict, vectorize: bool = True):
         self.func = func
         self.vars = dict(vars)
@@ -31,11 +32,7 @@ class Executor:
         self.signature_vars = set(vars)  # bound for the whole run
         self.view_cache: dict = {}  # view Buffer -> (storage view, BufferView, layout is run-constant)
         self.nest_cache: dict = {}  # id(For) -> static nest plan (or None)
-        self._dispatch = {
-            S.For: self._for, S.BlockRealize: self._block_realize, S.BufferStore: self._store,
-            S.SeqStmt: self._seq, S.IfThenElse: self._if, S.LetStmt: self._let,
-            S.Evaluate: self._evaluate, S.Allocate: self._allocate, S.Block: self._bare_block,
-        }
+        self._handlers = self.handlers()
 
     # environment ---------------------------------------------------------------
     def eval(self, e, mask=None):
@@ -98,15 +95,17 @@ class Executor:
     def run(self, stmt):
         if stmt is None:
             return
-        handler = self._dispatch.get(type(stmt))
+        handler = self._handlers[type(stmt)]
         if handler is None:
             raise InterpretError(f"cannot execute statement node {type(stmt).__name__}")
-        handler(stmt)
+        handler(self, stmt)
 
+    @handles(S.SeqStmt)
     def _seq(self, s):
         for child in s.seq:
             self.run(child)
 
+    @handles(S.For)
     def _for(self, s):
         if self.vectorize:
             from .nest import run_nest  # late: nest builds on this module
@@ -124,17 +123,20 @@ class Executor:
         finally:
             self.unbind(token)
 
+    @handles(S.BufferStore)
     def _store(self, s):
         value = as_dtype(self.eval(s.value), s.buffer.dtype)
         indices = [self.eval(i) for i in s.indices]
         self.view(s.buffer).store(indices, value)
 
+    @handles(S.IfThenElse)
     def _if(self, s):
         if self.eval(s.condition):
             self.run(s.then_case)
         else:
             self.run(s.else_case)
 
+    @handles(S.LetStmt)
     def _let(self, s):
         token = self.bind(s.var, self.eval(s.value))
         try:
@@ -142,9 +144,11 @@ class Executor:
         finally:
             self.unbind(token)
 
+    @handles(S.Evaluate)
     def _evaluate(self, s):
         self.eval(s.value)
 
+    @handles(S.Allocate)
     def _allocate(self, s):
         self.views[s.buffer] = self.allocate(s.buffer)
         try:
@@ -156,9 +160,11 @@ class Executor:
         shape = [self.eval_int(d) for d in buffer.shape]
         return BufferView.allocate(buffer.name, shape, np.dtype(buffer.dtype))
 
+    @handles(S.Block)
     def _bare_block(self, block):
         self._block_realize(S.BlockRealize([], None, block))
 
+    @handles(S.BlockRealize)
     def _block_realize(self, realize):
         if not self.eval(realize.predicate):
             return

@@ -14,6 +14,7 @@ from typing import Any, Callable
 from .. import dtype as dt
 from .. import expr as E
 from ..buffer import Buffer
+from ..dispatch import ClassDispatch, handles
 from ..errors import ParseError
 from ..stmt import BufferRegion, Range
 from .diagnostics import SourceInfo, make_parse_error
@@ -49,7 +50,7 @@ def extent_between(lo, hi) -> E.PrimExpr:
     return E.sub(hi, lo)
 
 
-class ExprParser:
+class ExprParser(ClassDispatch):
     """Turns ``ast.expr`` nodes into PrimExprs.
 
     ``lookup(name)`` returns the value bound to a name (Var, PrimExpr,
@@ -115,21 +116,23 @@ class ExprParser:
 
     # -------------------------------------------------------------- evaluation
     def eval(self, node: ast.expr):
-        method = getattr(self, "eval_" + type(node).__name__, None)
+        method = self.handler_for(type(node))
         if method is None:
             raise self.error(f"unsupported expression: {ast.unparse(node)}", node)
         try:
-            return method(node)
+            return method(self, node)
         except ParseError:
             raise
         except (ValueError, TypeError, ZeroDivisionError) as err:
             raise self.error(str(err), node) from None
 
+    @handles(ast.Constant)
     def eval_Constant(self, node: ast.Constant):
         if node.value is None or isinstance(node.value, (int, float, str, bool)):
             return node.value
         raise self.error(f"unsupported constant {node.value!r}", node)
 
+    @handles(ast.Name)
     def eval_Name(self, node: ast.Name):
         value = self.lookup(node.id)
         if value is MISSING:
@@ -138,11 +141,11 @@ class ExprParser:
             raise self.error(self.undefined_message.format(node.id), node)
         return value
 
+    @handles(ast.Tuple, ast.List)
     def eval_Tuple(self, node):
         return [self.eval(e) for e in node.elts]
 
-    eval_List = eval_Tuple
-
+    @handles(ast.BinOp)
     def eval_BinOp(self, node: ast.BinOp):
         a, b = self.eval(node.left), self.eval(node.right)
         op = type(node.op)
@@ -158,6 +161,7 @@ class ExprParser:
             return _PY_FOLD[op](a, b)
         return _BINOPS[op](a, b)
 
+    @handles(ast.UnaryOp)
     def eval_UnaryOp(self, node: ast.UnaryOp):
         value = self.eval(node.operand)
         if isinstance(node.op, ast.Not):
@@ -170,6 +174,7 @@ class ExprParser:
             return -self.to_prim(value, node.operand)
         raise self.error("unsupported unary operator", node)
 
+    @handles(ast.BoolOp)
     def eval_BoolOp(self, node: ast.BoolOp):
         cls = E.And if isinstance(node.op, ast.And) else E.Or
         values = [self.to_prim(self.eval(v), v) for v in node.values]
@@ -178,6 +183,7 @@ class ExprParser:
             out = cls(out, v)
         return out
 
+    @handles(ast.Compare)
     def eval_Compare(self, node: ast.Compare):
         left = self.eval(node.left)
         result = None
@@ -192,10 +198,12 @@ class ExprParser:
             left = right
         return result
 
+    @handles(ast.IfExp)
     def eval_IfExp(self, node: ast.IfExp):
         return E.select(self.to_prim(self.eval(node.test), node.test), self.eval(node.body),
                         self.eval(node.orelse))
 
+    @handles(ast.Subscript)
     def eval_Subscript(self, node: ast.Subscript):
         base = self.eval(node.value)
         if isinstance(base, Buffer):
@@ -208,6 +216,7 @@ class ExprParser:
             return base[self.constant(node.slice, "tuple index", (int,))]
         raise self.error(f"cannot index {ast.unparse(node.value)}", node)
 
+    @handles(ast.Attribute)
     def eval_Attribute(self, node: ast.Attribute):
         if self.is_t(node.value):
             raise self.error(f"T.{node.attr} is not a value here", node)
@@ -217,6 +226,7 @@ class ExprParser:
             return list(value) if isinstance(value, tuple) else value
         raise self.error(f"unsupported attribute {ast.unparse(node)}", node)
 
+    @handles(ast.Call)
     def eval_Call(self, node: ast.Call):
         func = node.func
         if isinstance(func, ast.Attribute) and self.is_t(func.value):

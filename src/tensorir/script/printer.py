@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from .. import expr as E
 from ..buffer import Buffer
+from ..dispatch import ClassDispatch, handles
 from ..function import PrimFunc
 from ..functor import collect
 from ..node import Node
@@ -28,7 +29,7 @@ def _is_var(node) -> bool:
     return isinstance(node, E.Var)
 
 
-class StmtPrinter:
+class StmtPrinter(ClassDispatch):
     def __init__(self, namer: Namer | None = None, step: str = "    "):
         self.name = namer or Namer()
         self.exprs = ExprPrinter(self.name)
@@ -86,33 +87,38 @@ class StmtPrinter:
     def stmt(self, node: Stmt, indent: str, last: bool = True) -> list[str]:
         """Lines for ``node``; ``last`` is False when statements follow it in a sequence
         (then a let or allocation must use the scoped ``with`` form)."""
-        method = getattr(self, "stmt_" + type(node).__name__, None)
+        method = self.handler_for(type(node))
         if method is None:
             raise TypeError(f"cannot print statement {type(node).__name__}")
-        return method(node, indent, last)
+        return method(self, node, indent, last)
 
     def body(self, node: Stmt, indent: str) -> list[str]:
         return self.stmt(node, indent, True)
 
+    @handles(SeqStmt)
     def stmt_SeqStmt(self, node: SeqStmt, indent, last):
         lines = []
         for i, s in enumerate(node.seq):
             lines += self.stmt(s, indent, last and i == len(node.seq) - 1)
         return lines or [indent + "pass"]
 
+    @handles(BufferStore)
     def stmt_BufferStore(self, node: BufferStore, indent, last):
         target = self.exprs.load(node.buffer, node.indices)
         return [f"{indent}{target} = {self.e(node.value, node.buffer.dtype)}"]
 
+    @handles(Evaluate)
     def stmt_Evaluate(self, node: Evaluate, indent, last):
         return [f"{indent}T.evaluate({self.e(node.value)})"]
 
+    @handles(IfThenElse)
     def stmt_IfThenElse(self, node: IfThenElse, indent, last):
         lines = [f"{indent}if {self.e(node.condition)}:"] + self.body(node.then_case, indent + self.step)
         if node.else_case is not None:
             lines += [f"{indent}else:"] + self.body(node.else_case, indent + self.step)
         return lines
 
+    @handles(LetStmt)
     def stmt_LetStmt(self, node: LetStmt, indent, last):
         value = self.e(node.value)
         name = self.name(node.var)
@@ -120,6 +126,7 @@ class StmtPrinter:
             return [f"{indent}{name} = {value}"] + self.body(node.body, indent)
         return [f"{indent}with T.LetStmt({value}) as {name}:"] + self.body(node.body, indent + self.step)
 
+    @handles(Allocate)
     def stmt_Allocate(self, node: Allocate, indent, last):
         decl = f"T.decl_buffer({self.buffer_args(node.buffer)})"
         name = self.name(node.buffer)
@@ -130,6 +137,7 @@ class StmtPrinter:
         return [f"{indent}with {decl} as {name}:"] + self.view_decls(node.buffer, inner) \
             + self.body(node.body, inner)
 
+    @handles(For)
     def stmt_For(self, node: For, indent, last):
         chain = [node]
         while self._plain_serial(chain[-1]) and self._plain_serial(chain[-1].body) and not (
@@ -165,6 +173,7 @@ class StmtPrinter:
             extra += f", annotations={py_literal(node.annotations)}"
         return f"{_LOOP_FUNCS[node.kind]}({bounds}{extra})"
 
+    @handles(BlockRealize)
     def stmt_BlockRealize(self, node: BlockRealize, indent, last):
         block = node.block
         inner = indent + self.step

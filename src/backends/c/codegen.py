@@ -21,6 +21,7 @@ from tensorir import expr as E
 from tensorir import stmt as S
 from tensorir.arith import Analyzer
 from tensorir.buffer import Buffer
+from tensorir.dispatch import ClassDispatch, handles
 from tensorir.function import PrimFunc
 from tensorir.functor import collect
 
@@ -174,7 +175,7 @@ class _Names:
         return name
 
 
-class CFunctionEmitter:
+class CFunctionEmitter(ClassDispatch):
     def __init__(self, func: PrimFunc, symbol: str, signature: PrimFunc | None = None):
         self.func = func
         self.signature = signature or func
@@ -195,43 +196,61 @@ class CFunctionEmitter:
             name = self.hoisted.get(expr_key(e))
             if name is not None:
                 return name
-        if isinstance(e, E.IntImm):
-            if e.dtype == "bool":
-                return "true" if e.value else "false"
-            if e.dtype == "int64":
-                return f"INT64_C({e.value})"
-            return f"(({c_type(e.dtype)}){e.value})"
-        if isinstance(e, E.FloatImm):
-            return self.float_literal(e.value, e.dtype)
-        if isinstance(e, E.Var):
-            if id(e) not in self.names.by_id:
-                raise CodegenError(f"variable {e.name!r} is used but not defined in {self.func.name!r}")
-            return self.names.by_id[id(e)]
-        if isinstance(e, E.BufferLoad):
-            return f"{self.buffer_name(e.buffer)}[{self.flat_index(e.buffer, e.indices)}]"
-        if isinstance(e, (E.FloorDiv, E.FloorMod)):
-            return self.floor_divmod(e)
-        if isinstance(e, E.Div):
-            reciprocal = self.hoisted.get(expr_key(reciprocal_of(e))) if self.hoisted else None
-            if reciprocal is not None:   # hoisted 1 / divisor (invariant_values.py)
-                return f"({self.expr(e.a)} * {reciprocal})"
-            return f"({self.expr(e.a)} / {self.expr(e.b)})"
-        if isinstance(e, (E.Min, E.Max)):
-            a, b = self.expr(e.a), self.expr(e.b)
-            fn = "rs_min_" if isinstance(e, E.Min) else "rs_max_"
-            return f"{fn}{e.dtype}({a}, {b})"
-        op = _BINARY_C.get(type(e))
-        if op is not None:
-            return f"({self.expr(e.a)} {op} {self.expr(e.b)})"
-        if isinstance(e, E.Not):
-            return f"(!{self.expr(e.a)})"
-        if isinstance(e, E.Select):
-            return f"({self.expr(e.condition)} ? {self.expr(e.true_value)} : {self.expr(e.false_value)})"
-        if isinstance(e, E.Cast):
-            return f"(({c_type(e.dtype)}){self.expr(e.value)})"
-        if isinstance(e, E.Call):
-            return self.call(e)
-        raise CodegenError(f"the C backend cannot emit {type(e).__name__}")
+        handler = self.handler_for(type(e), "expr")
+        if handler is None:
+            raise CodegenError(f"the C backend cannot emit {type(e).__name__}")
+        return handler(self, e)
+
+    @handles(E.IntImm, table="expr")
+    def int_literal(self, e: E.IntImm) -> str:
+        if e.dtype == "bool":
+            return "true" if e.value else "false"
+        if e.dtype == "int64":
+            return f"INT64_C({e.value})"
+        return f"(({c_type(e.dtype)}){e.value})"
+
+    @handles(E.FloatImm, table="expr")
+    def float_imm(self, e: E.FloatImm) -> str:
+        return self.float_literal(e.value, e.dtype)
+
+    @handles(E.Var, table="expr")
+    def var(self, e: E.Var) -> str:
+        if id(e) not in self.names.by_id:
+            raise CodegenError(f"variable {e.name!r} is used but not defined in {self.func.name!r}")
+        return self.names.by_id[id(e)]
+
+    @handles(E.BufferLoad, table="expr")
+    def load(self, e: E.BufferLoad) -> str:
+        return f"{self.buffer_name(e.buffer)}[{self.flat_index(e.buffer, e.indices)}]"
+
+    @handles(E.Div, table="expr")
+    def div(self, e: E.Div) -> str:
+        reciprocal = self.hoisted.get(expr_key(reciprocal_of(e))) if self.hoisted else None
+        if reciprocal is not None:   # hoisted 1 / divisor (invariant_values.py)
+            return f"({self.expr(e.a)} * {reciprocal})"
+        return f"({self.expr(e.a)} / {self.expr(e.b)})"
+
+    @handles(E.Min, E.Max, table="expr")
+    def min_max(self, e) -> str:
+        a, b = self.expr(e.a), self.expr(e.b)
+        fn = "rs_min_" if isinstance(e, E.Min) else "rs_max_"
+        return f"{fn}{e.dtype}({a}, {b})"
+
+    @handles(*_BINARY_C, table="expr")
+    def infix(self, e) -> str:
+        return f"({self.expr(e.a)} {_BINARY_C[type(e)]} {self.expr(e.b)})"
+
+    @handles(E.Not, table="expr")
+    def logical_not(self, e: E.Not) -> str:
+        return f"(!{self.expr(e.a)})"
+
+    @handles(E.Select, table="expr")
+    def select(self, e: E.Select) -> str:
+        return f"({self.expr(e.condition)} ? {self.expr(e.true_value)} : {self.expr(e.false_value)})"
+
+    @handles(E.Cast, table="expr")
+    def cast(self, e: E.Cast) -> str:
+        return f"(({c_type(e.dtype)}){self.expr(e.value)})"
 
     @staticmethod
     def float_literal(value: float, dtype: str) -> str:
@@ -247,6 +266,7 @@ class CFunctionEmitter:
                 text += "f"
         return f"(({c_type(dtype)}){text})" if dtype != "float64" else text
 
+    @handles(E.FloorDiv, E.FloorMod, table="expr")
     def floor_divmod(self, e) -> str:
         a, b = self.expr(e.a), self.expr(e.b)
         if dt.is_float(e.dtype):
@@ -281,6 +301,7 @@ class CFunctionEmitter:
         except Exception:  # noqa: BLE001 - bounds are an optimisation only
             return (None, None)
 
+    @handles(E.Call, table="expr")
     def call(self, e: E.Call) -> str:
         spelling = _MATH.get(e.op)
         if spelling is None:
@@ -322,41 +343,52 @@ class CFunctionEmitter:
         self.lines.append("  " * self.indent + line)
 
     def stmt(self, s) -> None:
-        if isinstance(s, S.SeqStmt):
-            for sub in s.seq:
-                self.stmt(sub)
-        elif isinstance(s, S.BufferStore) and id(s) in self.accumulators:
-            self.accumulate(*self.accumulators[id(s)])
-        elif isinstance(s, S.BufferStore):
-            self.emit(f"{self.buffer_name(s.buffer)}[{self.flat_index(s.buffer, s.indices)}] = "
-                      f"{self.cast_to(s.value, s.buffer.dtype)};")
-        elif isinstance(s, S.For):
-            self.loop(s)
-        elif isinstance(s, S.IfThenElse):
-            self.emit(f"if ({self.expr(s.condition)}) {{")
-            self.nested(s.then_case)
-            if s.else_case is not None:
-                self.emit("} else {")
-                self.nested(s.else_case)
-            self.emit("}")
-        elif isinstance(s, S.LetStmt):
-            name = self.names.get(s.var, s.var.name)
-            self.emit("{")
-            self.indent += 1
-            self.emit(f"const {c_type(s.var.dtype)} {name} = {self.expr(s.value)};")
-            self.stmt(s.body)
-            self.indent -= 1
-            self.emit("}")
-        elif isinstance(s, S.Allocate):
-            self.allocate(s)
-        elif isinstance(s, S.Evaluate):
-            if not isinstance(s.value, (E.IntImm, E.FloatImm)):
-                self.emit(f"(void){self.expr(s.value)};")
-        elif isinstance(s, (S.Block, S.BlockRealize)):
-            raise CodegenError(f"function {self.func.name!r} still has blocks; lower it first "
-                               "(tensorir.transform.lower)")
-        else:
+        handler = self.handler_for(type(s), "stmt")
+        if handler is None:
             raise CodegenError(f"the C backend cannot emit {type(s).__name__}")
+        handler(self, s)
+
+    @handles(S.SeqStmt, table="stmt")
+    def seq(self, s: S.SeqStmt) -> None:
+        for sub in s.seq:
+            self.stmt(sub)
+
+    @handles(S.BufferStore, table="stmt")
+    def store(self, s: S.BufferStore) -> None:
+        if id(s) in self.accumulators:
+            self.accumulate(*self.accumulators[id(s)])
+            return
+        self.emit(f"{self.buffer_name(s.buffer)}[{self.flat_index(s.buffer, s.indices)}] = "
+                  f"{self.cast_to(s.value, s.buffer.dtype)};")
+
+    @handles(S.IfThenElse, table="stmt")
+    def if_then_else(self, s: S.IfThenElse) -> None:
+        self.emit(f"if ({self.expr(s.condition)}) {{")
+        self.nested(s.then_case)
+        if s.else_case is not None:
+            self.emit("} else {")
+            self.nested(s.else_case)
+        self.emit("}")
+
+    @handles(S.LetStmt, table="stmt")
+    def let(self, s: S.LetStmt) -> None:
+        name = self.names.get(s.var, s.var.name)
+        self.emit("{")
+        self.indent += 1
+        self.emit(f"const {c_type(s.var.dtype)} {name} = {self.expr(s.value)};")
+        self.stmt(s.body)
+        self.indent -= 1
+        self.emit("}")
+
+    @handles(S.Evaluate, table="stmt")
+    def evaluate(self, s: S.Evaluate) -> None:
+        if not isinstance(s.value, (E.IntImm, E.FloatImm)):
+            self.emit(f"(void){self.expr(s.value)};")
+
+    @handles(S.Block, S.BlockRealize, table="stmt")
+    def unlowered_block(self, s) -> None:
+        raise CodegenError(f"function {self.func.name!r} still has blocks; lower it first "
+                           "(tensorir.transform.lower)")
 
     def cast_to(self, value, dtype: str) -> str:
         text = self.expr(value)
@@ -367,6 +399,7 @@ class CFunctionEmitter:
         self.stmt(body)
         self.indent -= 1
 
+    @handles(S.For, table="stmt")
     def loop(self, s: S.For) -> None:
         guard = split_guard(s)
         if guard is not None:
@@ -508,6 +541,7 @@ class CFunctionEmitter:
             keys.append(key)
         return keys
 
+    @handles(S.Allocate, table="stmt")
     def allocate(self, s: S.Allocate) -> None:
         buf = s.buffer
         name = self.names.get(buf, buf.name)

@@ -14,64 +14,46 @@ from typing import Callable
 
 from tensorir import dtype as dt
 from tensorir import expr as E
-
-# Python precedence levels used to decide parentheses.
-_PREC_OR, _PREC_AND, _PREC_NOT, _PREC_CMP, _PREC_ADD, _PREC_MUL, _PREC_UNARY, _PREC_ATOM = range(1, 9)
-
-_INFIX = {E.Add: ("+", _PREC_ADD), E.Sub: ("-", _PREC_ADD), E.Mul: ("*", _PREC_MUL),
-          E.FloorDiv: ("//", _PREC_MUL), E.FloorMod: ("%", _PREC_MUL), E.Div: ("/", _PREC_MUL),
-          E.EQ: ("==", _PREC_CMP), E.NE: ("!=", _PREC_CMP), E.LT: ("<", _PREC_CMP),
-          E.LE: ("<=", _PREC_CMP), E.GT: (">", _PREC_CMP), E.GE: (">=", _PREC_CMP),
-          E.And: ("and", _PREC_AND), E.Or: ("or", _PREC_OR)}
-_CALLS = {E.Min: "T.min", E.Max: "T.max"}
+from tensorir.dispatch import handles
+from tensorir.operators import PREC_ATOM, PREC_UNARY, PYTHON_INFIX, left_min_prec
+from tensorir.script.expr_printer import ExprPrinter
 
 
 # ---------------------------------------------------------------- printing
+class SymExprPrinter(ExprPrinter):
+    """The prim_func expression printer with the exact-inverse literal rule: a literal is
+    bare only when int64 or bool (the parser here never adopts a neighbour's dtype), and
+    ``0 - x`` stays a subtraction."""
+
+    def literal(self, e, context_dtype: str | None) -> tuple[str, int]:
+        if isinstance(e, E.IntImm):
+            if e.dtype == "bool":
+                return ("True" if e.value else "False"), PREC_ATOM
+            if e.dtype == "int64":
+                return str(e.value), (PREC_UNARY if e.value < 0 else PREC_ATOM)
+            return f"T.{e.dtype}({e.value})", PREC_ATOM
+        value = repr(e.value) if math.isfinite(e.value) else f'"{e.value}"'
+        return f"T.{e.dtype}({value})", PREC_ATOM
+
+    @handles(*PYTHON_INFIX)
+    def infix(self, e, ctx):
+        symbol, prec = PYTHON_INFIX[type(e)]
+        return f"{self.operand(e.a, left_min_prec(prec))} {symbol} {self.operand(e.b, prec + 1)}", prec
+
+    @handles(E.Call)
+    def intrinsic_call(self, e, ctx):
+        if e.op not in E.INTRINSICS:
+            self.not_in_annotations(e, ctx)
+        return f"T.{e.op}({', '.join(self.fmt(a) for a in e.args)})", PREC_ATOM
+
+    @handles(E.StringImm, E.BufferLoad)
+    def not_in_annotations(self, e, ctx):
+        raise ValueError(f"cannot print {type(e).__name__} in a graph-level annotation")
+
+
 def format_sym_expr(expr: E.PrimExpr, name_of: Callable[[E.Var], str]) -> str:
     """Python source for ``expr``; ``name_of`` names each symbolic variable."""
-    return _format(expr, name_of)[0]
-
-
-def _format(e, name_of) -> tuple[str, int]:
-    if isinstance(e, E.Var):
-        return name_of(e), _PREC_ATOM
-    if isinstance(e, E.IntImm):
-        return _format_int(e)
-    if isinstance(e, E.FloatImm):
-        value = repr(e.value) if math.isfinite(e.value) else f'"{e.value}"'
-        return f"T.{e.dtype}({value})", _PREC_ATOM
-    cls = type(e)
-    if cls in _INFIX:
-        symbol, prec = _INFIX[cls]
-        # Left-associative: the right operand needs strictly higher precedence;
-        # comparisons do not chain, so both sides need it there.
-        left_min = prec + 1 if prec == _PREC_CMP else prec
-        return f"{_wrap(e.a, left_min, name_of)} {symbol} {_wrap(e.b, prec + 1, name_of)}", prec
-    if cls in _CALLS:
-        return f"{_CALLS[cls]}({_format(e.a, name_of)[0]}, {_format(e.b, name_of)[0]})", _PREC_ATOM
-    if isinstance(e, E.Not):
-        return f"not {_wrap(e.a, _PREC_NOT, name_of)}", _PREC_NOT
-    if isinstance(e, E.Select):
-        parts = ", ".join(_format(x, name_of)[0] for x in (e.condition, e.true_value, e.false_value))
-        return f"T.if_then_else({parts})", _PREC_ATOM
-    if isinstance(e, E.Cast):
-        return f'T.Cast("{e.dtype}", {_format(e.value, name_of)[0]})', _PREC_ATOM
-    if isinstance(e, E.Call) and e.op in E.INTRINSICS:
-        return f"T.{e.op}({', '.join(_format(a, name_of)[0] for a in e.args)})", _PREC_ATOM
-    raise ValueError(f"cannot print {type(e).__name__} in a graph-level annotation")
-
-
-def _format_int(e: E.IntImm) -> tuple[str, int]:
-    if e.dtype == "bool":
-        return ("True" if e.value else "False"), _PREC_ATOM
-    if e.dtype == "int64":
-        return str(e.value), (_PREC_UNARY if e.value < 0 else _PREC_ATOM)
-    return f"T.{e.dtype}({e.value})", _PREC_ATOM
-
-
-def _wrap(e, min_prec: int, name_of) -> str:
-    text, prec = _format(e, name_of)
-    return f"({text})" if prec < min_prec else text
+    return SymExprPrinter(name_of).fmt(expr)
 
 
 # ---------------------------------------------------------------- parsing

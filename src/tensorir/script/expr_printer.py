@@ -13,13 +13,9 @@ import math
 
 from .. import expr as E
 from ..buffer import Buffer
-
-# Python operator precedence (higher binds tighter).
-_OR, _AND, _NOT, _CMP, _ADD, _MUL, _UNARY, _ATOM = 1, 2, 3, 4, 6, 7, 8, 10
-_BIN = {E.Add: ("+", _ADD), E.Sub: ("-", _ADD), E.Mul: ("*", _MUL), E.Div: ("/", _MUL),
-        E.FloorDiv: ("//", _MUL), E.FloorMod: ("%", _MUL),
-        E.EQ: ("==", _CMP), E.NE: ("!=", _CMP), E.LT: ("<", _CMP), E.LE: ("<=", _CMP),
-        E.GT: (">", _CMP), E.GE: (">=", _CMP), E.And: ("and", _AND), E.Or: ("or", _OR)}
+from ..dispatch import ClassDispatch, handles
+from ..operators import PREC_ATOM as _ATOM, PREC_NOT as _NOT, PREC_UNARY as _UNARY
+from ..operators import PYTHON_INFIX, SCRIPT_CALLS, left_min_prec
 _DEFAULT_LITERAL_DTYPES = ("int64", "float32", "bool")
 RESERVED = frozenset(keyword.kwlist) | {"T", "range", "min", "max", "abs", "True", "False", "None",
                                         "prim_func", "tensorir", "R"}
@@ -81,7 +77,9 @@ def is_imm(e) -> bool:
     return isinstance(e, (E.IntImm, E.FloatImm))
 
 
-class ExprPrinter:
+class ExprPrinter(ClassDispatch):
+    """Handlers take ``(e, context_dtype)`` and return ``(text, precedence)``."""
+
     def __init__(self, namer: Namer):
         self.name = namer
 
@@ -112,36 +110,56 @@ class ExprPrinter:
         return f"T.{e.dtype}({text})", _ATOM
 
     def _fmt(self, e, ctx: str | None) -> tuple[str, int]:
-        if isinstance(e, (E.IntImm, E.FloatImm)):
-            return self.literal(e, ctx)
-        if isinstance(e, E.StringImm):
-            return json.dumps(e.value), _ATOM
-        if isinstance(e, E.Var):
-            return self.name(e), _ATOM
-        if isinstance(e, E.BufferLoad):
-            return self.load(e.buffer, e.indices), _ATOM
+        handler = self.handler_for(type(e))
+        if handler is None:
+            raise TypeError(f"cannot print {type(e).__name__}")
+        return handler(self, e, ctx)
+
+    @handles(E.IntImm, E.FloatImm)
+    def imm(self, e, ctx):
+        return self.literal(e, ctx)
+
+    @handles(E.StringImm)
+    def string(self, e, ctx):
+        return json.dumps(e.value), _ATOM
+
+    @handles(E.Var)
+    def var(self, e, ctx):
+        return self.name(e), _ATOM
+
+    @handles(E.BufferLoad)
+    def buffer_load(self, e, ctx):
+        return self.load(e.buffer, e.indices), _ATOM
+
+    @handles(*PYTHON_INFIX)
+    def infix(self, e, ctx):
+        symbol, prec = PYTHON_INFIX[type(e)]
         if isinstance(e, E.Sub) and _is_zero(e.a) and not is_imm(e.b):
             return "-" + self.operand(e.b, _UNARY), _UNARY
-        if isinstance(e, (E.Min, E.Max)):
-            name = "T.min" if isinstance(e, E.Min) else "T.max"
-            return f"{name}({self.pair(e.a, e.b, 0)})", _ATOM
-        if type(e) in _BIN:
-            symbol, prec = _BIN[type(e)]
-            if isinstance(e, (E.And, E.Or)):
-                return f"{self.operand(e.a, prec)} {symbol} {self.operand(e.b, prec + 1)}", prec
-            right_prec = prec + 1
-            left_prec = prec + 1 if prec == _CMP else prec
-            return f"{self.pair(e.a, e.b, left_prec, right_prec, symbol)}", prec
-        if isinstance(e, E.Not):
-            return "not " + self.operand(e.a, _NOT), _NOT
-        if isinstance(e, E.Select):
-            return (f"T.if_then_else({self.fmt(e.condition)}, "
-                    f"{self.pair(e.true_value, e.false_value, 0)})", _ATOM)
-        if isinstance(e, E.Cast):
-            return f'T.Cast("{e.dtype}", {self.fmt(e.value)})', _ATOM
-        if isinstance(e, E.Call):
-            return self.call(e), _ATOM
-        raise TypeError(f"cannot print {type(e).__name__}")
+        if isinstance(e, (E.And, E.Or)):  # operands are bool: no literal context to pass
+            return f"{self.operand(e.a, prec)} {symbol} {self.operand(e.b, prec + 1)}", prec
+        return f"{self.pair(e.a, e.b, left_min_prec(prec), prec + 1, symbol)}", prec
+
+    @handles(*SCRIPT_CALLS)
+    def binary_call(self, e, ctx):
+        return f"{SCRIPT_CALLS[type(e)]}({self.pair(e.a, e.b, 0)})", _ATOM
+
+    @handles(E.Not)
+    def logical_not(self, e, ctx):
+        return "not " + self.operand(e.a, _NOT), _NOT
+
+    @handles(E.Select)
+    def select(self, e, ctx):
+        return (f"T.if_then_else({self.fmt(e.condition)}, "
+                f"{self.pair(e.true_value, e.false_value, 0)})", _ATOM)
+
+    @handles(E.Cast)
+    def cast(self, e, ctx):
+        return f'T.Cast("{e.dtype}", {self.fmt(e.value)})', _ATOM
+
+    @handles(E.Call)
+    def intrinsic_call(self, e, ctx):
+        return self.call(e), _ATOM
 
     def pair(self, a, b, left_prec: int, right_prec: int | None = None, symbol: str = ",") -> str:
         """Two operands; a literal next to a non-literal of its dtype prints bare."""

@@ -2,7 +2,9 @@
 
 ``R.prim_value(T.exp(1.0))`` holds a loop-level ``Call``, ``R.shape([n * 2])`` a loop-level
 ``Var``; the graph level has its own ``Call``, ``Var`` and ``StringImm``. With dispatch keyed on
-class names, LambdaLift's ``visit_Call`` was handed the loop-level call and crashed.
+class names, LambdaLift's ``visit_Call`` was handed the loop-level call and crashed. The VM
+computes such values from Python source, which must agree exactly with the interpreter
+(intrinsic calls, float32 rounding after every operation).
 """
 import numpy as np
 import pytest
@@ -28,10 +30,12 @@ class Module:
             a = R.exp(x)
             R.output(a)
         e = R.prim_value(T.exp(1.0))
+        f = R.prim_value(T.exp(1.0) * T.float32(0.1) + T.float32(1e-3))
+        b = R.prim_value(3 < n or n < 2)
         s = R.str("exp")
         shape = R.shape([n * 2])
         out = scale(a)
-        return (out, e, s, shape)
+        return (out, e, f, b, s, shape)
 '''
 
 GRAPH_PASSES = ["LambdaLift", "InlineFunctions", "CanonicalizeBindings", "FoldConstant",

@@ -19,7 +19,7 @@ from tensorir.errors import ShapeMismatchError
 from ..interpreter.values import ShapeTuple
 from . import instructions as I
 from .native_library import link_native_library
-from .sym_table import compile_expr
+from .sym_table import RUNTIME_NAMES, compile_expr
 from .values import copy_views, data_pointer, make_match_namespace, own_value, truthy
 
 
@@ -32,7 +32,7 @@ class FunctionCode:
         self.exprs = {}
         for pc, ins in enumerate(func.code):
             if isinstance(ins, I.MatchValues):
-                namespace = make_match_namespace(ins.messages, ins.dtypes)
+                namespace = {**RUNTIME_NAMES, **make_match_namespace(ins.messages, ins.dtypes)}
                 exec(compile(ins.source, f"<vm {func.name} check {pc}>", "exec"), namespace)  # noqa: S102
                 self.matchers[pc] = namespace["_match"]
         # registers that get a data pointer when written (allocations)

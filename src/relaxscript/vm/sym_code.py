@@ -13,6 +13,9 @@ from __future__ import annotations
 
 import string
 
+from tensorir import expr as E
+from tensorir.arith.evaluate import has_intrinsic
+
 
 class SymCodeError(ValueError):
     """Symbol code that is not made of the operators below (a corrupted or foreign executable)."""
@@ -24,6 +27,10 @@ _BINARY = {"+": "+", "-": "-", "*": "*", "//": "//", "%": "%", "/": "/",
 _CALLS = {"tdiv": "_tdiv", "tmod": "_tmod", "min": "min", "max": "max"}
 _CASTS = ("int", "float", "bool")
 _PRIM_KINDS = ("bool", "int", "float")
+# Float dtypes whose values are rounded after every operation (the interpreter's meaning).
+ROUNDED_DTYPES = ("float16", "float32")
+_INTRINSIC_DTYPES = ("float16", "float32", "float64", "int8", "int16", "int32", "int64",
+                     "uint8", "uint16", "uint32", "uint64", "bool")
 
 
 def _index(value, what: str) -> int:
@@ -89,6 +96,22 @@ def render_expr(tree, temps: bool = False) -> str:
         if args[0] not in _CASTS:
             raise SymCodeError(f"unknown cast {args[0]!r}")
         return f"{args[0]}({sub(1)})"
+    if op == "round":
+        arity(2)
+        if args[0] not in ROUNDED_DTYPES:
+            raise SymCodeError(f"cannot round to {args[0]!r}")
+        return f"_round({sub(1)}, {args[0]!r})"
+    if op == "intrin":
+        if len(args) < 2 or not isinstance(args[0], str) or not has_intrinsic(args[0]) \
+                or args[0] not in E.INTRINSICS:
+            raise SymCodeError(f"unknown intrinsic in {tree!r:.80}")
+        if args[1] not in _INTRINSIC_DTYPES:
+            raise SymCodeError(f"intrinsic {args[0]!r} with unknown dtype {args[1]!r}")
+        if len(args) - 2 != E.INTRINSICS[args[0]]:
+            raise SymCodeError(f"intrinsic {args[0]!r} takes {E.INTRINSICS[args[0]]} operand(s), "
+                               f"got {len(args) - 2}")
+        operands = "".join(render_expr(a, temps) + ", " for a in args[2:])
+        return f"_intrin({args[0]!r}, {args[1]!r}, ({operands}))"
     if op == "tuple":
         return "(" + "".join(render_expr(a, temps) + ", " for a in args) + ")"
     if op == "shape_of":

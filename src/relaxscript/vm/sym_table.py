@@ -11,14 +11,13 @@ from __future__ import annotations
 
 from tensorir import dtype as dt
 from tensorir import expr as E
+from tensorir.arith.evaluate import call_intrinsic, has_intrinsic, round_to_dtype
+from tensorir.dispatch import ClassDispatch, handles
 from tensorir.functor import collect
+from tensorir.operators import PYTHON_INFIX
 
 from .instructions import VMBuildError
-from .sym_code import render_expr
-
-_BINARY = {E.Add: "+", E.Sub: "-", E.Mul: "*", E.FloorDiv: "//", E.FloorMod: "%",
-           E.EQ: "==", E.NE: "!=", E.LT: "<", E.LE: "<=", E.GT: ">", E.GE: ">="}
-
+from .sym_code import ROUNDED_DTYPES, render_expr
 
 def trunc_div(a, b):
     """C-style integer division (``tensorir`` Div on integers)."""
@@ -31,7 +30,7 @@ def trunc_mod(a, b):
 
 
 # Names the generated source may use besides the table ``t``.
-RUNTIME_NAMES = {"_tdiv": trunc_div, "_tmod": trunc_mod}
+RUNTIME_NAMES = {"_tdiv": trunc_div, "_tmod": trunc_mod, "_round": round_to_dtype, "_intrin": call_intrinsic}
 
 
 class SymTable:
@@ -70,39 +69,78 @@ class SymTable:
             return ("bool", expr)
         if isinstance(expr, int):
             return ("int", int(expr))
-        if isinstance(expr, E.IntImm):
-            return ("bool", bool(expr.value)) if expr.dtype == "bool" else ("int", int(expr.value))
-        if isinstance(expr, E.FloatImm):
-            return ("float", float(expr.value))
-        if isinstance(expr, E.Var):
-            if (defined is not None and expr not in defined) or expr not in self.var_slots:
-                raise VMBuildError(f"function '{self.func_name}': symbolic var {expr.name} is used "
-                                   "where it has no value (no parameter or match_cast defines it)")
-            return ("t", self.var_slots[expr])
-        op = _BINARY.get(type(expr))
-        if op is not None:
-            return (op, self.code(expr.a, defined), self.code(expr.b, defined))
-        if isinstance(expr, E.Div):
-            a, b = self.code(expr.a, defined), self.code(expr.b, defined)
-            return ("/", a, b) if dt.is_float(expr.dtype) else ("tdiv", a, b)
-        if isinstance(expr, E.Min):
-            return ("min", self.code(expr.a, defined), self.code(expr.b, defined))
-        if isinstance(expr, E.Max):
-            return ("max", self.code(expr.a, defined), self.code(expr.b, defined))
-        if isinstance(expr, E.Or):  # before And: Or subclasses And
-            return ("or", self.code(expr.a, defined), self.code(expr.b, defined))
-        if isinstance(expr, E.And):
-            return ("and", self.code(expr.a, defined), self.code(expr.b, defined))
-        if isinstance(expr, E.Not):
-            return ("not", self.code(expr.a, defined))
-        if isinstance(expr, E.Select):
-            return ("select", self.code(expr.condition, defined), self.code(expr.true_value, defined),
-                    self.code(expr.false_value, defined))
-        if isinstance(expr, E.Cast):
-            conv = "bool" if expr.dtype == "bool" else "float" if dt.is_float(expr.dtype) else "int"
-            return ("cast", conv, self.code(expr.value, defined))
-        raise VMBuildError(f"function '{self.func_name}': the VM cannot compute the symbolic "
-                           f"expression {type(expr).__name__} at run time")
+        return _TreeBuilder(self, defined).tree(expr)
+
+
+class _TreeBuilder(ClassDispatch):
+    """PrimExpr -> ``sym_code`` tree, with the reference interpreter's meaning
+    (``tensorir.arith.evaluate``): floats narrower than float64 are rounded to their
+    dtype after every operation, integer ``Div`` truncates."""
+
+    def __init__(self, table: SymTable, defined):
+        self.table = table
+        self.defined = defined
+
+    def tree(self, expr) -> tuple:
+        handler = self.handler_for(type(expr))
+        if handler is None:
+            raise VMBuildError(f"function '{self.table.func_name}': the VM cannot compute the symbolic "
+                               f"expression {type(expr).__name__} at run time")
+        return handler(self, expr)
+
+    @staticmethod
+    def rounded(tree: tuple, dtype: str) -> tuple:
+        return ("round", dtype, tree) if dtype in ROUNDED_DTYPES else tree
+
+    @handles(E.IntImm)
+    def int_literal(self, expr: E.IntImm) -> tuple:
+        return ("bool", bool(expr.value)) if expr.dtype == "bool" else ("int", int(expr.value))
+
+    @handles(E.FloatImm)
+    def float_literal(self, expr: E.FloatImm) -> tuple:
+        return ("float", float(round_to_dtype(expr.value, expr.dtype)))
+
+    @handles(E.Var)
+    def var(self, expr: E.Var) -> tuple:
+        slots, defined = self.table.var_slots, self.defined
+        if (defined is not None and expr not in defined) or expr not in slots:
+            raise VMBuildError(f"function '{self.table.func_name}': symbolic var {expr.name} is used "
+                               "where it has no value (no parameter or match_cast defines it)")
+        return ("t", slots[expr])
+
+    @handles(*(cls for cls in PYTHON_INFIX if cls is not E.Div))
+    def infix(self, expr) -> tuple:
+        tree = (PYTHON_INFIX[type(expr)][0], self.tree(expr.a), self.tree(expr.b))
+        return self.rounded(tree, expr.dtype)
+
+    @handles(E.Div)
+    def div(self, expr: E.Div) -> tuple:
+        a, b = self.tree(expr.a), self.tree(expr.b)
+        return self.rounded(("/", a, b), expr.dtype) if dt.is_float(expr.dtype) else ("tdiv", a, b)
+
+    @handles(E.Min, E.Max)
+    def min_max(self, expr) -> tuple:
+        return ("min" if isinstance(expr, E.Min) else "max", self.tree(expr.a), self.tree(expr.b))
+
+    @handles(E.Not)
+    def logical_not(self, expr: E.Not) -> tuple:
+        return ("not", self.tree(expr.a))
+
+    @handles(E.Select)
+    def select(self, expr: E.Select) -> tuple:
+        return ("select", self.tree(expr.condition), self.tree(expr.true_value), self.tree(expr.false_value))
+
+    @handles(E.Cast)
+    def cast(self, expr: E.Cast) -> tuple:
+        conv = "bool" if expr.dtype == "bool" else "float" if dt.is_float(expr.dtype) else "int"
+        return self.rounded(("cast", conv, self.tree(expr.value)), expr.dtype)
+
+    @handles(E.Call)
+    def intrinsic(self, expr: E.Call) -> tuple:
+        if not has_intrinsic(expr.op):
+            raise VMBuildError(f"function '{self.table.func_name}': the VM has no implementation of "
+                               f"intrinsic {expr.op!r} in a symbolic expression")
+        return ("intrin", expr.op, expr.dtype, *(self.tree(a) for a in expr.args))
 
 
 def vars_of(expr) -> list[E.Var]:

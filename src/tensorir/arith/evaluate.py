@@ -57,6 +57,23 @@ _INTRINSICS = {
 }
 
 
+def has_intrinsic(op: str) -> bool:
+    return op in _INTRINSICS
+
+
+def call_intrinsic(op: str, dtype: str, args):
+    """Intrinsic ``op`` on Python scalars, its result rounded to ``dtype``."""
+    fn = _INTRINSICS.get(op)
+    if fn is None:
+        raise EvaluationError(f"cannot evaluate call to {op!r}")
+    return _round_to(fn(*args), dtype)
+
+
+def round_to_dtype(value, dtype: str):
+    """A Python scalar of ``dtype``: floats rounded to its precision, like NumPy."""
+    return _round_to(value, dtype)
+
+
 class _Evaluator(ClassDispatch):
     def __init__(self, env: Mapping):
         self.env = env
@@ -143,10 +160,7 @@ class _Evaluator(ClassDispatch):
 
     @handles(E.Call)
     def call(self, e):
-        fn = _INTRINSICS.get(e.op)
-        if fn is None:
-            raise EvaluationError(f"cannot evaluate call to {e.op!r}")
-        return _round_to(fn(*(self.eval(a) for a in e.args)), e.dtype)
+        return call_intrinsic(e.op, e.dtype, [self.eval(a) for a in e.args])
 
     @handles(E.BufferLoad)
     def buffer_load(self, e):

@@ -2,7 +2,7 @@
 
 One ``Frame`` per function call holds that call's variable values and its
 symbolic-variable scope (``ShapeEnv``). Expressions dispatch on their class
-(``_EVAL``); calls of Ops go first to the interpreter's builtins (cross-level
+(``@handles``); calls of Ops go first to the interpreter's builtins (cross-level
 calls, shape values, memory ops) and otherwise to the op registry's NumPy
 reference. Arguments and results are checked against the annotations at
 every function boundary and at every ``match_cast``.
@@ -13,6 +13,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from tensorir.dispatch import ClassDispatch, handles
 from tensorir.errors import IRError, ShapeMismatchError
 from tensorir.function import PrimFunc
 
@@ -57,7 +58,7 @@ class Interpreter:
         return check_values(frame.shape_env, closure.name, [ret])[0]
 
 
-class Frame:
+class Frame(ClassDispatch):
     """Values of one call: graph-level variables and symbolic variables."""
 
     def __init__(self, interp: Interpreter, func_name: str, outer: "Frame | None", shape_env: ShapeEnv):
@@ -67,6 +68,7 @@ class Frame:
         self.shape_env = shape_env
         self.vars: dict[rx.Var, Any] = {}
 
+    @handles(rx.Var)
     def lookup(self, var: rx.Var):
         frame = self
         while frame is not None:
@@ -77,16 +79,83 @@ class Frame:
                       f"is used before it is bound")
 
     def eval(self, expr: rx.Expr):
-        handler = _EVAL.get(type(expr))
+        handler = self.handler_for(type(expr))
         if handler is None:
-            for cls in type(expr).__mro__[1:]:
-                handler = _EVAL.get(cls)
-                if handler is not None:
-                    break
-            else:
-                raise IRError(f"function '{self.func_name}': the interpreter cannot evaluate "
-                              f"{type(expr).__name__}")
+            raise IRError(f"function '{self.func_name}': the interpreter cannot evaluate "
+                          f"{type(expr).__name__}")
         return handler(self, expr)
+
+    # ---------------------------------------------------------------- expressions
+    @handles(rx.Constant)
+    def constant(self, expr: rx.Constant):
+        return expr.data
+
+    @handles(rx.ShapeExpr)
+    def shape(self, expr: rx.ShapeExpr):
+        return ShapeTuple(self.eval_prim(v) for v in expr.values)
+
+    @handles(rx.PrimValue)
+    def prim_value(self, expr: rx.PrimValue):
+        return coerce(self.eval_prim(expr.value), expr.value.dtype)
+
+    @handles(rx.StringImm)
+    def string(self, expr: rx.StringImm):
+        return expr.value
+
+    @handles(rx.Tuple)
+    def tuple_value(self, expr: rx.Tuple):
+        return tuple(self.eval(f) for f in expr.fields)
+
+    @handles(rx.Function)
+    def closure(self, expr: rx.Function):
+        return Closure(self.interp, expr, expr.attrs.get("global_symbol", "<lambda>"), self, self.shape_env)
+
+    def eval_prim(self, expr):
+        try:
+            return self.shape_env.evaluate(expr)
+        except UnboundSymbolError as err:
+            raise ShapeMismatchError(f"function '{self.func_name}': {format_prim_expr(expr)} uses "
+                                     f"symbolic var {err.var.name}, which has no value here") from None
+
+    @handles(rx.TupleGetItem)
+    def tuple_get_item(self, expr: rx.TupleGetItem):
+        value = self.eval(expr.tuple_value)
+        if not isinstance(value, tuple) or isinstance(value, ShapeTuple):
+            raise ShapeMismatchError(f"function '{self.func_name}': indexing [{expr.index}] "
+                                     f"needs a tuple, got {type(value).__name__}")
+        if not -len(value) <= expr.index < len(value):
+            raise ShapeMismatchError(f"function '{self.func_name}': index {expr.index} out of range "
+                                     f"for a tuple of {len(value)} fields")
+        return value[expr.index]
+
+    @handles(rx.If)
+    def if_expr(self, expr: rx.If):
+        cond = self.eval(expr.cond)
+        array = np.asarray(cond)
+        if array.size != 1:
+            raise ShapeMismatchError(f"function '{self.func_name}': an if condition must be a scalar, "
+                                     f"got shape {array.shape}")
+        return self.eval(expr.true_branch if bool(array.reshape(()).item()) else expr.false_branch)
+
+    @handles(rx.SeqExpr)
+    def seq(self, expr: rx.SeqExpr):
+        for block in expr.blocks:
+            for binding in block.bindings:
+                self.run_binding(binding)
+        return self.eval(expr.body)
+
+    @handles(rx.GlobalVar)
+    def global_var(self, expr: rx.GlobalVar):
+        return self.interp.closure_of_global(expr)
+
+    @handles(rx.ExternFunc)
+    def extern(self, expr: rx.ExternFunc):
+        from backends.library import get_library
+        return get_library(expr.global_symbol)
+
+    @handles(rx.Op)
+    def op_value(self, expr: rx.Op):
+        raise IRError(f"function '{self.func_name}': operator {expr.name} used as a value")
 
     # ---------------------------------------------------------------- bindings
     def run_binding(self, binding: rx.Binding) -> None:
@@ -111,6 +180,7 @@ class Frame:
             self.interp.instrument(self.func_name, binding.var, value)
 
     # ---------------------------------------------------------------- calls
+    @handles(rx.Call)
     def call(self, call: rx.Call):
         op = call.op
         if isinstance(op, rx.Op):
@@ -155,71 +225,3 @@ class Frame:
                 isinstance(call.struct_info, TensorStructInfo) and not isinstance(result, np.ndarray)):
             result = np.asarray(result)
         return result
-
-
-# ---------------------------------------------------------------- expression handlers
-def _eval_prim(frame: Frame, expr):
-    try:
-        return frame.shape_env.evaluate(expr)
-    except UnboundSymbolError as err:
-        raise ShapeMismatchError(f"function '{frame.func_name}': {format_prim_expr(expr)} uses "
-                                 f"symbolic var {err.var.name}, which has no value here") from None
-
-
-def _eval_tuple_get_item(frame: Frame, expr: rx.TupleGetItem):
-    value = frame.eval(expr.tuple_value)
-    if not isinstance(value, tuple) or isinstance(value, ShapeTuple):
-        raise ShapeMismatchError(f"function '{frame.func_name}': indexing [{expr.index}] "
-                                 f"needs a tuple, got {type(value).__name__}")
-    if not -len(value) <= expr.index < len(value):
-        raise ShapeMismatchError(f"function '{frame.func_name}': index {expr.index} out of range "
-                                 f"for a tuple of {len(value)} fields")
-    return value[expr.index]
-
-
-def _eval_if(frame: Frame, expr: rx.If):
-    cond = frame.eval(expr.cond)
-    array = np.asarray(cond)
-    if array.size != 1:
-        raise ShapeMismatchError(f"function '{frame.func_name}': an if condition must be a scalar, "
-                                 f"got shape {array.shape}")
-    return frame.eval(expr.true_branch if bool(array.reshape(()).item()) else expr.false_branch)
-
-
-def _eval_seq(frame: Frame, expr: rx.SeqExpr):
-    for block in expr.blocks:
-        for binding in block.bindings:
-            frame.run_binding(binding)
-    return frame.eval(expr.body)
-
-
-def _eval_global(frame: Frame, expr: rx.GlobalVar):
-    return frame.interp.closure_of_global(expr)
-
-
-def _eval_extern(frame: Frame, expr: rx.ExternFunc):
-    from backends.library import get_library
-    return get_library(expr.global_symbol)
-
-
-def _eval_op(frame: Frame, expr: rx.Op):
-    raise IRError(f"function '{frame.func_name}': operator {expr.name} used as a value")
-
-
-_EVAL: dict[type, Callable[[Frame, Any], Any]] = {
-    rx.Var: Frame.lookup,
-    rx.Constant: lambda frame, e: e.data,
-    rx.ShapeExpr: lambda frame, e: ShapeTuple(_eval_prim(frame, v) for v in e.values),
-    rx.PrimValue: lambda frame, e: coerce(_eval_prim(frame, e.value), e.value.dtype),
-    rx.StringImm: lambda frame, e: e.value,
-    rx.Tuple: lambda frame, e: tuple(frame.eval(f) for f in e.fields),
-    rx.TupleGetItem: _eval_tuple_get_item,
-    rx.Call: Frame.call,
-    rx.If: _eval_if,
-    rx.SeqExpr: _eval_seq,
-    rx.Function: lambda frame, e: Closure(frame.interp, e, e.attrs.get("global_symbol", "<lambda>"),
-                                          frame, frame.shape_env),
-    rx.GlobalVar: _eval_global,
-    rx.ExternFunc: _eval_extern,
-    rx.Op: _eval_op,
-}

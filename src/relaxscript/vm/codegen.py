@@ -13,6 +13,7 @@ operator runs through its NumPy reference (``CallFallback``).
 from __future__ import annotations
 
 from tensorir import expr as E
+from tensorir.dispatch import ClassDispatch, handles
 from tensorir.function import PrimFunc
 
 from .. import expr as rx
@@ -37,7 +38,7 @@ class KernelUse:
         self.sym_vars = kernel_sym_vars(func)
 
 
-class FunctionCompiler:
+class FunctionCompiler(ClassDispatch):
     def __init__(self, mod: IRModule, name: str, func: rx.Function, kernels: dict):
         self.mod = mod
         self.name = name
@@ -160,38 +161,53 @@ class FunctionCompiler:
         return dst
 
     def compile_value(self, value, name: str) -> int:
-        if isinstance(value, rx.Var):
-            return self.materialize(value)
-        if isinstance(value, rx.Constant):
-            return self.const_reg(value.data)
-        if isinstance(value, rx.StringImm):
-            return self.const_reg(value.value)
-        if isinstance(value, rx.ShapeExpr):
-            return self.shape_value(value.values, name)
-        if isinstance(value, rx.PrimValue):
-            if isinstance(value.value, (E.IntImm, E.FloatImm)):
-                return self.const_reg(value.value.value)
-            dst = self.new_reg(name)
-            self.emit(I.MakePrim(dst, self.table.code(value.value, self.defined), name))
-            return dst
-        if isinstance(value, rx.Tuple):
-            regs = tuple(self.materialize(f) for f in value.fields)
-            if all(r in self.constants for r in regs):
-                return self.const_reg(tuple(self.constants[r] for r in regs))
-            dst = self.make_tuple(regs, name)
-            if any(r in self.aliasing for r in regs):
-                self.aliasing.add(dst)
-            return dst
-        if isinstance(value, rx.TupleGetItem):
-            return self.get_item(value.tuple_value, value.index, name)
-        if isinstance(value, rx.If):
-            return self.compile_if(value, name)
-        if isinstance(value, rx.Call):
-            return self.compile_call(value, name)
-        if isinstance(value, rx.SeqExpr):
-            return self.compile_seq(value)
-        raise VMBuildError(f"function '{self.name}': the VM cannot compile {type(value).__name__} "
-                           f"(bound to '{name}'); local functions must be lifted to the module first")
+        handler = self.handler_for(type(value))
+        if handler is None:
+            raise VMBuildError(f"function '{self.name}': the VM cannot compile {type(value).__name__} "
+                               f"(bound to '{name}'); local functions must be lifted to the module first")
+        return handler(self, value, name)
+
+    @handles(rx.Var)
+    def compile_var(self, value: rx.Var, name: str) -> int:
+        return self.materialize(value)
+
+    @handles(rx.Constant)
+    def compile_constant(self, value: rx.Constant, name: str) -> int:
+        return self.const_reg(value.data)
+
+    @handles(rx.StringImm)
+    def compile_string(self, value: rx.StringImm, name: str) -> int:
+        return self.const_reg(value.value)
+
+    @handles(rx.ShapeExpr)
+    def compile_shape(self, value: rx.ShapeExpr, name: str) -> int:
+        return self.shape_value(value.values, name)
+
+    @handles(rx.PrimValue)
+    def compile_prim_value(self, value: rx.PrimValue, name: str) -> int:
+        if isinstance(value.value, (E.IntImm, E.FloatImm)):
+            return self.const_reg(value.value.value)
+        dst = self.new_reg(name)
+        self.emit(I.MakePrim(dst, self.table.code(value.value, self.defined), name))
+        return dst
+
+    @handles(rx.Tuple)
+    def compile_tuple(self, value: rx.Tuple, name: str) -> int:
+        regs = tuple(self.materialize(f) for f in value.fields)
+        if all(r in self.constants for r in regs):
+            return self.const_reg(tuple(self.constants[r] for r in regs))
+        dst = self.make_tuple(regs, name)
+        if any(r in self.aliasing for r in regs):
+            self.aliasing.add(dst)
+        return dst
+
+    @handles(rx.TupleGetItem)
+    def compile_get_item(self, value: rx.TupleGetItem, name: str) -> int:
+        return self.get_item(value.tuple_value, value.index, name)
+
+    @handles(rx.SeqExpr)
+    def compile_nested_seq(self, value: rx.SeqExpr, name: str) -> int:
+        return self.compile_seq(value)
 
     def shape_value(self, values, name: str) -> int:
         if all(isinstance(v, E.IntImm) for v in values):
@@ -200,6 +216,7 @@ class FunctionCompiler:
         self.emit(I.MakeShape(dst, tuple(self.table.code(v, self.defined) for v in values), name))
         return dst
 
+    @handles(rx.If)
     def compile_if(self, node: rx.If, name: str) -> int:
         cond = self.materialize(node.cond)
         dst = self.new_reg(name)
@@ -216,6 +233,7 @@ class FunctionCompiler:
         return dst
 
     # ---------------------------------------------------------------- calls
+    @handles(rx.Call)
     def compile_call(self, call: rx.Call, name: str) -> int:
         op = call.op
         if isinstance(op, rx.GlobalVar):

@@ -388,23 +388,18 @@ def struct_info_from_value(value) -> StructInfo:
 
 
 def format_sinfo(sinfo) -> str:
-    """Script form of an annotation for messages."""
-    from .script.printer import format_struct_info  # here: the printer imports this module
-    return format_struct_info(sinfo)
+    """Script form of an annotation, for messages."""
+    if sinfo is None:
+        return "<no annotation>"
+    from .script.printer import format_struct_info  # late: the printer imports this module
+    try:
+        return format_struct_info(sinfo)
+    except ValueError:  # holds a node no annotation can (a message must still be made)
+        return repr(sinfo)
 
 
-def format_prim(e, top: bool = True) -> str:
-    if isinstance(e, tir.IntImm):
-        return str(e.value)
-    if isinstance(e, tir.FloatImm):
-        return repr(e.value)
-    if isinstance(e, tir.Var):
-        return e.name
-    if isinstance(e, (tir.Min, tir.Max)):
-        return f"T.{type(e).__name__.lower()}({format_prim(e.a)}, {format_prim(e.b)})"
-    if isinstance(e, tir.BinaryOp):
-        text = f"{format_prim(e.a, False)} {e.symbol} {format_prim(e.b, False)}"
-        return text if top else f"({text})"
+def format_prim(e) -> str:
+    """Script form of a symbolic expression, for messages."""
     return format_expr(e)
 
 

@@ -7,8 +7,9 @@ from tensorir.structural import structural_equal
 from relaxscript import op
 from relaxscript.analysis import check_well_formed
 from relaxscript.block_builder import BlockBuilder
-from relaxscript.expr import BindingBlock, DataflowBlock, DataflowVar, Var
+from relaxscript.expr import BindingBlock, Call, DataflowBlock, DataflowVar, Var
 from relaxscript.expr_functor import ExprMutator, ExprVisitor, PassMutator
+from tensorir.dispatch import handles
 from relaxscript.struct_info import TensorStructInfo
 
 
@@ -97,6 +98,7 @@ def test_add_func_reuses_identical_functions_and_renames_clashes():
 
 
 class _ExpToNegative(PassMutator):
+    @handles(Call)
     def visit_Call(self, call):
         call = self.generic_visit(call)
         if getattr(call.op, "name", None) == "relax.exp":
@@ -105,6 +107,7 @@ class _ExpToNegative(PassMutator):
 
 
 class _FlattenToIdentity(PassMutator):
+    @handles(Call)
     def visit_Call(self, call):
         call = self.generic_visit(call)
         if getattr(call.op, "name", None) == "relax.flatten":

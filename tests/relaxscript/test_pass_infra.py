@@ -8,6 +8,7 @@ from hypothesis import HealthCheck, given, settings
 import relaxscript as rx
 from relaxscript import transform
 from relaxscript.expr_functor import PassMutator
+from tensorir.dispatch import handles
 from relaxscript.op import get_op
 from relaxscript.transform import (CanonicalizeBindings, DeadCodeElimination, Pass, PassCheckError,
                                    PassContext, Sequential, module_pass)
@@ -32,6 +33,7 @@ def module():
 
 
 class _ReluToExp(PassMutator):
+    @handles(rx.Call)
     def visit_Call(self, call):
         new = self.generic_visit(call)
         if isinstance(new.op, rx.Op) and new.op.name == "relax.nn.relu":
@@ -80,6 +82,7 @@ def test_check_with_interpreter_names_the_wrong_pass():
 
 
 class _AddToSubtract(PassMutator):
+    @handles(rx.Call)
     def visit_Call(self, call):
         new = self.generic_visit(call)
         if isinstance(new.op, rx.Op) and new.op.name == "relax.add":

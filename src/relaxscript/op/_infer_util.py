@@ -21,6 +21,7 @@ from tensorir.script.expr_printer import format_expr
 from ..expr import Constant, PrimValue, ShapeExpr, Tuple
 from ..struct_info import (ObjectStructInfo, PrimStructInfo, ShapeStructInfo, StructInfo,
                            TensorStructInfo, TupleStructInfo)
+from ..struct_info_util import format_sinfo
 from .registry import OpAttributeError
 
 
@@ -43,11 +44,6 @@ def sinfo_of(expr) -> StructInfo:
     if isinstance(expr, Tuple):
         return TupleStructInfo([sinfo_of(f) for f in expr.fields])
     return ObjectStructInfo()
-
-
-def format_sinfo(sinfo: StructInfo) -> str:
-    from ..script.printer import format_struct_info  # here: the script package imports the ops
-    return format_struct_info(sinfo)
 
 
 def format_dim(d) -> str:

@@ -57,6 +57,8 @@ class ClassDispatch:
     # table -> {node class: method name}; built per subclass in __init_subclass__.
     _dispatch_names: dict[str, dict[type, str]] = {}
     _dispatch_tables: dict[str, "HandlerTable"] = {}
+    # The default table, for hot loops: ``self.default_handlers[type(node)]`` (a miss gives None).
+    default_handlers: "HandlerTable"
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
@@ -89,6 +91,7 @@ class ClassDispatch:
                                 f"not by method name)")
         cls._dispatch_names = tables
         cls._dispatch_tables = {table: HandlerTable(cls, entries) for table, entries in tables.items()}
+        cls.default_handlers = cls.handlers(DEFAULT_TABLE)
 
     @classmethod
     def handlers(cls, table: str = DEFAULT_TABLE) -> "HandlerTable":

@@ -32,7 +32,7 @@ class Visitor(ClassDispatch):
     """Read-only walk. Add ``@handles(Class)`` methods; call ``generic_visit`` to recurse."""
 
     def visit(self, node):
-        handler = self.handler_for(type(node))
+        handler = self.default_handlers[type(node)]
         if handler is not None:
             return handler(self, node)
         return self.generic_visit(node)
@@ -63,7 +63,7 @@ class Mutator(ClassDispatch):
         return result
 
     def _dispatch(self, node):
-        handler = self.handler_for(type(node))
+        handler = self.default_handlers[type(node)]
         if handler is not None:
             return handler(self, node)
         return self.generic_visit(node)

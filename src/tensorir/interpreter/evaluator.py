@@ -57,10 +57,9 @@ class ExprEvaluator(ClassDispatch):
 
     def __init__(self, frame):
         self.frame = frame
-        self._handlers = self.handlers()
 
     def eval(self, e, mask=None):
-        handler = self._handlers[type(e)]
+        handler = self.default_handlers[type(e)]
         if handler is None:
             raise InterpretError(f"cannot evaluate expression node {type(e).__name__}")
         return handler(self, e, mask)

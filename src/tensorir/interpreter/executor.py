@@ -32,7 +32,6 @@ class Executor(ClassDispatch):
         self.signature_vars = set(vars)  # bound for the whole run
         self.view_cache: dict = {}  # view Buffer -> (storage view, BufferView, layout is run-constant)
         self.nest_cache: dict = {}  # id(For) -> static nest plan (or None)
-        self._handlers = self.handlers()
 
     # environment ---------------------------------------------------------------
     def eval(self, e, mask=None):
@@ -95,7 +94,7 @@ class Executor(ClassDispatch):
     def run(self, stmt):
         if stmt is None:
             return
-        handler = self._handlers[type(stmt)]
+        handler = self.default_handlers[type(stmt)]
         if handler is None:
             raise InterpretError(f"cannot execute statement node {type(stmt).__name__}")
         handler(self, stmt)

@@ -69,7 +69,7 @@ class ExprVisitor(Visitor):
 class ExprMutator(Mutator):
     """Rebuilds changed expressions; annotations are carried over and rewritten too.
 
-    Override ``visit_<Class>`` for expressions, ``visit_var_def`` to replace
+    Add ``@handles(Class)`` methods for expressions, ``visit_var_def`` to replace
     binders. ``var_remap`` maps graph-level vars and symbolic vars to their
     replacements at every use, annotations included.
     """

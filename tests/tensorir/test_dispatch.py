@@ -192,3 +192,29 @@ def test_python_ast_classes_dispatch_the_same_way():
     tree = ast.parse("f(x)", mode="eval").body
     assert Names.handler_for(type(tree.func))(Names(), tree.func) == "f"
     assert Names.handler_for(type(tree))(Names(), tree) == "Call"
+
+
+def _leaf_classes(cls):
+    subs = cls.__subclasses__()
+    return {cls} if not subs else set().union(*(_leaf_classes(s) for s in subs))
+
+
+def test_every_translator_covers_every_loop_level_expression_class():
+    from backends.c.codegen import CFunctionEmitter
+    from relaxscript.script.sym_expr import SymExprPrinter
+    from relaxscript.vm.sym_table import _PythonSource
+    from tensorir.arith.evaluate import _Evaluator
+    from tensorir.interpreter.evaluator import ExprEvaluator
+    from tensorir.script.expr_printer import ExprPrinter
+
+    leaves = {c for c in _leaf_classes(E.PrimExpr) if c.__module__ == E.__name__}
+    assert {E.Add, E.Or, E.Call, E.BufferLoad} <= leaves
+    not_computable = {  # classes a translator rejects on purpose, with a clear error
+        CFunctionEmitter: {E.StringImm},
+        _PythonSource: {E.StringImm, E.BufferLoad},
+    }
+    for walker, table in ((ExprPrinter, "visit"), (SymExprPrinter, "visit"), (_Evaluator, "visit"),
+                          (ExprEvaluator, "visit"), (CFunctionEmitter, "expr"), (_PythonSource, "visit")):
+        missing = {c.__name__ for c in leaves - not_computable.get(walker, set())
+                   if walker.handler_for(c, table) is None}
+        assert not missing, f"{walker.__qualname__} has no handler for {sorted(missing)}"

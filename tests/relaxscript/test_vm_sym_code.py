@@ -22,11 +22,20 @@ def test_expression_trees_render_to_the_python_they_mean():
     (("cast", "eval", ("t", 0)), "unknown cast 'eval'"),
     (("+", ("t", 0)), "operator '+' takes 2 operand"),
     (("getattr", ("t", 0), ("int", 1)), "unknown operator 'getattr'"),
+    (("round", "float64", ("t", 0)), "cannot round to 'float64'"),
+    (("intrin", "system", "float32", ("t", 0)), "unknown intrinsic"),
+    (("intrin", "exp", "float32'); import os; ('", ("t", 0)), "unknown dtype"),
+    (("intrin", "exp", "float32", ("t", 0), ("t", 1)), "takes 1 operand(s), got 2"),
     ("t[0]", "expected an expression tuple"),
 ])
 def test_anything_else_is_rejected(tree, reason):
     with pytest.raises(SymCodeError, match=re.escape(reason)):
         render_expr(tree)
+
+
+def test_float_rounding_and_intrinsics_render_to_the_interpreter_helpers():
+    tree = ("round", "float32", ("*", ("intrin", "exp", "float32", ("float", 1.0)), ("float", 0.5)))
+    assert render_expr(tree) == "_round((_intrin('exp', 'float32', (float('1.0'), )) * float('0.5')), 'float32')"
 
 
 def test_checks_render_with_derived_assignments_and_a_copy():

@@ -202,7 +202,7 @@ def _leaf_classes(cls):
 def test_every_translator_covers_every_loop_level_expression_class():
     from backends.c.codegen import CFunctionEmitter
     from relaxscript.script.sym_expr import SymExprPrinter
-    from relaxscript.vm.sym_table import _PythonSource
+    from relaxscript.vm.sym_table import _TreeBuilder
     from tensorir.arith.evaluate import _Evaluator
     from tensorir.interpreter.evaluator import ExprEvaluator
     from tensorir.script.expr_printer import ExprPrinter
@@ -211,10 +211,10 @@ def test_every_translator_covers_every_loop_level_expression_class():
     assert {E.Add, E.Or, E.Call, E.BufferLoad} <= leaves
     not_computable = {  # classes a translator rejects on purpose, with a clear error
         CFunctionEmitter: {E.StringImm},
-        _PythonSource: {E.StringImm, E.BufferLoad},
+        _TreeBuilder: {E.StringImm, E.BufferLoad},
     }
     for walker, table in ((ExprPrinter, "visit"), (SymExprPrinter, "visit"), (_Evaluator, "visit"),
-                          (ExprEvaluator, "visit"), (CFunctionEmitter, "expr"), (_PythonSource, "visit")):
+                          (ExprEvaluator, "visit"), (CFunctionEmitter, "expr"), (_TreeBuilder, "visit")):
         missing = {c.__name__ for c in leaves - not_computable.get(walker, set())
                    if walker.handler_for(c, table) is None}
         assert not missing, f"{walker.__qualname__} has no handler for {sorted(missing)}"

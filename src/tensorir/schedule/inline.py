@@ -62,6 +62,7 @@ class _LoadIndexSimplifier(Mutator):
         super().__init__()
         self.analyzer = analyzer
 
+    @handles(BufferLoad)
     def visit_BufferLoad(self, node: BufferLoad):
         node = self.generic_visit(node)
         return node.replace(indices=tuple(self.analyzer.simplify(i) for i in node.indices))

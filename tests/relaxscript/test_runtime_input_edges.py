@@ -359,3 +359,14 @@ def test_a_kernel_scalar_beyond_int64_is_an_error_not_wrapped(runner):
     where = ("fill: scalar parameter 'k'",) if runner == "interpret" else ("function 'main'", "n * n + 1")
     expect_error(lambda: main(x, (2**32,)), *where, "18446744073709551617", "outside the int64 range")
     np.testing.assert_array_equal(main(x, (3,)), np.full(4, 10.0))
+
+
+def test_the_vm_tensor_check_converts_with_the_annotated_dtype_and_never_trusts_subclasses():
+    from relaxscript.vm.sym_code import SymCodeError, render_checks
+    lines = render_checks([("load", 1, 0), ("tensor", 1, 0, 0, 2)]).splitlines()
+    assert lines[2:] == ["    if type(v1) is not _ndarray:",
+                         "        v1 = _as_tensor(v1, 0, _dt[2]); regs[0] = v1"]
+    # a tuple field cannot be written back: only a subclass is viewed, a list is rejected
+    assert "_as_tensor(v1, 0, convert=False)" in render_checks([("load", 1, 0), ("tensor", 1, 0, None)])
+    with pytest.raises(SymCodeError, match="a dtype index"):
+        render_checks([("tensor", 1, 0, 0, "float32')); import os; (('")])

@@ -303,10 +303,14 @@ def test_empty_reductions_give_the_identity_on_every_level(runner):
 
 
 @pytest.mark.parametrize("runner", RUNNERS)
-def test_matmul_over_an_empty_inner_dimension_is_zero(runner):
+@pytest.mark.parametrize("n", [1, 3])
+def test_matmul_over_an_empty_inner_dimension_is_zero(runner, n):
+    """Found by the random-program test drawing k = 0: a single-row product (BLAS's sgemv)
+    left the VM's reused intermediate holding the previous call's values."""
     main = main_of(MATMUL, runner)
-    got = main(np.zeros((3, 0), "float32"), np.zeros((0, 4), "float32"))
-    np.testing.assert_array_equal(got, np.ones((3, 4), "float32"))
+    main(np.ones((n, 2), "float32"), np.ones((2, 4), "float32"))   # the intermediate now holds 2s
+    got = main(np.zeros((n, 0), "float32"), np.zeros((0, 4), "float32"))
+    np.testing.assert_array_equal(got, np.ones((n, 4), "float32"))
 
 
 SOFTMAX = M.HEADER + '''

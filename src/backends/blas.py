@@ -163,7 +163,7 @@ def sgemm(a: np.ndarray, b: np.ndarray, c: np.ndarray, trans_a: bool = False, tr
     _check("c", c, 2)
     _check("b", b, 2)
     m, n, k = product_dims(a.shape, b.shape, c.shape, trans_a, trans_b)
-    a2 = a.reshape(-1, a.shape[-1])
+    a2 = a.reshape(prod(a.shape[:-1]), a.shape[-1])   # not -1: ambiguous for an empty a
     fn = _openblas_sgemm()
     if fn is None or m == 0 or n == 0:
         _numpy_sgemm(a2, b, c, trans_a, trans_b, alpha, beta)
@@ -188,7 +188,7 @@ def _address(array: np.ndarray) -> int:
 
 def _numpy_sgemm(a2, b, c, trans_a, trans_b, alpha, beta) -> None:
     product = np.matmul(a2.T if trans_a else a2, b.T if trans_b else b)
-    c2 = c.reshape(-1, c.shape[-1])
+    c2 = c.reshape(prod(c.shape[:-1]), c.shape[-1])
     if beta == 0.0:
         np.multiply(product, np.float32(alpha), out=c2)
     else:

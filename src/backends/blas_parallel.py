@@ -141,6 +141,10 @@ int rs_sgemm(int trans_a, int trans_b, long m, long n, long k, float alpha, cons
              const float* b, float beta, float* c, int threads) {
   if (bound_sgemm == NULL || bound_sgemv == NULL) return -2;
   if (m == 0 || n == 0) return 0;
+  if (k == 0) {   /* an empty sum: BLAS's sgemv returns early without scaling c by beta */
+    for (long i = 0; i < m * n; ++i) c[i] = beta == 0.0f ? 0.0f : beta * c[i];
+    return 0;
+  }
   const int tb = trans_b ? TRANS : NO_TRANS;
   const int lda = (int)(trans_a ? m : k), ldb = (int)(trans_b ? k : n);
   if (trans_a) {

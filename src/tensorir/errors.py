@@ -40,3 +40,8 @@ class ScheduleError(ValueError):
 
 class ShapeMismatchError(ValueError):
     """A runtime argument or check does not match its declared annotation."""
+
+
+class AllocationError(ShapeMismatchError, MemoryError):
+    """A tensor whose run-time shape cannot be allocated: a negative dimension, or more bytes
+    than the machine can give. Also a ``MemoryError``, so code catching that still does."""

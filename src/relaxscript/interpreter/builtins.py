@@ -19,6 +19,7 @@ from tensorir.function import PrimFunc
 
 from ..expr import Call, ExternFunc, GlobalVar, StringImm
 from ..struct_info import StructInfo, TensorStructInfo, TupleStructInfo
+from .allocation import allocation_error, env_symbols, new_array, shape_text
 from .shape_env import UnboundSymbolError, format_prim_expr
 from .values import ShapeTuple
 
@@ -61,12 +62,13 @@ def allocate(frame: "Frame", sinfo: TensorStructInfo, what: str) -> np.ndarray:
         raise ShapeMismatchError(
             f"function '{frame.func_name}', {what}: output shape ({dims}) uses symbolic var "
             f"{err.var.name}, which has no value in this function") from None
-    if any(s < 0 for s in shape):
-        raise ShapeMismatchError(f"function '{frame.func_name}', {what}: negative output shape {shape}")
     dtype = dt.to_numpy(sinfo.dtype)
-    if dt.is_float(sinfo.dtype):
-        return np.full(shape, np.nan, dtype=dtype)
-    return np.zeros(shape, dtype=dtype)
+
+    def failure(reason):
+        return allocation_error(frame.func_name, f"tensor '{frame.binding_name}' ({what})",
+                                shape_text(sinfo.shape), shape, dtype,
+                                env_symbols(sinfo.shape, frame.shape_env), reason)
+    return new_array(shape, dtype, np.nan if dt.is_float(sinfo.dtype) else 0, failure)
 
 
 def as_value_list(value) -> list:

@@ -23,6 +23,7 @@ from tensorir.errors import ShapeMismatchError
 
 from ..struct_info import (FuncStructInfo, ObjectStructInfo, PrimStructInfo, ShapeStructInfo,
                            StructInfo, TensorStructInfo, TupleStructInfo)
+from .arguments import ArgumentError, check_int, int_range, to_tensor
 from .shape_env import ShapeEnv, UnboundSymbolError, format_prim_expr
 from .values import Closure, ShapeTuple, describe, is_scalar
 
@@ -79,10 +80,12 @@ class _Checker:
         raise TypeError(f"unknown annotation {type(sinfo).__name__}")
 
     def _tensor(self, value, sinfo: TensorStructInfo, path: str, what: str):
-        if isinstance(value, (list, np.generic, bool, int, float)):
-            value = np.asarray(value)
-        if not isinstance(value, np.ndarray):
-            self.fail(what, f"{path}: expected a tensor, got {describe(value)}")
+        if type(value) is not np.ndarray:
+            # lists and scalars take the annotated dtype; a subclass is viewed as a plain array
+            try:
+                value = to_tensor(value, sinfo.dtype)
+            except ArgumentError as err:
+                self.fail(what, f"{path}: expected a tensor, got {err}")
         if sinfo.ndim != -1 and value.ndim != sinfo.ndim:
             self.fail(what, f"{path}: expected rank {sinfo.ndim}, got rank {value.ndim} "
                             f"(shape {tuple(value.shape)})")
@@ -96,13 +99,19 @@ class _Checker:
     def _prim(self, value, sinfo: PrimStructInfo, path: str, what: str):
         if not is_scalar(value):
             self.fail(what, f"{path}: expected a {sinfo.dtype} scalar, got {describe(value)}")
-        kind = np.asarray(value).dtype.kind
+        # a Python int of any size is an int (NumPy would make one beyond 64 bits an object)
+        kind = "i" if isinstance(value, int) and not isinstance(value, bool) else np.asarray(value).dtype.kind
         ok = {"b": "b", "i": "biu", "u": "biu", "f": "biuf"}
         target = "b" if sinfo.dtype == "bool" else "f" if dt.is_float(sinfo.dtype) else "i"
         if kind not in ok[target]:
             self.fail(what, f"{path}: expected a {sinfo.dtype} scalar, got {value!r}")
-        value = np.asarray(value).item()
-        value = bool(value) if target == "b" else float(value) if target == "f" else int(value)
+        value = value if kind == "i" and isinstance(value, int) else np.asarray(value).item()
+        try:
+            value = bool(value) if target == "b" else float(value) if target == "f" else int(value)
+        except OverflowError:   # an int beyond any float
+            self.fail(what, f"{path}: expected a {sinfo.dtype} scalar, got {describe(value)}")
+        if target == "i":
+            self._in_range(value, sinfo.dtype, path, what)
         if sinfo.value is not None:
             self.dims.append(_Dim(sinfo.value, value, path, what))
         return value
@@ -112,12 +121,20 @@ class _Checker:
                 isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in value):
             self.fail(what, f"{path}: expected a shape, got {describe(value)}")
         value = ShapeTuple(value)
+        for i, v in enumerate(value):
+            self._in_range(v, "int64", f"{path}[{i}]", what)
         if sinfo.ndim != -1 and len(value) != sinfo.ndim:
             self.fail(what, f"{path}: expected a shape of {sinfo.ndim} values, got {list(value)}")
         if sinfo.values is not None:
             for i, (expr, actual) in enumerate(zip(sinfo.values, value)):
                 self.dims.append(_Dim(expr, actual, f"{path}[{i}]", what))
         return value
+
+    def _in_range(self, value: int, dtype: str, path: str, what: str) -> None:
+        try:
+            check_int(value, dtype)
+        except ArgumentError as err:
+            self.fail(what, f"{path}: {err}")
 
     # ---------------------------------------------------------------- passes 2 and 3: symbols
     def bind_bare_vars(self) -> None:
@@ -137,7 +154,10 @@ class _Checker:
     def _check_facts(self, var: E.Var, dim: _Dim) -> None:
         actual = dim.actual
         broken = None
-        if var.upper is not None and actual > var.upper:
+        lo, hi = int_range(var.dtype)
+        if not lo <= actual <= hi:   # the VM's symbol table is int64: never wrap
+            broken = f"outside the {var.dtype} range [{lo}, {hi}]"
+        elif var.upper is not None and actual > var.upper:
             broken = f"expected <= {var.upper} (its upper bound)"
         elif var.lower is not None and actual < var.lower:
             broken = f"expected >= {var.lower} (its lower bound)"

@@ -13,6 +13,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from tensorir import dtype as dt
 from tensorir.dispatch import ClassDispatch, handles
 from tensorir.errors import IRError, ShapeMismatchError
 from tensorir.function import PrimFunc
@@ -22,6 +23,7 @@ from ..irmodule import IRModule
 from ..struct_info import TensorStructInfo
 from .builtins import BUILTINS, run_prim_func
 from .checks import CheckItem, check_values
+from .allocation import allocation_error, env_symbols, impossible_shape, shape_text
 from .shape_env import ShapeEnv, UnboundSymbolError, coerce, format_prim_expr
 from .values import Closure, ShapeTuple
 
@@ -67,6 +69,7 @@ class Frame(ClassDispatch):
         self.outer = outer  # the frame a closure was made in (free variables live there)
         self.shape_env = shape_env
         self.vars: dict[rx.Var, Any] = {}
+        self.binding_name = ""   # the binding being evaluated, for allocation errors
 
     @handles(rx.Var)
     def lookup(self, var: rx.Var):
@@ -159,6 +162,7 @@ class Frame(ClassDispatch):
 
     # ---------------------------------------------------------------- bindings
     def run_binding(self, binding: rx.Binding) -> None:
+        self.binding_name = binding.var.name_hint
         if isinstance(binding, rx.MatchCast):
             value = self.eval(binding.value)
             name = binding.var.name_hint
@@ -216,12 +220,40 @@ class Frame(ClassDispatch):
             result = spec.reference(*args, **call.attrs)
         except ShapeMismatchError:
             raise
-        except (ValueError, IndexError) as err:
-            # A data-dependent mismatch deduction could not rule out (e.g. broadcasting n with m).
-            shapes = ", ".join(str(tuple(a.shape)) if isinstance(a, np.ndarray) else repr(a) for a in args)
-            raise ShapeMismatchError(f"function '{self.func_name}': R.{name[len('relax.'):]} failed "
-                                     f"on arguments {shapes}: {err}") from err
+        except (ValueError, MemoryError) as err:
+            failure = self._allocation_failure(call, err)
+            if failure is not None:
+                raise failure from None
+            if isinstance(err, MemoryError):
+                raise
+            self._op_failed(name, args, err)
+        except IndexError as err:
+            self._op_failed(name, args, err)
         if isinstance(result, np.generic) or (
                 isinstance(call.struct_info, TensorStructInfo) and not isinstance(result, np.ndarray)):
             result = np.asarray(result)
         return result
+
+    def _op_failed(self, name: str, args: list, err: Exception):
+        """A data-dependent mismatch deduction could not rule out (e.g. broadcasting n with m)."""
+        shapes = ", ".join(str(tuple(a.shape)) if isinstance(a, np.ndarray) else repr(a) for a in args)
+        raise ShapeMismatchError(f"function '{self.func_name}': R.{name[len('relax.'):]} failed "
+                                 f"on arguments {shapes}: {err}") from err
+
+    def _allocation_failure(self, call: rx.Call, err: Exception):
+        """An AllocationError when the op's deduced result shape is impossible here (or NumPy ran
+        out of memory making it); None when the failure is something else."""
+        sinfo = call.struct_info
+        if not isinstance(sinfo, TensorStructInfo) or sinfo.shape is None or sinfo.dtype is None:
+            return None
+        try:
+            shape = tuple(int(self.shape_env.evaluate(d)) for d in sinfo.shape)
+        except UnboundSymbolError:
+            return None
+        dtype = dt.to_numpy(sinfo.dtype)
+        reason = impossible_shape(shape, np.dtype(dtype).itemsize)
+        if reason is None and not isinstance(err, MemoryError):
+            return None
+        return allocation_error(self.func_name, f"tensor '{self.binding_name}' (R.{call.op.name[6:]})",
+                                shape_text(sinfo.shape), shape, dtype,
+                                env_symbols(sinfo.shape, self.shape_env), reason)

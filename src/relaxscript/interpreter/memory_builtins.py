@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 from dataclasses import dataclass
+from math import prod
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -25,6 +26,7 @@ from tensorir.errors import ShapeMismatchError
 from tensorir.function import PrimFunc
 
 from ..expr import Call, GlobalVar
+from .allocation import allocation_error, impossible_shape
 from .builtins import as_value_list, register_builtin, run_prim_func
 from .values import ShapeTuple
 
@@ -130,8 +132,14 @@ def use_allocator(allocator: FreshAllocator):
         _STATE.user_allocator = saved
 
 
-def _new_storage(nbytes: int) -> Storage:
-    block, fresh = _STATE.allocator.alloc(nbytes)
+def _new_storage(nbytes: int, frame: "Frame", what: str) -> Storage:
+    reason = impossible_shape((nbytes,), 1)
+    try:
+        if reason is not None:
+            raise MemoryError(reason)
+        block, fresh = _STATE.allocator.alloc(nbytes)
+    except (ValueError, MemoryError):
+        raise allocation_error(frame.func_name, what, "", (nbytes,), np.uint8, (), reason) from None
     stats = _STATE.stats
     stats.requested_bytes += nbytes
     if fresh:
@@ -152,9 +160,11 @@ def _release(storage: Storage) -> None:
 def _view(frame: "Frame", storage: Storage, offset: int, shape: ShapeTuple, dtype: str,
           what: str) -> np.ndarray:
     np_dtype = np.dtype(dt.to_numpy(dtype))
-    if any(d < 0 for d in shape):
-        raise ShapeMismatchError(f"function '{frame.func_name}', {what}: negative shape {tuple(shape)}")
-    nbytes = int(np.prod(shape, dtype=np.int64)) * np_dtype.itemsize
+    reason = impossible_shape(shape, np_dtype.itemsize)
+    if reason is not None:
+        raise allocation_error(frame.func_name, f"tensor '{frame.binding_name}' ({what})", "", shape,
+                               np_dtype, (), reason)
+    nbytes = prod(shape) * np_dtype.itemsize
     if storage.killed:
         raise ShapeMismatchError(f"function '{frame.func_name}', {what}: the storage was already killed")
     if offset < 0 or offset + nbytes > storage.nbytes:
@@ -183,7 +193,7 @@ def _alloc_storage(frame: "Frame", call: Call):
     if nbytes < 0:
         raise ShapeMismatchError(f"function '{frame.func_name}': alloc_storage of {nbytes} bytes")
     _STATE.stats.storage_allocations += 1
-    return _new_storage(nbytes)
+    return _new_storage(nbytes, frame, f"storage '{frame.binding_name}' (R.memory.alloc_storage)")
 
 
 @register_builtin("relax.memory.alloc_tensor")
@@ -201,8 +211,12 @@ def _memory_alloc_tensor(frame: "Frame", call: Call):
 def _builtin_alloc_tensor(frame: "Frame", call: Call):
     shape = frame.eval(call.args[0])
     dtype = call.attrs["dtype"]
-    nbytes = int(np.prod(shape, dtype=np.int64)) * np.dtype(dt.to_numpy(dtype)).itemsize
-    storage = _new_storage(max(nbytes, 0))
+    np_dtype = np.dtype(dt.to_numpy(dtype))
+    reason = impossible_shape(shape, np_dtype.itemsize)
+    if reason is not None:
+        raise allocation_error(frame.func_name, f"tensor '{frame.binding_name}' (R.builtin.alloc_tensor)",
+                               "", shape, np_dtype, (), reason)
+    storage = _new_storage(prod(shape) * np_dtype.itemsize, frame, "R.builtin.alloc_tensor")
     view = _view(frame, storage, 0, shape, dtype, "R.builtin.alloc_tensor")
     _STATE.tensor_owner[id(view)] = (view, storage)
     return view

@@ -63,15 +63,17 @@ for _name, _fn in _ACTIVATIONS.items():
 
 
 # ---------------------------------------------------------------- softmax
+# initial=-inf: the max of an empty axis is its identity (the result is empty anyway)
 def _softmax_numpy(x, axis):
-    shifted = x - np.max(x, axis=axis, keepdims=True)
+    shifted = x - np.max(x, axis=axis, keepdims=True, initial=-np.inf)
     e = np.exp(shifted)
     return e / np.sum(e, axis=axis, keepdims=True)
 
 
 def _log_softmax_numpy(x, axis):
-    shifted = x - np.max(x, axis=axis, keepdims=True)
-    return shifted - np.log(np.sum(np.exp(shifted), axis=axis, keepdims=True))
+    shifted = x - np.max(x, axis=axis, keepdims=True, initial=-np.inf)
+    with np.errstate(divide="ignore"):   # log(0) of an empty axis's sum: -inf, never used
+        return shifted - np.log(np.sum(np.exp(shifted), axis=axis, keepdims=True))
 
 
 def _infer_softmax(call, ctx) -> TensorStructInfo:

@@ -2,11 +2,15 @@
 None = all) with ``keepdims``; argmax / argmin over one axis (or the
 flattened tensor) giving int64.
 
-Reductions keep the input dtype (as TVMScript does; NumPy would widen
+An empty reduction gives the identity (sum 0, prod 1, max -inf, min inf;
+mean and variance NaN; argmax/argmin the largest int64), as compiled code
+does. Reductions keep the input dtype (as TVMScript does; NumPy would widen
 integer sums and give float64 means): the reference computes in NumPy and
 casts back to that dtype.
 """
 from __future__ import annotations
+
+import warnings
 
 import numpy as np
 
@@ -37,13 +41,39 @@ def _check_keepdims(keepdims, op: str) -> bool:
     return bool(keepdims)
 
 
+def _lowest(dtype: np.dtype):
+    """The identity of max: -inf, the smallest integer, False."""
+    if dtype.kind == "f":
+        return -np.inf
+    return False if dtype.kind == "b" else np.iinfo(dtype).min
+
+
+def _highest(dtype: np.dtype):
+    """The identity of min: inf, the largest integer, True."""
+    if dtype.kind == "f":
+        return np.inf
+    return True if dtype.kind == "b" else np.iinfo(dtype).max
+
+
+def _empty_mean(fn):
+    # an empty mean or variance is NaN (0 / 0), as in NumPy, without NumPy's RuntimeWarning
+    def reduce(x, axis, keepdims):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            with np.errstate(invalid="ignore", divide="ignore"):
+                return fn(x, axis=axis, keepdims=keepdims)
+    return reduce
+
+
+# An empty reduction gives the reduction's identity, as compiled code does (its init runs
+# before the empty loop): sum 0, prod 1, max -inf, min inf (NumPy would raise for max/min).
 _REDUCE = {
     "sum": lambda x, axis, keepdims: np.sum(x, axis=axis, keepdims=keepdims, dtype=x.dtype),
     "prod": lambda x, axis, keepdims: np.prod(x, axis=axis, keepdims=keepdims, dtype=x.dtype),
-    "mean": lambda x, axis, keepdims: np.mean(x, axis=axis, keepdims=keepdims),
-    "max": lambda x, axis, keepdims: np.max(x, axis=axis, keepdims=keepdims),
-    "min": lambda x, axis, keepdims: np.min(x, axis=axis, keepdims=keepdims),
-    "variance": lambda x, axis, keepdims: np.var(x, axis=axis, keepdims=keepdims),
+    "mean": _empty_mean(np.mean),
+    "max": lambda x, axis, keepdims: np.max(x, axis=axis, keepdims=keepdims, initial=_lowest(x.dtype)),
+    "min": lambda x, axis, keepdims: np.min(x, axis=axis, keepdims=keepdims, initial=_highest(x.dtype)),
+    "variance": _empty_mean(np.var),
 }
 
 
@@ -90,7 +120,13 @@ def _make_arg_reduce(name: str, fn):
         return make_call(op_name, [as_tensor(x)], attrs)
 
     def reference(x, axis=None, keepdims=False):
-        out = fn(x, axis=axis)
+        if x.size == 0 and (axis is None or x.shape[axis % x.ndim] == 0):
+            # no element to point at: the identity of the compiled first-index search (the
+            # largest int64), where NumPy raises
+            shape = () if axis is None else [d for i, d in enumerate(x.shape) if i != axis % x.ndim]
+            out = np.full(shape, np.iinfo(np.int64).max, np.int64)
+        else:
+            out = fn(x, axis=axis)
         if keepdims:
             out = np.reshape(out, [1 if axis is None or i == axis % x.ndim else d
                                    for i, d in enumerate(x.shape)])

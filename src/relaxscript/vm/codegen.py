@@ -22,7 +22,8 @@ from ..irmodule import IRModule
 from ..struct_info import PrimStructInfo, ShapeStructInfo, TensorStructInfo, TupleStructInfo
 from . import instructions as I
 from .instructions import VMBuildError
-from .shape_lowering import CallSiteBuilder, MatchBuilder, bind_kernel_call, function_bounds
+from .shape_lowering import (CallSiteBuilder, MatchBuilder, bind_kernel_call, format_expr, function_bounds,
+                             range_check)
 from .sym_table import SymTable, vars_of
 
 _EMPTY_TUPLE = ()
@@ -327,6 +328,12 @@ class FunctionCompiler(ClassDispatch):
         points = [self.def_point[v] for e in exprs for v in vars_of(e) if v in self.def_point]
         _, target = max(points, key=lambda p: p[0]) if points else (0, self.code[0])
         target.derived.extend(assignments)
+        for expr, (slot, code) in zip(exprs, assignments):
+            if not isinstance(expr, (E.Var, E.IntImm)):   # vars were checked when bound
+                # n * n + 1 beyond int64 would reach the kernel wrapped by the table
+                cond, text = range_check(code, f"symbolic value {format_expr(expr)}")
+                target.messages.append(f"function '{self.name}': {text}")
+                target.checks.append(("fail_if", cond, len(target.messages) - 1, code))
         return base
 
     def alloc_outputs(self, sinfos, name: str) -> list[tuple[int, TensorStructInfo]]:
@@ -335,9 +342,17 @@ class FunctionCompiler(ClassDispatch):
             if not isinstance(sinfo, TensorStructInfo) or sinfo.shape is None or sinfo.dtype is None:
                 raise VMBuildError(f"function '{self.name}': output of '{name}' needs a shape and a dtype")
             reg = self.new_reg(name if len(sinfos) == 1 else f"{name}[{i}]")
-            self.emit(I.AllocTensor(reg, self.shape_code(sinfo.shape), sinfo.dtype, name=name))
+            self.emit(I.AllocTensor(reg, self.shape_code(sinfo.shape), sinfo.dtype, name=name,
+                                    **self.alloc_context(sinfo.shape)))
             outs.append((reg, sinfo))
         return outs
+
+    def alloc_context(self, values) -> dict:
+        """What an allocation error names: the shape as written and its vars' slots and origins."""
+        from ..interpreter.allocation import shape_text
+        used = dict.fromkeys(v for e in values for v in vars_of(e) if self.table.has(v))
+        symbols = tuple((v.name, self.table.slot_of(v), self.origins.get(v, "")) for v in used)
+        return {"shape_text": shape_text(values), "symbols": symbols}
 
     def shape_code(self, values) -> tuple:
         return ("tuple", *(self.table.code(v, self.defined) for v in values))
@@ -427,7 +442,7 @@ def _shape_of_arg(c: FunctionCompiler, expr, what: str):
 def _builtin_alloc_tensor(c: FunctionCompiler, call: rx.Call, name: str) -> int:
     dst = c.new_reg(name)
     shape = _shape_of_arg(c, call.args[0], "R.builtin.alloc_tensor")
-    c.emit(I.AllocTensor(dst, c.shape_code(shape), call.attrs["dtype"], name=name))
+    c.emit(I.AllocTensor(dst, c.shape_code(shape), call.attrs["dtype"], name=name, **c.alloc_context(shape)))
     return dst
 
 
@@ -435,7 +450,7 @@ def _alloc_storage(c: FunctionCompiler, call: rx.Call, name: str) -> int:
     dst = c.new_reg(name)
     (size,) = _shape_of_arg(c, call.args[0], "R.memory.alloc_storage")
     static = size.value if isinstance(size, E.IntImm) else None
-    c.emit(I.AllocStorage(dst, c.table.code(size, c.defined), static, name))
+    c.emit(I.AllocStorage(dst, c.table.code(size, c.defined), static, name, **c.alloc_context([size])))
     if static is not None:
         c.static_storages.add(dst)
     return dst
@@ -452,7 +467,7 @@ def _memory_alloc_tensor(c: FunctionCompiler, call: rx.Call, name: str) -> int:
         all(isinstance(d, E.IntImm) for d in shape)
     dst = c.new_reg(name)
     c.emit(I.AllocTensor(dst, c.shape_code(shape), call.attrs["dtype"], storage,
-                         c.table.code(offset, c.defined), static, name))
+                         c.table.code(offset, c.defined), static, name, **c.alloc_context(shape)))
     c.aliasing.add(dst)
     return dst
 

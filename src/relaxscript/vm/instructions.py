@@ -86,6 +86,8 @@ class AllocStorage(Instr):
     size_code: tuple
     static_size: int | None = None   # bytes, when constant: kept in the frame across calls
     name: str = ""
+    shape_text: str = ""             # for errors: the symbolic size as written, and
+    symbols: tuple = ()              # (var name, slot, where it was bound) of its vars
 
 
 @dataclass
@@ -98,6 +100,8 @@ class AllocTensor(Instr):
     offset_code: tuple = ("int", 0)
     static: bool = False             # constant shape and offset in a static storage: view cached
     name: str = ""
+    shape_text: str = ""             # for errors: the symbolic shape as written, and
+    symbols: tuple = ()              # (var name, slot, where it was bound) of its vars
 
 
 @dataclass

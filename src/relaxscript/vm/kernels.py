@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tensorir.errors import ShapeMismatchError
+from tensorir.errors import AllocationError, ShapeMismatchError
 
 from . import instructions as I
 from .values import data_pointer
@@ -88,8 +88,8 @@ class CKernels:
             for i, r in computed:
                 bufs[i] = data_pointer(regs[r])
             if cfunc(bufs, syms):
-                raise MemoryError(f"function '{func_name}': kernel '{kernel}' failed to allocate "
-                                  "its scratch memory")
+                raise AllocationError(f"function '{func_name}': kernel '{kernel}' failed to "
+                                      "allocate its scratch memory")
             return nxt
         return step
 

@@ -16,6 +16,7 @@ import numpy as np
 
 from tensorir.errors import ShapeMismatchError
 
+from ..interpreter.allocation import allocation_error, impossible_shape
 from ..interpreter.values import ShapeTuple
 from . import instructions as I
 from .native_library import link_native_library
@@ -223,11 +224,16 @@ def _link_alloc_tensor(ins: I.AllocTensor, nxt: int, code: FunctionCode, frame: 
     regs, ptrs, t = frame.regs, frame.ptrs, frame.table
     dst, dtype = ins.dst, np.dtype(ins.dtype)
     shape_of = code.expr(ins.shape_code)
+    fail = _allocation_failure(ins, code, t)
     if ins.storage is None:
         empty = np.empty
 
         def step():
-            array = empty(shape_of(t), dtype)
+            shape = shape_of(t)
+            try:
+                array = empty(shape, dtype)
+            except (ValueError, MemoryError):   # a negative dim, or too many bytes
+                raise fail(shape) from None
             regs[dst] = array
             ptrs[dst] = data_pointer(array)
             return nxt
@@ -238,6 +244,8 @@ def _link_alloc_tensor(ins: I.AllocTensor, nxt: int, code: FunctionCode, frame: 
     def view():
         shape = shape_of(t)
         offset = offset_of(t)
+        if impossible_shape(shape, itemsize) is not None:
+            raise fail(shape)
         nbytes = itemsize * prod(shape)
         buf = regs[storage]
         if offset + nbytes > buf.shape[0]:
@@ -280,16 +288,34 @@ def _link_alloc_storage(ins: I.AllocStorage, nxt: int, code: FunctionCode, frame
         return step
     size_of = code.expr(ins.size_code)
     held = frame.storages
+    fail = _allocation_failure(ins, code, t)
 
     def step():
         size = max(1, size_of(t))
         buf = held.get(dst)
         if buf is None or buf.shape[0] < size:   # grow-only: reused by later calls
-            buf = held[dst] = np.empty(size, np.uint8)
+            try:
+                buf = held[dst] = np.empty(size, np.uint8)
+            except (ValueError, MemoryError):
+                raise fail((size,)) from None
             ptrs[dst] = data_pointer(buf)
         regs[dst] = buf
         return nxt
     return step
+
+
+def _allocation_failure(ins, code: FunctionCode, t):
+    """``fail(shape)``: the AllocationError of an allocation instruction, its vars read from ``t``."""
+    is_storage = isinstance(ins, I.AllocStorage)
+    dtype = np.uint8 if is_storage else np.dtype(ins.dtype)
+    what = f"{'storage' if is_storage else 'tensor'} '{ins.name}'"
+    # executables saved before these fields existed have none
+    text, symbols = getattr(ins, "shape_text", ""), getattr(ins, "symbols", ())
+
+    def fail(shape):
+        return allocation_error(code.func.name, what, text, shape, dtype,
+                                [(name, t[slot], origin) for name, slot, origin in symbols])
+    return fail
 
 
 def _link_fallback(ins: I.CallFallback, nxt: int, code: FunctionCode, frame: Frame):

@@ -228,6 +228,14 @@ def check_function(func, kernels) -> None:
         for name in ("size_code", "shape_code", "offset_code", "code"):
             if hasattr(ins, name):
                 render_expr(getattr(ins, name))
+        if isinstance(ins, (I.AllocTensor, I.AllocStorage)):   # what an allocation error names
+            if not isinstance(getattr(ins, "shape_text", ""), str):
+                raise ValueError(f"{at}: a shape text must be a string")
+            for entry in getattr(ins, "symbols", ()):
+                if not (isinstance(entry, tuple) and len(entry) == 3 and isinstance(entry[0], str)
+                        and isinstance(entry[2], str)):
+                    raise ValueError(f"{at}: malformed allocation symbol {entry!r:.60}")
+                _int(entry[1], f"{at}: an allocation symbol's slot", slots)
         if isinstance(ins, I.MakeShape):
             render_expr(("tuple", *ins.values_code))
         if isinstance(ins, (I.If, I.Goto)):

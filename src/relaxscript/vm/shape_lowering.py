@@ -19,6 +19,7 @@ from tensorir import dtype as dt
 from tensorir import expr as E
 from tensorir.functor import substitute
 
+from ..interpreter.arguments import int_range
 from ..struct_info import (FuncStructInfo, ObjectStructInfo, PrimStructInfo, ShapeStructInfo,
                            TensorStructInfo, TupleStructInfo)
 from ..transform.static_plan_block_memory import UPPER_BOUND_ATTR
@@ -34,6 +35,16 @@ def function_bounds(func, func_name: str) -> dict:
         raise VMBuildError(f"function '{func_name}': {UPPER_BOUND_ATTR} must be a dict "
                            f"{{name: int}}, got {bounds!r}")
     return dict(bounds)
+
+
+def _outside(value: tuple, lo: int, hi: int) -> tuple:
+    return ("or", ("<", value, ("int", lo)), (">", value, ("int", hi)))
+
+
+def range_check(value: tuple, what: str) -> tuple:
+    """``(condition, message)`` of a value a kernel receives that must fit the int64 table."""
+    lo, hi = int_range("int64")
+    return _outside(value, lo, hi), f"{what} = {{actual}} is outside the int64 range [{lo}, {hi}]"
 
 
 def _analyzer():
@@ -88,7 +99,8 @@ class MatchBuilder:
             return
         if isinstance(sinfo, TensorStructInfo):
             k = self._fail(what, f"{path}: expected a tensor, got {{actual}}")
-            emit(("tensor", v, k, writeback))
+            dtype = None if sinfo.dtype is None else self._dtype_index(sinfo.dtype)
+            emit(("tensor", v, k, writeback, dtype))   # lists convert to the annotated dtype
             if sinfo.ndim != -1:
                 k = self._fail(what, f"{path}: expected rank {sinfo.ndim}, got {{actual}}")
                 emit(("rank", v, sinfo.ndim, k))
@@ -106,6 +118,10 @@ class MatchBuilder:
             kind = "bool" if sinfo.dtype == "bool" else "float" if dt.is_float(sinfo.dtype) else "int"
             k = self._fail(what, f"{path}: expected a {sinfo.dtype} scalar, got {{actual}}")
             emit(("prim", v, k, kind, writeback))
+            if kind == "int":   # the symbol table is int64: a larger value must not wrap
+                lo, hi = int_range(sinfo.dtype)
+                k = self._fail(what, f"{path}: {{actual}} is outside the {sinfo.dtype} range [{lo}, {hi}]")
+                emit(("fail_if", _outside(("v", v), lo, hi), k, ("v", v)))
             if sinfo.value is not None:
                 self.dims.append((("v", v), sinfo.value, path, what))
         elif isinstance(sinfo, ShapeStructInfo):
@@ -129,12 +145,17 @@ class MatchBuilder:
             raise VMBuildError(f"function '{self.func_name}': cannot check annotation {type(sinfo).__name__}")
 
     # ---------------------------------------------------------------- symbols
-    def _bind(self, var: E.Var, value: tuple, path: str, what: str) -> None:
+    def _bind(self, var: E.Var, value: tuple, path: str, what: str, int64: bool = True) -> None:
+        """Store a var's value in its slot after checking its facts; ``int64``: the value is
+        known to fit int64 (a tensor dim, a checked shape value), else its range is checked."""
         emit = self.checks.append
         temp = self._temp()
         emit(("let", temp, value))
         x = ("v", temp)
         facts = []
+        if not int64 or var.dtype != "int64":
+            lo, hi = int_range(var.dtype)   # the table is int64 and would wrap a larger value
+            facts.append((_outside(x, lo, hi), f"outside the {var.dtype} range [{lo}, {hi}]"))
         upper, source = var.upper, "its upper bound"
         attr_upper = self.bounds.get(var.name)
         if attr_upper is not None and (upper is None or attr_upper < upper):
@@ -190,7 +211,7 @@ class MatchBuilder:
                 self.checks.append(("fail_if", ("!=", ("%", ("v", r), ("int", a.value)), ("int", 0)),
                                     k, code))
                 self._bind(var, ("//", ("v", r), ("int", a.value)), f"solving {path} = {format_expr(expr)}",
-                           what)
+                           what, int64=False)
                 progress = True
 
     def _check_expressions(self) -> None:

@@ -131,6 +131,12 @@ def _check_line(op: tuple) -> list[str]:
     kind, args = op[0], op[1:]
     shapes = {"load": 2, "tensor": 3, "rank": 3, "dtype": 3, "contiguous": 2, "prim": 4,
               "shape": 3, "shape_len": 3, "tuple": 3, "let": 2, "store": 2}
+    if kind == "tensor" and len(args) == 4:   # with the dtype a list or scalar converts to
+        dtype = args[3]
+        dtype = "None" if dtype is None else f"_dt[{_index(dtype, 'a dtype index')}]"
+        args = args[:3]
+    elif kind == "tensor":
+        dtype = "None"
     if kind in shapes and len(args) != shapes[kind]:
         raise SymCodeError(f"check {kind!r} takes {shapes[kind]} fields, got {len(args)}")
     if kind == "fail_if":
@@ -151,11 +157,13 @@ def _check_line(op: tuple) -> list[str]:
     message = _index(args[1] if kind in ("tensor", "contiguous", "prim", "shape") else args[2],
                      "a message index")
     if kind == "tensor":
+        # not an exact ndarray: a subclass is viewed as a plain array (its shape property is not
+        # trusted); a list or scalar converts to the dtype where the value can be written back
         writeback = _optional_index(args[2], "a register")
-        lines = [f"if not isinstance({v}, _ndarray):"]
+        lines = [f"if type({v}) is not _ndarray:"]
         if writeback is None:
-            return lines + [f"    _fail({message}, _describe({v}))"]
-        return lines + [f"    {v} = _as_tensor({v}, {message}); regs[{writeback}] = {v}"]
+            return lines + [f"    {v} = _as_tensor({v}, {message}, convert=False)"]
+        return lines + [f"    {v} = _as_tensor({v}, {message}, {dtype}); regs[{writeback}] = {v}"]
     if kind == "rank":
         ndim = _index(args[1], "a rank")
         return [f"if {v}.ndim != {ndim}: _fail({message}, f'rank {{{v}.ndim}} (shape {{{v}.shape}})')"]

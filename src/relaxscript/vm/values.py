@@ -7,6 +7,7 @@ import numpy as np
 
 from tensorir.errors import ShapeMismatchError
 
+from ..interpreter.arguments import INT64_MAX, INT64_MIN, ArgumentError, out_of_range, to_tensor
 from ..interpreter.values import ShapeTuple, describe
 
 _from_buffer = ctypes.c_char.from_buffer
@@ -38,13 +39,16 @@ def make_fail(messages):
 def make_match_namespace(messages, dtypes) -> dict:
     fail = make_fail(messages)
 
-    def as_tensor(value, index):
-        if isinstance(value, (list, bool, int, float, np.generic)):
-            try:
-                return np.asarray(value)
-            except ValueError:   # ragged nesting
-                fail(index, "a list that is not rectangular (rows of different lengths)")
-        fail(index, describe(value))
+    def as_tensor(value, index, dtype=None, convert=True):
+        """A value that is not an exact ndarray: an ndarray subclass is viewed as a plain array
+        (its shape property may not describe its buffer); with ``convert``, a list or scalar
+        becomes an array of ``dtype``."""
+        if not convert and not isinstance(value, np.ndarray):
+            fail(index, describe(value))
+        try:
+            return to_tensor(value, dtype)
+        except ArgumentError as err:
+            fail(index, str(err))
 
     def as_prim(value, kind, index):
         if isinstance(value, np.ndarray) and value.ndim == 0:
@@ -54,15 +58,23 @@ def make_match_namespace(messages, dtypes) -> dict:
         ok = {"bool": (bool,), "int": (bool, int), "float": (bool, int, float)}[kind]
         if not isinstance(value, ok):
             fail(index, describe(value))
-        return bool(value) if kind == "bool" else float(value) if kind == "float" else int(value)
+        if kind != "float":
+            return bool(value) if kind == "bool" else int(value)
+        try:
+            return float(value)
+        except OverflowError:   # an int beyond any float
+            fail(index, describe(value))
 
     def as_shape(value, index):
-        if type(value) is ShapeTuple:
-            return value
-        if not isinstance(value, (tuple, list)) or not all(
-                isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in value):
-            fail(index, describe(value))
-        return ShapeTuple(value)
+        if type(value) is not ShapeTuple:
+            if not isinstance(value, (tuple, list)) or not all(
+                    isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in value):
+                fail(index, describe(value))
+            value = ShapeTuple(value)
+        for i, v in enumerate(value):
+            if not INT64_MIN <= v <= INT64_MAX:   # the symbol table is int64: never wrap
+                fail(index, f"{list(value)}, whose value [{i}] = {out_of_range(v, 'int64')}")
+        return value
 
     return {"_fail": fail, "_as_tensor": as_tensor, "_as_prim": as_prim, "_as_shape": as_shape,
             "_describe": describe, "_ndarray": np.ndarray, "_dtype_text": dtype_text,

@@ -7,7 +7,9 @@ where that provably gives the serial result (see ``nest``), serially
 otherwise. ``vectorize=False`` forces the scalar path everywhere (slow; a
 cross-check of the vectorised one).
 
-Semantics worth knowing: every loop kind runs serially; ``alloc_buffer`` and
+Semantics worth knowing: every loop kind runs serially; a reduction's init
+runs before its reduction loops where lowering puts it, so an empty
+reduction gives the init value (the identity: 0 for a sum, -inf for a max); ``alloc_buffer`` and
 ``Allocate`` storage is zero-initialised; integer ``Div`` truncates (C),
 ``FloorDiv``/``FloorMod`` floor; a store casts its value to the buffer dtype;
 an access outside a buffer's shape raises ``OutOfBoundsError`` (never wraps);

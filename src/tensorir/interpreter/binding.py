@@ -70,7 +70,9 @@ class _Binder:
         for param in params:  # scalar params define their vars first
             if isinstance(param, E.Var):
                 self._bind_scalar(param, given[param])
-        buffers = [(p, given[p]) for p in params if isinstance(p, Buffer)]
+        # An ndarray subclass is viewed as a plain array: its own shape property is not trusted.
+        buffers = [(p, np.asarray(given[p]) if isinstance(given[p], np.ndarray) else given[p])
+                   for p in params if isinstance(p, Buffer)]
         for buf, array in buffers:
             self._check_array_kind(buf, array)
         for buf, array in buffers:  # plain-var dims define vars, in parameter order
@@ -101,6 +103,11 @@ class _Binder:
         self.where[var] = where
 
     def _check_facts(self, var, value, where: str):
+        if np_dtype(var.dtype).kind in "iu":
+            info = np.iinfo(np_dtype(var.dtype))
+            if not info.min <= value <= info.max:   # NumPy would raise OverflowError or wrap
+                self.fail(f"{where}: symbolic var {var.name!r} = {value} is outside the {var.dtype} "
+                          f"range [{info.min}, {info.max}]")
         problems = []
         if var.lower is not None and value < var.lower:
             problems.append(f"below its lower bound {var.lower}")

@@ -14,8 +14,10 @@ import numpy as np
 
 from .. import stmt as S
 from ..dispatch import ClassDispatch, handles
+from ..errors import AllocationError
 from ..expr import Var
 from ..functor import collect
+from .empty_reduction import hoisted_form, nest_is_empty
 from .evaluator import ExprEvaluator, as_dtype, scalar
 from .errors import InterpretError
 from .storage import BufferView, compact_strides
@@ -106,6 +108,10 @@ class Executor(ClassDispatch):
 
     @handles(S.For)
     def _for(self, s):
+        hoisted = hoisted_form(self.func, s)
+        if hoisted is not None and nest_is_empty(self, s):
+            self.run(hoisted)   # an empty reduction still runs its init, as compiled code does
+            return
         if self.vectorize:
             from .nest import run_nest  # late: nest builds on this module
             if run_nest(self, s):
@@ -157,7 +163,16 @@ class Executor(ClassDispatch):
 
     def allocate(self, buffer) -> BufferView:
         shape = [self.eval_int(d) for d in buffer.shape]
-        return BufferView.allocate(buffer.name, shape, np.dtype(buffer.dtype))
+        try:
+            if any(d < 0 for d in shape):
+                raise ValueError("a dimension is negative")
+            return BufferView.allocate(buffer.name, shape, np.dtype(buffer.dtype))
+        except (ValueError, MemoryError) as err:   # NumPy's "array is too big" or out of memory
+            used = dict.fromkeys(v for d in buffer.shape for v in collect(d, lambda n: isinstance(n, Var)))
+            bound = ", ".join(f"{v.name} = {int(self.vars[v])}" for v in used if v in self.vars)
+            raise AllocationError(f"{self.func.name}: cannot allocate buffer {buffer.name!r} of shape "
+                                  f"{shape} ({buffer.dtype}): {err}"
+                                  + (f" (symbolic var {bound})" if bound else "")) from None
 
     @handles(S.Block)
     def _bare_block(self, block):

@@ -88,5 +88,11 @@ def _bound_var_ids(stmt) -> set[int]:
     return {id(lp.loop_var) for lp in loops} | {id(iv.var) for b in blocks for iv in b.iter_vars}
 
 
-def hoist_inits(stmt):
-    return _HoistInit(_bound_var_ids(stmt)).visit(stmt)
+def hoist_inits(stmt, bound_ids: set[int] | None = None):
+    """``stmt`` with hoistable inits split out; ``bound_ids``: ids of every loop and iter var
+    of the enclosing function when ``stmt`` is only a part of it (default: ``stmt``'s own)."""
+    return _HoistInit(_bound_var_ids(stmt) if bound_ids is None else bound_ids).visit(stmt)
+
+
+def bound_var_ids(stmt) -> set[int]:
+    return _bound_var_ids(stmt)

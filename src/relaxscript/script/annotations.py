@@ -14,6 +14,7 @@ from typing import Callable
 
 from tensorir import dtype as dt
 from tensorir import expr as E
+from tensorir.script.diagnostics import MAX_NESTING, deeper_than
 
 from ..struct_info import (FuncStructInfo, ObjectStructInfo, PrimStructInfo, ShapeStructInfo,
                            StructInfo, TensorStructInfo, TupleStructInfo)
@@ -240,6 +241,10 @@ class AnnotationParser:
             inner = ast.parse(text, mode="eval").body
         except SyntaxError:
             raise self.error(f"cannot parse the dimension {node.value!r}", node) from None
+        except (RecursionError, MemoryError):
+            inner = None
+        if inner is None or deeper_than(inner, MAX_NESTING) is not None:
+            raise self.error(f"the dimension is nested more than {MAX_NESTING} levels deep", node)
         if isinstance(inner, ast.Name) and self._lookup(inner.id) is None:
             if self._callable_frames:
                 var = self._callable_frames[-1][inner.id] = E.size_var(inner.id)

@@ -18,7 +18,7 @@ import sys
 import textwrap
 
 from tensorir.errors import ParseError
-from tensorir.script.diagnostics import SourceInfo, make_parse_error
+from tensorir.script.diagnostics import SourceInfo, make_parse_error, parse_python
 
 from .. import expr as rx
 from ..irmodule import IRModule
@@ -243,12 +243,7 @@ def _defined_in_class(func) -> bool:
 
 
 def _parse_python(text: str, source: SourceInfo) -> ast.Module:
-    try:
-        return ast.parse(text)
-    except SyntaxError as err:
-        node = ast.Module(body=[], type_ignores=[])
-        node.lineno, node.col_offset = err.lineno or 1, max(0, (err.offset or 1) - 1)
-        raise make_parse_error(f"invalid Python syntax: {err.msg}", node, source) from None
+    return parse_python(text, source)
 
 
 def _is_docstring(stmt) -> bool:

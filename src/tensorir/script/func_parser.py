@@ -11,7 +11,7 @@ from ..function import PrimFunc
 from ..stmt import (Allocate, Block, BlockRealize, BufferStore, Evaluate, For, IfThenElse,
                     LetStmt, Range, Stmt, seq)
 from .block_parser import BlockParserMixin
-from .diagnostics import SourceInfo
+from .diagnostics import MAX_NESTING, SourceInfo, deeper_than
 from .expr_parser import MISSING, ExprParser, extent_between
 from .namespace import DTYPE_NAMES, _Namespace
 from .scope import BlockFrame, LoopInfo, Scope
@@ -230,6 +230,10 @@ class FunctionParser(BlockParserMixin):
             tree = ast.parse(text, mode="eval").body
         except SyntaxError:
             raise self.error(f"invalid shape expression {node.value!r}", node) from None
+        except (RecursionError, MemoryError):
+            tree = None
+        if tree is None or deeper_than(tree, MAX_NESTING) is not None:
+            raise self.error(f"shape expression nested more than {MAX_NESTING} levels deep", node)
         for sub in ast.walk(tree):  # report problems at the string itself
             ast.copy_location(sub, node)
         saved, self.exprs.undefined_message = self.exprs.undefined_message, "undefined symbolic variable {!r}"

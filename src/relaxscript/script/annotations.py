@@ -14,13 +14,16 @@ from typing import Callable
 
 from tensorir import dtype as dt
 from tensorir import expr as E
+from tensorir.functor import collect
 from tensorir.script.diagnostics import MAX_NESTING, deeper_than
+from tensorir.script.literals import int_literal_problem
 
 from ..struct_info import (FuncStructInfo, ObjectStructInfo, PrimStructInfo, ShapeStructInfo,
                            StructInfo, TensorStructInfo, TupleStructInfo)
 from .sym_expr import SymExprParser, format_sym_expr
 
 ANNOTATION_KINDS = ("Tensor", "Shape", "Tuple", "Callable", "Object", "Prim")
+MAX_NDIM = 64  # as NumPy
 
 
 # ---------------------------------------------------------------- printing
@@ -222,12 +225,28 @@ class AnnotationParser:
             value = None
         if not isinstance(value, int) or isinstance(value, bool):
             raise self.error(f"{what} must be an integer, got {ast.unparse(node)}", node)
+        if what == "ndim" and not -1 <= value <= MAX_NDIM:
+            raise self.error(f"ndim must be -1 (unknown) or 0 .. {MAX_NDIM}, got {value}", node)
         return value
 
     def _dims(self, node, what: str) -> list[E.PrimExpr]:
         if not isinstance(node, (ast.Tuple, ast.List)):
             raise self.error(f"{what} must be a tuple or list of dimensions, got {ast.unparse(node)}", node)
-        return [self.dim(d) for d in node.elts]
+        if len(node.elts) > MAX_NDIM:
+            raise self.error(f"{what} has {len(node.elts)} dimensions; at most {MAX_NDIM} are supported", node)
+        return [self._checked_dim(self.dim(d), d) for d in node.elts]
+
+    def _checked_dim(self, value: E.PrimExpr, node) -> E.PrimExpr:
+        """A dimension is an integer expression whose literals fit int64 (a float or an
+        overflowing literal would only fail later, inside generated C)."""
+        if not dt.is_int(value.dtype):
+            raise self.error(f"a dimension must be an integer expression, got {ast.unparse(node)} "
+                             f"of dtype {value.dtype}", node)
+        for literal in collect(value, lambda n: isinstance(n, E.IntImm)):
+            problem = int_literal_problem(literal.value, literal.dtype)
+            if problem is not None:
+                raise self.error(f"in dimension {ast.unparse(node)}: {problem}", node)
+        return value
 
     def dim(self, node: ast.expr) -> E.PrimExpr:
         """One dimension: an int, a symbolic expression, or a string holding one."""

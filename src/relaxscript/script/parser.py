@@ -70,7 +70,7 @@ def from_source(text: str, filename: str = "<string>"):
     if metadata is not None:
         try:
             ctx.metadata = read_metadata(metadata)
-        except (ValueError, TypeError, SyntaxError) as err:
+        except (ValueError, TypeError, SyntaxError, OverflowError) as err:
             raise make_parse_error(f"invalid metadata section: {err}", metadata, source) from None
     classes = [n for n in tree.body if isinstance(n, ast.ClassDef)]
     defs = [n for n in tree.body if isinstance(n, ast.FunctionDef)]
@@ -188,9 +188,15 @@ def _module_attrs(call: ast.Call, ctx: ParseContext) -> dict:
     if len(call.args) != 1 or call.keywords or not isinstance(call.args[0], ast.Dict):
         raise ctx.error('R.module_attrs takes one dict literal: R.module_attrs({"key": value})', call)
     try:
-        return ast.literal_eval(call.args[0])
-    except ValueError:
+        attrs = ast.literal_eval(call.args[0])
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
         raise ctx.error("module attributes must be literal values", call.args[0]) from None
+    from .value_parser import unprintable_literal
+    unprintable = unprintable_literal(attrs)
+    if unprintable is not None:
+        raise ctx.error(f"unsupported module attribute value {unprintable!r}: values are None, bool, "
+                        "int, float, str, or tuples, lists and dicts of them", call.args[0])
+    return attrs
 
 
 # ---------------------------------------------------------------- sources of decorated objects

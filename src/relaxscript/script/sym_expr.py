@@ -14,6 +14,7 @@ from typing import Callable
 
 from tensorir import dtype as dt
 from tensorir import expr as E
+from tensorir.script.literals import int_literal_problem
 
 # Python precedence levels used to decide parentheses.
 _PREC_OR, _PREC_AND, _PREC_NOT, _PREC_CMP, _PREC_ADD, _PREC_MUL, _PREC_UNARY, _PREC_ATOM = range(1, 9)
@@ -101,6 +102,9 @@ class SymExprParser:
     def _eval(self, node):
         """PrimExpr, or a Python int/float/bool for a bare literal (adopts the other side's dtype)."""
         if isinstance(node, ast.Constant):
+            if isinstance(node.value, int) and not isinstance(node.value, bool) \
+                    and int_literal_problem(node.value) is not None:
+                raise self.error(int_literal_problem(node.value), node)
             if isinstance(node.value, (bool, int, float)):
                 return node.value
             raise self.error(f"expected a symbolic expression, got {node.value!r}", node)
@@ -130,9 +134,12 @@ class SymExprParser:
 
     def _build(self, cls, node, *operands):
         try:
-            return cls(*operands)
-        except (TypeError, ValueError) as err:
+            result = cls(*operands)
+        except (TypeError, ValueError, OverflowError) as err:
             raise self.error(str(err), node) from None
+        if isinstance(result, E.IntImm) and int_literal_problem(result.value, result.dtype) is not None:
+            raise self.error(int_literal_problem(result.value, result.dtype), node)
+        return result
 
     def _unary(self, node: ast.UnaryOp):
         value = self._eval(node.operand)

@@ -17,6 +17,7 @@ from ..buffer import Buffer
 from ..errors import ParseError
 from ..stmt import BufferRegion, Range
 from .diagnostics import SourceInfo, make_parse_error
+from .literals import int_literal_problem
 from .namespace import DTYPE_NAMES
 
 MISSING = object()
@@ -88,9 +89,14 @@ class ExprParser:
             return E.StringImm(value)
         if is_literal(value):
             try:
-                return E.const(value, dtype)
-            except (ValueError, TypeError) as err:
+                literal = E.const(value, dtype)
+            except (ValueError, TypeError, OverflowError) as err:
                 raise self.error(str(err), node) from None
+            problem = int_literal_problem(literal.value, literal.dtype) \
+                if isinstance(literal, E.IntImm) else None
+            if problem is not None:
+                raise self.error(problem, node)
+            return literal
         raise self.error(f"expected a scalar expression, got {type(value).__name__}", node)
 
     def constant(self, node: ast.AST, what: str, kinds=(int, float, str, bool)):
@@ -122,10 +128,14 @@ class ExprParser:
             return method(node)
         except ParseError:
             raise
-        except (ValueError, TypeError, ZeroDivisionError) as err:
+        except (ValueError, TypeError, ZeroDivisionError, OverflowError) as err:
             raise self.error(str(err), node) from None
 
     def eval_Constant(self, node: ast.Constant):
+        if isinstance(node.value, int) and not isinstance(node.value, bool):
+            problem = int_literal_problem(node.value)
+            if problem is not None:
+                raise self.error(problem, node)
         if node.value is None or isinstance(node.value, (int, float, str, bool)):
             return node.value
         raise self.error(f"unsupported constant {node.value!r}", node)
@@ -203,6 +213,9 @@ class ExprParser:
             for idx in indices:
                 if isinstance(idx, ast.Slice):
                     raise self.error("slices are only allowed in T.reads/T.writes/T.match_buffer regions", idx)
+            if len(indices) != base.ndim:
+                raise self.error(f"buffer {base.name!r} has {base.ndim} dimension(s), "
+                                 f"indexed with {len(indices)}", node)
             return E.BufferLoad(base, [self.expr(i) for i in indices])
         if isinstance(base, (list, tuple)):
             return base[self.constant(node.slice, "tuple index", (int,))]
@@ -336,4 +349,8 @@ class ExprParser:
         if isinstance(node, (ast.List, ast.Tuple)):
             items = [self.python_value(e) for e in node.elts]
             return items if isinstance(node, ast.List) else tuple(items)
-        return self.eval(node)
+        value = self.eval(node)
+        if not (value is None or isinstance(value, (int, float, str, E.PrimExpr))):
+            raise self.error(f"an annotation value is a literal, a list, tuple or dict of them, "
+                             f"or a scalar expression; got {ast.unparse(node)}", node)
+        return value

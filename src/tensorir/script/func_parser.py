@@ -131,9 +131,12 @@ class FunctionParser(BlockParserMixin):
 
     # ---------------------------------------------------------------- signature
     def parse_params(self, args: list[ast.arg]) -> list:
-        scalars = {}
+        scalars, seen = {}, set()
         for arg in args:  # scalar params first: signature strings may name them
             self.param_name = arg.arg
+            if arg.arg in seen:
+                raise self.error(f"duplicate parameter {arg.arg!r}", arg)
+            seen.add(arg.arg)
             if arg.annotation is None:
                 raise self.error("parameter needs an annotation: T.Buffer(shape, dtype) or a "
                                  "scalar type such as T.int64", arg)

@@ -243,6 +243,12 @@ class ExprParser:
                 return out
             if func.id == "abs" and len(node.args) == 1:
                 return E.call_intrin("abs", self.expr(node.args[0]))
+            if func.id == "float" and len(node.args) == 1 and not node.keywords \
+                    and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str):
+                try:  # float("nan") / float("inf"): how annotation values print non-finite floats
+                    return float(node.args[0].value)
+                except ValueError:
+                    raise self.error(f"float({node.args[0].value!r}) is not a number", node) from None
         raise self.error(f"unknown function {ast.unparse(func)!r}", node)
 
     # -------------------------------------------------------------- T.<name>(...)

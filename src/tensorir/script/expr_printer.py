@@ -7,12 +7,12 @@ just as the IR builders do). Otherwise it is typed: ``T.float16(1.5)``.
 """
 from __future__ import annotations
 
-import json
 import keyword
 import math
 
 from .. import expr as E
 from ..buffer import Buffer
+from .literals import string_literal
 
 # Python operator precedence (higher binds tighter).
 _OR, _AND, _NOT, _CMP, _ADD, _MUL, _UNARY, _ATOM = 1, 2, 3, 4, 6, 7, 8, 10
@@ -37,7 +37,7 @@ class Namer:
         name = self.names.get(id(node))
         if name is not None:
             return name
-        base = "".join(c if c.isalnum() or c == "_" else "_" for c in (node.name or "v"))
+        base = "".join(c if c.isascii() and (c.isalnum() or c == "_") else "_" for c in (node.name or "v"))
         if not base or base[0].isdigit():
             base = "v_" + base
         name, k = base, 0
@@ -53,11 +53,11 @@ class Namer:
 def py_literal(value) -> str:
     """Annotation / attribute values: Python literals, containers, PrimExprs."""
     if isinstance(value, str):
-        return json.dumps(value)
+        return string_literal(value)
     if isinstance(value, bool) or value is None or isinstance(value, int):
         return repr(value)
     if isinstance(value, float):
-        return repr(value) if math.isfinite(value) else f"float({repr(value)!r})"
+        return repr(value) if math.isfinite(value) else f'float("{value!r}")'
     if isinstance(value, dict):
         return "{" + ", ".join(f"{py_literal(k)}: {py_literal(v)}" for k, v in value.items()) + "}"
     if isinstance(value, list):
@@ -115,7 +115,7 @@ class ExprPrinter:
         if isinstance(e, (E.IntImm, E.FloatImm)):
             return self.literal(e, ctx)
         if isinstance(e, E.StringImm):
-            return json.dumps(e.value), _ATOM
+            return string_literal(e.value), _ATOM
         if isinstance(e, E.Var):
             return self.name(e), _ATOM
         if isinstance(e, E.BufferLoad):
@@ -161,7 +161,7 @@ class ExprPrinter:
                 rebuilt = None
             if rebuilt is not None and structural_equal(rebuilt, e, map_free_vars=False):
                 return f"T.{e.op}({args})"
-        return f'T.call_extern("{e.dtype}", {json.dumps(e.op)}{", " + args if args else ""})'
+        return f'T.call_extern("{e.dtype}", {string_literal(e.op)}{", " + args if args else ""})'
 
     def load(self, buffer: Buffer, indices) -> str:
         if not indices:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import ast
+import warnings
 from dataclasses import dataclass, field
 
 from ..errors import ParseError
@@ -65,7 +66,9 @@ def parse_python(text: str, source: SourceInfo, mode: str = "exec", at: ast.AST 
             node.lineno, node.col_offset = lineno, col
         return make_parse_error(message, node, source)
     try:
-        tree = ast.parse(text, mode=mode)
+        with warnings.catch_warnings():  # e.g. "invalid decimal literal": errors follow if it matters
+            warnings.simplefilter("ignore", SyntaxWarning)
+            tree = ast.parse(text, mode=mode)
     except SyntaxError as err:
         raise located(f"invalid Python syntax: {err.msg}", err.lineno or 1,
                       max(0, (err.offset or 1) - 1)) from None

@@ -16,7 +16,7 @@ from tensorir import dtype as dt
 from tensorir import expr as E
 from tensorir.functor import collect
 from tensorir.script.diagnostics import MAX_NESTING, deeper_than
-from tensorir.script.literals import int_literal_problem
+from tensorir.script.literals import int_literal_problem, string_literal
 
 from ..struct_info import (FuncStructInfo, ObjectStructInfo, PrimStructInfo, ShapeStructInfo,
                            StructInfo, TensorStructInfo, TupleStructInfo)
@@ -37,7 +37,7 @@ def format_struct_info(sinfo: StructInfo, name_of: Callable[[E.Var], str] | None
         if isinstance(e, E.IntImm) and e.dtype == "int64":
             return str(e.value)
         text = format_sym_expr(e, name_of)
-        return f'"{text}"' if signature else text
+        return string_literal(text) if signature else text
 
     def fmt(s: StructInfo) -> str:
         if isinstance(s, ObjectStructInfo):

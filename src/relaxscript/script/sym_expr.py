@@ -97,7 +97,7 @@ class SymExprParser:
 
     def parse(self, node: ast.expr) -> E.PrimExpr:
         value = self._eval(node)
-        return E.convert(value) if not isinstance(value, E.PrimExpr) else value
+        return self._build(E.convert, node, value) if not isinstance(value, E.PrimExpr) else value
 
     def _eval(self, node):
         """PrimExpr, or a Python int/float/bool for a bare literal (adopts the other side's dtype)."""
@@ -146,6 +146,7 @@ class SymExprParser:
         if isinstance(node.op, ast.USub):
             if isinstance(value, (int, float)) and not isinstance(value, bool):
                 return -value
+            value = self._build(E.convert, node, value)  # True -> T.bool(True)
             return self._build(E.Sub, node, E.const(0, value.dtype), value)
         if isinstance(node.op, ast.Not):
             return self._build(E.Not, node, value)

@@ -163,9 +163,15 @@ class ExprParser:
         for side, sub in ((a, node.left), (b, node.right)):
             if not (is_literal(side) or isinstance(side, E.PrimExpr)):
                 self.to_prim(side, sub)  # raises a precise error
+        # Python folds two literals only where the IR builders would fold them the same way
+        # (they leave a float % unfolded and floor a float // through math.floor(a / b)).
         if is_literal(a) and is_literal(b) and op in _PY_FOLD and not isinstance(a, bool) \
-                and not isinstance(b, bool) and not (op in (ast.FloorDiv, ast.Mod) and b == 0):
-            return _PY_FOLD[op](a, b)
+                and not isinstance(b, bool) and not (op in (ast.FloorDiv, ast.Mod) and (
+                    b == 0 or isinstance(a, float) or isinstance(b, float))):
+            folded = _PY_FOLD[op](a, b)
+            # An int result beyond int64 stays an expression, as the IR builders keep it.
+            if not isinstance(folded, int) or int_literal_problem(folded, "int64") is None:
+                return folded
         return _BINOPS[op](a, b)
 
     def eval_UnaryOp(self, node: ast.UnaryOp):

@@ -46,7 +46,7 @@ class StmtPrinter:
         for d in dims:
             text = self.e(d)
             bare = E.is_const_int(d) and d.dtype == "int64"
-            parts.append(f'"{text}"' if as_strings and not bare else text)
+            parts.append(string_literal(text) if as_strings and not bare else text)
         return f"({parts[0]},)" if len(parts) == 1 else f"({', '.join(parts)})"
 
     def buffer_args(self, buf: Buffer, signature: bool = False) -> str:
@@ -55,7 +55,7 @@ class StmtPrinter:
             args.append("strides=" + self.shape(buf.strides, signature))
         if not (E.is_const_int(buf.elem_offset, 0) and buf.elem_offset.dtype == "int64"):
             offset = self.e(buf.elem_offset)
-            args.append(f'elem_offset="{offset}"' if signature else f"elem_offset={offset}")
+            args.append(f"elem_offset={string_literal(offset)}" if signature else f"elem_offset={offset}")
         if buf.scope != "global":
             args.append(f"scope={string_literal(buf.scope)}")
         if buf.data is not None:
@@ -103,7 +103,13 @@ class StmtPrinter:
 
     def stmt_BufferStore(self, node: BufferStore, indent, last):
         target = self.exprs.load(node.buffer, node.indices)
-        return [f"{indent}{target} = {self.e(node.value, node.buffer.dtype)}"]
+        # A bare literal adopts the buffer's dtype when parsed; a value of another dtype prints typed.
+        if node.value.dtype == node.buffer.dtype:
+            return [f"{indent}{target} = {self.e(node.value, node.buffer.dtype)}"]
+        text = self.e(node.value)
+        if isinstance(node.value, (E.IntImm, E.FloatImm)) and not text.startswith("T."):
+            text = f"T.{node.value.dtype}({text})"
+        return [f"{indent}{target} = {text}"]
 
     def stmt_Evaluate(self, node: Evaluate, indent, last):
         return [f"{indent}T.evaluate({self.e(node.value)})"]

@@ -5,7 +5,7 @@ parses prints, parses back structurally equal and prints the same text.
 Texts are token-level mutations (deletions, duplications, substitutions, insertions
 of tokens from the text itself or of troublesome ones) of valid scripts of both levels:
 hand-written sources, their printed forms, and drawn prim_funcs with odd names and
-attributes. The default run tries a few dozen texts; ``nox -s slow`` tries thousands.
+attributes; and expressions over odd literals in a store, a loop extent and a prim value. The default run tries a few dozen texts; ``nox -s slow`` tries thousands.
 """
 from __future__ import annotations
 
@@ -96,6 +96,51 @@ def odd_prim_func_texts(draw) -> str:
     return func.replace(name=draw(st.sampled_from(ODD_NAMES)), attrs=attrs).script()
 
 
+# Expressions over odd literals (typed, bool, non-finite, at the int64/uint64 edges),
+# placed in a store, a loop extent and a graph-level prim value.
+EXPR_ATOMS = ["n", "m", "0", "1", "-1", "2", "3.5", "-0.0", "1e308", "1e-320", "True", "False",
+              "T.int32(3)", "T.float16(2.5)", "T.int64(7)", "T.uint8(200)", "T.bool(True)", "T.int8(-128)",
+              "T.float32('nan')", "T.float32('-inf')", "9223372036854775807", "-9223372036854775808",
+              "18446744073709551615", "A[i]", "B[i]"]
+EXPR_OPS = ["+", "-", "*", "/", "//", "%", "<", "<=", "==", "!=", ">", ">=", "and", "or", "**"]
+
+
+@st.composite
+def literal_expressions(draw, depth: int = 4) -> str:
+    if depth == 0 or draw(st.integers(0, 9)) < 3:
+        return draw(st.sampled_from(EXPR_ATOMS))
+    sub = lambda: draw(literal_expressions(depth - 1))  # noqa: E731
+    form = draw(st.integers(0, 7))
+    if form <= 2:
+        return f"({sub()} {draw(st.sampled_from(EXPR_OPS))} {sub()})"
+    if form == 3:
+        return f"({draw(st.sampled_from(['-', 'not ']))}{sub()})"
+    if form == 4:
+        return f"T.{draw(st.sampled_from(['max', 'min', 'floordiv', 'floormod', 'truncdiv']))}({sub()}, {sub()})"
+    if form == 5:
+        return f"T.if_then_else({sub()}, {sub()}, {sub()})"
+    if form == 6:
+        dtype = draw(st.sampled_from(["int32", "float16", "int64", "float32", "bool", "uint8"]))
+        return f"T.Cast('{dtype}', {sub()})"
+    return f"T.{draw(st.sampled_from(['exp', 'sqrt', 'abs']))}({sub()})"
+
+
+@st.composite
+def literal_expression_texts(draw) -> str:
+    expr = draw(literal_expressions())
+    place = draw(st.sampled_from(["store", "extent", "prim_value"]))
+    if place == "store":
+        dtype = draw(st.sampled_from(["float32", "int32", "float16", "int8", "bool"]))
+        return (f'@T.prim_func\ndef f(A: T.Buffer(("n",), "float32"), B: T.Buffer(("n",), "{dtype}"), '
+                f'm: T.int32):\n    n = T.int64()\n    for i in range(n):\n        B[i] = {expr}\n')
+    expr = expr.replace("A[i]", "m").replace("B[i]", "n")
+    if place == "extent":
+        return (f'@T.prim_func\ndef f(A: T.Buffer(("n",), "float32"), m: T.int64):\n    n = T.int64()\n'
+                f'    for i in range({expr}):\n        A[0] = 1.0\n')
+    return (f'@R.function\ndef main(x: R.Tensor(("n", "m"), "f32")):\n    n = T.int64()\n    m = T.int64()\n'
+            f'    s = R.prim_value({expr})\n    return s\n')
+
+
 def _is_located_deduction_error(err: Exception) -> bool:
     """Deduction errors keep their ValueError type and name the script position."""
     return isinstance(err, ValueError) and "<string>:" in str(err)
@@ -137,6 +182,19 @@ def test_mutated_scripts_parse_or_raise_parse_error(text):
 @given(text=odd_prim_func_texts())
 def test_prim_funcs_with_odd_names_and_attributes_round_trip(text):
     assert check_text(text, tir.from_source) == "parsed"
+
+
+@_fuzz(40)
+@given(text=literal_expression_texts())
+def test_literal_expressions_parse_or_raise_parse_error(text):
+    _check_both_levels(text)
+
+
+@pytest.mark.fuzz
+@_fuzz(3000)
+@given(text=literal_expression_texts())
+def test_literal_expressions_parse_or_raise_parse_error_many(text):
+    _check_both_levels(text)
 
 
 @pytest.mark.fuzz

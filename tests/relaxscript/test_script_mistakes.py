@@ -115,3 +115,27 @@ def test_variable_names_print_as_ascii_identifiers(hint):
     again = rx.from_source(mod.script())
     tir.assert_structural_equal(again, mod)
     assert again.script() == mod.script()
+
+
+PRIM = ('@R.function\ndef main(x: R.Tensor(("n", "m"), "f32")):\n    n = T.int64()\n    m = T.int64()\n'
+        '    s = R.prim_value({value})\n    return s\n')
+
+
+@pytest.mark.parametrize("value, message", [
+    ("18446744073709551615", "does not fit in int64"),  # was a ValueError from convert
+])
+def test_prim_value_mistakes_are_parse_errors(value, message):
+    err = parse_error(PRIM.format(value=value))
+    assert message in str(err) and err.lineno == 5, str(err)
+
+
+@pytest.mark.parametrize("value", ["T.float32('nan')", "T.Cast('int32', n) + 1",
+                                   "T.abs(n) * (T.Cast('float16', n) <= (-True))"])  # -True: AttributeError
+def test_prim_values_round_trip_through_signature_strings(value):
+    # The deduced return annotation is written as a string in the signature: quotes
+    # inside it (T.float32("nan"), T.Cast("int32", ...)) used to end that string.
+    func = rx.from_source(PRIM.format(value=value))
+    printed = func.script()
+    again = rx.from_source(printed)
+    tir.assert_structural_equal(func, again)
+    assert again.script() == printed

@@ -78,3 +78,43 @@ def test_function_and_buffer_names_print_as_identifiers(name):
     assert again.script() == printed
     printed_name = Namer()(tir.Buffer(name, (4,), "float32"))
     assert printed_name.isascii() and printed_name.isidentifier()
+
+
+STORE = ('@T.prim_func\ndef f(A: T.Buffer(("n",), "float32"), B: T.Buffer(("n",), "{dtype}"), m: T.int32):\n'
+         '    n = T.int64()\n    for i in range(n):\n        B[i] = {value}\n')
+
+
+# Found by the literal-expression generator of tests/test_script_fuzz.py: each printed
+# a text that parsed back to a different function.
+@pytest.mark.parametrize("dtype, value", [
+    ("float32", "T.max(True, A[i])"),  # True adopting float32 became an IntImm of dtype float32
+    ("float16", "False"),
+    ("float32", "T.float32('nan') + True"),
+    ("int32", "T.int64(7)"),  # a store of another dtype printed its literal bare
+    ("float32", "T.bool(True)"),
+    ("int64", "True + (18446744073709551615 + -9223372036854775808)"),  # folded past int64
+    ("float16", "-T.Cast('uint8', T.uint8(200)) <= T.int8(-128)"),  # guard: an unfolded -200 promoted to uint8
+    ("float16", "18446744073709551615 % (-T.min((-0.0 % -1), T.int8(-128)))"),  # float % folded on re-parse
+    ("int32", "-(((1e-320 / T.int8(-128)) % 1e308) == m)"),
+])
+def test_odd_literal_expressions_round_trip(dtype, value):
+    func = tir.from_source(STORE.format(dtype=dtype, value=value))
+    printed = func.script()
+    again = tir.from_source(printed)
+    tir.assert_structural_equal(func, again)
+    assert again.script() == printed
+
+
+def test_true_adopting_a_float_dtype_is_a_float_literal():
+    from tensorir import expr as E
+    assert isinstance(E.const(True, "float32"), E.FloatImm)
+    assert isinstance(E.add(E.Var("x", "float16"), True).b, E.FloatImm)
+
+
+def test_integer_folds_that_overflow_their_dtype_stay_expressions():
+    from tensorir import expr as E
+    assert isinstance(E.add(E.const(2 ** 62), E.const(2 ** 62)), E.Add)
+    assert isinstance(E.sub(E.const(0, "int8"), E.const(-128, "int8")), E.Sub)
+    assert E.add(E.const(1, "int8"), E.const(2, "int8")).value == 3
+    with pytest.raises(ValueError, match="does not fit in int8"):
+        E.const(300, "int8")

@@ -20,6 +20,7 @@ import relaxscript as rx
 import tensorir as tir
 from tests.relaxscript import script_sources
 from tests.relaxscript.design_module import DESIGN_TEXT
+from tests.relaxscript.test_script_random import random_modules
 from tests.tensorir.catalog import CATALOG
 from tests.tensorir.generators import prim_funcs
 
@@ -60,8 +61,9 @@ def _tokens(text: str) -> list[tuple[int, int, int]]:
 
 
 @st.composite
-def mutated_texts(draw, seeds: list[str]) -> str:
-    text = draw(st.sampled_from(seeds))
+def mutated_texts(draw, seeds) -> str:
+    """Mutations of a text drawn from ``seeds`` (a list of texts or a strategy of texts)."""
+    text = draw(seeds if isinstance(seeds, st.SearchStrategy) else st.sampled_from(seeds))
     for _ in range(draw(st.sampled_from([1, 1, 1, 2, 3]))):
         spans = _tokens(text)
         if not spans:
@@ -141,6 +143,19 @@ def literal_expression_texts(draw) -> str:
             f'    s = R.prim_value({expr})\n    return s\n')
 
 
+@st.composite
+def odd_relax_module_texts(draw) -> str:
+    """A drawn graph-level module whose function and module carry odd attributes."""
+    mod = draw(random_modules())
+    attrs = {draw(st.sampled_from(ODD_NAMES)): draw(st.sampled_from(ODD_VALUES))
+             for _ in range(draw(st.integers(0, 2)))}
+    attrs["global_symbol"] = draw(st.sampled_from(ODD_NAMES))
+    functions = dict(mod.functions)
+    functions["main"] = functions["main"].replace(attrs=attrs)
+    module_attrs = {draw(st.sampled_from(ODD_NAMES)): draw(st.sampled_from(ODD_VALUES))}
+    return rx.IRModule(functions, module_attrs).script()
+
+
 def _is_located_deduction_error(err: Exception) -> bool:
     """Deduction errors keep their ValueError type and name the script position."""
     return isinstance(err, ValueError) and "<string>:" in str(err)
@@ -182,6 +197,25 @@ def test_mutated_scripts_parse_or_raise_parse_error(text):
 @given(text=odd_prim_func_texts())
 def test_prim_funcs_with_odd_names_and_attributes_round_trip(text):
     assert check_text(text, tir.from_source) == "parsed"
+
+
+@_fuzz(10)
+@given(text=odd_relax_module_texts())
+def test_relax_modules_with_odd_attributes_round_trip(text):
+    assert check_text(text, rx.from_source) == "parsed"
+
+
+@_fuzz(10)
+@given(text=mutated_texts(odd_relax_module_texts()))
+def test_mutated_odd_relax_modules_parse_or_raise_parse_error(text):
+    _check_both_levels(text)
+
+
+@pytest.mark.fuzz
+@_fuzz(500)
+@given(text=mutated_texts(odd_relax_module_texts()))
+def test_mutated_odd_relax_modules_parse_or_raise_parse_error_many(text):
+    _check_both_levels(text)
 
 
 @_fuzz(40)

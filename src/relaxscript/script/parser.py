@@ -187,16 +187,10 @@ def _parse_prim_func(node: ast.FunctionDef, ctx: ParseContext):
 def _module_attrs(call: ast.Call, ctx: ParseContext) -> dict:
     if len(call.args) != 1 or call.keywords or not isinstance(call.args[0], ast.Dict):
         raise ctx.error('R.module_attrs takes one dict literal: R.module_attrs({"key": value})', call)
-    try:
-        attrs = ast.literal_eval(call.args[0])
-    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
-        raise ctx.error("module attributes must be literal values", call.args[0]) from None
-    from .value_parser import unprintable_literal
-    unprintable = unprintable_literal(attrs)
-    if unprintable is not None:
-        raise ctx.error(f"unsupported module attribute value {unprintable!r}: values are None, bool, "
-                        "int, float, str, or tuples, lists and dicts of them", call.args[0])
-    return attrs
+    # The literal reader of function attributes: float("nan") included, bytes and sets refused.
+    from .scope import Scope
+    from .value_parser import ValueParser
+    return ValueParser(ctx, Scope(), {}).literal(call.args[0])
 
 
 # ---------------------------------------------------------------- sources of decorated objects

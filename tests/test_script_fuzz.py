@@ -130,7 +130,7 @@ def literal_expressions(draw, depth: int = 4) -> str:
 @st.composite
 def literal_expression_texts(draw) -> str:
     expr = draw(literal_expressions())
-    place = draw(st.sampled_from(["store", "extent", "prim_value"]))
+    place = draw(st.sampled_from(["store", "extent", "prim_value", "shape", "signature"]))
     if place == "store":
         dtype = draw(st.sampled_from(["float32", "int32", "float16", "int8", "bool"]))
         return (f'@T.prim_func\ndef f(A: T.Buffer(("n",), "float32"), B: T.Buffer(("n",), "{dtype}"), '
@@ -139,8 +139,12 @@ def literal_expression_texts(draw) -> str:
     if place == "extent":
         return (f'@T.prim_func\ndef f(A: T.Buffer(("n",), "float32"), m: T.int64):\n    n = T.int64()\n'
                 f'    for i in range({expr}):\n        A[0] = 1.0\n')
+    if place == "signature":
+        return (f'@R.function\ndef main(x: R.Tensor(("n", "m"), "f32"), y: R.Tensor(("{expr}",), "f32")):\n'
+                '    return y\n')
+    value = f"R.shape([{expr}, n])" if place == "shape" else f"R.prim_value({expr})"
     return (f'@R.function\ndef main(x: R.Tensor(("n", "m"), "f32")):\n    n = T.int64()\n    m = T.int64()\n'
-            f'    s = R.prim_value({expr})\n    return s\n')
+            f'    s = {value}\n    return s\n')
 
 
 @st.composite

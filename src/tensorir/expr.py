@@ -203,8 +203,19 @@ class BufferLoad(PrimExpr):
 
     def __init__(self, buffer, indices: Sequence):
         self.buffer = buffer
-        self.indices = tuple(convert(i) for i in indices)
+        self.indices = index_exprs(buffer, indices)
         self.dtype = buffer.dtype
+
+
+def index_exprs(buffer, indices: Sequence) -> tuple:
+    """Buffer indices as PrimExprs; each must be an integer (a string or float index is a mistake
+    that would otherwise print as text that does not parse back)."""
+    out = tuple(convert(i) for i in indices)
+    for i in out:
+        if not dt.is_int(i.dtype):
+            raise TypeError(f"an index of buffer {getattr(buffer, 'name', '?')!r} must be an integer "
+                            f"expression, got a {i.dtype} one")
+    return out
 
 
 # Math intrinsics: name -> number of arguments. Their NumPy and C
@@ -238,11 +249,15 @@ def const(value, dtype: str | None = None) -> PrimExpr:
     if isinstance(value, PrimExpr):
         return value
     if isinstance(value, bool):
+        if dtype is not None and dt.is_float(dtype):  # True adopting a float operand's dtype is 1.0
+            return FloatImm(float(value), dtype)
         return IntImm(value, dtype or "bool")
     if isinstance(value, int):
         dtype = dtype or "int64"
         if dt.is_float(dtype):
             return FloatImm(float(value), dtype)
+        if not _fits(value, dtype):
+            raise ValueError(f"integer {value} does not fit in {dtype}")
         return IntImm(value, dtype)
     if isinstance(value, float):
         dtype = dtype or "float32"
@@ -283,7 +298,7 @@ def _promote_pair(a, b):
 
 
 def _cast_const(dtype: str, e: PrimExpr) -> PrimExpr:
-    if isinstance(e, IntImm) and not dt.is_float(dtype):
+    if isinstance(e, IntImm) and not dt.is_float(dtype) and (dtype == "bool" or _fits(e.value, dtype)):
         return IntImm(e.value, dtype)
     if isinstance(e, (IntImm, FloatImm)) and dt.is_float(dtype):
         return FloatImm(float(e.value), dtype)
@@ -295,11 +310,23 @@ def is_const_int(e, value: int | None = None) -> bool:
 
 
 # ---------------------------------------------------------------- builders with literal folding
+def _fits(value: int, dtype: str) -> bool:
+    """Whether an integer dtype holds ``value`` (other dtypes: always)."""
+    if not dt.is_int(dtype):
+        return True
+    bits = dt.bits(dtype)
+    if dt.is_uint(dtype):
+        return 0 <= value < 2 ** bits
+    return -(2 ** (bits - 1)) <= value < 2 ** (bits - 1)
+
+
 def _fold(cls, a, b, fn):
     a, b = _promote_pair(a, b)
     if isinstance(a, IntImm) and isinstance(b, IntImm) and a.dtype != "bool":
         try:
-            return IntImm(fn(a.value, b.value), a.dtype)
+            value = fn(a.value, b.value)
+            if _fits(value, a.dtype):  # an overflowing result stays an expression (C wraps it)
+                return IntImm(value, a.dtype)
         except ZeroDivisionError:
             pass
     elif isinstance(a, FloatImm) and isinstance(b, FloatImm) and cls is not FloorMod:

@@ -4,7 +4,7 @@ from __future__ import annotations
 from typing import Mapping, Sequence
 
 from .buffer import Buffer
-from .expr import IntImm, PrimExpr, Var, as_bool, convert
+from .expr import IntImm, PrimExpr, Var, as_bool, convert, index_exprs
 from .node import Node
 
 FOR_KINDS = ("serial", "parallel", "vectorized", "unrolled", "thread_binding")
@@ -72,7 +72,7 @@ class BufferStore(Stmt):
     def __init__(self, buffer: Buffer, value, indices: Sequence):
         self.buffer = buffer
         self.value = convert(value)
-        self.indices = tuple(convert(i) for i in indices)
+        self.indices = index_exprs(buffer, indices)
 
 
 class SeqStmt(Stmt):

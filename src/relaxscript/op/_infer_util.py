@@ -112,7 +112,7 @@ def attr_axes(value, op: str, name: str = "axis") -> tuple[int, ...] | None:
     if value is None:
         return None
     if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
-        return (int(value),)
+        return (attr_int(value, op, name),)
     try:
         items = tuple(value)
     except TypeError:
@@ -120,12 +120,16 @@ def attr_axes(value, op: str, name: str = "axis") -> tuple[int, ...] | None:
     if items is None or not all(isinstance(a, (int, np.integer)) and not isinstance(a, bool)
                                 for a in items):
         raise OpAttributeError(f"R.{op}: {name} must be an int or a tuple of ints, got {value!r}")
+    for a in items:
+        attr_int(a, op, name)  # range check
     return tuple(int(a) for a in items)
 
 
 def attr_int(value, op: str, name: str) -> int:
     if not isinstance(value, (int, np.integer)) or isinstance(value, bool):
         raise OpAttributeError(f"R.{op}: {name} must be an int, got {value!r}")
+    if not -2 ** 63 <= value < 2 ** 63:
+        raise OpAttributeError(f"R.{op}: {name} {value} does not fit in int64")
     return int(value)
 
 

@@ -37,6 +37,9 @@ def _out_sinfo(out_sinfo, op: str) -> StructInfo:
 
 def call_tir(gvar, args, out_sinfo, tir_vars=None):
     """R.call_tir(gvar, args, out_sinfo, tir_vars=None): DPS call of a prim_func."""
+    if not isinstance(gvar, Expr):  # a name string is call_dps_library's callee, not call_tir's
+        raise OpAttributeError(f"R.call_tir: the callee must be a prim_func of the module "
+                               f"(cls.name or a GlobalVar), got {gvar!r}")
     call_args = [gvar, as_tuple(args)]
     if tir_vars is not None:
         call_args.append(as_shape(tir_vars))

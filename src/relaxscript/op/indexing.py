@@ -167,6 +167,8 @@ register_op("relax.concat", _infer_concat,
 
 
 # ---------------------------------------------------------------- split
+MAX_SPLIT_SECTIONS = 2 ** 16
+
 def split(x, indices_or_sections, axis: int = 0):
     """R.split(x, indices_or_sections, axis=0): a tuple of parts (NumPy ``np.split``).
 
@@ -177,6 +179,8 @@ def split(x, indices_or_sections, axis: int = 0):
         value = attr_int(indices_or_sections, "split", "indices_or_sections")
         if value <= 0:
             raise OpAttributeError(f"R.split: number of sections must be positive, got {value}")
+        if value > MAX_SPLIT_SECTIONS:  # one tuple field per section is built while deducing
+            raise OpAttributeError(f"R.split: at most {MAX_SPLIT_SECTIONS} sections, got {value}")
     else:
         value = attr_axes(indices_or_sections, "split", "indices_or_sections")
     return make_call("relax.split", [as_tensor(x)],

@@ -14,12 +14,16 @@ from typing import Callable
 
 from tensorir import dtype as dt
 from tensorir import expr as E
+from tensorir.functor import collect
+from tensorir.script.diagnostics import MAX_NESTING, deeper_than
+from tensorir.script.literals import int_literal_problem, string_literal
 
 from ..struct_info import (FuncStructInfo, ObjectStructInfo, PrimStructInfo, ShapeStructInfo,
                            StructInfo, TensorStructInfo, TupleStructInfo)
 from .sym_expr import SymExprParser, format_sym_expr
 
 ANNOTATION_KINDS = ("Tensor", "Shape", "Tuple", "Callable", "Object", "Prim")
+MAX_NDIM = 64  # as NumPy
 
 
 # ---------------------------------------------------------------- printing
@@ -33,7 +37,7 @@ def format_struct_info(sinfo: StructInfo, name_of: Callable[[E.Var], str] | None
         if isinstance(e, E.IntImm) and e.dtype == "int64":
             return str(e.value)
         text = format_sym_expr(e, name_of)
-        return f'"{text}"' if signature else text
+        return string_literal(text) if signature else text
 
     def fmt(s: StructInfo) -> str:
         if isinstance(s, ObjectStructInfo):
@@ -221,12 +225,28 @@ class AnnotationParser:
             value = None
         if not isinstance(value, int) or isinstance(value, bool):
             raise self.error(f"{what} must be an integer, got {ast.unparse(node)}", node)
+        if what == "ndim" and not -1 <= value <= MAX_NDIM:
+            raise self.error(f"ndim must be -1 (unknown) or 0 .. {MAX_NDIM}, got {value}", node)
         return value
 
     def _dims(self, node, what: str) -> list[E.PrimExpr]:
         if not isinstance(node, (ast.Tuple, ast.List)):
             raise self.error(f"{what} must be a tuple or list of dimensions, got {ast.unparse(node)}", node)
-        return [self.dim(d) for d in node.elts]
+        if len(node.elts) > MAX_NDIM:
+            raise self.error(f"{what} has {len(node.elts)} dimensions; at most {MAX_NDIM} are supported", node)
+        return [self._checked_dim(self.dim(d), d) for d in node.elts]
+
+    def _checked_dim(self, value: E.PrimExpr, node) -> E.PrimExpr:
+        """A dimension is an integer expression whose literals fit int64 (a float or an
+        overflowing literal would only fail later, inside generated C)."""
+        if not dt.is_int(value.dtype):
+            raise self.error(f"a dimension must be an integer expression, got {ast.unparse(node)} "
+                             f"of dtype {value.dtype}", node)
+        for literal in collect(value, lambda n: isinstance(n, E.IntImm)):
+            problem = int_literal_problem(literal.value, literal.dtype)
+            if problem is not None:
+                raise self.error(f"in dimension {ast.unparse(node)}: {problem}", node)
+        return value
 
     def dim(self, node: ast.expr) -> E.PrimExpr:
         """One dimension: an int, a symbolic expression, or a string holding one."""
@@ -240,6 +260,10 @@ class AnnotationParser:
             inner = ast.parse(text, mode="eval").body
         except SyntaxError:
             raise self.error(f"cannot parse the dimension {node.value!r}", node) from None
+        except (RecursionError, MemoryError):
+            inner = None
+        if inner is None or deeper_than(inner, MAX_NESTING) is not None:
+            raise self.error(f"the dimension is nested more than {MAX_NESTING} levels deep", node)
         if isinstance(inner, ast.Name) and self._lookup(inner.id) is None:
             if self._callable_frames:
                 var = self._callable_frames[-1][inner.id] = E.size_var(inner.id)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import base64
+import math
 
 import numpy as np
 
@@ -48,10 +49,19 @@ def decode_entry(entry) -> np.ndarray:
     """An array from one metadata entry (a dict with dtype, shape and data)."""
     if not isinstance(entry, dict) or set(entry) != {"dtype", "shape", "data"}:
         raise ValueError("a metadata constant is a dict with keys 'dtype', 'shape' and 'data'")
+    if not isinstance(entry["dtype"], str):
+        raise ValueError(f"a metadata constant's dtype is a string, got {entry['dtype']!r}")
+    if not isinstance(entry["data"], str) or not entry["data"].isascii():
+        raise ValueError("a metadata constant's data is a base64 string, "
+                         f"got {type(entry['data']).__name__}")
+    if not isinstance(entry["shape"], (tuple, list)) or not all(
+            isinstance(s, int) and not isinstance(s, bool) and 0 <= s < 2 ** 63 for s in entry["shape"]):
+        raise ValueError(f"a metadata constant's shape is a tuple of non-negative integers, "
+                         f"got {entry['shape']!r}")
     dtype = dt.to_numpy(dt.normalize(entry["dtype"])).newbyteorder("<")
     raw = base64.b64decode(entry["data"].encode("ascii"), validate=True)
-    shape = tuple(int(s) for s in entry["shape"])
-    count = int(np.prod(shape, dtype=np.int64))
+    shape = tuple(entry["shape"])
+    count = math.prod(shape)
     if len(raw) != count * dtype.itemsize:
         raise ValueError(f"metadata constant of shape {shape} and dtype {entry['dtype']} "
                          f"needs {count * dtype.itemsize} bytes, has {len(raw)}")
@@ -74,5 +84,7 @@ def read_metadata(stmt: ast.Assign) -> dict:
         raise ValueError("metadata must be a dict literal")
     out = dict(value)
     if CONSTANT_KEY in out:
+        if not isinstance(out[CONSTANT_KEY], list):
+            raise ValueError(f'metadata["{CONSTANT_KEY}"] must be a list of constants')
         out[CONSTANT_KEY] = [decode_entry(e) for e in out[CONSTANT_KEY]]
     return out

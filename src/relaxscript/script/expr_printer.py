@@ -8,11 +8,13 @@ import numpy as np
 
 from tensorir import expr as E
 from tensorir.dispatch import ClassDispatch, handles
+from tensorir.script.literals import is_identifier, string_literal
 
 from .. import expr as rx
 from ..op.registry import OpDeductionError, get_op_spec
 from .annotations import format_struct_info
 from .constants import CONSTANT_KEY, METADATA_NAME, can_inline, inline_literal
+from .naming import RESERVED
 from .sym_expr import format_sym_expr
 
 # Operators whose script form differs from "positional args, then attrs":
@@ -48,7 +50,8 @@ class ExprPrinter(ClassDispatch):
 
     @handles(rx.GlobalVar)
     def expr_GlobalVar(self, e: rx.GlobalVar) -> str:
-        return f"cls.{e.name_hint}" if self.in_module else e.name_hint
+        name = member_name(e.name_hint)
+        return f"cls.{name}" if self.in_module else name
 
     @handles(rx.Op)
     def expr_Op(self, e: rx.Op) -> str:
@@ -169,8 +172,10 @@ class ExprPrinter(ClassDispatch):
         raise TypeError(f"cannot print attribute value {value!r} of type {type(value).__name__}")
 
 
-def string_literal(text: str) -> str:
-    """A double-quoted literal when no escaping is needed, else Python's repr."""
-    if text.isprintable() and '"' not in text and "\\" not in text:
-        return f'"{text}"'
-    return repr(text)
+def member_name(name) -> str:
+    """A module member's name as written in ``def`` and ``cls.name``: it is the member's key,
+    so one that is not an identifier cannot be written at all (rather than written wrongly)."""
+    if not is_identifier(name) or name in RESERVED:
+        raise ValueError(f"cannot print a function named {name!r}: names of module members "
+                         f"must be Python identifiers other than {sorted(RESERVED)}")
+    return name

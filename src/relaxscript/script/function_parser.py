@@ -90,8 +90,11 @@ class FunctionParser:
         args = node.args
         if args.vararg or args.kwarg or args.kwonlyargs or args.defaults or args.posonlyargs:
             raise self.ctx.error("graph-level functions take plain positional parameters only", node)
-        params = []
+        params, seen = [], set()
         for arg in args.args:
+            if arg.arg in seen:
+                raise self.ctx.error(f"duplicate parameter {arg.arg!r}", arg)
+            seen.add(arg.arg)
             with self._where(f"parameter {arg.arg!r}"):
                 if arg.annotation is None:
                     raise self.ctx.error(f"parameter {arg.arg!r} needs an annotation such as "
@@ -405,6 +408,8 @@ class FunctionParser:
             yield
         except ParseError:
             raise
+        except TypeError as err:  # a value of the wrong kind where the builder wants an expression
+            raise self.ctx.error(str(err), node) from None
         except ValueError as err:
             where = self.ctx.describe(node)
             if where.split(": ", 1)[0] in str(err):

@@ -9,7 +9,7 @@ RESERVED = frozenset({"R", "T", "cls", "metadata", "True", "False", "None"})
 
 
 def sanitize(hint: str) -> str:
-    name = re.sub(r"\W", "_", hint or "") or "v"
+    name = re.sub(r"[^A-Za-z0-9_]", "_", hint or "") or "v"  # ASCII: Python folds some Unicode names
     if name[0].isdigit():
         name = "v" + name
     if keyword.iskeyword(name) or name in RESERVED:

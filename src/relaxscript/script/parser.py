@@ -18,11 +18,12 @@ import sys
 import textwrap
 
 from tensorir.errors import ParseError
-from tensorir.script.diagnostics import SourceInfo, make_parse_error
+from tensorir.script.diagnostics import SourceInfo, make_parse_error, parse_python
 
 from .. import expr as rx
 from ..irmodule import IRModule
 from ..struct_info_of import signature_of
+from .naming import RESERVED
 from .constants import find_metadata, read_metadata
 from .function_parser import FunctionParser
 from .scope import ParseContext
@@ -70,7 +71,7 @@ def from_source(text: str, filename: str = "<string>"):
     if metadata is not None:
         try:
             ctx.metadata = read_metadata(metadata)
-        except (ValueError, TypeError, SyntaxError) as err:
+        except (ValueError, TypeError, SyntaxError, OverflowError) as err:
             raise make_parse_error(f"invalid metadata section: {err}", metadata, source) from None
     classes = [n for n in tree.body if isinstance(n, ast.ClassDef)]
     defs = [n for n in tree.body if isinstance(n, ast.FunctionDef)]
@@ -117,6 +118,9 @@ def _parse_members(defs: list, ctx: ParseContext, class_names) -> dict:
     for node in defs:
         if node.name in seen:
             raise ctx.error(f"function {node.name!r} is defined twice", node)
+        if node.name in RESERVED:  # `cls.R` would print, but `R` itself names the namespace
+            raise ctx.error(f"a module function cannot be named {node.name!r} (reserved: "
+                            f"{', '.join(sorted(RESERVED))})", node)
         seen.add(node.name)
         kinds[node.name] = _member_kind(node, ctx)
     # Pass 1: signatures.
@@ -187,10 +191,10 @@ def _parse_prim_func(node: ast.FunctionDef, ctx: ParseContext):
 def _module_attrs(call: ast.Call, ctx: ParseContext) -> dict:
     if len(call.args) != 1 or call.keywords or not isinstance(call.args[0], ast.Dict):
         raise ctx.error('R.module_attrs takes one dict literal: R.module_attrs({"key": value})', call)
-    try:
-        return ast.literal_eval(call.args[0])
-    except ValueError:
-        raise ctx.error("module attributes must be literal values", call.args[0]) from None
+    # The literal reader of function attributes: float("nan") included, bytes and sets refused.
+    from .scope import Scope
+    from .value_parser import ValueParser
+    return ValueParser(ctx, Scope(), {}).literal(call.args[0])
 
 
 # ---------------------------------------------------------------- sources of decorated objects
@@ -243,12 +247,7 @@ def _defined_in_class(func) -> bool:
 
 
 def _parse_python(text: str, source: SourceInfo) -> ast.Module:
-    try:
-        return ast.parse(text)
-    except SyntaxError as err:
-        node = ast.Module(body=[], type_ignores=[])
-        node.lineno, node.col_offset = err.lineno or 1, max(0, (err.offset or 1) - 1)
-        raise make_parse_error(f"invalid Python syntax: {err.msg}", node, source) from None
+    return parse_python(text, source)
 
 
 def _is_docstring(stmt) -> bool:

@@ -10,13 +10,14 @@ from __future__ import annotations
 from tensorir import expr as E
 from tensorir.function import PrimFunc
 from tensorir.functor import collect
+from tensorir.script.printer import function_name
 
 from .. import expr as rx
 from ..irmodule import IRModule
 from ..struct_info import StructInfo
 from .annotations import format_struct_info as _format_sinfo
 from .constants import format_metadata
-from .expr_printer import ExprPrinter
+from .expr_printer import ExprPrinter, member_name
 from .naming import Namer
 
 HEADER = "# from relaxscript import R\n# from tensorir import T\n"
@@ -32,7 +33,7 @@ def print_module(mod: IRModule) -> str:
     for index, (name, func) in enumerate(mod.functions.items()):
         if index or mod.attrs:
             lines.append("")
-        lines.append(_print_member(func, name, constants, in_module=True))
+        lines.append(_print_member(func, member_name(name), constants, in_module=True))
     if not mod.functions and not mod.attrs:
         lines.append(f"{INDENT}pass")
     if constants:
@@ -44,7 +45,8 @@ def print_function(func, name: str = "main") -> str:
     """The script text of one function, as a free-standing ``@R.function``
     (references to other functions print as bare names)."""
     constants: list = []
-    body = _print_member(func, name, constants, in_module=False, indent="")
+    # A free-standing function's name is only its label (a global_symbol may hold any text).
+    body = _print_member(func, function_name(name), constants, in_module=False, indent="")
     text = f"{HEADER}\n{body}\n"
     if constants:
         text += "\n" + format_metadata(constants) + "\n"

@@ -17,6 +17,7 @@ from tensorir import expr as E
 from tensorir.dispatch import handles
 from tensorir.operators import PREC_ATOM, PREC_UNARY, PYTHON_INFIX, left_min_prec
 from tensorir.script.expr_printer import ExprPrinter
+from tensorir.script.literals import int_literal_problem
 
 
 # ---------------------------------------------------------------- printing
@@ -78,11 +79,14 @@ class SymExprParser:
 
     def parse(self, node: ast.expr) -> E.PrimExpr:
         value = self._eval(node)
-        return E.convert(value) if not isinstance(value, E.PrimExpr) else value
+        return self._build(E.convert, node, value) if not isinstance(value, E.PrimExpr) else value
 
     def _eval(self, node):
         """PrimExpr, or a Python int/float/bool for a bare literal (adopts the other side's dtype)."""
         if isinstance(node, ast.Constant):
+            if isinstance(node.value, int) and not isinstance(node.value, bool) \
+                    and int_literal_problem(node.value) is not None:
+                raise self.error(int_literal_problem(node.value), node)
             if isinstance(node.value, (bool, int, float)):
                 return node.value
             raise self.error(f"expected a symbolic expression, got {node.value!r}", node)
@@ -112,15 +116,19 @@ class SymExprParser:
 
     def _build(self, cls, node, *operands):
         try:
-            return cls(*operands)
-        except (TypeError, ValueError) as err:
+            result = cls(*operands)
+        except (TypeError, ValueError, OverflowError) as err:
             raise self.error(str(err), node) from None
+        if isinstance(result, E.IntImm) and int_literal_problem(result.value, result.dtype) is not None:
+            raise self.error(int_literal_problem(result.value, result.dtype), node)
+        return result
 
     def _unary(self, node: ast.UnaryOp):
         value = self._eval(node.operand)
         if isinstance(node.op, ast.USub):
             if isinstance(value, (int, float)) and not isinstance(value, bool):
                 return -value
+            value = self._build(E.convert, node, value)  # True -> T.bool(True)
             return self._build(E.Sub, node, E.const(0, value.dtype), value)
         if isinstance(node.op, ast.Not):
             return self._build(E.Not, node, value)

@@ -134,7 +134,10 @@ class ValueParser(ClassDispatch):
         for key, value in zip(node.keys, node.values):
             if key is None:
                 raise self.ctx.error("** is not supported here", node)
-            out[self.literal(key)] = self.literal(value)
+            key_value = self.literal(key)
+            if not isinstance(key_value, (str, int, float, bool)) and key_value is not None:
+                raise self.ctx.error(f"dict keys are literals such as strings, got {ast.unparse(key)}", key)
+            out[key_value] = self.literal(value)
         return out
 
     @handles(ast.Subscript)
@@ -209,7 +212,7 @@ class ValueParser(ClassDispatch):
             result = constructor(*args, **kwargs)
         except ParseError:
             raise
-        except (TypeError, ValueError) as err:
+        except (TypeError, ValueError, OverflowError) as err:
             message = str(err)  # constructors often name themselves already
             if not message.startswith((f"R.{path}:", f"relax.{path}:")):
                 message = f"R.{path}: {message}"
@@ -307,16 +310,31 @@ class ValueParser(ClassDispatch):
         """A Python literal; ``float("nan")``/``float("inf")`` included."""
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "float" \
                 and len(node.args) == 1 and isinstance(node.args[0], ast.Constant):
-            return float(node.args[0].value)
+            text = node.args[0].value
+            try:
+                if not isinstance(text, str):
+                    raise ValueError
+                return float(text)
+            except ValueError:
+                raise self.ctx.error(f"float({text!r}) is not a number; write float(\"nan\"), "
+                                     "float(\"inf\") or a numeric literal", node) from None
         if isinstance(node, (ast.List, ast.Tuple)):
             items = [self.literal(e) for e in node.elts]
             return items if isinstance(node, ast.List) else tuple(items)
+        if isinstance(node, ast.Dict):
+            return self._Dict(node)
         if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
             return -self.literal(node.operand)
         try:
-            return ast.literal_eval(node)
-        except (ValueError, TypeError, SyntaxError):
+            value = ast.literal_eval(node)
+        except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
             raise self.ctx.error(f"expected a literal value, got {ast.unparse(node)}", node) from None
+        unprintable = unprintable_literal(value)
+        if unprintable is not None:
+            raise self.ctx.error(f"unsupported literal {unprintable!r} of type {type(unprintable).__name__}: "
+                                 "values are None, bool, int, float, str, or tuples, lists and dicts of "
+                                 "them", node)
+        return value
 
     def _string(self, node, what: str) -> str:
         if not (isinstance(node, ast.Constant) and isinstance(node.value, str)):
@@ -342,3 +360,18 @@ def _describe(value) -> str:
     if isinstance(value, E.PrimExpr):
         return "a symbolic expression (wrap it: R.prim_value(...) or R.shape([...]))"
     return f"the Python value {value!r}"
+
+
+def unprintable_literal(value):
+    """The first part of a literal the script form cannot write (bytes, complex, set), or None."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, (list, tuple)):
+            stack.extend(item)
+        elif not (item is None or isinstance(item, (bool, int, float, str))):
+            return item
+    return None

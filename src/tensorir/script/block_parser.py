@@ -189,7 +189,11 @@ class BlockParserMixin:
             setattr(frame, kind, regions)
         elif kind == "where":
             self.exprs.expect_args(call, 1)
-            frame.predicate = self.exprs.expr(call.args[0])
+            predicate = self.exprs.expr(call.args[0])
+            if predicate.dtype != "bool":
+                raise self.error(f"T.where takes a boolean condition, got a {predicate.dtype} expression",
+                                 call.args[0])
+            frame.predicate = predicate
         else:  # block_attr
             self.exprs.expect_args(call, 1)
             value = self.exprs.python_value(call.args[0])

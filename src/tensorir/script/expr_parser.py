@@ -18,6 +18,7 @@ from ..dispatch import ClassDispatch, handles
 from ..errors import ParseError
 from ..stmt import BufferRegion, Range
 from .diagnostics import SourceInfo, make_parse_error
+from .literals import int_literal_problem
 from .namespace import DTYPE_NAMES
 
 MISSING = object()
@@ -89,9 +90,14 @@ class ExprParser(ClassDispatch):
             return E.StringImm(value)
         if is_literal(value):
             try:
-                return E.const(value, dtype)
-            except (ValueError, TypeError) as err:
+                literal = E.const(value, dtype)
+            except (ValueError, TypeError, OverflowError) as err:
                 raise self.error(str(err), node) from None
+            problem = int_literal_problem(literal.value, literal.dtype) \
+                if isinstance(literal, E.IntImm) else None
+            if problem is not None:
+                raise self.error(problem, node)
+            return literal
         raise self.error(f"expected a scalar expression, got {type(value).__name__}", node)
 
     def constant(self, node: ast.AST, what: str, kinds=(int, float, str, bool)):
@@ -123,11 +129,15 @@ class ExprParser(ClassDispatch):
             return method(self, node)
         except ParseError:
             raise
-        except (ValueError, TypeError, ZeroDivisionError) as err:
+        except (ValueError, TypeError, ZeroDivisionError, OverflowError) as err:
             raise self.error(str(err), node) from None
 
     @handles(ast.Constant)
     def eval_Constant(self, node: ast.Constant):
+        if isinstance(node.value, int) and not isinstance(node.value, bool):
+            problem = int_literal_problem(node.value)
+            if problem is not None:
+                raise self.error(problem, node)
         if node.value is None or isinstance(node.value, (int, float, str, bool)):
             return node.value
         raise self.error(f"unsupported constant {node.value!r}", node)
@@ -156,9 +166,15 @@ class ExprParser(ClassDispatch):
         for side, sub in ((a, node.left), (b, node.right)):
             if not (is_literal(side) or isinstance(side, E.PrimExpr)):
                 self.to_prim(side, sub)  # raises a precise error
+        # Python folds two literals only where the IR builders would fold them the same way
+        # (they leave a float % unfolded and floor a float // through math.floor(a / b)).
         if is_literal(a) and is_literal(b) and op in _PY_FOLD and not isinstance(a, bool) \
-                and not isinstance(b, bool) and not (op in (ast.FloorDiv, ast.Mod) and b == 0):
-            return _PY_FOLD[op](a, b)
+                and not isinstance(b, bool) and not (op in (ast.FloorDiv, ast.Mod) and (
+                    b == 0 or isinstance(a, float) or isinstance(b, float))):
+            folded = _PY_FOLD[op](a, b)
+            # An int result beyond int64 stays an expression, as the IR builders keep it.
+            if not isinstance(folded, int) or int_literal_problem(folded, "int64") is None:
+                return folded
         return _BINOPS[op](a, b)
 
     @handles(ast.UnaryOp)
@@ -211,6 +227,9 @@ class ExprParser(ClassDispatch):
             for idx in indices:
                 if isinstance(idx, ast.Slice):
                     raise self.error("slices are only allowed in T.reads/T.writes/T.match_buffer regions", idx)
+            if len(indices) != base.ndim:
+                raise self.error(f"buffer {base.name!r} has {base.ndim} dimension(s), "
+                                 f"indexed with {len(indices)}", node)
             return E.BufferLoad(base, [self.expr(i) for i in indices])
         if isinstance(base, (list, tuple)):
             return base[self.constant(node.slice, "tuple index", (int,))]
@@ -240,6 +259,12 @@ class ExprParser(ClassDispatch):
                 return out
             if func.id == "abs" and len(node.args) == 1:
                 return E.call_intrin("abs", self.expr(node.args[0]))
+            if func.id == "float" and len(node.args) == 1 and not node.keywords \
+                    and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str):
+                try:  # float("nan") / float("inf"): how annotation values print non-finite floats
+                    return float(node.args[0].value)
+                except ValueError:
+                    raise self.error(f"float({node.args[0].value!r}) is not a number", node) from None
         raise self.error(f"unknown function {ast.unparse(func)!r}", node)
 
     # -------------------------------------------------------------- T.<name>(...)
@@ -346,4 +371,8 @@ class ExprParser(ClassDispatch):
         if isinstance(node, (ast.List, ast.Tuple)):
             items = [self.python_value(e) for e in node.elts]
             return items if isinstance(node, ast.List) else tuple(items)
-        return self.eval(node)
+        value = self.eval(node)
+        if not (value is None or isinstance(value, (int, float, str, E.PrimExpr))):
+            raise self.error(f"an annotation value is a literal, a list, tuple or dict of them, "
+                             f"or a scalar expression; got {ast.unparse(node)}", node)
+        return value

@@ -7,7 +7,6 @@ just as the IR builders do). Otherwise it is typed: ``T.float16(1.5)``.
 """
 from __future__ import annotations
 
-import json
 import keyword
 import math
 
@@ -16,6 +15,7 @@ from ..buffer import Buffer
 from ..dispatch import ClassDispatch, handles
 from ..operators import PREC_ATOM as _ATOM, PREC_NOT as _NOT, PREC_UNARY as _UNARY
 from ..operators import PYTHON_INFIX, SCRIPT_CALLS, left_min_prec
+from .literals import string_literal
 _DEFAULT_LITERAL_DTYPES = ("int64", "float32", "bool")
 RESERVED = frozenset(keyword.kwlist) | {"T", "range", "min", "max", "abs", "True", "False", "None",
                                         "prim_func", "tensorir", "R"}
@@ -33,7 +33,7 @@ class Namer:
         name = self.names.get(id(node))
         if name is not None:
             return name
-        base = "".join(c if c.isalnum() or c == "_" else "_" for c in (node.name or "v"))
+        base = "".join(c if c.isascii() and (c.isalnum() or c == "_") else "_" for c in (node.name or "v"))
         if not base or base[0].isdigit():
             base = "v_" + base
         name, k = base, 0
@@ -49,11 +49,11 @@ class Namer:
 def py_literal(value) -> str:
     """Annotation / attribute values: Python literals, containers, PrimExprs."""
     if isinstance(value, str):
-        return json.dumps(value)
+        return string_literal(value)
     if isinstance(value, bool) or value is None or isinstance(value, int):
         return repr(value)
     if isinstance(value, float):
-        return repr(value) if math.isfinite(value) else f"float({repr(value)!r})"
+        return repr(value) if math.isfinite(value) else f'float("{value!r}")'
     if isinstance(value, dict):
         return "{" + ", ".join(f"{py_literal(k)}: {py_literal(v)}" for k, v in value.items()) + "}"
     if isinstance(value, list):
@@ -121,7 +121,7 @@ class ExprPrinter(ClassDispatch):
 
     @handles(E.StringImm)
     def string(self, e, ctx):
-        return json.dumps(e.value), _ATOM
+        return string_literal(e.value), _ATOM
 
     @handles(E.Var)
     def var(self, e, ctx):
@@ -179,7 +179,7 @@ class ExprPrinter(ClassDispatch):
                 rebuilt = None
             if rebuilt is not None and structural_equal(rebuilt, e, map_free_vars=False):
                 return f"T.{e.op}({args})"
-        return f'T.call_extern("{e.dtype}", {json.dumps(e.op)}{", " + args if args else ""})'
+        return f'T.call_extern("{e.dtype}", {string_literal(e.op)}{", " + args if args else ""})'
 
     def load(self, buffer: Buffer, indices) -> str:
         if not indices:

@@ -11,7 +11,7 @@ from ..function import PrimFunc
 from ..stmt import (Allocate, Block, BlockRealize, BufferStore, Evaluate, For, IfThenElse,
                     LetStmt, Range, Stmt, seq)
 from .block_parser import BlockParserMixin
-from .diagnostics import SourceInfo
+from .diagnostics import MAX_NESTING, SourceInfo, deeper_than
 from .expr_parser import MISSING, ExprParser, extent_between
 from .namespace import DTYPE_NAMES, _Namespace
 from .scope import BlockFrame, LoopInfo, Scope
@@ -131,9 +131,12 @@ class FunctionParser(BlockParserMixin):
 
     # ---------------------------------------------------------------- signature
     def parse_params(self, args: list[ast.arg]) -> list:
-        scalars = {}
+        scalars, seen = {}, set()
         for arg in args:  # scalar params first: signature strings may name them
             self.param_name = arg.arg
+            if arg.arg in seen:
+                raise self.error(f"duplicate parameter {arg.arg!r}", arg)
+            seen.add(arg.arg)
             if arg.annotation is None:
                 raise self.error("parameter needs an annotation: T.Buffer(shape, dtype) or a "
                                  "scalar type such as T.int64", arg)
@@ -230,6 +233,10 @@ class FunctionParser(BlockParserMixin):
             tree = ast.parse(text, mode="eval").body
         except SyntaxError:
             raise self.error(f"invalid shape expression {node.value!r}", node) from None
+        except (RecursionError, MemoryError):
+            tree = None
+        if tree is None or deeper_than(tree, MAX_NESTING) is not None:
+            raise self.error(f"shape expression nested more than {MAX_NESTING} levels deep", node)
         for sub in ast.walk(tree):  # report problems at the string itself
             ast.copy_location(sub, node)
         saved, self.exprs.undefined_message = self.exprs.undefined_message, "undefined symbolic variable {!r}"
@@ -264,6 +271,14 @@ class FunctionParser(BlockParserMixin):
         return seq(*out)
 
     def parse_stmt(self, st: ast.stmt, frame: BlockFrame | None) -> Stmt | None:
+        try:
+            return self._parse_stmt(st, frame)
+        except (TypeError, ValueError, OverflowError) as err:
+            # An IR constructor refused what the statement built (e.g. a non-boolean T.where):
+            # a script mistake, reported at the statement that wrote it.
+            raise self.error(str(err), st) from None
+
+    def _parse_stmt(self, st: ast.stmt, frame: BlockFrame | None) -> Stmt | None:
         if isinstance(st, ast.For):
             return self.parse_for(st)
         if isinstance(st, ast.With):

@@ -39,7 +39,7 @@ import textwrap
 from ..errors import ParseError
 from ..expr import PrimExpr
 from ..function import PrimFunc
-from .diagnostics import SourceInfo, make_parse_error
+from .diagnostics import SourceInfo, make_parse_error, parse_python
 from .expr_parser import MISSING, ExprParser
 from .func_parser import FunctionParser
 
@@ -57,12 +57,7 @@ def parse_prim_expr(node: ast.expr, names: dict, source: SourceInfo,
 
 
 def _parse_module(text: str, source: SourceInfo) -> ast.Module:
-    try:
-        return ast.parse(text)
-    except SyntaxError as err:
-        node = ast.Module(body=[], type_ignores=[])
-        node.lineno, node.col_offset = err.lineno or 1, max(0, (err.offset or 1) - 1)
-        raise make_parse_error(f"invalid Python syntax: {err.msg}", node, source) from None
+    return parse_python(text, source)
 
 
 def from_source(text: str, filename: str = "<string>", py_globals: dict | None = None) -> PrimFunc:

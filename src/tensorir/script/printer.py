@@ -15,6 +15,7 @@ from ..stmt import (Allocate, Block, BlockRealize, BufferRegion, BufferStore, Ev
                     IfThenElse, IterVar, LetStmt, MatchBufferRegion, Range, SeqStmt, Stmt, is_true)
 from ..structural import structural_equal
 from .expr_printer import ExprPrinter, Namer, format_expr, py_literal
+from .literals import is_identifier, string_literal
 
 _LOOP_FUNCS = {"serial": "T.serial", "parallel": "T.parallel", "vectorized": "T.vectorized",
                "unrolled": "T.unroll", "thread_binding": "T.thread_binding"}
@@ -46,7 +47,7 @@ class StmtPrinter(ClassDispatch):
         for d in dims:
             text = self.e(d)
             bare = E.is_const_int(d) and d.dtype == "int64"
-            parts.append(f'"{text}"' if as_strings and not bare else text)
+            parts.append(string_literal(text) if as_strings and not bare else text)
         return f"({parts[0]},)" if len(parts) == 1 else f"({', '.join(parts)})"
 
     def buffer_args(self, buf: Buffer, signature: bool = False) -> str:
@@ -55,9 +56,9 @@ class StmtPrinter(ClassDispatch):
             args.append("strides=" + self.shape(buf.strides, signature))
         if not (E.is_const_int(buf.elem_offset, 0) and buf.elem_offset.dtype == "int64"):
             offset = self.e(buf.elem_offset)
-            args.append(f'elem_offset="{offset}"' if signature else f"elem_offset={offset}")
+            args.append(f"elem_offset={string_literal(offset)}" if signature else f"elem_offset={offset}")
         if buf.scope != "global":
-            args.append(f'scope="{buf.scope}"')
+            args.append(f"scope={string_literal(buf.scope)}")
         if buf.data is not None:
             args.append(f"data={self.name(buf.data)}.data")
         return ", ".join(args)
@@ -105,7 +106,13 @@ class StmtPrinter(ClassDispatch):
     @handles(BufferStore)
     def stmt_BufferStore(self, node: BufferStore, indent, last):
         target = self.exprs.load(node.buffer, node.indices)
-        return [f"{indent}{target} = {self.e(node.value, node.buffer.dtype)}"]
+        # A bare literal adopts the buffer's dtype when parsed; a value of another dtype prints typed.
+        if node.value.dtype == node.buffer.dtype:
+            return [f"{indent}{target} = {self.e(node.value, node.buffer.dtype)}"]
+        text = self.e(node.value)
+        if isinstance(node.value, (E.IntImm, E.FloatImm)) and not text.startswith("T."):
+            text = f"T.{node.value.dtype}({text})"
+        return [f"{indent}{target} = {text}"]
 
     @handles(Evaluate)
     def stmt_Evaluate(self, node: Evaluate, indent, last):
@@ -168,7 +175,7 @@ class StmtPrinter(ClassDispatch):
             return f"range({bounds})"
         extra = ""
         if node.thread_tag is not None:
-            extra += f', thread="{node.thread_tag}"'
+            extra += f", thread={string_literal(node.thread_tag)}"
         if node.annotations:
             extra += f", annotations={py_literal(node.annotations)}"
         return f"{_LOOP_FUNCS[node.kind]}({bounds}{extra})"
@@ -177,7 +184,7 @@ class StmtPrinter(ClassDispatch):
     def stmt_BlockRealize(self, node: BlockRealize, indent, last):
         block = node.block
         inner = indent + self.step
-        lines = [f'{indent}with T.block("{block.name}"):']
+        lines = [f"{indent}with T.block({string_literal(block.name)}):"]
         lines += [inner + line for line in self.axes(node)]
         if not is_true(node.predicate):
             lines.append(f"{inner}T.where({self.e(node.predicate)})")
@@ -241,7 +248,7 @@ class StmtPrinter(ClassDispatch):
             else:
                 params.append(f"{self.name(p)}: T.{p.dtype}")
         lines = [indent + HEADER, ""] if header else []
-        lines += [f"{indent}{decorator}", f"{indent}def {name or func.name}({', '.join(params)}):"]
+        lines += [f"{indent}{decorator}", f"{indent}def {function_name(name or func.name)}({', '.join(params)}):"]
         lines += [inner + line for line in self.declarations(func)]
         if func.attrs:
             lines.append(f"{inner}T.func_attr({py_literal(func.attrs)})")
@@ -301,6 +308,16 @@ class StmtPrinter(ClassDispatch):
             facts += [f"{k}={getattr(v, k)!r}" for k in ("upper", "multiple_of") if getattr(v, k) is not None]
             lines.append(f"{self.name(v)} = T.{v.dtype}({', '.join(facts)})")
         return lines
+
+
+def function_name(name) -> str:
+    """The name a ``def`` line can carry: ``name`` itself when it is an identifier (a
+    function's name is not part of its structure, so another spelling is harmless)."""
+    if is_identifier(name):
+        return name
+    cleaned = "".join(c if c.isascii() and (c.isalnum() or c == "_") else "_" for c in str(name or ""))
+    cleaned = cleaned if cleaned and not cleaned[0].isdigit() else "f_" + cleaned
+    return cleaned if is_identifier(cleaned) else cleaned + "_"
 
 
 def print_prim_func(func: PrimFunc, name: str | None = None, indent: int = 0,

@@ -1,0 +1,62 @@
+"""Literal checks and string quoting shared by the script parsers and printers of both levels.
+
+The printers write every string through ``string_literal`` so that any text
+(quotes, newlines, non-printable or astral characters) reads back as the same
+string and can never end the literal early; the parsers check integer
+literals against the range of their dtype, so a dimension such as ``10**30``
+is a ParseError rather than a value that overflows later in C.
+"""
+from __future__ import annotations
+
+import keyword
+import re
+
+from .. import dtype as dt
+
+# Any integer literal must fit one of the integer dtypes (int64 .. uint64).
+INT_LITERAL_MIN = -(2 ** 63)
+INT_LITERAL_MAX = 2 ** 64 - 1
+
+_ASCII_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+
+
+def string_literal(text: str) -> str:
+    """A double-quoted Python literal of ``text``; escapes exactly what needs escaping."""
+    out = []
+    for ch in text:
+        if ch == "\\" or ch == '"':
+            out.append("\\" + ch)
+        elif ch.isprintable():
+            out.append(ch)
+        else:  # \n, \x00, \u2028, lone surrogates, ...: repr's escape of that one character
+            out.append(repr(ch)[1:-1])
+    return '"' + "".join(out) + '"'
+
+
+def is_identifier(name) -> bool:
+    """An ASCII Python identifier that is not a keyword (what printers may write bare)."""
+    return isinstance(name, str) and bool(_ASCII_IDENTIFIER.match(name)) and not keyword.iskeyword(name)
+
+
+def int_range(dtype: str) -> tuple[int, int]:
+    """The values an integer dtype holds (bool: 0 and 1)."""
+    if dt.is_bool(dtype):
+        return 0, 1
+    bits = dt.bits(dtype)
+    if dt.is_uint(dtype):
+        return 0, 2 ** bits - 1
+    return -(2 ** (bits - 1)), 2 ** (bits - 1) - 1
+
+
+def int_literal_problem(value: int, dtype: str | None = None) -> str | None:
+    """Why ``value`` cannot be an integer literal (of ``dtype`` when given), or None."""
+    if dtype is None:
+        if INT_LITERAL_MIN <= value <= INT_LITERAL_MAX:
+            return None
+        return f"integer literal {value} is out of range (integers are at most 64 bits)"
+    if not (dt.is_int(dtype) or dt.is_uint(dtype) or dt.is_bool(dtype)):
+        return None
+    lo, hi = int_range(dtype)
+    if lo <= value <= hi:
+        return None
+    return f"integer literal {value} does not fit in {dtype} ({lo} .. {hi})"

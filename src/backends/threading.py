@@ -1,24 +1,202 @@
-"""One owner for CPU threads: the generated kernels' OpenMP pool.
+"""One owner for CPU threads: the generated kernels' OpenMP team, sized per call.
 
-OpenMP and OpenBLAS each keep a pool of worker threads that busy-wait between
-calls; on a small machine two such pools take turns starving each other (a
-parallel region then waits a scheduler time slice: calls measured 10 to 400
-times slower). So OpenBLAS runs single-threaded, and BLAS calls large enough
-to share are split into blocks on the OpenMP threads by a small C shim
-(blas_parallel.py). OpenMP keeps libgomp's default waiting (spin briefly,
-then sleep), which measured faster than passive waiting for back-to-back
-kernels. Settings the user made in the environment are left alone.
+What made calls 10-100x slower on a shared machine or beside PyTorch:
+
+- A parallel region waits for every thread of its team at its end. When more
+  threads want the cores than there are cores (another process, PyTorch's or
+  NumPy's own pools spinning in the same process), a team thread waits a
+  scheduler slice for its core in every region, and a call runs dozens of
+  regions. So the team is sized per call (``TeamSize``): the cores our
+  affinity and cgroup quota allow, less the other runnable threads the kernel
+  counts at that moment (``/proc/loadavg``), sampled every few milliseconds.
+- libgomp's default waiting spins 300000 pauses after each region (about 30 ms
+  on CPUs with a slow ``pause``), taking a core from everyone else long after a
+  call ended. ``prepare_openmp`` loads libgomp with a spin count worth about
+  ``SPIN_US`` microseconds (measured once, see ``spin_count``): long enough to
+  bridge the gaps between one call's kernels, short enough to sleep between
+  calls.
+- Two pools on the same cores: OpenBLAS runs single-threaded and BLAS calls
+  big enough to share are split into blocks on the OpenMP team by a small C
+  shim (blas_parallel.py).
+
+Settings the user made (``RELAXSCRIPT_NUM_THREADS``, ``OMP_NUM_THREADS``: a
+fixed count; ``OMP_WAIT_POLICY``, ``GOMP_SPINCOUNT``: libgomp's waiting) are
+left alone.
 """
 from __future__ import annotations
 
+import ctypes
 import functools
+import math
 import os
+import threading
+import time
+
+SPIN_US = 100.0               # how long idle team threads spin before they sleep
+SAMPLE_INTERVAL_S = 0.005     # how often the team size follows the machine's load
+_FIXED_COUNT_VARIABLES = ("RELAXSCRIPT_NUM_THREADS", "OMP_NUM_THREADS")
+_WAIT_VARIABLES = ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")
+
+
+def fixed_num_threads() -> int | None:
+    """The thread count the user set in the environment, or None."""
+    for name in _FIXED_COUNT_VARIABLES:
+        value = os.environ.get(name, "").strip().split(",")[0]
+        if value.isdigit() and int(value) > 0:
+            return int(value)
+    return None
 
 
 @functools.lru_cache(maxsize=None)
 def num_threads() -> int:
-    for name in ("RELAXSCRIPT_NUM_THREADS", "OMP_NUM_THREADS"):
-        value = os.environ.get(name, "").strip()
-        if value.isdigit() and int(value) > 0:
-            return int(value)
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    """The most threads a call uses: the user's setting, else the CPUs this process may run on
+    (its affinity mask, capped by a cgroup CPU quota)."""
+    fixed = fixed_num_threads()
+    if fixed is not None:
+        return fixed
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    quota = cgroup_cpu_quota()
+    return max(1, min(cpus, quota) if quota else cpus)
+
+
+def cgroup_cpu_quota(path: str = "/sys/fs/cgroup/cpu.max") -> int | None:
+    """CPUs a cgroup v2 quota allows (``cpu.max``: "quota period", rounded up), or None."""
+    try:
+        with open(path) as handle:
+            quota, period = handle.read().split()[:2]
+        return None if quota == "max" else max(1, math.ceil(int(quota) / int(period)))
+    except (OSError, ValueError):
+        return None
+
+
+def team_size(max_threads: int, running: int, cpus_in_machine: int, cpus_allowed: int,
+              own_spinning: int) -> int:
+    """Threads for the next call: ``max_threads`` less the other runnable threads on our CPUs.
+
+    ``running`` counts the machine's runnable threads (the caller included, and ``own_spinning``
+    team threads of ours still spinning after the last call); when this process may run on only
+    some of the machine's CPUs, its share of the others is counted in proportion.
+    """
+    others = max(0, running - 1 - own_spinning)
+    if cpus_allowed < cpus_in_machine:
+        others = math.ceil(others * cpus_allowed / cpus_in_machine)
+    return max(1, min(max_threads, cpus_allowed - others))
+
+
+def runnable_threads(fd: int) -> int | None:
+    """Runnable threads on the machine right now (the 4th field of /proc/loadavg: "running/total")."""
+    try:
+        return int(os.pread(fd, 128, 0).split()[3].split(b"/")[0])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+class TeamSize:
+    """Sets the OpenMP team size of the calling thread before a call (``enter``) and notes when the
+    call ended (``leave``). ``set_threads(k)`` applies ``k`` (the shim's ``omp_set_num_threads``)."""
+
+    def __init__(self, set_threads, max_threads: int, adaptive: bool, loadavg: str = "/proc/loadavg",
+                 cpus_in_machine: int | None = None):
+        self.set_threads = set_threads
+        self.max_threads = max_threads
+        self.current = max_threads
+        self.last_sample = -math.inf
+        self.last_leave = -math.inf
+        self.applied = threading.local()
+        self.cpus_in_machine = cpus_in_machine or os.cpu_count() or 1
+        self.cpus_allowed = min(max_threads, self.cpus_in_machine)
+        self.fd = None
+        if adaptive and max_threads > 1:
+            try:
+                self.fd = os.open(loadavg, os.O_RDONLY)
+            except OSError:   # no /proc (macOS): the team keeps max_threads
+                self.fd = None
+
+    def enter(self) -> None:
+        if self.fd is not None:
+            now = time.monotonic()
+            if now - self.last_sample >= SAMPLE_INTERVAL_S:
+                self.last_sample = now
+                self.resample(now)
+        if getattr(self.applied, "threads", None) != self.current:
+            self.set_threads(self.current)
+            self.applied.threads = self.current
+
+    def resample(self, now: float) -> None:
+        running = runnable_threads(self.fd)
+        if running is None:
+            return
+        # our team threads spin for about SPIN_US after a call and count as runnable meanwhile
+        spinning = self.current - 1 if now - self.last_leave < 2 * SPIN_US * 1e-6 else 0
+        self.current = team_size(self.max_threads, running, self.cpus_in_machine, self.cpus_allowed,
+                                 spinning)
+
+    def leave(self) -> None:
+        self.last_leave = time.monotonic()
+
+
+@functools.lru_cache(maxsize=None)
+def team() -> TeamSize | None:
+    """The process's TeamSize, or None without a C compiler (no kernels run then)."""
+    from .blas_parallel import shim
+    lib = shim()
+    if lib is None:
+        return None
+    return TeamSize(lib.rs_set_team_size, num_threads(), adaptive=fixed_num_threads() is None)
+
+
+_SPIN_PROBE = r"""
+#include <time.h>
+static double seconds(void) {
+  struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t); return t.tv_sec + 1e-9 * t.tv_nsec; }
+/* nanoseconds per pause instruction (the unit of GOMP_SPINCOUNT), the fastest of a few tries */
+double rs_pause_ns(void) {
+  double best = 1e9;
+  for (int attempt = 0; attempt < 5; ++attempt) {
+    double start = seconds();
+    for (int i = 0; i < 2000; ++i) __builtin_ia32_pause();
+    double ns = (seconds() - start) * 1e9 / 2000;
+    if (ns < best) best = ns;
+  }
+  return best;
+}
+"""
+
+
+def spin_count(spin_us: float = SPIN_US) -> int | None:
+    """GOMP_SPINCOUNT worth ``spin_us`` on this CPU (a pause takes 3 to 120 ns depending on the
+    model), or None when it cannot be measured (not x86, no compiler)."""
+    from .c.compiler import compile_shared
+    import platform
+    if platform.machine().lower() not in ("x86_64", "amd64", "i686", "i386"):
+        return None
+    try:
+        path, _ = compile_shared(_SPIN_PROBE)   # no OpenMP in it: libgomp is not loaded yet
+        probe = ctypes.CDLL(str(path)).rs_pause_ns
+    except Exception:  # noqa: BLE001 - no compiler: libgomp keeps its default
+        return None
+    probe.restype = ctypes.c_double
+    pause_ns = max(probe(), 1.0)
+    return max(100, int(spin_us * 1e3 / pause_ns))
+
+
+@functools.lru_cache(maxsize=None)
+def prepare_openmp() -> None:
+    """Load libgomp with a bounded spin (see the module doc) before any kernel library does.
+
+    libgomp reads GOMP_SPINCOUNT once, when it is loaded; the variable is removed again right after,
+    so libraries loaded later (PyTorch's own libgomp) and child processes keep their defaults. A
+    libgomp already loaded keeps its settings.
+    """
+    if any(name in os.environ for name in _WAIT_VARIABLES):
+        return
+    count = spin_count()
+    if count is None:
+        return
+    os.environ["GOMP_SPINCOUNT"] = str(count)
+    try:
+        ctypes.CDLL("libgomp.so.1")
+    except OSError:
+        pass
+    finally:
+        os.environ.pop("GOMP_SPINCOUNT", None)

@@ -33,6 +33,8 @@ class CLibraryImage:
 
     def load(self) -> ctypes.CDLL:
         from backends.c.library_cache import store_library
+        from backends.threading import prepare_openmp
+        prepare_openmp()   # before the library pulls in libgomp
         return ctypes.CDLL(str(store_library(self.library)))
 
 

@@ -66,9 +66,9 @@ def _openblas_sgemm():
 @functools.lru_cache(maxsize=None)
 def _single_threaded_openblas() -> None:
     """OpenBLAS's own spinning pool would fight the kernels' OpenMP threads (see
-    backends/threading.py); rows are split over our pool instead."""
-    if os.environ.get("OPENBLAS_NUM_THREADS"):
-        return
+    backends/threading.py); rows are split over our team instead. Also when OPENBLAS_NUM_THREADS
+    is set: that is meant for NumPy's copy of OpenBLAS, while this private copy runs inside our
+    parallel regions, where a threaded OpenBLAS built with pthreads warns "Detect OpenMP Loop"."""
     setter = _openblas_symbol(("scipy_openblas_set_num_threads", "openblas_set_num_threads"), (_I32,))
     if setter is not None:
         setter(1)

@@ -133,12 +133,13 @@ void rs_blas_bind(sgemm_fn gemm, sgemv_fn gemv) { bound_sgemm = gemm; bound_sgem
 
 static long min_long(long x, long y) { return x < y ? x : y; }
 
-/* The calling thread's OpenMP team size for the kernels and BLAS splits that follow (the VM sets it
-   per call, see backends/threading.py). */
-void rs_set_team_size(int threads) { omp_set_num_threads(threads > 0 ? threads : 1); }
+/* The team size of the kernels' parallel loops and of BLAS splits, set per call by the runtime
+   (backends/threading.py); kernel libraries read it through rs_bind_team. 0: OpenMP's default. */
+int rs_team_threads = 0;
 
-/* threads <= 0: as many as the calling thread's current team size */
-static int team_threads(int threads) { return threads > 0 ? threads : omp_get_max_threads(); }
+/* threads <= 0: the current team size */
+static int team_threads(int threads) {
+  return threads > 0 ? threads : rs_team_threads > 0 ? rs_team_threads : omp_get_max_threads(); }
 static long max_long(long x, long y) { return x > y ? x : y; }
 
 /* c (m x n) = alpha * op(a) @ op(b) + beta * c, all row-major and contiguous; a is (m x k), or
@@ -253,8 +254,6 @@ def shim():
     lib.rs_blas_bind.restype = None
     lib.rs_sgemm.argtypes = [_I, _I, ctypes.c_long, ctypes.c_long, ctypes.c_long, _F, _P, _P, _F, _P, _I]
     lib.rs_sgemm.restype = _I
-    lib.rs_set_team_size.argtypes = [_I]
-    lib.rs_set_team_size.restype = None
     return lib
 
 

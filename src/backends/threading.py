@@ -29,7 +29,6 @@ import ctypes
 import functools
 import math
 import os
-import threading
 import time
 
 SPIN_US = 100.0               # how long idle team threads spin before they sleep
@@ -92,8 +91,9 @@ def runnable_threads(fd: int) -> int | None:
 
 
 class TeamSize:
-    """Sets the OpenMP team size of the calling thread before a call (``enter``) and notes when the
-    call ended (``leave``). ``set_threads(k)`` applies ``k`` (the shim's ``omp_set_num_threads``)."""
+    """Sizes the kernels' thread team before a call (``enter``) and notes when the call ended
+    (``leave``). ``set_threads(k)`` applies ``k``: it writes the shim's ``rs_team_threads``, which
+    every kernel library reads in its parallel loops' ``num_threads`` clause (``bind``)."""
 
     def __init__(self, set_threads, max_threads: int, adaptive: bool, loadavg: str = "/proc/loadavg",
                  cpus_in_machine: int | None = None):
@@ -102,7 +102,7 @@ class TeamSize:
         self.current = max_threads
         self.last_sample = -math.inf
         self.last_leave = -math.inf
-        self.applied = threading.local()
+        self.applied = None
         self.cpus_in_machine = cpus_in_machine or os.cpu_count() or 1
         self.cpus_allowed = min(max_threads, self.cpus_in_machine)
         self.fd = None
@@ -118,9 +118,9 @@ class TeamSize:
             if now - self.last_sample >= SAMPLE_INTERVAL_S:
                 self.last_sample = now
                 self.resample(now)
-        if getattr(self.applied, "threads", None) != self.current:
+        if self.applied != self.current:
             self.set_threads(self.current)
-            self.applied.threads = self.current
+            self.applied = self.current
 
     def resample(self, now: float) -> None:
         running = runnable_threads(self.fd)
@@ -136,13 +136,33 @@ class TeamSize:
 
 
 @functools.lru_cache(maxsize=None)
-def team() -> TeamSize | None:
-    """The process's TeamSize, or None without a C compiler (no kernels run then)."""
+def _team_cell() -> ctypes.c_int | None:
+    """The shim's ``rs_team_threads``, or None without a C compiler (no kernels run then)."""
     from .blas_parallel import shim
     lib = shim()
-    if lib is None:
+    return None if lib is None else ctypes.c_int.in_dll(lib, "rs_team_threads")
+
+
+@functools.lru_cache(maxsize=None)
+def team() -> TeamSize | None:
+    """The process's TeamSize, or None without a C compiler."""
+    cell = _team_cell()
+    if cell is None:
         return None
-    return TeamSize(lib.rs_set_team_size, num_threads(), adaptive=fixed_num_threads() is None)
+
+    def apply(threads: int) -> None:
+        cell.value = threads
+    return TeamSize(apply, num_threads(), adaptive=fixed_num_threads() is None)
+
+
+def bind(lib: ctypes.CDLL) -> None:
+    """Point a kernel library's parallel loops at the team size (its ``rs_bind_team``)."""
+    cell = _team_cell()
+    bind_team = getattr(lib, "rs_bind_team", None)
+    if cell is not None and bind_team is not None:
+        bind_team.argtypes = [ctypes.c_void_p]
+        bind_team.restype = None
+        bind_team(ctypes.addressof(cell))
 
 
 _SPIN_PROBE = r"""

@@ -47,15 +47,23 @@ def _fake_team(tmp_path, running: int, max_threads: int = 4):
 
 
 def test_team_follows_the_load_and_applies_only_changes(tmp_path, monkeypatch):
-    monkeypatch.setattr(threads, "SAMPLE_INTERVAL_S", 0.0)
+    clock = [100.0]
+    monkeypatch.setattr(threads.time, "monotonic", lambda: clock[0])
     team, loadavg, applied = _fake_team(tmp_path, running=3)   # the caller and two others
     team.enter(); team.leave()
     assert applied == [2]
-    loadavg.write_text("0.50 0.40 0.30 4/321 4567\n")   # right after: our second thread still spins
+    clock[0] += 0.001                    # within the sampling interval: no new sample
+    loadavg.write_text("0.50 0.40 0.30 1/321 4567\n")
     team.enter(); team.leave()
     assert applied == [2]
+    clock[0] += threads.SAMPLE_INTERVAL_S
+    team.leave()
+    clock[0] += 50e-6                    # right after a call: our second thread still spins
+    loadavg.write_text("0.50 0.40 0.30 4/321 4567\n")
+    team.enter()
+    assert applied == [2]
+    clock[0] += threads.SAMPLE_INTERVAL_S + 1.0   # long after: the machine is free again
     loadavg.write_text("0.50 0.40 0.30 1/321 4567\n")
-    monkeypatch.setattr(threads.time, "monotonic", lambda: 1e9)   # long after the last call
     team.enter()
     assert applied == [2, 4]
 
@@ -108,24 +116,25 @@ class Module:
     assert applied == [1]
 
 
-def test_blas_splits_follow_the_team_size():
-    # blas.num_threads() is 0: a split uses the calling thread's team size, set per call
+def test_blas_splits_follow_the_team_size_and_leave_openmp_settings_alone():
+    # blas.num_threads() is 0: a split uses the team size the runtime sets per call
     assert blas.num_threads() == 0
     gomp = ctypes.CDLL("libgomp.so.1")
-    lib = shim()
-    before = gomp.omp_get_max_threads()
+    cell = ctypes.c_int.in_dll(shim(), "rs_team_threads")
+    before, openmp_default = cell.value, gomp.omp_get_max_threads()
     try:
         for team in (1, 3):
-            lib.rs_set_team_size(team)
-            assert gomp.omp_get_max_threads() == team
+            cell.value = team
             rng = np.random.default_rng(team)
             a = rng.standard_normal((200, 1024)).astype(np.float32)
             b = rng.standard_normal((1024, 600)).astype(np.float32)
             c = np.full((200, 600), np.nan, np.float32)
             blas.sgemm(a, b, c)
             np.testing.assert_allclose(c, a @ b, rtol=1e-4, atol=1e-3)
+            # a PyTorch sharing this libgomp keeps its thread count
+            assert gomp.omp_get_max_threads() == openmp_default
     finally:
-        lib.rs_set_team_size(before)
+        cell.value = before
 
 
 def _display_env(extra_env: dict) -> tuple[str, str]:

@@ -11,7 +11,7 @@ from tensorir.errors import ShapeMismatchError
 from tensorir.expr import Var
 from tensorir.function import PrimFunc
 
-from ..threading import prepare_openmp, team
+from ..threading import bind, prepare_openmp, team
 from .codegen import KernelInfo, generate_c
 from .compiler import compile_shared
 
@@ -101,6 +101,7 @@ class CModule:
         self.compiled = compiled   # False when the library came from the cache
         prepare_openmp()   # before the library pulls in libgomp
         self.lib = ctypes.CDLL(str(path))
+        bind(self.lib)
         self.kernels = {name: CKernel(name, func, info, getattr(self.lib, info.name))
                         for name, (func, info) in kernels.items()}
 

@@ -64,7 +64,9 @@ class CKernels:
     """Links ``CallKernel`` to ctypes calls of one loaded library."""
 
     def __init__(self, image: CLibraryImage):
+        from backends.threading import bind
         self.lib = image.load()
+        bind(self.lib)
         self.functions = {}
         for name, symbol in image.symbols.items():
             cfunc = getattr(self.lib, symbol)

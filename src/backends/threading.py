@@ -9,6 +9,10 @@ What made calls 10-100x slower on a shared machine or beside PyTorch:
   regions. So the team is sized per call (``TeamSize``): the cores our
   affinity and cgroup quota allow, less the other runnable threads the kernel
   counts at that moment (``/proc/loadavg``), sampled every few milliseconds.
+  Kernels read the size in their parallel loops' ``num_threads`` clause from
+  one number the shim owns (``bind``); ``omp_set_num_threads`` would change
+  the thread count of a PyTorch sharing the process's libgomp (the first
+  libgomp.so.1 loaded serves every library; PyTorch ships one).
 - libgomp's default waiting spins 300000 pauses after each region (about 30 ms
   on CPUs with a slow ``pause``), taking a core from everyone else long after a
   call ended. ``prepare_openmp`` loads libgomp with a spin count worth about
@@ -16,8 +20,8 @@ What made calls 10-100x slower on a shared machine or beside PyTorch:
   bridge the gaps between one call's kernels, short enough to sleep between
   calls.
 - Two pools on the same cores: OpenBLAS runs single-threaded and BLAS calls
-  big enough to share are split into blocks on the OpenMP team by a small C
-  shim (blas_parallel.py).
+  big enough to share are split into blocks on the team by a small C shim
+  (blas_parallel.py).
 
 Settings the user made (``RELAXSCRIPT_NUM_THREADS``, ``OMP_NUM_THREADS``: a
 fixed count; ``OMP_WAIT_POLICY``, ``GOMP_SPINCOUNT``: libgomp's waiting) are

@@ -91,7 +91,6 @@ class MixedPeers:
 
     def _onnxruntime(self):
         try:
-            import onnx
             import onnxruntime
             from onnx import TensorProto, helper
         except ImportError:
@@ -209,7 +208,7 @@ def main(argv=None) -> int:
           f"{args.repeat} worker process(es) each" + (f", env {' '.join(args.env)}" if args.env else ""))
     runs: dict[str, list[dict]] = {s: [] for s in scenarios}
     try:
-        for turn in range(max(1, args.repeat)):
+        for _ in range(max(1, args.repeat)):
             for scenario in scenarios:     # scenarios in turns, so slow drift hits them all alike
                 runs[scenario].append(spawn_worker(scenario, args.cases, args.budget, env))
     except AssertionError as err:

@@ -100,8 +100,9 @@ class TeamSize:
     every kernel library reads in its parallel loops' ``num_threads`` clause (``bind``)."""
 
     def __init__(self, set_threads, max_threads: int, adaptive: bool, loadavg: str = "/proc/loadavg",
-                 cpus_in_machine: int | None = None):
+                 cpus_in_machine: int | None = None, spin_window_s: float = 2 * SPIN_US * 1e-6):
         self.set_threads = set_threads
+        self.spin_window_s = spin_window_s
         self.max_threads = max_threads
         self.current = max_threads
         self.last_sample = -math.inf
@@ -130,8 +131,8 @@ class TeamSize:
         running = runnable_threads(self.fd)
         if running is None:
             return
-        # our team threads spin for about SPIN_US after a call and count as runnable meanwhile
-        spinning = self.current - 1 if now - self.last_leave < 2 * SPIN_US * 1e-6 else 0
+        # our team threads spin for a while after a call and count as runnable meanwhile
+        spinning = self.current - 1 if now - self.last_leave < self.spin_window_s else 0
         self.current = team_size(self.max_threads, running, self.cpus_in_machine, self.cpus_allowed,
                                  spinning)
 
@@ -156,7 +157,7 @@ def team() -> TeamSize | None:
 
     def apply(threads: int) -> None:
         cell.value = threads
-    return TeamSize(apply, num_threads(), adaptive=fixed_num_threads() is None)
+    return TeamSize(apply, num_threads(), adaptive=fixed_num_threads() is None, spin_window_s=spin_window_s())
 
 
 def bind(lib: ctypes.CDLL) -> None:
@@ -187,9 +188,10 @@ double rs_pause_ns(void) {
 """
 
 
-def spin_count(spin_us: float = SPIN_US) -> int | None:
-    """GOMP_SPINCOUNT worth ``spin_us`` on this CPU (a pause takes 3 to 120 ns depending on the
-    model), or None when it cannot be measured (not x86, no compiler)."""
+@functools.lru_cache(maxsize=None)
+def pause_ns() -> float | None:
+    """Nanoseconds per ``pause`` (3 to 120 depending on the CPU model), or None when it cannot be
+    measured (not x86, no compiler)."""
     from .c.compiler import compile_shared
     import platform
     if platform.machine().lower() not in ("x86_64", "amd64", "i686", "i386"):
@@ -200,8 +202,46 @@ def spin_count(spin_us: float = SPIN_US) -> int | None:
     except Exception:  # noqa: BLE001 - no compiler: libgomp keeps its default
         return None
     probe.restype = ctypes.c_double
-    pause_ns = max(probe(), 1.0)
-    return max(100, int(spin_us * 1e3 / pause_ns))
+    return max(probe(), 1.0)
+
+
+def spin_count(spin_us: float = SPIN_US) -> int | None:
+    """GOMP_SPINCOUNT worth ``spin_us`` on this CPU, or None when a pause cannot be timed."""
+    ns = pause_ns()
+    return None if ns is None else max(100, int(spin_us * 1e3 / ns))
+
+
+_LIBGOMP_DEFAULT_SPINCOUNT = 300000   # with OMP_WAIT_POLICY unset
+_spin_count_in_effect: list = [None]  # set by prepare_openmp
+
+
+def spin_count_from_environment(env) -> float:
+    """The spin count libgomp takes from ``env`` (inf: spins until work comes)."""
+    count = env.get("GOMP_SPINCOUNT", "").strip().lower()
+    if count == "infinite" or count == "infinity":
+        return math.inf
+    if count.isdigit():
+        return float(count)
+    policy = env.get("OMP_WAIT_POLICY", "").strip().lower()
+    return {"passive": 0.0, "active": math.inf}.get(policy, float(_LIBGOMP_DEFAULT_SPINCOUNT))
+
+
+def spin_window_s() -> float:
+    """How long an idle team thread keeps spinning (and counts as runnable) after a call, doubled
+    for safety: from the spin count libgomp was loaded with and the time of a pause."""
+    count = _spin_count_in_effect[0]
+    if count is None:
+        count = spin_count_from_environment(os.environ)
+    return 2 * count * (pause_ns() or 30.0) * 1e-9
+
+
+def _libgomp_loaded() -> bool:
+    """Whether a libgomp.so.1 (the soname kernels link against; PyTorch ships one) is loaded."""
+    try:
+        with open("/proc/self/maps") as maps:
+            return any(line.rstrip().endswith(("/libgomp.so.1", "/libgomp.so.1.0.0")) for line in maps)
+    except OSError:
+        return False
 
 
 @functools.lru_cache(maxsize=None)
@@ -212,11 +252,12 @@ def prepare_openmp() -> None:
     so libraries loaded later (PyTorch's own libgomp) and child processes keep their defaults. A
     libgomp already loaded keeps its settings.
     """
-    if any(name in os.environ for name in _WAIT_VARIABLES):
-        return
+    if any(name in os.environ for name in _WAIT_VARIABLES) or _libgomp_loaded():
+        return   # the settings in effect are read from the environment (spin_window_s)
     count = spin_count()
     if count is None:
         return
+    _spin_count_in_effect[0] = float(count)
     os.environ["GOMP_SPINCOUNT"] = str(count)
     try:
         ctypes.CDLL("libgomp.so.1")

@@ -167,3 +167,27 @@ def test_libgomp_spins_briefly_and_the_environment_is_restored():
 def test_user_wait_policy_is_left_alone():
     _, stderr = _display_env({"GOMP_SPINCOUNT": "12345"})
     assert _spin_count(stderr) == 12345
+
+
+@pytest.mark.parametrize("env, expected", [
+    ({}, 300000.0), ({"OMP_WAIT_POLICY": "passive"}, 0.0), ({"OMP_WAIT_POLICY": "ACTIVE"}, float("inf")),
+    ({"GOMP_SPINCOUNT": "2500", "OMP_WAIT_POLICY": "passive"}, 2500.0), ({"GOMP_SPINCOUNT": "infinite"}, float("inf")),
+])
+def test_spin_count_of_a_libgomp_loaded_by_someone_else(env, expected):
+    # e.g. PyTorch imported first: its libgomp serves our kernels with the spin it was loaded with
+    assert threads.spin_count_from_environment(env) == expected
+
+
+def test_team_threads_spinning_longer_are_not_counted_as_others(tmp_path, monkeypatch):
+    clock = [100.0]
+    monkeypatch.setattr(threads.time, "monotonic", lambda: clock[0])
+    loadavg = tmp_path / "loadavg"
+    loadavg.write_text("0.5 0.5 0.5 1/321 4567\n")
+    applied = []
+    team = threads.TeamSize(applied.append, 2, adaptive=True, loadavg=str(loadavg), cpus_in_machine=2,
+                            spin_window_s=0.02)   # a libgomp loaded with its default spin
+    team.enter(); team.leave()
+    clock[0] += 0.01                      # our second thread still spins
+    loadavg.write_text("0.5 0.5 0.5 2/321 4567\n")
+    team.enter()
+    assert applied == [2]

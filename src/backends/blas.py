@@ -1,5 +1,6 @@
-"""Single-precision GEMM through OpenBLAS when the ``scipy-openblas32``
-package is installed (loaded with ctypes), NumPy's matmul otherwise.
+"""Single-precision GEMM through OpenBLAS from the ``scipy-openblas32``
+package (a core dependency, loaded with ctypes); NumPy's matmul when it
+cannot be loaded (a C build then warns once: that path is several times slower).
 
 ``sgemm(a, b, c, trans_a=False, trans_b=False, alpha=1.0, beta=0.0)`` is in
 destination-passing style: ``c = alpha * op(a) @ op(b) + beta * c`` written
@@ -12,6 +13,7 @@ import ctypes
 import functools
 import glob
 import os
+import warnings
 from math import prod
 
 import numpy as np
@@ -19,7 +21,6 @@ import numpy as np
 from tensorir.errors import ShapeMismatchError
 
 from .blas_parallel import function_address, shim
-from .threading import num_threads
 
 _CBLAS_ROW_MAJOR = 101
 _CBLAS_NO_TRANS, _CBLAS_TRANS = 111, 112
@@ -65,9 +66,9 @@ def _openblas_sgemm():
 @functools.lru_cache(maxsize=None)
 def _single_threaded_openblas() -> None:
     """OpenBLAS's own spinning pool would fight the kernels' OpenMP threads (see
-    backends/threading.py); rows are split over our pool instead."""
-    if os.environ.get("OPENBLAS_NUM_THREADS"):
-        return
+    backends/threading.py); rows are split over our team instead. Also when OPENBLAS_NUM_THREADS
+    is set: that is meant for NumPy's copy of OpenBLAS, while this private copy runs inside our
+    parallel regions, where a threaded OpenBLAS built with pthreads warns "Detect OpenMP Loop"."""
     setter = _openblas_symbol(("scipy_openblas_set_num_threads", "openblas_set_num_threads"), (_I32,))
     if setter is not None:
         setter(1)
@@ -93,12 +94,30 @@ def _dispatcher():
 def native_address(symbol: str) -> int | None:
     """Address of one of the shim's native VM entries (``rs_sgemm_native``, ...), or None."""
     lib = _dispatcher()
-    return None if lib is None else function_address(getattr(lib, symbol))
+    if lib is None:
+        _warn_fallback()
+        return None
+    return function_address(getattr(lib, symbol))
+
+
+@functools.lru_cache(maxsize=None)
+def _warn_fallback() -> None:
+    """Once per process: a C build whose matmuls run on NumPy is several times slower."""
+    why = "scipy-openblas32 (a dependency of relaxscript) cannot be loaded" if _openblas_sgemm() is None \
+        else "the C shim for OpenBLAS could not be compiled"
+    warnings.warn(f"{why}: matmuls in compiled code fall back to NumPy, several times slower; "
+                  "reinstall relaxscript to get the OpenBLAS path", RuntimeWarning, stacklevel=3)
 
 
 def backend() -> str:
     """"openblas" when sgemm calls OpenBLAS, "numpy" for the fallback."""
     return "openblas" if _openblas_sgemm() is not None else "numpy"
+
+
+def num_threads() -> int:
+    """Threads a BLAS call splits over: 0 means the calling thread's current OpenMP team size, which
+    the VM sets per call (backends/threading.py); tests patch in fixed counts."""
+    return 0
 
 
 def _check(name: str, array, ndim_min: int) -> None:

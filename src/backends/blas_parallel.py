@@ -132,14 +132,24 @@ void rs_blas_bind(sgemm_fn gemm, sgemv_fn gemv) { bound_sgemm = gemm; bound_sgem
 #define TRANS 112
 
 static long min_long(long x, long y) { return x < y ? x : y; }
+
+/* The team size of the kernels' parallel loops and of BLAS splits, set per call by the runtime
+   (backends/threading.py); kernel libraries read it through rs_bind_team. 0: OpenMP's default. */
+int rs_team_threads = 0;
+
+/* threads <= 0: the current team size */
+static int team_threads(int threads) {
+  return threads > 0 ? threads : rs_team_threads > 0 ? rs_team_threads : omp_get_max_threads(); }
 static long max_long(long x, long y) { return x > y ? x : y; }
 
 /* c (m x n) = alpha * op(a) @ op(b) + beta * c, all row-major and contiguous; a is (m x k), or
    (k x m) when trans_a; b is (k x n), or (n x k) when trans_b. Picks OpenBLAS's sgemm or sgemv and
-   how to split the call over `threads` OpenMP threads. Returns -2 when OpenBLAS is not bound. */
+   how to split the call over `threads` OpenMP threads (<= 0: the current team size). Returns -2
+   when OpenBLAS is not bound. */
 int rs_sgemm(int trans_a, int trans_b, long m, long n, long k, float alpha, const float* a,
              const float* b, float beta, float* c, int threads) {
   if (bound_sgemm == NULL || bound_sgemv == NULL) return -2;
+  threads = team_threads(threads);
   if (m == 0 || n == 0) return 0;
   if (k == 0) {   /* an empty sum: BLAS's sgemv returns early without scaling c by beta */
     for (long i = 0; i < m * n; ++i) c[i] = beta == 0.0f ? 0.0f : beta * c[i];
@@ -177,7 +187,8 @@ int rs_sgemm(int trans_a, int trans_b, long m, long n, long k, float alpha, cons
   return 0;
 }
 
-/* The VM's native calls (library.NativeCall): operands {a, b, c} and params {m, n, k, threads}. */
+/* The VM's native calls (library.NativeCall): operands {a, b, c} and params {m, n, k, threads};
+   threads 0 follows the team size (the params are computed only when a shape changes). */
 int rs_sgemm_native(void* const* operands, const int64_t* p) {
   return rs_sgemm(0, 0, p[0], p[1], p[2], 1.0f, (const float*)operands[0], (const float*)operands[1],
                   0.0f, (float*)operands[2], (int)p[3]);
@@ -191,7 +202,7 @@ int rs_sgemm_batched_native(void* const* operands, const int64_t* p) {
   const float* b = (const float*)operands[1];
   float* c = (float*)operands[2];
   const long batch = p[0], m = p[1], n = p[2], k = p[3];
-  const int threads = (int)p[4];
+  const int threads = team_threads((int)p[4]);
   if (bound_sgemm == NULL) return -2;
   if (batch == 0 || m == 0 || n == 0) return 0;
   if (k == 0) { memset(c, 0, sizeof(float) * (size_t)(batch * m * n)); return 0; }
@@ -224,10 +235,12 @@ _I, _F, _P = ctypes.c_int, ctypes.c_float, ctypes.c_void_p
 @functools.lru_cache(maxsize=None)
 def shim():
     """The compiled shim (ctypes CDLL), or None when no C compiler is available."""
+    from .threading import prepare_openmp
     try:
         path, _ = compile_shared(_SOURCE)
     except Exception:  # noqa: BLE001 - no compiler: BLAS calls simply stay single-threaded
         return None
+    prepare_openmp()
     lib = ctypes.CDLL(str(path))
     gemm_args = [_P, _I, _I, _I, _I, _F, _P, _I, _P, _I, _F, _P, _I, _I]
     for name in ("rs_sgemm_columns", "rs_sgemm_rows"):

@@ -14,8 +14,6 @@ from backends import blas, get_library
 from backends.library import NativeCall, register_library, unregister_library
 from tensorir.errors import ShapeMismatchError
 
-pytest.importorskip("scipy_openblas32")
-
 WIDE = '''
 @R.ir_module
 class Module:

@@ -36,7 +36,16 @@ PRELUDE = r"""#include <stdint.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <math.h>
+#include <omp.h>
 %VECMATH%
+
+/* Threads of a parallel loop: the number the runtime points rs_team at and sets per call
+   (backends/threading.py), or OpenMP's default when unbound. A num_threads clause, not
+   omp_set_num_threads: a PyTorch in the same process may share this libgomp and its settings. */
+static int rs_team_unbound = 0;
+static const int* rs_team = &rs_team_unbound;
+void rs_bind_team(const int* team) { rs_team = team; }
+static inline int rs_threads(void) { int t = *rs_team; return t > 0 ? t : omp_get_max_threads(); }
 
 static inline int64_t rs_floordiv(int64_t a, int64_t b) {
   int64_t q = a / b; return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q; }
@@ -436,7 +445,8 @@ class CFunctionEmitter(ClassDispatch):
         if parallel:
             # fork only when the nest has enough iterations to pay for waking the threads
             work = self.expr(nest_iterations(s))
-            self.emit(f"#pragma omp parallel for schedule(static) if({work} >= {PARALLEL_MIN_ITERATIONS})")
+            self.emit(f"#pragma omp parallel for schedule(static) if({work} >= {PARALLEL_MIN_ITERATIONS}) "
+                      "num_threads(rs_threads())")
         elif s.kind == "vectorized":
             self.emit(f"#pragma omp simd{simd_clause}")
         elif s.kind == "unrolled":

@@ -11,6 +11,7 @@ from tensorir.errors import ShapeMismatchError
 from tensorir.expr import Var
 from tensorir.function import PrimFunc
 
+from ..threading import bind, prepare_openmp, team
 from .codegen import KernelInfo, generate_c
 from .compiler import compile_shared
 
@@ -81,7 +82,12 @@ class CKernel:
             raise ShapeMismatchError(f"kernel {self.name!r}: cannot determine {missing} from the arguments")
         bufs = (ctypes.c_void_p * max(1, self._n_bufs))(*[a.ctypes.data for a in arrays])
         syms = (ctypes.c_int64 * max(1, self._n_syms))(*[env[v] for v in self.info.sym_vars])
+        threads = team()
+        if threads is not None:
+            threads.enter()
         status = self.cfunc(bufs, syms)
+        if threads is not None:
+            threads.leave()
         if status != 0:
             raise MemoryError(f"kernel {self.name!r} failed to allocate its scratch memory")
 
@@ -93,7 +99,9 @@ class CModule:
         self.path = path
         self.source = source
         self.compiled = compiled   # False when the library came from the cache
+        prepare_openmp()   # before the library pulls in libgomp
         self.lib = ctypes.CDLL(str(path))
+        bind(self.lib)
         self.kernels = {name: CKernel(name, func, info, getattr(self.lib, info.name))
                         for name, (func, info) in kernels.items()}
 

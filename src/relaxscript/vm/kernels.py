@@ -33,6 +33,8 @@ class CLibraryImage:
 
     def load(self) -> ctypes.CDLL:
         from backends.c.library_cache import store_library
+        from backends.threading import prepare_openmp
+        prepare_openmp()   # before the library pulls in libgomp
         return ctypes.CDLL(str(store_library(self.library)))
 
 
@@ -62,7 +64,9 @@ class CKernels:
     """Links ``CallKernel`` to ctypes calls of one loaded library."""
 
     def __init__(self, image: CLibraryImage):
+        from backends.threading import bind
         self.lib = image.load()
+        bind(self.lib)
         self.functions = {}
         for name, symbol in image.symbols.items():
             cfunc = getattr(self.lib, symbol)

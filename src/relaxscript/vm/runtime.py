@@ -37,6 +37,9 @@ class FunctionRuntime:
         frame = self.pool.pop() if self.pool else Frame(self.code, self.vm)
         regs = frame.regs
         regs[:self.num_params] = args
+        team = self.vm.team
+        if team is not None:
+            team.enter()   # size the kernels' thread team to the cores free now
         try:
             steps = frame.steps
             pc = 0
@@ -47,6 +50,8 @@ class FunctionRuntime:
                 self._run_instrumented(frame)
             result = frame.result[0]
         finally:
+            if team is not None:
+                team.leave()
             regs[:] = frame.template   # drop references to this call's values
             frame.result[0] = None
             self.pool.append(frame)
@@ -88,9 +93,13 @@ class VirtualMachine:
             raise TypeError(f"VirtualMachine needs an Executable (from rx.build), got {type(exe).__name__}")
         self.exe = exe
         self.instrument: Instrument | None = None
+        self.team = None
         if exe.target == "c":
+            from backends.threading import team
+
             from .kernels import CKernels
             self.kernels = CKernels(exe.c_library) if exe.c_library is not None else None
+            self.team = team()
         else:
             from .kernels import InterpKernels
             self.kernels = InterpKernels(exe.prim_funcs)

@@ -144,16 +144,20 @@ class GT(CmpOp): symbol = ">"
 class GE(CmpOp): symbol = ">="
 
 
-class And(BinaryOp):
-    symbol = "and"
+class LogicalBinary(BinaryOp):
+    """Common base of ``And`` and ``Or`` (boolean operands and result).
+
+    The two are siblings: a pass that splits a conjunction must test for
+    ``And`` itself, never for this base, since a disjunction is no conjunction.
+    """
 
     def __init__(self, a, b):
         self.a, self.b = as_bool(a), as_bool(b)
         self.dtype = "bool"
 
 
-class Or(And):
-    symbol = "or"
+class And(LogicalBinary): symbol = "and"
+class Or(LogicalBinary): symbol = "or"
 
 
 class Not(PrimExpr):

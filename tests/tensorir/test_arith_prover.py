@@ -7,9 +7,9 @@ from hypothesis import strategies as st
 
 from tensorir import Range, Var, size_var
 from tensorir.arith import Analyzer, ArithError, evaluate, prove_with_sympy, to_sympy
-from tensorir.expr import EQ, LE, LT, Max, Min, floordiv, floormod
+from tensorir.expr import EQ, LE, LT, And, CmpOp, Max, Min, Not, Or, floordiv, floormod
 
-from .test_arith_support import VARS, M, N, assignments, grid, int_exprs, show
+from .test_arith_support import VARS, M, N, assignments, bool_exprs, grid, int_exprs, show
 
 n, m = N, M  # the sample grid knows these two
 i, j = Var("i"), Var("j")
@@ -80,6 +80,17 @@ def test_constraint_scope_adds_and_removes_facts():
     with ana.constraint_scope(EQ(n % 4, 0)):
         assert ana.can_prove_divisible(n * 3, 4)
     assert not ana.can_prove_divisible(n * 3, 4)
+
+
+def test_constraint_scope_of_a_disjunction_proves_neither_side():
+    # Or once subclassed And, so `i < 4 or j < 4` was assumed as `i < 4 and j < 4`.
+    ana = Analyzer()
+    with ana.constraint_scope(Or(LT(i, 4), LT(j, 4))):
+        assert not ana.can_prove(LT(i, 4))
+        assert not ana.can_prove(LT(j, 4))
+        assert ana.const_int_bound(i) == (None, None)
+    with ana.constraint_scope(Not(Or(LT(i, 4), LT(j, 4)))):  # i >= 4 and j >= 4
+        assert ana.can_prove(LE(4, i)) and ana.can_prove(LE(4, j))
 
 
 def test_bind_errors_are_clear():
@@ -167,3 +178,56 @@ def test_proofs_under_loop_ranges_are_sound(e, extent_i, extent_j):
                 for jv in range(iv, extent_j):
                     env = {n: nv, m: extent_j, i: iv, j: jv}
                     assert evaluate(claim, env), (show(claim), env)
+
+
+# ------------------------------------------------------------------ proofs under drawn constraints
+def _leaf_comparisons(cond) -> list:
+    if isinstance(cond, (And, Or)):
+        return _leaf_comparisons(cond.a) + _leaf_comparisons(cond.b)
+    if isinstance(cond, Not):
+        return _leaf_comparisons(cond.a)
+    return [cond] if isinstance(cond, CmpOp) else []
+
+
+def _check_under_constraint(fact, claim, e, per_var: int):
+    """Every proof, simplification and bound made under ``fact`` holds at each grid point
+    (a brute-force search over the vars' sample values) where ``fact`` holds."""
+    ana = Analyzer()
+    with ana.constraint_scope(fact):
+        proven = ana.can_prove(claim)
+        simplified = ana.simplify(claim)
+        lo, hi = ana.const_int_bound(e)
+        simplified_e = ana.simplify(e)
+    for env in grid(VARS, per_var=per_var):
+        if not evaluate(fact, env):
+            continue
+        where = (show(fact), show(claim), show(e), env)
+        if proven:
+            assert evaluate(claim, env), where
+        assert evaluate(simplified, env) == evaluate(claim, env), (show(simplified),) + where
+        value = evaluate(e, env)
+        assert (lo is None or lo <= value) and (hi is None or value <= hi), (lo, hi) + where
+        assert evaluate(simplified_e, env) == value, (show(simplified_e),) + where
+
+
+@st.composite
+def _constraint_cases(draw, max_terms: int):
+    fact = draw(bool_exprs(max_terms=max_terms))
+    # Half the claims are pieces of the fact itself, which the analyzer is most tempted to prove.
+    leaves = _leaf_comparisons(fact)
+    claim = draw(st.one_of(bool_exprs(max_terms=2), st.sampled_from(leaves)))
+    e = draw(st.one_of(int_exprs(max_leaves=4), st.sampled_from([x for c in leaves for x in (c.a, c.b)])))
+    return fact, claim, e
+
+
+@settings(max_examples=40, deadline=None)
+@given(_constraint_cases(max_terms=3))
+def test_proofs_under_constraint_scope_hold_wherever_the_constraint_does(case):
+    _check_under_constraint(*case, per_var=2)
+
+
+@pytest.mark.fuzz
+@settings(max_examples=1500, deadline=None)
+@given(_constraint_cases(max_terms=5))
+def test_proofs_under_constraint_scope_hold_wherever_the_constraint_does_fuzz(case):
+    _check_under_constraint(*case, per_var=3)

@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 
 from tensorir import Add, FloorDiv, IntImm, Mul, Sub, Var, size_var, structural_equal
 from tensorir.arith import Analyzer, evaluate, simplify
-from tensorir.expr import (EQ, LT, Cast, Div, FloatImm, Max, Min, Select, cast, ceildiv, floordiv,
+from tensorir.expr import (EQ, LT, Cast, Div, FloatImm, Max, Min, Not, Select, cast, ceildiv, floordiv,
                            floormod)
 
 from .test_arith_support import assignments, flat, int_exprs, show
@@ -178,3 +178,12 @@ def test_simplify_is_idempotent_and_deterministic(e):
 def test_simplify_boolean_preserves_value(a, b, cmp, env):
     cond = cmp(a, b)
     assert evaluate(simplify(cond), env) == evaluate(cond, env), show(cond)
+
+
+def test_negated_float_comparison_keeps_its_nan_meaning():
+    # not (x < y) is true for a NaN operand, x >= y is not: only integer comparisons flip.
+    x, y = Var("x", "float32"), Var("y", "float32")
+    cond = Not(x < y)
+    simplified = Analyzer().simplify(cond)
+    for env in ({x: float("nan"), y: 1.0}, {x: 0.5, y: 1.0}, {x: 2.0, y: 1.0}):
+        assert evaluate(simplified, env) == evaluate(cond, env), env

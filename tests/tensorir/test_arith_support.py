@@ -8,8 +8,8 @@ import itertools
 
 from hypothesis import strategies as st
 
-from tensorir.expr import (EQ, GE, GT, LE, LT, NE, BinaryOp, Cast, FloatImm, IntImm, Max, Min,
-                           Not, Select, Var, floordiv, floormod, size_var)
+from tensorir.expr import (EQ, GE, GT, LE, LT, NE, And, BinaryOp, Cast, FloatImm, IntImm, Max, Min,
+                           Not, Or, Select, Var, floordiv, floormod, size_var)
 
 # Four symbolic vars: two shape vars, a free (possibly negative) int, a var with facts.
 N = size_var("n")
@@ -77,6 +77,20 @@ def int_exprs(vars_=VARS, max_leaves: int = 12):
                 lambda t: Select(t[0](t[1], t[2]), t[3], t[4])),
         )
     return st.recursive(leaves, extend, max_leaves=max_leaves)
+
+
+def bool_exprs(vars_=VARS, max_leaves: int = 4, max_terms: int = 3):
+    """Random conditions: comparisons of ``int_exprs`` joined by and / or / not."""
+    comparison = st.tuples(st.sampled_from(_COMPARE), int_exprs(vars_, max_leaves),
+                           int_exprs(vars_, max_leaves)).map(lambda t: t[0](t[1], t[2]))
+
+    def extend(children):
+        return st.one_of(
+            st.tuples(children, children).map(lambda ab: And(ab[0], ab[1])),
+            st.tuples(children, children).map(lambda ab: Or(ab[0], ab[1])),
+            children.map(Not),
+        )
+    return st.recursive(comparison, extend, max_leaves=max_terms)
 
 
 def assignments(vars_=VARS):

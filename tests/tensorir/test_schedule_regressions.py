@@ -5,6 +5,7 @@ print/parse), or must be refused with ScheduleError leaving the function as it w
 """
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 import tensorir as tir
@@ -237,3 +238,41 @@ def test_cache_read_of_a_cache_of_a_0d_buffer_is_filled_after_it():
     names = [r.block.name for r in tir.collect(sch.func, lambda n: isinstance(n, tir.BlockRealize))]
     assert names.index("S_local") < names.index("S_local_local") < names.index("add")
     assert_equivalent(sch, add_scalar)
+
+
+# ----------------------------------------------------------------- disjunctive predicates
+@prim_func
+def row_sum_where_or(X: T.Buffer(("n0", "n1"), "float32"), Y: T.Buffer(("n0",), "float32"),
+                     m: T.int64):
+    n0 = T.int64()
+    n1 = T.int64()
+    for i0, i1 in T.grid(n0, n1):
+        with T.block("row_sum"):
+            T.where(i0 < 2 or m < 2)
+            v0, v1 = T.axis.remap("SR", [i0, i1])
+            T.reads(X[v0, v1])
+            T.writes(Y[v0])
+            with T.init():
+                Y[v0] = T.float32(0)
+            Y[v0] = Y[v0] + X[v0, v1]
+
+
+@pytest.mark.parametrize("m", [1, 5])
+def test_decompose_reduction_keeps_a_disjunctive_predicate_whole(m):
+    # `i0 < 2 or m < 2` was split like a conjunction: the init ran under `i0 < 2 and m < 2`,
+    # so for m = 5 rows 0 and 1 summed onto whatever Y held.
+    sch = tir.Schedule(row_sum_where_or)
+    i0, i1 = sch.get_loops(sch.get_block("row_sum"))
+    sch.decompose_reduction(sch.get_block("row_sum"), i1)
+    sizes = [{"n0": 4, "n1": 3, "m": m}]
+    rng = np.random.default_rng(0)
+    for candidate in (sch.func, tir.lower(sch.func)):
+        x = rng.uniform(-1, 1, (4, 3)).astype("float32")
+        y = np.full(4, 7.0, "float32")
+        expected = y.copy()
+        covered = [r for r in range(4) if r < 2 or m < 2]
+        expected[covered] = x[covered].sum(axis=1)
+        got = [x.copy(), y.copy()]
+        tir.interpret(candidate, *got, m=m)
+        np.testing.assert_allclose(got[1], expected, rtol=1e-5, err_msg=f"sizes {sizes}")
+    assert_roundtrip(sch.func)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from tensorir import dtype as dt
 from tensorir import expr as E
 from tensorir import stmt as S
 from tensorir.functor import collect
@@ -59,9 +60,13 @@ def split_guard(loop: S.For) -> GuardSplit | None:
     var = loop.loop_var
     split = GuardSplit([], [], [])
     for cond in _conjuncts(body.condition):
+        if _may_trap(cond):
+            # `a and b` evaluates b only where a holds (and a zero-trip loop evaluates neither):
+            # only a condition that is safe anywhere leaves its place
+            split.remaining.append(cond)
+            continue
         if not _uses(cond, var):
-            # a load in a guard is not moved: with zero trips it must not be evaluated
-            (split.remaining if collect(cond, lambda n: isinstance(n, E.BufferLoad)) else split.outer).append(cond)
+            split.outer.append(cond)
             continue
         if isinstance(cond, (E.LT, E.LE)) and not _uses(cond.b, var):
             offset = _offset_from(cond.a, var)
@@ -73,6 +78,16 @@ def split_guard(loop: S.For) -> GuardSplit | None:
     if not split.outer and not split.upper_bounds:
         return None
     return split
+
+
+def _may_trap(cond) -> bool:
+    """A load (its index may be out of bounds) or an integer division by a value that may be 0."""
+    def trapping(n):
+        if isinstance(n, E.BufferLoad):
+            return True
+        return isinstance(n, (E.Div, E.FloorDiv, E.FloorMod)) and not dt.is_float(n.dtype) and \
+            not (isinstance(n.b, E.IntImm) and n.b.value != 0)
+    return bool(collect(cond, trapping))
 
 
 def and_all(conds):

@@ -10,14 +10,17 @@ from __future__ import annotations
 from contextlib import contextmanager
 
 from .. import dtype as dt
-from ..expr import (EQ, GE, GT, LE, LT, And, FloorMod, IntImm, PrimExpr, Var, as_bool,
-                    convert)
+from ..expr import (EQ, GE, GT, LE, LT, NE, And, FloorMod, IntImm, Not, Or, PrimExpr, Var,
+                    as_bool, convert)
 from ..stmt import Range
 from . import interval as iv
 from . import poly as P
 from .bounds import Bounds
 from .canonical import AtomTable
 from .rewrite import Simplifier
+
+
+_NEGATED = {LT: GE, LE: GT, GT: LE, GE: LT, EQ: NE, NE: EQ}
 
 
 class ArithError(ValueError):
@@ -172,11 +175,25 @@ def simplify(expr) -> PrimExpr:
 
 
 def _conjuncts(cond: PrimExpr):
+    """Conditions that each hold when ``cond`` does: the operands of ``and`` and, by De Morgan,
+    the negated operands of ``not (a or b)``. A disjunction itself is one opaque condition."""
     if isinstance(cond, And):
         yield from _conjuncts(cond.a)
         yield from _conjuncts(cond.b)
+    elif isinstance(cond, Not) and isinstance(cond.a, Or):
+        yield from _conjuncts(_negate(cond.a.a))
+        yield from _conjuncts(_negate(cond.a.b))
+    elif isinstance(cond, Not) and isinstance(cond.a, Not):
+        yield from _conjuncts(cond.a.a)
     else:
         yield cond
+
+
+def _negate(cond: PrimExpr) -> PrimExpr:
+    # Only integer comparisons flip: with a NaN operand both `x < y` and `x >= y` are false.
+    if type(cond) in _NEGATED and dt.is_int(cond.a.dtype):
+        return _NEGATED[type(cond)](cond.a, cond.b)
+    return Not(cond)
 
 
 def _vars_of(expr: PrimExpr):

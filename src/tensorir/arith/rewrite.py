@@ -229,7 +229,7 @@ class Simplifier(ClassDispatch):
                 return IntImm(not a.value, "bool")
             if isinstance(a, Not):
                 return a.a
-            if isinstance(a, CmpOp):
+            if isinstance(a, CmpOp) and _is_int(a.a):  # a NaN makes `x < y` and `x >= y` both false
                 return _NEGATED[type(a)](a.a, a.b)
             return Not(a)
         if isinstance(e, Var):

@@ -21,7 +21,7 @@ from backends.c import CodegenError, CompileError, build_c, compile_shared
 from tensorir.errors import ShapeMismatchError
 from tensorir.expr import INTRINSICS
 from tests.tensorir import catalog
-from tests.tensorir.generators import make_inputs, prim_funcs, sym_sizes
+from tests.tensorir.generators import CONTROL_KINDS, DTYPES, INT_DTYPES, make_inputs, prim_funcs, sym_sizes
 
 # Catalog entries outside what the C calling convention can express.
 NOT_EXPRESSIBLE = {
@@ -109,6 +109,35 @@ def test_generated_functions_match_the_interpreter(gen, data):
         arrays = make_inputs(gen, rng, sizes)
         expected, got = run_both(gen.func, kernel, arrays)
         assert_same(expected[gen.num_inputs:], got[gen.num_inputs:], what=f"sizes {sizes}")
+
+
+BRANCHING = prim_funcs(kinds=CONTROL_KINDS, dtypes=DTYPES + INT_DTYPES)
+
+
+def _branching_matches(gen, data, max_value: int):
+    """if/else, select, and/or/not, symbolic guards and predicates, integer division of
+    negative values, integer and bool outputs: compiled as the interpreter runs them, including
+    sizes that give loops no iteration."""
+    kernel = build_c(gen.func)[gen.func.name]
+    rng = np.random.default_rng(5)
+    for _ in range(3):
+        sizes = data.draw(sym_sizes(gen, min_value=0, max_value=max_value))
+        arrays = make_inputs(gen, rng, sizes)
+        expected, got = run_both(gen.func, kernel, arrays)
+        assert_same(expected[gen.num_inputs:], got[gen.num_inputs:], what=f"sizes {sizes}")
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(gen=BRANCHING, data=st.data())
+def test_generated_branching_functions_match_the_interpreter(gen, data):
+    _branching_matches(gen, data, max_value=9)
+
+
+@pytest.mark.fuzz
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(gen=BRANCHING, data=st.data())
+def test_generated_branching_functions_match_the_interpreter_fuzz(gen, data):
+    _branching_matches(gen, data, max_value=40)
 
 
 # ---------------------------------------------------------------- constructs

@@ -31,11 +31,19 @@ import numpy as np
 from hypothesis import strategies as st
 
 from tensorir import (Block, BlockRealize, Buffer, BufferRegion, BufferStore, FloatImm, For,
-                      IntImm, IterVar, PrimFunc, Range, Var, call_intrin, seq, size_var)
+                      IfThenElse, IntImm, IterVar, PrimFunc, Range, Var, call_intrin, seq, size_var)
+from tensorir import dtype as dt
 from tensorir.expr import max_, min_
+
+from .expr_trees import (LOAD_RANGE, IRContext, NumpyContext, conditions, to_ir, to_numpy,
+                         value_trees)
 
 KINDS = ("elementwise", "transpose", "reduction", "matmul")
 DTYPES = ("float32", "float64")
+# Branching kernels (expr_trees.py): if/else, select, and/or/not, symbolic guards, block
+# predicates, integer division of negative values; they also take integer dtypes.
+CONTROL_KINDS = ("conditional",)
+INT_DTYPES = ("int32", "int64")
 
 
 @dataclass(frozen=True)
@@ -60,7 +68,7 @@ class GeneratedFunc:
 def prim_funcs(kinds: Sequence[str] = KINDS, dtypes: Sequence[str] = DTYPES) -> st.SearchStrategy:
     """Strategy for GeneratedFunc of the given kinds (see KINDS) and dtypes."""
     builders = {"elementwise": _elementwise, "transpose": _transpose,
-                "reduction": _reduction, "matmul": _matmul}
+                "reduction": _reduction, "matmul": _matmul, "conditional": _conditional}
     return st.sampled_from(tuple(kinds)).flatmap(
         lambda kind: st.sampled_from(tuple(dtypes)).flatmap(lambda dtype: builders[kind](dtype)))
 
@@ -76,11 +84,14 @@ def shape_of(buffer: Buffer, sizes: dict[str, int]) -> tuple[int, ...]:
 
 
 def make_inputs(gen: GeneratedFunc, rng: np.random.Generator, sizes: dict[str, int]) -> list[np.ndarray]:
-    """Arrays for every buffer param: inputs uniform in [-1, 1], outputs zeroed."""
+    """Arrays for every buffer param: float inputs uniform in [-1, 1], integer ones in
+    [-LOAD_RANGE, LOAD_RANGE], outputs zeroed."""
     arrays = []
     for index, buf in enumerate(gen.func.buffer_params):
         shape = shape_of(buf, sizes)
-        if index < gen.num_inputs:
+        if index < gen.num_inputs and not dt.is_float(buf.dtype):
+            arrays.append(rng.integers(-LOAD_RANGE, LOAD_RANGE + 1, size=shape).astype(buf.dtype))
+        elif index < gen.num_inputs:
             arrays.append(rng.uniform(-1.0, 1.0, size=shape).astype(buf.dtype))
         else:
             arrays.append(np.zeros(shape, dtype=buf.dtype))
@@ -91,6 +102,8 @@ def tolerance(dtype: str) -> dict:
     """assert_allclose keyword arguments suited to ``dtype``."""
     if dtype == "float64":
         return {"rtol": 1e-10, "atol": 1e-12}
+    if not dt.is_float(dtype):
+        return {"rtol": 0, "atol": 0}
     return {"rtol": 2e-5, "atol": 2e-6}
 
 
@@ -108,18 +121,19 @@ def point_region(buffer: Buffer, indices) -> BufferRegion:
     return BufferRegion(buffer, [Range(i, 1) for i in indices])
 
 
-def block_nest(name: str, extents, kinds: str, make_block):
+def block_nest(name: str, extents, kinds: str, make_block, make_predicate=None):
     """Serial loops over ``extents`` around one block with iter vars of ``kinds``.
 
     ``make_block(iter_vars) -> (body, init, reads, writes)`` builds the block
-    contents from the block's iter var Vars.
+    contents from the block's iter var Vars; ``make_predicate(loop_vars)``, if
+    given, the block's ``T.where`` condition.
     """
     loop_vars = [Var(f"{name}_i{k}") for k in range(len(extents))]
     iter_vars = [Var(f"{name}_v{k}") for k in range(len(extents))]
     body, init, reads, writes = make_block(iter_vars)
     block = Block(name, [IterVar(v, Range(0, e), kind) for v, e, kind in zip(iter_vars, extents, kinds)],
                   reads, writes, body, init=init)
-    stmt = BlockRealize(loop_vars, None, block)
+    stmt = BlockRealize(loop_vars, make_predicate(loop_vars) if make_predicate else None, block)
     for var, extent in reversed(list(zip(loop_vars, extents))):
         stmt = For(var, 0, extent, "serial", stmt)
     return stmt
@@ -328,3 +342,59 @@ def _matmul(draw, dtype: str):
     def numpy_fn(aa, ba):
         return [np.asarray(aa @ (ba.T if b_transposed else ba), dtype=dtype)]
     return _finish("matmul", [a, b], [c], body, numpy_fn, "matmul", dtype)
+
+
+# ---------------------------------------------------------------- branching kernels
+@st.composite
+def _conditional(draw, dtype: str):
+    """out[v] = then_value if guard else else_value (or unchanged), flag[v] = a condition,
+    optionally under a block predicate over the loop vars and symbolic sizes."""
+    rank = draw(st.integers(1, 2))
+    extents = draw(_extents(rank))
+    syms = [e for e in extents if isinstance(e, Var)]
+    trees = {"guard": draw(conditions(dtype, rank, len(syms))),
+             "then": draw(value_trees(dtype, rank, len(syms))),
+             "else": draw(st.none() | value_trees(dtype, rank, len(syms))),
+             "flag": draw(st.none() | conditions(dtype, rank, len(syms), max_terms=2)),
+             "where": draw(st.none() | conditions(dtype, rank, len(syms), max_terms=2, loads=False))}
+    x = Buffer("X", extents, dtype)
+    out = Buffer("out", extents, dtype)
+    flag = Buffer("flag", extents, "bool") if trees["flag"] is not None else None
+
+    def make_block(iter_vars):
+        ctx = IRContext(dtype, iter_vars, syms, x[tuple(iter_vars)])
+        store = BufferStore(out, to_ir(trees["then"], ctx, "value"), iter_vars)
+        otherwise = None if trees["else"] is None else BufferStore(out, to_ir(trees["else"], ctx, "value"),
+                                                                    iter_vars)
+        body = IfThenElse(to_ir(trees["guard"], ctx, "bool"), store, otherwise)
+        writes = [point_region(out, iter_vars)]
+        if flag is not None:
+            body = seq(body, BufferStore(flag, to_ir(trees["flag"], ctx, "bool"), iter_vars))
+            writes.append(point_region(flag, iter_vars))
+        return body, None, [point_region(x, iter_vars)], writes
+
+    def make_predicate(loop_vars):
+        return to_ir(trees["where"], IRContext(dtype, loop_vars, syms, None), "bool")
+
+    body = block_nest("cond", extents, "S" * rank, make_block,
+                      make_predicate if trees["where"] is not None else None)
+
+    def numpy_fn(xa):
+        sizes = [xa.shape[d] for d, e in enumerate(extents) if isinstance(e, Var)]
+        ctx = NumpyContext(dtype, [g.astype("int64") for g in np.indices(xa.shape)], sizes, xa)
+
+        def full(tree, sort):
+            return np.broadcast_to(to_numpy(tree, ctx, sort), xa.shape)
+        where = np.ones(xa.shape, bool) if trees["where"] is None else full(trees["where"], "bool")
+        guard = full(trees["guard"], "bool")
+        result = np.zeros(xa.shape, dtype)
+        result[where & guard] = full(trees["then"], "value")[where & guard]
+        if trees["else"] is not None:
+            result[where & ~guard] = full(trees["else"], "value")[where & ~guard]
+        outputs = [result]
+        if flag is not None:
+            outputs.append(where & full(trees["flag"], "bool"))
+        return outputs
+
+    outputs = [out] + ([flag] if flag is not None else [])
+    return _finish("conditional", [x], outputs, body, numpy_fn, "conditional", dtype)

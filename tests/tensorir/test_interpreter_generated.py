@@ -7,7 +7,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tensorir import interpret
-from tests.tensorir.generators import KINDS, make_inputs, prim_funcs, sym_sizes, tolerance
+from tests.tensorir.generators import (CONTROL_KINDS, DTYPES, INT_DTYPES, KINDS, make_inputs, prim_funcs,
+                                      sym_sizes, tolerance)
 
 
 def _run_and_compare(gen, sizes, seed, vectorize=True):
@@ -33,7 +34,27 @@ def test_scalar_path_matches_numpy(data, seed):
     _run_and_compare(gen, data.draw(sym_sizes(gen, max_value=4), label="sizes"), seed, vectorize=False)
 
 
-@pytest.mark.parametrize("kind", KINDS)
+BRANCHING = prim_funcs(kinds=CONTROL_KINDS, dtypes=DTYPES + INT_DTYPES)
+
+
+@settings(max_examples=40, deadline=None)
+@given(data=st.data(), seed=st.integers(0, 2**16))
+def test_branching_funcs_match_numpy(data, seed):
+    gen = data.draw(BRANCHING, label="gen")
+    for vectorize in (True, False):
+        _run_and_compare(gen, data.draw(sym_sizes(gen, max_value=7), label="sizes"), seed, vectorize)
+
+
+@pytest.mark.fuzz
+@settings(max_examples=600, deadline=None)
+@given(data=st.data(), seed=st.integers(0, 2**16))
+def test_branching_funcs_match_numpy_fuzz(data, seed):
+    gen = data.draw(BRANCHING, label="gen")
+    for vectorize in (True, False):
+        _run_and_compare(gen, data.draw(sym_sizes(gen, max_value=9), label="sizes"), seed, vectorize)
+
+
+@pytest.mark.parametrize("kind", KINDS + CONTROL_KINDS)
 def test_every_kind_is_generated(kind):
     seen = set()
 

@@ -52,6 +52,24 @@ def test_random_operator_programs_build_and_match_thoroughly(mod, seed):
     check_builds_match_interpreter(mod, seed, samples=4)
 
 
+# logic (comparisons, and / or / xor / not, where) and integer detours (int32 / int64 division
+# and modulo of negative values) mixed with a few float steps, so they fuse with them
+BRANCHING_STEPS = ("logic", "integer", "unary", "binary", "broadcast")
+
+
+@QUICK
+@given(mod=dataflow_modules(max_blocks=2, max_steps=3, kinds=BRANCHING_STEPS), seed=st.integers(0, 2**16))
+def test_random_logic_and_integer_programs_build_and_match(mod, seed):
+    check_builds_match_interpreter(mod, seed)
+
+
+@pytest.mark.fuzz
+@THOROUGH
+@given(mod=dataflow_modules(max_blocks=4, max_steps=6, kinds=BRANCHING_STEPS), seed=st.integers(0, 2**16))
+def test_random_logic_and_integer_programs_build_and_match_thoroughly(mod, seed):
+    check_builds_match_interpreter(mod, seed, samples=4)
+
+
 def _check_call_tir_program(steps, escape, bound, seed):
     mod = call_tir_program(steps, escape, bound)
     rng = np.random.default_rng(seed)

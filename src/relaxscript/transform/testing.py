@@ -6,7 +6,10 @@ with symbolic dims ``n``, ``m`` and chains elementwise ops, broadcast binaries,
 reshape, permute_dims, sum/max reductions, full sum/max/mean reductions
 followed by an elementwise op, softmax, matmul, split/concat,
 constants (also constant-only chains), subgraph calls, match_casts (provable
-and not), trivial var-to-var copies, tuple literals indexed back, and leaves
+and not), comparisons joined by logical and / or / xor / not choosing through
+``where``, detours through int32 / int64 (division, floor division and floor
+modulo of negative values by constants), trivial var-to-var copies, tuple
+literals indexed back, and leaves
 dead bindings and an unreachable function behind, so that every cleanup pass
 has something to do. ``dataflow_modules()`` is the same as a strategy.
 
@@ -32,6 +35,8 @@ from .pass_check import _same, public_functions, random_inputs
 
 _UNARY = [op.exp, op.negative, op.nn.relu, op.tanh, op.sigmoid, op.abs]
 _BINARY = [op.add, op.multiply, op.subtract, op.maximum]
+_COMPARE = [op.less, op.less_equal, op.greater, op.greater_equal, op.equal, op.not_equal]
+_LOGICAL = [op.logical_and, op.logical_or, op.logical_xor]
 
 
 def _add_helpers(bb: BlockBuilder) -> GlobalVar:
@@ -48,8 +53,9 @@ def _add_helpers(bb: BlockBuilder) -> GlobalVar:
 
 
 class _Drawer:
-    def __init__(self, draw, bb: BlockBuilder, helper: GlobalVar):
+    def __init__(self, draw, bb: BlockBuilder, helper: GlobalVar, only=None):
         self.draw, self.bb, self.helper = draw, bb, helper
+        self.only = only   # restrict the step kinds (None: all)
         self.fresh = 0
 
     def _small_constant(self) -> Constant:
@@ -60,11 +66,14 @@ class _Drawer:
         draw, bb = self.draw, self.bb
         var = draw(st.sampled_from(pool))
         ndim = var.struct_info.ndim
-        kinds = ["unary", "binary", "broadcast", "const_chain", "copy", "tuple", "flatten"]
+        kinds = ["unary", "binary", "broadcast", "const_chain", "copy", "tuple", "flatten", "logic",
+                 "integer"]
         if ndim >= 1:
             kinds += ["reduce", "full_reduce", "softmax", "match_cast", "concat_split"]
         if ndim == 2:
             kinds += ["permute", "matmul", "call"]
+        if self.only is not None:
+            kinds = [k for k in kinds if k in self.only] or kinds
         kind = draw(st.sampled_from(kinds))
         if kind == "unary":
             return bb.emit(draw(st.sampled_from(_UNARY))(var))
@@ -76,6 +85,10 @@ class _Drawer:
                 return bb.emit(op.add(var, self._small_constant()))
             reduced = bb.emit(op.sum(var, axis=draw(st.integers(0, ndim - 1)), keepdims=True))
             return bb.emit(draw(st.sampled_from(_BINARY))(var, reduced))
+        if kind == "logic":
+            return self._logic(var, pool)
+        if kind == "integer":
+            return self._integer(var)
         if kind == "const_chain":  # constant-only computation: FoldConstant's food
             folded = bb.emit(op.exp(self._small_constant()))
             folded = bb.emit(op.multiply(folded, self._small_constant()))
@@ -109,6 +122,47 @@ class _Drawer:
             return bb.emit(TupleGetItem(parts, draw(st.integers(0, 1))))
         return self._match_cast(var)
 
+    def _condition(self, var: Var, pool: list) -> Var:
+        """A bool tensor: a comparison with a same-shaped var or a constant, maybe combined
+        with another by and / or / xor, maybe negated."""
+        draw, bb = self.draw, self.bb
+        same = [v for v in pool if tir.structural_equal(v.struct_info, var.struct_info, map_free_vars=False)]
+
+        def compare():
+            other = draw(st.sampled_from(same)) if draw(st.booleans()) else self._small_constant()
+            return bb.emit(draw(st.sampled_from(_COMPARE))(var, other))
+        cond = compare()
+        if draw(st.booleans()):
+            cond = bb.emit(draw(st.sampled_from(_LOGICAL))(cond, compare()))
+        if draw(st.booleans()):
+            cond = bb.emit(op.logical_not(cond))
+        return cond
+
+    def _logic(self, var: Var, pool: list) -> Var:
+        """``where(condition, var, other)`` with a condition built of comparisons and logic."""
+        cond = self._condition(var, pool)
+        other = self.draw(st.sampled_from([var, self.bb.emit(op.negative(var)), self._small_constant()]))
+        return self.bb.emit(op.where(cond, var, other))
+
+    def _integer(self, var: Var) -> Var:
+        """A detour through an integer dtype: scale, make finite, convert (negative values
+        included), divide / floor-divide / floor-mod by non-zero constants, compare, convert back."""
+        draw, bb = self.draw, self.bb
+        dtype = draw(st.sampled_from(["int32", "int64"]))
+        # inf or NaN has no integer value (the conversion is undefined in C): such lanes become 0
+        scaled = bb.emit(op.clip(bb.emit(op.multiply(var, Constant(np.asarray(10.0, "float32")))), -100, 100))
+        finite = bb.emit(op.where(bb.emit(op.isfinite(var)), scaled, Constant(np.asarray(0.0, "float32"))))
+        value = bb.emit(op.astype(finite, dtype))
+        for _ in range(draw(st.integers(1, 3))):
+            divisor = Constant(np.asarray(draw(st.sampled_from([-7, -3, -2, 2, 3, 5])), dtype))
+            fn = draw(st.sampled_from([op.floor_divide, op.floor_mod, op.divide, op.add, op.multiply]))
+            value = bb.emit(fn(value, divisor))
+        if draw(st.booleans()):
+            limit = Constant(np.asarray(draw(st.integers(-5, 5)), dtype))
+            cond = bb.emit(draw(st.sampled_from(_COMPARE))(value, limit))
+            value = bb.emit(op.where(cond, value, bb.emit(op.negative(value))))
+        return bb.emit(op.astype(value, "float32"))
+
     def _match_cast(self, var: Var) -> Var:
         """Either a provable cast to the same shape, or forgetting the shape and matching a fresh var."""
         sinfo = var.struct_info
@@ -120,8 +174,13 @@ class _Drawer:
         return self.bb.match_cast(coarse, TensorStructInfo((k,), sinfo.dtype))
 
 
-def random_dataflow_module(draw, max_blocks: int = 3, max_steps: int = 4) -> IRModule:
-    """A random well-formed module (see the module docstring); ``draw`` is hypothesis' draw."""
+STEP_KINDS = ("unary", "binary", "broadcast", "const_chain", "copy", "tuple", "flatten", "logic",
+              "integer", "reduce", "softmax", "match_cast", "concat_split", "permute", "matmul", "call")
+
+
+def random_dataflow_module(draw, max_blocks: int = 3, max_steps: int = 4, kinds=None) -> IRModule:
+    """A random well-formed module (see the module docstring); ``draw`` is hypothesis' draw;
+    ``kinds`` (a subset of STEP_KINDS) restricts the steps drawn."""
     bb = BlockBuilder()
     helper = _add_helpers(bb)
     n = tir.size_var("n")
@@ -129,7 +188,7 @@ def random_dataflow_module(draw, max_blocks: int = 3, max_steps: int = 4) -> IRM
     second = draw(st.sampled_from([3, m]))
     x = Var("x", TensorStructInfo((n, second), "float32"))
     y = Var("y", TensorStructInfo((n, second), "float32"))
-    drawer = _Drawer(draw, bb, helper)
+    drawer = _Drawer(draw, bb, helper, kinds)
     with bb.function("main", [x, y]):
         pool = [x, y]
         for _ in range(draw(st.integers(1, max_blocks))):
@@ -152,8 +211,8 @@ def random_dataflow_module(draw, max_blocks: int = 3, max_steps: int = 4) -> IRM
 
 
 @st.composite
-def dataflow_modules(draw, max_blocks: int = 3, max_steps: int = 4):
-    return random_dataflow_module(draw, max_blocks, max_steps)
+def dataflow_modules(draw, max_blocks: int = 3, max_steps: int = 4, kinds=None):
+    return random_dataflow_module(draw, max_blocks, max_steps, kinds)
 
 
 def assert_pass_preserves(pass_, mod: IRModule, samples: int = 3, seed: int = 0,

@@ -14,7 +14,8 @@ from hypothesis import strategies as st
 import tensorir as tir
 from backends.c import build_c
 from tensorir.schedule_rules import SCHEDULED_ATTR, default_cpu_schedule
-from tests.tensorir.generators import make_inputs, prim_funcs, shape_of, tolerance
+from tests.tensorir.generators import (CONTROL_KINDS, DTYPES, INT_DTYPES, make_inputs, prim_funcs, shape_of,
+                                      tolerance)
 
 # 64 is the symbolic inner chunk and 4 the GEMM row tile: 66 and 7 leave remainders
 SYM_VALUES = (1, 3, 7, 17, 66)
@@ -40,7 +41,27 @@ def _interpret(func, arrays, num_inputs):
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
 def test_scheduled_lowered_and_c_results_match_interpreter(data):
-    gen = data.draw(prim_funcs())
+    _check_scheduled(data.draw(prim_funcs()), data)
+
+
+BRANCHING = prim_funcs(kinds=CONTROL_KINDS, dtypes=DTYPES + INT_DTYPES)
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_scheduled_branching_functions_match_interpreter(data):
+    # guards and predicates meet the schedule's split guards and vectorized chunks
+    _check_scheduled(data.draw(BRANCHING), data)
+
+
+@pytest.mark.fuzz
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_scheduled_branching_functions_match_interpreter_fuzz(data):
+    _check_scheduled(data.draw(BRANCHING), data)
+
+
+def _check_scheduled(gen, data):
     scheduled = default_cpu_schedule(gen.func)
     assert scheduled.attrs[SCHEDULED_ATTR] is True
     lowered = tir.lower(scheduled)

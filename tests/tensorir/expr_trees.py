@@ -7,10 +7,10 @@ on index grids. Three sorts of trees:
 - value trees of the kernel dtype (int32, int64, float32, float64): loads of
   ``X`` at the current point, literals, casts of index trees, + - min max,
   multiplication by a leaf, select, and for integers floor division, floor
-  modulo and truncating division (``Div``) by a non-zero literal, usually
-  with negative operands;
+  modulo, truncating division (``Div``) and truncating modulo (built as
+  ``a - Div(a, b) * b``) by a non-zero literal, usually with negative operands;
 - index trees (int64): iter vars, symbolic vars, literals, + -, multiplication
-  by a literal, floordiv / floormod / truncdiv by a non-zero literal or by a
+  by a literal, floordiv / floormod / truncdiv / truncmod by a non-zero literal or by a
   symbolic var (never 0: sizes start at 1), min, max;
 - conditions: comparisons of index trees, comparisons of value leaves, and,
   or, not, select between conditions.
@@ -56,7 +56,7 @@ def index_trees(rank: int, num_syms: int, max_leaves: int = 5):
                 lambda t: ("bin",) + t),
             st.tuples(st.just("*"), children, st.tuples(st.just("const"), st.integers(-3, 3))).map(
                 lambda t: ("bin",) + t),
-            st.tuples(st.sampled_from(("//", "%", "tdiv")), children, divisor).map(lambda t: ("div",) + t),
+            st.tuples(st.sampled_from(("//", "%", "tdiv", "tmod")), children, divisor).map(lambda t: ("div",) + t),
         )
     return st.recursive(st.one_of(*leaves), extend, max_leaves=max_leaves)
 
@@ -77,7 +77,7 @@ def value_trees(dtype: str, rank: int, num_syms: int, max_leaves: int = 6):
             st.tuples(st.sampled_from(("abs", "neg")), children).map(lambda t: ("unary",) + t),
         ]
         if is_int:
-            ops.append(st.tuples(st.sampled_from(("//", "%", "tdiv")), children,
+            ops.append(st.tuples(st.sampled_from(("//", "%", "tdiv", "tmod")), children,
                                  st.tuples(st.just("const"), st.sampled_from(_DIVISORS))).map(
                 lambda t: ("div",) + t))
         return st.one_of(*ops)
@@ -132,6 +132,8 @@ def to_ir(tree, ctx: IRContext, sort: str):
         return {"+": E.add, "-": E.sub, "*": E.mul, "min": E.min_, "max": E.max_}[op](a, b)
     if kind == "div":
         op, a, b = tree[1], to_ir(tree[2], ctx, sort), to_ir(tree[3], ctx, sort)
+        if op == "tmod":  # no node of its own: a - trunc(a / b) * b, C's %
+            return E.sub(a, E.mul(E.Div(a, b), b))
         return {"//": E.FloorDiv, "%": E.FloorMod, "tdiv": E.Div}[op](a, b)
     if kind == "unary":
         a = to_ir(tree[2], ctx, sort)
@@ -177,7 +179,7 @@ def to_numpy(tree, ctx: NumpyContext, sort: str):
     if kind in ("bin", "div"):
         op, a, b = tree[1], to_numpy(tree[2], ctx, sort), to_numpy(tree[3], ctx, sort)
         fn = {"+": np.add, "-": np.subtract, "*": np.multiply, "min": np.minimum, "max": np.maximum,
-              "//": np.floor_divide, "%": np.mod, "tdiv": _trunc_div}[op]
+              "//": np.floor_divide, "%": np.mod, "tdiv": _trunc_div, "tmod": np.fmod}[op]
         return np.asarray(fn(a, b)).astype(dtype)
     if kind == "unary":
         a = to_numpy(tree[2], ctx, sort)

@@ -21,6 +21,8 @@ contract ``a * b + c`` into an FMA, which would flip a comparison of sums.
 """
 from __future__ import annotations
 
+from functools import lru_cache
+
 import numpy as np
 from hypothesis import strategies as st
 
@@ -42,64 +44,68 @@ def _trunc_div(a, b):
 
 
 # ---------------------------------------------------------------- strategies
-def index_trees(rank: int, num_syms: int, max_leaves: int = 5):
+# Depth-bounded and cached: st.recursive with a small max_leaves spent most of the test
+# time redrawing trees that came out too large.
+def _leaf_or(leaves, deeper):
+    return st.one_of(leaves, deeper)
+
+
+@lru_cache(maxsize=None)
+def index_trees(rank: int, num_syms: int, depth: int = 2):
     leaves = [st.tuples(st.just("iv"), st.integers(0, rank - 1)),
               st.tuples(st.just("const"), st.integers(-6, 6))]
     if num_syms:
         leaves.append(st.tuples(st.just("sym"), st.integers(0, num_syms - 1)))
+    leaf = st.one_of(*leaves)
+    if depth == 0:
+        return leaf
+    children = index_trees(rank, num_syms, depth - 1)
     divisor = st.one_of(st.tuples(st.just("const"), st.sampled_from(_DIVISORS)),
                         *([st.tuples(st.just("sym"), st.integers(0, num_syms - 1))] if num_syms else []))
-
-    def extend(children):
-        return st.one_of(
-            st.tuples(st.sampled_from(("+", "-", "min", "max")), children, children).map(
-                lambda t: ("bin",) + t),
-            st.tuples(st.just("*"), children, st.tuples(st.just("const"), st.integers(-3, 3))).map(
-                lambda t: ("bin",) + t),
-            st.tuples(st.sampled_from(("//", "%", "tdiv", "tmod")), children, divisor).map(lambda t: ("div",) + t),
-        )
-    return st.recursive(st.one_of(*leaves), extend, max_leaves=max_leaves)
+    return _leaf_or(leaf, st.one_of(
+        st.tuples(st.just("bin"), st.sampled_from(("+", "-", "min", "max")), children, children),
+        st.tuples(st.just("bin"), st.just("*"), children, st.tuples(st.just("const"), st.integers(-3, 3))),
+        st.tuples(st.just("div"), st.sampled_from(("//", "%", "tdiv", "tmod")), children, divisor),
+    ))
 
 
-def value_trees(dtype: str, rank: int, num_syms: int, max_leaves: int = 6):
-    is_int = not dt.is_float(dtype)
-    leaves = st.one_of(st.just(("load",)), st.just(("load",)),
-                       st.tuples(st.just("const"), st.integers(-7, 7)),
-                       st.tuples(st.just("cast"), index_trees(rank, num_syms, 3)))
-
-    def extend(children):
-        ops = [
-            st.tuples(st.sampled_from(("+", "-", "min", "max")), children, children).map(
-                lambda t: ("bin",) + t),
-            st.tuples(st.just("*"), children, leaves).map(lambda t: ("bin",) + t),
-            st.tuples(st.just("select"), conditions(dtype, rank, num_syms, max_terms=2), children,
-                      children),
-            st.tuples(st.sampled_from(("abs", "neg")), children).map(lambda t: ("unary",) + t),
-        ]
-        if is_int:
-            ops.append(st.tuples(st.sampled_from(("//", "%", "tdiv", "tmod")), children,
-                                 st.tuples(st.just("const"), st.sampled_from(_DIVISORS))).map(
-                lambda t: ("div",) + t))
-        return st.one_of(*ops)
-    return st.recursive(leaves, extend, max_leaves=max_leaves)
+@lru_cache(maxsize=None)
+def value_trees(dtype: str, rank: int, num_syms: int, depth: int = 3):
+    leaf = st.one_of(st.just(("load",)), st.just(("load",)),
+                     st.tuples(st.just("const"), st.integers(-7, 7)),
+                     st.tuples(st.just("cast"), index_trees(rank, num_syms, 1)))
+    if depth == 0:
+        return leaf
+    children = value_trees(dtype, rank, num_syms, depth - 1)
+    ops = [
+        st.tuples(st.just("bin"), st.sampled_from(("+", "-", "min", "max")), children, children),
+        st.tuples(st.just("bin"), st.just("*"), children, leaf),
+        st.tuples(st.just("select"), conditions(dtype, rank, num_syms, depth=1), children, children),
+        st.tuples(st.just("unary"), st.sampled_from(("abs", "neg")), children),
+    ]
+    if not dt.is_float(dtype):
+        ops.append(st.tuples(st.just("div"), st.sampled_from(("//", "%", "tdiv", "tmod")), children,
+                             st.tuples(st.just("const"), st.sampled_from(_DIVISORS))))
+    return _leaf_or(leaf, st.one_of(*ops))
 
 
-def conditions(dtype: str, rank: int, num_syms: int, max_terms: int = 3, loads: bool = True):
+@lru_cache(maxsize=None)
+def conditions(dtype: str, rank: int, num_syms: int, depth: int = 2, loads: bool = True):
     """Conditions; ``loads=False`` compares index trees only (a block predicate)."""
-    value_leaf = st.one_of(st.just(("load",)), st.tuples(st.just("const"), st.integers(-7, 7)))
-    comparison = st.tuples(st.just("cmp"), st.sampled_from(_CMP), index_trees(rank, num_syms, 4),
-                           index_trees(rank, num_syms, 3))
+    comparison = st.tuples(st.just("cmp"), st.sampled_from(_CMP), index_trees(rank, num_syms, 2),
+                           index_trees(rank, num_syms, 1))
     if loads:
+        value_leaf = st.one_of(st.just(("load",)), st.tuples(st.just("const"), st.integers(-7, 7)))
         comparison = st.one_of(
             comparison, st.tuples(st.just("vcmp"), st.sampled_from(_CMP), value_leaf, value_leaf))
-
-    def extend(children):
-        return st.one_of(
-            st.tuples(st.sampled_from(("and", "or")), children, children).map(lambda t: ("logic",) + t),
-            st.tuples(st.just("not"), children),
-            st.tuples(st.just("bselect"), children, children, children),
-        )
-    return st.recursive(comparison, extend, max_leaves=max_terms)
+    if depth == 0:
+        return comparison
+    children = conditions(dtype, rank, num_syms, depth - 1, loads)
+    return _leaf_or(comparison, st.one_of(
+        st.tuples(st.just("logic"), st.sampled_from(("and", "or")), children, children),
+        st.tuples(st.just("not"), children),
+        st.tuples(st.just("bselect"), children, children, children),
+    ))
 
 
 # ---------------------------------------------------------------- meanings

@@ -355,8 +355,8 @@ def _conditional(draw, dtype: str):
     trees = {"guard": draw(conditions(dtype, rank, len(syms))),
              "then": draw(value_trees(dtype, rank, len(syms))),
              "else": draw(st.none() | value_trees(dtype, rank, len(syms))),
-             "flag": draw(st.none() | conditions(dtype, rank, len(syms), max_terms=2)),
-             "where": draw(st.none() | conditions(dtype, rank, len(syms), max_terms=2, loads=False))}
+             "flag": draw(st.none() | conditions(dtype, rank, len(syms), depth=1)),
+             "where": draw(st.none() | conditions(dtype, rank, len(syms), depth=1, loads=False))}
     x = Buffer("X", extents, dtype)
     out = Buffer("out", extents, dtype)
     flag = Buffer("flag", extents, "bool") if trees["flag"] is not None else None

@@ -127,7 +127,7 @@ def _branching_matches(gen, data, max_value: int):
         assert_same(expected[gen.num_inputs:], got[gen.num_inputs:], what=f"sizes {sizes}")
 
 
-@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(gen=BRANCHING, data=st.data())
 def test_generated_branching_functions_match_the_interpreter(gen, data):
     _branching_matches(gen, data, max_value=9)

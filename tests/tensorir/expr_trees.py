@@ -92,8 +92,14 @@ def value_trees(dtype: str, rank: int, num_syms: int, depth: int = 3):
 @lru_cache(maxsize=None)
 def conditions(dtype: str, rank: int, num_syms: int, depth: int = 2, loads: bool = True):
     """Conditions; ``loads=False`` compares index trees only (a block predicate)."""
-    comparison = st.tuples(st.just("cmp"), st.sampled_from(_CMP), index_trees(rank, num_syms, 2),
-                           index_trees(rank, num_syms, 1))
+    # `iv + c < e`, the shape of a split's guard, which the C emitter turns into a loop bound
+    iv = st.tuples(st.just("iv"), st.integers(0, rank - 1))
+    shifted = st.one_of(iv, st.tuples(st.just("bin"), st.just("+"), iv,
+                                      st.tuples(st.just("const"), st.integers(-3, 3))))
+    comparison = st.one_of(
+        st.tuples(st.just("cmp"), st.sampled_from(_CMP), index_trees(rank, num_syms, 2),
+                  index_trees(rank, num_syms, 1)),
+        st.tuples(st.just("cmp"), st.sampled_from(("<", "<=")), shifted, index_trees(rank, num_syms, 1)))
     if loads:
         value_leaf = st.one_of(st.just(("load",)), st.tuples(st.just("const"), st.integers(-7, 7)))
         comparison = st.one_of(

@@ -38,6 +38,11 @@ class ScheduleError(ValueError):
     """A schedule primitive's precondition does not hold; the function is unchanged."""
 
 
+class KernelDivisionByZeroError(ZeroDivisionError):
+    """A compiled kernel divided an integer by zero (C would trap with SIGFPE; the kernel
+    stops the division, finishes with 0 in its place and reports it instead)."""
+
+
 class ShapeMismatchError(ValueError):
     """A runtime argument or check does not match its declared annotation."""
 

@@ -25,6 +25,8 @@ from tensorir.dispatch import ClassDispatch, handles
 from tensorir.function import PrimFunc
 from tensorir.functor import collect
 
+from .status import C_DEFINES
+
 C_TYPES = {
     "float16": "_Float16", "float32": "float", "float64": "double",
     "int8": "int8_t", "int16": "int16_t", "int32": "int32_t", "int64": "int64_t",
@@ -47,6 +49,10 @@ static const int* rs_team = &rs_team_unbound;
 void rs_bind_team(const int* team) { rs_team = team; }
 static inline int rs_threads(void) { int t = *rs_team; return t > 0 ? t : omp_get_max_threads(); }
 
+/* An integer division by zero would trap (SIGFPE) and kill the process: a divisor the compiler
+   cannot prove nonzero is tested, and a zero one records STATUS_ZERO_DIVISION and gives 0. */
+static inline int64_t rs_divided_by_zero(int32_t* status) {
+  __atomic_store_n(status, STATUS_ZERO_DIVISION, __ATOMIC_RELAXED); return 0; }
 static inline int64_t rs_floordiv(int64_t a, int64_t b) {
   int64_t q = a / b; return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q; }
 static inline int64_t rs_floormod(int64_t a, int64_t b) {
@@ -69,7 +75,7 @@ def _min_max(name: str, ct: str) -> str:
             f"static inline {ct} rs_max_{name}({ct} a, {ct} b) {{ return (a > b{nan}) ? a : b; }}")
 
 
-PRELUDE = PRELUDE.replace("%MINMAX%", "\n".join(_min_max(name, ct) for name, ct in C_TYPES.items()))
+PRELUDE = C_DEFINES + PRELUDE.replace("%MINMAX%", "\n".join(_min_max(name, ct) for name, ct in C_TYPES.items()))
 
 # AVX-512 for vectorized loops (gcc's znver/skylake tunings prefer 256-bit vectors), and
 # glibc's libmvec vector variants of math functions (glibc >= 2.35 has all of these), so
@@ -237,7 +243,10 @@ class CFunctionEmitter(ClassDispatch):
         reciprocal = self.hoisted.get(expr_key(reciprocal_of(e))) if self.hoisted else None
         if reciprocal is not None:   # hoisted 1 / divisor (invariant_values.py)
             return f"({self.expr(e.a)} * {reciprocal})"
-        return f"({self.expr(e.a)} / {self.expr(e.b)})"
+        if dt.is_float(e.dtype):
+            return f"({self.expr(e.a)} / {self.expr(e.b)})"
+        b = self.expr(e.b)
+        return self.guard_divisor(e.b, b, f"({self.expr(e.a)} / {b})")
 
     @handles(E.Min, E.Max, table="expr")
     def min_max(self, e) -> str:
@@ -289,9 +298,19 @@ class CFunctionEmitter(ClassDispatch):
         else:
             fn = "rs_floordiv" if isinstance(e, E.FloorDiv) else "rs_floormod"
             text = f"(({c_type(e.dtype)}){fn}({a}, {b}))"
-        if self.safe_division and not isinstance(e.b, E.IntImm):
-            text = f"(({b}) != 0 ? {text} : 0)"
-        return text
+        return self.guard_divisor(e.b, b, text)
+
+    def guard_divisor(self, divisor, divisor_text: str, text: str) -> str:
+        """``text`` (an integer division by ``divisor``) unless the divisor is zero: 0 then, and
+        the kernel reports it (or, in hoisted code that may not run at all, just 0)."""
+        if isinstance(divisor, E.IntImm) and divisor.value != 0:
+            return text
+        if not self.safe_division:
+            lo, hi = self.bounds(divisor)
+            if (lo is not None and lo > 0) or (hi is not None and hi < 0):
+                return text
+        fallback = "0" if self.safe_division else "rs_divided_by_zero(&rs_status)"
+        return f"(({divisor_text}) != 0 ? {text} : {fallback})"
 
     def known_non_negative(self, e) -> bool:
         lo = self.bounds(e)[0]
@@ -567,7 +586,7 @@ class CFunctionEmitter(ClassDispatch):
         else:
             nbytes = f"sizeof({ctype}) * (size_t)({self.expr(size)}) + 64"
             self.emit(f"{ctype}* restrict {name} = ({ctype}*)malloc({nbytes});")
-            self.emit(f"if ({name} == NULL) return -1;")
+            self.emit(f"if ({name} == NULL) return STATUS_NO_MEMORY;")
             self.stmt(s.body)
             self.emit(f"free({name});")
         self.indent -= 1
@@ -587,9 +606,10 @@ class CFunctionEmitter(ClassDispatch):
                                    f"{var.dtype}; the C backend passes only integer scalars")
             name = self.names.get(var, var.name)
             header.append(f"  const {c_type(var.dtype)} {name} = ({c_type(var.dtype)})rs_syms[{i}];")
+        header.append("  int32_t rs_status = STATUS_OK;")
         header.append("  (void)rs_buffers; (void)rs_syms;")
         self.stmt(self.func.body)
-        body = header + self.lines + ["  return 0;", "}"]
+        body = header + self.lines + ["  return rs_status;", "}"]
         return "\n".join(body), KernelInfo(self.symbol, list(self.signature.buffer_params), sym_vars)
 
 

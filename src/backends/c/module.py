@@ -13,6 +13,7 @@ from tensorir.function import PrimFunc
 
 from ..threading import bind, prepare_openmp, team
 from .codegen import KernelInfo, generate_c
+from .status import raise_for_status
 from .compiler import compile_shared
 
 
@@ -88,8 +89,7 @@ class CKernel:
         status = self.cfunc(bufs, syms)
         if threads is not None:
             threads.leave()
-        if status != 0:
-            raise MemoryError(f"kernel {self.name!r} failed to allocate its scratch memory")
+        raise_for_status(status, f"kernel {self.name!r}")
 
 
 class CModule:

@@ -15,6 +15,8 @@ import numpy as np
 
 from tensorir.errors import AllocationError, ShapeMismatchError
 
+from backends.c.status import raise_for_status
+
 from . import instructions as I
 from .values import data_pointer
 
@@ -91,9 +93,9 @@ class CKernels:
                 bufs[i] = ptrs[r]
             for i, r in computed:
                 bufs[i] = data_pointer(regs[r])
-            if cfunc(bufs, syms):
-                raise AllocationError(f"function '{func_name}': kernel '{kernel}' failed to "
-                                      "allocate its scratch memory")
+            status = cfunc(bufs, syms)
+            if status:
+                raise_for_status(status, f"function '{func_name}': kernel '{kernel}'")
             return nxt
         return step
 

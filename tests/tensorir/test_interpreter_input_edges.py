@@ -45,7 +45,7 @@ def shift(x: T.Buffer(("n",), "float32"), y: T.Buffer(("n",), "float32"), k: T.i
 
 @T.prim_func
 def scratch(y: T.Buffer((4,), "float32"), n: T.int64):
-    tmp = T.alloc_buffer((n, n), "float32")
+    tmp = T.alloc_buffer((n, n), "float32")  # noqa: F841 - only its allocation is tested
     for i in range(4):
         with T.block("copy"):
             vi = T.axis.spatial(4, i)

@@ -328,7 +328,7 @@ class FunctionCompiler(ClassDispatch):
         points = [self.def_point[v] for e in exprs for v in vars_of(e) if v in self.def_point]
         _, target = max(points, key=lambda p: p[0]) if points else (0, self.code[0])
         target.derived.extend(assignments)
-        for expr, (slot, code) in zip(exprs, assignments):
+        for expr, (_slot, code) in zip(exprs, assignments):
             if not isinstance(expr, (E.Var, E.IntImm)):   # vars were checked when bound
                 # n * n + 1 beyond int64 would reach the kernel wrapped by the table
                 cond, text = range_check(code, f"symbolic value {format_expr(expr)}")

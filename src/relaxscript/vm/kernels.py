@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tensorir.errors import AllocationError, ShapeMismatchError
+from tensorir.errors import ShapeMismatchError
 
 from backends.c.status import raise_for_status
 

@@ -105,6 +105,7 @@ class TeamSize:
         self.spin_window_s = spin_window_s
         self.max_threads = max_threads
         self.current = max_threads
+        self.last_wanted = max_threads   # the previous sample's size: a drop needs two in a row
         self.last_sample = -math.inf
         self.last_leave = -math.inf
         self.applied = None
@@ -133,8 +134,13 @@ class TeamSize:
             return
         # our team threads spin for a while after a call and count as runnable meanwhile
         spinning = self.current - 1 if now - self.last_leave < self.spin_window_s else 0
-        self.current = team_size(self.max_threads, running, self.cpus_in_machine, self.cpus_allowed,
-                                 spinning)
+        wanted = team_size(self.max_threads, running, self.cpus_in_machine, self.cpus_allowed, spinning)
+        # A runnable count is one instant: on an idle machine about one sample in twelve catches a
+        # passing kernel worker or timer, and halving the team for it cost idle calls 5-30%. The
+        # team shrinks only when two samples in a row (5 ms apart or more) see the cores taken,
+        # and grows back on the first sample that sees them free.
+        self.current = max(wanted, min(self.last_wanted, self.current))
+        self.last_wanted = wanted
 
     def leave(self) -> None:
         self.last_leave = time.monotonic()

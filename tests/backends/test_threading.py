@@ -51,21 +51,24 @@ def test_team_follows_the_load_and_applies_only_changes(tmp_path, monkeypatch):
     monkeypatch.setattr(threads.time, "monotonic", lambda: clock[0])
     team, loadavg, applied = _fake_team(tmp_path, running=3)   # the caller and two others
     team.enter(); team.leave()
-    assert applied == [2]
+    assert applied == [4]                # one sample is an instant: the team keeps its size
+    clock[0] += 2 * threads.SAMPLE_INTERVAL_S
+    team.enter(); team.leave()
+    assert applied == [4, 2]             # the second sample in a row confirms the load
     clock[0] += 0.001                    # within the sampling interval: no new sample
     loadavg.write_text("0.50 0.40 0.30 1/321 4567\n")
     team.enter(); team.leave()
-    assert applied == [2]
+    assert applied == [4, 2]
     clock[0] += threads.SAMPLE_INTERVAL_S
     team.leave()
     clock[0] += 50e-6                    # right after a call: our second thread still spins
     loadavg.write_text("0.50 0.40 0.30 4/321 4567\n")
     team.enter()
-    assert applied == [2]
+    assert applied == [4, 2]
     clock[0] += threads.SAMPLE_INTERVAL_S + 1.0   # long after: the machine is free again
     loadavg.write_text("0.50 0.40 0.30 1/321 4567\n")
     team.enter()
-    assert applied == [2, 4]
+    assert applied == [4, 2, 4]
 
 
 def test_team_is_fixed_when_not_adaptive(tmp_path):
@@ -113,7 +116,8 @@ class Module:
     vm.team = team
     x, w = np.ones((3, 64), np.float32), np.ones((64, 32), np.float32)
     np.testing.assert_allclose(vm["main"](x, w), x @ w)
-    assert applied == [1]
+    np.testing.assert_allclose(vm["main"](x, w), x @ w)
+    assert applied == [4, 1]   # the second call's sample confirms the first's
 
 
 def test_blas_splits_follow_the_team_size_and_leave_openmp_settings_alone():

@@ -89,3 +89,28 @@ def main(x: R.Tensor(("n",), "int32"), y: R.Tensor(("n",), "int32")) -> R.Tensor
     np.testing.assert_array_equal(vm["main"](x, np.array([2, 2, -4], "int32")), x // np.array([2, 2, -4]))
     with pytest.raises((KernelDivisionByZeroError, InterpretError)):
         vm["main"](x, np.array([2, 0, 1], "int32"))
+
+
+# Found by the branching-kernel generator: `0 // n1` under a branch that never runs was computed
+# before the loops (a hoisted invariant float value) and reported a division by zero for n1 = 0.
+NEVER_TAKEN = '''
+@T.prim_func
+def never_taken(X: T.Buffer((2, "n1"), "float32"), out: T.Buffer((2, "n1"), "float32")):
+    n1 = T.int64()
+    for i0, i1 in T.grid(2, n1):
+        with T.block("cond"):
+            v0, v1 = T.axis.remap("SS", [i0, i1])
+            if v0 < 1:
+                out[v0, v1] = T.Cast("float32", 7 // n1)
+'''
+
+
+@pytest.mark.parametrize("n", [0, 3])
+def test_a_division_in_a_branch_is_not_computed_ahead_of_the_branch(n):
+    func = tir.from_source(NEVER_TAKEN)
+    kernel = build_c(func)[func.name]
+    x = np.zeros((2, n), "float32")
+    want, got = np.zeros((2, n), "float32"), np.zeros((2, n), "float32")
+    tir.interpret(func, x, want)
+    kernel(x, got)
+    np.testing.assert_array_equal(got, want)

@@ -81,9 +81,16 @@ class _Finder:
     def record(self, e, certain: bool) -> None:
         if not dt.is_float(e.dtype):
             return
-        if not certain and collect(e, lambda n: isinstance(n, E.BufferLoad)):
+        # computed before the loop even where the body would not evaluate it: nothing that reads
+        # memory or divides integers (a zero divisor is reported as an error, see status.py)
+        if not certain and collect(e, _unsafe_to_speculate):
             return
         self.found.setdefault(expr_key(e), e)
+
+
+def _unsafe_to_speculate(e) -> bool:
+    return isinstance(e, E.BufferLoad) or \
+        (isinstance(e, (E.Div, E.FloorDiv, E.FloorMod)) and not dt.is_float(e.dtype))
 
 
 def reciprocal_of(division: E.Div) -> E.Div:

@@ -1,6 +1,8 @@
 """Data type names: canonical spelling, short forms, and NumPy mapping."""
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 _SHORT_FORMS = {
@@ -55,6 +57,17 @@ def bits(dtype: str) -> int:
         return 8
     digits = "".join(c for c in dtype if c.isdigit())
     return int(digits) if digits else 64
+
+
+@functools.lru_cache(maxsize=None)
+def int_range(dtype: str) -> tuple[int, int]:
+    """Smallest and largest value of an integer dtype (bool: 0 and 1)."""
+    if is_bool(dtype):
+        return 0, 1
+    n = bits(dtype)
+    if is_uint(dtype):
+        return 0, 2 ** n - 1
+    return -(2 ** (n - 1)), 2 ** (n - 1) - 1
 
 
 def itemsize(dtype: str) -> int:

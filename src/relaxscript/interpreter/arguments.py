@@ -20,24 +20,16 @@ function and parameter.
 """
 from __future__ import annotations
 
-from functools import lru_cache
 
 import numpy as np
+
+from tensorir.dtype import int_range
 
 from .values import describe
 
 
 class ArgumentError(ValueError):
     """An argument value that cannot be converted (the message is the reason only)."""
-
-
-@lru_cache(maxsize=None)
-def int_range(dtype: str) -> tuple[int, int]:
-    """Smallest and largest value of an integer dtype (bool: 0 and 1)."""
-    if dtype == "bool":
-        return 0, 1
-    info = np.iinfo(np.dtype(dtype))
-    return int(info.min), int(info.max)
 
 
 INT64_MIN, INT64_MAX = int_range("int64")

@@ -15,6 +15,7 @@ import warnings
 import numpy as np
 
 from tensorir import expr as E
+from tensorir.compute import max_value, min_value
 
 from ..struct_info import TensorStructInfo
 from ._convert import as_tensor, make_call
@@ -41,20 +42,6 @@ def _check_keepdims(keepdims, op: str) -> bool:
     return bool(keepdims)
 
 
-def _lowest(dtype: np.dtype):
-    """The identity of max: -inf, the smallest integer, False."""
-    if dtype.kind == "f":
-        return -np.inf
-    return False if dtype.kind == "b" else np.iinfo(dtype).min
-
-
-def _highest(dtype: np.dtype):
-    """The identity of min: inf, the largest integer, True."""
-    if dtype.kind == "f":
-        return np.inf
-    return True if dtype.kind == "b" else np.iinfo(dtype).max
-
-
 def _empty_mean(fn):
     # an empty mean or variance is NaN (0 / 0), as in NumPy, without NumPy's RuntimeWarning
     def reduce(x, axis, keepdims):
@@ -71,8 +58,8 @@ _REDUCE = {
     "sum": lambda x, axis, keepdims: np.sum(x, axis=axis, keepdims=keepdims, dtype=x.dtype),
     "prod": lambda x, axis, keepdims: np.prod(x, axis=axis, keepdims=keepdims, dtype=x.dtype),
     "mean": _empty_mean(np.mean),
-    "max": lambda x, axis, keepdims: np.max(x, axis=axis, keepdims=keepdims, initial=_lowest(x.dtype)),
-    "min": lambda x, axis, keepdims: np.min(x, axis=axis, keepdims=keepdims, initial=_highest(x.dtype)),
+    "max": lambda x, axis, keepdims: np.max(x, axis=axis, keepdims=keepdims, initial=min_value(x.dtype.name)),
+    "min": lambda x, axis, keepdims: np.min(x, axis=axis, keepdims=keepdims, initial=max_value(x.dtype.name)),
     "variance": _empty_mean(np.var),
 }
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import dtype as dt
 from .. import expr as E
 from ..buffer import Buffer
 from ..errors import ShapeMismatchError
@@ -104,10 +105,10 @@ class _Binder:
 
     def _check_facts(self, var, value, where: str):
         if np_dtype(var.dtype).kind in "iu":
-            info = np.iinfo(np_dtype(var.dtype))
-            if not info.min <= value <= info.max:   # NumPy would raise OverflowError or wrap
+            lo, hi = dt.int_range(var.dtype)
+            if not lo <= value <= hi:   # NumPy would raise OverflowError or wrap
                 self.fail(f"{where}: symbolic var {var.name!r} = {value} is outside the {var.dtype} "
-                          f"range [{info.min}, {info.max}]")
+                          f"range [{lo}, {hi}]")
         problems = []
         if var.lower is not None and value < var.lower:
             problems.append(f"below its lower bound {var.lower}")

@@ -38,16 +38,6 @@ def is_identifier(name) -> bool:
     return isinstance(name, str) and bool(_ASCII_IDENTIFIER.match(name)) and not keyword.iskeyword(name)
 
 
-def int_range(dtype: str) -> tuple[int, int]:
-    """The values an integer dtype holds (bool: 0 and 1)."""
-    if dt.is_bool(dtype):
-        return 0, 1
-    bits = dt.bits(dtype)
-    if dt.is_uint(dtype):
-        return 0, 2 ** bits - 1
-    return -(2 ** (bits - 1)), 2 ** (bits - 1) - 1
-
-
 def int_literal_problem(value: int, dtype: str | None = None) -> str | None:
     """Why ``value`` cannot be an integer literal (of ``dtype`` when given), or None."""
     if dtype is None:
@@ -56,7 +46,7 @@ def int_literal_problem(value: int, dtype: str | None = None) -> str | None:
         return f"integer literal {value} is out of range (integers are at most 64 bits)"
     if not (dt.is_int(dtype) or dt.is_uint(dtype) or dt.is_bool(dtype)):
         return None
-    lo, hi = int_range(dtype)
+    lo, hi = dt.int_range(dtype)
     if lo <= value <= hi:
         return None
     return f"integer literal {value} does not fit in {dtype} ({lo} .. {hi})"

@@ -23,8 +23,8 @@ from tensorir.arith import Analyzer
 from tensorir.buffer import Buffer
 from tensorir.dispatch import ClassDispatch, handles
 from tensorir.function import PrimFunc
-from tensorir.functor import collect
 
+from ..kernel_signature import kernel_sym_vars
 from .status import C_DEFINES
 
 C_TYPES = {
@@ -145,21 +145,6 @@ def c_type(dtype: str) -> str:
 def sanitize(name: str) -> str:
     name = re.sub(r"[^0-9A-Za-z_]", "_", name)
     return name if name and not name[0].isdigit() else "_" + name
-
-
-def kernel_sym_vars(func: PrimFunc) -> list:
-    """Symbolic vars the kernel receives: buffer-shape vars in first-appearance order, then scalar params.
-
-    ``func`` is the signature function (before lowering): lowering keeps the
-    same Var objects, so the lowered body refers to these vars."""
-    seen: dict[int, E.Var] = {}
-    for buf in func.buffer_params:
-        for dim in buf.shape + buf.strides + (buf.elem_offset,):
-            for v in collect(dim, lambda n: isinstance(n, E.Var)):
-                seen.setdefault(id(v), v)
-    for v in func.scalar_params:
-        seen.setdefault(id(v), v)
-    return list(seen.values())
 
 
 # C keywords and names the generated code uses: an IR name equal to one gets a suffix.

@@ -33,7 +33,7 @@ class KernelUse:
     """What codegen needs of a prim_func: its signature and the kernel's symbol order."""
 
     def __init__(self, name: str, func: PrimFunc):
-        from backends.c.codegen import kernel_sym_vars
+        from backends.kernel_signature import kernel_sym_vars
         self.name = name
         self.func = func
         self.sym_vars = kernel_sym_vars(func)

@@ -51,8 +51,11 @@ def _shape_values(call, index: int, ctx, what: str):
 
 
 # ---------------------------------------------------------------- R.builtin.alloc_tensor
-def builtin_alloc_tensor(shape, dtype):
-    """R.builtin.alloc_tensor(shape, dtype): a fresh, unplanned tensor."""
+def builtin_alloc_tensor(shape, dtype, runtime_device_index=0, storage_scope="global"):
+    """R.builtin.alloc_tensor(shape, dtype): a fresh, unplanned tensor. TVM's printer also
+    writes the device index and storage scope, which must name the host."""
+    from .tvm_spellings import check_host_device
+    check_host_device(runtime_device_index, storage_scope, "builtin.alloc_tensor")
     return make_call("relax.builtin.alloc_tensor", [as_shape(shape)],
                      {"dtype": _dtype_attr(dtype, "builtin.alloc_tensor")})
 

@@ -91,6 +91,9 @@ def _operands(a, b):
     return a_expr, as_tensor(b, dtype_of(a_expr))
 
 
+_TENSOR_VALUES = (np.ndarray, np.generic)
+
+
 def _scalar_reference(fn, a, b, result: str):
     """Two scalar operands (Python numbers, as the interpreter and VM hold R.Prim values): a
     Python number of the result's kind."""
@@ -107,13 +110,14 @@ def _make_binary(name: str, fn, result: str):
         return make_call(op_name, list(_operands(a, b)))
 
     def reference(a, b):
-        if not isinstance(a, np.ndarray) and not isinstance(b, np.ndarray):
+        # R.Prim values are Python numbers; tensors are arrays (a NumPy scalar is a 0-d one)
+        if not isinstance(a, _TENSOR_VALUES) and not isinstance(b, _TENSOR_VALUES):
             return _scalar_reference(fn, a, b, result)
-        # an R.Prim operand (a Python number) takes the tensor's dtype, as a 0-d tensor would
-        if not isinstance(a, np.ndarray):
-            a = np.asarray(a, dtype=b.dtype)
-        elif not isinstance(b, np.ndarray):
-            b = np.asarray(b, dtype=a.dtype)
+        # an R.Prim operand takes the tensor's dtype, as a 0-d tensor would
+        if not isinstance(a, _TENSOR_VALUES):
+            a = np.asarray(a, dtype=np.asarray(b).dtype)
+        elif not isinstance(b, _TENSOR_VALUES):
+            b = np.asarray(b, dtype=np.asarray(a).dtype)
         out = fn(np.asarray(a), np.asarray(b))
         return np.asarray(out, dtype=np.bool_ if result != "same" else np.asarray(a).dtype)
 

@@ -140,9 +140,19 @@ def _is_self_load(expr, pstore: BufferStore) -> bool:
         structural_equal(expr.indices, pstore.indices)
 
 
+def _inside(index, extent, analyzer) -> bool:
+    """0 <= index < extent; ``a // K`` and ``a % K`` by a positive K are reduced to ``a``."""
+    if isinstance(index, (FloorDiv, FloorMod)) and isinstance(index.b, IntImm) and index.b.value > 0:
+        if isinstance(index, FloorMod):
+            return analyzer.can_prove(index.b <= extent)
+        return analyzer.can_prove(GE(index.a, IntImm(0, index.dtype))) and \
+            analyzer.can_prove(LT(index.a, extent * index.b))
+    return analyzer.can_prove(GE(index, IntImm(0, index.dtype))) and analyzer.can_prove(LT(index, extent))
+
+
 def _require_reads_inside(indices, buf, analyzer, where: str) -> None:
     for d, (i, extent) in enumerate(zip(indices, buf.shape)):
-        if not (analyzer.can_prove(GE(i, IntImm(0, i.dtype))) and analyzer.can_prove(LT(i, extent))):
+        if not _inside(i, extent, analyzer):
             raise ScheduleError(f"{where}: the read of {buf.name!r} at dimension {d} may fall outside "
                                 "the buffer, where the producer writes nothing")
 
@@ -265,7 +275,8 @@ def _fold_into_reduction(producer, pstore, store, buf, vmap, analyzer, where):
     scale, offset = mapped(scale), mapped(offset)
     init_value = producer.block.init.value
     x = _sum_update(pstore)
-    new_init = BufferStore(store.buffer, analyzer.simplify(_times(scale, init_value) + offset), target)
+    scaled_init = init_value if _is_zero(init_value) else _times(scale, init_value)
+    new_init = BufferStore(store.buffer, _plus(scaled_init, offset), target)
     acc = BufferLoad(store.buffer, target)
     new_update = BufferStore(store.buffer, acc + _times(scale, x), target)
     reads, writes = infer_access_regions(new_update, new_init, analyzer=analyzer)

@@ -162,3 +162,14 @@ def test_register_c_func_validates_the_library(tmp_path):
     (tmp_path / "bad.so").write_text("not a library")
     with pytest.raises(ValueError, match="cannot load"):
         rx.register_c_func("test_tvm.bad", tmp_path / "bad.so")
+
+
+def test_returning_call_of_a_dps_function_is_a_clear_error(python_functions):
+    mod = module_of('''
+@R.function
+def main(x: R.Tensor((3,), "float32")):
+    y = R.call_pure_packed("test_tvm.scale_rows", x, sinfo_args=R.Tensor((3,), "float32"))
+    return y
+''')
+    with pytest.raises(UnknownLibraryError, match="destination-passing form"):
+        rx.interpret(mod, "main", np.ones(3, "float32"))

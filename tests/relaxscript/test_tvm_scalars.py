@@ -150,3 +150,41 @@ def test_shape_arithmetic(n, m):
     assert_round_trip(mod)
     x = np.arange(n * m, dtype="float32").reshape(n, m)
     assert_runs_alike(mod, x, expected=np.concatenate([x.reshape(-1), np.zeros(2, "float32")]))
+
+
+BINARY_OPS = ["add", "subtract", "multiply", "floor_divide", "floor_mod", "maximum", "minimum",
+              "equal", "not_equal", "less", "less_equal", "greater", "greater_equal"]
+
+
+def _python_meaning(name: str, a, b):
+    import operator
+    return {"add": operator.add, "subtract": operator.sub, "multiply": operator.mul,
+            "floor_divide": operator.floordiv, "floor_mod": operator.mod, "maximum": max,
+            "minimum": min, "equal": operator.eq, "not_equal": operator.ne, "less": operator.lt,
+            "less_equal": operator.le, "greater": operator.gt, "greater_equal": operator.ge}[name](a, b)
+
+
+@settings(max_examples=8, deadline=None)
+@given(name=st.sampled_from(BINARY_OPS), dtype=st.sampled_from(["int64", "float32"]),
+       a=st.integers(-50, 50), b=st.integers(1, 20), seed=st.integers(0, 3))
+def test_every_binary_op_on_prims_and_on_a_tensor_and_a_prim(name, dtype, a, b, seed):
+    """Both operand kinds on the interpreter and both VMs, against Python's meaning (scalars)
+    and NumPy's (a tensor with n elements, n drawn)."""
+    compare = name in ("equal", "not_equal", "less", "less_equal", "greater", "greater_equal")
+    tensor_result = "bool" if compare else dtype
+    result = f'R.Prim("{tensor_result}")'
+    mod = module_of(f'''
+@R.function
+def main(x: R.Tensor(("n",), "{dtype}"), a: R.Prim("{dtype}"), b: R.Prim("{dtype}")):
+    n = T.int64()
+    c: {result} = R.{name}(a, b)
+    t: R.Tensor((n,), "{tensor_result}") = R.{name}(x, b)
+    return (c, t)
+''')
+    value = int if dtype == "int64" else float
+    x = np.random.default_rng(seed).integers(-9, 9, size=seed + 1).astype(dtype)
+    expected_scalar = _python_meaning(name, value(a), value(b))
+    reference = getattr(np, {"add": "add", "subtract": "subtract", "multiply": "multiply",
+                             "floor_divide": "floor_divide", "floor_mod": "mod"}.get(name, name))
+    expected_tensor = np.asarray(reference(x, np.asarray(value(b), dtype)), dtype=tensor_result)
+    assert_runs_alike(mod, x, value(a), value(b), expected=(expected_scalar, expected_tensor))

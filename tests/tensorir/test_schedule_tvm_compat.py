@@ -115,6 +115,20 @@ def test_reorder_across_a_predicate_relating_the_loops_is_refused():
     _unchanged_after_error(sch, lambda: sch.reorder(j, i), "predicate")
 
 
+@prim_func
+def products(x: T.Buffer((16,), "float32"), y: T.Buffer((16,), "float32")):
+    for i, j in T.grid(4, 4):
+        with T.block("y"):
+            vi = T.axis.spatial(16, i * j)
+            y[vi] = x[vi] + T.float32(1)
+
+
+def test_reorder_over_a_binding_that_is_not_quasi_affine_is_refused():
+    sch = tir.Schedule(products)
+    i, j = sch.get_loops(sch.get_block("y"))
+    _unchanged_after_error(sch, lambda: sch.reorder(j, i), "not quasi-affine")
+
+
 def test_reorder_after_a_guarded_split_is_accepted():
     sch = tir.Schedule(add_one)
     i, j = sch.get_loops(sch.get_block("y"))

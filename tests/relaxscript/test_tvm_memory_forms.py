@@ -70,6 +70,17 @@ def test_tvm_spelling_equals_ours():
     rx.assert_structural_equal(module_of(ours), module_of(AFTER_MEMORY_PASSES))
 
 
+def test_tvm_memory_level_spelling_of_our_ops():
+    """After StaticPlanBlockMemory TVM prints R.memory.* with R.prim_value / R.str / R.dtype."""
+    tvm_printed = AFTER_MEMORY_PASSES.replace(
+        'R.vm.alloc_storage(R.shape([16]), R.prim_value(0), R.dtype("uint8"), R.str("global"))',
+        'R.memory.alloc_storage(R.shape([16]), R.prim_value(0), R.str("global"), R.dtype("uint8"))'
+    ).replace('R.vm.alloc_tensor(storage, R.prim_value(0), R.shape([4]), R.dtype("float32"))',
+              'R.memory.alloc_tensor(storage, R.prim_value(0), R.shape([4]), R.dtype("float32"))')
+    assert tvm_printed != AFTER_MEMORY_PASSES
+    rx.assert_structural_equal(module_of(tvm_printed), module_of(AFTER_MEMORY_PASSES))
+
+
 @pytest.mark.parametrize("bad,message", [
     ('R.prim_value(0), R.dtype("uint8"), R.str("shared"))', "storage_scope 'shared'"),
     ('R.prim_value(1), R.dtype("uint8"), R.str("global"))', "runtime_device_index 1"),

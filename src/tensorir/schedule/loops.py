@@ -220,6 +220,9 @@ def set_kind(func: PrimFunc, loop_var: Var, kind: str, thread_tag: str | None = 
         for realize in realizes:
             spatial, reduce = binding_loop_vars(realize)
             if id(loop_var) in reduce:
+                if kind == "thread_binding" and thread_tag.startswith("threadIdx"):
+                    # a cross-thread reduction: the GPU lowering combines the threads' partials
+                    continue
                 raise ScheduleError(f"{where}: the loop binds reduction iter var(s) of block "
                                     f"{realize.block.name!r}; iterations would race")
             if id(loop_var) not in spatial and not _writes_vary(realize):

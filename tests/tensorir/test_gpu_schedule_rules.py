@@ -85,7 +85,7 @@ def test_gpu_scheduled_functions_match_interpreter_fuzz(data):
 
 # ------------------------------------------------------------------ model-shaped kernels
 EXPECTED_RULE = {"add_gelu": "injective", "softmax": "row_reduction", "layer_norm": "row_reduction",
-                 "matmul": "fallback", "matmul_bias": "fallback"}
+                 "matmul": "matmul", "matmul_bias": "matmul"}
 
 
 @pytest.mark.parametrize("name", sorted(KERNELS))

@@ -21,6 +21,7 @@ from ..cpu import SCHEDULED_ATTR
 from .fallback import schedule_fallback
 from .gemv import schedule_gemv
 from .injective import schedule_injective
+from .matmul import schedule_matmul
 from .row_reduction import schedule_row_reduction
 
 GPU_RULE_ATTR = "tir.gpu_schedule_rule"
@@ -34,8 +35,9 @@ class GPURule(NamedTuple):
 INJECTIVE = GPURule("injective", schedule_injective)
 ROW_REDUCTION = GPURule("row_reduction", schedule_row_reduction)
 GEMV = GPURule("gemv", schedule_gemv)
+MATMUL = GPURule("matmul", schedule_matmul)
 FALLBACK = GPURule("fallback", schedule_fallback)
-GPU_RULES = (INJECTIVE, ROW_REDUCTION, GEMV, FALLBACK)
+GPU_RULES = (INJECTIVE, ROW_REDUCTION, GEMV, MATMUL, FALLBACK)
 
 
 def gpu_rules_for(func: PrimFunc) -> list[GPURule]:
@@ -47,7 +49,7 @@ def gpu_rules_for(func: PrimFunc) -> list[GPURule]:
         return [ROW_REDUCTION, FALLBACK]
     sch = Schedule(func)  # matmul-like or opaque: by the blocks it holds
     if any(is_reduction_block(sch, n) for n in leaf_block_names(sch)):
-        return [GEMV, ROW_REDUCTION, FALLBACK]
+        return [GEMV, MATMUL, ROW_REDUCTION, FALLBACK]
     return [INJECTIVE, FALLBACK]
 
 

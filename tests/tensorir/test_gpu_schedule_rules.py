@@ -245,3 +245,54 @@ def test_a_reduction_loop_binds_to_threads_only():
         sch.bind(k, "blockIdx.x")
     sch.bind(k, "threadIdx.x")  # a cross-thread reduction
     assert _thread_tags(sch.func) == ["threadIdx.x"]
+
+
+def test_batched_softmax_rows_span_two_loops():
+    """softmax over the last axis of (8, n, n): two row loops fused on blockIdx.x."""
+    n = size_var("n")
+    x = placeholder((8, n, n), "float32", "x")
+    from tensorir.compute import reduce_max
+    k1, k2 = reduce_axis(n, "k1"), reduce_axis(n, "k2")
+    row_max = compute((8, n), lambda b, i: reduce_max(x[b, i, k1], [k1]), "row_max")
+    total = compute((8, n), lambda b, i: reduce_sum(tir.call_intrin("exp", x[b, i, k2] - row_max[b, i]), [k2]),
+                    "total")
+    out = compute((8, n, n), lambda b, i, j: tir.call_intrin("exp", x[b, i, j] - row_max[b, i]) / total[b, i],
+                  "out")
+    scheduled = default_gpu_schedule(create_prim_func([x, out], name="softmax3"))
+    assert scheduled.attrs[GPU_RULE_ATTR] == "row_reduction"
+    assert _thread_tags(scheduled).count("blockIdx.x") == 1
+    rng = np.random.default_rng(2)
+    for size in (1, 3, 260):
+        x_value = rng.standard_normal((8, size, size)).astype("f4")
+        got = np.zeros_like(x_value)
+        tir.interpret(scheduled, x_value, got)
+        e = np.exp(x_value - x_value.max(-1, keepdims=True))
+        np.testing.assert_allclose(got, e / e.sum(-1, keepdims=True), rtol=2e-4, atol=2e-6)
+
+
+def _decoder_kernels():
+    import relaxscript as rx
+    from examples.llama_decoder import TINY, llama_source
+    from relaxscript import transform as T
+    mod = rx.from_source(llama_source(TINY))
+    for step in (T.InlineFunctions(), T.LegalizeOps(), T.AnnotateTIROpPattern(), T.FuseOps(), T.FuseTIR()):
+        mod = step(mod)
+    return {name: f for name, f in mod.functions.items() if isinstance(f, tir.PrimFunc)}
+
+
+def test_decoder_kernels_keep_their_results():
+    """Every kernel of the demo's (tiny) decoder, as legalization and fusion make it."""
+    from tests.tensorir.test_schedule_util import assert_same_results
+    kernels = _decoder_kernels()
+    rules = {}
+    for name, func in kernels.items():
+        scheduled = default_gpu_schedule(func)
+        rules[name] = scheduled.attrs[GPU_RULE_ATTR]
+        sym_names = {v.name for b in func.buffer_params for d in b.shape
+                     for v in tir.collect(d, lambda e: isinstance(e, tir.Var))}
+        sym_names |= {p.name for p in func.scalar_params}
+        sizes = [{s: value for s in sym_names} for value in (1, 5)]
+        assert_same_results(func, [scheduled], sizes)  # inputs random, the one output zeroed
+    # the rules the decoder needs: matmuls, the norm and softmax rows, the rotary embedding
+    assert {"matmul", "row_reduction", "injective"} <= set(rules.values())
+    assert rules["rms_norm"] == "row_reduction" and rules["softmax"] == "row_reduction"

@@ -16,7 +16,8 @@ Schedule, for 2-D block tiles of ``TILE_I x TILE_J`` outputs over
   matmul, bias or activation, inlined into that write-back when it is
   elementwise over C);
 - each operand's ``k0`` slice (``TILE_I x TILE_K`` of A, ``TILE_K x TILE_J``
-  of B) is read into "shared" memory by all threads of the block together;
+  of B; the k tile is the largest power of two up to TILE_K dividing a
+  constant k, 1 for a symbolic k) is read into "shared" memory by all threads of the block together;
   the lowering puts barriers around the reads.
 Extents the tiles do not divide (n = 1 included) are covered by the splits'
 predicates and the clipped tile regions ``compute_at`` derives.
@@ -35,6 +36,16 @@ THREADS_J = 16
 REGISTER_I = 2
 REGISTER_J = 2
 TILE_K = 16
+
+
+def _k_tile(k_extent: int | None) -> int:
+    """The largest of TILE_K, TILE_K / 2, ... 1 dividing ``k``: the k split must leave no
+    predicate, or the accumulator's init could not be moved before the k loop (the
+    predicate would mix the k loop with the spatial ones). A symbolic k takes 1."""
+    tile = TILE_K
+    while k_extent is None and tile > 1 or k_extent is not None and k_extent % tile:
+        tile //= 2
+    return tile
 
 
 def _operand_buffers(sch: Schedule, name: str) -> list:
@@ -80,10 +91,10 @@ def schedule_matmul(sch: Schedule) -> None:
     if not operands:
         raise ScheduleError(f"matmul rule: block {name!r} reads no operand")
     *batch, i, j, k = loops
-    k_extent = const_int(loop_extents(sch, [k])[0])
+    k_tile = _k_tile(const_int(loop_extents(sch, [k])[0]))
     i0, i1, i2 = sch.split(i, [None, THREADS_I, REGISTER_I])
     j0, j1, j2 = sch.split(j, [None, THREADS_J, REGISTER_J])
-    k0, k1 = sch.split(k, [None, TILE_K if k_extent is None else min(TILE_K, k_extent)])
+    k0, k1 = sch.split(k, [None, k_tile])
     sch.reorder(*batch, i0, j0, k0, i1, j1, k1, i2, j2)
 
     write_back = sch.cache_write(block, 0, "local")

@@ -80,7 +80,7 @@ def schedule_row_reduction(sch: Schedule) -> None:
     row = sch.fuse(*anchor_loops[:rows]) if rows > 1 else anchor_loops[0]
     sch.bind(row, "blockIdx.x")
     for name in names:
-        loops = _inner_loops(sch, name, rows)
+        loops = inner[name]  # found before the row loops were fused
         fused = sch.fuse(*loops) if len(loops) > 1 else loops[0]
         serial, thread = sch.split(fused, [None, threads])
         sch.reorder(thread, serial)

@@ -65,14 +65,17 @@ def _read_index(sch: Schedule, name: str, buffer) -> int:
 
 
 def _cooperative_fetch(sch: Schedule, fetch) -> None:
-    """Spread a shared-memory fetch over all threads of the block."""
+    """Spread a shared-memory fetch over all threads of the block: tile rows over
+    threadIdx.y, columns over threadIdx.x, each axis split on its own so that the
+    tile's (clipped) extent bounds every index the fetch writes."""
     loops = sch.get_loops(fetch)
     tile = [lp for lp, kind in zip(loops, loop_kinds(sch, sch._block_name(fetch), loops))
             if kind == "S"][-2:]
-    fused = sch.fuse(*tile) if len(tile) > 1 else tile[0]
-    _, ty, tx = sch.split(fused, [None, THREADS_I, THREADS_J])
-    sch.bind(ty, "threadIdx.y")
-    sch.bind(tx, "threadIdx.x")
+    if len(tile) != 2:
+        raise ScheduleError("matmul rule: an operand tile is not two-dimensional")
+    for loop, (threads, axis) in zip(tile, ((THREADS_I, "threadIdx.y"), (THREADS_J, "threadIdx.x"))):
+        _, thread = sch.split(loop, [None, threads])
+        sch.bind(thread, axis)
 
 
 def schedule_matmul(sch: Schedule) -> None:

@@ -9,6 +9,7 @@ import pytest
 
 from tensorir.schedule_rules.gpu import GPU_RULE_ATTR, default_gpu_schedule
 from tests.tensorir.test_gpu_schedule_rules import _norm_softmax_numpy, gemv_func, stitched_norm_softmax
+from tests.tensorir.test_gpu_schedule_rules_expected import column_sum_scale, masked_row_sum
 from tests.tensorir.test_schedule_rules_kernels import KERNELS
 
 pytest.importorskip("pyopencl", reason="pyopencl with PoCL runs the OpenCL kernels (the opencl extra)")
@@ -24,6 +25,10 @@ def _cases():
     yield ("gemv_transposed", gemv_func(96, 40, True),
            lambda n: [rng.standard_normal((1, 96)).astype("f4"), rng.standard_normal((40, 96)).astype("f4")],
            lambda a, w: a @ w.T)
+    # a predicated cross-thread reduction, and the fallback's two launches
+    yield ("masked_row_sum", masked_row_sum, lambda n: [rng.standard_normal(n).astype("f4")], np.cumsum)
+    yield ("column_sum_scale", column_sum_scale, lambda n: [rng.standard_normal((8, n)).astype("f4")],
+           lambda x: 2 * x.sum(0))
     yield ("gemv", gemv_func(300, 40, False),
            lambda n: [rng.standard_normal((1, 300)).astype("f4"), rng.standard_normal((300, 40)).astype("f4")],
            lambda a, w: a @ w)
@@ -36,11 +41,11 @@ def test_scheduled_kernels_run_on_opencl(case):
     from tests.backends.gpu_launch import run_opencl
     name, func, make_args, reference = case
     scheduled = default_gpu_schedule(func)
-    assert scheduled.attrs[GPU_RULE_ATTR] != "fallback"
     gpu_func = lower_for_gpu(func.name, scheduled)
-    assert len(gpu_func.kernels) == 1  # every rule here makes one launch (norm -> softmax included)
+    # one launch per function (norm -> softmax included), but the fallback's stage per launch
+    assert len(gpu_func.kernels) == (2 if scheduled.attrs[GPU_RULE_ATTR] == "fallback" else 1)
     source = opencl_source([gpu_func])
-    for n in (1, 5, 33):
+    for n in (1, 5, 33, 300):
         args = make_args(n)
         want = reference(*args).astype("f4")
         got = np.zeros_like(want)

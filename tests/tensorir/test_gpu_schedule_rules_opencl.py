@@ -51,3 +51,30 @@ def test_scheduled_kernels_run_on_opencl(case):
         got = np.zeros_like(want)
         assert run_opencl(gpu_func, source, [*args, got]) == 0
         np.testing.assert_allclose(got, want, rtol=2e-4, atol=2e-5, err_msg=f"{name}, n={n}")
+
+
+def test_decoder_kernels_run_on_opencl():
+    """The demo decoder's kernels (but the tiled matmuls) against the interpreter."""
+    from backends.gpu import lower_for_gpu
+    from backends.opencl.codegen import opencl_source
+    from tests.backends.gpu_launch import run_opencl
+    from tests.tensorir.test_gpu_schedule_rules import _decoder_kernels
+    from tests.tensorir.test_schedule_util import make_arrays, run
+    rng = np.random.default_rng(5)
+    checked = 0
+    for name, func in _decoder_kernels().items():
+        scheduled = default_gpu_schedule(func)
+        if scheduled.attrs[GPU_RULE_ATTR] == "matmul":
+            continue
+        gpu_func = lower_for_gpu(name, scheduled)
+        source = opencl_source([gpu_func])
+        sym_names = {v.name for v in gpu_func.sym_vars}
+        for value in (1, 7):
+            sizes = {s: value for s in sym_names}
+            arrays = make_arrays(func, sizes, rng)
+            expected = run(func, arrays, sizes)
+            got = [a.copy() for a in arrays]
+            assert run_opencl(gpu_func, source, got, sizes) == 0
+            np.testing.assert_allclose(got[-1], expected[-1], rtol=1e-4, atol=1e-5, err_msg=f"{name}, {sizes}")
+        checked += 1
+    assert checked >= 3

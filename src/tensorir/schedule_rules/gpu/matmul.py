@@ -21,7 +21,8 @@ Schedule, for 2-D block tiles of ``TILE_I x TILE_J`` outputs over
   symbolic k) read into "shared" memory by all threads of the block
   together; the lowering puts barriers around the reads. An operand read
   with several patterns (an inlined rotary embedding reads its table at
-  both operands' rows) stays in global memory.
+  both operands' rows) or whose slice has no constant bound (an inlined
+  reshape's ``k // 64, k % 64``) stays in global memory.
 Extents the tiles do not divide (n = 1 included) are covered by the splits'
 predicates and the predicated constant tiles ``compute_at`` derives.
 """
@@ -73,15 +74,22 @@ def _single_pattern(sch: Schedule, name: str, buffer) -> bool:
     return all(structural_equal(ld.indices, loads[0].indices, map_free_vars=False) for ld in loads[1:])
 
 
-def _require_constant_tile(sch: Schedule, fetch, k0, buffer) -> None:
-    """Shared memory is sized per block: the tile loops under ``k0`` must be constants."""
-    loops = sch.get_loops(fetch)
+def _constant_tile(sch: Schedule, name: str, buffer, k0) -> bool:
+    """Whether ``buffer``'s slice per k step has a constant size (shared memory is sized
+    per block), tried on a copy: a reshaped operand read as ``x[k // 64, i, k % 64]``
+    has a tile the region analysis cannot bound."""
     k0_var = sch._loop_var(k0)
-    start = next(i for i, lp in enumerate(loops) if sch._loop_var(lp) is k0_var) + 1
-    extents = loop_extents(sch, loops[start:])
-    if any(const_int(e) is None for e in extents):
-        raise ScheduleError(f"matmul rule: the tile of {buffer.name!r} per k step is {extents}, "
-                            "not constant")
+    position = next(i for i, lp in enumerate(sch.get_loops(sch.get_block(name)))
+                    if sch._loop_var(lp) is k0_var)
+    trial = Schedule(sch.func)
+    block = trial.get_block(name)
+    fetch = trial.cache_read(block, _read_index(trial, name, buffer), "shared")
+    trial_k0 = trial.get_loops(trial.get_block(name))[position]
+    try:
+        trial.compute_at(fetch, trial_k0)
+    except ScheduleError:
+        return False
+    return all(const_int(e) is not None for e in loop_extents(trial, trial.get_loops(fetch)[position + 1:]))
 
 
 def _read_index(sch: Schedule, name: str, buffer) -> int:
@@ -131,11 +139,10 @@ def schedule_matmul(sch: Schedule) -> None:
         attempt(sch.reverse_compute_inline, sch.get_block(epilogues[0]))
     sch.reverse_compute_at(write_back, j0)
     for buffer in operands:
-        if not _single_pattern(sch, name, buffer):
+        if not _single_pattern(sch, name, buffer) or not _constant_tile(sch, name, buffer, k0):
             continue  # read from global memory where the block needs it
         fetch = sch.cache_read(block, _read_index(sch, name, buffer), "shared")
         sch.compute_at(fetch, k0)
-        _require_constant_tile(sch, fetch, k0, buffer)
         _cooperative_fetch(sch, fetch)
 
     sch.bind(sch.fuse(*batch, i0) if batch else i0, "blockIdx.y")

@@ -27,6 +27,7 @@ from tensorir import stmt as S
 from tensorir.arith import Analyzer
 from tensorir.dispatch import ClassDispatch, handles
 from tensorir.functor import collect
+from tensorir.structural import structural_equal
 
 from ..c.status import STATUS_ZERO_DIVISION
 from .cross_thread_reduce import ThreadReduce, identity
@@ -59,6 +60,32 @@ def _memory(stmt, local: bool = False) -> tuple[set, set, set]:
             if _storage_scope(node.buffer) == "shared":
                 read_shared.add(key)
     return written, read, read_shared
+
+
+def _parenthesized(text: str) -> str:
+    """``text`` in one pair of parentheses (not two: clang warns of ``if ((a == b))``)."""
+    if text.startswith("(") and text.endswith(")"):
+        depth = 0
+        for i, ch in enumerate(text):
+            depth += ch == "("
+            depth -= ch == ")"
+            if depth == 0 and i < len(text) - 1:
+                break
+        else:
+            return text
+    return f"({text})"
+
+
+def _same_index_storages(stmt) -> set:
+    """Global storages that ``stmt`` accesses at one index expression only."""
+    by_storage: dict = {}
+    for node in collect(stmt, lambda n: isinstance(n, (S.BufferStore, E.BufferLoad))):
+        if _storage_scope(node.buffer) == "global":
+            by_storage.setdefault(id(node.buffer.storage), []).append(node)
+    return {key for key, nodes in by_storage.items()
+            if all(len(n.indices) == len(nodes[0].indices) and n.buffer is nodes[0].buffer and
+                   all(structural_equal(a, b, map_free_vars=False) for a, b in zip(n.indices, nodes[0].indices))
+                   for n in nodes)}
 
 
 def _shared_ids(stmt) -> set:
@@ -336,7 +363,7 @@ class KernelEmitter(ClassDispatch):
     def if_then_else(self, s: S.IfThenElse) -> None:
         saved = self.divergent
         self.divergent = saved or self.thread_dependent(s.condition)
-        self.emit(f"if ({self.expr(s.condition)}) {{")
+        self.emit(f"if {_parenthesized(self.expr(s.condition))} {{")
         self.nested(s.then_case)
         if s.else_case is not None:
             self.emit("} else {")
@@ -398,7 +425,8 @@ class KernelEmitter(ClassDispatch):
         self.emit(f"for ({ctype} {var} = {self.expr(s.min)}; {var} < {self.expr(end)}; ++{var}) {{")
         self.nested(s.body)
         written, read, read_shared = _memory(s.body)
-        hazard = (written & read) | (read_shared & written)
+        # a global element each thread reads and writes at one index is its own (accumulations)
+        hazard = ((written & read) - _same_index_storages(s.body)) | (read_shared & written)
         if hazard:
             self.indent += 1
             self.barrier("a loop whose iterations read memory others wrote",

@@ -307,3 +307,69 @@ def imperfect(X: T.Buffer((4, 8), "float32"), S: T.Buffer((4,), "float32"), Y: T
 ''')
     with pytest.raises(GPULoweringError, match="not a perfect nest"):
         lower_for_gpu("imperfect", func)
+
+
+NORMALIZE = '''
+@T.prim_func
+def norm(X: T.Buffer(("n", "m"), "float32"), Y: T.Buffer(("n", "m"), "float32")):
+    n = T.int64()
+    m = T.int64()
+    S = T.alloc_buffer((n,), "float32")
+    for i, j in T.grid(n, m):
+        with T.block("S"):
+            vi, vj = T.axis.remap("SR", [i, j])
+            with T.init():
+                S[vi] = 1.0
+            S[vi] = S[vi] + X[vi, vj] * X[vi, vj]
+    for i, j in T.grid(n, m):
+        with T.block("Y"):
+            vi, vj = T.axis.remap("SS", [i, j])
+            Y[vi, vj] = X[vi, vj] / S[vi]
+'''
+
+
+@pytest.mark.parametrize("scope", ["global", "shared", "local"])
+def test_stitched_row_reduce_and_use_in_one_kernel(scope):
+    """A row per block: the sum is reduced across threads and every thread then reads it
+    (from a workspace, shared memory or its own local copy); one launch."""
+    sch = tir.Schedule(tir.from_source(NORMALIZE))
+    row, col = sch.get_loops(sch.get_block("Y"))
+    _, col_inner = sch.split(col, [None, 16])
+    sch.bind(row, "blockIdx.x")
+    sch.bind(col_inner, "threadIdx.x")
+    s_block = sch.get_block("S")
+    sch.compute_at(s_block, row)
+    _, red_inner = sch.split(sch.get_loops(s_block)[-1], [None, 16])
+    sch.bind(red_inner, "threadIdx.x")
+    if scope != "global":
+        sch.set_scope(s_block, 0, scope)
+    gfunc = check_on_opencl(sch.func, lambda s: [_floats(*s), np.zeros(s, "float32")],
+                            [(1, 1), (3, 17), (2, 40)], FLOAT)
+    assert len(gfunc.kernels) == 1
+    assert [w.name for w in gfunc.workspaces] == (["S"] if scope == "global" else [])
+    source = opencl_source([gfunc])
+    # the sum's store is thread 0's, then a barrier, unless each thread keeps its own copy
+    assert ("get_local_id(0) == 0" in source) == (scope != "local")
+
+
+def test_barrier_under_a_thread_guard_is_rejected():
+    func = tir.from_source('''
+@T.prim_func
+def racy(X: T.Buffer((8,), "float32"), Y: T.Buffer((8,), "float32")):
+    S = T.alloc_buffer((4,), "float32", scope="shared")
+    for bx in T.thread_binding(2, thread="blockIdx.x"):
+        for tx in T.thread_binding(4, thread="threadIdx.x"):
+            with T.block("Y0"):
+                vb, vt = T.axis.remap("SS", [bx, tx])
+                Y[vb * 4 + vt] = 0.0
+        for tx in T.thread_binding(3, thread="threadIdx.x"):
+            with T.block("S"):
+                vb, vt = T.axis.remap("SS", [bx, tx])
+                S[vt] = X[vb * 4 + vt]
+            with T.block("Y"):
+                vb, vt = T.axis.remap("SS", [bx, tx])
+                Y[vb * 4 + vt] = S[2 - vt]
+''')
+    gfunc = lower_for_gpu("racy", func)
+    with pytest.raises(GPULoweringError, match=r"\(S\) needs a barrier.*depends on the thread"):
+        opencl_source([gfunc])

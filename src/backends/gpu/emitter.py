@@ -26,7 +26,7 @@ from tensorir import expr as E
 from tensorir import stmt as S
 from tensorir.arith import Analyzer
 from tensorir.dispatch import ClassDispatch, handles
-from tensorir.functor import collect
+from tensorir.functor import Visitor, collect
 from tensorir.structural import structural_equal
 
 from ..c.status import STATUS_ZERO_DIVISION
@@ -76,21 +76,52 @@ def _parenthesized(text: str) -> str:
     return f"({text})"
 
 
-def _same_index_storages(stmt) -> set:
-    """Global storages that ``stmt`` accesses at one index expression only."""
-    by_storage: dict = {}
-    for node in collect(stmt, lambda n: isinstance(n, (S.BufferStore, E.BufferLoad))):
+class _ThreadOwnAccesses(Visitor):
+    """Global storages whose every access in the walked statements is at one index expression,
+    made where every launch axis of the block with more than one thread is covered by a bound
+    loop: each thread then touches only its own element, and no barrier is needed for it. (A
+    value written by one thread for all, e.g. ``S[bx]`` outside the threadIdx loops, does not
+    qualify: its writer is thread 0 only.)"""
+
+    def __init__(self, covered: set, block: tuple):
+        self.covered = set(covered)
+        self.needed = {tag for axis, tag in enumerate(THREAD_AXES) if block[axis] > 1}
+        self.by_storage: dict = {}
+
+    @handles(E.PrimExpr)
+    def visit_PrimExpr(self, node):
+        if isinstance(node, E.BufferLoad):
+            self.access(node)
+        self.generic_visit(node)
+
+    @handles(S.For)
+    def visit_For(self, loop: S.For):
+        added = loop.kind == "thread_binding" and loop.thread_tag not in self.covered
+        if added:
+            self.covered.add(loop.thread_tag)
+        self.generic_visit(loop)
+        if added:
+            self.covered.discard(loop.thread_tag)
+
+    @handles(S.BufferStore)
+    def visit_BufferStore(self, node: S.BufferStore):
+        self.access(node)
+        self.generic_visit(node)
+
+    def access(self, node) -> None:
         if _storage_scope(node.buffer) == "global":
-            by_storage.setdefault(id(node.buffer.storage), []).append(node)
-    return {key for key, nodes in by_storage.items()
-            if all(len(n.indices) == len(nodes[0].indices) and n.buffer is nodes[0].buffer and
-                   all(structural_equal(a, b, map_free_vars=False) for a, b in zip(n.indices, nodes[0].indices))
-                   for n in nodes)}
+            self.by_storage.setdefault(id(node.buffer.storage), []).append(
+                (node, self.needed <= self.covered))
 
-
-def _shared_ids(stmt) -> set:
-    return {id(n.buffer.storage) for n in collect(stmt, lambda n: isinstance(n, (S.BufferStore, E.BufferLoad)))
-            if _storage_scope(n.buffer) == "shared"}
+    def own(self) -> set:
+        out = set()
+        for key, accesses in self.by_storage.items():
+            first = accesses[0][0]
+            if all(full and n.buffer is first.buffer and len(n.indices) == len(first.indices) and
+                   all(structural_equal(a, b, map_free_vars=False) for a, b in zip(n.indices, first.indices))
+                   for n, full in accesses):
+                out.add(key)
+        return out
 
 
 class KernelEmitter(ClassDispatch):
@@ -304,14 +335,16 @@ class KernelEmitter(ClassDispatch):
         self.stmt(body)
         self.indent -= 1
 
-    def barrier(self, reason: str, shared: bool) -> None:
+    def barrier(self, reason: str, hazard: set) -> None:
         if not self.divergent:
             self.emit(self.BARRIER)
-        elif shared:
-            raise GPULoweringError(
-                f"{self.where()}: {reason} needs a barrier, but the code runs under a condition that "
-                "depends on the thread (a guard or a thread loop shorter than the block); "
-                "move the stage out of it")
+            return
+        names = sorted({n.buffer.storage.name for n in collect(self.kernel.body, lambda n: isinstance(
+            n, (S.BufferStore, E.BufferLoad)) and id(n.buffer.storage) in hazard)})
+        raise GPULoweringError(
+            f"{self.where()}: {reason} ({', '.join(names)}) needs a barrier, but the code runs under a "
+            "condition that depends on the thread (a guard, or a thread loop shorter than the block); "
+            "move the statements out of it")
 
     @handles(S.SeqStmt, table="stmt")
     def seq(self, s: S.SeqStmt) -> None:
@@ -321,13 +354,19 @@ class KernelEmitter(ClassDispatch):
             if i + 1 < len(parts):
                 self.sync_between(part, S.SeqStmt(parts[i + 1:]))
 
+    def own_elements(self, *stmts) -> set:
+        finder = _ThreadOwnAccesses(self.covered, self.kernel.block)
+        for stmt in stmts:
+            finder.visit(stmt)
+        return finder.own()
+
     def sync_between(self, first, rest) -> None:
         written, read, read_shared = _memory(first)
         later_written, later_read, _ = _memory(rest)
         hazard = (written & (later_read | later_written)) | (read_shared & later_written)
+        hazard -= self.own_elements(first, rest)
         if hazard:
-            self.barrier("a later statement touching memory an earlier one wrote",
-                         bool(hazard & _shared_ids(first)))
+            self.barrier("a later statement touching memory an earlier one wrote", hazard)
 
     @handles(S.BufferStore, table="stmt")
     def store(self, s: S.BufferStore) -> None:
@@ -426,11 +465,10 @@ class KernelEmitter(ClassDispatch):
         self.nested(s.body)
         written, read, read_shared = _memory(s.body)
         # a global element each thread reads and writes at one index is its own (accumulations)
-        hazard = ((written & read) - _same_index_storages(s.body)) | (read_shared & written)
+        hazard = ((written & read) | (read_shared & written)) - self.own_elements(s.body)
         if hazard:
             self.indent += 1
-            self.barrier("a loop whose iterations read memory others wrote",
-                         bool(hazard & _shared_ids(s.body)))
+            self.barrier("a loop whose iterations read memory others wrote", hazard)
             self.indent -= 1
         self.emit("}")
         self.divergent = saved

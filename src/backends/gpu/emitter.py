@@ -553,8 +553,9 @@ class KernelEmitter(ClassDispatch):
             half *= 2
         if count > 1:
             self.emit(f"for ({i64} {step} = {half}; {step} > 0; {step} >>= 1) {{")
+            mine, other = f"{scratch}[{lin}]", f"{scratch}[{lin} + {step} * {stride}]"
             self.emit(f"  if ({pos} < {step} && {pos} + {step} < {count}) "
-                      f"{scratch}[{lin}] = {self.combine_text(s.op, dtype, f'{scratch}[{lin}]', f'{scratch}[{lin} + {step} * {stride}]')};")
+                      f"{mine} = {self.combine_text(s.op, dtype, mine, other)};")
             self.emit(f"  {self.BARRIER}")
             self.emit("}")
         result = self.names.get(s.result, s.result.name)
@@ -600,7 +601,8 @@ def helper_prelude(emitter_cls, dtypes) -> str:
     h, g, i64 = emitter_cls.HELPER, emitter_cls.GLOBAL, emitter_cls.TYPES["int64"]
     lines = [
         f"#define STATUS_ZERO_DIVISION ({STATUS_ZERO_DIVISION})",
-        f"{h} {i64} rs_divided_by_zero({(g + ' int').strip()}* status) {{ *status = STATUS_ZERO_DIVISION; return 0; }}".strip(),
+        f"{h} {i64} rs_divided_by_zero({(g + ' int').strip()}* status) "
+        "{ *status = STATUS_ZERO_DIVISION; return 0; }".strip(),
         f"{h} {i64} rs_floordiv({i64} a, {i64} b) {{ {i64} q = a / b; "
         "return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q; }".strip(),
         f"{h} {i64} rs_floormod({i64} a, {i64} b) {{ {i64} r = a % b; "

@@ -36,6 +36,7 @@ from .errors import GPULoweringError
 from .function import DeviceKernel, GPUFunction, Workspace
 from .launch import launch_dims, reduce_scratch
 from .names import sanitize
+from .uncache import copy_source, read_source_instead
 
 
 def _peel_allocations(body: Stmt) -> tuple[list, Stmt]:
@@ -107,7 +108,14 @@ def lower_for_gpu(name: str, func: PrimFunc) -> GPUFunction:
                 "(stages not under one blockIdx loop); its contents do not survive a launch")
         if users:
             i = users[0]
-            new, stage = compact(buf, stages[i], f"{name}")
+            try:
+                new, stage = compact(buf, stages[i], f"{name}")
+            except GPULoweringError:
+                source = copy_source(buf, stages[i])
+                if source is None:
+                    raise
+                stages[i] = read_source_instead(buf, source, stages[i])
+                continue
             stages[i] = Allocate(new, stage)
     known = {id(v) for v in sym_vars}
     ws_records = []

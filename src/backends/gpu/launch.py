@@ -14,6 +14,7 @@ from tensorir.functor import collect
 from tensorir.stmt import For, Stmt
 from tensorir.structural import structural_equal
 
+from .bounds import constant_upper_bound
 from .cross_thread_reduce import ThreadReduce
 from .errors import GPULoweringError
 from .function import BLOCK_AXES, THREAD_AXES
@@ -35,12 +36,16 @@ def launch_dims(stmt: Stmt, sym_vars, where: str) -> tuple[tuple, tuple]:
         extents.setdefault(loop.thread_tag, []).append(analyzer.simplify(loop.extent))
     block = []
     for tag in THREAD_AXES:
-        sizes = extents.get(tag, [E.IntImm(1)])
-        if not all(isinstance(s, E.IntImm) for s in sizes):
-            bad = next(s for s in sizes if not isinstance(s, E.IntImm))
-            raise GPULoweringError(f"{where}: a loop bound to {tag} has the symbolic extent {bad!r}; "
-                                   "thread counts must be constants (split the loop by a constant factor)")
-        block.append(max(1, max(s.value for s in sizes)))
+        sizes = []
+        for size in extents.get(tag, [E.IntImm(1)]):
+            # a clipped extent (a tile at the edge) runs under a guard in a block of its largest size
+            bound = size.value if isinstance(size, E.IntImm) else constant_upper_bound(size, analyzer)
+            if bound is None:
+                raise GPULoweringError(f"{where}: a loop bound to {tag} has the symbolic extent {size!r} "
+                                       "with no constant upper bound; thread counts must be constants "
+                                       "(split the loop by a constant factor)")
+            sizes.append(bound)
+        block.append(max(1, max(sizes)))
     if block[0] * block[1] * block[2] > MAX_THREADS_PER_BLOCK:
         raise GPULoweringError(f"{where}: {block[0]} x {block[1]} x {block[2]} threads per block; "
                                f"at most {MAX_THREADS_PER_BLOCK} are allowed")

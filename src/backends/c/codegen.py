@@ -25,7 +25,7 @@ from tensorir.dispatch import ClassDispatch, handles
 from tensorir.function import PrimFunc
 
 from ..kernel_signature import kernel_sym_vars
-from .quantized_gemv import MICRO_KERNEL_ATTR, detect_features, gemv_source
+from .quantized_gemv import MICRO_KERNEL_ATTR, detect_features, gemv_source, generated_kernels_enabled
 from .status import C_DEFINES
 
 C_TYPES = {
@@ -649,7 +649,7 @@ def generate_c(funcs: dict[str, PrimFunc], signatures: dict[str, PrimFunc] | Non
         used.add(symbol)
         signature = (signatures or {}).get(name, func)
         gemv = signature.attrs.get(MICRO_KERNEL_ATTR) or func.attrs.get(MICRO_KERNEL_ATTR)
-        if gemv is not None:   # the loop nest's generated replacement (quantized_gemv.py)
+        if gemv is not None and generated_kernels_enabled():   # the loop nest's replacement
             text = gemv_source(symbol, gemv["format"], gemv["rows"], gemv["cols"], gemv["roles"],
                                detect_features())
             info = KernelInfo(symbol, list(signature.buffer_params), kernel_sym_vars(signature))

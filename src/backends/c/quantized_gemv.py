@@ -20,6 +20,7 @@ L1 data cache size the OS reports.
 from __future__ import annotations
 
 import functools
+import os
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,6 +29,12 @@ MICRO_KERNEL_ATTR = "c.quantized_gemv"
 BLOCK = 32                       # rows sharing a scale in every supported format
 FORMATS = {"q4_0": (2, -8, False), "q4_1": (2, 0, True), "q8_0": (1, 0, False)}
 # format -> (codes per byte, code offset, has a min)
+
+
+def generated_kernels_enabled() -> bool:
+    """False when ``RELAXSCRIPT_GENERATED_KERNELS=0``: compile the scheduled loop nest instead
+    (to compare the two; benchmarks/bench_quant.py does)."""
+    return os.environ.get("RELAXSCRIPT_GENERATED_KERNELS", "1") != "0"
 
 
 @dataclass(frozen=True)
@@ -98,27 +105,43 @@ def detect_features(march: str = "native") -> VectorFeatures:
 
 
 def columns_per_task(cols: int, features: VectorFeatures) -> int:
-    """About 16 tasks (load balance on a few cores), whole groups, and each task's
-    ``y`` run plus one block's codes (16-32 rows) within a quarter of L1."""
+    """About 16 tasks (load balance on a few cores), whole groups, at most 2048 columns, and
+    the task's block accumulator and ``y`` run (8 bytes a column) within half of L1. Each
+    weight row is read as one run of this many bytes: runs much shorter than a page cost a
+    TLB miss each on a wide weight (the 49152-column LM head)."""
     group = features.group
-    cap = max(group, features.l1d_bytes // 4 // (4 + BLOCK) // group * group)
+    cap = max(group, min(2048, features.l1d_bytes // 2 // 8) // group * group)
     wanted = -(-cols // 16 // group) * group
     return max(group, min(cap, wanted))
 
 
 _HELPERS = """#ifndef RS_QGEMV_HELPERS
 #define RS_QGEMV_HELPERS
+#include <immintrin.h>
 typedef float rs_qf __attribute__((vector_size({vb})));
 typedef int32_t rs_qi __attribute__((vector_size({vb})));
-typedef uint8_t rs_qu8 __attribute__((vector_size({lanes})));
-typedef int8_t rs_qs8 __attribute__((vector_size({lanes})));
-/* memcpy loads: the codes' columns are not aligned to a vector */
-static inline rs_qu8 rs_qload_u8(const void* p) {{ rs_qu8 v; memcpy(&v, p, sizeof v); return v; }}
-static inline rs_qs8 rs_qload_s8(const void* p) {{ rs_qs8 v; memcpy(&v, p, sizeof v); return v; }}
 static inline rs_qf rs_qload_f(const float* p) {{ rs_qf v; memcpy(&v, p, sizeof v); return v; }}
 static inline void rs_qstore_f(float* p, rs_qf v) {{ memcpy(p, &v, sizeof v); }}
+{widen}
 #endif
 """
+
+# Codes to 32-bit lanes. gcc 12 scalarizes __builtin_convertvector from an 8-byte vector
+# (one lane at a time through general registers), so the widening load is the ISA's own.
+_WIDEN = {
+    "avx512": """static inline rs_qi rs_qwiden_u8(const void* p) {
+  return (rs_qi)_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i*)p)); }
+static inline rs_qi rs_qwiden_s8(const void* p) {
+  return (rs_qi)_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i*)p)); }""",
+    "avx2": """static inline rs_qi rs_qwiden_u8(const void* p) {
+  return (rs_qi)_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i*)p)); }
+static inline rs_qi rs_qwiden_s8(const void* p) {
+  return (rs_qi)_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i*)p)); }""",
+    "sse": """static inline rs_qi rs_qwiden_u8(const void* p) {
+  const uint8_t* b = (const uint8_t*)p; return (rs_qi){b[0], b[1], b[2], b[3]}; }
+static inline rs_qi rs_qwiden_s8(const void* p) {
+  const int8_t* b = (const int8_t*)p; return (rs_qi){b[0], b[1], b[2], b[3]}; }""",
+}
 
 
 def gemv_source(symbol: str, fmt: str, rows: int, cols: int, roles: dict[str, int],
@@ -135,34 +158,30 @@ def gemv_source(symbol: str, fmt: str, rows: int, cols: int, roles: dict[str, in
     tile = columns_per_task(cols, features)
     tasks = -(-cols // tile)
     code_t = "int8_t" if fmt == "q8_0" else "uint8_t"
-    load = "rs_qload_s8" if fmt == "q8_0" else "rs_qload_u8"
+    widen = "rs_qwiden_s8" if fmt == "q8_0" else "rs_qwiden_u8"
     byte_rows = BLOCK // per_byte       # rows of bytes per block
 
     def term(code: str, row: str) -> str:
         return f"xb[{row}] * (float)({code})"
 
     if per_byte == 2:
-        vec_step = [f"const rs_qu8 v{u} = {load}(p + {u * lanes});" for u in range(units)] + \
-            [f"a{u} += xl * __builtin_convertvector(__builtin_convertvector(v{u} & 15, rs_qi), rs_qf)"
-             f" + xh * __builtin_convertvector(__builtin_convertvector(v{u} >> 4, rs_qi), rs_qf);"
+        vec_step = [f"const rs_qi v{u} = {widen}(p + c + {u * lanes});" for u in range(units)] + \
+            [f"rs_qstore_f(acc + c - c0 + {u * lanes}, rs_qload_f(acc + c - c0 + {u * lanes})"
+             f" + xl * __builtin_convertvector(v{u} & 15, rs_qf)"
+             f" + xh * __builtin_convertvector(v{u} >> 4, rs_qf));"
              for u in range(units)]
-        scalar_step = f"acc += {term('p[0] & 15', 'r')} + {term('p[0] >> 4', f'r + {byte_rows}')};"
+        scalar_step = "acc[c - c0] += xl * (float)(p[c] & 15) + xh * (float)(p[c] >> 4);"
         xs = f"const float xl = xb[r], xh = xb[r + {byte_rows}];"
     else:
-        vec_step = [f"a{u} += xl * __builtin_convertvector(__builtin_convertvector({load}(p + {u * lanes}),"
-                    f" rs_qi), rs_qf);" for u in range(units)]
-        scalar_step = f"acc += {term('p[0]', 'r')};"
+        vec_step = [f"rs_qstore_f(acc + c - c0 + {u * lanes}, rs_qload_f(acc + c - c0 + {u * lanes})"
+                    f" + xl * __builtin_convertvector({widen}(p + c + {u * lanes}), rs_qf));"
+                    for u in range(units)]
+        scalar_step = "acc[c - c0] += xl * (float)p[c];"
         xs = "const float xl = xb[r];"
-    # block sum of x: the min's weight (q4_1) and the code offset's (q4_0)
-    bias = []
-    if has_min:
-        bias.append("rs_qload_f(mins + mrow + c + {o}) * xsum[b]")
+    # the block's sum of x weighs the min (q4_1) and the code offset (q4_0)
     shift = f" + (float)({offset}) * xsum[b]" if offset else ""
-    vec_update = [f"rs_qstore_f(y + c + {u * lanes}, rs_qload_f(y + c + {u * lanes}) + "
-                  f"rs_qload_f(scale + mrow + c + {u * lanes}) * (a{u}{shift})"
-                  + "".join(" + " + b.format(o=u * lanes) for b in bias) + ");" for u in range(units)]
-    scalar_update = ("y[c] += scale[mrow + c] * (acc" + shift + ")"
-                     + (" + mins[mrow + c] * xsum[b]" if has_min else "") + ";")
+    update = ("y[c] += scale[mrow + c] * (acc[c - c0]" + shift + ")"
+              + (" + mins[mrow + c] * xsum[b]" if has_min else "") + ";")
     operands = [f"  const {code_t}* restrict codes = (const {code_t}*)rs_buffers[{roles['codes']}];",
                 f"  const float* restrict scale = (const float*)rs_buffers[{roles['scale']}];",
                 f"  const float* restrict x = (const float*)rs_buffers[{roles['x']}];",
@@ -171,8 +190,8 @@ def gemv_source(symbol: str, fmt: str, rows: int, cols: int, roles: dict[str, in
         operands.insert(2, f"  const float* restrict mins = (const float*)rs_buffers[{roles['min']}];")
     ind = "\n" + " " * 10
     lines = [
-        _HELPERS.format(vb=features.vector_bytes, lanes=lanes),
-        f"/* {fmt} gemv {rows} x {cols} for {features.name}: {units} accumulators of {lanes} lanes, "
+        _HELPERS.format(vb=features.vector_bytes, widen=_WIDEN[features.name]),
+        f"/* {fmt} gemv {rows} x {cols} for {features.name}: steps of {units} x {lanes} lanes, "
         f"{tile} columns per task */",
         f"int32_t {symbol}(void* const* rs_buffers, const int64_t* rs_syms) {{",
         *operands,
@@ -183,10 +202,12 @@ def gemv_source(symbol: str, fmt: str, rows: int, cols: int, roles: dict[str, in
         f"    for (int64_t r = 0; r < {BLOCK}; ++r) s += x[b * {BLOCK} + r];",
         "    xsum[b] = s;",
         "  }",
-        # one team for the whole call; static chunks: each thread streams its own columns
+        # one team for the whole call; static chunks: each thread streams its own columns,
+        # reading each weight row as one run; the block's sums stay in L1 (acc)
         f"  #pragma omp parallel for schedule(static) if({tasks} > 1 && {rows * cols} >= 65536) "
         "num_threads(rs_threads())",
         f"  for (int64_t task = 0; task < {tasks}; ++task) {{",
+        f"    float acc[{tile}] __attribute__((aligned(64)));",
         f"    const int64_t c0 = task * {tile};",
         f"    const int64_t c1 = c0 + {tile} < {cols} ? c0 + {tile} : {cols};",
         f"    const int64_t vec_end = c0 + (c1 - c0) / {group} * {group};",
@@ -195,24 +216,16 @@ def gemv_source(symbol: str, fmt: str, rows: int, cols: int, roles: dict[str, in
         f"      const float* xb = x + b * {BLOCK};",
         f"      const {code_t}* block = codes + b * {byte_rows * cols};",
         f"      const int64_t mrow = b * {cols};",
-        f"      for (int64_t c = c0; c < vec_end; c += {group}) {{",
-        "        " + " ".join(f"rs_qf a{u} = {{0}};" for u in range(units)),
-        f"        #pragma GCC unroll {byte_rows}",
-        f"        for (int64_t r = 0; r < {byte_rows}; ++r) {{",
-        f"          const {code_t}* p = block + r * {cols} + c;",
-        f"          {xs}",
+        "      for (int64_t c = c0; c < c1; ++c) acc[c - c0] = 0.0f;",
+        f"      for (int64_t r = 0; r < {byte_rows}; ++r) {{",
+        f"        const {code_t}* p = block + r * {cols};",
+        f"        {xs}",
+        f"        for (int64_t c = c0; c < vec_end; c += {group}) {{",
         "          " + ind.join(vec_step),
         "        }",
-        "        " + "\n        ".join(vec_update),
+        f"        for (int64_t c = vec_end; c < c1; ++c) {scalar_step}",
         "      }",
-        "      for (int64_t c = vec_end; c < c1; ++c) {",
-        "        float acc = 0.0f;",
-        f"        for (int64_t r = 0; r < {byte_rows}; ++r) {{",
-        f"          const {code_t}* p = block + r * {cols} + c;",
-        f"          {scalar_step}",
-        "        }",
-        f"        {scalar_update}",
-        "      }",
+        f"      for (int64_t c = c0; c < c1; ++c) {update}",
         "    }",
         "  }",
         "  return 0;",

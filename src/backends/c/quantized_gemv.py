@@ -6,12 +6,12 @@ with ``MICRO_KERNEL_ATTR``; its loop nest stays the function's meaning (the
 interpreter runs it), and the C emitter replaces the body by the kernel
 generated here, with the same calling convention.
 
-Why a separate generator: the loop nest updates ``y`` once per weight row
-(a load and a store per multiply-add) and multiplies each code by its scale.
-Here each group of ``W`` columns keeps ``U`` vector accumulators in registers
-over one 32-row block, so per block only
-``y += scale * sum_r x[r] * code[r] + min * sum_r x[r]`` touches memory, and
-the scale multiply happens once per block and column. The shape is derived,
+Why a separate generator: the loop nest multiplies each code by its scale and
+adds its min. Here each parallel task sums ``x[r] * code[r, c]`` over one
+32-row block into an L1-resident accumulator run (each weight row read as one
+contiguous run of the task's columns, the next rows prefetched), then applies
+``y += scale * acc + min * sum_r x[r]`` once per block and column. Codes widen
+with the ISA's own zero/sign-extending loads. The shape is derived,
 not sampled (in the spirit of Vortex): vector width from the instruction set
 the compiler targets (``-march=native`` predefines: AVX-512 or AVX2 or SSE),
 accumulators from the register count, the columns per parallel task from the
@@ -27,6 +27,11 @@ from pathlib import Path
 
 MICRO_KERNEL_ATTR = "c.quantized_gemv"
 BLOCK = 32                       # rows sharing a scale in every supported format
+# Rows ahead whose run is prefetched (0: none). Consecutive rows are a whole weight width
+# apart, so the hardware stream prefetcher restarts on every run; measured (shared 2-core
+# machine, same process): 0 -> 8 rows ahead took 576x1536 from 2.4 to 5.2 GB/s and the
+# LM head from 1.9 to 2.8-4.7 GB/s; 12 and 16 were no better.
+PREFETCH_ROWS = 8
 FORMATS = {"q4_0": (2, -8, False), "q4_1": (2, 0, True), "q8_0": (1, 0, False)}
 # format -> (codes per byte, code offset, has a min)
 
@@ -221,6 +226,7 @@ def gemv_source(symbol: str, fmt: str, rows: int, cols: int, roles: dict[str, in
         f"        const {code_t}* p = block + r * {cols};",
         f"        {xs}",
         f"        for (int64_t c = c0; c < vec_end; c += {group}) {{",
+        *([f"          __builtin_prefetch(p + c + {PREFETCH_ROWS * cols});"] if PREFETCH_ROWS else []),
         "          " + ind.join(vec_step),
         "        }",
         f"        for (int64_t c = vec_end; c < c1; ++c) {scalar_step}",

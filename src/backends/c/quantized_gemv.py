@@ -14,7 +14,7 @@ contiguous run of the task's columns, the next rows prefetched), then applies
 with the ISA's own zero/sign-extending loads. The shape is derived,
 not sampled (in the spirit of Vortex): vector width from the instruction set
 the compiler targets (``-march=native`` predefines: AVX-512 or AVX2 or SSE),
-accumulators from the register count, the columns per parallel task from the
+the unroll (vector steps per group) from the register count, the columns per parallel task from the
 L1 data cache size the OS reports.
 """
 from __future__ import annotations

@@ -36,6 +36,12 @@ _BINARY_FUNCS = {"max": E.max_, "min": E.min_, "floordiv": E.floordiv, "floormod
                  "ceildiv": E.ceildiv}
 
 
+# Parameter names of the expression helpers, for keyword arguments (TVM's spelling).
+_PARAM_NAMES = {"if_then_else": ("cond", "t", "f"), "Select": ("condition", "true_value", "false_value"),
+                "cast": ("x", "dtype"), "Cast": ("dtype", "value"), "Let": ("body", "where"),
+                **{name: ("a", "b") for name in ("max", "min", "floordiv", "floormod", "ceildiv", "truncdiv")}}
+
+
 def is_literal(value) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) or isinstance(value, bool)
 
@@ -272,7 +278,10 @@ class ExprParser(ClassDispatch):
         return isinstance(node, ast.Name) and node.id in self.t_names
 
     def call_t(self, name: str, node: ast.Call):
+        node = self.keywords_to_positions(name, node)
         args = node.args
+        if name == "Let":
+            return self.let_expr(node)
         if name in DTYPE_NAMES:
             return self.typed_literal(name, node)
         if name in E.INTRINSICS:
@@ -304,6 +313,46 @@ class ExprParser(ClassDispatch):
         if name in ("int", "float"):
             raise self.error(f"unknown function 'T.{name}'; use a sized type such as T.int64", node)
         raise self.error(f"unknown function 'T.{name}'", node)
+
+    def keywords_to_positions(self, name: str, node: ast.Call) -> ast.Call:
+        """``T.if_then_else(cond=c, t=a, f=b)``: keyword arguments of the expression helpers,
+        named as TVM names them, moved to their positions (``span=`` is dropped)."""
+        params = _PARAM_NAMES.get(name) or (("x", "y")[:E.INTRINSICS[name]] if name in E.INTRINSICS else None)
+        keywords = [k for k in node.keywords if k.arg != "span"]
+        if params is None or not keywords:
+            return node if len(keywords) == len(node.keywords) else \
+                ast.copy_location(ast.Call(func=node.func, args=node.args, keywords=keywords), node)
+        args = list(node.args)
+        by_name = {}
+        for k in keywords:
+            if k.arg not in params or params.index(k.arg) < len(args) or k.arg in by_name:
+                raise self.error(f"T.{name} got an unexpected or repeated argument {k.arg!r} "
+                                 f"(its parameters: {', '.join(params)})", k.value)
+            by_name[k.arg] = k.value
+        for p in params[len(args):]:
+            if p not in by_name:
+                break
+            args.append(by_name.pop(p))
+        if by_name:
+            raise self.error(f"T.{name} is missing an argument before {next(iter(by_name))!r}", node)
+        return ast.copy_location(ast.Call(func=node.func, args=args, keywords=[]), node)
+
+    def let_expr(self, node: ast.Call):
+        """``T.Let(body, where={x: value})``: ``body`` with ``x`` replaced by ``value`` (the IR
+        has no let expression; the substitution means the same)."""
+        from ..functor import substitute
+        if len(node.args) != 2 or not isinstance(node.args[1], ast.Dict):
+            raise self.error("T.Let takes a body and where={var: value}", node)
+        mapping = {}
+        for key, value in zip(node.args[1].keys, node.args[1].values):
+            var = self.eval(key) if key is not None else None
+            if not isinstance(var, E.Var):
+                raise self.error("the keys of T.Let's where= are variables", key or node)
+            bound = self.expr(value, var.dtype)
+            if bound.dtype != var.dtype:
+                raise self.error(f"T.Let binds {var.name!r} ({var.dtype}) to a {bound.dtype} value", value)
+            mapping[var] = bound
+        return substitute(self.expr(node.args[0]), mapping)
 
     def expect_args(self, node: ast.Call, count: int) -> None:
         name = ast.unparse(node.func)

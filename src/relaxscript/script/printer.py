@@ -13,11 +13,12 @@ from tensorir.functor import collect
 from tensorir.script.printer import function_name
 
 from .. import expr as rx
-from ..irmodule import IRModule
+from ..irmodule import GLOBAL_INFOS, IRModule
 from ..struct_info import StructInfo
 from .annotations import format_struct_info as _format_sinfo
 from .constants import format_metadata
 from .expr_printer import ExprPrinter, member_name
+from .ir_namespace import VDevice
 from .naming import Namer
 
 HEADER = "# from relaxscript import R\n# from tensorir import T\n"
@@ -28,8 +29,11 @@ def print_module(mod: IRModule) -> str:
     """The script text of a whole module."""
     constants: list = []
     lines = [HEADER, "@R.ir_module", "class Module:"]
-    if mod.attrs:
-        lines.append(f"{INDENT}R.module_attrs({ExprPrinter.python_literal(mod.attrs)})")
+    attrs = {k: v for k, v in mod.attrs.items() if k != GLOBAL_INFOS}
+    if attrs:
+        lines.append(f"{INDENT}R.module_attrs({ExprPrinter.python_literal(attrs)})")
+    if mod.global_infos:
+        lines.append(f"{INDENT}I.module_global_infos({_global_infos(mod.global_infos)})")
     for index, (name, func) in enumerate(mod.functions.items()):
         if index or mod.attrs:
             lines.append("")
@@ -39,6 +43,16 @@ def print_module(mod: IRModule) -> str:
     if constants:
         lines += ["", format_metadata(constants)]
     return "\n".join(lines) + "\n"
+
+
+def _global_infos(infos: dict) -> str:
+    def item(info):
+        if isinstance(info, VDevice):
+            return (f"I.vdevice({ExprPrinter.python_literal(info.target)}, {info.vdevice_id!r}, "
+                    f"{ExprPrinter.python_literal(info.memory_scope)})")
+        return ExprPrinter.python_literal(info)
+    entries = [f"{ExprPrinter.python_literal(k)}: [{', '.join(item(i) for i in v)}]" for k, v in infos.items()]
+    return "{" + ", ".join(entries) + "}"
 
 
 def print_function(func, name: str = "main") -> str:

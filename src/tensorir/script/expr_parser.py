@@ -155,7 +155,12 @@ class ExprParser(ClassDispatch):
             if node.id in ("True", "False"):
                 return node.id == "True"
             raise self.error(self.undefined_message.format(node.id), node)
+        if isinstance(value, E.Var) and value.dtype == "handle" and not self.handles_allowed:
+            raise self.error(f"{node.id!r} is an opaque T.handle: give it a shape with "
+                             f"T.match_buffer({node.id}, shape, dtype), or pass it to T.call_extern", node)
         return value
+
+    handles_allowed = False  # set while reading the arguments of T.call_extern
 
     @handles(ast.Tuple, ast.List)
     def eval_Tuple(self, node):
@@ -308,8 +313,12 @@ class ExprParser(ClassDispatch):
         if name == "call_extern":
             if len(args) < 2:
                 raise self.error("T.call_extern(dtype, name, *args) needs a dtype and a name", node)
-            return E.Call(self.dtype(args[0]), self.constant(args[1], "extern name", (str,)),
-                          [self.expr(a) for a in args[2:]])
+            self.handles_allowed = True
+            try:
+                extern_args = [self.expr(a) for a in args[2:]]
+            finally:
+                self.handles_allowed = False
+            return E.Call(self.dtype(args[0]), self.constant(args[1], "extern name", (str,)), extern_args)
         if name in ("int", "float"):
             raise self.error(f"unknown function 'T.{name}'; use a sized type such as T.int64", node)
         raise self.error(f"unknown function 'T.{name}'", node)
@@ -339,20 +348,33 @@ class ExprParser(ClassDispatch):
 
     def let_expr(self, node: ast.Call):
         """``T.Let(body, where={x: value})``: ``body`` with ``x`` replaced by ``value`` (the IR
-        has no let expression; the substitution means the same)."""
+        has no let expression; the substitution means the same). ``x`` may be a declared var
+        or a new name, which then takes the value's dtype."""
         from ..functor import substitute
         if len(node.args) != 2 or not isinstance(node.args[1], ast.Dict):
             raise self.error("T.Let takes a body and where={var: value}", node)
-        mapping = {}
+        mapping, names = {}, {}
         for key, value in zip(node.args[1].keys, node.args[1].values):
-            var = self.eval(key) if key is not None else None
-            if not isinstance(var, E.Var):
-                raise self.error("the keys of T.Let's where= are variables", key or node)
-            bound = self.expr(value, var.dtype)
+            known = self.lookup(key.id) if isinstance(key, ast.Name) else MISSING
+            if isinstance(known, E.Var):
+                var = known
+            elif isinstance(key, ast.Name) and known is MISSING:
+                var = None
+            else:
+                raise self.error("the keys of T.Let's where= are variable names", key or node)
+            bound = self.expr(value, var.dtype if var is not None else None)
+            var = var if var is not None else E.Var(key.id, bound.dtype)
             if bound.dtype != var.dtype:
                 raise self.error(f"T.Let binds {var.name!r} ({var.dtype}) to a {bound.dtype} value", value)
             mapping[var] = bound
-        return substitute(self.expr(node.args[0]), mapping)
+            names[key.id] = var
+        outer = self.lookup
+        self.lookup = lambda name: names[name] if name in names else outer(name)
+        try:
+            body = self.expr(node.args[0])
+        finally:
+            self.lookup = outer
+        return substitute(body, mapping)
 
     def expect_args(self, node: ast.Call, count: int) -> None:
         name = ast.unparse(node.func)

@@ -30,13 +30,20 @@ def vdevice(target=None, vdevice_id: int = 0, memory_scope: str = "global") -> V
     return VDevice(target, vdevice_id, memory_scope)
 
 
-class _ScriptOnly:
+class _ClassBodyStatement:
+    """``I.module_attrs`` / ``I.module_global_infos``: Python runs them while it creates the
+    decorated class, before the decorator parses the class's source; they do nothing then."""
+
     def __init__(self, name: str):
         self.name = name
 
-    def __call__(self, *args, **kwargs):
-        raise RuntimeError(f"I.{self.name} is a statement of an @I.ir_module class body "
-                           "(the class is parsed, never executed)")
+    def __call__(self, infos, *rest, **kwargs):
+        if rest or kwargs or not isinstance(infos, dict):
+            raise TypeError(f"I.{self.name} takes one dict")
+        return None
+
+    def __repr__(self) -> str:
+        return f"I.{self.name}"
 
 
 class _IRNamespace:
@@ -45,7 +52,7 @@ class _IRNamespace:
 
     def __init__(self):
         for name in SCRIPT_ONLY:
-            setattr(self, name, _ScriptOnly(name))
+            setattr(self, name, _ClassBodyStatement(name))
 
     @staticmethod
     def ir_module(cls=None, **options):

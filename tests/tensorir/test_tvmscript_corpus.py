@@ -144,3 +144,18 @@ def test_mistakes_are_parse_errors_at_the_line(source, message):
     with pytest.raises((ParseError, ValueError, TypeError), match=message) as info:
         from_source(source)
     assert isinstance(info.value, ParseError)
+
+
+def test_scan_and_opaque_iterations_stay_in_order():
+    from tensorir import ScheduleError
+    from tensorir.analysis import PatternKind, analyze_pattern
+    from tensorir.schedule import Schedule
+    func = parsed("scan_and_opaque_axes")
+    assert analyze_pattern(func) == PatternKind.Opaque
+    sch = Schedule(func)
+    for block in ("scan", "twice"):
+        loop, = sch.get_loops(sch.get_block(block))
+        with pytest.raises(ScheduleError, match="would race"):
+            sch.parallel(loop)
+    with pytest.raises(ScheduleError):
+        sch.compute_inline(sch.get_block("scan"))

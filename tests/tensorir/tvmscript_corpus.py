@@ -156,4 +156,28 @@ def add_bias(a: T.handle, b: T.handle, c: T.handle):
 ''', ("T.launch_thread", "T.handle + T.match_buffer", "symbolic shape bound by the match"),
         lambda rng, n: [_f32(rng, n, 16), _f32(rng, 16), np.zeros((n, 16), "float32")],
         lambda a, bias, c: {2: a + bias}),
+
+    CorpusEntry(
+        "scan_and_opaque_axes", '''
+@T.prim_func
+def cumsum_twice(a: T.handle, b: T.handle):
+    n = T.int64()
+    A = T.match_buffer(a, (n,), "float32")
+    B = T.match_buffer(b, (n,), "float32")
+    for i in range(n):
+        with T.block("scan"):
+            vi = T.axis.scan(n, i)
+            T.reads(A[vi], B[vi - 1])
+            T.writes(B[vi])
+            if vi == 0:
+                B[vi] = A[vi]
+            else:
+                B[vi] = B[vi - 1] + A[vi]
+    for i in range(n):
+        with T.block("twice"):
+            vi = T.axis.opaque(n, i)
+            B[vi] = B[vi] * T.float32(2)
+''', ("T.axis.scan", "T.axis.opaque", "T.handle + T.match_buffer"),
+        lambda rng, n: [_f32(rng, n), np.zeros((n,), "float32")],
+        lambda a, b: {1: np.cumsum(a, dtype="float32") * 2}),
 ]

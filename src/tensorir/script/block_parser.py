@@ -12,7 +12,8 @@ from .expr_parser import extent_between
 from .region_infer import infer_regions
 from .scope import BlockFrame
 
-_AXIS_KINDS = {"axis.spatial": "S", "axis.S": "S", "axis.reduce": "R", "axis.R": "R"}
+_AXIS_KINDS = {"axis.spatial": "S", "axis.S": "S", "axis.reduce": "R", "axis.R": "R",
+               "axis.scan": "scan", "axis.opaque": "opaque"}
 
 
 class BlockParserMixin:

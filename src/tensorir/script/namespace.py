@@ -64,7 +64,7 @@ def _script_only(name: str):
 
 class _Axis:
     def __getattr__(self, name: str):
-        if name in ("spatial", "reduce", "S", "R", "remap"):
+        if name in ("spatial", "reduce", "S", "R", "remap", "scan", "opaque"):
             return _script_only("axis." + name)
         raise AttributeError(f"T.axis has no attribute {name!r}")
 

@@ -159,3 +159,31 @@ def test_scan_and_opaque_iterations_stay_in_order():
             sch.parallel(loop)
     with pytest.raises(ScheduleError):
         sch.compute_inline(sch.get_block("scan"))
+
+
+def test_pointers_to_extern_calls_round_trip_and_are_refused_at_run_time():
+    from tensorir.interpreter import InterpretError
+    from .tvmscript_corpus import EXTERN_SOURCES
+    func = from_source(EXTERN_SOURCES["pointers_to_extern"])
+    text = func.script()
+    assert "T.address_of(A[0]), T.address_of(B[1, 1]), T.address_of(A[n])" in text
+    tir.assert_structural_equal(from_source(text), func)
+    assert from_source(text).script() == text
+    a, b = np.zeros(16, "float32"), np.zeros((4, 4), "float32")
+    with pytest.raises(InterpretError, match="no implementation of call 'my_copy'"):
+        tir.interpret(func, a, b, 2)
+
+
+@pytest.mark.parametrize("call,message", [
+    ('A.access_ptr("x")', "access mask must be"),
+    ("A.access_ptr()", "needs an access mask"),
+    ('A.access_ptr("r", content_lanes=4)', "content_lanes=1 only"),
+    ("T.address_of(3)", "takes a buffer element"),
+])
+def test_pointer_mistakes(call, message):
+    with pytest.raises(ParseError, match=message):
+        from_source(f'''
+@T.prim_func
+def f(A: T.Buffer((4,), "float32")):
+    T.evaluate(T.call_extern("int32", "g", {call}))
+''')

@@ -181,3 +181,15 @@ def cumsum_twice(a: T.handle, b: T.handle):
         lambda rng, n: [_f32(rng, n), np.zeros((n,), "float32")],
         lambda a, b: {1: np.cumsum(a, dtype="float32") * 2}),
 ]
+
+# Parsed, printed and round-tripped only: they call extern functions, which neither the
+# interpreter nor the C target has (each raises a clear error naming the call).
+EXTERN_SOURCES = {
+    "pointers_to_extern": '''
+@T.prim_func
+def copy_rows(a: T.handle, B: T.Buffer((4, 4), "float32"), n: T.int32):
+    A = T.match_buffer(a, (16,), "float32")
+    T.evaluate(T.call_extern("int32", "my_copy", A.access_ptr("r"), B.access_ptr("w", offset=5),
+                             T.address_of(A[n]), n))
+''',
+}

@@ -23,6 +23,13 @@ from .namespace import DTYPE_NAMES
 
 MISSING = object()
 
+
+class AccessPtr:
+    """``A.access_ptr`` before its call."""
+
+    def __init__(self, buffer: Buffer):
+        self.buffer = buffer
+
 _BINOPS: dict[type, Callable] = {
     ast.Add: E.add, ast.Sub: E.sub, ast.Mult: E.mul, ast.Div: E.div,
     ast.FloorDiv: E.floordiv, ast.Mod: E.floormod,
@@ -251,6 +258,8 @@ class ExprParser(ClassDispatch):
         if self.is_t(node.value):
             raise self.error(f"T.{node.attr} is not a value here", node)
         base = self.eval(node.value)
+        if isinstance(base, Buffer) and node.attr == "access_ptr":
+            return AccessPtr(base)
         if isinstance(base, Buffer) and node.attr in ("shape", "dtype", "strides", "elem_offset"):
             value = getattr(base, node.attr)
             return list(value) if isinstance(value, tuple) else value
@@ -261,6 +270,10 @@ class ExprParser(ClassDispatch):
         func = node.func
         if isinstance(func, ast.Attribute) and self.is_t(func.value):
             return self.call_t(func.attr, node)
+        if isinstance(func, ast.Attribute) and func.attr == "access_ptr":
+            target = self.eval(func)
+            if isinstance(target, AccessPtr):
+                return self.access_ptr(target.buffer, node)
         if isinstance(func, ast.Name) and self.lookup(func.id) is MISSING:
             if func.id in ("min", "max") and len(node.args) >= 2 and not node.keywords:
                 build = E.min_ if func.id == "min" else E.max_
@@ -319,6 +332,12 @@ class ExprParser(ClassDispatch):
             finally:
                 self.handles_allowed = False
             return E.Call(self.dtype(args[0]), self.constant(args[1], "extern name", (str,)), extern_args)
+        if name == "address_of":
+            self.expect_args(node, 1)
+            load = self.eval(args[0])
+            if not isinstance(load, E.BufferLoad):
+                raise self.error("T.address_of takes a buffer element such as A[i, 0]", args[0])
+            return E.address_of(load)
         if name in ("int", "float"):
             raise self.error(f"unknown function 'T.{name}'; use a sized type such as T.int64", node)
         raise self.error(f"unknown function 'T.{name}'", node)
@@ -375,6 +394,32 @@ class ExprParser(ClassDispatch):
         finally:
             self.lookup = outer
         return substitute(body, mapping)
+
+    def access_ptr(self, buf: Buffer, node: ast.Call):
+        """``A.access_ptr("r", offset=k)``: the address of element ``k`` (row-major) of ``A``,
+        i.e. ``T.address_of`` of that element; the access mask is checked, not kept."""
+        names = ("access_mask", "ptr_type", "content_lanes", "offset", "extent")
+        if len(node.args) > len(names) or any(k.arg not in names for k in node.keywords):
+            raise self.error(f"{buf.name}.access_ptr takes {', '.join(names)}", node)
+        given = dict(zip(names, node.args)) | {k.arg: k.value for k in node.keywords}
+        if "access_mask" not in given:
+            raise self.error(f'{buf.name}.access_ptr needs an access mask: "r", "w" or "rw"', node)
+        mask = self.constant(given["access_mask"], "access mask", (str, int))
+        if mask not in ("r", "w", "rw", 1, 2, 3):
+            raise self.error(f'access mask must be "r", "w", "rw" (or 1, 2, 3), got {mask!r}', given["access_mask"])
+        if self.constant(given.get("ptr_type", ast.Constant("handle")), "ptr_type", (str,)) != "handle" \
+                or self.constant(given.get("content_lanes", ast.Constant(1)), "content_lanes", (int,)) != 1:
+            raise self.error("access_ptr supports ptr_type=\"handle\" and content_lanes=1 only", node)
+        offset = self.expr(given["offset"]) if "offset" in given else E.const(0, "int64")
+        if not dt.is_int(offset.dtype):
+            raise self.error("the offset of access_ptr is an integer", given["offset"])
+        if "extent" in given:
+            self.expr(given["extent"])  # checked for names; the pointer does not depend on it
+        indices = []
+        for dim in reversed(buf.shape):  # row-major unravel of the element offset
+            indices.append(E.floormod(offset, dim) if len(indices) < buf.ndim - 1 else offset)
+            offset = E.floordiv(offset, dim)
+        return E.address_of(E.BufferLoad(buf, indices[::-1] if buf.ndim else []))
 
     def expect_args(self, node: ast.Call, count: int) -> None:
         name = ast.unparse(node.func)

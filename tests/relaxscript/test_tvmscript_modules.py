@@ -56,8 +56,10 @@ def test_module_level_forms_are_kept():
     assert mod.global_infos == {"vdevice": (VDevice({"keys": ["cpu"], "kind": "llvm"}, 0, "global"),)}
     text = mod.script()
     assert 'I.module_global_infos({"vdevice": [I.vdevice({"keys": ["cpu"], "kind": "llvm"}, 0, "global")]})' in text
-    # cls.helper resolved to the module's function: the call is a GlobalVar call
+    # cls.helper resolved to the module's function; the printer binds cls as TVM's does
     assert "cls.helper(x)" in text
+    main_text = text[text.index("def main"):]
+    assert main_text.index("cls = Module") < main_text.index("cls.helper(x)")
 
 
 def test_decorated_class_with_the_i_namespace():

@@ -104,6 +104,7 @@ class FunctionPrinter:
         self.namer = Namer()
         self.lines: list[str] = []
         self.exprs = ExprPrinter(self.namer.name, constants, in_module)
+        self.nested = False
 
     # ------------------------------------------------------------ function
     def print(self, func: rx.Function, name: str, indent: str) -> str:
@@ -123,6 +124,8 @@ class FunctionPrinter:
             self.emit(body_indent, f"R.func_attr({ExprPrinter.python_literal(func.attrs)})")
         for v in sym_vars:
             self.emit(body_indent, f"{self.namer.get(v)} = {_declaration(v)}")
+        if self.in_module and not self.nested and collect(func, lambda n: isinstance(n, rx.GlobalVar)):
+            self.emit(body_indent, "cls = Module")  # as TVM's printer introduces `cls.f` references
         self.seq_blocks(func.body, body_indent)
         self.emit(body_indent, f"return {self.exprs.expr(func.body.body)}")
         return "\n".join(self.lines)
@@ -180,6 +183,7 @@ class FunctionPrinter:
     def local_function(self, var: rx.Var, func: rx.Function, indent: str) -> None:
         name = self.namer.name(var, var.name_hint)
         nested = FunctionPrinter(self.constants, self.in_module)
+        nested.nested = True  # `cls` is already bound by the enclosing function
         nested.namer = self.namer  # one namespace: the closure sees the outer names
         nested.exprs = self.exprs
         self.lines.append(nested.print(func, name, indent))

@@ -31,7 +31,7 @@ class Module:
 
     @R.function(private=True)
     def helper(x: R.Tensor(("n",), dtype="float32")) -> R.Tensor(("n",), dtype="float32"):
-        n = T.int64()
+        n = T.int64(is_size_var=True)
         cls = Module
         y = R.call_tir(cls.add_one, (x,), out_sinfo=R.Tensor((n,), dtype="float32"))
         return y

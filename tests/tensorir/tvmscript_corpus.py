@@ -144,7 +144,7 @@ def smooth(A: T.Buffer((8,), "float32"), B: T.Buffer((8,), "float32")):
         "block_launch", '''
 @T.prim_func
 def add_bias(a: T.handle, b: T.handle, c: T.handle):
-    m = T.int64()
+    m = T.int64(is_size_var=True)
     A = T.match_buffer(a, (m, 16), "float32")
     Bias = T.match_buffer(b, (16,), "float32")
     C = T.match_buffer(c, (m, 16), "float32")

@@ -154,6 +154,10 @@ class FunctionParser:
             raise self.ctx.error(f"unknown dtype {value.args[0].value!r}", value.args[0]) from None
         facts = {"lower": 0}
         for kw in value.keywords:
+            if kw.arg == "is_size_var":  # TVM's printer marks shape vars; they are non-negative here anyway
+                if not isinstance(self.values.literal(kw.value), bool):
+                    raise self.ctx.error("is_size_var must be True or False", kw.value)
+                continue
             key = {"upper_bound": "upper", "lower_bound": "lower"}.get(kw.arg, kw.arg)
             if key not in _FACTS:
                 raise self.ctx.error(f"unknown fact {kw.arg!r} (use lower=, upper=, multiple_of=)", kw.value)

@@ -169,6 +169,9 @@ class FunctionParser(BlockParserMixin):
             raise self.error(f"symbolic variables must have an integer dtype, not {dtype}", call)
         facts = {"lower": 0, "upper": None, "multiple_of": None}
         for kw in call.keywords:
+            if kw.arg == "is_size_var":  # TVM's printer marks shape vars; they are non-negative here anyway
+                self.exprs.constant(kw.value, "is_size_var", (bool,))
+                continue
             if kw.arg not in facts:
                 raise self.error(f"unknown fact {kw.arg!r}; use lower=, upper= or multiple_of=", kw.value)
             value = self.exprs.constant(kw.value, kw.arg, (int, type(None)))

@@ -103,6 +103,13 @@ def f(a: T.handle, B: T.Buffer((4,), "float32")):
         A = T.match_buffer(a, (4,))
         B[i] = A[i]
 ''', "top level of the function body"),
+    ("match_after_let", '''
+@T.prim_func
+def f(a: T.handle):
+    off = T.int64(3)
+    A = T.match_buffer(a, (4,), elem_offset=off)
+    A[0] = T.float32(0)
+''', "ahead of any let binding"),
     ("return_type", '''
 @T.prim_func
 def f(A: T.Buffer((4,), "float32")) -> T.int32:

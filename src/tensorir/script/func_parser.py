@@ -431,9 +431,11 @@ class FunctionParser(BlockParserMixin):
         """``A = T.match_buffer(a, shape, dtype, ...)`` on a ``T.handle`` parameter: the
         parameter becomes the buffer ``A`` (the function takes a tensor there)."""
         handle = self.scope.lookup(call.args[0].id)
-        if frame is None or not frame.is_root or self.loops or len(self.frames) != 1:
+        # Top level, before any let: the parameter's shape may only use the function's own vars.
+        if frame is None or not frame.is_root or self.loops or len(self.frames) != 1 \
+                or len(self.scope.frames) != 1:
             raise self.error("T.match_buffer of a T.handle parameter belongs at the top level of "
-                             "the function body", call)
+                             "the function body, ahead of any let binding", call)
         if not any(p is handle for p in self.handle_params):
             raise self.error(f"{call.args[0].id!r} is not a T.handle parameter of this function", call.args[0])
         if id(handle) in self.matched_handles:

@@ -67,20 +67,27 @@ def test_decorated_class_with_the_i_namespace():
     class Module:
         I.module_attrs({"version": 1})
 
-        @R.function
-        def double(x: R.Tensor((4,), dtype="float32")) -> R.Tensor((4,), dtype="float32"):
-            y = R.add(x, x)
-            return y
+        @T.prim_func
+        def double(a: T.handle, b: T.handle) -> None:
+            n = T.int64()
+            A = T.match_buffer(a, (n,))
+            B = T.match_buffer(b, (n,))
+            for i in T.grid(*A.shape):
+                with T.block("B"):
+                    vi = T.axis.spatial(n, i)
+                    B[vi] = A[vi] * T.float32(2)
 
         @R.function
-        def main(x: R.Tensor((4,), dtype="float32")) -> R.Tensor((4,), dtype="float32"):
+        def main(x: R.Tensor(("n",), dtype="float32")) -> R.Tensor(("n",), dtype="float32"):
+            n = T.int64()
             cls = Module
-            y = cls.double(x)
+            y = R.call_tir(cls.double, (x,), out_sinfo=R.Tensor((n,), dtype="float32"))
             return y
 
     assert isinstance(Module, rx.IRModule) and Module.attrs == {"version": 1}
     x = np.arange(4, dtype="float32")
     np.testing.assert_allclose(rx.interpret(Module, "main", x), 2 * x)
+    np.testing.assert_allclose(rx.VirtualMachine(rx.build(Module, target="c"))["main"](x), 2 * x)
 
 
 @pytest.mark.parametrize("source,message", [

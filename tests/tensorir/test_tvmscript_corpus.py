@@ -194,3 +194,24 @@ def test_pointer_mistakes(call, message):
 def f(A: T.Buffer((4,), "float32")):
     T.evaluate(T.call_extern("int32", "g", {call}))
 ''')
+
+
+def test_decorated_python_function_with_handles():
+    from tensorir import T
+
+    @T.prim_func
+    def add_one(a: T.handle, b: T.handle) -> None:
+        T.func_attr({"tir.noalias": T.bool(True)})
+        n = T.int64()
+        A = T.match_buffer(a, (n,))
+        B = T.match_buffer(b, (n,))
+        for i in T.grid(*A.shape):
+            with T.block("B"):
+                vi = T.axis.spatial(n, i)
+                B[vi] = A[vi] + T.float32(1)
+
+    x = np.arange(3, dtype="float32")
+    y = np.zeros_like(x)
+    tir.interpret(add_one, x, y)
+    np.testing.assert_array_equal(y, x + 1)
+    tir.assert_structural_equal(from_source(add_one.script()), add_one)

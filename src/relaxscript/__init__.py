@@ -19,6 +19,7 @@ from .struct_info import (FuncStructInfo, ObjectStructInfo, PrimStructInfo, Shap
 # name -> submodule that defines it (loaded on first use)
 _LAZY = {
     "R": "relaxscript.script.namespace",
+    "I": "relaxscript.script.ir_namespace",
     "ir_module": "relaxscript.script.parser",
     "function": "relaxscript.script.parser",
     "from_source": "relaxscript.script.parser",

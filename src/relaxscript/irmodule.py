@@ -8,6 +8,10 @@ from tensorir.node import Node
 
 from .expr import Function, GlobalVar
 
+# The module attribute holding TVM's ``global_infos`` (I.module_global_infos): kept in
+# ``attrs`` so that every pass, which rebuilds modules from ``mod.attrs``, carries it along.
+GLOBAL_INFOS = "global_infos"
+
 
 class IRModule(Node):
     """An immutable mapping ``name -> Function | PrimFunc`` plus module attrs.
@@ -49,6 +53,26 @@ class IRModule(Node):
         if name not in self.functions:
             raise KeyError(f"module has no function {name!r}")
         return GlobalVar(name, signature_of(self.functions[name]))
+
+    def get_global_vars(self) -> list[GlobalVar]:
+        """One GlobalVar per function, in the module's order (TVM's ``mod.get_global_vars()``)."""
+        return [self.get_global_var(name) for name in self.functions]
+
+    @property
+    def global_infos(self) -> dict:
+        """``I.module_global_infos`` of the module: name -> tuple of infos (e.g. VDevices)."""
+        return dict(self.attrs.get(GLOBAL_INFOS, {}))
+
+    def update_func(self, name: str | GlobalVar, func) -> "IRModule":
+        """The module with the existing function ``name`` replaced by ``func`` (TVM's
+        ``mod.update_func(gv, func)``; a new module, since modules are immutable here)."""
+        key = name.name_hint if isinstance(name, GlobalVar) else name
+        if key not in self.functions:
+            raise KeyError(f"module has no function {key!r} to update; it has {sorted(self.functions)} "
+                           "(use with_function to add one)")
+        if not isinstance(func, (Function, PrimFunc)):
+            raise TypeError(f"update_func takes a Function or PrimFunc, got {type(func).__name__}")
+        return self.with_function(key, func)
 
     def with_function(self, name: str, func) -> "IRModule":
         functions = dict(self.functions)

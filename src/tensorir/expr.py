@@ -231,6 +231,16 @@ INTRINSICS = {
 }
 
 
+ADDRESS_OF = "tir.address_of"
+
+
+def address_of(load: "BufferLoad") -> Call:
+    """The address of one buffer element (``T.address_of(A[i])``): a handle only extern calls take."""
+    if not isinstance(load, BufferLoad):
+        raise TypeError(f"address_of takes a buffer element, got {type(load).__name__}")
+    return Call("handle", ADDRESS_OF, [load])
+
+
 def call_intrin(op: str, *args) -> Call:
     if op not in INTRINSICS:
         raise ValueError(f"unknown intrinsic T.{op}")

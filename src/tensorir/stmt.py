@@ -8,7 +8,7 @@ from .expr import IntImm, PrimExpr, Var, as_bool, convert, index_exprs
 from .node import Node
 
 FOR_KINDS = ("serial", "parallel", "vectorized", "unrolled", "thread_binding")
-ITER_KINDS = ("S", "R")  # spatial, reduce (T.axis.spatial / T.axis.reduce)
+ITER_KINDS = ("S", "R", "scan", "opaque")  # spatial, reduce, ordered (T.axis.scan), opaque (T.axis.opaque)
 
 
 class Stmt(Node):
@@ -54,7 +54,9 @@ class MatchBufferRegion(Node):
 
 
 class IterVar(Node):
-    """A block iteration variable with its domain and kind ("S" or "R")."""
+    """A block iteration variable with its domain and kind: "S" (spatial), "R" (reduce), "scan"
+    (iterations in order, each may read what earlier ones wrote) or "opaque" (nothing assumed).
+    Passes treat the last two like reduce vars: never parallel, never inlined."""
     __slots__ = ("var", "dom", "kind")
     _fields = ("var", "dom")
     _attrs = ("kind",)

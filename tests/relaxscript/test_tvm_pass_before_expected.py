@@ -32,6 +32,7 @@ def test_legalize_ops_reads_a_known_prim_operand_in_the_kernel():
 
         @T.prim_func
         def multiply(a: T.Buffer(("n",), "float32"), T_multiply: T.Buffer(("n",), "float32")):
+            T.func_attr({"tir.noalias": T.bool(True)})
             n = T.int64()
             for i in range(n):
                 with T.block("T_multiply"):

@@ -38,6 +38,14 @@ def _thread_tags(func) -> list[str]:
             if f.kind == "thread_binding"]
 
 
+def _reordered_tolerance(dtype: str) -> dict:
+    # Thread-split reductions add in another order than the serial loop: a float32 sum of a few
+    # hundred terms differs in the last 4-5 bits (5.8e-5 relative was seen over 257 terms).
+    if dtype == "float32":
+        return {"rtol": 2e-4, "atol": 2e-5}
+    return tolerance(dtype)
+
+
 def _check_scheduled(gen, data, roundtrip=True):
     scheduled = default_gpu_schedule(gen.func)
     assert scheduled.attrs[SCHEDULED_ATTR] is True
@@ -55,7 +63,7 @@ def _check_scheduled(gen, data, roundtrip=True):
         arrays = make_inputs(gen, rng, sizes)
         expected = _interpret(gen.func, arrays, gen.num_inputs)
         for got, want in zip(_interpret(scheduled, arrays, gen.num_inputs), expected):
-            np.testing.assert_allclose(got, want, **tolerance(gen.dtype), err_msg=f"{sizes}")
+            np.testing.assert_allclose(got, want, **_reordered_tolerance(gen.dtype), err_msg=f"{sizes}")
         checked += 1
     assert checked or gen.sym_vars
 

@@ -154,6 +154,10 @@ class FunctionParser:
             raise self.ctx.error(f"unknown dtype {value.args[0].value!r}", value.args[0]) from None
         facts = {"lower": 0}
         for kw in value.keywords:
+            if kw.arg == "is_size_var":  # TVM's printer marks shape vars; they are non-negative here anyway
+                if not isinstance(self.values.literal(kw.value), bool):
+                    raise self.ctx.error("is_size_var must be True or False", kw.value)
+                continue
             key = {"upper_bound": "upper", "lower_bound": "lower"}.get(kw.arg, kw.arg)
             if key not in _FACTS:
                 raise self.ctx.error(f"unknown fact {kw.arg!r} (use lower=, upper=, multiple_of=)", kw.value)
@@ -187,6 +191,8 @@ class FunctionParser:
     def _statement(self, stmt: ast.stmt) -> None:
         if id(stmt) in self.skip or _is_docstring(stmt) or isinstance(stmt, ast.Pass):
             return
+        if self._is_class_alias(stmt):
+            return
         if isinstance(stmt, (ast.Assign, ast.AnnAssign)):
             self._assignment(stmt)
         elif isinstance(stmt, ast.With):
@@ -207,6 +213,19 @@ class FunctionParser:
         else:
             raise self.ctx.error(f"unsupported statement in a graph-level function: "
                                  f"{type(stmt).__name__}", stmt)
+
+    def _is_class_alias(self, stmt) -> bool:
+        """``cls = Module``, as TVM's printer starts a function that calls its module's
+        functions through ``cls.f``; the name ``cls`` always means the enclosing module."""
+        if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1
+                and isinstance(stmt.targets[0], ast.Name) and stmt.targets[0].id == "cls"):
+            return False
+        if not (isinstance(stmt.value, ast.Name) and stmt.value.id in self.class_names):
+            where = f"the module class {sorted(self.class_names)[0]!r}" if self.class_names else \
+                "the enclosing @R.ir_module class (this function is free-standing)"
+            raise self.ctx.error(f"`cls = ...` names {where}; `cls` cannot be bound to anything else",
+                                 stmt)
+        return True
 
     def _assignment(self, stmt) -> None:
         targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]

@@ -23,6 +23,8 @@ from tensorir.script.diagnostics import SourceInfo, make_parse_error, parse_pyth
 from .. import expr as rx
 from ..irmodule import IRModule
 from ..struct_info_of import signature_of
+from ..irmodule import GLOBAL_INFOS
+from .ir_namespace import vdevice
 from .naming import RESERVED
 from .constants import find_metadata, read_metadata
 from .function_parser import FunctionParser
@@ -99,8 +101,11 @@ def parse_module(class_def: ast.ClassDef, ctx: ParseContext) -> IRModule:
         if isinstance(stmt, ast.FunctionDef):
             members.append(stmt)
         elif isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call) \
-                and ctx.r_path(stmt.value.func) == "module_attrs":
+                and "module_attrs" in (ctx.r_path(stmt.value.func), ctx.i_path(stmt.value.func)):
             attrs.update(_module_attrs(stmt.value, ctx))
+        elif isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call) \
+                and ctx.i_path(stmt.value.func) == "module_global_infos":
+            attrs[GLOBAL_INFOS] = {**attrs.get(GLOBAL_INFOS, {}), **_global_infos(stmt.value, ctx)}
         elif not (isinstance(stmt, ast.Pass) or _is_docstring(stmt)):
             raise ctx.error(f"unexpected {type(stmt).__name__} in an ir_module class; members are "
                             "@R.function and @T.prim_func definitions", stmt)
@@ -191,10 +196,48 @@ def _parse_prim_func(node: ast.FunctionDef, ctx: ParseContext):
 def _module_attrs(call: ast.Call, ctx: ParseContext) -> dict:
     if len(call.args) != 1 or call.keywords or not isinstance(call.args[0], ast.Dict):
         raise ctx.error('R.module_attrs takes one dict literal: R.module_attrs({"key": value})', call)
+    attrs = _literal(call.args[0], ctx)
+    if GLOBAL_INFOS in attrs:
+        raise ctx.error(f"the module attribute {GLOBAL_INFOS!r} is written with I.module_global_infos",
+                        call.args[0])
+    return attrs
+
+
+def _literal(node: ast.expr, ctx: ParseContext):
     # The literal reader of function attributes: float("nan") included, bytes and sets refused.
     from .scope import Scope
     from .value_parser import ValueParser
-    return ValueParser(ctx, Scope(), {}).literal(call.args[0])
+    return ValueParser(ctx, Scope(), {}).literal(node)
+
+
+def _global_infos(call: ast.Call, ctx: ParseContext) -> dict:
+    """``I.module_global_infos({"vdevice": [I.vdevice(target, 0, "global"), ...]})``."""
+    if len(call.args) != 1 or call.keywords or not isinstance(call.args[0], ast.Dict):
+        raise ctx.error('I.module_global_infos takes one dict literal of lists: '
+                        '{"vdevice": [I.vdevice(...)]}', call)
+    infos = {}
+    for key, value in zip(call.args[0].keys, call.args[0].values):
+        name = _literal(key, ctx) if key is not None else None
+        if not isinstance(name, str):
+            raise ctx.error("the keys of I.module_global_infos are strings", key or call)
+        if not isinstance(value, (ast.List, ast.Tuple)):
+            raise ctx.error(f"global info {name!r} is a list", value)
+        infos[name] = tuple(_global_info(item, ctx) for item in value.elts)
+    return infos
+
+
+def _global_info(node: ast.expr, ctx: ParseContext):
+    if not (isinstance(node, ast.Call) and ctx.i_path(node.func) == "vdevice"):
+        return _literal(node, ctx)
+    names = ("target", "vdevice_id", "memory_scope")
+    if len(node.args) > 3 or any(k.arg not in names for k in node.keywords):
+        raise ctx.error("I.vdevice takes target, vdevice_id and memory_scope", node)
+    kwargs = {k.arg: _literal(k.value, ctx) for k in node.keywords}
+    kwargs.update({n: _literal(a, ctx) for n, a in zip(names, node.args)})
+    try:
+        return vdevice(**kwargs)
+    except TypeError as err:
+        raise ctx.error(str(err), node) from None
 
 
 # ---------------------------------------------------------------- sources of decorated objects
@@ -212,7 +255,8 @@ def _context_for(obj) -> tuple[ParseContext, ast.Module]:
     tree = _parse_python(text, source)
     py_globals = _python_names(obj)
     return ParseContext(source, _names_bound_to(py_globals, "relaxscript.script.namespace", "R"),
-                        _names_bound_to(py_globals, "tensorir.script.namespace", "T"), py_globals), tree
+                        _names_bound_to(py_globals, "tensorir.script.namespace", "T"),
+                        _names_bound_to(py_globals, "relaxscript.script.ir_namespace", "I"), py_globals), tree
 
 
 def _python_names(obj) -> dict:

@@ -13,11 +13,12 @@ from tensorir.functor import collect
 from tensorir.script.printer import function_name
 
 from .. import expr as rx
-from ..irmodule import IRModule
+from ..irmodule import GLOBAL_INFOS, IRModule
 from ..struct_info import StructInfo
 from .annotations import format_struct_info as _format_sinfo
 from .constants import format_metadata
 from .expr_printer import ExprPrinter, member_name
+from .ir_namespace import VDevice
 from .naming import Namer
 
 HEADER = "# from relaxscript import R\n# from tensorir import T\n"
@@ -28,8 +29,11 @@ def print_module(mod: IRModule) -> str:
     """The script text of a whole module."""
     constants: list = []
     lines = [HEADER, "@R.ir_module", "class Module:"]
-    if mod.attrs:
-        lines.append(f"{INDENT}R.module_attrs({ExprPrinter.python_literal(mod.attrs)})")
+    attrs = {k: v for k, v in mod.attrs.items() if k != GLOBAL_INFOS}
+    if attrs:
+        lines.append(f"{INDENT}R.module_attrs({ExprPrinter.python_literal(attrs)})")
+    if mod.global_infos:
+        lines.append(f"{INDENT}I.module_global_infos({_global_infos(mod.global_infos)})")
     for index, (name, func) in enumerate(mod.functions.items()):
         if index or mod.attrs:
             lines.append("")
@@ -39,6 +43,16 @@ def print_module(mod: IRModule) -> str:
     if constants:
         lines += ["", format_metadata(constants)]
     return "\n".join(lines) + "\n"
+
+
+def _global_infos(infos: dict) -> str:
+    def item(info):
+        if isinstance(info, VDevice):
+            return (f"I.vdevice({ExprPrinter.python_literal(info.target)}, {info.vdevice_id!r}, "
+                    f"{ExprPrinter.python_literal(info.memory_scope)})")
+        return ExprPrinter.python_literal(info)
+    entries = [f"{ExprPrinter.python_literal(k)}: [{', '.join(item(i) for i in v)}]" for k, v in infos.items()]
+    return "{" + ", ".join(entries) + "}"
 
 
 def print_function(func, name: str = "main") -> str:
@@ -90,6 +104,7 @@ class FunctionPrinter:
         self.namer = Namer()
         self.lines: list[str] = []
         self.exprs = ExprPrinter(self.namer.name, constants, in_module)
+        self.nested = False
 
     # ------------------------------------------------------------ function
     def print(self, func: rx.Function, name: str, indent: str) -> str:
@@ -109,6 +124,8 @@ class FunctionPrinter:
             self.emit(body_indent, f"R.func_attr({ExprPrinter.python_literal(func.attrs)})")
         for v in sym_vars:
             self.emit(body_indent, f"{self.namer.get(v)} = {_declaration(v)}")
+        if self.in_module and not self.nested and collect(func, lambda n: isinstance(n, rx.GlobalVar)):
+            self.emit(body_indent, "cls = Module")  # as TVM's printer introduces `cls.f` references
         self.seq_blocks(func.body, body_indent)
         self.emit(body_indent, f"return {self.exprs.expr(func.body.body)}")
         return "\n".join(self.lines)
@@ -166,6 +183,7 @@ class FunctionPrinter:
     def local_function(self, var: rx.Var, func: rx.Function, indent: str) -> None:
         name = self.namer.name(var, var.name_hint)
         nested = FunctionPrinter(self.constants, self.in_module)
+        nested.nested = True  # `cls` is already bound by the enclosing function
         nested.namer = self.namer  # one namespace: the closure sees the outer names
         nested.exprs = self.exprs
         self.lines.append(nested.print(func, name, indent))

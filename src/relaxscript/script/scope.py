@@ -17,6 +17,7 @@ class ParseContext:
     source: SourceInfo
     r_names: frozenset = frozenset({"R"})
     t_names: frozenset = frozenset({"T"})
+    i_names: frozenset = frozenset({"I"})
     py_globals: dict = field(default_factory=dict)
     metadata: dict = field(default_factory=dict)
     where: list = field(default_factory=list)
@@ -46,11 +47,19 @@ class ParseContext:
 
     def r_path(self, node: ast.AST) -> str | None:
         """``"nn.softmax"`` for the AST of ``R.nn.softmax``; None if not an R path."""
+        return self._path(node, self.r_names)
+
+    def i_path(self, node: ast.AST) -> str | None:
+        """``"module_attrs"`` for the AST of ``I.module_attrs``; None if not an I path."""
+        return self._path(node, self.i_names)
+
+    @staticmethod
+    def _path(node: ast.AST, roots) -> str | None:
         parts = []
         while isinstance(node, ast.Attribute):
             parts.append(node.attr)
             node = node.value
-        if parts and self.is_r(node):
+        if parts and isinstance(node, ast.Name) and node.id in roots:
             return ".".join(reversed(parts))
         return None
 

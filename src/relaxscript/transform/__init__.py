@@ -1,7 +1,7 @@
 """Graph-level passes: ``rx.transform.<Pass>()(mod)`` returns a new module."""
 from .pass_infra import (Pass, PassCheckError, PassContext, Sequential, function_pass,  # noqa: F401
                          module_pass)
-from .annotate_op_pattern import AnnotateTIROpPattern  # noqa: F401
+from .annotate_op_pattern import AnnotateTIROpPattern, OpPattern  # noqa: F401
 from .fuse_ops import FuseOps  # noqa: F401
 from .call_tir_rewrite import CallTIRRewrite  # noqa: F401
 from .legalize import LegalizeOps  # noqa: F401

@@ -10,11 +10,33 @@ from .pass_infra import Pass
 ATTR = "op_pattern"
 
 
+class OpPattern:
+    """TVM's integer pattern kinds, under TVM's names (``OpPattern.ELEMWISE == 0``). A
+    prim_func written for TVM carries ``T.func_attr({"op_pattern": 8})``; this pass writes the
+    readable name (``"Opaque"``); ``pattern_of`` reads both."""
+    ELEMWISE = int(PatternKind.ElementWise)
+    BROADCAST = int(PatternKind.Broadcast)
+    INJECTIVE = int(PatternKind.Injective)
+    COMM_REDUCE = int(PatternKind.Reduction)
+    OUT_ELEMWISE_FUSABLE = int(PatternKind.OutputWiseFusible)
+    TUPLE = 7  # TVM's kind for tuple-making ops; a prim_func marked so is treated as opaque
+    OPAQUE = int(PatternKind.Opaque)
+
+
 def pattern_of(func: PrimFunc) -> PatternKind:
-    """The recorded kind when annotated, else computed from the loops."""
-    if ATTR in func.attrs:
-        return PatternKind[func.attrs[ATTR]]
-    return analyze_pattern(func)
+    """The recorded kind when annotated (a name or TVM's integer), else computed from the loops."""
+    if ATTR not in func.attrs:
+        return analyze_pattern(func)
+    value = func.attrs[ATTR]
+    if isinstance(value, int) and not isinstance(value, bool):
+        if value == OpPattern.TUPLE:
+            return PatternKind.Opaque
+        if value in PatternKind._value2member_map_:
+            return PatternKind(value)
+    elif isinstance(value, str) and value in PatternKind.__members__:
+        return PatternKind[value]
+    raise ValueError(f"prim_func {func.name!r}: op_pattern {value!r} is not a pattern kind "
+                     f"(one of {', '.join(PatternKind.__members__)} or TVM's 0-4, 7, 8)")
 
 
 class AnnotateTIROpPattern(Pass):

@@ -26,6 +26,8 @@ from ..expr import Function, ShapeExpr, Tuple, Var, VarBinding
 from ..struct_info import ShapeStructInfo, TensorStructInfo
 from ..struct_info_util import rebuild_binary, substitute_sinfo, symbolic_vars_of
 from .annotate_op_pattern import ATTR as OP_PATTERN_ATTR
+
+NOALIAS_ATTR = "tir.noalias"
 from .fuse_ops import FUSED_FROM_ATTR
 from .fuse_partition import call_tir_callee
 from .fuse_tir_bind import CalleeVarBinder, FuseTIRError
@@ -96,7 +98,10 @@ def merge_subgraph(name: str, func: Function, mod) -> MergedKernel:
         fused_from.extend(callee.attrs.get(FUSED_FROM_ATTR, (callee_name,)))
     root = Block("root", [], [], [], seq(*bodies), alloc_buffers=allocs + inner_allocs)
     params = inputs + out_buffers + [vmap[v] for v in scalar_vars]
-    merged = PrimFunc(params, BlockRealize([], True, root), {FUSED_FROM_ATTR: tuple(fused_from)}, name)
+    attrs = {FUSED_FROM_ATTR: tuple(fused_from)}
+    if all(callee.attrs.get(NOALIAS_ATTR) for _binding, _name, callee in calls):
+        attrs[NOALIAS_ATTR] = True  # as TVM's FuseTIR: the fused kernel's buffers stay distinct
+    merged = PrimFunc(params, BlockRealize([], True, root), attrs, name)
     return MergedKernel(merged.with_attr(OP_PATTERN_ATTR, analyze_pattern(merged).name), scalar_vars)
 
 

@@ -110,6 +110,8 @@ def block_pattern(realize: S.BlockRealize) -> PatternKind:
     if len(stores) != 1 or collect(block.body, lambda n: isinstance(n, (S.BlockRealize, S.IfThenElse))):
         return PatternKind.Opaque
     store = stores[0]
+    if any(iv.kind not in ("S", "R") for iv in block.iter_vars):
+        return PatternKind.Opaque  # a scan or opaque iteration: its order matters
     if any(iv.kind == "R" for iv in block.iter_vars):
         return PatternKind.OutputWiseFusible if _is_multiply_add(store) else PatternKind.Reduction
     if not all(isinstance(i, E.Var) for i in store.indices) or \

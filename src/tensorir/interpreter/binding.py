@@ -92,6 +92,10 @@ class _Binder:
 
     # scalars and vars ----------------------------------------------------------------
     def _bind_scalar(self, var, value):
+        if var.dtype == "handle":  # an opaque T.handle: passed through as is, never computed with
+            self.vars[var] = value
+            self.where[var] = f"scalar parameter {var.name!r}"
+            return
         if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
             if not (isinstance(value, (float, np.floating)) and np_dtype(var.dtype).kind == "f"):
                 self.fail(f"scalar parameter {var.name!r} expects a {var.dtype} value, "

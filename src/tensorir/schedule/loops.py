@@ -19,7 +19,8 @@ THREAD_TAGS = ("blockIdx.x", "blockIdx.y", "blockIdx.z", "threadIdx.x", "threadI
 
 
 # ----------------------------------------------------------------- split
-def split(func: PrimFunc, loop_var: Var, factors) -> tuple[PrimFunc, list[Var]]:
+def split(func: PrimFunc, loop_var: Var, factors,
+          disable_predication: bool = False) -> tuple[PrimFunc, list[Var]]:
     index = StmtIndex(func)
     loop = index.loop(loop_var)
     where = f"split of loop {loop_var.name!r}"
@@ -53,6 +54,10 @@ def split(func: PrimFunc, loop_var: Var, factors) -> tuple[PrimFunc, list[Var]]:
         raise ScheduleError(f"{where}: the product of factors {factors!r} does not cover extent "
                             f"{loop.extent!r}")
     exact = analyzer.can_prove_equal(product, loop.extent)
+    if disable_predication and not exact:
+        raise ScheduleError(f"{where}: disable_predication needs factors that divide the extent "
+                            f"{loop.extent!r} exactly (their product is {product!r}); without the "
+                            "predicate the split loops would run past the end")
 
     names = NameSupply(used_names(func))
     new_vars = [names.var(f"{loop_var.name}_{k}", dtype) for k in range(len(known))]
@@ -67,6 +72,18 @@ def split(func: PrimFunc, loop_var: Var, factors) -> tuple[PrimFunc, list[Var]]:
     for v, f in reversed(list(zip(new_vars, known))):
         body = For(v, 0, f, "serial", body)
     return replace_stmts(func, {loop: body}), new_vars
+
+
+def add_unit_loop(func: PrimFunc, target) -> tuple[PrimFunc, Var]:
+    """Wrap the loop (``target`` a loop Var) or block (``target`` a block name) in a loop of
+    extent 1."""
+    index = StmtIndex(func)
+    node = index.loop(target) if isinstance(target, Var) else index.realize(target)
+    if isinstance(node, BlockRealize) and index.parent.get(id(node)) is None:
+        raise ScheduleError(f"add_unit_loop: block {target!r} is the function's root block")
+    dtype = node.loop_var.dtype if isinstance(node, For) else "int64"
+    var = NameSupply(used_names(func)).var("u", dtype)
+    return replace_stmts(func, {node: For(var, IntImm(0, dtype), IntImm(1, dtype), "serial", node)}), var
 
 
 class _BindingSimplifier(Mutator):

@@ -100,11 +100,22 @@ class Schedule:
         self.trace.append(Instruction(kind, inputs, outputs))
 
     # ------------------------------------------------------------- lookup
-    def get_block(self, name: str) -> BlockRV:
+    def get_block(self, name: str, func_name: str | None = None) -> BlockRV:
+        """The block ``name``; ``func_name`` (TVM's keyword) first makes that PrimFunc the one
+        this schedule works on, as ``work_on`` does."""
+        if func_name is not None:
+            self.work_on(func_name)
         StmtIndex(self.func).realize(name)
         rv = self._new_block_rv(name)
-        self._record_lookup("get_block", [name], [rv])
+        self._record_lookup("get_block", [name] if func_name is None else [name, func_name], [rv])
         return rv
+
+    def get(self, rv):
+        """The IR node a handle names now: the ``Block`` of a BlockRV, the ``For`` of a LoopRV."""
+        index = StmtIndex(self.func)
+        if isinstance(rv, LoopRV):
+            return index.loop(self._loop_var(rv))
+        return index.realize(self._block_name(rv)).block
 
     def get_loops(self, block) -> list[LoopRV]:
         index = StmtIndex(self.func)
@@ -146,14 +157,27 @@ class Schedule:
         return self._neighbours(block, "get_consumers")
 
     # ------------------------------------------------------------- loops
-    def split(self, loop, factors) -> list[LoopRV]:
+    def split(self, loop, factors, disable_predication: bool = False) -> list[LoopRV]:
+        """Split ``loop`` by ``factors`` (one may be None). ``disable_predication=True`` asks
+        for no guard predicate; it is accepted only where the factors provably divide the
+        extent exactly, since an unguarded split would run past the loop's end."""
         var = self._loop_var(loop)
         factors = list(factors)
 
         def run(func):
-            new_func, new_vars = loops.split(func, var, factors)
+            new_func, new_vars = loops.split(func, var, factors, disable_predication)
             return new_func, [self._new_loop_rv(v) for v in new_vars]
-        return self._apply("split", [loop, factors], run)
+        inputs = [loop, factors] + ([True] if disable_predication else [])
+        return self._apply("split", inputs, run)
+
+    def add_unit_loop(self, block_or_loop) -> LoopRV:
+        """A new loop of extent 1 directly around the block or loop."""
+        target = self._target(block_or_loop)
+
+        def run(func):
+            new_func, var = loops.add_unit_loop(func, target)
+            return new_func, [self._new_loop_rv(var)]
+        return self._apply("add_unit_loop", [block_or_loop], run)[0]
 
     def fuse(self, *loop_rvs) -> LoopRV:
         loop_vars = [self._loop_var(lp) for lp in loop_rvs]

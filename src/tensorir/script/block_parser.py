@@ -12,7 +12,8 @@ from .expr_parser import extent_between
 from .region_infer import infer_regions
 from .scope import BlockFrame
 
-_AXIS_KINDS = {"axis.spatial": "S", "axis.S": "S", "axis.reduce": "R", "axis.R": "R"}
+_AXIS_KINDS = {"axis.spatial": "S", "axis.S": "S", "axis.reduce": "R", "axis.R": "R",
+               "axis.scan": "scan", "axis.opaque": "opaque"}
 
 
 class BlockParserMixin:
@@ -34,13 +35,15 @@ class BlockParserMixin:
                 raise self.error("a block has at most one T.init()", st)
             frame.init = self.nested_body(st.body)
             return None
-        if kind in ("LetStmt", "decl_buffer"):
+        if kind in ("LetStmt", "decl_buffer", "allocate", "launch_thread"):
             if not isinstance(item.optional_vars, ast.Name):
                 raise self.error(f"write `with T.{kind}(...) as name:`", st)
             name = item.optional_vars.id
-            if kind == "decl_buffer":
-                buf = self.buffer_from_call(name, call)
+            if kind in ("decl_buffer", "allocate"):
+                buf = self.buffer_from_call(name, call) if kind == "decl_buffer" else self.allocation(name, call)
                 return Allocate(buf, self.scoped_body(st.body, None, name, buf))
+            if kind == "launch_thread":
+                return self.parse_launch_thread(name, call, st.body, None)
             self.exprs.expect_args(call, 1)
             value = self.exprs.expr(call.args[0])
             var = E.Var(name, value.dtype)

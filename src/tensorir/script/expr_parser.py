@@ -23,6 +23,13 @@ from .namespace import DTYPE_NAMES
 
 MISSING = object()
 
+
+class AccessPtr:
+    """``A.access_ptr`` before its call."""
+
+    def __init__(self, buffer: Buffer):
+        self.buffer = buffer
+
 _BINOPS: dict[type, Callable] = {
     ast.Add: E.add, ast.Sub: E.sub, ast.Mult: E.mul, ast.Div: E.div,
     ast.FloorDiv: E.floordiv, ast.Mod: E.floormod,
@@ -34,6 +41,12 @@ _CMPOPS = {ast.Eq: E.EQ, ast.NotEq: E.NE, ast.Lt: E.LT, ast.LtE: E.LE, ast.Gt: E
 # T.<name>(a, b): binary helpers and their builders.
 _BINARY_FUNCS = {"max": E.max_, "min": E.min_, "floordiv": E.floordiv, "floormod": E.floormod,
                  "ceildiv": E.ceildiv}
+
+
+# Parameter names of the expression helpers, for keyword arguments (TVM's spelling).
+_PARAM_NAMES = {"if_then_else": ("cond", "t", "f"), "Select": ("condition", "true_value", "false_value"),
+                "cast": ("x", "dtype"), "Cast": ("dtype", "value"), "Let": ("body", "where"),
+                **{name: ("a", "b") for name in ("max", "min", "floordiv", "floormod", "ceildiv", "truncdiv")}}
 
 
 def is_literal(value) -> bool:
@@ -149,7 +162,12 @@ class ExprParser(ClassDispatch):
             if node.id in ("True", "False"):
                 return node.id == "True"
             raise self.error(self.undefined_message.format(node.id), node)
+        if isinstance(value, E.Var) and value.dtype == "handle" and not self.handles_allowed:
+            raise self.error(f"{node.id!r} is an opaque T.handle: give it a shape with "
+                             f"T.match_buffer({node.id}, shape, dtype), or pass it to T.call_extern", node)
         return value
+
+    handles_allowed = False  # set while reading the arguments of T.call_extern
 
     @handles(ast.Tuple, ast.List)
     def eval_Tuple(self, node):
@@ -240,6 +258,8 @@ class ExprParser(ClassDispatch):
         if self.is_t(node.value):
             raise self.error(f"T.{node.attr} is not a value here", node)
         base = self.eval(node.value)
+        if isinstance(base, Buffer) and node.attr == "access_ptr":
+            return AccessPtr(base)
         if isinstance(base, Buffer) and node.attr in ("shape", "dtype", "strides", "elem_offset"):
             value = getattr(base, node.attr)
             return list(value) if isinstance(value, tuple) else value
@@ -250,6 +270,10 @@ class ExprParser(ClassDispatch):
         func = node.func
         if isinstance(func, ast.Attribute) and self.is_t(func.value):
             return self.call_t(func.attr, node)
+        if isinstance(func, ast.Attribute) and func.attr == "access_ptr":
+            target = self.eval(func)
+            if isinstance(target, AccessPtr):
+                return self.access_ptr(target.buffer, node)
         if isinstance(func, ast.Name) and self.lookup(func.id) is MISSING:
             if func.id in ("min", "max") and len(node.args) >= 2 and not node.keywords:
                 build = E.min_ if func.id == "min" else E.max_
@@ -272,7 +296,10 @@ class ExprParser(ClassDispatch):
         return isinstance(node, ast.Name) and node.id in self.t_names
 
     def call_t(self, name: str, node: ast.Call):
+        node = self.keywords_to_positions(name, node)
         args = node.args
+        if name == "Let":
+            return self.let_expr(node)
         if name in DTYPE_NAMES:
             return self.typed_literal(name, node)
         if name in E.INTRINSICS:
@@ -299,11 +326,100 @@ class ExprParser(ClassDispatch):
         if name == "call_extern":
             if len(args) < 2:
                 raise self.error("T.call_extern(dtype, name, *args) needs a dtype and a name", node)
-            return E.Call(self.dtype(args[0]), self.constant(args[1], "extern name", (str,)),
-                          [self.expr(a) for a in args[2:]])
+            self.handles_allowed = True
+            try:
+                extern_args = [self.expr(a) for a in args[2:]]
+            finally:
+                self.handles_allowed = False
+            return E.Call(self.dtype(args[0]), self.constant(args[1], "extern name", (str,)), extern_args)
+        if name == "address_of":
+            self.expect_args(node, 1)
+            load = self.eval(args[0])
+            if not isinstance(load, E.BufferLoad):
+                raise self.error("T.address_of takes a buffer element such as A[i, 0]", args[0])
+            return E.address_of(load)
         if name in ("int", "float"):
             raise self.error(f"unknown function 'T.{name}'; use a sized type such as T.int64", node)
         raise self.error(f"unknown function 'T.{name}'", node)
+
+    def keywords_to_positions(self, name: str, node: ast.Call) -> ast.Call:
+        """``T.if_then_else(cond=c, t=a, f=b)``: keyword arguments of the expression helpers,
+        named as TVM names them, moved to their positions (``span=`` is dropped)."""
+        params = _PARAM_NAMES.get(name) or (("x", "y")[:E.INTRINSICS[name]] if name in E.INTRINSICS else None)
+        keywords = [k for k in node.keywords if k.arg != "span"]
+        if params is None or not keywords:
+            return node if len(keywords) == len(node.keywords) else \
+                ast.copy_location(ast.Call(func=node.func, args=node.args, keywords=keywords), node)
+        args = list(node.args)
+        by_name = {}
+        for k in keywords:
+            if k.arg not in params or params.index(k.arg) < len(args) or k.arg in by_name:
+                raise self.error(f"T.{name} got an unexpected or repeated argument {k.arg!r} "
+                                 f"(its parameters: {', '.join(params)})", k.value)
+            by_name[k.arg] = k.value
+        for p in params[len(args):]:
+            if p not in by_name:
+                break
+            args.append(by_name.pop(p))
+        if by_name:
+            raise self.error(f"T.{name} is missing an argument before {next(iter(by_name))!r}", node)
+        return ast.copy_location(ast.Call(func=node.func, args=args, keywords=[]), node)
+
+    def let_expr(self, node: ast.Call):
+        """``T.Let(body, where={x: value})``: ``body`` with ``x`` replaced by ``value`` (the IR
+        has no let expression; the substitution means the same). ``x`` may be a declared var
+        or a new name, which then takes the value's dtype."""
+        from ..functor import substitute
+        if len(node.args) != 2 or not isinstance(node.args[1], ast.Dict):
+            raise self.error("T.Let takes a body and where={var: value}", node)
+        mapping, names = {}, {}
+        for key, value in zip(node.args[1].keys, node.args[1].values):
+            known = self.lookup(key.id) if isinstance(key, ast.Name) else MISSING
+            if isinstance(known, E.Var):
+                var = known
+            elif isinstance(key, ast.Name) and known is MISSING:
+                var = None
+            else:
+                raise self.error("the keys of T.Let's where= are variable names", key or node)
+            bound = self.expr(value, var.dtype if var is not None else None)
+            var = var if var is not None else E.Var(key.id, bound.dtype)
+            if bound.dtype != var.dtype:
+                raise self.error(f"T.Let binds {var.name!r} ({var.dtype}) to a {bound.dtype} value", value)
+            mapping[var] = bound
+            names[key.id] = var
+        outer = self.lookup
+        self.lookup = lambda name: names[name] if name in names else outer(name)
+        try:
+            body = self.expr(node.args[0])
+        finally:
+            self.lookup = outer
+        return substitute(body, mapping)
+
+    def access_ptr(self, buf: Buffer, node: ast.Call):
+        """``A.access_ptr("r", offset=k)``: the address of element ``k`` (row-major) of ``A``,
+        i.e. ``T.address_of`` of that element; the access mask is checked, not kept."""
+        names = ("access_mask", "ptr_type", "content_lanes", "offset", "extent")
+        if len(node.args) > len(names) or any(k.arg not in names for k in node.keywords):
+            raise self.error(f"{buf.name}.access_ptr takes {', '.join(names)}", node)
+        given = dict(zip(names, node.args)) | {k.arg: k.value for k in node.keywords}
+        if "access_mask" not in given:
+            raise self.error(f'{buf.name}.access_ptr needs an access mask: "r", "w" or "rw"', node)
+        mask = self.constant(given["access_mask"], "access mask", (str, int))
+        if mask not in ("r", "w", "rw", 1, 2, 3):
+            raise self.error(f'access mask must be "r", "w", "rw" (or 1, 2, 3), got {mask!r}', given["access_mask"])
+        if self.constant(given.get("ptr_type", ast.Constant("handle")), "ptr_type", (str,)) != "handle" \
+                or self.constant(given.get("content_lanes", ast.Constant(1)), "content_lanes", (int,)) != 1:
+            raise self.error("access_ptr supports ptr_type=\"handle\" and content_lanes=1 only", node)
+        offset = self.expr(given["offset"]) if "offset" in given else E.const(0, "int64")
+        if not dt.is_int(offset.dtype):
+            raise self.error("the offset of access_ptr is an integer", given["offset"])
+        if "extent" in given:
+            self.expr(given["extent"])  # checked for names; the pointer does not depend on it
+        indices = []
+        for dim in reversed(buf.shape):  # row-major unravel of the element offset
+            indices.append(E.floormod(offset, dim) if len(indices) < buf.ndim - 1 else offset)
+            offset = E.floordiv(offset, dim)
+        return E.address_of(E.BufferLoad(buf, indices[::-1] if buf.ndim else []))
 
     def expect_args(self, node: ast.Call, count: int) -> None:
         name = ast.unparse(node.func)

@@ -171,6 +171,9 @@ class ExprPrinter(ClassDispatch):
 
     def call(self, e: E.Call) -> str:
         args = ", ".join(self.fmt(a) for a in e.args)
+        if e.op == E.ADDRESS_OF and e.dtype == "handle" and len(e.args) == 1 \
+                and isinstance(e.args[0], E.BufferLoad):
+            return f"T.address_of({args})"
         if e.op in E.INTRINSICS:
             from ..structural import structural_equal
             try:

@@ -37,6 +37,27 @@ def _t_call_name(node, t_names) -> str | None:
     return None
 
 
+def _plain_literals(value):
+    """Typed literals in function attributes as Python values (``T.bool(True)`` is ``True``,
+    as TVM's printer writes ``tir.noalias``)."""
+    if isinstance(value, dict):
+        return {k: _plain_literals(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(_plain_literals(v) for v in value)
+    if isinstance(value, E.IntImm):
+        return bool(value.value) if value.dtype == "bool" else value.value
+    if isinstance(value, (E.FloatImm, E.StringImm)):
+        return value.value
+    return value
+
+
+class EnvThread:
+    """What ``tx = T.env_thread("threadIdx.x")`` binds until ``T.launch_thread(tx, n)``."""
+
+    def __init__(self, name: str, tag: str):
+        self.name, self.tag = name, tag
+
+
 class FunctionParser(BlockParserMixin):
     def __init__(self, func_def: ast.FunctionDef, source: SourceInfo, py_globals: dict | None):
         self.func_def = func_def
@@ -50,6 +71,7 @@ class FunctionParser(BlockParserMixin):
         self.frames: list[BlockFrame] = []
         self.attrs: dict = {}
         self.block_names = self.explicit_block_names()
+        self.allocations: set[int] = set()  # ids of T.allocate storage (T.Buffer(data=x) views it)
 
     # ---------------------------------------------------------------- helpers
     def context(self) -> str:
@@ -81,15 +103,20 @@ class FunctionParser(BlockParserMixin):
         if body_stmts and isinstance(body_stmts[0], ast.Expr) and isinstance(body_stmts[0].value, ast.Constant) \
                 and isinstance(body_stmts[0].value.value, str):
             body_stmts = body_stmts[1:]  # docstring
+        if fd.returns is not None and not (isinstance(fd.returns, ast.Constant) and fd.returns.value is None):
+            raise self.error("a prim_func returns nothing (it writes its output buffers); "
+                             "leave out the return annotation or write -> None", fd.returns)
         self.declared = self.prescan_declarations(body_stmts)
         for name, (var, _node) in self.declared.items():
             self.scope.define(name, var)
         params = self.parse_params(fd.args.args)
+        self.matched_handles: dict[int, Buffer] = {}  # handle param id -> its T.match_buffer
         root = BlockFrame(is_root=True)
         self.frames.append(root)
         body = self.parse_body(body_stmts, root)
         self.frames.pop()
         body = self.wrap_root(body, root)
+        params = [self.matched_handles.get(id(p), p) for p in params]
         return PrimFunc(params, body, self.attrs, name=fd.name)
 
     def wrap_root(self, body: Stmt, root: BlockFrame) -> Stmt:
@@ -108,26 +135,48 @@ class FunctionParser(BlockParserMixin):
         names used in signature strings carry the declared dtype and facts."""
         out = {}
         for st in stmts:
-            decl = self.declaration(st)
-            if decl is not None:
+            for decl in self.declarations_in(st) or ():
                 out[decl.name] = (decl, st)
         return out
 
-    def declaration(self, st) -> E.Var | None:
-        if not (isinstance(st, ast.Assign) and len(st.targets) == 1 and isinstance(st.targets[0], ast.Name)):
+    def declarations_in(self, st) -> list[E.Var] | None:
+        """The vars ``n = T.int64()`` or ``n, m = T.int64(), T.int64()`` declares (None if
+        ``st`` is no declaration)."""
+        if not (isinstance(st, ast.Assign) and len(st.targets) == 1):
             return None
-        name = self.t_call(st.value)
-        if name not in DTYPE_NAMES or st.value.args:
+        target, value = st.targets[0], st.value
+        if isinstance(target, ast.Name):
+            pairs = [(target, value)]
+        elif isinstance(target, ast.Tuple) and isinstance(value, ast.Tuple) \
+                and len(target.elts) == len(value.elts) and all(isinstance(t, ast.Name) for t in target.elts):
+            pairs = list(zip(target.elts, value.elts))
+        else:
             return None
-        if name not in INT_DTYPES:
-            raise self.error(f"symbolic variables must have an integer dtype, not {name}", st.value)
+        if not all(self.declared_dtype(v) for _t, v in pairs):
+            return None
+        return [self.declaration(t.id, v) for t, v in pairs]
+
+    def declared_dtype(self, call) -> str | None:
+        """``T.int64(facts...)`` or the older ``T.var("int64")``."""
+        name = self.t_call(call)
+        if name == "var" and len(call.args) == 1 and isinstance(call.args[0], ast.Constant):
+            return call.args[0].value if isinstance(call.args[0].value, str) else None
+        return name if name in DTYPE_NAMES and not call.args else None
+
+    def declaration(self, name: str, call: ast.Call) -> E.Var:
+        dtype = self.declared_dtype(call)
+        if dtype not in INT_DTYPES:
+            raise self.error(f"symbolic variables must have an integer dtype, not {dtype}", call)
         facts = {"lower": 0, "upper": None, "multiple_of": None}
-        for kw in st.value.keywords:
+        for kw in call.keywords:
+            if kw.arg == "is_size_var":  # TVM's printer marks shape vars; they are non-negative here anyway
+                self.exprs.constant(kw.value, "is_size_var", (bool,))
+                continue
             if kw.arg not in facts:
                 raise self.error(f"unknown fact {kw.arg!r}; use lower=, upper= or multiple_of=", kw.value)
             value = self.exprs.constant(kw.value, kw.arg, (int, type(None)))
             facts[kw.arg] = value
-        return E.Var(st.targets[0].id, name, **facts)
+        return E.Var(name, dtype, **facts)
 
     # ---------------------------------------------------------------- signature
     def parse_params(self, args: list[ast.arg]) -> list:
@@ -138,8 +187,8 @@ class FunctionParser(BlockParserMixin):
                 raise self.error(f"duplicate parameter {arg.arg!r}", arg)
             seen.add(arg.arg)
             if arg.annotation is None:
-                raise self.error("parameter needs an annotation: T.Buffer(shape, dtype) or a "
-                                 "scalar type such as T.int64", arg)
+                raise self.error("parameter needs an annotation: T.Buffer(shape, dtype), T.handle "
+                                 "or a scalar type such as T.int64", arg)
             dtype = self.scalar_annotation(arg.annotation)
             if dtype is not None:
                 declared = self.declared.get(arg.arg)
@@ -148,6 +197,7 @@ class FunctionParser(BlockParserMixin):
                     raise self.error(f"declared as {var.dtype} in the body but annotated {dtype}", arg)
                 scalars[arg.arg] = var
                 self.scope.define(arg.arg, var)
+        self.handle_params = [v for v in scalars.values() if v.dtype == "handle"]
         params = []
         for arg in args:
             self.param_name = arg.arg
@@ -167,7 +217,7 @@ class FunctionParser(BlockParserMixin):
     def scalar_annotation(self, node) -> str | None:
         if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) \
                 and node.value.id in self.t_names:
-            if node.attr in DTYPE_NAMES:
+            if node.attr in DTYPE_NAMES or node.attr == "handle":
                 return node.attr
             if node.attr != "Buffer":
                 raise self.error(f"unknown type 'T.{node.attr}'", node)
@@ -205,7 +255,10 @@ class FunctionParser(BlockParserMixin):
         return Buffer(name, shape, dtype, strides=strides, elem_offset=offset, scope=scope, data=data)
 
     def storage_of(self, node) -> Buffer:
-        """The buffer named by ``data=x.data`` (x: a parameter or an allocated buffer in scope)."""
+        """The buffer named by ``data=x.data`` (x: a parameter or an allocated buffer in scope),
+        or ``data=x`` for storage ``x = T.allocate(...)`` made."""
+        if isinstance(node, ast.Name) and id(self.scope.lookup(node.id)) in self.allocations:
+            return self.scope.lookup(node.id)
         if not (isinstance(node, ast.Attribute) and node.attr == "data" and isinstance(node.value, ast.Name)):
             raise self.error(f"data= takes the storage of a buffer, written x.data; got {ast.unparse(node)}",
                              node)
@@ -257,8 +310,20 @@ class FunctionParser(BlockParserMixin):
         out: list[Stmt] = []
         for i, st in enumerate(stmts):
             rest = stmts[i + 1:]
+            decls = self.declarations_in(st)
+            if decls is not None:
+                for var in decls:
+                    known = self.declared.get(var.name)
+                    self.scope.define(var.name, known[0] if known and known[1] is st else var)
+                continue
+            scoped = MISSING
             if isinstance(st, ast.Assign) and len(st.targets) == 1 and isinstance(st.targets[0], ast.Name):
                 scoped = self.parse_named_assign(st, rest, frame)
+            elif isinstance(st, ast.AnnAssign):
+                scoped = self.parse_ann_assign(st, rest, frame)
+            elif isinstance(st, ast.Expr) and self.t_call(st.value) == "launch_thread":
+                scoped = self.parse_launch_thread(None, st.value, rest, frame)
+            if scoped is not MISSING:
                 if scoped is not None:
                     out.append(scoped)
                     break
@@ -299,10 +364,6 @@ class FunctionParser(BlockParserMixin):
         """``name = ...``: a declaration, buffer, axis or a scalar let (which scopes ``rest``)."""
         name, value = st.targets[0].id, st.value
         kind = self.t_call(value)
-        if kind in DTYPE_NAMES and not value.args:
-            if name not in self.declared or self.declared[name][1] is not st:
-                self.scope.define(name, self.declaration(st))
-            return None
         if kind == "Buffer":
             self.scope.define(name, self.buffer_from_call(name, value, view=True))
             return None
@@ -312,8 +373,20 @@ class FunctionParser(BlockParserMixin):
             self.scope.define(name, buf)
             return None
         if kind == "match_buffer":
-            self.parse_match_buffer(name, value, frame)
+            if self.matches_handle(value):
+                self.match_handle(name, value, frame)
+            else:
+                self.parse_match_buffer(name, value, frame)
             return None
+        if kind == "allocate":
+            buf = self.allocation(name, value)
+            return Allocate(buf, self.scoped_body(rest, frame, name, buf))
+        if kind == "env_thread":
+            self.exprs.expect_args(value, 1)
+            self.scope.define(name, EnvThread(name, self.exprs.constant(value.args[0], "thread tag", (str,))))
+            return None
+        if kind == "launch_thread":
+            return self.parse_launch_thread(name, value, rest, frame)
         if kind is not None and kind.startswith("axis."):
             self.parse_axes([st.targets[0]], value, frame)
             return None
@@ -326,6 +399,100 @@ class FunctionParser(BlockParserMixin):
         let_value = self.exprs.expr(value)
         var = E.Var(name, let_value.dtype)
         return LetStmt(var, let_value, self.scoped_body(rest, frame, name, var))
+
+    def parse_ann_assign(self, st: ast.AnnAssign, rest, frame) -> Stmt | None:
+        """``x: T.int32 = value``: a scalar let whose dtype is written (a buffer annotation
+        on ``A: T.Buffer(...) = T.match_buffer(...)`` / ``T.alloc_buffer`` is accepted too)."""
+        if not isinstance(st.target, ast.Name) or st.value is None:
+            raise self.error("an annotated assignment in a prim_func binds one name to a value: "
+                             "x: T.int32 = ...", st)
+        if self.t_call(st.annotation) == "Buffer":
+            plain = ast.copy_location(ast.Assign(targets=[st.target], value=st.value), st)
+            return self.parse_named_assign(plain, rest, frame)
+        dtype = self.scalar_annotation(st.annotation)
+        if dtype is None or dtype == "handle":
+            raise self.error(f"unsupported annotation {ast.unparse(st.annotation)} on a local; "
+                             "use a scalar type such as T.int32", st.annotation)
+        value = self.exprs.expr(st.value, dtype)
+        if value.dtype != dtype:
+            raise self.error(f"{st.target.id!r} is annotated {dtype} but the value is {value.dtype}; "
+                             f"convert it with T.{dtype}(...)", st.value)
+        var = E.Var(st.target.id, dtype)
+        return LetStmt(var, value, self.scoped_body(rest, frame, st.target.id, var))
+
+    def matches_handle(self, call: ast.Call) -> bool:
+        first = call.args[0] if call.args else None
+        if not isinstance(first, ast.Name):
+            return False
+        found = self.scope.lookup(first.id)
+        return isinstance(found, E.Var) and found.dtype == "handle"
+
+    def match_handle(self, name: str, call: ast.Call, frame) -> None:
+        """``A = T.match_buffer(a, shape, dtype, ...)`` on a ``T.handle`` parameter: the
+        parameter becomes the buffer ``A`` (the function takes a tensor there)."""
+        handle = self.scope.lookup(call.args[0].id)
+        # Top level, before any let: the parameter's shape may only use the function's own vars.
+        if frame is None or not frame.is_root or self.loops or len(self.frames) != 1 \
+                or len(self.scope.frames) != 1:
+            raise self.error("T.match_buffer of a T.handle parameter belongs at the top level of "
+                             "the function body, ahead of any let binding", call)
+        if not any(p is handle for p in self.handle_params):
+            raise self.error(f"{call.args[0].id!r} is not a T.handle parameter of this function", call.args[0])
+        if id(handle) in self.matched_handles:
+            raise self.error(f"parameter {call.args[0].id!r} is matched by a buffer twice", call)
+        for k in call.keywords:  # TVM's layout hints: accepted, and checked for their type
+            if k.arg in ("offset_factor", "align"):
+                self.exprs.constant(k.value, k.arg, (int,))
+            elif k.arg == "buffer_type":
+                if self.exprs.constant(k.value, k.arg, (str,)) not in ("default", "auto"):
+                    raise self.error('buffer_type is "default" or "auto"', k.value)
+        call = ast.copy_location(ast.Call(func=call.func, args=call.args, keywords=[
+            k for k in call.keywords if k.arg != "buffer_type"]), call)
+        buf = self.buffer_from_call(name, call, declare=True, first_arg=1)
+        self.matched_handles[id(handle)] = buf
+        self.scope.define(name, buf)
+
+    def allocation(self, name: str, call: ast.Call) -> Buffer:
+        """``x = T.allocate(extents, dtype, scope)``: flat storage that ``T.Buffer(..., data=x)``
+        views; the IR holds it as an allocated buffer (printed as ``T.decl_buffer``)."""
+        kw = {k.arg: k.value for k in call.keywords}
+        names = ("extents", "dtype", "scope")
+        for k in call.keywords:
+            if k.arg not in names:
+                raise self.error(f"unknown argument {k.arg!r} of T.allocate", k.value)
+        if len(call.args) > 3:
+            raise self.error("T.allocate takes extents, dtype and scope", call)
+        given = dict(zip(names, call.args)) | kw
+        if "extents" not in given or "dtype" not in given:
+            raise self.error("T.allocate needs extents and a dtype: T.allocate([128], \"float32\", \"global\")",
+                             call)
+        scope = self.exprs.constant(given["scope"], "scope", (str,)) if "scope" in given else "global"
+        buf = Buffer(name, self.dims(given["extents"], False), self.exprs.dtype(given["dtype"]), scope=scope)
+        self.allocations.add(id(buf))
+        return buf
+
+    def parse_launch_thread(self, name: str | None, call: ast.Call, rest, frame) -> Stmt:
+        """``bx = T.launch_thread("blockIdx.x", 4)`` or ``T.launch_thread(tx, 32)`` after
+        ``tx = T.env_thread("threadIdx.x")``: the rest of the body runs once per thread, i.e.
+        a thread-bound loop (printed as ``T.thread_binding``)."""
+        self.exprs.expect_args(call, 2)
+        first = call.args[0]
+        env = self.scope.lookup(first.id) if isinstance(first, ast.Name) else MISSING
+        if isinstance(env, EnvThread):
+            if name is not None:
+                raise self.error("T.launch_thread of an env_thread binds no new name", call)
+            name, tag = env.name, env.tag
+        else:
+            if name is None:
+                raise self.error("write `v = T.launch_thread(\"threadIdx.x\", extent)` or launch "
+                                 "an env_thread: T.launch_thread(tx, extent)", call)
+            tag = self.exprs.constant(first, "thread tag", (str,))
+        extent = self.int_expr(call.args[1])
+        var = E.Var(name, extent.dtype)
+        self.loops.append(LoopInfo(var, Range(E.const(0, extent.dtype), extent)))
+        body = self.scoped_body(rest, frame, name, var)
+        self.loops.pop()
+        return For(var, E.const(0, extent.dtype), extent, "thread_binding", body, thread_tag=tag)
 
     def scoped_body(self, stmts, frame, name, value) -> Stmt:
         self.scope.push()
@@ -381,7 +548,7 @@ class FunctionParser(BlockParserMixin):
             if frame is None or not frame.is_root:
                 raise self.error("T.func_attr must be at the top level of the function", st)
             self.exprs.expect_args(call, 1)
-            value = self.exprs.python_value(call.args[0])
+            value = _plain_literals(self.exprs.python_value(call.args[0]))
             if not isinstance(value, dict):
                 raise self.error("T.func_attr takes a dict", call)
             self.attrs.update(value)
@@ -414,13 +581,16 @@ class FunctionParser(BlockParserMixin):
         kind = self.t_call(call)
         if kind == "grid":
             targets = st.target.elts if isinstance(st.target, ast.Tuple) else [st.target]
-            if call.keywords or len(targets) != len(call.args):
-                raise self.error(f"T.grid has {len(call.args)} extent(s) but the loop binds "
+            extents = self.grid_extents(call)
+            if call.keywords or len(targets) != len(extents):
+                raise self.error(f"T.grid has {len(extents)} extent(s) but the loop binds "
                                  f"{len(targets)} variable(s)", st)
             loops = []
-            for target, arg in zip(targets, call.args):
+            for target, (arg, value) in zip(targets, extents):
                 self.require_loop_name(target)
-                ext = self.int_expr(arg)
+                ext = self.exprs.to_prim(value, arg)
+                if not dt.is_int(ext.dtype):
+                    raise self.error(f"expected an integer expression, got dtype {ext.dtype}", arg)
                 loops.append((target, E.const(0, ext.dtype), ext, "serial", None, {}))
         elif kind in _LOOP_KINDS or (isinstance(call, ast.Call) and isinstance(call.func, ast.Name)
                                      and call.func.id == "range" and kind is None):
@@ -429,6 +599,20 @@ class FunctionParser(BlockParserMixin):
             raise self.error(f"unsupported loop iterator {ast.unparse(call)}; use range, T.grid, "
                              "T.serial, T.parallel, T.vectorized, T.unroll or T.thread_binding", call)
         return self.build_loops(loops, st.body)
+
+    def grid_extents(self, call: ast.Call) -> list:
+        """(node, value) per extent of ``T.grid``; ``*A.shape`` spreads a buffer's shape."""
+        out = []
+        for arg in call.args:
+            if isinstance(arg, ast.Starred):
+                values = self.exprs.eval(arg.value)
+                if not isinstance(values, (list, tuple)):
+                    raise self.error(f"*{ast.unparse(arg.value)} must be a tuple of extents such as A.shape",
+                                     arg)
+                out += [(arg, v) for v in values]
+            else:
+                out.append((arg, self.exprs.eval(arg)))
+        return out
 
     def require_loop_name(self, target) -> None:
         if not isinstance(target, ast.Name):

@@ -21,7 +21,8 @@ DTYPE_NAMES = ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "
 # Statement-level constructs: only meaningful inside a parsed body.
 SCRIPT_ONLY = ("grid", "serial", "parallel", "vectorized", "unroll", "thread_binding", "block",
                "init", "reads", "writes", "where", "alloc_buffer", "match_buffer", "decl_buffer",
-               "func_attr", "block_attr", "evaluate", "LetStmt")
+               "func_attr", "block_attr", "evaluate", "LetStmt", "allocate", "launch_thread",
+               "env_thread", "var", "Let", "address_of")
 
 
 @dataclass(frozen=True)
@@ -63,7 +64,7 @@ def _script_only(name: str):
 
 class _Axis:
     def __getattr__(self, name: str):
-        if name in ("spatial", "reduce", "S", "R", "remap"):
+        if name in ("spatial", "reduce", "S", "R", "remap", "scan", "opaque"):
             return _script_only("axis." + name)
         raise AttributeError(f"T.axis has no attribute {name!r}")
 
@@ -86,6 +87,7 @@ class _Namespace:
     """The object imported as ``T``."""
 
     axis = _Axis()
+    handle = "handle"  # a parameter annotation: an opaque pointer, or storage T.match_buffer names
 
     def __init__(self):
         for name in DTYPE_NAMES:

@@ -20,6 +20,7 @@ from .literals import is_identifier, string_literal
 _LOOP_FUNCS = {"serial": "T.serial", "parallel": "T.parallel", "vectorized": "T.vectorized",
                "unrolled": "T.unroll", "thread_binding": "T.thread_binding"}
 HEADER = "# from tensorir import T"
+_AXIS_FUNCS = {"S": "T.axis.spatial", "R": "T.axis.reduce", "scan": "T.axis.scan", "opaque": "T.axis.opaque"}
 
 
 def _same(a, b) -> bool:
@@ -217,7 +218,7 @@ class StmtPrinter(ClassDispatch):
             return [f'{names} = T.axis.remap("{kinds}", [{loops}])']
         lines = []
         for iv, value in zip(ivs, values):
-            fn = "T.axis.spatial" if iv.kind == "S" else "T.axis.reduce"
+            fn = _AXIS_FUNCS[iv.kind]
             dom = iv.dom
             if E.is_const_int(dom.min, 0) and dom.min.dtype == dom.extent.dtype:
                 dom_text = self.e(dom.extent, value.dtype)
@@ -230,7 +231,7 @@ class StmtPrinter(ClassDispatch):
         seen = set()
         for iv, value in zip(ivs, values):
             loop = self.loops.get(id(value)) if isinstance(value, E.Var) else None
-            if loop is None or id(value) in seen or iv.var.dtype != value.dtype:
+            if loop is None or id(value) in seen or iv.var.dtype != value.dtype or iv.kind not in "SR":
                 return False
             seen.add(id(value))
             if not (_same(iv.dom.min, loop.min) and _same(iv.dom.extent, loop.extent)):

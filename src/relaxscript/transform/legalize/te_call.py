@@ -116,7 +116,7 @@ class TECall:
             raise ValueError(f"legalization of {self.call.op.name} made {len(outputs)} outputs, "
                              f"the call has {count}")
         params = [t for _, t in self._inputs] + outputs
-        func = create_prim_func(params, name=name)
+        func = create_prim_func(params, name=name, attrs={"tir.noalias": True})
         scalars = self._scalar_params(func)
         if scalars:
             func = func.replace(params=func.params + tuple(scalars))

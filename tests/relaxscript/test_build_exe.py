@@ -4,7 +4,7 @@ import pytest
 
 import relaxscript as rx
 from relaxscript.vm import Executable, VMBuildError
-from relaxscript.vm import kernels as vm_kernels
+from backends.c.runtime import CLibraryImage
 from tests.relaxscript import vm_modules as M
 
 
@@ -120,8 +120,8 @@ def test_load_rejects_other_files(tmp_path):
 def test_library_image_is_materialized_from_bytes(tmp_path, monkeypatch):
     monkeypatch.setenv("RELAXSCRIPT_CACHE_DIR", str(tmp_path))
     exe = rx.build(M.parse(M.MLP), target="c")
-    image = vm_kernels.CLibraryImage(exe.c_library.source, exe.c_library.library,
-                                     exe.c_library.symbols, path="")
+    image = CLibraryImage(exe.c_library.source, exe.c_library.library,
+                          exe.c_library.symbols, path="")
     lib = image.load()
     assert all(hasattr(lib, s) for s in image.symbols.values())
 

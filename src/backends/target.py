@@ -160,6 +160,10 @@ class TargetBackend:
     def load(self, image: KernelImage) -> KernelModule:
         raise NotImplementedError
 
+    def memory(self) -> DeviceMemory | None:
+        """The target's device memory (None when kernels use host NumPy arrays)."""
+        return None
+
     def thread_team(self):
         """The host thread team the VM sizes around each call (``backends.threading``), or None."""
         return None

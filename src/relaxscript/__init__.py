@@ -33,6 +33,9 @@ _LAZY = {
     "Executable": "relaxscript.vm.executable",
     "ExecutableFormatError": "relaxscript.vm.file_format",
     "well_formed": "relaxscript.analysis",
+    "device": "relaxscript.vm.device_arrays",
+    "tensor": "relaxscript.vm.device_arrays",
+    "Target": "backends.target",
 }
 
 

@@ -217,11 +217,19 @@ def set_kind(func: PrimFunc, loop_var: Var, kind: str, thread_tag: str | None = 
         realizes = leaf_realizes(index, loop)
         if not realizes:
             raise ScheduleError(f"{where}: the loop contains no block")
+        # A loop feeding only reduce iter vars may go to threadIdx.*: the GPU lowering makes it a
+        # cross-thread reduction (backends/gpu/cross_thread_reduce.py); elsewhere it would race.
+        cross_thread = kind == "thread_binding" and thread_tag.startswith("threadIdx.")
         for realize in realizes:
             spatial, reduce = binding_loop_vars(realize)
+            if cross_thread and id(loop_var) in reduce and id(loop_var) not in spatial:
+                continue
             if id(loop_var) in reduce:
                 raise ScheduleError(f"{where}: the loop binds reduction iter var(s) of block "
-                                    f"{realize.block.name!r}; iterations would race")
+                                    f"{realize.block.name!r}; iterations would race"
+                                    + ("" if kind != "thread_binding" else
+                                       " (only a loop feeding reduce iter vars alone may be bound, "
+                                       "to threadIdx.*)"))
             if id(loop_var) not in spatial and not _writes_vary(realize):
                 raise ScheduleError(f"{where}: block {realize.block.name!r} does not depend on the "
                                     "loop, so its iterations would write the same elements")

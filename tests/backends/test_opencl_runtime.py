@@ -25,11 +25,11 @@ def shift(a: T.Buffer(("n",), "float32"), b: T.Buffer(("n",), "float32")):
 
 # two launches: a[i] + 1 into a workspace, then the workspace into b (grid = ceil(n / 4), block 4)
 SOURCE = '''
-__kernel void shift_0(__global float* a, __global float* b, __global float* ws, long n) {
+__kernel void shift_0(__global float* a, __global float* b, __global float* ws, long n, __global int* status) {
   long i = (long)get_group_id(0) * 4 + get_local_id(0);
   if (i < n) ws[i] = a[i] + 1.0f;
 }
-__kernel void shift_1(__global float* a, __global float* b, __global float* ws, long n) {
+__kernel void shift_1(__global float* a, __global float* b, __global float* ws, long n, __global int* status) {
   long i = (long)get_group_id(0) * 4 + get_local_id(0);
   if (i < n) b[i] = ws[i];
 }

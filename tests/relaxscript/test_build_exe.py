@@ -6,6 +6,7 @@ import relaxscript as rx
 from relaxscript.vm import Executable, VMBuildError
 from backends.c.runtime import CLibraryImage
 from tests.relaxscript import vm_modules as M
+from tests.targets import VM_TARGETS
 
 
 def test_default_pipeline_is_an_editable_list_of_passes():
@@ -89,7 +90,7 @@ def test_one_library_per_module():
     assert all(f"{symbol}(" in exe.c_library.source for symbol in exe.c_library.symbols.values())
 
 
-@pytest.mark.parametrize("target", ["c", "interp"])
+@pytest.mark.parametrize("target", VM_TARGETS)
 def test_save_and_load_without_recompiling(tmp_path, monkeypatch, target):
     mod = M.parse(M.SUBGRAPH)
     exe = rx.build(mod, target=target)

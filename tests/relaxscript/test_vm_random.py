@@ -10,6 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import relaxscript as rx
+from tests.targets import AVAILABLE_VM_TARGETS
 from relaxscript.transform.pass_check import _same, random_inputs
 from relaxscript.transform.testing import dataflow_modules
 from tensorir.errors import ShapeMismatchError
@@ -17,7 +18,7 @@ from tensorir.errors import ShapeMismatchError
 from .test_memory_random import STEP
 from .test_memory_random import build as call_tir_program
 
-TARGETS = ("c", "interp")
+TARGETS = AVAILABLE_VM_TARGETS
 QUICK = settings(max_examples=6, deadline=None, suppress_health_check=list(HealthCheck))
 THOROUGH = settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
 

@@ -3,7 +3,8 @@
 The PTX is compiled by NVRTC at build time and saved with the executable;
 loading it (``cuModuleLoadData``) needs a device, and without one raises
 ``NoCudaDeviceError``. Kernel parameters follow the shared GPU convention:
-every buffer, every workspace, then every symbolic var as an int64.
+every buffer, every workspace, every symbolic var as an int64, then the
+int32 status word (read after a kernel's launches, as on OpenCL).
 """
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..device_launch import LaunchPlan
+from ..c.status import raise_for_status
 from ..kernel_signature import bind_kernel_symbols
 from ..target import KernelImage, KernelModule, Target
 from .driver import check, cuda_context
@@ -52,19 +53,22 @@ class CudaKernelModule(KernelModule):
                     self.functions[launch.symbol] = check(
                         driver.cuModuleGetFunction(self.module, launch.symbol.encode()), "cuModuleGetFunction")
         self.workspaces: dict = {}
+        self.status_storage = self.memory.storage(4)
 
     def runner(self, name: str):
         plan = self.image.plans[name]
         driver, stream, memory = self.driver, self.context.stream, self.memory
         sizes = plan.sizes_cached()
         launches = [(self.functions[k.symbol], k.block, k.shared_bytes) for k in plan.launches]
-        count = plan.num_buffers + len(plan.workspaces) + len(plan.sym_vars)
+        count = plan.num_buffers + len(plan.workspaces) + len(plan.sym_vars) + 1
         values = (ctypes.c_uint64 * max(1, count))()    # device pointers, then int64 symbols
         params = (ctypes.c_void_p * max(1, count))(*[ctypes.addressof(values) + 8 * i for i in range(count)])
         params_address = ctypes.addressof(params)
         workspaces = self.workspaces
+        status_address = self.status_storage.allocation.address
+        status = np.zeros(1, np.int32)
 
-        def run(addresses: list, syms: tuple) -> None:
+        def run(addresses: list, syms: tuple, where: str) -> None:
             grids, counts = sizes(syms)
             spaces = []
             for index, nbytes in enumerate(plan.workspace_nbytes(counts)):
@@ -76,11 +80,16 @@ class CudaKernelModule(KernelModule):
                 values[i] = value
             for i, value in enumerate(syms, start=len(addresses) + len(spaces)):
                 values[i] = value & 0xFFFFFFFFFFFFFFFF   # int64 bits
+            values[count - 1] = status_address
+            check(driver.cuMemsetD32(driver.CUdeviceptr(status_address), 0, 1), "cuMemsetD32")
             for (function, block, shared), grid in zip(launches, grids):
-                if 0 in grid:
+                if min(grid) <= 0:
                     continue
                 check(driver.cuLaunchKernel(function, *grid, *block, shared, stream, params_address, 0),
                       f"cuLaunchKernel of {name!r}")
+            check(driver.cuMemcpyDtoH(status.ctypes.data, driver.CUdeviceptr(status_address), 4), "cuMemcpyDtoH")
+            if status[0]:
+                raise_for_status(int(status[0]), where)
         return run
 
     def link(self, ins, nxt: int, frame, prologue, where: str):
@@ -88,6 +97,7 @@ class CudaKernelModule(KernelModule):
         run = self.runner(ins.kernel)
         to_device = self.memory.to_device
         buffers, first, count = ins.buffers, ins.sym_base, ins.sym_count
+        label = f"{where}: kernel '{ins.kernel}'"
 
         def step():
             if prologue is not None:
@@ -98,7 +108,7 @@ class CudaKernelModule(KernelModule):
                 if type(value) is not CudaArray:
                     regs[r] = value = to_device(value)
                 addresses.append(value.address)
-            run(addresses, tuple(t[first:first + count]) if count else ())
+            run(addresses, tuple(t[first:first + count]) if count else (), label)
             return nxt
         return step
 
@@ -110,7 +120,7 @@ class CudaKernelModule(KernelModule):
         def call(*arrays, **scalars) -> None:
             syms = bind_kernel_symbols(name, func, arrays, scalars, is_array=lambda a: isinstance(a, CudaArray))
             device = [memory.to_device(a) for a in arrays]
-            run([d.address for d in device], tuple(syms))
+            run([d.address for d in device], tuple(syms), f"kernel {name!r}")
             for host, dev in zip(arrays, device):
                 if isinstance(host, np.ndarray):
                     host[...] = dev.numpy()

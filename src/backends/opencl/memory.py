@@ -30,6 +30,11 @@ class OpenCLArray:
         self.is_view = is_view       # placed in a storage the VM reuses: results copy it out
 
     @property
+    def address(self) -> int:
+        """The handle of the device memory the array starts at (shared by views of one storage)."""
+        return self.buffer.int_ptr
+
+    @property
     def ndim(self) -> int:
         return len(self.shape)
 

@@ -2,7 +2,9 @@
 
 The program is built by the OpenCL driver when the image is loaded (PoCL
 caches the binaries); kernels take, in order, every buffer, every workspace,
-then every symbolic var as a ``long``. Launch sizes come from the VM's
+then every symbolic var as a ``long``, and last the int32 status word (zeroed
+before a kernel's launches, read after them: a zero integer divisor raises
+as on C). Launch sizes come from the VM's
 symbol vector (``device_launch.LaunchPlan``); a launch with an empty grid is
 skipped. Workspaces are device buffers of the module, grown when a call needs more.
 """
@@ -12,7 +14,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..device_launch import LaunchPlan
+from ..c.status import raise_for_status
 from ..kernel_signature import bind_kernel_symbols
 from ..target import KernelImage, KernelModule, Target
 from .device import opencl_device
@@ -59,6 +61,8 @@ class OpenCLKernelModule(KernelModule):
                 if launch.symbol not in self.kernels:
                     self.kernels[launch.symbol] = getattr(self.program, launch.symbol)
         self.workspaces: dict = {}      # (kernel, index) -> cl.Buffer, grown on demand
+        self.status = np.zeros(1, np.int32)
+        self.status_buffer = self.memory._buffer(4)
 
     def runner(self, name: str):
         """``run(buffers, syms)``: every launch of kernel ``name`` on device buffers and a symbol tuple."""
@@ -67,8 +71,9 @@ class OpenCLKernelModule(KernelModule):
         sizes = plan.sizes_cached()
         launches = [(self.kernels[k.symbol], k.block) for k in plan.launches]
         workspaces, key = self.workspaces, name
+        status, status_buffer = self.status, self.status_buffer
 
-        def run(buffers: list, syms: tuple) -> None:
+        def run(buffers: list, syms: tuple, where: str) -> None:
             grids, counts = sizes(syms)
             spaces = []
             for index, nbytes in enumerate(plan.workspace_nbytes(counts)):
@@ -77,11 +82,16 @@ class OpenCLKernelModule(KernelModule):
                     held = workspaces[(key, index)] = memory._buffer(nbytes)
                 spaces.append(held)
             scalars = [np.int64(s) for s in syms]
+            status[0] = 0
+            cl.enqueue_copy(queue, status_buffer, status, is_blocking=False)
             for (kernel, block), grid in zip(launches, grids):
-                if 0 in grid:
+                if min(grid) <= 0:
                     continue
-                kernel.set_args(*buffers, *spaces, *scalars)
+                kernel.set_args(*buffers, *spaces, *scalars, status_buffer)
                 cl.enqueue_nd_range_kernel(queue, kernel, tuple(g * b for g, b in zip(grid, block)), block)
+            cl.enqueue_copy(queue, status, status_buffer, is_blocking=True)
+            if status[0]:
+                raise_for_status(int(status[0]), where)
         return run
 
     def link(self, ins, nxt: int, frame, prologue, where: str):
@@ -90,6 +100,7 @@ class OpenCLKernelModule(KernelModule):
         to_device = self.memory.to_device
         buffers, constants = ins.buffers, frame.constant_regs
         first, count = ins.sym_base, ins.sym_count
+        label = f"{where}: kernel '{ins.kernel}'"
         uploaded_constants: dict = {}    # a constant is frame-owned and never changes: copy it once
 
         def step():
@@ -108,7 +119,7 @@ class OpenCLKernelModule(KernelModule):
                         device_value = to_device(value)
                     regs[r] = value = device_value   # later kernels of this call reuse the copy
                 args.append(value.buffer)
-            run(args, tuple(t[first:first + count]) if count else ())
+            run(args, tuple(t[first:first + count]) if count else (), label)
             return nxt
         return step
 
@@ -122,7 +133,7 @@ class OpenCLKernelModule(KernelModule):
             syms = bind_kernel_symbols(name, func, arrays, scalars,
                                        is_array=lambda a: isinstance(a, OpenCLArray))
             device = [memory.to_device(a) for a in arrays]
-            run([d.buffer for d in device], tuple(syms))
+            run([d.buffer for d in device], tuple(syms), f"kernel {name!r}")
             for host, dev in zip(arrays, device):
                 if isinstance(host, np.ndarray):
                     host[...] = dev.numpy()

@@ -13,14 +13,14 @@ PYTHON = None  # the interpreter nox runs under
 @nox.session(python=PYTHON)
 def tests(session):
     """The default test run (fast property tests included, slow ones excluded)."""
-    session.install("-e", ".[test]")
+    session.install("-e", ".[test,opencl,cuda]")   # the GPU tests run on PoCL and NVRTC (no GPU needed)
     session.run("pytest", "-m", "not slow and not fuzz", "-n", "auto", *session.posargs)
 
 
 @nox.session(python=PYTHON)
 def slow(session):
     """Long-running property and fuzz tests."""
-    session.install("-e", ".[test]")
+    session.install("-e", ".[test,opencl,cuda]")
     session.run("pytest", "-m", "slow or fuzz", "-n", "auto", *session.posargs)
 
 

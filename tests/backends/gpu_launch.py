@@ -80,3 +80,54 @@ def run_opencl(gfunc, source: str, arrays: list[np.ndarray], scalars: dict | Non
     cl.enqueue_copy(queue, status, status_buffer)
     queue.finish()
     return int(status[0])
+
+
+def require_opencl() -> None:
+    """Skip (with the reason) when pyopencl or an OpenCL device (PoCL's CPU device) is missing."""
+    import pytest
+    pytest.importorskip("pyopencl", reason="pyopencl is not installed (the 'opencl' extra)")
+    try:
+        _context()
+    except Exception as exc:  # noqa: BLE001 - any platform failure means no device to test on
+        pytest.skip(f"no OpenCL device (install pocl-binary-distribution): {exc}")
+
+
+def require_nvrtc() -> None:
+    """Skip (with the reason) when NVRTC cannot be loaded."""
+    import pytest
+    from backends.cuda.nvrtc import NVRTCError, compile_ptx
+    try:
+        compile_ptx('extern "C" __global__ void probe() {}')
+    except NVRTCError as exc:
+        pytest.skip(f"NVRTC is not available (the 'cuda' extra): {exc}")
+
+
+def check_on_opencl(func, arrays_for, bindings, tolerance=None, nvrtc: bool = True):
+    """Lower ``func`` for the GPU, run it on OpenCL for every binding (``arrays_for(binding)``
+    gives the argument arrays) and compare with the loop-level interpreter; compile the
+    CUDA version with NVRTC when available. Returns the GPUFunction."""
+    import tensorir as tir
+    from backends.cuda.codegen import cuda_source
+    from backends.gpu import lower_for_gpu
+    from backends.opencl.codegen import opencl_source
+    gfunc = lower_for_gpu(func.name, func)
+    source = opencl_source([gfunc])
+    if nvrtc:
+        from backends.cuda.nvrtc import NVRTCError, compile_ptx
+        try:
+            compile_ptx(cuda_source([gfunc]))
+        except NVRTCError as exc:
+            if "not available" not in str(exc):
+                raise
+    for binding in bindings:
+        arrays = arrays_for(binding)
+        expected = [a.copy() for a in arrays]
+        tir.interpret(func, *expected)
+        status = run_opencl(gfunc, source, arrays)
+        assert status == 0, f"status {status} for {binding}"
+        for got, want in zip(arrays, expected):
+            if tolerance is None:
+                np.testing.assert_array_equal(got, want, err_msg=f"binding {binding}")
+            else:
+                np.testing.assert_allclose(got, want, err_msg=f"binding {binding}", **tolerance)
+    return gfunc

@@ -20,6 +20,7 @@ from tensorir.stmt import BufferStore, For, Range, Stmt
 
 from .errors import GPULoweringError
 from .function import THREAD_AXES
+from .launch import constant_upper_bound
 
 
 class _Accesses(Visitor):
@@ -104,6 +105,9 @@ def compact(buf: Buffer, body: Stmt, where: str) -> tuple[Buffer, Stmt]:
                 pairs.append(relax(indices[dim], dom, analyzer))
             lo, hi = hull(pairs, analyzer)
             extent = analyzer.simplify(hi - lo + 1)
+            if not isinstance(extent, E.IntImm):  # a clipped edge tile: its largest size
+                bound = constant_upper_bound(extent) or constant_upper_bound(Analyzer().simplify(hi - lo + 1))
+                extent = E.IntImm(bound, "int64") if bound is not None else extent
         except RegionError:
             extent = None
         if isinstance(extent, E.IntImm) and extent.value >= 1:

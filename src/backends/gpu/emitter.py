@@ -26,7 +26,8 @@ from tensorir import expr as E
 from tensorir import stmt as S
 from tensorir.arith import Analyzer
 from tensorir.dispatch import ClassDispatch, handles
-from tensorir.functor import collect
+from tensorir.functor import Visitor, collect
+from tensorir.structural import structural_equal
 
 from ..c.status import STATUS_ZERO_DIVISION
 from .cross_thread_reduce import ThreadReduce, identity
@@ -61,9 +62,66 @@ def _memory(stmt, local: bool = False) -> tuple[set, set, set]:
     return written, read, read_shared
 
 
-def _shared_ids(stmt) -> set:
-    return {id(n.buffer.storage) for n in collect(stmt, lambda n: isinstance(n, (S.BufferStore, E.BufferLoad)))
-            if _storage_scope(n.buffer) == "shared"}
+def _parenthesized(text: str) -> str:
+    """``text`` in one pair of parentheses (not two: clang warns of ``if ((a == b))``)."""
+    if text.startswith("(") and text.endswith(")"):
+        depth = 0
+        for i, ch in enumerate(text):
+            depth += ch == "("
+            depth -= ch == ")"
+            if depth == 0 and i < len(text) - 1:
+                break
+        else:
+            return text
+    return f"({text})"
+
+
+class _ThreadOwnAccesses(Visitor):
+    """Global storages whose every access in the walked statements is at one index expression,
+    made where every launch axis of the block with more than one thread is covered by a bound
+    loop: each thread then touches only its own element, and no barrier is needed for it. (A
+    value written by one thread for all, e.g. ``S[bx]`` outside the threadIdx loops, does not
+    qualify: its writer is thread 0 only.)"""
+
+    def __init__(self, covered: set, block: tuple):
+        self.covered = set(covered)
+        self.needed = {tag for axis, tag in enumerate(THREAD_AXES) if block[axis] > 1}
+        self.by_storage: dict = {}
+
+    @handles(E.PrimExpr)
+    def visit_PrimExpr(self, node):
+        if isinstance(node, E.BufferLoad):
+            self.access(node)
+        self.generic_visit(node)
+
+    @handles(S.For)
+    def visit_For(self, loop: S.For):
+        added = loop.kind == "thread_binding" and loop.thread_tag not in self.covered
+        if added:
+            self.covered.add(loop.thread_tag)
+        self.generic_visit(loop)
+        if added:
+            self.covered.discard(loop.thread_tag)
+
+    @handles(S.BufferStore)
+    def visit_BufferStore(self, node: S.BufferStore):
+        self.access(node)
+        self.generic_visit(node)
+
+    def access(self, node) -> None:
+        if _storage_scope(node.buffer) == "global":
+            self.by_storage.setdefault(id(node.buffer.storage), []).append(
+                (node, self.needed <= self.covered))
+
+    def own(self) -> set:
+        out = set()
+        for key, accesses in self.by_storage.items():
+            first = accesses[0][0]
+            if all(full and n.buffer is first.buffer and len(n.indices) == len(first.indices) and
+                   all(structural_equal(a, b, map_free_vars=False) for a, b in zip(n.indices, first.indices))
+                   for n, full in accesses):
+                out.add(key)
+        return out
 
 
 class KernelEmitter(ClassDispatch):
@@ -277,14 +335,16 @@ class KernelEmitter(ClassDispatch):
         self.stmt(body)
         self.indent -= 1
 
-    def barrier(self, reason: str, shared: bool) -> None:
+    def barrier(self, reason: str, hazard: set) -> None:
         if not self.divergent:
             self.emit(self.BARRIER)
-        elif shared:
-            raise GPULoweringError(
-                f"{self.where()}: {reason} needs a barrier, but the code runs under a condition that "
-                "depends on the thread (a guard or a thread loop shorter than the block); "
-                "move the stage out of it")
+            return
+        names = sorted({n.buffer.storage.name for n in collect(self.kernel.body, lambda n: isinstance(
+            n, (S.BufferStore, E.BufferLoad)) and id(n.buffer.storage) in hazard)})
+        raise GPULoweringError(
+            f"{self.where()}: {reason} ({', '.join(names)}) needs a barrier, but the code runs under a "
+            "condition that depends on the thread (a guard, or a thread loop shorter than the block); "
+            "move the statements out of it")
 
     @handles(S.SeqStmt, table="stmt")
     def seq(self, s: S.SeqStmt) -> None:
@@ -294,13 +354,19 @@ class KernelEmitter(ClassDispatch):
             if i + 1 < len(parts):
                 self.sync_between(part, S.SeqStmt(parts[i + 1:]))
 
+    def own_elements(self, *stmts) -> set:
+        finder = _ThreadOwnAccesses(self.covered, self.kernel.block)
+        for stmt in stmts:
+            finder.visit(stmt)
+        return finder.own()
+
     def sync_between(self, first, rest) -> None:
         written, read, read_shared = _memory(first)
         later_written, later_read, _ = _memory(rest)
         hazard = (written & (later_read | later_written)) | (read_shared & later_written)
+        hazard -= self.own_elements(first, rest)
         if hazard:
-            self.barrier("a later statement touching memory an earlier one wrote",
-                         bool(hazard & _shared_ids(first)))
+            self.barrier("a later statement touching memory an earlier one wrote", hazard)
 
     @handles(S.BufferStore, table="stmt")
     def store(self, s: S.BufferStore) -> None:
@@ -336,7 +402,7 @@ class KernelEmitter(ClassDispatch):
     def if_then_else(self, s: S.IfThenElse) -> None:
         saved = self.divergent
         self.divergent = saved or self.thread_dependent(s.condition)
-        self.emit(f"if ({self.expr(s.condition)}) {{")
+        self.emit(f"if {_parenthesized(self.expr(s.condition))} {{")
         self.nested(s.then_case)
         if s.else_case is not None:
             self.emit("} else {")
@@ -398,11 +464,11 @@ class KernelEmitter(ClassDispatch):
         self.emit(f"for ({ctype} {var} = {self.expr(s.min)}; {var} < {self.expr(end)}; ++{var}) {{")
         self.nested(s.body)
         written, read, read_shared = _memory(s.body)
-        hazard = (written & read) | (read_shared & written)
+        # a global element each thread reads and writes at one index is its own (accumulations)
+        hazard = ((written & read) | (read_shared & written)) - self.own_elements(s.body)
         if hazard:
             self.indent += 1
-            self.barrier("a loop whose iterations read memory others wrote",
-                         bool(hazard & _shared_ids(s.body)))
+            self.barrier("a loop whose iterations read memory others wrote", hazard)
             self.indent -= 1
         self.emit("}")
         self.divergent = saved
@@ -487,8 +553,9 @@ class KernelEmitter(ClassDispatch):
             half *= 2
         if count > 1:
             self.emit(f"for ({i64} {step} = {half}; {step} > 0; {step} >>= 1) {{")
+            mine, other = f"{scratch}[{lin}]", f"{scratch}[{lin} + {step} * {stride}]"
             self.emit(f"  if ({pos} < {step} && {pos} + {step} < {count}) "
-                      f"{scratch}[{lin}] = {self.combine_text(s.op, dtype, f'{scratch}[{lin}]', f'{scratch}[{lin} + {step} * {stride}]')};")
+                      f"{mine} = {self.combine_text(s.op, dtype, mine, other)};")
             self.emit(f"  {self.BARRIER}")
             self.emit("}")
         result = self.names.get(s.result, s.result.name)
@@ -534,7 +601,8 @@ def helper_prelude(emitter_cls, dtypes) -> str:
     h, g, i64 = emitter_cls.HELPER, emitter_cls.GLOBAL, emitter_cls.TYPES["int64"]
     lines = [
         f"#define STATUS_ZERO_DIVISION ({STATUS_ZERO_DIVISION})",
-        f"{h} {i64} rs_divided_by_zero({(g + ' int').strip()}* status) {{ *status = STATUS_ZERO_DIVISION; return 0; }}".strip(),
+        f"{h} {i64} rs_divided_by_zero({(g + ' int').strip()}* status) "
+        "{ *status = STATUS_ZERO_DIVISION; return 0; }".strip(),
         f"{h} {i64} rs_floordiv({i64} a, {i64} b) {{ {i64} q = a / b; "
         "return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q; }".strip(),
         f"{h} {i64} rs_floormod({i64} a, {i64} b) {{ {i64} r = a % b; "

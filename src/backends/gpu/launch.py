@@ -21,6 +21,36 @@ from .function import BLOCK_AXES, THREAD_AXES
 MAX_THREADS_PER_BLOCK = 1024
 
 
+def _bounding_candidates(e, sign: int = 1, limit: int = 16) -> list:
+    """Expressions >= ``e`` (``sign`` 1) made by replacing a Min (or, negated, a Max) by one argument."""
+    if isinstance(e, (E.Min, E.Max)) and (isinstance(e, E.Min) == (sign > 0)):
+        out = []
+        for arg in (e.a, e.b):
+            out += _bounding_candidates(arg, sign, limit)
+        return out[:limit]
+    if isinstance(e, (E.Add, E.Sub)):
+        left = _bounding_candidates(e.a, sign, limit)
+        right = _bounding_candidates(e.b, sign if isinstance(e, E.Add) else -sign, limit)
+        cls = type(e)
+        return [cls(a, b) for a in left for b in right][:limit]
+    return [e]
+
+
+def constant_upper_bound(e, analyzer: Analyzer | None = None) -> int | None:
+    """A constant >= ``e`` wherever it is evaluated (None when none is found). A clipped tile
+    extent ``min(i*4 + 3, n - 1) - i*4 + 1`` gives 4."""
+    analyzer = analyzer or Analyzer()
+    best = None
+    for candidate in [e] + _bounding_candidates(e):
+        try:
+            hi = analyzer.const_int_bound(analyzer.simplify(candidate))[1]
+        except Exception:  # noqa: BLE001 - no bound from this candidate
+            hi = None
+        if hi is not None and (best is None or hi < best):
+            best = hi
+    return best
+
+
 def bound_loops(stmt: Stmt) -> list[For]:
     return collect(stmt, lambda n: isinstance(n, For) and n.kind == "thread_binding")
 
@@ -35,12 +65,16 @@ def launch_dims(stmt: Stmt, sym_vars, where: str) -> tuple[tuple, tuple]:
         extents.setdefault(loop.thread_tag, []).append(analyzer.simplify(loop.extent))
     block = []
     for tag in THREAD_AXES:
-        sizes = extents.get(tag, [E.IntImm(1)])
-        if not all(isinstance(s, E.IntImm) for s in sizes):
-            bad = next(s for s in sizes if not isinstance(s, E.IntImm))
-            raise GPULoweringError(f"{where}: a loop bound to {tag} has the symbolic extent {bad!r}; "
-                                   "thread counts must be constants (split the loop by a constant factor)")
-        block.append(max(1, max(s.value for s in sizes)))
+        sizes = []
+        for size in extents.get(tag, [E.IntImm(1)]):
+            # a clipped extent (a tile at the edge) runs under a guard in a block of its largest size
+            bound = size.value if isinstance(size, E.IntImm) else constant_upper_bound(size, analyzer)
+            if bound is None:
+                raise GPULoweringError(f"{where}: a loop bound to {tag} has the symbolic extent {size!r} "
+                                       "with no constant upper bound; thread counts must be constants "
+                                       "(split the loop by a constant factor)")
+            sizes.append(bound)
+        block.append(max(1, max(sizes)))
     if block[0] * block[1] * block[2] > MAX_THREADS_PER_BLOCK:
         raise GPULoweringError(f"{where}: {block[0]} x {block[1]} x {block[2]} threads per block; "
                                f"at most {MAX_THREADS_PER_BLOCK} are allowed")

@@ -46,8 +46,9 @@ def _peel_allocations(body: Stmt) -> tuple[list, Stmt]:
     return allocs, body
 
 
-def _uses(stmt: Stmt, buf) -> bool:
-    return bool(collect(stmt, lambda n: isinstance(n, (BufferLoad, BufferStore)) and n.buffer is buf))
+def _accessed(stmt: Stmt) -> set[int]:
+    """ids of the buffers ``stmt`` loads or stores."""
+    return {id(n.buffer) for n in collect(stmt, lambda n: isinstance(n, (BufferLoad, BufferStore)))}
 
 
 def _compact_inner(stmt: Stmt, where: str) -> Stmt:
@@ -93,8 +94,9 @@ def lower_for_gpu(name: str, func: PrimFunc) -> GPUFunction:
     stages = list(body.seq) if isinstance(body, SeqStmt) else [body]
     stages = [s for s in stages if _has_work(s)]
     workspaces = []
+    accessed = [_accessed(s) for s in stages]
     for buf in root_allocs:
-        users = [i for i, s in enumerate(stages) if _uses(s, buf)]
+        users = [i for i, ids in enumerate(accessed) if id(buf) in ids]
         if buf.scope == "global":
             if users:
                 workspaces.append(buf)

@@ -230,11 +230,19 @@ def set_kind(func: PrimFunc, loop_var: Var, kind: str, thread_tag: str | None = 
                                     + ("" if kind != "thread_binding" else
                                        " (only a loop feeding reduce iter vars alone may be bound, "
                                        "to threadIdx.*)"))
-            if id(loop_var) not in spatial and not _writes_vary(realize):
+            if id(loop_var) not in spatial and not _writes_vary(realize) \
+                    and not (kind == "thread_binding" and _private_to(realize, thread_tag)):
                 raise ScheduleError(f"{where}: block {realize.block.name!r} does not depend on the "
                                     "loop, so its iterations would write the same elements")
     new_loop = loop.replace(kind=kind, thread_tag=thread_tag if kind == "thread_binding" else None)
     return replace_stmts(func, {loop: new_loop})
+
+
+def _private_to(realize: BlockRealize, thread_tag: str) -> bool:
+    """Every buffer the block writes has a copy per value of the bound axis: "local"
+    memory per thread, "shared" memory per block (a tile each block loads for itself)."""
+    scopes = ("local",) if thread_tag.startswith("threadIdx") else ("local", "shared")
+    return bool(realize.block.writes) and all(w.buffer.scope in scopes for w in realize.block.writes)
 
 
 def _writes_vary(realize: BlockRealize) -> bool:

@@ -41,10 +41,11 @@ def test_bad_targets_are_named(spec, message):
         rx.build(M.parse(M.SUBGRAPH), target=spec)
 
 
-def test_gpu_pipelines_dispatch_no_library_and_skip_the_cpu_schedule():
+def test_gpu_pipelines_dispatch_no_library_and_schedule_for_the_gpu():
     for spec in ("opencl", "cuda -arch=sm_90", Target("cuda")):
         names = [type(p).__name__ for p in rx.get_pipeline(spec)]
         assert "DispatchLibrary" not in names and "DefaultCPUSchedule" not in names
+        assert names.index("FuseTIR") + 1 == names.index("DefaultGPUSchedule")
         assert names[0] == "InlineFunctions" and names[-1] == "StaticPlanBlockMemory"
     assert "DispatchLibrary" in [type(p).__name__ for p in rx.get_pipeline("c")]
 

@@ -18,7 +18,7 @@ from backends.target import Target, TargetError, get_backend
 from ..expr import Function
 from ..irmodule import IRModule
 from ..transform import (AnnotateTIROpPattern, CallTIRRewrite, DeadCodeElimination,
-                         DefaultCPUSchedule, DispatchLibrary, FuseOps, FuseTIR, InlineFunctions,
+                         DefaultCPUSchedule, DefaultGPUSchedule, DispatchLibrary, FuseOps, FuseTIR, InlineFunctions,
                          LegalizeOps, LiftWorkspace, StaticPlanBlockMemory)
 from ..transform.pass_infra import Pass
 from .codegen import compile_module
@@ -40,7 +40,7 @@ def get_pipeline(target="c") -> list[Pass]:
 
 
 def _gpu_schedules() -> list[Pass]:
-    return []
+    return [DefaultGPUSchedule()]
 
 
 def _check_pipeline(pipeline) -> list[Pass]:

@@ -373,3 +373,55 @@ def racy(X: T.Buffer((8,), "float32"), Y: T.Buffer((8,), "float32")):
     gfunc = lower_for_gpu("racy", func)
     with pytest.raises(GPULoweringError, match=r"\(S\) needs a barrier.*depends on the thread"):
         opencl_source([gfunc])
+
+
+def test_clipped_tile_fetch_by_fewer_threads_than_rows():
+    """8x8 output tiles by 4x4 threads (2x2 each); the 8-row operand tiles are fetched in two
+    passes of 4 threads, so the fetch's extent is clipped at the edge and rounded to 4."""
+    sch = tir.Schedule(tir.from_source(MATMUL))
+    block = sch.get_block("C")
+    i, j, k = sch.get_loops(block)
+    bi, ti, ii = sch.split(i, [None, 4, 2])
+    bj, tj, jj = sch.split(j, [None, 4, 2])
+    ko, ki = sch.split(k, [None, 4])
+    sch.reorder(bi, bj, ko, ti, tj, ki, ii, jj)
+    for loop, tag in ((bi, "blockIdx.y"), (bj, "blockIdx.x"), (ti, "threadIdx.y"), (tj, "threadIdx.x")):
+        sch.bind(loop, tag)
+    for index in (1, 2):
+        cached = sch.cache_read(block, index, "shared")
+        sch.compute_at(cached, ko)
+        rows, cols = sch.get_loops(cached)[-2:]
+        _, rows_inner = sch.split(rows, [None, 4])
+        _, cols_inner = sch.split(cols, [None, 4])
+        sch.bind(rows_inner, "threadIdx.y")
+        sch.bind(cols_inner, "threadIdx.x")
+    gfunc = check_on_opencl(
+        sch.func, lambda s: [_floats(s[0], s[1]), _floats(s[1], s[2]), np.zeros((s[0], s[2]), "float32")],
+        [(1, 1, 1), (9, 5, 11), (16, 8, 16)], FLOAT)
+    (kernel,) = gfunc.kernels
+    assert kernel.block == (4, 4, 1)
+    assert sorted(b.shape[0].value for b in kernel.shared) == [32, 32]   # 8x4 and 4x8 tiles
+
+
+def test_cache_read_at_two_unrelated_tiles_reads_the_source():
+    """C[i, j] = A[i] * A[j]: a shared copy of A for a block would span both its row and its
+    column tile (no constant size), so the kernel reads A itself."""
+    sch = tir.Schedule(tir.from_source('''
+@T.prim_func
+def outer(A: T.Buffer(("n",), "float32"), C: T.Buffer(("n", "n"), "float32")):
+    n = T.int64()
+    for i, j in T.grid(n, n):
+        with T.block("C"):
+            vi, vj = T.axis.remap("SS", [i, j])
+            C[vi, vj] = A[vi] * A[vj]
+'''))
+    block = sch.get_block("C")
+    i, j = sch.get_loops(block)
+    bi, ti = sch.split(i, [None, 4])
+    bj, tj = sch.split(j, [None, 4])
+    sch.reorder(bi, bj, ti, tj)
+    for loop, tag in ((bi, "blockIdx.y"), (bj, "blockIdx.x"), (ti, "threadIdx.y"), (tj, "threadIdx.x")):
+        sch.bind(loop, tag)
+    sch.compute_at(sch.cache_read(block, 0, "shared"), bj)
+    gfunc = check_on_opencl(sch.func, lambda n: [_floats(n), np.zeros((n, n), "float32")], [1, 6, 9], FLOAT)
+    assert gfunc.kernels[0].shared == [] and "A_shared" not in opencl_source([gfunc])

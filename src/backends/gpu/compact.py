@@ -15,12 +15,12 @@ from tensorir.arith import Analyzer
 from tensorir.buffer import Buffer
 from tensorir.dispatch import handles
 from tensorir.functor import Mutator, Visitor
-from tensorir.schedule.region import RegionError, hull, relax
+from tensorir.schedule.region import RegionError, relax
 from tensorir.stmt import BufferStore, For, Range, Stmt
 
 from .errors import GPULoweringError
 from .function import THREAD_AXES
-from .launch import constant_upper_bound
+from .bounds import constant_lower_bound, constant_upper_bound
 
 
 class _Accesses(Visitor):
@@ -79,6 +79,21 @@ def _common_prefix(stacks: list[list[For]]) -> list[For]:
     return common
 
 
+def _window(pairs, analyzer) -> tuple | None:
+    """(first index, constant size) covering every (lo, hi) pair: the smallest found when each
+    pair's lo serves as the base in turn, or None."""
+    best = None
+    for base in [lo for lo, _ in pairs]:
+        starts = [constant_lower_bound(analyzer.simplify(lo - base)) for lo, _ in pairs]
+        ends = [constant_upper_bound(analyzer.simplify(hi - base)) for _, hi in pairs]
+        if None in starts or None in ends:
+            continue
+        start, size = min(starts), max(ends) - min(starts) + 1
+        if size >= 1 and (best is None or size < best[1]):
+            best = (analyzer.simplify(base + start) if start else base, size)
+    return best
+
+
 def compact(buf: Buffer, body: Stmt, where: str) -> tuple[Buffer, Stmt]:
     """``buf`` shrunk to the hull of its accesses in ``body``, and ``body`` accessing the new buffer."""
     finder = _Accesses(buf)
@@ -103,24 +118,20 @@ def compact(buf: Buffer, body: Stmt, where: str) -> tuple[Buffer, Stmt]:
             for indices, stack in finder.found:
                 dom = {f.loop_var: Range(f.min, f.extent) for f in stack if id(f.loop_var) not in fixed}
                 pairs.append(relax(indices[dim], dom, analyzer))
-            lo, hi = hull(pairs, analyzer)
-            extent = analyzer.simplify(hi - lo + 1)
-            if not isinstance(extent, E.IntImm):  # a clipped edge tile: its largest size
-                bound = constant_upper_bound(extent) or constant_upper_bound(Analyzer().simplify(hi - lo + 1))
-                extent = E.IntImm(bound, "int64") if bound is not None else extent
+            window = _window(pairs, analyzer)
         except RegionError:
-            extent = None
-        if isinstance(extent, E.IntImm) and extent.value >= 1:
-            mins.append(lo)
-            extents.append(extent)
+            window = None
+        if window is not None:
+            mins.append(window[0])
+            extents.append(E.IntImm(window[1], "int64"))
         elif isinstance(buf.shape[dim], E.IntImm):  # cannot bound the accesses: keep the whole axis
             mins.append(E.IntImm(0, "int64"))
             extents.append(buf.shape[dim])
         else:
             raise GPULoweringError(
                 f"{where}: {buf.scope} buffer {buf.name!r} needs a constant size per "
-                f"{'block' if shared else 'thread'}, but axis {dim} spans {extent!r} elements "
-                f"(shape {list(buf.shape)!r})")
+                f"{'block' if shared else 'thread'}, but the accesses of axis {dim} have no constant "
+                f"span (shape {list(buf.shape)!r})")
     if all(E.is_const_int(m, 0) for m in mins) and \
             all(isinstance(a, E.IntImm) and a.value == b.value for a, b in zip(buf.shape, extents)):
         return buf, body

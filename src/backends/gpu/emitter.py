@@ -461,6 +461,8 @@ class KernelEmitter(ClassDispatch):
         saved = self.divergent
         self.divergent = saved or self.thread_dependent(s.min) or self.thread_dependent(s.extent)
         end = s.extent if E.is_const_int(s.min, 0) else E.add(s.min, s.extent)
+        if s.kind == "unrolled" and isinstance(s.extent, E.IntImm):
+            self.emit("#pragma unroll")
         self.emit(f"for ({ctype} {var} = {self.expr(s.min)}; {var} < {self.expr(end)}; ++{var}) {{")
         self.nested(s.body)
         written, read, read_shared = _memory(s.body)

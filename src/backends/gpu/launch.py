@@ -14,41 +14,12 @@ from tensorir.functor import collect
 from tensorir.stmt import For, Stmt
 from tensorir.structural import structural_equal
 
+from .bounds import constant_upper_bound
 from .cross_thread_reduce import ThreadReduce
 from .errors import GPULoweringError
 from .function import BLOCK_AXES, THREAD_AXES
 
 MAX_THREADS_PER_BLOCK = 1024
-
-
-def _bounding_candidates(e, sign: int = 1, limit: int = 16) -> list:
-    """Expressions >= ``e`` (``sign`` 1) made by replacing a Min (or, negated, a Max) by one argument."""
-    if isinstance(e, (E.Min, E.Max)) and (isinstance(e, E.Min) == (sign > 0)):
-        out = []
-        for arg in (e.a, e.b):
-            out += _bounding_candidates(arg, sign, limit)
-        return out[:limit]
-    if isinstance(e, (E.Add, E.Sub)):
-        left = _bounding_candidates(e.a, sign, limit)
-        right = _bounding_candidates(e.b, sign if isinstance(e, E.Add) else -sign, limit)
-        cls = type(e)
-        return [cls(a, b) for a in left for b in right][:limit]
-    return [e]
-
-
-def constant_upper_bound(e, analyzer: Analyzer | None = None) -> int | None:
-    """A constant >= ``e`` wherever it is evaluated (None when none is found). A clipped tile
-    extent ``min(i*4 + 3, n - 1) - i*4 + 1`` gives 4."""
-    analyzer = analyzer or Analyzer()
-    best = None
-    for candidate in [e] + _bounding_candidates(e):
-        try:
-            hi = analyzer.const_int_bound(analyzer.simplify(candidate))[1]
-        except Exception:  # noqa: BLE001 - no bound from this candidate
-            hi = None
-        if hi is not None and (best is None or hi < best):
-            best = hi
-    return best
 
 
 def bound_loops(stmt: Stmt) -> list[For]:

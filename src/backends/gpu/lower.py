@@ -21,9 +21,10 @@ from __future__ import annotations
 
 from tensorir import dtype as dt
 from tensorir.function import PrimFunc
-from tensorir.functor import collect
-from tensorir.stmt import Allocate, BufferStore, SeqStmt, Stmt
-from tensorir.expr import BufferLoad, Var
+from tensorir.dispatch import handles
+from tensorir.expr import BufferLoad, PrimExpr, Var
+from tensorir.functor import Mutator, collect, substitute
+from tensorir.stmt import Allocate, BufferStore, For, SeqStmt, Stmt
 from tensorir.transform.flatten_buffers import flat_size, flatten_buffers
 from tensorir.transform.hoist_init import hoist_inits
 from tensorir.transform.lower_blocks import lower_blocks
@@ -34,9 +35,10 @@ from ..kernel_signature import kernel_sym_vars
 from .compact import compact
 from .cross_thread_reduce import ThreadReduce, lower_cross_thread_reductions
 from .errors import GPULoweringError
-from .function import DeviceKernel, GPUFunction, Workspace
+from .function import THREAD_AXES, DeviceKernel, GPUFunction, Workspace
 from .launch import launch_dims, reduce_scratch
 from .names import sanitize
+from .uncache import copy_source, read_source_instead
 
 
 def _peel_allocations(body: Stmt) -> tuple[list, Stmt]:
@@ -52,33 +54,38 @@ def _accessed(stmt: Stmt) -> set[int]:
     return {id(n.buffer) for n in collect(stmt, lambda n: isinstance(n, (BufferLoad, BufferStore)))}
 
 
-def _compact_inner(stmt: Stmt, where: str) -> Stmt:
-    """Compact every Allocate inside ``stmt`` (innermost first)."""
-    from tensorir.dispatch import handles
-    from tensorir.expr import PrimExpr
-    from tensorir.functor import Mutator
+class _InnerAllocations(Mutator):
+    """Compact every Allocate inside a stage (innermost first). A block's own temporary in
+    "global" scope is one per thread inside threadIdx loops ("local"), else one per block
+    ("shared")."""
 
-    class _Inner(Mutator):
-        @handles(PrimExpr)
-        def visit_PrimExpr(self, node):
-            return node
+    def __init__(self, where: str):
+        super().__init__()
+        self.where = where
+        self.thread_loops = 0
 
-        @handles(Allocate)
-        def visit_Allocate(self, node: Allocate):
-            body = self.visit(node.body)
-            buf = node.buffer
-            if buf.scope not in ("shared", "local"):  # a block-local temporary: one per thread
-                buf = buf.replace(scope="local")
-                body = _rescope(body, node.buffer, buf)
-            new, body = compact(buf, body, where)
-            return Allocate(new, body)
+    @handles(PrimExpr)
+    def visit_PrimExpr(self, node):
+        return node
 
-    return _Inner().visit(stmt)
+    @handles(For)
+    def visit_For(self, node: For):
+        inside = node.kind == "thread_binding" and node.thread_tag in THREAD_AXES
+        self.thread_loops += inside
+        try:
+            return self.generic_visit(node)
+        finally:
+            self.thread_loops -= inside
 
-
-def _rescope(stmt: Stmt, old, new) -> Stmt:
-    from tensorir.functor import substitute
-    return substitute(stmt, {old: new})
+    @handles(Allocate)
+    def visit_Allocate(self, node: Allocate):
+        body = self.visit(node.body)
+        buf = node.buffer
+        if buf.scope not in ("shared", "local"):
+            buf = buf.replace(scope="local" if self.thread_loops else "shared")
+            body = substitute(body, {node.buffer: buf})
+        new, body = compact(buf, body, self.where)
+        return Allocate(new, body)
 
 
 def _has_work(stmt: Stmt) -> bool:
@@ -113,7 +120,14 @@ def lower_for_gpu(name: str, func: PrimFunc) -> GPUFunction:
                 "(stages not under one blockIdx loop); its contents do not survive a launch")
         if users:
             i = users[0]
-            new, stage = compact(buf, stages[i], f"{name}")
+            try:
+                new, stage = compact(buf, stages[i], f"{name}")
+            except GPULoweringError:
+                source = copy_source(buf, stages[i])
+                if source is None:
+                    raise
+                stages[i] = read_source_instead(buf, source, stages[i])
+                continue
             stages[i] = Allocate(new, stage)
     known = {id(v) for v in sym_vars}
     ws_records = []
@@ -127,10 +141,10 @@ def lower_for_gpu(name: str, func: PrimFunc) -> GPUFunction:
     kernels = []
     symbol_base = sanitize(name)
     for index, stage in enumerate(stages):
-        stage = _compact_inner(stage, name)
+        stage = _InnerAllocations(name).visit(stage)
         flat = simplify_indices(flatten_buffers(lowered.with_body(stage))).body
         grid, block = launch_dims(flat, sym_vars, name)
-        shared = [b for b in _shared_buffers(flat)]
+        shared = _shared_buffers(flat)
         shared_bytes = sum(int(flat_size(b).value) * dt.itemsize(b.dtype) for b in shared)
         shared_bytes += sum(n * size for n, size in reduce_scratch(flat, block).values())
         kernels.append(DeviceKernel(f"{symbol_base}_k{index}", grid, block, shared_bytes, flat, shared))

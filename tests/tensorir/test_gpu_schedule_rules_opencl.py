@@ -1,7 +1,6 @@
 """The default GPU schedules, lowered by backends/gpu and run as OpenCL on
 PoCL's CPU device, give the NumPy reference results for n = 1 and extents
-the thread counts do not divide. (The tiled matmul rule is checked under the
-interpreter only: the lowering cannot yet bound its clipped shared tiles.)"""
+the thread counts do not divide."""
 from __future__ import annotations
 
 import numpy as np
@@ -17,7 +16,7 @@ pytest.importorskip("pyopencl", reason="pyopencl with PoCL runs the OpenCL kerne
 
 def _cases():
     rng = np.random.default_rng(0)
-    for name in ("add_gelu", "layer_norm", "softmax"):
+    for name in ("add_gelu", "layer_norm", "softmax", "matmul", "matmul_bias"):
         build, make_args, reference = KERNELS[name]
         yield name, build(80), lambda n, m=make_args: [a.astype("f4") for a in m(rng, n, 80)], reference
     yield ("norm_softmax", stitched_norm_softmax(100),
@@ -54,7 +53,7 @@ def test_scheduled_kernels_run_on_opencl(case):
 
 
 def test_decoder_kernels_run_on_opencl():
-    """The demo decoder's kernels (but the tiled matmuls) against the interpreter."""
+    """The demo decoder's kernels against the interpreter."""
     from backends.gpu import lower_for_gpu
     from backends.opencl.codegen import opencl_source
     from tests.backends.gpu_launch import run_opencl
@@ -64,8 +63,6 @@ def test_decoder_kernels_run_on_opencl():
     checked = 0
     for name, func in _decoder_kernels().items():
         scheduled = default_gpu_schedule(func)
-        if scheduled.attrs[GPU_RULE_ATTR] == "matmul":
-            continue
         gpu_func = lower_for_gpu(name, scheduled)
         source = opencl_source([gpu_func])
         sym_names = {v.name for v in gpu_func.sym_vars}
@@ -77,4 +74,4 @@ def test_decoder_kernels_run_on_opencl():
             assert run_opencl(gpu_func, source, got, sizes) == 0
             np.testing.assert_allclose(got[-1], expected[-1], rtol=1e-4, atol=1e-5, err_msg=f"{name}, {sizes}")
         checked += 1
-    assert checked >= 3
+    assert checked == 10

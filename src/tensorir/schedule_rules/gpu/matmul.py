@@ -15,18 +15,25 @@ Schedule, for 2-D block tiles of ``TILE_I x TILE_J`` outputs over
   and written back by the same thread mapping (with a stage after the
   matmul, bias or activation, inlined into that write-back when it is
   elementwise over C);
-- each operand's ``k0`` slice (``TILE_I x TILE_K`` of A, ``TILE_K x TILE_J``
-  of B; the k tile is the largest power of two up to TILE_K dividing a
-  constant k, 1 for a symbolic k) is read into "shared" memory by all threads of the block together;
-  the lowering puts barriers around the reads.
+- each operand read with one index pattern has its ``k0`` slice
+  (``TILE_I x TILE_K`` of A, ``TILE_K x TILE_J`` of B; the k tile is the
+  largest power of two up to TILE_K dividing a constant k, 1 for a
+  symbolic k) read into "shared" memory by all threads of the block
+  together; the lowering puts barriers around the reads. An operand read
+  with several patterns (an inlined rotary embedding reads its table at
+  both operands' rows) or whose slice has no constant bound (an inlined
+  reshape's ``k // 64, k % 64``) stays in global memory.
 Extents the tiles do not divide (n = 1 included) are covered by the splits'
-predicates and the clipped tile regions ``compute_at`` derives.
+predicates and the predicated constant tiles ``compute_at`` derives.
 """
 from __future__ import annotations
 
 from ...errors import ScheduleError
+from ...expr import BufferLoad
+from ...functor import collect
 from ...schedule import Schedule
 from ...schedule.state import StmtIndex
+from ...structural import structural_equal
 from ..common import (attempt, const_int, inline_spatial_intermediates, is_reduction_block, leaf_block_names,
                       loop_extents, loop_kinds)
 from .common import bind_spatial_nest
@@ -57,6 +64,32 @@ def _operand_buffers(sch: Schedule, name: str) -> list:
             seen.add(id(r.buffer))
             operands.append(r.buffer)
     return operands
+
+
+def _single_pattern(sch: Schedule, name: str, buffer) -> bool:
+    """Every load of ``buffer`` in the block uses the same indices: one tile per k step
+    (an inlined rotary embedding reads its table at the rows of both operands)."""
+    block = StmtIndex(sch.func).realize(name).block
+    loads = collect(block.body, lambda n: isinstance(n, BufferLoad) and n.buffer is buffer)
+    return all(structural_equal(ld.indices, loads[0].indices, map_free_vars=False) for ld in loads[1:])
+
+
+def _constant_tile(sch: Schedule, name: str, buffer, k0) -> bool:
+    """Whether ``buffer``'s slice per k step has a constant size (shared memory is sized
+    per block), tried on a copy: a reshaped operand read as ``x[k // 64, i, k % 64]``
+    has a tile the region analysis cannot bound."""
+    k0_var = sch._loop_var(k0)
+    position = next(i for i, lp in enumerate(sch.get_loops(sch.get_block(name)))
+                    if sch._loop_var(lp) is k0_var)
+    trial = Schedule(sch.func)
+    block = trial.get_block(name)
+    fetch = trial.cache_read(block, _read_index(trial, name, buffer), "shared")
+    trial_k0 = trial.get_loops(trial.get_block(name))[position]
+    try:
+        trial.compute_at(fetch, trial_k0)
+    except ScheduleError:
+        return False
+    return all(const_int(e) is not None for e in loop_extents(trial, trial.get_loops(fetch)[position + 1:]))
 
 
 def _read_index(sch: Schedule, name: str, buffer) -> int:
@@ -106,6 +139,8 @@ def schedule_matmul(sch: Schedule) -> None:
         attempt(sch.reverse_compute_inline, sch.get_block(epilogues[0]))
     sch.reverse_compute_at(write_back, j0)
     for buffer in operands:
+        if not _single_pattern(sch, name, buffer) or not _constant_tile(sch, name, buffer, k0):
+            continue  # read from global memory where the block needs it
         fetch = sch.cache_read(block, _read_index(sch, name, buffer), "shared")
         sch.compute_at(fetch, k0)
         _cooperative_fetch(sch, fetch)

@@ -33,15 +33,18 @@ RTOL, ATOL = 2e-3, 2e-3
 DEFAULT_SIZES = {"mlp": (1, 16, 128), "norm_softmax": (1, 64, 512), "llama": (1, 32, 128)}
 
 
-def kernel_count(exe) -> tuple[int, int]:
-    """(kernels the VM calls, device launches of one call: a GPU kernel may be several launches)."""
+def kernel_count(exe) -> tuple[int, int, int]:
+    """(kernels the VM calls, device launches of one call (a GPU kernel may be several launches),
+    library calls such as OpenBLAS matmuls)."""
+    from relaxscript.vm.instructions import CallLibrary
+    library = sum(isinstance(ins, CallLibrary) for f in exe.functions.values() for ins in f.code)
     image = exe.kernels
     if image is None:
-        return 0, 0
+        return 0, 0, library
     plans = getattr(image, "plans", None)
     names = image.kernel_names()
     launches = sum(len(plans[n].launches) for n in names) if plans else len(names)
-    return len(names), launches
+    return len(names), launches, library
 
 
 def run_target(workload, target: str, sizes, budget_s: float) -> dict:
@@ -95,8 +98,9 @@ def main(argv=None) -> int:
             except AssertionError as err:
                 print(f"CORRECTNESS FAILURE: {err}", file=sys.stderr)
                 return 1
-            kernels, launches = results[target]["kernels"]
-            counts.append([name, target, str(kernels), str(launches), f"{results[target]['build_s']:.2f}"])
+            kernels, launches, library = results[target]["kernels"]
+            counts.append([name, target, str(kernels), str(launches), str(library),
+                           f"{results[target]['build_s']:.2f}"])
         for n in sizes:
             ms = [results[t]["ms"][n] for t in targets]
             ratio = (f"{results['opencl']['ms'][n] / results['c']['ms'][n]:.2f}x"
@@ -104,7 +108,7 @@ def main(argv=None) -> int:
             rows.append([name, str(n), *[f"{m:.3f}" for m in ms], ratio])
             print(f"  {name:<13} n={n:<5} " + "   ".join(f"{t} {m:9.3f} ms" for t, m in zip(targets, ms)),
                   flush=True)
-    print("\n" + format_table(["workload", "target", "kernels", "launches/call", "build s"], counts))
+    print("\n" + format_table(["workload", "target", "kernels", "launches", "library calls", "build s"], counts))
     print("\n" + format_table(["workload", "n", *[f"{t} ms" for t in targets], "opencl/c"], rows))
     print("(OpenCL runs on PoCL's CPU device: informative only)")
     print("\n" + nvrtc_decoder_compile())

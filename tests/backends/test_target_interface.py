@@ -168,17 +168,18 @@ def test_a_wrong_argument_shape_on_opencl_is_the_c_error_before_any_kernel():
     from tensorir.errors import ShapeMismatchError
     mod = M.parse(M.MLP)
     good = M.inputs_for("MLP", np.random.default_rng(1), 4, 3)
-    bad = [good[0][:, :5], *good[1:]]   # x must have 8 columns
+    bad = [np.ascontiguousarray(good[0][:, :5]), *good[1:]]   # x must have 8 columns
     messages = {}
     for target in ("c", "opencl"):
         vm = rx.VirtualMachine(rx.build(mod, target=target))
         seen = []
-        vm.set_instrument(lambda *a: seen.append(a))
+        vm.set_instrument(lambda *record, seen=seen: seen.append(record))
         with pytest.raises(ShapeMismatchError) as info:
             vm["main"](*bad)
         assert seen == [], f"{target}: instructions ran before the argument check failed"
         messages[target] = str(info.value)
-    assert messages["opencl"] == messages["c"] and "parameter 'x'" in messages["c"]
+    assert messages["opencl"] == messages["c"]
+    assert "parameter 'x'" in messages["c"] and "8" in messages["c"] and "5" in messages["c"], messages["c"]
 
 
 @needs_opencl

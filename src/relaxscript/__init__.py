@@ -36,6 +36,9 @@ _LAZY = {
     "device": "relaxscript.vm.device_arrays",
     "tensor": "relaxscript.vm.device_arrays",
     "Target": "backends.target",
+    "register_func": "relaxscript.packed_functions",
+    "register_c_func": "relaxscript.packed_functions",
+    "unregister_func": "relaxscript.packed_functions",
 }
 
 

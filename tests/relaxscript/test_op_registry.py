@@ -51,6 +51,8 @@ def sample_calls():
         op.arange(1, n * 2 + 1, 2, "int32"), op.triu(X, 1), op.tril(X, -1),
         op.call_tir(GlobalVar("exp"), [X], TensorStructInfo((n, 4), "float32")),
         op.call_dps_library("numpy.negative", [X], TensorStructInfo((n, 4), "float32")),
+        op.call_dps_packed("numpy.negative", [X], TensorStructInfo((n, 4), "float32")),
+        op.call_pure_packed("numpy.negative", X, sinfo_args=TensorStructInfo((n, 4), "float32")),
     ]
     return calls
 
@@ -107,7 +109,8 @@ def test_constructor_accepts_its_normalised_call_back(call):
     params = inspect.signature(spec.constructor).parameters
     assert all(name in params for name in spec.attr_names)
     assert set(call.attrs) == set(spec.attr_names)
-    if call.op.name in ("relax.call_tir", "relax.call_dps_library"):
+    if call.op.name in ("relax.call_tir", "relax.call_dps_library", "relax.call_dps_packed",
+                        "relax.call_pure_packed"):
         return
     rebuilt = spec.constructor(*call.args, **call.attrs)
     tir.assert_structural_equal(rebuilt, call)

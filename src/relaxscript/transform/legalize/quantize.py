@@ -1,0 +1,47 @@
+"""``R.dequantize``: one spatial block computing each value from its block's codes and scales.
+
+The block is injective (it reads ``data[f(r), c]``, ``scale[r // 32, c]``), so FuseOps
+puts it in front of its consumer as a prologue, and the schedule rules inline it
+into the consumer's loop (``tensorir.schedule_rules.quantized``): the float32
+matrix is never stored.
+"""
+from __future__ import annotations
+
+from tensorir import expr as E
+from tensorir.compute import compute
+
+from ...quantization.formats import get_format
+from .registry import register_legalize
+
+
+def code_of(fmt, data, r, c) -> E.PrimExpr:
+    """The integer code of row ``r``, column ``c`` (int32), from the packed ``data`` buffer."""
+    if fmt.codes_per_byte == 1:
+        return E.cast("int32", data[r, c])
+    half = fmt.block // 2
+    byte = E.cast("int32", data[E.floordiv(r, fmt.block) * half + E.floormod(r, half), c])
+    low, high = E.floormod(byte, 16), E.floordiv(byte, 16)
+    # the block's first half of rows is in the low nibbles, its second half in the high ones;
+    # picked arithmetically (upper is 0 or 1), not with a select: a select next to the scale
+    # conversions made gcc's if-conversion give up and leave the loop scalar
+    upper = E.cast("int32", E.floordiv(E.floormod(r, fmt.block), half))
+    return low + (high - low) * upper
+
+
+@register_legalize("relax.dequantize")
+def _dequantize(ctx, call):
+    fmt = get_format(call.attrs["format"])
+    te = ctx.te(call)
+    data = te.placeholder(call.args[0], "data")
+    scale = te.placeholder(call.args[1], "scale")
+    minimum = te.placeholder(call.args[2], "minimum") if fmt.has_min else None
+
+    def body(r, c):
+        block = E.floordiv(r, fmt.block)
+        code = code_of(fmt, data, r, c)
+        if fmt.code_offset:
+            code = code + fmt.code_offset
+        value = E.cast("float32", code) * E.cast("float32", scale[block, c])
+        return value + E.cast("float32", minimum[block, c]) if minimum is not None else value
+
+    return te.emit(f"dequantize_{fmt.name}", compute(te.out_shape(), body, f"T_dequantize_{fmt.name}", "float32"))

@@ -26,8 +26,12 @@ def slow(session):
 
 @nox.session(python=PYTHON)
 def demo(session):
-    """The main job: the Llama-style decoder compiled once and run for several n (examples/demo.py)."""
-    session.install("-e", ".")
+    """The main job: the Llama-style decoder compiled once and run for several n (examples/demo.py).
+
+    ``nox -s demo -- --target opencl`` runs it on OpenCL (the opencl extra is installed then)."""
+    args = " ".join(session.posargs)
+    extras = [name for name in ("opencl", "cuda") if f"--target {name}" in args or f"--target={name}" in args]
+    session.install("-e", f".[{','.join(extras)}]" if extras else ".")
     session.run("python", "examples/demo.py", *session.posargs)
 
 

@@ -20,7 +20,7 @@ for _path in (ROOT, os.path.join(ROOT, "src")):
         sys.path.insert(0, _path)
 
 from backends import blas  # noqa: E402
-from backends.c import build_c  # noqa: E402
+from backends.target import build_kernels  # noqa: E402
 from benchmarks.timing import format_table, median_ms  # noqa: E402
 from tensorir.schedule_rules import default_cpu_schedule  # noqa: E402
 from tests.tensorir.test_schedule_rules_kernels import (add_gelu_func, add_gelu_numpy,  # noqa: E402
@@ -53,8 +53,8 @@ def main(argv=None) -> None:
     rng = np.random.default_rng(0)
     rows = []
     for name, func, make_args, reference in _workloads():
-        plain = build_c(func)[func.name]
-        scheduled = build_c(default_cpu_schedule(func))[func.name]
+        plain = build_kernels("c", func)[func.name]
+        scheduled = build_kernels("c", default_cpu_schedule(func))[func.name]
         for n in args.sizes:
             inputs = [a.astype(np.float32) for a in make_args(rng, n)]
             want = np.asarray(reference(*inputs), dtype=np.float32)

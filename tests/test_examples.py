@@ -1,6 +1,7 @@
 """The example programs run end to end (each in a fresh interpreter, with a timeout)."""
 from __future__ import annotations
 
+import importlib.util
 import os
 import pathlib
 import subprocess
@@ -37,6 +38,21 @@ def test_demo_quick_reports_and_checks():
     for n in ("1", "5", "16"):
         assert any(line.split()[:1] == [n] for line in out.splitlines()), f"no row for n={n}"
     assert "kernels after fusion" in out and "memory plan" in out
+
+
+@pytest.mark.skipif(importlib.util.find_spec("pyopencl") is None,
+                    reason="pyopencl is not installed (pip install 'relaxscript[opencl]')")
+def test_demo_quick_on_opencl():
+    out = run_script(EXAMPLES / "demo.py", "--quick", "--sizes", "1,7", "--repeat", "1", "--target", "opencl",
+                     timeout=300).stdout
+    assert "all checks passed" in out and "compiled (opencl)" in out and "DefaultGPUSchedule" in out
+
+
+@pytest.mark.slow
+def test_bench_targets_quick():
+    out = run_script(ROOT / "benchmarks" / "bench_targets.py", "--workloads", "norm_softmax", "--sizes", "1,3",
+                     "--budget", "0.05", timeout=600).stdout
+    assert "opencl/c" in out and "norm_softmax" in out
 
 
 def test_demo_rejects_sizes_beyond_the_bound():

@@ -19,3 +19,54 @@ def kernel_sym_vars(func: PrimFunc) -> list:
     for v in func.scalar_params:
         seen.setdefault(id(v), v)
     return list(seen.values())
+
+
+def bind_kernel_symbols(name: str, func: PrimFunc, arrays, scalars: dict, is_array=None) -> list[int]:
+    """Values of ``kernel_sym_vars(func)`` for a direct kernel call, read from the arrays' shapes
+    and ``scalars`` and checked against every dimension (a ShapeMismatchError names the kernel,
+    parameter and axis). ``is_array(x)`` accepts a target's device arrays besides NumPy's."""
+    import numpy as np
+
+    from tensorir import dtype as dt
+    from tensorir.arith import evaluate
+    from tensorir.errors import ShapeMismatchError
+    env: dict = {}
+    params = func.buffer_params
+    if len(arrays) != len(params):
+        raise ShapeMismatchError(f"kernel {name!r} takes {len(params)} buffers, got {len(arrays)}")
+    deferred = []
+    for buf, arr in zip(params, arrays):
+        if not (isinstance(arr, np.ndarray) or (is_array is not None and is_array(arr))):
+            raise ShapeMismatchError(f"kernel {name!r}, parameter {buf.name!r}: expected an array, "
+                                     f"got {type(arr).__name__}")
+        if arr.ndim != buf.ndim:
+            raise ShapeMismatchError(f"kernel {name!r}, parameter {buf.name!r}: expected rank "
+                                     f"{buf.ndim}, got shape {arr.shape}")
+        if arr.dtype != dt.to_numpy(buf.dtype):
+            raise ShapeMismatchError(f"kernel {name!r}, parameter {buf.name!r}: expected dtype "
+                                     f"{buf.dtype}, got {arr.dtype}")
+        if isinstance(arr, np.ndarray) and not arr.flags.c_contiguous:
+            raise ShapeMismatchError(f"kernel {name!r}, parameter {buf.name!r}: array must be C-contiguous")
+        for axis, (dim, actual) in enumerate(zip(buf.shape, arr.shape)):
+            if isinstance(dim, E.Var) and dim not in env:
+                env[dim] = int(actual)
+            else:
+                deferred.append((buf, axis, dim, int(actual)))
+    for var in func.scalar_params:
+        if var.name not in scalars:
+            raise ShapeMismatchError(f"kernel {name!r}: missing scalar parameter {var.name!r}")
+        env[var] = int(scalars[var.name])
+    for buf, axis, dim, actual in deferred:
+        expected = evaluate(dim, env)
+        if expected != actual:
+            raise ShapeMismatchError(f"kernel {name!r}, parameter {buf.name!r}, axis {axis}: "
+                                     f"expected {dim!r} = {expected}, got {actual}")
+    for var, value in env.items():
+        if var.upper is not None and value > var.upper:
+            raise ShapeMismatchError(f"kernel {name!r}: symbolic var {var.name!r} = {value} "
+                                     f"exceeds its upper bound {var.upper}")
+    sym_vars = kernel_sym_vars(func)
+    missing = [v.name for v in sym_vars if v not in env]
+    if missing:
+        raise ShapeMismatchError(f"kernel {name!r}: cannot determine {missing} from the arguments")
+    return [env[v] for v in sym_vars]

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import tensorir as tir
-from backends.c import build_c
+from backends.target import build_kernels
 from backends.c.accumulate import match_accumulation
 from tensorir import expr as E
 from tensorir import stmt as S
@@ -125,16 +125,16 @@ def test_no_accumulation_is_claimed(name):
 def test_accumulation_in_a_mixed_loop_is_an_omp_reduction_with_right_results():
     funcs = {name: _func(name, MATCHING[name][0]) for name in ("stage_then_sum", "sum_then_stage")}
     funcs["serial_seq"] = _func("serial_seq", NOT_MATCHING["serial_loop_with_a_seq_body"])
-    module = build_c(funcs)
+    module = build_kernels("c", funcs)
     source = module.source
     for name in ("stage_then_sum", "sum_then_stage"):
-        text = source[source.index(f"int32_t rs_{name}("):]
+        text = source[source.index(f"int32_t rs_kernel_{name}("):]
         text = text[:text.index("\n}\n")]
         assert "#pragma omp simd reduction(+:rs_acc)" in text
         loop_body = text[text.index("for (int64_t j"):text.index("s[INT64_C(0)] = rs_acc;")]
         assert "rs_acc = rs_acc + " in loop_body and "s[" not in loop_body  # kept in the scalar
         assert "y[j] = " in loop_body  # the other statement stays in the loop
-    serial = source[source.index("int32_t rs_serial_seq("):]
+    serial = source[source.index("int32_t rs_kernel_serial_seq("):]
     assert "reduction(" not in serial[:serial.index("\n}\n")]
     rng = np.random.default_rng(0)
     x = rng.standard_normal(16).astype("float32")
@@ -165,9 +165,9 @@ def row_{name}(x: T.Buffer(("n", "m"), "{dtype}"), out: T.Buffer(("n",), "{dtype
 @pytest.mark.parametrize("dtype", ["float32", "float64", "int32"])
 def test_max_and_min_reductions_propagate_nan_at_every_lane_and_use_plain_compares(dtype):
     funcs = {f"row_{op}": tir.from_source(MINMAX.format(name=op, dtype=dtype)) for op in ("max", "min")}
-    module = build_c(funcs)
+    module = build_kernels("c", funcs)
     for op in ("max", "min"):
-        text = module.source[module.source.index(f"int32_t rs_row_{op}("):]
+        text = module.source[module.source.index(f"int32_t rs_kernel_row_{op}("):]
         text = text[:text.index("\n}\n")]
         assert ("reduction(|:rs_nan" in text) == (dtype != "int32")   # a flag, not a NaN test per compare
         assert "|| rs_v != rs_v" not in text

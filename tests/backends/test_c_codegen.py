@@ -1,6 +1,6 @@
 """The C backend against the reference interpreter.
 
-``build_c`` lowers with ``tensorir.transform.lower`` (flat views of the
+``build_kernels("c", ...)`` lowers with ``tensorir.transform.lower`` (flat views of the
 parameters, ``Buffer.data``), generates C, compiles it with gcc into a
 temporary cache and loads it; every kernel here must compute what
 ``tensorir.interpret`` computes on the unlowered function, within the
@@ -17,7 +17,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import tensorir as tir
-from backends.c import CodegenError, CompileError, build_c, compile_shared
+from backends.c import CodegenError, CompileError, compile_shared
+from backends.target import build_kernels
 from tensorir.errors import ShapeMismatchError
 from tensorir.expr import INTRINSICS
 from tests.tensorir import catalog
@@ -75,7 +76,7 @@ def test_catalog_functions_match_the_interpreter():
     names = [n for n, e in catalog.CATALOG.items()
              if e.reference is not None and n not in NOT_EXPRESSIBLE]
     funcs = {n: catalog.load(n) for n in names}
-    module = build_c(funcs)
+    module = build_kernels("c", funcs)
     for name in names:
         entry = catalog.CATALOG[name]
         arrays = catalog.make_arrays(funcs[name], entry.sizes, np.random.default_rng(0))
@@ -87,7 +88,7 @@ def test_catalog_functions_without_reference_build_and_match():
              if e.reference is None and n not in NOT_EXPRESSIBLE and n not in NEEDS_UNBOUND_VAR]
     assert names  # the catalog keeps some such entries; this test must not pass vacuously
     funcs = {n: catalog.load(n) for n in names}
-    module = build_c(funcs)
+    module = build_kernels("c", funcs)
     for name in names:
         arrays = catalog.make_arrays(funcs[name], {}, np.random.default_rng(1))
         assert_same(*run_both(funcs[name], module[name], arrays), what=name)
@@ -96,13 +97,13 @@ def test_catalog_functions_without_reference_build_and_match():
 @pytest.mark.parametrize("name", sorted(NOT_EXPRESSIBLE))
 def test_inexpressible_catalog_functions_raise_codegen_error(name):
     with pytest.raises(CodegenError):
-        build_c(catalog.load(name))
+        build_kernels("c", catalog.load(name))
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(gen=prim_funcs(), data=st.data())
 def test_generated_functions_match_the_interpreter(gen, data):
-    kernel = build_c(gen.func)[gen.func.name]
+    kernel = build_kernels("c", gen.func)[gen.func.name]
     rng = np.random.default_rng(2)
     for _ in range(3):
         sizes = data.draw(sym_sizes(gen, max_value=9))
@@ -118,7 +119,7 @@ def _branching_matches(gen, data, max_value: int):
     """if/else, select, and/or/not, symbolic guards and predicates, integer division of
     negative values, integer and bool outputs: compiled as the interpreter runs them, including
     sizes that give loops no iteration."""
-    kernel = build_c(gen.func)[gen.func.name]
+    kernel = build_kernels("c", gen.func)[gen.func.name]
     rng = np.random.default_rng(5)
     for _ in range(3):
         sizes = data.draw(sym_sizes(gen, min_value=0, max_value=max_value))
@@ -230,7 +231,7 @@ def constructs():
     for dtype in ("float32", "float64"):
         sources[f"intrinsics_{dtype}"] = _intrinsics_source(dtype)
     funcs = {name: tir.from_source(text) for name, text in sources.items()}
-    return funcs, build_c(funcs)
+    return funcs, build_kernels("c", funcs)
 
 
 def _check(constructs, name, arrays, **scalars):
@@ -308,7 +309,7 @@ def half(a: T.Buffer(("n",), "float16"), b: T.Buffer(("n",), "float16")):
         b[i] = a[i] * T.float16(1.5) + T.exp(a[i])
 ''')
     a = np.linspace(-2, 2, 17).astype("float16")
-    assert_same(*run_both(func, build_c(func)["half"], [a, np.zeros_like(a)]), what="half")
+    assert_same(*run_both(func, build_kernels("c", func)["half"], [a, np.zeros_like(a)]), what="half")
 
 
 # ---------------------------------------------------------------- module behaviour
@@ -320,8 +321,8 @@ def cached_once(a: T.Buffer(("n",), "int64")):
     for i in range(n):
         a[i] = a[i] * T.int64(3) + T.int64(17)
 ''')
-    first = build_c(func)
-    second = build_c(func)
+    first = build_kernels("c", func)
+    second = build_kernels("c", func)
     assert first.compiled and not second.compiled and second.path == first.path
     a = np.arange(4, dtype="int64")
     second["cached_once"](a)

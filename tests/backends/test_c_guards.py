@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import tensorir as tir
-from backends.c import build_c
+from backends.target import build_kernels
 
 OR_GUARD = '''
 @T.prim_func
@@ -48,7 +48,7 @@ def zero_trips(a: T.Buffer(("n",), "float32"), b: T.Buffer(("n",), "float32"), m
 
 def _run_both(source: str, n: int, m: int):
     func = tir.from_source(source)
-    kernel = build_c(func)[func.name]
+    kernel = build_kernels("c", func)[func.name]
     a = np.arange(n, dtype="float32")
     expected, got = np.zeros(n, "float32"), np.zeros(n, "float32")
     tir.interpret(func, a, expected, m=m)

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import tensorir as tir
-from backends.c import build_c
+from backends.target import build_kernels
 from backends.c.invariant_values import invariant_values
 from tensorir import expr as E
 from tensorir import stmt as S
@@ -92,11 +92,11 @@ def _func(name: str):
 
 @functools.lru_cache(maxsize=None)
 def _module():
-    return build_c({name: _func(name) for name in KERNELS})
+    return build_kernels("c", {name: _func(name) for name in KERNELS})
 
 
 def _function_text(source: str, name: str) -> str:
-    start = source.index(f"int32_t rs_{name}(")
+    start = source.index(f"int32_t rs_kernel_{name}(")
     return source[start:source.index("\n}\n", start)]
 
 
@@ -163,7 +163,7 @@ def scale_rows(x: T.Buffer((4, 16), "float32"), s: T.Buffer((4,), "float32"), y:
         for j in T.vectorized(16):
             y[i, j] = x[i, j] / s[i] + x[i, j] / 3.0
 ''')
-    module = build_c({"scale_rows": func})
+    module = build_kernels("c", {"scale_rows": func})
     before, body = _split_at_loop(_function_text(module.source, "scale_rows"), "j")
     assert "/" not in body and len(_hoisted_lines(before)) == 2   # 1 / s[i] and 1 / 3
     rng = np.random.default_rng(5)
@@ -283,7 +283,7 @@ def bound_guard(x: T.Buffer((16,), "float32"), s: T.Buffer(("m",), "float32"), y
         if j < m:
             y[j] = x[j] / T.sqrt(s[m * 1000000000000 - 1000000000000])
 ''')
-    text = _function_text(build_c(func).source, "bound_guard")
+    text = _function_text(build_kernels("c", func).source, "bound_guard")
     assert _hoisted_lines(text) == []
 
 
@@ -296,5 +296,5 @@ def and_guard(x: T.Buffer((16,), "float32"), s: T.Buffer(("m",), "float32"), y: 
     for j in T.vectorized(16):
         y[j] = T.Select(m > 0 and x[j] < T.sqrt(s[m * 1000000000000 - 1000000000000]), 1.0, 0.0)
 ''')
-    text = _function_text(build_c(func).source, "and_guard")
+    text = _function_text(build_kernels("c", func).source, "and_guard")
     assert _hoisted_lines(text) == []

@@ -10,7 +10,7 @@ import pytest
 
 import relaxscript as rx
 import tensorir as tir
-from backends.c import build_c
+from backends.target import build_kernels
 from tensorir.errors import KernelDivisionByZeroError
 from tensorir.interpreter.errors import InterpretError
 
@@ -40,7 +40,7 @@ def _outputs(n):
 
 def test_nonzero_divisors_compute_what_the_interpreter_computes():
     func = tir.from_source(DIVIDE_BY_DATA)
-    kernel = build_c(func)[func.name]
+    kernel = build_kernels("c", func)[func.name]
     a = np.array([7, -7, 7, -7, 0], "int32")
     b = np.array([2, 2, -2, -2, 3], "int32")
     want, got = _outputs(5), _outputs(5)
@@ -52,7 +52,7 @@ def test_nonzero_divisors_compute_what_the_interpreter_computes():
 
 def test_a_zero_divisor_in_the_data_raises_instead_of_trapping():
     func = tir.from_source(DIVIDE_BY_DATA)
-    kernel = build_c(func)[func.name]
+    kernel = build_kernels("c", func)[func.name]
     a = np.array([7, 8, 9], "int32")
     b = np.array([2, 0, 3], "int32")
     with pytest.raises(KernelDivisionByZeroError, match="integer division by zero"):
@@ -61,7 +61,7 @@ def test_a_zero_divisor_in_the_data_raises_instead_of_trapping():
 
 def test_a_zero_scalar_divisor_raises_and_a_known_positive_one_is_not_tested():
     func = tir.from_source(DIVIDE_BY_SCALAR)
-    kernel = build_c(func)[func.name]
+    kernel = build_kernels("c", func)[func.name]
     a = np.arange(4, dtype="int64")
     out = np.zeros(4, "int64")
     kernel(a, out, m=3)
@@ -69,8 +69,8 @@ def test_a_zero_scalar_divisor_raises_and_a_known_positive_one_is_not_tested():
     with pytest.raises(KernelDivisionByZeroError):
         kernel(a, out, m=0)
     constant = tir.from_source(DIVIDE_BY_SCALAR.replace("a[i] // m", "a[i] // 4"))
-    assert "rs_divided_by_zero(&rs_status)" not in build_c(constant).source
-    assert "rs_divided_by_zero(&rs_status)" in build_c(func).source
+    assert "rs_divided_by_zero(&rs_status)" not in build_kernels("c", constant).source
+    assert "rs_divided_by_zero(&rs_status)" in build_kernels("c", func).source
 
 
 @pytest.mark.parametrize("target", ["c", "interp"])
@@ -108,7 +108,7 @@ def never_taken(X: T.Buffer((2, "n1"), "float32"), out: T.Buffer((2, "n1"), "flo
 @pytest.mark.parametrize("n", [0, 3])
 def test_a_division_in_a_branch_is_not_computed_ahead_of_the_branch(n):
     func = tir.from_source(NEVER_TAKEN)
-    kernel = build_c(func)[func.name]
+    kernel = build_kernels("c", func)[func.name]
     x = np.zeros((2, n), "float32")
     want, got = np.zeros((2, n), "float32"), np.zeros((2, n), "float32")
     tir.interpret(func, x, want)

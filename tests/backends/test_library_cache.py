@@ -9,7 +9,7 @@ import pytest
 from backends.c import compiler
 from backends.c import library_cache
 from backends.c.library_cache import CacheDirectoryError
-from relaxscript.vm.kernels import CLibraryImage
+from backends.c.runtime import CLibraryImage
 
 SOURCE_A = "int rs_cache_probe(void) { return 11; }\n"
 SOURCE_B = "int rs_cache_probe(void) { return 22; }\n"

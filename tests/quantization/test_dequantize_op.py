@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import relaxscript as rx
+from tests.targets import HAVE_OPENCL, OPENCL_REASON
 import tensorir as tir
 from relaxscript import R
 from relaxscript.op import OpAttributeError, OpDeductionError
@@ -250,6 +251,13 @@ def test_compiled_kernels_equal_dequantize_then_matmul(fmt, blocks, cols, tokens
 @pytest.mark.parametrize("fmt", ["q4_1", "q8_0", "q4_0"])
 def test_loop_interpreter_target_agrees(fmt):
     run_case(fmt, 64, 9, [1, 3], True, False, 0, ["interp"], "float16")
+
+
+@pytest.mark.skipif(not HAVE_OPENCL, reason=OPENCL_REASON)
+@pytest.mark.parametrize("fmt", ["q4_1", "q8_0", "q4_0"])
+def test_opencl_target_agrees(fmt):
+    """The quantized linear layers on the OpenCL target (GPU schedules), cols no tile divides, n = 1."""
+    run_case(fmt, 64, 37, [1, 5], True, True, 2, ["opencl"], "float16")
 
 
 @pytest.mark.parametrize("fmt, shape", [("q4_1", (256, 576)), ("q8_0", (576, 192))])

@@ -4,8 +4,9 @@ import pytest
 
 import relaxscript as rx
 from relaxscript.vm import Executable, VMBuildError
-from relaxscript.vm import kernels as vm_kernels
+from backends.c.runtime import CLibraryImage
 from tests.relaxscript import vm_modules as M
+from tests.targets import VM_TARGETS
 
 
 def test_default_pipeline_is_an_editable_list_of_passes():
@@ -89,7 +90,7 @@ def test_one_library_per_module():
     assert all(f"{symbol}(" in exe.c_library.source for symbol in exe.c_library.symbols.values())
 
 
-@pytest.mark.parametrize("target", ["c", "interp"])
+@pytest.mark.parametrize("target", VM_TARGETS)
 def test_save_and_load_without_recompiling(tmp_path, monkeypatch, target):
     mod = M.parse(M.SUBGRAPH)
     exe = rx.build(mod, target=target)
@@ -120,8 +121,8 @@ def test_load_rejects_other_files(tmp_path):
 def test_library_image_is_materialized_from_bytes(tmp_path, monkeypatch):
     monkeypatch.setenv("RELAXSCRIPT_CACHE_DIR", str(tmp_path))
     exe = rx.build(M.parse(M.MLP), target="c")
-    image = vm_kernels.CLibraryImage(exe.c_library.source, exe.c_library.library,
-                                     exe.c_library.symbols, path="")
+    image = CLibraryImage(exe.c_library.source, exe.c_library.library,
+                          exe.c_library.symbols, path="")
     lib = image.load()
     assert all(hasattr(lib, s) for s in image.symbols.values())
 

@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 import relaxscript as rx
+from tests.targets import VM_TARGETS
 
 SOURCE = '''from relaxscript import R
 @R.ir_module
@@ -18,7 +19,7 @@ class Module:
 '''
 
 
-@pytest.mark.parametrize("target", ["c", "interp"])
+@pytest.mark.parametrize("target", VM_TARGETS)
 @pytest.mark.parametrize("keepdims", [False, True], ids=["0d", "keepdims"])
 @pytest.mark.parametrize("rows", ["4", '"n"'], ids=["static", "symbolic"])
 @pytest.mark.parametrize("elementwise", ["exp", "nn.relu"])

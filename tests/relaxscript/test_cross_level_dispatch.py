@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import relaxscript as rx
+from tests.targets import VM_TARGETS
 from relaxscript import transform
 from relaxscript.transform.testing import assert_pass_preserves
 
@@ -58,7 +59,7 @@ def test_lambda_lift_lifts_the_function_holding_a_loop_level_call():
     assert_same(rx.interpret(after, "main", x), rx.interpret(module(), "main", x))
 
 
-@pytest.mark.parametrize("target", ["c", "interp"])
+@pytest.mark.parametrize("target", VM_TARGETS)
 def test_whole_pipeline_runs_it_like_the_interpreter(target):
     lifted = transform.LambdaLift()(module())
     vm = rx.VirtualMachine(rx.build(lifted, target=target))

@@ -140,7 +140,7 @@ def test_a_foreign_format_version_is_named(saved, tmp_path):
     struct.pack_into("<I", newer, 8, 7)
     other = tmp_path / "newer.rsx"
     other.write_bytes(bytes(newer) + hashlib.sha256(newer).digest())
-    with pytest.raises(ExecutableFormatError, match="format version 7, this relaxscript reads version 2"):
+    with pytest.raises(ExecutableFormatError, match="format version 7, this relaxscript reads version 3"):
         Executable.load(other)
 
 
@@ -165,7 +165,7 @@ def test_trailing_data_is_a_clear_error(saved, tmp_path):
     (lambda m: m["library"]["symbols"].update(exp="system"), "malformed library entry"),
     (lambda m: m["functions"][0]["record"].__setitem__(0, "Popen"), "unknown record 'Popen'"),
     (lambda m: m["library"].update(size=m["library"]["size"] - 1), "do not match their recorded sha256"),
-    (lambda m: m.update(target="cuda"), "unknown target"),
+    (lambda m: m.update(target="tpu"), "unknown target"),
 ])
 def test_a_well_hashed_but_malformed_manifest_is_rejected(saved, tmp_path, edit, reason):
     path, data = saved

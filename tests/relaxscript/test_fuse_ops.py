@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 import relaxscript as rx
+from tests.targets import COMPILED_TARGETS
 from relaxscript.struct_info import ShapeStructInfo
 
 from .fuse_helpers import (assert_same, build_program, check_kernel_kinds, count_call_tir,
@@ -201,7 +202,8 @@ def test_group_whose_path_leaves_and_reenters_is_not_fused():
     assert not any(f.attrs.get("primitive") for f in after.relax_functions.values())
 
 
-def test_two_groups_that_would_need_each_other_are_not_both_formed():
+@pytest.mark.parametrize("target", COMPILED_TARGETS)
+def test_two_groups_that_would_need_each_other_are_not_both_formed(target):
     # regression (found by the slow random-program test): {lv_1, lv_3} needs lv and
     # {lv, lv_2, lv_4} needs lv_1; each group alone is convex, together they form a cycle
     from .test_memory_random import build as call_tir_program
@@ -210,7 +212,7 @@ def test_two_groups_that_would_need_each_other_are_not_both_formed():
     fused = rx.transform.FuseOps()(rx.transform.AnnotateTIROpPattern()(rx.transform.LegalizeOps()(mod)))
     x = np.random.default_rng(2).standard_normal((5, 3)).astype("float32")
     assert_same(rx.interpret(fused, "main", x), rx.interpret(mod, "main", x))
-    vm = rx.VirtualMachine(rx.build(mod, target="c"))
+    vm = rx.VirtualMachine(rx.build(mod, target=target))
     assert_same(vm["main"](x), rx.interpret(mod, "main", x))
 
 

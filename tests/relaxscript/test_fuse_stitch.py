@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 import relaxscript as rx
+from tests.targets import COMPILED_TARGETS
 from relaxscript.transform.fuse_partition import row_wise_params
 
 from .fuse_helpers import count_call_tir, norm_scale_softmax_source
@@ -43,12 +44,13 @@ def _inputs(rng, n):
     return [rng.standard_normal(s).astype("float32") for s in [(n, 64), (64,), (64,)]]
 
 
-def test_norm_scale_softmax_is_one_kernel_with_equal_results():
+@pytest.mark.parametrize("target", COMPILED_TARGETS)
+def test_norm_scale_softmax_is_one_kernel_with_equal_results(target):
     mod = rx.from_source(NORM_SCALE_SOFTMAX)
     fused = _fused(NORM_SCALE_SOFTMAX)
     assert count_call_tir(fused) == 1
     assert [r.pattern_kind for r in rx.analysis.fusion_table(fused)] == ["Reduction"]
-    vm = rx.VirtualMachine(rx.build(rx.from_source(NORM_SCALE_SOFTMAX), target="c"))["main"]
+    vm = rx.VirtualMachine(rx.build(rx.from_source(NORM_SCALE_SOFTMAX), target=target))["main"]
     rng = np.random.default_rng(7)
     for n in (1, 3, 17):
         args = _inputs(rng, n)

@@ -4,12 +4,15 @@ inlined calls join the dataflow blocks, and fusion then crosses the old
 function boundary."""
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import relaxscript as rx
+from tests.targets import COMPILED_TARGETS
 import tensorir as tir
 from relaxscript.analysis import check_well_formed
 from relaxscript.expr import Call, DataflowBlock, GlobalVar
@@ -56,6 +59,11 @@ def _module(upper=64):
 def _calls_of(func, name: str) -> int:
     return len(tir.collect(func, lambda e: isinstance(e, Call) and isinstance(e.op, GlobalVar)
                            and e.op.name_hint == name))
+
+
+@functools.lru_cache(maxsize=None)
+def _built(target: str):
+    return rx.VirtualMachine(rx.build(_module(), target=target))
 
 
 def _args(n: int, seed: int = 0):
@@ -119,15 +127,16 @@ def test_rope_is_inlined_into_one_dataflow_block():
     assert len(main.body.blocks) == 1 and isinstance(main.body.blocks[0], DataflowBlock)
 
 
+@pytest.mark.parametrize("target", COMPILED_TARGETS)
 @settings(max_examples=8, deadline=None)
 @given(n=st.integers(1, 12), seed=st.integers(0, 2**16))
-def test_inlined_module_gives_the_same_results(n, seed):
+def test_inlined_module_gives_the_same_results(target, n, seed):
     mod = _module()
     after = InlineFunctions()(mod)
     args = _args(n, seed)
     want = rx.interpret(mod, "main", *args)
     np.testing.assert_allclose(rx.interpret(after, "main", *args), want, rtol=1e-5, atol=1e-5)
-    vm = rx.VirtualMachine(rx.build(mod, target="c"))
+    vm = _built(target)
     np.testing.assert_allclose(vm["main"](*args), want, rtol=1e-4, atol=1e-4)
 
 
@@ -153,11 +162,12 @@ def test_pass_check_with_the_interpreter_accepts_inlining():
         InlineFunctions()(_module())
 
 
-def test_a_bound_the_caller_cannot_prove_keeps_the_call_and_its_check():
+@pytest.mark.parametrize("target", COMPILED_TARGETS)
+def test_a_bound_the_caller_cannot_prove_keeps_the_call_and_its_check(target):
     mod = _module(upper=100)   # rope accepts n <= 64
     after = InlineFunctions()(mod)
     assert _calls_of(after["main"], "rope") == 1
-    vm = rx.VirtualMachine(rx.build(mod, target="c"))
+    vm = rx.VirtualMachine(rx.build(mod, target=target))
     np.testing.assert_allclose(vm["main"](*_args(5)), rx.interpret(mod, "main", *_args(5)), rtol=1e-4, atol=1e-4)
     with pytest.raises(ShapeMismatchError, match="rope"):
         vm["main"](*_args(70))

@@ -2,11 +2,14 @@
 itself (``Function.script()``) and runs in the interpreter (``rx.interpret(main, None, x)``)."""
 import pathlib
 import re
+
+import pytest
 import runpy
 
 import numpy as np
 
 import relaxscript as rx
+from tests.targets import COMPILED_TARGETS
 
 README = pathlib.Path(__file__).resolve().parents[2] / "README.md"
 
@@ -45,9 +48,10 @@ def test_interpret_a_bare_function_with_none_as_the_name():
     np.testing.assert_array_equal(rx.interpret(func, x), x.reshape(-1))
 
 
-def test_build_a_bare_function_and_save_load_it(tmp_path):
+@pytest.mark.parametrize("target", COMPILED_TARGETS)
+def test_build_a_bare_function_and_save_load_it(tmp_path, target):
     func = rx.from_source(SOURCE)
-    exe = rx.build(func, target="c")
+    exe = rx.build(func, target=target)
     x = np.arange(12, dtype="float32").reshape(3, 4)
     np.testing.assert_array_equal(rx.VirtualMachine(exe)["flat"](x), x.reshape(-1))
     path = tmp_path / "flat.rsx"

@@ -8,8 +8,9 @@ import pytest
 import relaxscript as rx
 from tensorir.errors import AllocationError, ShapeMismatchError
 from tests.relaxscript import vm_modules as M
+from tests.targets import VM_TARGETS
 
-RUNNERS = ("interpret", "interp", "c")
+RUNNERS = ("interpret", *VM_TARGETS)
 _BUILT: dict = {}
 
 
@@ -262,8 +263,12 @@ def test_running_out_of_memory_is_an_allocation_error(runner, monkeypatch):
 
     def out_of_memory(*args, **kwargs):
         raise MemoryError("Unable to allocate")
-    monkeypatch.setattr(np, "empty", out_of_memory)
-    monkeypatch.setattr(np, "full", out_of_memory)
+    if runner == "opencl":   # device memory runs out, not the host's
+        from backends.opencl.memory import OpenCLMemory
+        monkeypatch.setattr(OpenCLMemory, "_buffer", out_of_memory)
+    else:
+        monkeypatch.setattr(np, "empty", out_of_memory)
+        monkeypatch.setattr(np, "full", out_of_memory)
     expect_error(lambda: main((3,)), "function 'main'", "(n, n) = (3, 3)", "more than is available",
                  "symbolic var n = 3", "s[0]", kind=AllocationError)
     monkeypatch.undo()

@@ -6,6 +6,7 @@ import pytest
 import relaxscript as rx
 from tensorir.errors import ShapeMismatchError
 from tests.relaxscript import vm_modules as M
+from tests.targets import AVAILABLE_VM_TARGETS, VM_TARGETS
 
 BOUNDED = M.HEADER + '''
 @R.ir_module
@@ -32,7 +33,7 @@ class Module:
 '''
 
 
-@pytest.fixture(scope="module", params=["c", "interp"])
+@pytest.fixture(scope="module", params=VM_TARGETS)
 def vms(request):
     build = lambda text: rx.VirtualMachine(rx.build(M.parse(text), target=request.param))  # noqa: E731
     return {"elementwise": build(M.ELEMENTWISE), "bounded": build(BOUNDED), "cast": build(CAST)}
@@ -111,7 +112,7 @@ def test_errors_match_the_interpreter_kind(vms):
     assert message == str(ref.value)
 
 
-@pytest.mark.parametrize("target", ["c", "interp"])
+@pytest.mark.parametrize("target", VM_TARGETS)
 def test_list_arguments_are_converted_like_the_interpreter(target):
     mod = M.parse(M.UNIQUE)
     vm = rx.VirtualMachine(rx.build(mod, target=target))
@@ -145,7 +146,7 @@ class Module:
         return w
 '''
     mod = M.parse(text)
-    for target in ("c", "interp"):
+    for target in AVAILABLE_VM_TARGETS:
         vm = rx.VirtualMachine(rx.build(mod, target=target))
         expect_error(lambda vm=vm: vm["main"](np.ones(3, "float32"), np.zeros(4, "float32")),
                      "function 'main'", "match_cast of 'v'", "symbolic var n", "expected 3",

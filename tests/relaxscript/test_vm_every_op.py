@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import relaxscript as rx
+from tests.targets import VM_TARGETS
 
 from .test_every_op_module import CALLS, ENVS, inputs_for, module_of
 from .test_legalize_util import assert_close
@@ -25,7 +26,7 @@ def every_op():
     return rx.IRModule(functions), params
 
 
-@pytest.fixture(scope="module", params=["c", "interp"])
+@pytest.fixture(scope="module", params=VM_TARGETS)
 def every_op_vm(request, every_op):
     mod, _ = every_op
     return rx.VirtualMachine(rx.build(mod, target=request.param))

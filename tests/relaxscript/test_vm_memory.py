@@ -10,13 +10,14 @@ import numpy as np
 import pytest
 
 import relaxscript as rx
+from tests.targets import AVAILABLE_VM_TARGETS, VM_TARGETS
 from relaxscript.vm import instructions as I
 from tensorir.errors import ShapeMismatchError
 
 from . import test_memory_plan as plans
 from .test_lift_workspace import SPLIT_K
 
-TARGETS = ["c", "interp"]
+TARGETS = VM_TARGETS
 
 
 def _main_of(test) -> str:
@@ -62,7 +63,7 @@ def _assert_same(got, expected):
 
 
 def test_default_pipeline_lifts_workspaces_then_rewrites_then_plans():
-    for target in TARGETS:
+    for target in AVAILABLE_VM_TARGETS:
         pipeline = rx.get_pipeline(target)
         names = [type(p).__name__ for p in pipeline]
         assert names.index("LiftWorkspace") < names.index("DeadCodeElimination") \
@@ -99,6 +100,8 @@ def _record_pointers(vm, *args) -> dict:
     def hook(func, pc, name, value):
         if isinstance(value, np.ndarray) and name:
             seen[name] = value.__array_interface__["data"][0]
+        elif hasattr(value, "address") and name:   # a device array: where its device memory starts
+            seen[name] = value.address
     vm.set_instrument(hook)
     try:
         vm["main"](*args)

@@ -11,8 +11,9 @@ import relaxscript as rx
 from relaxscript.vm.instrument import CheckAgainstInterpreter, PrintValues
 from tests.relaxscript import vm_modules as M
 from tests.relaxscript.test_interpreter import countdown_module
+from tests.targets import VM_TARGETS
 
-TARGETS = ["c", "interp"]
+TARGETS = VM_TARGETS
 
 
 @functools.lru_cache(maxsize=None)

@@ -14,8 +14,9 @@ from relaxscript.vm import instructions as I
 from relaxscript.vm.instrument import CheckAgainstInterpreter
 from tests.relaxscript import vm_modules as M
 from tests.relaxscript.test_vm_run import assert_same
+from tests.targets import VM_TARGETS
 
-TARGETS = ["c", "interp"]
+TARGETS = VM_TARGETS
 
 TUPLES = M.HEADER + '''
 @R.ir_module

@@ -5,8 +5,9 @@ from __future__ import annotations
 import numpy as np
 
 import relaxscript as rx
+from tests.targets import AVAILABLE_VM_TARGETS
 
-TARGETS = ("interp", "c")
+TARGETS = AVAILABLE_VM_TARGETS
 
 
 def module_of(source: str) -> rx.IRModule:

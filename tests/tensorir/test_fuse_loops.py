@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import tensorir as tir
-from backends.c import build_c
+from backends.target import build_kernels
 from backends.c.accumulate import match_accumulation
 from tensorir import expr as E
 from tensorir import stmt as S
@@ -133,7 +133,7 @@ def test_lowered_softmax_computes_exp_and_sum_in_one_loop():
     pos = body.index(loop)
     assert isinstance(body[pos - 1], S.BufferStore) and body[pos - 1].buffer.name == "total"
     # and the C kernel keeps the exp inside the omp simd reduction loop
-    source = build_c(scheduled).source
+    source = build_kernels("c", scheduled).source
     reduction = source[source.index("reduction(+:"):]
     assert "rs_expf" in reduction[:reduction.index("}")]
 
@@ -258,7 +258,7 @@ def test_illegal_fusions_are_left_alone(name):
 
 @functools.lru_cache(maxsize=None)
 def _not_fusible_module():
-    return build_c({name: _not_fusible(name) for name in NOT_FUSIBLE})
+    return build_kernels("c", {name: _not_fusible(name) for name in NOT_FUSIBLE})
 
 
 @pytest.mark.parametrize("name", sorted(NOT_FUSIBLE))
@@ -343,7 +343,7 @@ def row_kernel(x: T.Buffer(("n", "m"), "float32"), y: T.Buffer(("n", "m"), "floa
 @functools.lru_cache(maxsize=None)
 def _row_kernel():
     func = tir.from_source(ROW_KERNEL)
-    return func, fuse_loops(func), build_c(func)["row_kernel"]
+    return func, fuse_loops(func), build_kernels("c", func)["row_kernel"]
 
 
 def test_row_kernel_fuses_only_the_exp_with_the_sum():
@@ -381,7 +381,7 @@ def test_fusing_keeps_interpreter_results_and_c_matches_numpy(n, m, seed, scale)
 @functools.lru_cache(maxsize=None)
 def _softmax(width: int):
     scheduled = default_cpu_schedule(softmax_func(width))
-    return _unfused_lower(scheduled), lower(scheduled), build_c(scheduled)["softmax"]
+    return _unfused_lower(scheduled), lower(scheduled), build_kernels("c", scheduled)["softmax"]
 
 
 @HYPOTHESIS

@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import tensorir as tir
-from backends.c import build_c
+from backends.target import build_kernels
 from tensorir.schedule_rules import SCHEDULED_ATTR, default_cpu_schedule
 from tests.tensorir.generators import (CONTROL_KINDS, DTYPES, INT_DTYPES, make_inputs, prim_funcs, shape_of,
                                       tolerance)
@@ -65,7 +65,7 @@ def _check_scheduled(gen, data):
     scheduled = default_cpu_schedule(gen.func)
     assert scheduled.attrs[SCHEDULED_ATTR] is True
     lowered = tir.lower(scheduled)
-    module = build_c(scheduled)
+    module = build_kernels("c", scheduled)
     rng = np.random.default_rng(0)
     checked = 0
     for sizes in data.draw(_sizes_strategy(gen)):
@@ -88,7 +88,7 @@ def _check_scheduled(gen, data):
 @given(data=st.data())
 def test_unscheduled_c_build_matches_interpreter(data):
     gen = data.draw(prim_funcs())
-    module = build_c(gen.func)
+    module = build_kernels("c", gen.func)
     rng = np.random.default_rng(1)
     sizes = data.draw(st.fixed_dictionaries({v.name: st.integers(1, 9) for v in gen.sym_vars}))
     arrays = make_inputs(gen, rng, sizes)
@@ -153,7 +153,7 @@ def test_symbolic_inner_extent_gets_a_guarded_vector_split():
     assert [lp.kind for lp in _loops(func)] == ["parallel", "vectorized"]
     realize = tir.collect(func.body, lambda n: isinstance(n, tir.BlockRealize) and n.block.name == "y")[0]
     assert not tir.stmt.is_true(realize.predicate)
-    module = build_c(func)
+    module = build_kernels("c", func)
     for value in (1, 63, 64, 130):
         a = np.random.default_rng(value).standard_normal((3, value)).astype(np.float32)
         out = np.zeros_like(a)

@@ -112,13 +112,13 @@ def _kinds(func):
 @pytest.mark.parametrize("name", sorted(KERNELS))
 @pytest.mark.parametrize("width", [80, 128])
 def test_scheduled_kernel_matches_numpy_in_c_and_interpreter(name, width):
-    from backends.c import build_c
+    from backends.target import build_kernels
     build, make_args, reference = KERNELS[name]
     func = build(width)
     scheduled = default_cpu_schedule(func)
     assert scheduled.attrs["tir.is_scheduled"] is True
     assert "parallel" in _kinds(scheduled) and "vectorized" in _kinds(scheduled)
-    module = build_c(scheduled)
+    module = build_kernels("c", scheduled)
     rng = np.random.default_rng(0)
     for n in (1, 5, 13):
         args = [a.astype(np.float32) for a in make_args(rng, n, width)]

@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 import tensorir as tir
-from backends.c import build_c
+from backends.target import build_kernels
 from tensorir import size_var
 from tensorir.compute import compute, create_prim_func, placeholder, reduce_axis, reduce_sum
 from tensorir.expr import Call
@@ -37,7 +37,7 @@ def test_softmax_staged_in_output_matches_numpy_in_interpreter_and_c():
     tir.interpret(scheduled, x, got)
     np.testing.assert_allclose(got, softmax_numpy(x), rtol=1e-5, atol=1e-7)
     got_c = np.full_like(x, np.nan)
-    build_c(scheduled)["softmax"](x, got_c)
+    build_kernels("c", scheduled)["softmax"](x, got_c)
     np.testing.assert_allclose(got_c, softmax_numpy(x), rtol=1e-5, atol=1e-7)
 
 

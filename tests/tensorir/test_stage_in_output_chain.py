@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 import relaxscript as rx
 import tensorir as tir
-from backends.c import build_c
+from backends.target import build_kernels
 from tensorir import FloatImm, call_intrin, size_var
 from tensorir.compute import compute, create_prim_func, placeholder, reduce_axis, reduce_max, reduce_sum
 from tensorir.expr import Call, IntImm
@@ -92,7 +92,7 @@ def test_both_intermediates_of_the_chain_are_staged_in_order():
 @functools.lru_cache(maxsize=None)
 def _scheduled(width: int, final_adds_scaled: bool = False):
     scheduled = default_cpu_schedule(norm_scale_softmax_func(width, final_adds_scaled))
-    return scheduled, build_c(scheduled)["norm_scale_softmax"]
+    return scheduled, build_kernels("c", scheduled)["norm_scale_softmax"]
 
 
 @pytest.mark.parametrize("width", [16, 64])

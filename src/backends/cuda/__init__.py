@@ -1,1 +1,1 @@
-"""The CUDA target."""
+"""The CUDA target: CUDA C from the shared GPU lowering, PTX from NVRTC at build time, the driver API at run time."""

@@ -26,6 +26,7 @@ from tensorir.expr import BufferLoad, PrimExpr, Var
 from tensorir.functor import Mutator, collect, substitute
 from tensorir.stmt import Allocate, BufferStore, For, SeqStmt, Stmt
 from tensorir.transform.flatten_buffers import flat_size, flatten_buffers
+from tensorir.transform.hoist_init import hoist_inits
 from tensorir.transform.lower_blocks import lower_blocks
 from tensorir.transform.lower_predicates import lower_predicates
 from tensorir.transform.simplify_indices import simplify_indices
@@ -96,7 +97,12 @@ def lower_for_gpu(name: str, func: PrimFunc) -> GPUFunction:
     if not isinstance(func, PrimFunc):
         raise TypeError(f"lower_for_gpu expects a PrimFunc, got {type(func).__name__}")
     sym_vars = kernel_sym_vars(func)
-    lowered = lower_blocks(lower_predicates(lower_cross_thread_reductions(func)))
+    threaded = lower_cross_thread_reductions(func)
+    # inits go before their reduction loops while the split predicates still sit on the blocks
+    # (lower_predicates wraps them in ifs the hoisting cannot see past): a reduction over an
+    # extent that is 0 at run time then still writes its identity
+    threaded = threaded.with_body(hoist_inits(threaded.body))
+    lowered = lower_blocks(lower_predicates(threaded))
     root_allocs, body = _peel_allocations(lowered.body)
     stages = list(body.seq) if isinstance(body, SeqStmt) else [body]
     stages = [s for s in stages if _has_work(s)]

@@ -2,8 +2,9 @@
 
 ``get_pipeline(target)`` returns the graph-level passes as a plain, editable
 list of pass objects (paper Figure 13, with inlining first): InlineFunctions
--> library dispatch -> LegalizeOps -> AnnotateTIROpPattern -> FuseOps ->
-FuseTIR -> default schedules (C only) -> workspace lifting -> DCE ->
+-> library dispatch (targets with libraries) -> LegalizeOps -> AnnotateTIROpPattern -> FuseOps ->
+FuseTIR -> default schedules (the target's: CPU for C, GPU for OpenCL/CUDA,
+none for the interpreter) -> workspace lifting -> DCE ->
 CallTIRRewrite -> StaticPlanBlockMemory. The passes are imported directly, so
 renaming or removing one is an import error here, never a silently shorter
 pipeline. VM shape lowering and codegen are the last stages of ``build``:
@@ -12,27 +13,34 @@ symbolic variable.
 """
 from __future__ import annotations
 
+from backends.target import Target, TargetError, get_backend
+
 from ..expr import Function
 from ..irmodule import IRModule
 from ..transform import (AnnotateTIROpPattern, CallTIRRewrite, DeadCodeElimination,
-                         DefaultCPUSchedule, DispatchLibrary, FuseOps, FuseTIR, InlineFunctions,
+                         DefaultCPUSchedule, DefaultGPUSchedule, DispatchLibrary, FuseOps, FuseTIR, InlineFunctions,
                          LegalizeOps, LiftWorkspace, StaticPlanBlockMemory)
 from ..transform.pass_infra import Pass
 from .codegen import compile_module
 from .executable import Executable
 from .instructions import VMBuildError
 
-TARGETS = ("c", "interp")
 
 
-def get_pipeline(target: str = "c") -> list[Pass]:
+def get_pipeline(target="c") -> list[Pass]:
     """The default passes for ``target`` (edit the list freely before ``build``)."""
-    _check_target(target)
-    # Schedules only matter to generated C; the loop interpreter runs the unscheduled blocks.
-    schedules = [DefaultCPUSchedule()] if target == "c" else []
-    return [InlineFunctions(), DispatchLibrary(), LegalizeOps(), AnnotateTIROpPattern(), FuseOps(),
+    backend = get_backend(_check_target(target))
+    # Schedules only matter to generated code; the loop interpreter runs the unscheduled blocks.
+    schedules = {"cpu": [DefaultCPUSchedule()], "gpu": _gpu_schedules(), None: []}[backend.schedule]
+    # GPU targets have no BLAS: their matmuls stay generated kernels.
+    dispatch = [DispatchLibrary()] if backend.library_dispatch else []
+    return [InlineFunctions(), *dispatch, LegalizeOps(), AnnotateTIROpPattern(), FuseOps(),
             FuseTIR(), *schedules, LiftWorkspace(), DeadCodeElimination(), CallTIRRewrite(),
             StaticPlanBlockMemory()]
+
+
+def _gpu_schedules() -> list[Pass]:
+    return [DefaultGPUSchedule()]
 
 
 def _check_pipeline(pipeline) -> list[Pass]:
@@ -52,16 +60,20 @@ def _check_pipeline(pipeline) -> list[Pass]:
     return passes
 
 
-def _check_target(target: str) -> None:
-    if target not in TARGETS:
-        raise VMBuildError(f"unknown build target {target!r}; the VM builds for {', '.join(TARGETS)}")
+def _check_target(target) -> Target:
+    try:
+        return Target.parse(target)
+    except TargetError as err:
+        raise VMBuildError(str(err)) from None
 
 
-def build(mod: IRModule, target: str = "c", pipeline=None) -> Executable:
+def build(mod: IRModule, target="c", pipeline=None) -> Executable:
     """Run ``pipeline`` (default ``get_pipeline(target)``), then lower shapes and
-    generate VM code; kernels go into one C library ("c") or run in the
-    loop-level interpreter ("interp")."""
-    _check_target(target)
+    generate VM code; the target's backend builds the kernels (one C library,
+    OpenCL C, PTX, or the loop-level interpreter for "interp").
+
+    ``target``: "c", "interp", "opencl", "cuda", "cuda -arch=sm_90" or a ``Target``."""
+    target = _check_target(target)
     if isinstance(mod, Function):  # a free-standing @function: a module holding just it
         mod = IRModule({mod.attrs.get("global_symbol", "main"): mod})
     if not isinstance(mod, IRModule):
@@ -70,8 +82,5 @@ def build(mod: IRModule, target: str = "c", pipeline=None) -> Executable:
     for p in passes:
         mod = p(mod)
     functions, kernels = compile_module(mod)
-    if target == "c":
-        from .kernels import build_c_library
-        image, compiled = build_c_library(kernels) if kernels else (None, False)
-        return Executable("c", functions, c_library=image, compiled=compiled)
-    return Executable("interp", functions, prim_funcs={n: k.func for n, k in kernels.items()})
+    image = get_backend(target).build(target, {n: k.func for n, k in kernels.items()}) if kernels else None
+    return Executable(target, functions, image, compiled=image is not None and image.compiled)

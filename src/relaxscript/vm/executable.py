@@ -1,40 +1,46 @@
 """Executable: VM functions + constants + compiled kernels, savable without recompiling.
 
-An executable holds native code (its C library): load one only from a source
-you trust, as you would a shared library. The file format (``file_format``)
-is plain data checked by a content hash before anything is parsed; the
-library is loaded from the verified bytes and the VM's checks are generated
-from the manifest, so no code is taken from the file other than the library.
+An executable holds native code (a C library, OpenCL source, PTX): load one
+only from a source you trust, as you would a shared library. The file format
+(``file_format``) is plain data checked by a content hash before anything is
+parsed; the kernels are decoded by their target (``backends.target``) from
+the verified bytes and the VM's checks are generated from the manifest, so no
+Python code is taken from the file.
 """
 from __future__ import annotations
 
-import re
+from backends.target import KernelImage, Target, TargetError, get_backend
 
 from .file_format import ExecutableFormatError, read_container, write_container
 from .instructions import VMFunction
 from .manifest import Decoder, Encoder, check_function
 
-_TARGETS = ("c", "interp")
-_SYMBOL = re.compile(r"rs_kernel_[A-Za-z0-9_]*\Z")   # the names build_c_library gives
-
 
 class Executable:
     """The product of ``rx.build``.
 
-    ``functions``: name -> ``VMFunction``; ``target``: "c" or "interp";
-    ``c_library``: a ``CLibraryImage`` (C source + library bytes) for "c";
-    ``prim_funcs``: name -> PrimFunc run by the interpreter for "interp";
-    ``compiled``: whether building this executable ran the C compiler
-    (False on a cache hit and after ``load``).
+    ``functions``: name -> ``VMFunction``; ``target``: the target's string
+    ("c", "interp", "opencl", "cuda -arch=sm_80"); ``kernels``: the target's
+    ``KernelImage`` (None when the functions call no kernel); ``compiled``:
+    whether building ran a compiler (False on a cache hit and after ``load``).
     """
 
-    def __init__(self, target: str, functions: dict, c_library=None, prim_funcs=None,
-                 compiled: bool = False):
-        self.target = target
+    def __init__(self, target, functions: dict, kernels: KernelImage | None = None, compiled: bool = False):
+        self.target_info = Target.parse(target)
+        self.target = str(self.target_info)
         self.functions: dict[str, VMFunction] = dict(functions)
-        self.c_library = c_library
-        self.prim_funcs = dict(prim_funcs or {})
+        self.kernels = kernels
         self.compiled = compiled
+
+    @property
+    def c_library(self):
+        """The C target's ``CLibraryImage`` (None for other targets)."""
+        return self.kernels if self.target_info.kind == "c" else None
+
+    @property
+    def prim_funcs(self) -> dict:
+        """The interp target's prim_funcs (empty for other targets)."""
+        return dict(getattr(self.kernels, "prim_funcs", None) or {})
 
     def function_names(self) -> list[str]:
         return list(self.functions)
@@ -45,25 +51,19 @@ class Executable:
 
     # ---------------------------------------------------------------- persistence
     def save(self, path) -> None:
-        """Write the executable (instructions, constants, C source and library bytes).
+        """Write the executable (instructions, constants, the target's kernel image).
 
         The file is written atomically; see ``file_format`` for the layout."""
         encoder = Encoder()
-        library = None
-        if self.c_library is not None:
-            from backends.c.library_cache import library_digest
-            lib = self.c_library
-            library = {"source": lib.source, "symbols": dict(lib.symbols),
-                       "sha256": library_digest(lib.library), **encoder.payload(bytes(lib.library))}
-        manifest = {"target": self.target, "library": library,
-                    "functions": [encoder.value(f) for f in self.functions.values()],
-                    "prim_funcs": encoder.value(dict(self.prim_funcs))}
-        manifest["nodes"] = encoder.nodes   # filled while encoding the prim_funcs
+        kernels = self.kernels.encode(encoder) if self.kernels is not None else None
+        manifest = {"target": self.target, "library": kernels,
+                    "functions": [encoder.value(f) for f in self.functions.values()]}
+        manifest["nodes"] = encoder.nodes   # filled while encoding IR nodes (interp's prim_funcs)
         write_container(path, manifest, b"".join(encoder.chunks))
 
     @classmethod
     def load(cls, path) -> "Executable":
-        """Read an executable written by ``save``; the C library is reused, never recompiled.
+        """Read an executable written by ``save``; kernels are reused, never recompiled.
 
         Raises ``ExecutableFormatError`` (a ``ValueError``) naming the path and the
         reason for a truncated, altered, foreign or older-version file. An
@@ -77,42 +77,21 @@ class Executable:
     @classmethod
     def _from_manifest(cls, manifest: dict, payload) -> "Executable":
         decoder = Decoder(payload)
-        target = manifest["target"]
-        if target not in _TARGETS:
-            raise ValueError(f"unknown target {target!r:.40}")
+        spec = manifest["target"]
+        try:
+            target = Target.parse(spec)
+        except TargetError:
+            raise ValueError(f"unknown target {spec!r:.40}") from None
         decoder.node_table(manifest["nodes"])
-        prim_funcs = decoder.value(manifest["prim_funcs"])
-        if type(prim_funcs) is not dict:
-            raise ValueError("prim_funcs must be a dict")
-        from tensorir.function import PrimFunc
-        if not all(isinstance(k, str) and isinstance(f, PrimFunc) for k, f in prim_funcs.items()):
-            raise ValueError("prim_funcs must map names to prim_funcs")
-        c_library = cls._library(decoder, manifest["library"], target)
-        if c_library is not None and target != "c":
-            raise ValueError(f"a {target!r} executable with a C library")
-        kernels = c_library.symbols if c_library is not None else prim_funcs if target == "interp" else {}
+        entry = manifest["library"]
+        kernels = get_backend(target).decode(target, entry, decoder) if entry is not None else None
+        names = set(kernels.kernel_names()) if kernels is not None else set()
         functions = {}
-        for entry in manifest["functions"]:
-            func = decoder.value(entry)
-            check_function(func, kernels)
+        for item in manifest["functions"]:
+            func = decoder.value(item)
+            check_function(func, names)
             functions[func.name] = func
-        return cls(target, functions, c_library, prim_funcs, compiled=False)
-
-    @staticmethod
-    def _library(decoder: Decoder, entry, target: str):
-        if entry is None:   # an interp executable, or a C one that calls no kernel
-            return None
-        from backends.c.library_cache import library_digest
-
-        from .kernels import CLibraryImage
-        source, symbols = entry["source"], entry["symbols"]
-        if not isinstance(source, str) or type(symbols) is not dict or not all(
-                isinstance(k, str) and isinstance(v, str) and _SYMBOL.match(v) for k, v in symbols.items()):
-            raise ValueError("malformed library entry")
-        data = decoder.bytes_at(entry)
-        if library_digest(data) != entry["sha256"]:
-            raise ValueError("the library bytes do not match their recorded sha256")
-        return CLibraryImage(source, data, symbols)
+        return cls(target, functions, kernels, compiled=False)
 
     def __repr__(self) -> str:
         return f"<Executable target={self.target!r} functions={self.function_names()}>"

@@ -25,7 +25,7 @@ import tempfile
 from pathlib import Path
 
 MAGIC = b"\x89RSXVM\r\n"
-FORMAT_VERSION = 2          # version 1 was the pickle format, which is not read any more
+FORMAT_VERSION = 3          # 1: the pickle format; 2: before targets encoded their own kernel images
 _HEADER = struct.Struct("<8sIQQ")
 _DIGEST = 32
 

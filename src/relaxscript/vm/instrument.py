@@ -1,7 +1,9 @@
 """Instruments for ``vm.set_instrument``: print or check every intermediate value.
 
 An instrument is called as ``fn(func_name, instr_index, name, value)`` after
-each instruction that produces a value.
+each instruction that produces a value. On a device target (OpenCL, CUDA) a
+tensor value is the device array the VM holds; these instruments copy it
+out (``host_value``) to print or compare it.
 """
 from __future__ import annotations
 
@@ -10,7 +12,17 @@ import sys
 import numpy as np
 
 
+def host_value(value):
+    """``value`` with device arrays (anything with ``.numpy()``) copied to NumPy."""
+    if type(value) is tuple:
+        return tuple(host_value(v) for v in value)
+    if not isinstance(value, np.ndarray) and callable(getattr(value, "numpy", None)):
+        return value.numpy()
+    return value
+
+
 def _summary(value) -> str:
+    value = host_value(value)
     if isinstance(value, np.ndarray):
         if value.size and value.dtype.kind in "biuf":
             return (f"tensor{tuple(value.shape)} {value.dtype.name} "
@@ -55,7 +67,10 @@ class CheckAgainstInterpreter:
 
     def __call__(self, func_name: str, index: int, name: str, value) -> None:
         candidates = self.expected.get((func_name, name))
-        if not candidates or not isinstance(value, np.ndarray):
+        if not candidates:
+            return
+        value = host_value(value)
+        if not isinstance(value, np.ndarray):
             return
         for ref in candidates:
             if isinstance(ref, np.ndarray) and ref.shape == value.shape and ref.dtype == value.dtype:

@@ -19,6 +19,8 @@ from tensorir.errors import ShapeMismatchError
 from ..interpreter.allocation import allocation_error, impossible_shape
 from ..interpreter.values import ShapeTuple
 from . import instructions as I
+from .call_site import link_call_site
+from .device_memory import link_device_alloc_storage, link_device_alloc_tensor, link_host_library
 from .native_library import link_native_library
 from .sym_table import RUNTIME_NAMES, compile_expr
 from .values import copy_views, data_pointer, make_match_namespace, own_value, truthy
@@ -27,13 +29,13 @@ from .values import copy_views, data_pointer, make_match_namespace, own_value, t
 class FunctionCode:
     """Per-function compiled pieces (shared by every frame of that function)."""
 
-    def __init__(self, func: I.VMFunction):
+    def __init__(self, func: I.VMFunction, device_array_type=None):
         self.func = func
         self.matchers = {}
         self.exprs = {}
         for pc, ins in enumerate(func.code):
             if isinstance(ins, I.MatchValues):
-                namespace = {**RUNTIME_NAMES, **make_match_namespace(ins.messages, ins.dtypes)}
+                namespace = {**RUNTIME_NAMES, **make_match_namespace(ins.messages, ins.dtypes, device_array_type)}
                 exec(compile(ins.source, f"<vm {func.name} check {pc}>", "exec"), namespace)  # noqa: S102
                 self.matchers[pc] = namespace["_match"]
         # registers that get a data pointer when written (allocations)
@@ -56,6 +58,8 @@ class Frame:
             self.template[reg] = value
         self.regs = list(self.template)
         self.ptrs = [None] * func.num_regs
+        self.ptr_regs = code.ptr_regs
+        self.constant_regs = frozenset(func.constants)
         self.table = (ctypes.c_int64 * max(1, func.table_size))()
         self.storages: dict[int, np.ndarray] = {}
         self.result = [None]
@@ -81,19 +85,27 @@ def _link(ins, pc: int, code: FunctionCode, frame: Frame, vm):
             return nxt
         return step
 
+    memory = vm.memory
     if kind is I.AllocTensor:
+        if memory is not None:
+            return link_device_alloc_tensor(ins, nxt, code, frame, memory, _allocation_failure(ins, code, t))
         return _link_alloc_tensor(ins, nxt, code, frame)
 
     if kind is I.AllocStorage:
+        if memory is not None:
+            return link_device_alloc_storage(ins, nxt, code, frame, memory, _allocation_failure(ins, code, t))
         return _link_alloc_storage(ins, nxt, code, frame)
 
     if kind is I.CallKernel:
-        return vm.kernels.link(ins, nxt, code, frame)
+        prologue = link_call_site(ins, code, frame, memory.device_array_type if memory is not None else None)
+        return vm.kernels.link(ins, nxt, frame, prologue, f"function '{code.func.name}'")
 
     if kind is I.CallLibrary:
         from backends.library import get_library
         entry = get_library(ins.library)
         inputs, outputs = ins.inputs, ins.outputs
+        if memory is not None:
+            return link_host_library(ins, nxt, code, frame, memory, entry)
         if entry.dps and entry.numpy_impl is not None:
             # already in destination-passing form: call it directly (the entry checks its operands)
             impl, operands = entry.numpy_impl, tuple(inputs) + tuple(outputs)
@@ -104,7 +116,7 @@ def _link(ins, pc: int, code: FunctionCode, frame: Frame, vm):
                 except ShapeMismatchError as err:
                     raise ShapeMismatchError(f"function '{code.func.name}': {err}") from None
                 return nxt
-            if vm.exe.target == "c":
+            if vm.native_library:
                 return link_native_library(ins, nxt, code, frame, entry, step) or step
             return step
 
@@ -117,15 +129,17 @@ def _link(ins, pc: int, code: FunctionCode, frame: Frame, vm):
         return step
 
     if kind is I.CallFallback:
-        return _link_fallback(ins, nxt, code, frame)
+        return _link_fallback(ins, nxt, code, frame, memory)
 
     if kind is I.CallPacked:
         from backends.library import get_library
         entry = get_library(ins.library)
         dst, args = ins.dst, ins.args
 
+        host = memory.to_host if memory is not None else (lambda v: v)
+
         def step():
-            result = entry(*[regs[a] for a in args])
+            result = entry(*[host(regs[a]) for a in args])
             regs[dst] = () if result is None else result
             return nxt
         return step
@@ -192,9 +206,10 @@ def _link(ins, pc: int, code: FunctionCode, frame: Frame, vm):
 
     if kind is I.If:
         cond, else_pc = ins.cond, ins.else_pc
+        host = memory.to_host if memory is not None else (lambda v: v)
 
         def step():
-            return nxt if truthy(regs[cond]) else else_pc
+            return nxt if truthy(host(regs[cond])) else else_pc
         return step
 
     if kind is I.Goto:
@@ -211,9 +226,10 @@ def _link(ins, pc: int, code: FunctionCode, frame: Frame, vm):
 
     if kind is I.Ret:
         src, result, copy = ins.src, frame.result, ins.copy_escaping
+        copy_of = memory.copy_views if memory is not None else copy_views
 
         def step():
-            result[0] = copy_views(regs[src]) if copy else regs[src]
+            result[0] = copy_of(regs[src]) if copy else regs[src]
             return -1
         return step
 
@@ -318,7 +334,7 @@ def _allocation_failure(ins, code: FunctionCode, t):
     return fail
 
 
-def _link_fallback(ins: I.CallFallback, nxt: int, code: FunctionCode, frame: Frame):
+def _link_fallback(ins: I.CallFallback, nxt: int, code: FunctionCode, frame: Frame, memory):
     from ..op.registry import get_op_spec
     regs = frame.regs
     spec = get_op_spec(ins.op_name)
@@ -328,9 +344,10 @@ def _link_fallback(ins: I.CallFallback, nxt: int, code: FunctionCode, frame: Fra
     reference, attrs, args, dst = spec.reference, ins.attrs, ins.args, ins.dst
     as_tensor = ins.tensor_result
     label = ins.op_name[len("relax."):]
+    host = memory.to_host if memory is not None else (lambda v: v)   # references run on NumPy
 
     def step():
-        values = [regs[a] for a in args]
+        values = [host(regs[a]) for a in args]
         try:
             result = reference(*values, **attrs)
         except ShapeMismatchError:

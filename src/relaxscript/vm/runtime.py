@@ -13,6 +13,8 @@ from typing import Callable
 
 from tensorir.errors import ShapeMismatchError
 
+from backends.target import get_backend
+
 from .executable import Executable
 from .linker import Frame, FunctionCode
 from .instructions import AllocStorage, AllocTensor, CallKernel, CallLibrary, Kill
@@ -24,7 +26,8 @@ class FunctionRuntime:
     def __init__(self, vm: "VirtualMachine", func):
         self.vm = vm
         self.func = func
-        self.code = FunctionCode(func)
+        memory = vm.memory
+        self.code = FunctionCode(func, memory.device_array_type if memory is not None else None)
         self.pool: list[Frame] = []
         self.num_params = len(func.params)
         self.reports = [_reports(ins, func, self.code.ptr_regs) for ins in func.code]
@@ -49,6 +52,8 @@ class FunctionRuntime:
             else:
                 self._run_instrumented(frame)
             result = frame.result[0]
+            if self.vm.memory is not None:
+                result = self.vm.memory_result(result, args)
         finally:
             if team is not None:
                 team.leave()
@@ -94,15 +99,11 @@ class VirtualMachine:
         self.exe = exe
         self.instrument: Instrument | None = None
         self.team = None
-        if exe.target == "c":
-            from backends.threading import team
-
-            from .kernels import CKernels
-            self.kernels = CKernels(exe.c_library) if exe.c_library is not None else None
-            self.team = team()
-        else:
-            from .kernels import InterpKernels
-            self.kernels = InterpKernels(exe.prim_funcs)
+        backend = get_backend(exe.target_info)
+        self.native_library = backend.native_library
+        self.kernels = backend.load(exe.kernels) if exe.kernels is not None else None
+        self.memory = self.kernels.memory if self.kernels is not None else None
+        self.team = backend.thread_team()
         self._functions: dict[str, FunctionRuntime] = {}
 
     def function(self, name: str) -> FunctionRuntime:
@@ -124,6 +125,13 @@ class VirtualMachine:
 
     def invoke(self, name: str, *args):
         return self.function(name).invoke(args)
+
+    def memory_result(self, result, args):
+        """A device target's result: device arrays when the caller passed any, NumPy otherwise."""
+        memory = self.memory
+        if any(isinstance(a, memory.device_array_type) for a in args):
+            return memory.to_device_all(result)
+        return memory.to_host(result)
 
     def set_instrument(self, fn: Instrument | None) -> None:
         """``fn(func_name, instr_index, name, value)`` after each instruction that produces a value."""

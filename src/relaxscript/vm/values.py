@@ -1,25 +1,14 @@
 """Run-time helpers shared by generated check code and instruction closures."""
 from __future__ import annotations
 
-import ctypes
-
 import numpy as np
 
 from tensorir.errors import ShapeMismatchError
 
+from backends.host_pointer import data_pointer  # noqa: F401  (re-exported for the linker)
+
 from ..interpreter.arguments import INT64_MAX, INT64_MIN, ArgumentError, out_of_range, to_tensor
 from ..interpreter.values import ShapeTuple, describe
-
-_from_buffer = ctypes.c_char.from_buffer
-_addressof = ctypes.addressof
-
-
-def data_pointer(array: np.ndarray) -> int:
-    """Address of an array's first byte (fast path through the buffer protocol)."""
-    try:
-        return _addressof(_from_buffer(array))
-    except (TypeError, ValueError):  # read-only or empty arrays
-        return array.ctypes.data
 
 
 def dtype_text(dtype: np.dtype) -> str:
@@ -36,13 +25,16 @@ def make_fail(messages):
     return fail
 
 
-def make_match_namespace(messages, dtypes) -> dict:
+def make_match_namespace(messages, dtypes, device_array_type=None) -> dict:
     fail = make_fail(messages)
+    device_array = device_array_type or ()
 
     def as_tensor(value, index, dtype=None, convert=True):
         """A value that is not an exact ndarray: an ndarray subclass is viewed as a plain array
         (its shape property may not describe its buffer); with ``convert``, a list or scalar
-        becomes an array of ``dtype``."""
+        becomes an array of ``dtype``. A device target's own arrays pass as they are."""
+        if isinstance(value, device_array):
+            return value
         if not convert and not isinstance(value, np.ndarray):
             fail(index, describe(value))
         try:

@@ -1,0 +1,42 @@
+"""The C target: gcc + OpenMP kernels in one shared library, OpenBLAS library calls, CPU schedules."""
+from __future__ import annotations
+
+import re
+
+from ..target import Target, TargetBackend
+from .runtime import CKernelModule, CLibraryImage, build_library
+
+_SYMBOL = re.compile(r"rs_kernel_[A-Za-z0-9_]*\Z")   # the names build_library gives
+
+
+class CBackend(TargetBackend):
+    kind = "c"
+    schedule = "cpu"
+    library_dispatch = True
+    native_library = True
+
+    def build(self, target: Target, kernels: dict) -> CLibraryImage:
+        return build_library(kernels)
+
+    def decode(self, target: Target, entry, decoder) -> CLibraryImage:
+        from .library_cache import library_digest
+        if type(entry) is not dict:
+            raise ValueError("malformed library entry")
+        source, symbols = entry.get("source"), entry.get("symbols")
+        if not isinstance(source, str) or type(symbols) is not dict or not all(
+                isinstance(k, str) and isinstance(v, str) and _SYMBOL.match(v) for k, v in symbols.items()):
+            raise ValueError("malformed library entry")
+        data = decoder.bytes_at(entry)
+        if library_digest(data) != entry.get("sha256"):
+            raise ValueError("the library bytes do not match their recorded sha256")
+        return CLibraryImage(source, data, symbols)
+
+    def load(self, image: CLibraryImage) -> CKernelModule:
+        return CKernelModule(image)
+
+    def thread_team(self):
+        from ..threading import team
+        return team()
+
+
+BACKEND = CBackend()

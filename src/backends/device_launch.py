@@ -1,0 +1,120 @@
+"""What a GPU target's runtime needs of one lowered function, as plain data: its launches.
+
+``backends.gpu.lower_for_gpu`` gives a ``GPUFunction`` (buffers, symbolic
+vars, workspaces, kernels with grid sizes over the symbolic vars). A
+``LaunchPlan`` keeps what running it takes (kernel symbols, grid and block
+sizes, shared memory, workspace sizes), is saved with the executable (its
+PrimExprs through the manifest's node table) and computes the launch sizes
+from the VM's symbol vector, once per distinct vector. OpenCL and CUDA share
+it, so everything but the kernel language is exercised by the OpenCL tests.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from tensorir import dtype as dt
+from tensorir import expr as E
+from tensorir.arith import evaluate
+
+
+@dataclass
+class Launch:
+    """One kernel launch: ``grid`` blocks per axis (PrimExprs over the sym vars), ``block`` threads."""
+    symbol: str
+    grid: tuple
+    block: tuple
+    shared_bytes: int = 0
+
+
+@dataclass
+class LaunchPlan:
+    """The launches of one VM kernel, in order, and the global workspaces they share."""
+    name: str
+    num_buffers: int
+    sym_vars: list                 # tensorir Vars, the kernel's symbol order
+    workspaces: list               # [(name, dtype, size PrimExpr in elements)]
+    launches: list                 # [Launch]
+
+    @staticmethod
+    def of(func) -> "LaunchPlan":
+        """The plan of a ``backends.gpu.GPUFunction``."""
+        return LaunchPlan(func.name, len(func.buffers), list(func.sym_vars),
+                          [(w.name, w.dtype, w.size) for w in func.workspaces],
+                          [Launch(k.symbol, tuple(k.grid), tuple(int(b) for b in k.block), int(k.shared_bytes))
+                           for k in func.kernels])
+
+    # ---------------------------------------------------------------- persistence
+    def encode(self, encoder) -> dict:
+        return {"name": self.name, "num_buffers": self.num_buffers,
+                "sym_vars": [encoder.value(v) for v in self.sym_vars],
+                "workspaces": [[w, d, encoder.value(size)] for w, d, size in self.workspaces],
+                "launches": [[k.symbol, [encoder.value(g) for g in k.grid], list(k.block), k.shared_bytes]
+                             for k in self.launches]}
+
+    @staticmethod
+    def decode(entry, decoder) -> "LaunchPlan":
+        """A plan ``encode`` wrote; ValueError for anything malformed."""
+        if type(entry) is not dict or set(entry) != {"name", "num_buffers", "sym_vars", "workspaces", "launches"}:
+            raise ValueError("malformed launch plan")
+        name, count = entry["name"], entry["num_buffers"]
+        if not isinstance(name, str) or type(count) is not int or count < 0:
+            raise ValueError("malformed launch plan")
+        sym_vars = [decoder.value(v) for v in entry["sym_vars"]]
+        if not all(isinstance(v, E.Var) for v in sym_vars):
+            raise ValueError(f"launch plan {name!r:.60}: a symbolic var is not a Var")
+        workspaces = []
+        for item in entry["workspaces"]:
+            if type(item) is not list or len(item) != 3 or not isinstance(item[0], str) \
+                    or not _valid_dtype(item[1]):
+                raise ValueError(f"launch plan {name!r:.60}: malformed workspace")
+            workspaces.append((item[0], item[1], _expr(decoder.value(item[2]), name)))
+        launches = []
+        for item in entry["launches"]:
+            if type(item) is not list or len(item) != 4 or not isinstance(item[0], str) \
+                    or not item[0].isidentifier() or type(item[1]) is not list or len(item[1]) != 3 \
+                    or type(item[2]) is not list or len(item[2]) != 3 \
+                    or not all(type(b) is int and 1 <= b <= 1024 for b in item[2]) \
+                    or type(item[3]) is not int or item[3] < 0:
+                raise ValueError(f"launch plan {name!r:.60}: malformed launch")
+            launches.append(Launch(item[0], tuple(_expr(decoder.value(g), name) for g in item[1]),
+                                   tuple(item[2]), item[3]))
+        return LaunchPlan(name, count, sym_vars, workspaces, launches)
+
+    # ---------------------------------------------------------------- run time
+    def sizes(self, syms) -> tuple:
+        """``(grids, workspace element counts)`` for one symbol vector (a tuple of ints)."""
+        env = dict(zip(self.sym_vars, syms))
+        grids = [tuple(int(evaluate(g, env)) if not isinstance(g, int) else g for g in k.grid)
+                 for k in self.launches]
+        spaces = [max(0, int(evaluate(size, env)) if not isinstance(size, int) else size)
+                  for _, _, size in self.workspaces]
+        return grids, spaces
+
+    def sizes_cached(self):
+        """``sizes`` memoised on the last symbol vector (calls repeat one shape)."""
+        last = [None, None]
+
+        def sizes(syms: tuple):
+            if syms != last[0]:
+                last[0], last[1] = syms, self.sizes(syms)
+            return last[1]
+        return sizes
+
+    def workspace_nbytes(self, counts) -> list[int]:
+        return [max(1, count * np.dtype(dt.to_numpy(dtype)).itemsize)
+                for (_, dtype, _), count in zip(self.workspaces, counts)]
+
+
+def _valid_dtype(dtype) -> bool:
+    try:
+        return isinstance(dtype, str) and dt.normalize(dtype) == dtype
+    except (TypeError, ValueError):
+        return False
+
+
+def _expr(value, name: str):
+    if isinstance(value, (int, E.PrimExpr)) and not isinstance(value, bool):
+        return value
+    raise ValueError(f"launch plan {name!r:.60}: a size is not an expression")

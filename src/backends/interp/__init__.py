@@ -1,0 +1,1 @@
+"""The interp target: kernels run in the loop-level reference interpreter (no code generation)."""

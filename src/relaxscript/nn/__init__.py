@@ -18,8 +18,10 @@ from .export import Exported, builder, emit, export, identifier
 from .layers import (GELU, Embedding, LayerNorm, Linear, ReLU, RMSNorm, SiLU, gelu, relu, silu,
                      softmax)
 from .module import Module, ModuleList, Parameter
+from .quantized import Quantized, QuantizedTensor
 from .spec import ExportSpec, Shape, Tensor
 
 __all__ = ["Module", "ModuleList", "Parameter", "Linear", "Embedding", "RMSNorm", "LayerNorm",
            "SiLU", "GELU", "ReLU", "silu", "gelu", "relu", "softmax", "export", "Exported",
-           "ExportSpec", "Tensor", "Shape", "builder", "emit", "identifier"]
+           "ExportSpec", "Tensor", "Shape", "builder", "emit", "identifier", "Quantized",
+           "QuantizedTensor"]

@@ -1,0 +1,1 @@
+"""Large language models end to end: the NumPy reference model, tokenizer, sampling, generation, chat."""

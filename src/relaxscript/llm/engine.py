@@ -38,9 +38,10 @@ class Engine:
     """A compiled Llama model with KV caches, tokenizer and generation."""
 
     def __init__(self, config, exported: nn.Exported, executable, arrays: dict, *,
-                 capacity: int, tokenizer: Tokenizer | None = None):
+                 capacity: int, tokenizer: Tokenizer | None = None, lowered_mod=None):
         import relaxscript as rx
         self.config, self.exported, self.executable = config, exported, executable
+        self.lowered_mod = lowered_mod    # the module after the pipeline (memory plan, kernels)
         self.tokenizer = tokenizer
         self.max_context = capacity
         self.eos_id = config.eos_id
@@ -76,9 +77,18 @@ class Engine:
         model = LlamaForCausalLM(config, capacity, formats)
         exported = nn.export(model, model.export_spec())
         arrays = load_parameters(gguf, exported.param_names, config, capacity)
-        executable = rx.build(exported.mod, target=target)
+        lowered = exported.mod
+        for step in rx.get_pipeline(target):
+            lowered = step(lowered)
+        executable = rx.build(lowered, target=target, pipeline=[])
         tok = Tokenizer.from_gguf(gguf) if tokenizer else None
-        return cls(config, exported, executable, arrays, capacity=capacity, tokenizer=tok)
+        return cls(config, exported, executable, arrays, capacity=capacity, tokenizer=tok,
+                   lowered_mod=lowered)
+
+    def activation_memory(self) -> dict:
+        """Per function (prefill, decode): activation bytes with the static plan and without."""
+        from .memory_report import activation_memory
+        return activation_memory(self.lowered_mod)
 
     # ---------------------------------------------------------------- step protocol
     def reset(self) -> None:

@@ -133,3 +133,21 @@ def test_quantized_linear_equals_dequantized_weights():
     x = rng.standard_normal((3, 64)).astype("float32")
     want = x.astype(np.float64) @ dequantize_numpy(*packed, format="q4_1").T
     np.testing.assert_allclose(rx.interpret(exported.mod, "forward", x, *packed), want, rtol=1e-4, atol=1e-4)
+
+
+def test_a_reused_expression_is_computed_once():
+    """forward may read one (unbound) expression twice: it is bound once, not once per use."""
+    class Residual(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.proj = nn.Linear(8, 8)
+
+        def forward(self, x):
+            for _ in range(12):     # duplicating per use would make 2**12 matmuls
+                h = self.proj(x)
+                x = nn.relu(rx.op.add(h, h))
+            return x
+
+    exported = nn.export(Residual(), {"forward": {"x": nn.Tensor((2, 8))}})
+    text = exported.mod.script()
+    assert text.count("R.matmul(") == 12 and text.count("R.nn.relu(") == 12

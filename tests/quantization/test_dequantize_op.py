@@ -97,8 +97,9 @@ def test_legalize_q4_1_before_expected():
     assert "R.call_tir(cls.dequantize_q4_1, (qd, qs, qm)" in mod.script()
 
 
-def linear_module(fmt: str, rows: int, cols: int, bias: bool = False, activation: bool = False):
-    """``y = x @ dequantize(w) [+ b] [silu]`` with ``x: (n, rows)``."""
+def linear_module(fmt: str, rows: int, cols: int, bias: bool = False, activation: bool = False,
+                  tokens: str = '"n"'):
+    """``y = x @ dequantize(w) [+ b] [silu]`` with ``x: (tokens, rows)``."""
     extra = f', qm: R.Tensor(({rows // 32}, {cols}), "float32")' if fmt == "q4_1" else ""
     mins = ", qm" if fmt == "q4_1" else ""
     packed = rows // 2 if fmt == "q4_1" else rows
@@ -113,7 +114,7 @@ def linear_module(fmt: str, rows: int, cols: int, bias: bool = False, activation
     return rx.IRModule({"main": rx.from_source(f"""
 from relaxscript import R
 @R.function
-def main(x: R.Tensor(("n", {rows}), "float32"), qd: R.Tensor(({packed}, {cols}), "{dtype}"),
+def main(x: R.Tensor(({tokens}, {rows}), "float32"), qd: R.Tensor(({packed}, {cols}), "{dtype}"),
          qs: R.Tensor(({rows // 32}, {cols}), "float32"){extra}{bias_param}):
     with R.dataflow():
         {body}
@@ -161,18 +162,34 @@ def scheduled_module(mod):
     raise AssertionError("the pipeline has no DefaultCPUSchedule")
 
 
-def test_dequantize_matmul_bias_silu_is_one_kernel_reading_the_codes():
-    mod = scheduled_module(linear_module("q4_1", 64, 80, bias=True, activation=True))
-    kernels = mod.prim_funcs
-    assert list(kernels) == ["fused_dequantize_q4_1_matmul_add_silu"]
-    func = kernels["fused_dequantize_q4_1_matmul_add_silu"]
+def allocations(func):
+    return [(blk.name, b) for blk in collect(func.body, lambda n: isinstance(n, Block)) for b in blk.alloc_buffers]
+
+
+def test_dequantize_matmul_bias_silu_is_one_kernel_decoding_weight_tiles():
+    """Several tokens: the weight is decoded 64 x 64 at a time into a tile each parallel task
+    owns; the float32 weight (128, 80) is never stored."""
+    mod = scheduled_module(linear_module("q4_1", 128, 80, bias=True, activation=True))
+    assert list(mod.prim_funcs) == ["fused_dequantize_q4_1_matmul_add_silu"]
+    func = mod.prim_funcs["fused_dequantize_q4_1_matmul_add_silu"]
     assert func.attrs["fused_from"] == ("dequantize_q4_1", "matmul", "add", "silu")
-    # the float32 weight (64, 80) is never stored: the one intermediate is the product (n, 80)
-    allocated = [b for blk in collect(func.body, lambda n: isinstance(n, Block)) for b in blk.alloc_buffers]
-    assert [b.dtype for b in allocated] == ["float32"]
-    assert isinstance(allocated[0].shape[0], tir.Var) and allocated[0].shape[1].value == 80
+    found = allocations(func)
+    tiles = [b for name, b in found if name == "weight_tile"]
+    assert [tuple(d.value for d in b.shape) for b in tiles] == [(64, 64)] and tiles[0].scope == "local"
+    others = [b for name, b in found if name != "weight_tile"]   # the product before its epilogue
+    assert len(others) == 1 and isinstance(others[0].shape[0], tir.Var)
+    task_loops = collect(func.body, lambda n: isinstance(n, tir.stmt.For) and n.kind == "parallel")
+    assert any(collect(loop.body, lambda n: isinstance(n, Block) and n.name == "weight_tile")
+               for loop in task_loops)
+
+
+def test_single_token_kernel_reads_the_codes_in_the_product():
+    """One token (decode): no tile at all; the product block reads the codes."""
+    mod = linear_module("q8_0", 64, 80, bias=True, tokens="1")
+    func = next(iter(scheduled_module(mod).prim_funcs.values()))
+    assert all(b.shape[0].value == 1 for _, b in allocations(func))
     product = [blk for blk in collect(func.body, lambda n: isinstance(n, Block)) if blk.name == "T_matmul"]
-    assert any(r.buffer.dtype == "uint8" for r in product[0].reads)
+    assert any(r.buffer.dtype == "int8" for r in product[0].reads)
 
 
 def test_embedding_lookup_from_a_quantized_table_is_one_kernel():
@@ -245,3 +262,9 @@ def test_codes_of_the_wrong_shape_at_run_time_are_a_shape_error():
     x = np.zeros((1, 64), np.float32)
     with pytest.raises(ShapeMismatchError, match="qs"):
         vm["main"](x, np.zeros((32, 8), np.uint8), np.zeros((3, 8), np.float32), np.zeros((2, 8), np.float32))
+
+
+@pytest.mark.parametrize("tokens", ['"n"', "1"])
+def test_every_pipeline_stage_of_a_quantized_linear_round_trips(tokens):
+    from tests.relaxscript.test_pipeline_roundtrip import assert_every_stage_round_trips
+    assert_every_stage_round_trips(linear_module("q4_1", 64, 72, bias=True, activation=True, tokens=tokens))

@@ -9,14 +9,15 @@ plain gemm rule, which keeps operand producers materialized: right for a
 transpose, but for a quantized weight that would be the float32 copy this
 design exists to avoid).
 
-What it does: every spatial producer is inlined, so each weight value is
-computed from its code and block scale where the product needs it and the
-float32 weight is never stored; then the gemm rule's tiling applies. Its
-vector lanes run along the weight's columns (output features), which the
-layout keeps adjacent, and its ``TILE_I`` unrolled rows share each decoded
-vector (the compiler sees the same loads and folds them), so a prefill
-decodes each weight once per four tokens and a decode step streams the codes
-once, contiguously.
+What it does, for one token (decode): every spatial producer is inlined, so
+each weight value is computed from its code and block scale where the product
+needs it; each parallel task owns a run of output columns (vector lanes, kept
+adjacent by the layout) and streams down the weight's rows, so the codes are
+read once, contiguously. For several tokens (prefill): each task owns
+``TILE_J`` columns and, for every ``TILE_K`` rows, decodes a float32 tile into
+a buffer of its own (``weight_tile.py``) that the products of all tokens then
+read, so decoding costs once per weight and call, not once per token. In
+neither case is the float32 weight stored.
 """
 from __future__ import annotations
 
@@ -25,7 +26,7 @@ from ..schedule import Schedule
 from ..schedule.state import StmtIndex
 from .common import (attempt, const_int, inline_spatial_intermediates, is_reduction_block,
                      leaf_block_names, loop_extents, loop_kinds, vector_chunk)
-from .gemm import TILE_I, _operand_buffers, schedule_gemm
+from .gemm import TILE_I, _operand_buffers
 from .weight_tile import private_weight_tile
 
 CODE_DTYPES = ("uint8", "int8")
@@ -60,13 +61,39 @@ def schedule_quantized_gemm(sch: Schedule):
     return _schedule_weight_tiles(sch, name)
 
 
+def single_row_tile(columns: int) -> int:
+    """Columns per task of a one-token product: about 16 tasks, 32 to 2048 columns each.
+    Each step of the reduction reads one run of ``tile`` codes from a row of the weight;
+    runs much shorter than a page on a wide weight (the 49152-column LM head) cost a
+    TLB miss per run (measured there: 64-column runs 2.7x slower than 512, 2048 and
+    whole rows 1.4x faster than 512), while too few tasks leave cores idle."""
+    return max(32, min(2048, columns // 16 // 16 * 16))
+
+
 def _schedule_single_row(sch: Schedule) -> None:
-    """One token (decode): the codes are read once, straight into the product."""
+    """One token (decode): the codes are read once, straight into the product; each task
+    owns a run of columns and streams down the weight's rows."""
     inline_spatial_intermediates(sch)
     name = _product_block(sch)
     if not _reads_codes(sch, name):
         raise ScheduleError("quantized gemm rule: the codes are not read by the product block")
-    schedule_gemm(sch)
+    block = sch.get_block(name)
+    *batch, i, j, k = sch.get_loops(block)
+    extent_j = const_int(loop_extents(sch, [j])[0])
+    if extent_j is None:
+        raise ScheduleError("quantized gemm rule: the weight's columns must be a constant")
+    j_outer, j_inner = sch.split(j, [None, min(extent_j, single_row_tile(extent_j))])
+    sch.reorder(*batch, i, j_outer, k, j_inner)
+    names = leaf_block_names(sch)
+    for epilogue in names[names.index(name) + 1:]:
+        attempt(sch.reverse_compute_at, sch.get_block(epilogue), j_outer)
+    sch.decompose_reduction(block, k)
+    sch.vectorize(j_inner)
+    sch.parallel(sch.fuse(*batch, i, j_outer))
+    for epilogue in names[names.index(name) + 1:]:
+        loops = sch.get_loops(sch.get_block(epilogue))
+        if len(loops) > 1:
+            attempt(sch.vectorize, loops[-1])
 
 
 def _schedule_weight_tiles(sch: Schedule, name: str):

@@ -15,7 +15,7 @@ import tensorir as tir
 from relaxscript import R
 from relaxscript.op import OpAttributeError, OpDeductionError
 from relaxscript.quantization import dequantize_numpy, quantize_numpy
-from relaxscript.transform import DispatchLibrary, FuseOps, LegalizeOps
+from relaxscript.transform import DispatchLibrary, LegalizeOps
 from tensorir import T
 from tensorir.errors import ShapeMismatchError
 from tensorir.functor import collect

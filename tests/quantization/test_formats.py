@@ -10,8 +10,6 @@ from hypothesis import strategies as st
 
 from relaxscript.quantization import dequantize_numpy, quantize_numpy, repack_blocks
 
-gguf = pytest.importorskip("gguf", reason="gguf (third-party) is the oracle for GGUF's block layouts")
-
 FORMAT_OF = {"Q4_1": "q4_1", "Q8_0": "q8_0"}
 
 
@@ -20,6 +18,7 @@ FORMAT_OF = {"Q4_1": "q4_1", "Q8_0": "q8_0"}
        seed=st.integers(0, 2**16))
 def test_repacked_gguf_blocks_dequantize_like_gguf(qtype, out, blocks, seed):
     """GGUF stores (out, in); the op yields (in, out): the transpose of gguf's dequantization."""
+    gguf = pytest.importorskip("gguf", reason="the third-party gguf package is the oracle for GGUF's blocks")
     weight = np.random.default_rng(seed).standard_normal((out, 32 * blocks)).astype(np.float32)
     kind = getattr(gguf.GGMLQuantizationType, qtype)
     raw = gguf.quants.quantize(weight, kind)

@@ -4,8 +4,9 @@ tensor stands for (formats and layouts: ``relaxscript.quantization.formats``).
 A model uses it where it would use a float weight: ``R.matmul(x, R.dequantize(...))``
 for a linear layer (the matrix is ``(in_features, out_features)``), and
 ``R.permute_dims(R.take(R.dequantize(...), ids, axis=1))`` for an embedding
-table stored as ``(hidden, vocab)`` (a tied LM head is then ``R.matmul(h, table)``). The pipeline keeps the op away from the BLAS
-library and fuses it into its consumer's kernel, which then reads the blocks.
+table stored as ``(hidden, vocab)`` (a tied LM head is then ``R.matmul(h, table)``).
+The pipeline keeps the op away from the BLAS library and fuses it into its
+consumer's kernel, which then reads the blocks.
 """
 from __future__ import annotations
 

@@ -24,10 +24,6 @@ from tensorir.stmt import Block
 FAST = settings(max_examples=6, deadline=None)
 
 
-def codes_sinfo(fmt: str, rows, cols):
-    return R.Tensor((rows // 2 if fmt == "q4_1" else rows, cols), "uint8" if fmt == "q4_1" else "int8")
-
-
 # ---------------------------------------------------------------- deduction
 def test_deduced_shape_is_rows_by_cols():
     @R.function
@@ -102,8 +98,8 @@ def linear_module(fmt: str, rows: int, cols: int, bias: bool = False, activation
     """``y = x @ dequantize(w) [+ b] [silu]`` with ``x: (tokens, rows)``."""
     extra = f', qm: R.Tensor(({rows // 32}, {cols}), "float32")' if fmt == "q4_1" else ""
     mins = ", qm" if fmt == "q4_1" else ""
-    packed = rows // 2 if fmt == "q4_1" else rows
-    dtype = "uint8" if fmt == "q4_1" else "int8"
+    packed = rows // 2 if fmt.startswith("q4") else rows
+    dtype = "uint8" if fmt.startswith("q4") else "int8"
     bias_param = f', b: R.Tensor(({cols},), "float32")' if bias else ""
     lines = [f'w = R.dequantize(qd, qs{mins}, format="{fmt}")', "y = R.matmul(x, w)"]
     if bias:
@@ -239,7 +235,7 @@ def run_case(fmt, rows, cols, tokens, bias, activation, seed, targets):
 
 
 @FAST
-@given(fmt=st.sampled_from(["q4_1", "q8_0"]), blocks=st.integers(1, 3), cols=st.integers(1, 70),
+@given(fmt=st.sampled_from(["q4_1", "q8_0", "q4_0"]), blocks=st.integers(1, 3), cols=st.integers(1, 70),
        tokens=st.lists(st.sampled_from([1, 2, 3, 5, 7]), min_size=2, max_size=3, unique=True),
        bias=st.booleans(), activation=st.booleans(), seed=st.integers(0, 2**16))
 def test_compiled_kernels_equal_dequantize_then_matmul(fmt, blocks, cols, tokens, bias, activation, seed):
@@ -247,7 +243,7 @@ def test_compiled_kernels_equal_dequantize_then_matmul(fmt, blocks, cols, tokens
     run_case(fmt, 32 * blocks, cols, tokens, bias, activation, seed, ["c"])
 
 
-@pytest.mark.parametrize("fmt", ["q4_1", "q8_0"])
+@pytest.mark.parametrize("fmt", ["q4_1", "q8_0", "q4_0"])
 def test_loop_interpreter_target_agrees(fmt):
     run_case(fmt, 64, 9, [1, 3], True, False, 0, ["interp"])
 

@@ -10,11 +10,11 @@ from hypothesis import strategies as st
 
 from relaxscript.quantization import dequantize_numpy, quantize_numpy, repack_blocks
 
-FORMAT_OF = {"Q4_1": "q4_1", "Q8_0": "q8_0"}
+FORMAT_OF = {"Q4_0": "q4_0", "Q4_1": "q4_1", "Q8_0": "q8_0"}
 
 
 @settings(max_examples=10, deadline=None)
-@given(qtype=st.sampled_from(["Q4_1", "Q8_0"]), out=st.integers(1, 9), blocks=st.integers(1, 4),
+@given(qtype=st.sampled_from(["Q4_0", "Q4_1", "Q8_0"]), out=st.integers(1, 9), blocks=st.integers(1, 4),
        seed=st.integers(0, 2**16))
 def test_repacked_gguf_blocks_dequantize_like_gguf(qtype, out, blocks, seed):
     """GGUF stores (out, in); the op yields (in, out): the transpose of gguf's dequantization."""
@@ -29,13 +29,15 @@ def test_repacked_gguf_blocks_dequantize_like_gguf(qtype, out, blocks, seed):
     np.testing.assert_allclose(got, expected.T, rtol=1e-6, atol=1e-6)
 
 
-@pytest.mark.parametrize("fmt, step", [("q4_1", 1 / 15), ("q8_0", 1 / 127)])
+@pytest.mark.parametrize("fmt, step", [("q4_1", 1 / 15), ("q8_0", 1 / 127), ("q4_0", 1 / 8)])
 def test_quantize_round_trip_error_is_within_half_a_step(fmt, step):
     matrix = np.random.default_rng(1).uniform(-1, 1, (96, 7)).astype(np.float32)
     tensors = quantize_numpy(matrix, fmt)
     back = dequantize_numpy(*tensors, format=fmt)
     blocks = matrix.reshape(3, 32, 7)
     spread = (blocks.max(1) - blocks.min(1)) if fmt == "q4_1" else np.abs(blocks).max(1)
+    if fmt == "q4_0":   # the largest magnitude maps to -8 or, rounded, clips at +7
+        spread = spread * 2
     bound = np.repeat(spread * step / 2, 32, axis=0) + 1e-6
     assert np.all(np.abs(back - matrix) <= bound)
 
@@ -71,3 +73,12 @@ def test_unknown_format():
 def test_repack_refuses_bad_blocks(qtype, raw_size, shape, message):
     with pytest.raises(ValueError, match=message):
         repack_blocks(qtype, np.zeros(raw_size, np.uint8), shape)
+
+
+def test_tensor_specs_declare_the_op_arguments():
+    from relaxscript.quantization import get_format
+    assert get_format("q4_1").tensor_specs(576, 192) == [
+        ("data", (288, 192), "uint8"), ("scale", (18, 192), "float32"), ("min", (18, 192), "float32")]
+    assert get_format("q8_0").tensor_specs(64, 5) == [("data", (64, 5), "int8"), ("scale", (2, 5), "float32")]
+    with pytest.raises(ValueError, match="not whole blocks of 32"):
+        get_format("q4_0").tensor_specs(48, 5)

@@ -20,7 +20,7 @@ from .registry import OpAttributeError, register_op
 
 
 def dequantize(data, scale, min=None, *, format: str):  # noqa: A002 - the op's argument name
-    """R.dequantize(data, scale, [min], format="q4_1"|"q8_0"): float32 (rows, cols), blocks of
+    """R.dequantize(data, scale, [min], format="q4_0"|"q4_1"|"q8_0"): float32 (rows, cols), blocks of
     32 rows per column (layout: ``relaxscript.quantization.formats``)."""
     try:
         fmt = get_format(format)

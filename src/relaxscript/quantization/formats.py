@@ -12,6 +12,7 @@ vector lanes walk output features and each code byte is read once per token.
   32*b+31``), byte row ``16*b + i`` holds row ``32*b + i`` in its low nibble and
   row ``32*b + 16 + i`` in its high nibble (GGUF's nibble order). ``scale`` and
   ``min`` are float32 ``(rows // 32, cols)``; value = ``scale * code + min``.
+- ``q4_0``: as ``q4_1`` without ``min``; value = ``scale * (code - 8)``.
 - ``q8_0``: ``data`` int8 ``(rows, cols)``, ``scale`` float32 ``(rows // 32, cols)``;
   value = ``scale * code``.
 
@@ -32,10 +33,22 @@ class QuantFormat:
     data_dtype: str          # dtype of the packed codes
     codes_per_byte: int      # 2 for 4-bit codes, 1 for 8-bit
     has_min: bool            # value = scale * code + min (else scale * code)
+    code_offset: int = 0     # added to each code before scaling (q4_0: -8)
 
     @property
     def num_tensors(self) -> int:
         return 3 if self.has_min else 2
+
+    def tensor_specs(self, rows: int, cols: int) -> list[tuple[str, tuple[int, int], str]]:
+        """``(role, shape, dtype)`` of each tensor ``R.dequantize`` takes for a ``(rows, cols)``
+        matrix, in argument order: what a model declares as its parameters."""
+        if rows % self.block:
+            raise ValueError(f"{self.name}: a matrix of {rows} rows is not whole blocks of {self.block}")
+        specs = [("data", (rows // self.codes_per_byte, cols), self.data_dtype),
+                 ("scale", (rows // self.block, cols), "float32")]
+        if self.has_min:
+            specs.append(("min", (rows // self.block, cols), "float32"))
+        return specs
 
     def bytes_per_block(self) -> int:
         """Bytes one block occupies in this layout (codes + float32 scale [+ min])."""
@@ -43,6 +56,7 @@ class QuantFormat:
 
 
 FORMATS: dict[str, QuantFormat] = {
+    "q4_0": QuantFormat("q4_0", 32, "uint8", 2, False, -8),
     "q4_1": QuantFormat("q4_1", 32, "uint8", 2, True),
     "q8_0": QuantFormat("q8_0", 32, "int8", 1, False),
 }
@@ -92,7 +106,7 @@ def dequantize_numpy(data, scale, minimum=None, *, format: str) -> np.ndarray:
     minimum = None if minimum is None else np.asarray(minimum)
     check_arrays(fmt, data, scale, minimum)
     cols = data.shape[1]
-    codes = codes_numpy(fmt, data).astype(np.float32).reshape(-1, fmt.block, cols)
+    codes = (codes_numpy(fmt, data) + fmt.code_offset).astype(np.float32).reshape(-1, fmt.block, cols)
     values = codes * scale[:, None, :]
     if minimum is not None:
         values = values + minimum[:, None, :]
@@ -117,6 +131,12 @@ def quantize_numpy(matrix: np.ndarray, format: str) -> tuple[np.ndarray, ...]:
         half = fmt.block // 2
         packed = (codes[:, :half] | (codes[:, half:] << 4)).astype(np.uint8)
         return packed.reshape(-1, cols), scale, low.astype(np.float32)
+    if fmt.codes_per_byte == 2:   # q4_0: codes 0..15 stand for -8..7
+        scale = (np.abs(blocks).max(axis=1) / 8).astype(np.float32)
+        safe = np.where(scale == 0, 1, scale)
+        codes = (np.clip(np.rint(blocks / safe[:, None]), -8, 7) + 8).astype(np.uint8)
+        half = fmt.block // 2
+        return (codes[:, :half] | (codes[:, half:] << 4)).astype(np.uint8).reshape(-1, cols), scale
     scale = (np.abs(blocks).max(axis=1) / 127).astype(np.float32)
     safe = np.where(scale == 0, 1, scale)
     codes = np.clip(np.rint(blocks / safe[:, None]), -127, 127).astype(np.int8)

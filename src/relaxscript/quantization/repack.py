@@ -3,7 +3,8 @@
 GGUF block layouts (little-endian, one block per 32 consecutive values of a
 row of the ``(out, in)`` weight): Q4_1 is float16 ``d``, float16 ``m``, 16 bytes
 of nibbles (value ``d*q + m``; byte ``i``: low nibble value ``i``, high nibble
-value ``i + 16``); Q8_0 is float16 ``d`` and 32 int8 codes (value ``d*q``).
+value ``i + 16``); Q4_0 is float16 ``d`` and the same nibbles (value
+``d*(q - 8)``); Q8_0 is float16 ``d`` and 32 int8 codes (value ``d*q``).
 Repacking transposes the block grid (our matrix is ``(in, out)``) and widens
 the scales to float32; the codes themselves are copied unchanged.
 """
@@ -14,7 +15,7 @@ import numpy as np
 from .formats import get_format
 
 # GGUF type name -> (our format, bytes per block of 32 values)
-_GGUF_BLOCKS = {"Q4_1": ("q4_1", 20), "Q8_0": ("q8_0", 34)}
+_GGUF_BLOCKS = {"Q4_0": ("q4_0", 18), "Q4_1": ("q4_1", 20), "Q8_0": ("q8_0", 34)}
 
 
 def repack_blocks(qtype: str, raw, shape) -> tuple[np.ndarray, ...]:
@@ -41,9 +42,10 @@ def repack_blocks(qtype: str, raw, shape) -> tuple[np.ndarray, ...]:
         return np.ascontiguousarray(blocks[:, :, offset:offset + 2]).view("<f2")[:, :, 0].astype(np.float32)
 
     scale = half_floats(0)
-    if name == "q4_1":
-        codes = blocks[:, :, 4:].transpose(0, 2, 1)                          # (block, 16, out)
-        return np.ascontiguousarray(codes).reshape(nblocks * 16, rows), scale, half_floats(2)
+    if name in ("q4_0", "q4_1"):
+        start = 4 if name == "q4_1" else 2
+        codes = np.ascontiguousarray(blocks[:, :, start:].transpose(0, 2, 1)).reshape(nblocks * 16, rows)
+        return (codes, scale, half_floats(2)) if name == "q4_1" else (codes, scale)
     codes = blocks[:, :, 2:].transpose(0, 2, 1)                              # (block, 32, out)
     return np.ascontiguousarray(codes).view(np.int8).reshape(nblocks * 32, rows), scale
 

@@ -35,7 +35,10 @@ def _dequantize(ctx, call):
 
     def body(r, c):
         block = E.floordiv(r, fmt.block)
-        value = E.cast("float32", code_of(fmt, data, r, c)) * scale[block, c]
+        code = code_of(fmt, data, r, c)
+        if fmt.code_offset:
+            code = code + fmt.code_offset
+        value = E.cast("float32", code) * scale[block, c]
         return value + minimum[block, c] if minimum is not None else value
 
     return te.emit(f"dequantize_{fmt.name}", compute(te.out_shape(), body, f"T_dequantize_{fmt.name}", "float32"))

@@ -1,7 +1,8 @@
 """Quantized linear layers on the C backend: decode GEMV GB/s vs the machine's read
 bandwidth, and prefill GEMM GFLOP/s vs OpenBLAS float32, on SmolLM2-135M's shapes.
 
-Each layer is ``y = x @ R.dequantize(codes, scales[, mins])`` compiled by the normal
+Each layer is ``y = x @ R.dequantize(codes, scales[, mins])`` (float32 scales, as
+``repack`` gives them) compiled by the normal
 pipeline (the dequantize fuses into the product kernel). Decode cycles through
 enough copies of each weight to exceed the last-level cache, so its GB/s is the
 rate the codes stream from memory, as in a real decode step (about 96 MB of
@@ -54,12 +55,12 @@ def main(x: R.Tensor(({tokens}, {rows}), "float32"), qd: R.Tensor(({packed}, {co
 """)})
 
 
-def decode_rows(budget: float) -> list[list[str]]:
+def decode_rows(budget: float, times: dict) -> list[list[str]]:
     rng = np.random.default_rng(0)
     rows = []
     for name, k, n, fmt in SHAPES:
         run = rx.VirtualMachine(rx.build(linear_module(fmt, k, n, "1"), target="c"))["main"]
-        tensors = quantize_numpy(rng.standard_normal((k, n)).astype(np.float32), fmt)
+        tensors = quantize_numpy(rng.standard_normal((k, n)).astype(np.float32), fmt, "float32")
         nbytes = sum(t.nbytes for t in tensors)
         copies = [tuple(t.copy() for t in tensors) for _ in range(max(1, STREAM_BYTES // nbytes))]
         x = rng.standard_normal((1, k)).astype(np.float32)
@@ -71,6 +72,7 @@ def decode_rows(budget: float) -> list[list[str]]:
         weight_f32 = np.float32(0).nbytes * k * n
         rows.append([name, fmt, f"{k}x{n}", f"{nbytes / 1e6:.2f}", f"{ms * 1e3:.0f}",
                      f"{nbytes / ms / 1e6:.1f}", f"{weight_f32 / nbytes:.1f}x"])
+        times[name] = ms
     return rows
 
 
@@ -79,7 +81,7 @@ def prefill_rows(tokens: list[int], budget: float) -> list[list[str]]:
     rows = []
     for name, k, n, fmt in SHAPES[:4]:
         run = rx.VirtualMachine(rx.build(linear_module(fmt, k, n, '"n"'), target="c"))["main"]
-        tensors = quantize_numpy(rng.standard_normal((k, n)).astype(np.float32), fmt)
+        tensors = quantize_numpy(rng.standard_normal((k, n)).astype(np.float32), fmt, "float32")
         dense = rng.standard_normal((k, n)).astype(np.float32)
         for count in tokens:
             x = rng.standard_normal((count, k)).astype(np.float32)
@@ -106,11 +108,17 @@ def main(argv=None) -> None:
     bandwidth = read_bandwidth_gbs()
     print(f"machine read bandwidth (NumPy sum over 512 MB): {bandwidth:.1f} GB/s")
     print("\ndecode GEMV, x (1, in) @ quantized (in, out), weights streamed from memory:")
-    rows = decode_rows(args.budget)
+    times: dict[str, float] = {}
+    rows = decode_rows(args.budget, times)
     print(format_table(["layer", "format", "in x out", "MB", "us", "GB/s", "vs f32 bytes"], rows))
     model_mb = 30 * (2 * 576 * 576 + 2 * 576 * 192 + 3 * 576 * 1536) * 24 / 32 / 1e6 + 576 * 49152 * 36 / 32 / 1e6
-    print(f"whole model: about {model_mb:.0f} MB of codes and scales per token; at the machine's "
-          f"{bandwidth:.1f} GB/s that is at best {bandwidth * 1e3 / model_mb:.0f} tokens/s")
+    # per layer: q and output, k and v, gate and up, down; then the LM head
+    matmul_ms = 30 * sum(times[name] * count for name, count in zip([s[0] for s in SHAPES[:4]], (2, 2, 2, 1))) \
+        + times[SHAPES[4][0]]
+    print(f"whole model: {model_mb:.0f} MB of codes and scales per token; at the machine's {bandwidth:.1f} GB/s "
+          f"the streaming limit is {bandwidth * 1e3 / model_mb:.0f} tokens/s; these kernels take "
+          f"{matmul_ms:.1f} ms per token ({1e3 / matmul_ms:.0f} tokens/s, "
+          f"{model_mb / matmul_ms / 1e3:.1f} GB/s; attention and norms not counted)")
     print("\nprefill GEMM, x (n, in) @ quantized (in, out) vs OpenBLAS sgemm on a float32 weight:")
     print(format_table(["layer", "format", "in x out", "n", "ms", "GFLOP/s", "sgemm GFLOP/s"],
                        prefill_rows(args.tokens, args.budget)))

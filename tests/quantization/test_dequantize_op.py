@@ -41,8 +41,10 @@ def test_deduced_shape_is_rows_by_cols():
      'format="q4_1")', "not whole blocks of 16"),
     ('R.dequantize(R.zeros((32, 4), "int8"), R.zeros((2, 3), "float32"), format="q8_0")',
      "scale must have shape"),
-    ('R.dequantize(R.zeros((32, 4), "int8"), R.zeros((1, 4), "float16"), format="q8_0")',
-     "scale must be float32"),
+    ('R.dequantize(R.zeros((32, 4), "int8"), R.zeros((1, 4), "int32"), format="q8_0")',
+     "scale must be float16 or float32"),
+    ('R.dequantize(R.zeros((16, 4), "uint8"), R.zeros((1, 4), "float16"), R.zeros((1, 4), "float32"), '
+     'format="q4_1")', "scale and min must have one dtype"),
 ])
 def test_wrong_block_shapes_are_deduction_errors(source, message):
     with pytest.raises(OpDeductionError, match=message):
@@ -94,9 +96,9 @@ def test_legalize_q4_1_before_expected():
 
 
 def linear_module(fmt: str, rows: int, cols: int, bias: bool = False, activation: bool = False,
-                  tokens: str = '"n"'):
+                  tokens: str = '"n"', scale_dtype: str = "float32"):
     """``y = x @ dequantize(w) [+ b] [silu]`` with ``x: (tokens, rows)``."""
-    extra = f', qm: R.Tensor(({rows // 32}, {cols}), "float32")' if fmt == "q4_1" else ""
+    extra = f', qm: R.Tensor(({rows // 32}, {cols}), "{scale_dtype}")' if fmt == "q4_1" else ""
     mins = ", qm" if fmt == "q4_1" else ""
     packed = rows // 2 if fmt.startswith("q4") else rows
     dtype = "uint8" if fmt.startswith("q4") else "int8"
@@ -111,7 +113,7 @@ def linear_module(fmt: str, rows: int, cols: int, bias: bool = False, activation
 from relaxscript import R
 @R.function
 def main(x: R.Tensor(({tokens}, {rows}), "float32"), qd: R.Tensor(({packed}, {cols}), "{dtype}"),
-         qs: R.Tensor(({rows // 32}, {cols}), "float32"){extra}{bias_param}):
+         qs: R.Tensor(({rows // 32}, {cols}), "{scale_dtype}"){extra}{bias_param}):
     with R.dataflow():
         {body}
         R.output(y)
@@ -212,10 +214,10 @@ def main(ids: R.Tensor(("n",), "int64"), qd: R.Tensor((64, 100), "int8"), qs: R.
 
 
 # ---------------------------------------------------------------- kernels == dequantize-then-matmul
-def run_case(fmt, rows, cols, tokens, bias, activation, seed, targets):
-    mod = linear_module(fmt, rows, cols, bias=bias, activation=activation)
+def run_case(fmt, rows, cols, tokens, bias, activation, seed, targets, scale_dtype="float32"):
+    mod = linear_module(fmt, rows, cols, bias=bias, activation=activation, scale_dtype=scale_dtype)
     rng = np.random.default_rng(seed)
-    tensors = quantize_numpy(rng.standard_normal((rows, cols)), fmt)
+    tensors = quantize_numpy(rng.standard_normal((rows, cols)), fmt, scale_dtype)
     b = rng.standard_normal(cols).astype(np.float32)
     weight = dequantize_numpy(*tensors, format=fmt)
     for target in targets:
@@ -237,20 +239,22 @@ def run_case(fmt, rows, cols, tokens, bias, activation, seed, targets):
 @FAST
 @given(fmt=st.sampled_from(["q4_1", "q8_0", "q4_0"]), blocks=st.integers(1, 3), cols=st.integers(1, 70),
        tokens=st.lists(st.sampled_from([1, 2, 3, 5, 7]), min_size=2, max_size=3, unique=True),
-       bias=st.booleans(), activation=st.booleans(), seed=st.integers(0, 2**16))
-def test_compiled_kernels_equal_dequantize_then_matmul(fmt, blocks, cols, tokens, bias, activation, seed):
+       bias=st.booleans(), activation=st.booleans(), seed=st.integers(0, 2**16),
+       scale_dtype=st.sampled_from(["float16", "float32"]))
+def test_compiled_kernels_equal_dequantize_then_matmul(fmt, blocks, cols, tokens, bias, activation, seed,
+                                                       scale_dtype):
     """Columns not a multiple of the vector tile, n = 1 and n not a multiple of the row tile."""
-    run_case(fmt, 32 * blocks, cols, tokens, bias, activation, seed, ["c"])
+    run_case(fmt, 32 * blocks, cols, tokens, bias, activation, seed, ["c"], scale_dtype)
 
 
 @pytest.mark.parametrize("fmt", ["q4_1", "q8_0", "q4_0"])
 def test_loop_interpreter_target_agrees(fmt):
-    run_case(fmt, 64, 9, [1, 3], True, False, 0, ["interp"])
+    run_case(fmt, 64, 9, [1, 3], True, False, 0, ["interp"], "float16")
 
 
 @pytest.mark.parametrize("fmt, shape", [("q4_1", (256, 576)), ("q8_0", (576, 192))])
 def test_model_shaped_kernels(fmt, shape):
-    run_case(fmt, shape[0], shape[1], [1, 17], False, False, 1, ["c"])
+    run_case(fmt, shape[0], shape[1], [1, 17], False, False, 1, ["c"], "float16")
 
 
 def test_codes_of_the_wrong_shape_at_run_time_are_a_shape_error():

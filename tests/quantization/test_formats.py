@@ -23,7 +23,9 @@ def test_repacked_gguf_blocks_dequantize_like_gguf(qtype, out, blocks, seed):
     kind = getattr(gguf.GGMLQuantizationType, qtype)
     raw = gguf.quants.quantize(weight, kind)
     expected = gguf.quants.dequantize(raw, kind)
-    tensors = repack_blocks(qtype, raw, weight.shape)
+    scale_dtype = ["float32", "float16"][seed % 2]
+    tensors = repack_blocks(qtype, raw, weight.shape, scale_dtype)
+    assert all(t.dtype == scale_dtype for t in tensors[1:])
     got = dequantize_numpy(*tensors, format=FORMAT_OF[qtype])
     assert got.shape == (32 * blocks, out)
     np.testing.assert_allclose(got, expected.T, rtol=1e-6, atol=1e-6)
@@ -31,6 +33,7 @@ def test_repacked_gguf_blocks_dequantize_like_gguf(qtype, out, blocks, seed):
 
 @pytest.mark.parametrize("fmt, step", [("q4_1", 1 / 15), ("q8_0", 1 / 127), ("q4_0", 1 / 8)])
 def test_quantize_round_trip_error_is_within_half_a_step(fmt, step):
+    """float32 scales: the error is the rounding of the codes alone."""
     matrix = np.random.default_rng(1).uniform(-1, 1, (96, 7)).astype(np.float32)
     tensors = quantize_numpy(matrix, fmt)
     back = dequantize_numpy(*tensors, format=fmt)
@@ -54,6 +57,8 @@ def test_nibble_order_low_half_then_high_half():
     ((np.zeros((16, 2), np.int8), np.ones((1, 2), np.float32), np.ones((1, 2), np.float32)), "uint8"),
     ((np.zeros((16, 2), np.uint8), np.ones((2, 2), np.float32), np.ones((1, 2), np.float32)), "scale must have shape"),
     ((np.zeros((16, 2), np.uint8), np.ones((1, 2), np.float32)), "needs min"),
+    ((np.zeros((16, 2), np.uint8), np.ones((1, 2), np.float64), np.ones((1, 2), np.float64)), "float16 or float32"),
+    ((np.zeros((16, 2), np.uint8), np.ones((1, 2), np.float16), np.ones((1, 2), np.float32)), "one dtype"),
 ])
 def test_bad_arrays_name_the_problem(args, message):
     with pytest.raises(ValueError, match=message):
@@ -79,6 +84,8 @@ def test_tensor_specs_declare_the_op_arguments():
     from relaxscript.quantization import get_format
     assert get_format("q4_1").tensor_specs(576, 192) == [
         ("data", (288, 192), "uint8"), ("scale", (18, 192), "float32"), ("min", (18, 192), "float32")]
-    assert get_format("q8_0").tensor_specs(64, 5) == [("data", (64, 5), "int8"), ("scale", (2, 5), "float32")]
+    assert get_format("q8_0").tensor_specs(64, 5, "float16") == [("data", (64, 5), "int8"),
+                                                                  ("scale", (2, 5), "float16")]
+    assert get_format("q4_1").bytes_per_block("float16") == 20 and get_format("q8_0").bytes_per_block() == 36
     with pytest.raises(ValueError, match="not whole blocks of 32"):
         get_format("q4_0").tensor_specs(48, 5)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from tensorir import expr as E
 
-from ..quantization.formats import dequantize_numpy, get_format
+from ..quantization.formats import SCALE_DTYPES, dequantize_numpy, get_format
 from ..struct_info import TensorStructInfo
 from ._convert import as_tensor, make_call
 from ._infer_util import format_sinfo, prove_not_equal, simplify, tensor_arg
@@ -46,10 +46,13 @@ def _infer_dequantize(call, ctx) -> TensorStructInfo:
         ctx.error(f"{name}: data must be 2-D (packed rows, cols), got {format_sinfo(data)}")
     others = [tensor_arg(call, i, ctx) for i in range(1, len(call.args))]
     for what, sinfo in zip(("scale", "min"), others):
-        if sinfo.dtype is not None and sinfo.dtype != "float32":
-            ctx.error(f"{name}: {what} must be float32, got {format_sinfo(sinfo)}")
+        if sinfo.dtype is not None and sinfo.dtype not in SCALE_DTYPES:
+            ctx.error(f"{name}: {what} must be float16 or float32, got {format_sinfo(sinfo)}")
         if sinfo.ndim not in (-1, 2):
             ctx.error(f"{name}: {what} must be 2-D (blocks, cols), got {format_sinfo(sinfo)}")
+    if len(others) == 2 and None not in (others[0].dtype, others[1].dtype) and others[0].dtype != others[1].dtype:
+        ctx.error(f"{name}: scale and min must have one dtype, got {format_sinfo(others[0])} and "
+                  f"{format_sinfo(others[1])}")
     if data.shape is None:
         return TensorStructInfo(None, "float32", 2)
     packed_rows, cols = data.shape

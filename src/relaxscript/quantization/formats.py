@@ -16,8 +16,10 @@ vector lanes walk output features and each code byte is read once per token.
 - ``q8_0``: ``data`` int8 ``(rows, cols)``, ``scale`` float32 ``(rows // 32, cols)``;
   value = ``scale * code``.
 
-Scales are float32 rather than GGUF's float16: the kernels need no
-half-precision conversion, for 4 more bytes per 32 weights.
+Scales (and minimums) are float32 (``repack``'s default: a q4_1 block is 24
+bytes, a q8_0 block 36) or float16 as GGUF stores them (20 and 34 bytes, but
+gcc 12 does not vectorize float16 loads on AVX2: the decode kernels ran 5x
+slower); the value is computed in float32 either way.
 """
 from __future__ import annotations
 
@@ -39,21 +41,27 @@ class QuantFormat:
     def num_tensors(self) -> int:
         return 3 if self.has_min else 2
 
-    def tensor_specs(self, rows: int, cols: int) -> list[tuple[str, tuple[int, int], str]]:
+    def tensor_specs(self, rows: int, cols: int, scale_dtype: str = "float32"
+                     ) -> list[tuple[str, tuple[int, int], str]]:
         """``(role, shape, dtype)`` of each tensor ``R.dequantize`` takes for a ``(rows, cols)``
         matrix, in argument order: what a model declares as its parameters."""
         if rows % self.block:
             raise ValueError(f"{self.name}: a matrix of {rows} rows is not whole blocks of {self.block}")
+        if scale_dtype not in SCALE_DTYPES:
+            raise ValueError(f"{self.name}: scales are float16 or float32, not {scale_dtype}")
         specs = [("data", (rows // self.codes_per_byte, cols), self.data_dtype),
-                 ("scale", (rows // self.block, cols), "float32")]
+                 ("scale", (rows // self.block, cols), scale_dtype)]
         if self.has_min:
-            specs.append(("min", (rows // self.block, cols), "float32"))
+            specs.append(("min", (rows // self.block, cols), scale_dtype))
         return specs
 
-    def bytes_per_block(self) -> int:
-        """Bytes one block occupies in this layout (codes + float32 scale [+ min])."""
-        return self.block // self.codes_per_byte + 4 * (2 if self.has_min else 1)
+    def bytes_per_block(self, scale_dtype: str = "float32") -> int:
+        """Bytes one block occupies in this layout (codes + scale [+ min])."""
+        return self.block // self.codes_per_byte + (2 if scale_dtype == "float16" else 4) * (
+            2 if self.has_min else 1)
 
+
+SCALE_DTYPES = ("float16", "float32")
 
 FORMATS: dict[str, QuantFormat] = {
     "q4_0": QuantFormat("q4_0", 32, "uint8", 2, False, -8),
@@ -84,8 +92,11 @@ def check_arrays(fmt: QuantFormat, data, scale, minimum) -> None:
         if array is not None and array.shape != expected:
             raise ValueError(f"dequantize {fmt.name}: {what} must have shape (blocks, cols) = {expected} "
                              f"for data of shape {data.shape}, got {array.shape}")
-        if array is not None and array.dtype != np.float32:
-            raise ValueError(f"dequantize {fmt.name}: {what} must be float32, got {array.dtype}")
+        if array is not None and array.dtype.name not in SCALE_DTYPES:
+            raise ValueError(f"dequantize {fmt.name}: {what} must be float16 or float32, got {array.dtype}")
+    if minimum is not None and minimum.dtype != scale.dtype:
+        raise ValueError(f"dequantize {fmt.name}: min ({minimum.dtype}) and scale ({scale.dtype}) "
+                         "must have one dtype")
     if fmt.has_min != (minimum is not None):
         raise ValueError(f"dequantize {fmt.name}: {'needs' if fmt.has_min else 'takes no'} min tensor")
 
@@ -107,16 +118,23 @@ def dequantize_numpy(data, scale, minimum=None, *, format: str) -> np.ndarray:
     check_arrays(fmt, data, scale, minimum)
     cols = data.shape[1]
     codes = (codes_numpy(fmt, data) + fmt.code_offset).astype(np.float32).reshape(-1, fmt.block, cols)
-    values = codes * scale[:, None, :]
+    values = codes * scale.astype(np.float32)[:, None, :]
     if minimum is not None:
-        values = values + minimum[:, None, :]
+        values = values + minimum.astype(np.float32)[:, None, :]
     return values.reshape(-1, cols).astype(np.float32)
 
 
-def quantize_numpy(matrix: np.ndarray, format: str) -> tuple[np.ndarray, ...]:
+def quantize_numpy(matrix: np.ndarray, format: str, scale_dtype: str = "float32") -> tuple[np.ndarray, ...]:
     """Round a float ``(rows, cols)`` matrix to ``format`` (for tests and benchmarks; models
     come quantized from their files). Returns the op's tensors ``(data, scale[, min])``."""
     fmt = get_format(format)
+    if scale_dtype not in SCALE_DTYPES:
+        raise ValueError(f"quantize {fmt.name}: scales are float16 or float32, not {scale_dtype}")
+    tensors = _quantize(fmt, matrix)
+    return (tensors[0], *(t.astype(scale_dtype) for t in tensors[1:]))
+
+
+def _quantize(fmt: QuantFormat, matrix) -> tuple[np.ndarray, ...]:
     matrix = np.asarray(matrix, dtype=np.float32)
     if matrix.ndim != 2 or matrix.shape[0] % fmt.block:
         raise ValueError(f"quantize {fmt.name}: expected a (rows, cols) matrix with rows a multiple "

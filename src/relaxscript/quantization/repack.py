@@ -5,26 +5,30 @@ row of the ``(out, in)`` weight): Q4_1 is float16 ``d``, float16 ``m``, 16 bytes
 of nibbles (value ``d*q + m``; byte ``i``: low nibble value ``i``, high nibble
 value ``i + 16``); Q4_0 is float16 ``d`` and the same nibbles (value
 ``d*(q - 8)``); Q8_0 is float16 ``d`` and 32 int8 codes (value ``d*q``).
-Repacking transposes the block grid (our matrix is ``(in, out)``) and widens
-the scales to float32; the codes themselves are copied unchanged.
+Repacking transposes the block grid (our matrix is ``(in, out)``) and copies the
+codes unchanged; the scales are widened to float32 unless ``scale_dtype="float16"``
+(the file's own 2 bytes: fewer bytes, but gcc 12 does not vectorize float16 loads
+on AVX2, and the decode kernels ran 5x slower with them).
 """
 from __future__ import annotations
 
 import numpy as np
 
-from .formats import get_format
+from .formats import SCALE_DTYPES, get_format
 
 # GGUF type name -> (our format, bytes per block of 32 values)
 _GGUF_BLOCKS = {"Q4_0": ("q4_0", 18), "Q4_1": ("q4_1", 20), "Q8_0": ("q8_0", 34)}
 
 
-def repack_blocks(qtype: str, raw, shape) -> tuple[np.ndarray, ...]:
+def repack_blocks(qtype: str, raw, shape, scale_dtype: str = "float32") -> tuple[np.ndarray, ...]:
     """The op's tensors ``(data, scale[, min])`` for the ``(out, in)`` matrix ``shape``
     stored as GGUF blocks of type ``qtype`` in the bytes ``raw`` (row-major). The
     op then yields the transposed, ``(in, out)``, float32 matrix."""
     if qtype not in _GGUF_BLOCKS:
         raise ValueError(f"repack: quantization type {qtype!r} is not supported "
                          f"(supported: {', '.join(_GGUF_BLOCKS)})")
+    if scale_dtype not in SCALE_DTYPES:
+        raise ValueError(f"repack: scales are float16 or float32, not {scale_dtype!r}")
     name, block_bytes = _GGUF_BLOCKS[qtype]
     fmt = get_format(name)
     shape = tuple(int(d) for d in shape)
@@ -39,7 +43,7 @@ def repack_blocks(qtype: str, raw, shape) -> tuple[np.ndarray, ...]:
     blocks = raw.reshape(rows, nblocks, block_bytes).transpose(1, 0, 2)   # (block, out, bytes)
 
     def half_floats(offset: int) -> np.ndarray:
-        return np.ascontiguousarray(blocks[:, :, offset:offset + 2]).view("<f2")[:, :, 0].astype(np.float32)
+        return np.ascontiguousarray(blocks[:, :, offset:offset + 2]).view("<f2")[:, :, 0].astype(scale_dtype)
 
     scale = half_floats(0)
     if name in ("q4_0", "q4_1"):
@@ -50,8 +54,8 @@ def repack_blocks(qtype: str, raw, shape) -> tuple[np.ndarray, ...]:
     return np.ascontiguousarray(codes).view(np.int8).reshape(nblocks * 32, rows), scale
 
 
-def repack(gguf_tensor) -> tuple[np.ndarray, ...]:
+def repack(gguf_tensor, scale_dtype: str = "float32") -> tuple[np.ndarray, ...]:
     """``repack_blocks`` of a tensor read from a GGUF file (an object with ``qtype``,
     ``shape`` in row-major ``(out, in)`` order and ``raw`` bytes, as
     ``relaxscript.frontend.gguf`` gives)."""
-    return repack_blocks(gguf_tensor.qtype, gguf_tensor.raw, gguf_tensor.shape)
+    return repack_blocks(gguf_tensor.qtype, gguf_tensor.raw, gguf_tensor.shape, scale_dtype)

@@ -38,7 +38,7 @@ def _dequantize(ctx, call):
         code = code_of(fmt, data, r, c)
         if fmt.code_offset:
             code = code + fmt.code_offset
-        value = E.cast("float32", code) * scale[block, c]
-        return value + minimum[block, c] if minimum is not None else value
+        value = E.cast("float32", code) * E.cast("float32", scale[block, c])
+        return value + E.cast("float32", minimum[block, c]) if minimum is not None else value
 
     return te.emit(f"dequantize_{fmt.name}", compute(te.out_shape(), body, f"T_dequantize_{fmt.name}", "float32"))

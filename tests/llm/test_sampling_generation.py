@@ -104,11 +104,12 @@ def test_stop_tokens_and_no_early_stop(model):
 
 def test_seeded_sampling_is_reproducible(model):
     prompt = [1, 50, 51]
-    a = generate(model, prompt, 10, temperature=1.5, top_k=20, seed=7)
-    b = generate(model, prompt, 10, temperature=1.5, top_k=20, seed=7)
-    c = generate(model, prompt, 10, temperature=1.5, top_k=20, seed=8)
+    # the tied random embedding makes the model peaky: a high temperature spreads the draws
+    a = generate(model, prompt, 10, temperature=20.0, top_k=20, seed=7)
+    b = generate(model, prompt, 10, temperature=20.0, top_k=20, seed=7)
     assert a == b and len(a) == 10
-    assert a != c or a != generate(model, prompt, 10, temperature=1.5, top_k=20, seed=9)
+    others = {tuple(generate(model, prompt, 10, temperature=20.0, top_k=20, seed=s)) for s in range(3)}
+    assert len(others) > 1
 
 
 def test_generation_arguments_are_checked(model):

@@ -36,7 +36,7 @@ def slow(session):
 
 @nox.session(python=PYTHON)
 def demo(session):
-    """The main job: the Llama-style decoder compiled once and run for several n (examples/demo.py)."""
+    """The main job: SmolLM2-135M from its GGUF file answers a question (examples/demo.py)."""
     session.install("-e", ".[llm]")
     install_model(session)
     session.run("python", "examples/demo.py", *session.posargs)

@@ -32,7 +32,7 @@ def test_schedule_matmul_runs():
 
 
 def test_demo_quick_reports_and_checks():
-    out = run_script(EXAMPLES / "demo.py", "--quick").stdout
+    out = run_script(EXAMPLES / "decoder_demo.py", "--quick").stdout
     assert "all checks passed" in out
     for n in ("1", "5", "16"):
         assert any(line.split()[:1] == [n] for line in out.splitlines()), f"no row for n={n}"
@@ -41,14 +41,14 @@ def test_demo_quick_reports_and_checks():
 
 def test_demo_rejects_sizes_beyond_the_bound():
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), str(ROOT / "src")]))
-    proc = subprocess.run([sys.executable, str(EXAMPLES / "demo.py"), "--quick", "--sizes", "65"],
+    proc = subprocess.run([sys.executable, str(EXAMPLES / "decoder_demo.py"), "--quick", "--sizes", "65"],
                           capture_output=True, text=True, timeout=60, cwd=ROOT, env=env)
     assert proc.returncode == 2 and "outside 1..64" in proc.stderr
 
 
 @pytest.mark.slow
 def test_demo_default_config():
-    out = run_script(EXAMPLES / "demo.py", "--repeat", "2", timeout=600).stdout
+    out = run_script(EXAMPLES / "decoder_demo.py", "--repeat", "2", timeout=600).stdout
     assert "all checks passed" in out
 
 

@@ -49,6 +49,9 @@ def sample_calls():
         op.full((n, 2), 1.5, "float32"), op.zeros((n, 3), "int32"), op.ones((2, m), "float32"),
         op.full_like(X, 2.0), op.zeros_like(X, "int8"), op.ones_like(X),
         op.arange(1, n * 2 + 1, 2, "int32"), op.triu(X, 1), op.tril(X, -1),
+        op.dequantize(tensor_var("q4", (n, 32), "uint8"), tensor_var("s4", (n, 2)),
+                      tensor_var("m4", (n, 2)), format="q4_1"),
+        op.dequantize(tensor_var("q8", (m, 64), "int8"), tensor_var("s8", (m, 2)), format="q8_0"),
         op.call_tir(GlobalVar("exp"), [X], TensorStructInfo((n, 4), "float32")),
         op.call_dps_library("numpy.negative", [X], TensorStructInfo((n, 4), "float32")),
     ]

@@ -22,7 +22,7 @@ from __future__ import annotations
 from . import memory, nn  # memory: lowered allocation / DPS ops (op/memory.py)
 from .binary import *  # noqa: F401,F403
 from .binary import __all__ as _binary
-from .call import call_dps_library, call_tir
+from .call import call_dps_library, call_tir, call_tir_inplace
 from .create import *  # noqa: F401,F403
 from .create import __all__ as _create
 from .data_dependent import nonzero, unique
@@ -31,6 +31,7 @@ from .indexing import concat, split, strided_slice, take
 from .linear_algebra import matmul
 from .manipulate import *  # noqa: F401,F403
 from .manipulate import __all__ as _manipulate
+from .quantize import dequantize
 from .reduce import *  # noqa: F401,F403
 from .reduce import __all__ as _reduce
 from .registry import (DeductionContext, OpAttributeError, OpDeductionError, OpSpec, all_op_specs,
@@ -40,8 +41,8 @@ from .unary import *  # noqa: F401,F403
 from .unary import __all__ as _unary
 
 __all__ = [
-    "nn", "call_tir", "call_dps_library", "unique", "nonzero", "astype", "concat", "split",
-    "strided_slice", "take", "matmul", "shape_of", "DeductionContext", "OpAttributeError",
+    "nn", "call_tir", "call_tir_inplace", "call_dps_library", "unique", "nonzero", "astype", "concat",
+    "split", "strided_slice", "take", "matmul", "dequantize", "shape_of", "DeductionContext", "OpAttributeError",
     "OpDeductionError", "OpSpec", "all_op_specs", "get_op", "get_op_spec", "register_op",
     *_binary, *_create, *_manipulate, *_reduce, *_unary,
 ]

@@ -15,7 +15,9 @@ w 2-D) to "openblas.sgemm", the same followed by a bias add to
 "openblas.sgemm_bias", and batched products (both operands of the same rank
 >= 3 with provably equal batch dims, an attention's heads) to
 "openblas.sgemm_batched" (see backends/library_blas.py). Library calls are
-opaque to fusion, so custom prim_funcs still fuse around them.
+opaque to fusion, so custom prim_funcs still fuse around them. A pattern never
+takes an ``R.dequantize`` result (or a transpose/reshape of one) as an
+operand: the quantized weight stays with the generated kernel it fuses into.
 """
 from __future__ import annotations
 
@@ -188,6 +190,25 @@ class _UseCounter(ExprVisitor):
         self.counts[id(var)] = self.counts.get(id(var), 0) + 1
 
 
+# Ops that only rearrange a dequantized weight; their result is still "a quantized weight".
+_LAYOUT_OPS = ("relax.permute_dims", "relax.reshape", "relax.expand_dims", "relax.squeeze")
+
+
+def _dequantized_vars(block) -> set[int]:
+    """Ids of the vars holding ``R.dequantize`` results (or layout changes of them). A library
+    call would need that float32 matrix stored; left to the generated kernels, the dequantize
+    fuses into its consumer, which then reads the quantized blocks."""
+    found: set[int] = set()
+    for binding in block.bindings:
+        value = binding.value if isinstance(binding, VarBinding) else None
+        if not isinstance(value, Call) or not isinstance(value.op, Op):
+            continue
+        if value.op.name == "relax.dequantize" or (
+                value.op.name in _LAYOUT_OPS and value.args and id(value.args[0]) in found):
+            found.add(id(binding.var))
+    return found
+
+
 class _BlockMatcher:
     """Matches patterns at bindings of one block."""
 
@@ -196,6 +217,7 @@ class _BlockMatcher:
         self.dataflow = isinstance(block, DataflowBlock)
         self.uses = uses
         self.analyzer = analyzer
+        self.dequantized = _dequantized_vars(block)
 
     def inner_call(self, expr: Expr, taken: set[int]) -> tuple[Call, Var] | None:
         """The call bound to ``expr`` when it may be folded into the pattern."""
@@ -250,6 +272,7 @@ class _BlockMatcher:
                 m = PatternMatch(binding.value)
                 taken = set(consumed)
                 if self.match(lib_pattern.pattern, binding.value, m, taken) and \
+                        not any(id(v) in self.dequantized for v in m.values.values()) and \
                         (lib_pattern.check is None or lib_pattern.check(m, self.analyzer)):
                     plans[id(binding.var)] = (lib_pattern, m)
                     consumed |= {id(v) for v in m.consumed}

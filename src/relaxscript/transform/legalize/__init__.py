@@ -3,7 +3,7 @@
 Each family module registers ``fn(ctx, call)`` per op with
 ``register_legalize``; the prim_funcs are built with ``tensorir.compute``.
 """
-from . import binary, create, elementwise, index, linear_algebra, manipulate, nn, reduce  # noqa: F401
+from . import binary, create, elementwise, index, linear_algebra, manipulate, nn, quantize, reduce  # noqa: F401
 from .context import LegalizeContext
 from .legalize_ops import LegalizeOps
 from .registry import get_legalize, legalized_op_names, register_legalize

@@ -18,9 +18,9 @@ BOS_ID, EOS_ID = 1, 2
 # ChatML, like SmolLM2's template (a default system message when the first message is not one)
 CHAT_TEMPLATE = (
     "{% for message in messages %}{% if loop.first and messages[0]['role'] != 'system' %}"
-    "{{ '<|im_start|>system\\nYou are a tiny test model.<|im_end|>\\n' }}{% endif %}"
-    "{{'<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>' + '\\n'}}"
-    "{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}")
+    "{{ '<|im_start|>system\nYou are a tiny test model.<|im_end|>\n' }}{% endif %}"
+    "{{'<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n'}}"
+    "{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}")
 # the text the tiny tokenizer's merges are learned from; its characters are the base vocabulary
 CORPUS = ("the quick brown fox jumps over the lazy dog. hello there, this is a tiny test model! "
           "what is the answer? it is 42 or 7 or 1990. THE END\nsee you\n")

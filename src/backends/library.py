@@ -97,9 +97,12 @@ class LibraryEntry:
             np.copyto(out, value, casting="same_kind")
 
     def __call__(self, *args):
-        """Call the NumPy implementation with the arguments as given."""
+        """Call the NumPy implementation with the arguments as given (returning form)."""
         if self.numpy_impl is None:
             raise UnknownLibraryError(f"library {self.name!r} has no NumPy implementation")
+        if self.dps:   # it would be handed the inputs as if they were all its operands
+            raise UnknownLibraryError(f"library {self.name!r} is registered in destination-passing "
+                                      "form; call it with R.call_dps_packed / R.call_dps_library")
         return self.numpy_impl(*args)
 
 

@@ -33,6 +33,9 @@ _LAZY = {
     "Executable": "relaxscript.vm.executable",
     "ExecutableFormatError": "relaxscript.vm.file_format",
     "well_formed": "relaxscript.analysis",
+    "register_func": "relaxscript.packed_functions",
+    "register_c_func": "relaxscript.packed_functions",
+    "unregister_func": "relaxscript.packed_functions",
 }
 
 

@@ -112,3 +112,12 @@ def test_real_model_f32_equals_reference_and_q4_answers():
     assert engine.generate(prompt, 8) == generate(reference, prompt, 8)
     q4 = Engine.from_gguf(path, weights="q4", max_context=128)
     assert "Paris" in q4.chat("What is the capital of France?", max_new_tokens=24)
+
+
+def test_static_plan_shrinks_decode_activations(f32_engine):
+    report = f32_engine.activation_memory()
+    for name in ("prefill", "decode"):
+        memory = report[name]
+        assert memory.planned_bytes is not None and memory.unplanned_bytes is not None
+        assert 0 < memory.planned_bytes < memory.unplanned_bytes, memory
+    assert report["decode"].planned_bytes < report["prefill"].planned_bytes

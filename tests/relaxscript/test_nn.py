@@ -129,7 +129,51 @@ def test_quantized_linear_equals_dequantized_weights():
     exported = nn.export(layer, {"forward": {"x": nn.Tensor(("n", 64))}}, dims={"n": 8})
     assert exported.param_names == ("weight.data", "weight.scale", "weight.min")
     rng = np.random.default_rng(5)
-    packed = quantize_numpy(rng.standard_normal((8, 64)).astype("float32"), "q4_1")
+    packed = quantize_numpy(rng.standard_normal((64, 8)).astype("float32"), "q4_1")   # (in, out)
     x = rng.standard_normal((3, 64)).astype("float32")
-    want = x.astype(np.float64) @ dequantize_numpy(*packed, format="q4_1").T
+    want = x.astype(np.float64) @ dequantize_numpy(*packed, format="q4_1")
     np.testing.assert_allclose(rx.interpret(exported.mod, "forward", x, *packed), want, rtol=1e-4, atol=1e-4)
+
+
+def test_a_reused_expression_is_computed_once():
+    """forward may read one (unbound) expression twice: it is bound once, not once per use."""
+    class Residual(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.proj = nn.Linear(8, 8)
+
+        def forward(self, x):
+            for _ in range(12):     # duplicating per use would make 2**12 matmuls
+                h = self.proj(x)
+                x = nn.relu(rx.op.add(h, h))
+            return x
+
+    exported = nn.export(Residual(), {"forward": {"x": nn.Tensor((2, 8))}})
+    text = exported.mod.script()
+    assert text.count("R.matmul(") == 12 and text.count("R.nn.relu(") == 12
+
+
+def test_quantized_embedding_with_a_tied_head_equals_dequantized_table():
+    from relaxscript.quantization.formats import dequantize_numpy, quantize_numpy
+
+    class TiedQ8(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.embed = nn.Embedding(16, 64, weight_format=nn.Quantized("q8_0"))
+            self.head = nn.Linear(64, 16, weight_format=nn.Quantized("q8_0"))
+            self.head.weight = self.embed.weight
+
+        def forward(self, ids):
+            return self.head(self.embed(ids))
+
+    exported = nn.export(TiedQ8(), {"forward": {"ids": nn.Tensor(("n",), "int64")}}, dims={"n": 8})
+    assert exported.param_names == ("embed.weight.data", "embed.weight.scale")
+    assert exported.mod.script().count("R.dequantize(") == 2      # one per use
+    rng = np.random.default_rng(6)
+    packed = quantize_numpy(rng.standard_normal((64, 16)).astype("float32"), "q8_0")   # (hidden, vocab)
+    table = dequantize_numpy(*packed, format="q8_0").T.astype(np.float64)
+    ids = np.array([3, 0, 15], dtype=np.int64)
+    want = table[ids] @ table.T
+    np.testing.assert_allclose(rx.interpret(exported.mod, "forward", ids, *packed), want, rtol=1e-4, atol=1e-4)
+    got = rx.VirtualMachine(rx.build(exported.mod, target="c"))["forward"](ids, *packed)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)

@@ -49,11 +49,13 @@ def sample_calls():
         op.full((n, 2), 1.5, "float32"), op.zeros((n, 3), "int32"), op.ones((2, m), "float32"),
         op.full_like(X, 2.0), op.zeros_like(X, "int8"), op.ones_like(X),
         op.arange(1, n * 2 + 1, 2, "int32"), op.triu(X, 1), op.tril(X, -1),
-        op.dequantize(tensor_var("q4", (n, 32), "uint8"), tensor_var("s4", (n, 2)),
-                      tensor_var("m4", (n, 2)), format="q4_1"),
-        op.dequantize(tensor_var("q8", (m, 64), "int8"), tensor_var("s8", (m, 2)), format="q8_0"),
+        op.dequantize(tensor_var("q4", (32, n), "uint8"), tensor_var("s4", (2, n)),
+                      tensor_var("m4", (2, n)), format="q4_1"),
+        op.dequantize(tensor_var("q8", (64, m), "int8"), tensor_var("s8", (2, m)), format="q8_0"),
         op.call_tir(GlobalVar("exp"), [X], TensorStructInfo((n, 4), "float32")),
         op.call_dps_library("numpy.negative", [X], TensorStructInfo((n, 4), "float32")),
+        op.call_dps_packed("numpy.negative", [X], TensorStructInfo((n, 4), "float32")),
+        op.call_pure_packed("numpy.negative", X, sinfo_args=TensorStructInfo((n, 4), "float32")),
     ]
     return calls
 
@@ -110,7 +112,8 @@ def test_constructor_accepts_its_normalised_call_back(call):
     params = inspect.signature(spec.constructor).parameters
     assert all(name in params for name in spec.attr_names)
     assert set(call.attrs) == set(spec.attr_names)
-    if call.op.name in ("relax.call_tir", "relax.call_dps_library"):
+    if call.op.name in ("relax.call_tir", "relax.call_dps_library", "relax.call_dps_packed",
+                        "relax.call_pure_packed"):
         return
     rebuilt = spec.constructor(*call.args, **call.attrs)
     tir.assert_structural_equal(rebuilt, call)

@@ -27,7 +27,7 @@ def two_writers(x: T.Buffer((8,), "float32"), y: T.Buffer((8,), "float32")):
 
 
 @prim_func
-def shifted(x: T.Buffer((9,), "float32"), y: T.Buffer((8,), "float32")):
+def halved(x: T.Buffer((9,), "float32"), y: T.Buffer((8,), "float32")):
     t = T.alloc_buffer((9,), "float32")
     for i in range(9):
         with T.block("P"):
@@ -36,7 +36,7 @@ def shifted(x: T.Buffer((9,), "float32"), y: T.Buffer((8,), "float32")):
     for i in range(8):
         with T.block("Q"):
             vi = T.axis.remap("S", [i])
-            y[vi] = t[vi + 1]
+            y[vi] = t[vi // 2]
 
 
 @prim_func
@@ -105,8 +105,8 @@ CASES = [
     ("inline-two-writers", two_writers, lambda s: s.compute_inline(s.get_block("W1")), "also writes"),
     ("reverse-inline-two-producers", two_writers,
      lambda s: s.reverse_compute_inline(s.get_block("R")), "exactly one intermediate"),
-    ("reverse-inline-partial-read", shifted,
-     lambda s: s.reverse_compute_inline(s.get_block("Q")), "iter vars"),
+    ("reverse-inline-non-injective-read", halved,
+     lambda s: s.reverse_compute_inline(s.get_block("Q")), "without the other half"),
     ("cache-read-index", matmul, lambda s: s.cache_read(s.get_block("C"), 7, "local"), "out of range"),
     ("cache-read-own-output", two_writers, lambda s: s.cache_read(s.get_block("W2"), 0, "local"),
      "also writes"),

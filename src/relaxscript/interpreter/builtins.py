@@ -145,6 +145,7 @@ def _library_name(frame: "Frame", call: Call) -> str:
     raise ShapeMismatchError(f"function '{frame.func_name}': call_dps_library without a library name")
 
 
+@register_builtin("relax.call_dps_packed")
 @register_builtin("relax.call_dps_library")
 def _call_dps_library(frame: "Frame", call: Call):
     from backends.library import get_library

@@ -30,7 +30,7 @@ from .sampling import Sampler, SamplingParams, greedy
 from .tokenizer import Tokenizer
 
 DEFAULT_MAX_CONTEXT = 2048        # KV cache positions unless asked (the file may allow more)
-_QUANTIZED = {"Q4_1": "q4_1", "Q8_0": "q8_0"}   # GGUF types the kernels compute with directly
+_QUANTIZED = {"Q4_0": "q4_0", "Q4_1": "q4_1", "Q8_0": "q8_0"}   # GGUF types the kernels compute with directly
 _FLOAT = ("F32", "F16")
 
 
@@ -38,9 +38,10 @@ class Engine:
     """A compiled Llama model with KV caches, tokenizer and generation."""
 
     def __init__(self, config, exported: nn.Exported, executable, arrays: dict, *,
-                 capacity: int, tokenizer: Tokenizer | None = None):
+                 capacity: int, tokenizer: Tokenizer | None = None, lowered_mod=None):
         import relaxscript as rx
         self.config, self.exported, self.executable = config, exported, executable
+        self.lowered_mod = lowered_mod    # the module after the pipeline (memory plan, kernels)
         self.tokenizer = tokenizer
         self.max_context = capacity
         self.eos_id = config.eos_id
@@ -76,9 +77,18 @@ class Engine:
         model = LlamaForCausalLM(config, capacity, formats)
         exported = nn.export(model, model.export_spec())
         arrays = load_parameters(gguf, exported.param_names, config, capacity)
-        executable = rx.build(exported.mod, target=target)
+        lowered = exported.mod
+        for step in rx.get_pipeline(target):
+            lowered = step(lowered)
+        executable = rx.build(lowered, target=target, pipeline=[])
         tok = Tokenizer.from_gguf(gguf) if tokenizer else None
-        return cls(config, exported, executable, arrays, capacity=capacity, tokenizer=tok)
+        return cls(config, exported, executable, arrays, capacity=capacity, tokenizer=tok,
+                   lowered_mod=lowered)
+
+    def activation_memory(self) -> dict:
+        """Per function (prefill, decode): activation bytes with the static plan and without."""
+        from .memory_report import activation_memory
+        return activation_memory(self.lowered_mod)
 
     # ---------------------------------------------------------------- step protocol
     def reset(self) -> None:
@@ -196,7 +206,7 @@ def _weight_formats(gguf: GGUFFile) -> dict:
             formats[name] = nn.Quantized(_QUANTIZED[tensor.qtype])
         elif tensor.qtype not in _FLOAT:
             raise ValueError(f"{gguf.path}: tensor {name!r} has quantization type {tensor.qtype}, which "
-                             f"the engine cannot compute with (supported: F32, F16, Q4_1, Q8_0)")
+                             f"the engine cannot compute with (supported: F32, F16, Q4_0, Q4_1, Q8_0)")
     return formats
 
 

@@ -29,6 +29,40 @@ NUM_INPUT_ATTR = "num_input"
 _ACTIVE: list[BlockBuilder] = []
 
 
+class _TracingBuilder(BlockBuilder):
+    """A BlockBuilder that binds each traced expression once.
+
+    ``forward`` code builds expression trees whose nodes it reuses (``pairs``
+    read for the even and the odd half, a layer's input read by the norm and
+    the residual); plain A-normalization would bind a shared subtree once per
+    use, duplicating its computation (exponentially over stacked layers).
+    """
+
+    def __init__(self):
+        super().__init__()
+        self._bound_exprs: dict[int, tuple] = {}   # id(expr) -> (expr kept alive, its var)
+
+    def forget_traced(self) -> None:
+        self._bound_exprs.clear()
+
+    def normalize_argument(self, expr):
+        hit = self._bound_exprs.get(id(expr))
+        if hit is not None and hit[0] is expr:
+            return hit[1]
+        result = super().normalize_argument(expr)
+        if result is not expr:
+            self._bound_exprs[id(expr)] = (expr, result)
+        return result
+
+    def emit(self, expr, name_hint: str = "lv"):
+        hit = self._bound_exprs.get(id(expr))
+        if hit is not None and hit[0] is expr:
+            return hit[1]
+        var = super().emit(expr, name_hint)
+        self._bound_exprs[id(expr)] = (expr, var)
+        return var
+
+
 def builder() -> BlockBuilder:
     """The BlockBuilder of the method being exported (to add prim_funcs, name bindings)."""
     if not _ACTIVE:
@@ -59,7 +93,7 @@ def export(module: Module, spec: ExportSpec | dict, dims: dict | None = None) ->
     if not isinstance(spec, ExportSpec):
         spec = ExportSpec(dict(spec), dict(dims or {}))
     named = list(module.named_parameters())
-    bb = BlockBuilder()
+    bb = _TracingBuilder()
     num_inputs = {}
     for method, inputs in spec.methods.items():
         fn = getattr(module, method, None)
@@ -91,6 +125,7 @@ def export(module: Module, spec: ExportSpec | dict, dims: dict | None = None) ->
         attrs = {NUM_INPUT_ATTR: len(input_vars)}
         if sym:
             attrs[UPPER_BOUND_ATTR] = {d: spec.dims[d] for d in sym}
+        bb.forget_traced()                 # a var of another function is not in scope here
         with _tracing(bb, module, weight_vars), \
                 bb.function(method, input_vars + list(weight_vars.values()), attrs=attrs):
             with bb.dataflow():

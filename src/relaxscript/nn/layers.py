@@ -4,8 +4,10 @@
 ``x @ weight.T`` (DispatchLibrary sends the transposed product to BLAS
 without copying the weight). A layer whose weight is stored quantized takes
 a ``weight_format`` (see ``nn.quantized``): its parameters are then the
-format's arrays, and ``forward`` decodes them with a graph-level op that the
-pipeline fuses into the consuming kernel.
+format's arrays standing for the ``(in_features, out_features)`` matrix
+(an embedding's ``(embedding_dim, num_embeddings)``), and ``forward``
+decodes them with ``R.dequantize``, which the pipeline fuses into the
+consuming kernel.
 """
 from __future__ import annotations
 
@@ -24,17 +26,14 @@ class Linear(Module):
         if weight_format is None:
             self.weight = Parameter((out_features, in_features), dtype)
         else:
-            self.weight = weight_format.declare((out_features, in_features))
+            self.weight = weight_format.declare((in_features, out_features))
         self.bias = Parameter((out_features,), dtype) if bias else None
 
-    def decoded_weight(self):
-        """The (out_features, in_features) weight as a graph-level expression."""
-        if self.weight_format is None:
-            return self.weight
-        return self.weight_format.decode(self.weight, (self.out_features, self.in_features))
-
     def forward(self, x):
-        y = R.matmul(x, R.permute_dims(self.decoded_weight()))
+        if self.weight_format is None:
+            y = R.matmul(x, R.permute_dims(self.weight))
+        else:
+            y = R.matmul(x, self.weight_format.decode(self.weight))
         return y if self.bias is None else R.add(y, self.bias)
 
 
@@ -46,16 +45,15 @@ class Embedding(Module):
         super().__init__()
         self.num_embeddings, self.embedding_dim = num_embeddings, embedding_dim
         self.weight_format = weight_format
-        shape = (num_embeddings, embedding_dim)
-        self.weight = Parameter(shape, dtype) if weight_format is None else weight_format.declare(shape)
-
-    def decoded_weight(self):
-        if self.weight_format is None:
-            return self.weight
-        return self.weight_format.decode(self.weight, (self.num_embeddings, self.embedding_dim))
+        if weight_format is None:
+            self.weight = Parameter((num_embeddings, embedding_dim), dtype)
+        else:
+            self.weight = weight_format.declare((embedding_dim, num_embeddings))
 
     def forward(self, ids):
-        return R.take(self.decoded_weight(), ids, axis=0)
+        if self.weight_format is None:
+            return R.take(self.weight, ids, axis=0)
+        return R.permute_dims(R.take(self.weight_format.decode(self.weight), ids, axis=1))
 
 
 class RMSNorm(Module):

@@ -2,8 +2,10 @@
 
 The layer's ``weight`` is then a small module holding the format's arrays
 (``weight.data``, ``weight.scale`` and, for formats with one, ``weight.min``;
-layouts in ``relaxscript.quantization.formats``), and ``forward`` uses
-``R.dequantize(...)`` where it would use the float weight. The op is
+layouts in ``relaxscript.quantization.formats``: they stand for the
+``(in_features, out_features)`` matrix, blocks running along ``in``), and
+``forward`` uses ``R.dequantize(...)`` where it would use the float weight,
+one call per use so each fuses into its own consumer. The op is
 graph-level and model-agnostic: the pipeline legalizes it and fuses it
 into the matmul or gather that consumes it, so no float32 copy of the
 weight exists at run time.
@@ -19,17 +21,12 @@ class QuantizedTensor(Module):
     """The arrays of one block-quantized (rows, cols) matrix."""
 
     def __init__(self, format_name: str, shape):
+        """``shape``: the (rows, cols) matrix the arrays stand for; rows are cut into blocks."""
         super().__init__()
         fmt = get_format(format_name)
-        rows, cols = shape
-        if cols % fmt.block:
-            raise ValueError(f"{fmt.name}: a quantized matrix needs columns in whole blocks of "
-                             f"{fmt.block}, got shape {tuple(shape)}")
         self.format_name = fmt.name
-        self.data = Parameter((rows, fmt.data_cols(cols)), fmt.data_dtype)
-        self.scale = Parameter((rows, cols // fmt.block), "float32")
-        if fmt.has_min:
-            self.min = Parameter((rows, cols // fmt.block), "float32")
+        for role, array_shape, dtype in fmt.tensor_specs(*shape):
+            setattr(self, role, Parameter(array_shape, dtype))
 
 
 class Quantized:
@@ -39,9 +36,11 @@ class Quantized:
         self.format = get_format(format_name)
 
     def declare(self, shape) -> QuantizedTensor:
+        """The arrays of a (rows, cols) matrix, blocks along rows (a linear layer's (in, out))."""
         return QuantizedTensor(self.format.name, shape)
 
-    def decode(self, weight: QuantizedTensor, shape):
+    def decode(self, weight: QuantizedTensor):
+        """The (rows, cols) float32 matrix, as a fresh ``R.dequantize`` call."""
         minimum = weight.min if self.format.has_min else None
         return R.dequantize(weight.data, weight.scale, minimum, format=self.format.name)
 

@@ -2,7 +2,10 @@
 
 Operands of arithmetic and comparisons must have one dtype (as in TVMScript;
 insert ``R.astype`` to mix), except that a Python number adopts the dtype of
-the other operand when the call is built. Comparisons and logical operators
+the other operand when the call is built. Either operand may be a scalar
+``R.Prim`` value (TVMScript's ``R.add(x, y)`` with ``y: R.Prim("float32")``):
+with a tensor it broadcasts as a 0-d tensor of its dtype; two scalars give a
+scalar, whose symbolic value is deduced when both values are known integers. Comparisons and logical operators
 give bool. Integer ``divide`` truncates toward zero (C/TensorIR semantics);
 ``floor_divide`` / ``floor_mod`` follow NumPy's ``//`` and ``%``.
 """
@@ -10,9 +13,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..struct_info import TensorStructInfo
+from tensorir import dtype as dt
+from tensorir import expr as E
+
+from ..struct_info import PrimStructInfo, TensorStructInfo
 from ._convert import as_tensor, dtype_of, make_call
-from ._infer_util import broadcast_shapes, format_sinfo, same_dtype, tensor_arg, tensor_from
+from ._infer_util import (broadcast_shapes, format_sinfo, same_dtype, sinfo_of, tensor_arg,
+                          tensor_from)
 from .registry import register_op
 
 
@@ -36,9 +43,43 @@ _LOGICAL = {"logical_and": np.logical_and, "logical_or": np.logical_or,
             "logical_xor": np.logical_xor}
 
 
-def infer_binary(call, ctx, result: str) -> TensorStructInfo:
+# Symbolic value of an op on two known integer scalars (TIR's meaning: divide truncates).
+_PRIM_VALUE = {
+    "add": E.add, "subtract": E.sub, "multiply": E.mul, "divide": E.div,
+    "floor_divide": E.floordiv, "floor_mod": E.floormod, "maximum": E.max_, "minimum": E.min_,
+    "equal": E.EQ, "not_equal": E.NE, "less": E.LT, "less_equal": E.LE, "greater": E.GT,
+    "greater_equal": E.GE,
+}
+
+
+def _operand(call, index: int, ctx) -> TensorStructInfo | PrimStructInfo:
+    sinfo = sinfo_of(call.args[index])
+    if isinstance(sinfo, PrimStructInfo):
+        return sinfo
+    return tensor_arg(call, index, ctx)
+
+
+def _as_scalar_tensor(sinfo) -> TensorStructInfo:
+    return TensorStructInfo((), sinfo.dtype) if isinstance(sinfo, PrimStructInfo) else sinfo
+
+
+def _infer_prim_pair(call, ctx, a: PrimStructInfo, b: PrimStructInfo, result: str) -> PrimStructInfo:
+    dtype = "bool" if result != "same" else same_dtype(ctx, call, [a, b])
+    if result == "logical":
+        return PrimStructInfo("bool")
+    rule = _PRIM_VALUE.get(call.op.name[len("relax."):])
+    value = None
+    if rule is not None and a.value is not None and b.value is not None and dt.is_int(a.dtype):
+        value = ctx.analyzer.simplify(rule(a.value, b.value))
+    return PrimStructInfo(dtype, value)
+
+
+def infer_binary(call, ctx, result: str) -> TensorStructInfo | PrimStructInfo:
     """``result``: "same" keeps the common dtype, "bool" gives bool ("logical" skips the dtype check)."""
-    a, b = tensor_arg(call, 0, ctx), tensor_arg(call, 1, ctx)
+    a, b = _operand(call, 0, ctx), _operand(call, 1, ctx)
+    if isinstance(a, PrimStructInfo) and isinstance(b, PrimStructInfo):
+        return _infer_prim_pair(call, ctx, a, b, result)
+    a, b = _as_scalar_tensor(a), _as_scalar_tensor(b)
     dtype = "bool" if result == "logical" else same_dtype(ctx, call, [a, b])
     if result == "bool":
         dtype = "bool"
@@ -50,6 +91,18 @@ def _operands(a, b):
     return a_expr, as_tensor(b, dtype_of(a_expr))
 
 
+_TENSOR_VALUES = (np.ndarray, np.generic)
+
+
+def _scalar_reference(fn, a, b, result: str):
+    """Two scalar operands (Python numbers, as the interpreter and VM hold R.Prim values): a
+    Python number of the result's kind."""
+    out = np.asarray(fn(np.asarray(a), np.asarray(b)))
+    if result != "same":
+        return bool(out)
+    return float(out) if out.dtype.kind == "f" else int(out)
+
+
 def _make_binary(name: str, fn, result: str):
     op_name = "relax." + name
 
@@ -57,6 +110,14 @@ def _make_binary(name: str, fn, result: str):
         return make_call(op_name, list(_operands(a, b)))
 
     def reference(a, b):
+        # R.Prim values are Python numbers; tensors are arrays (a NumPy scalar is a 0-d one)
+        if not isinstance(a, _TENSOR_VALUES) and not isinstance(b, _TENSOR_VALUES):
+            return _scalar_reference(fn, a, b, result)
+        # an R.Prim operand takes the tensor's dtype, as a 0-d tensor would
+        if not isinstance(a, _TENSOR_VALUES):
+            a = np.asarray(a, dtype=np.asarray(b).dtype)
+        elif not isinstance(b, _TENSOR_VALUES):
+            b = np.asarray(b, dtype=np.asarray(a).dtype)
         out = fn(np.asarray(a), np.asarray(b))
         return np.asarray(out, dtype=np.bool_ if result != "same" else np.asarray(a).dtype)
 

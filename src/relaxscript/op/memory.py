@@ -24,7 +24,7 @@ from __future__ import annotations
 from tensorir import dtype as dt
 from tensorir import expr as E
 
-from ..expr import Expr, ExternFunc, GlobalVar, PrimValue, ShapeExpr
+from ..expr import Expr, ExternFunc, GlobalVar, PrimValue, ShapeExpr, StringImm
 from ..struct_info import (ObjectStructInfo, PrimStructInfo, ShapeStructInfo, TensorStructInfo,
                            TupleStructInfo)
 from ._convert import as_prim_value, as_shape, as_tuple, make_call
@@ -51,8 +51,11 @@ def _shape_values(call, index: int, ctx, what: str):
 
 
 # ---------------------------------------------------------------- R.builtin.alloc_tensor
-def builtin_alloc_tensor(shape, dtype):
-    """R.builtin.alloc_tensor(shape, dtype): a fresh, unplanned tensor."""
+def builtin_alloc_tensor(shape, dtype, runtime_device_index=0, storage_scope="global"):
+    """R.builtin.alloc_tensor(shape, dtype): a fresh, unplanned tensor. TVM's printer also
+    writes the device index and storage scope, which must name the host."""
+    from .tvm_spellings import check_host_device
+    check_host_device(runtime_device_index, storage_scope, "builtin.alloc_tensor")
     return make_call("relax.builtin.alloc_tensor", [as_shape(shape)],
                      {"dtype": _dtype_attr(dtype, "builtin.alloc_tensor")})
 
@@ -74,6 +77,11 @@ def alloc_storage(size, virtual_device_index=0, storage_scope="global", dtype="u
         size = [size.value]
     elif isinstance(size, (int, E.PrimExpr)):
         size = [size]
+    # TVM's printer writes R.prim_value(0) and R.str("global") here
+    if isinstance(virtual_device_index, PrimValue) and isinstance(virtual_device_index.value, E.IntImm):
+        virtual_device_index = virtual_device_index.value.value
+    if isinstance(storage_scope, StringImm):
+        storage_scope = storage_scope.value
     if not isinstance(virtual_device_index, int) or isinstance(virtual_device_index, bool):
         raise OpAttributeError(f"R.memory.alloc_storage: virtual_device_index must be an int, "
                                f"got {virtual_device_index!r}")

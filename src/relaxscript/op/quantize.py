@@ -1,24 +1,27 @@
 """``R.dequantize(data, scale, [min], format=...)``: the float32 matrix a block-quantized
 tensor stands for (formats and layouts: ``relaxscript.quantization.formats``).
 
-A model uses it where it would use a float weight: ``R.matmul(x,
-R.permute_dims(R.dequantize(...)))`` for a linear layer, ``R.take(R.dequantize(...),
-ids, axis=0)`` for an embedding. The pipeline keeps the op away from the BLAS
-library and fuses it into its consumer's kernel, which then reads the blocks.
+A model uses it where it would use a float weight: ``R.matmul(x, R.dequantize(...))``
+for a linear layer (the matrix is ``(in_features, out_features)``), and
+``R.permute_dims(R.take(R.dequantize(...), ids, axis=1))`` for an embedding
+table stored as ``(hidden, vocab)`` (a tied LM head is then ``R.matmul(h, table)``).
+The pipeline keeps the op away from the BLAS library and fuses it into its
+consumer's kernel, which then reads the blocks.
 """
 from __future__ import annotations
 
 from tensorir import expr as E
 
-from ..quantization.formats import dequantize_numpy, get_format
+from ..quantization.formats import SCALE_DTYPES, dequantize_numpy, get_format
 from ..struct_info import TensorStructInfo
 from ._convert import as_tensor, make_call
-from ._infer_util import format_sinfo, prove_equal, prove_not_equal, simplify, tensor_arg
+from ._infer_util import format_sinfo, prove_not_equal, simplify, tensor_arg
 from .registry import OpAttributeError, register_op
 
 
 def dequantize(data, scale, min=None, *, format: str):  # noqa: A002 - the op's argument name
-    """R.dequantize(data, scale, [min], format="q4_1"|"q8_0"): float32 (rows, cols)."""
+    """R.dequantize(data, scale, [min], format="q4_0"|"q4_1"|"q8_0"): float32 (rows, cols), blocks of
+    32 rows per column (layout: ``relaxscript.quantization.formats``)."""
     try:
         fmt = get_format(format)
     except ValueError as err:
@@ -40,28 +43,31 @@ def _infer_dequantize(call, ctx) -> TensorStructInfo:
     if data.dtype is not None and data.dtype != fmt.data_dtype:
         ctx.error(f"{name}: data must be {fmt.data_dtype}, got {format_sinfo(data)}")
     if data.ndim not in (-1, 2):
-        ctx.error(f"{name}: data must be 2-D (rows, packed columns), got {format_sinfo(data)}")
+        ctx.error(f"{name}: data must be 2-D (packed rows, cols), got {format_sinfo(data)}")
     others = [tensor_arg(call, i, ctx) for i in range(1, len(call.args))]
     for what, sinfo in zip(("scale", "min"), others):
-        if sinfo.dtype is not None and sinfo.dtype != "float32":
-            ctx.error(f"{name}: {what} must be float32, got {format_sinfo(sinfo)}")
+        if sinfo.dtype is not None and sinfo.dtype not in SCALE_DTYPES:
+            ctx.error(f"{name}: {what} must be float16 or float32, got {format_sinfo(sinfo)}")
         if sinfo.ndim not in (-1, 2):
-            ctx.error(f"{name}: {what} must be 2-D (rows, blocks), got {format_sinfo(sinfo)}")
+            ctx.error(f"{name}: {what} must be 2-D (blocks, cols), got {format_sinfo(sinfo)}")
+    if len(others) == 2 and None not in (others[0].dtype, others[1].dtype) and others[0].dtype != others[1].dtype:
+        ctx.error(f"{name}: scale and min must have one dtype, got {format_sinfo(others[0])} and "
+                  f"{format_sinfo(others[1])}")
     if data.shape is None:
         return TensorStructInfo(None, "float32", 2)
-    rows, packed = data.shape
-    cols = simplify(ctx, packed * fmt.codes_per_byte)
-    blocks_per_packed = fmt.block // fmt.codes_per_byte
-    if prove_not_equal(ctx, E.floormod(packed, blocks_per_packed), 0):
-        ctx.error(f"{name}: data has {packed} columns, not whole blocks of {blocks_per_packed} bytes "
+    packed_rows, cols = data.shape
+    packed_block = fmt.block // fmt.codes_per_byte
+    if prove_not_equal(ctx, E.floormod(packed_rows, packed_block), 0):
+        ctx.error(f"{name}: data has {packed_rows} rows, not whole blocks of {packed_block} "
                   f"({fmt.block} values), got {format_sinfo(data)}")
-    nblocks = simplify(ctx, E.floordiv(packed, blocks_per_packed))
+    rows = simplify(ctx, packed_rows * fmt.codes_per_byte)
+    nblocks = simplify(ctx, E.floordiv(packed_rows, packed_block))
     for what, sinfo in zip(("scale", "min"), others):
         if sinfo.shape is None:
             continue
-        for dim, want, label in zip(sinfo.shape, (rows, nblocks), ("rows", "blocks")):
+        for dim, want, label in zip(sinfo.shape, (nblocks, cols), ("blocks", "columns")):
             if prove_not_equal(ctx, dim, want):
-                ctx.error(f"{name}: {what} must have shape (rows, blocks) = ({rows}, {nblocks}) "
+                ctx.error(f"{name}: {what} must have shape (blocks, cols) = ({nblocks}, {cols}) "
                           f"for data {format_sinfo(data)}, got {format_sinfo(sinfo)} ({label} differ)")
     return TensorStructInfo([rows, cols], "float32")
 

@@ -8,8 +8,8 @@ consumer (``matmul``, ``take``) as a prologue, and the schedule inlines it
 into the consumer's loop, so no float32 copy of the weight exists at run
 time (see docs/ARCHITECTURE.md, "Quantized weights").
 """
-from .formats import FORMATS, QuantFormat, dequantize_numpy, get_format, quantize_numpy
+from .formats import FORMATS, SCALE_DTYPES, QuantFormat, check_arrays, dequantize_numpy, get_format, quantize_numpy
 from .repack import repack, repack_blocks
 
-__all__ = ["FORMATS", "QuantFormat", "get_format", "dequantize_numpy", "quantize_numpy",
+__all__ = ["FORMATS", "SCALE_DTYPES", "QuantFormat", "check_arrays", "get_format", "dequantize_numpy", "quantize_numpy",
            "repack", "repack_blocks"]

@@ -19,7 +19,8 @@ from .sym_expr import format_sym_expr
 
 # Operators whose script form differs from "positional args, then attrs":
 # the callee and argument tuple are positional, annotations are keywords.
-CROSS_LEVEL_CALLS = ("relax.call_tir", "relax.call_tir_inplace", "relax.call_dps_library")
+CROSS_LEVEL_CALLS = ("relax.call_tir", "relax.call_tir_inplace", "relax.call_dps_library",
+                     "relax.call_dps_packed")
 
 
 class ExprPrinter(ClassDispatch):
@@ -98,17 +99,22 @@ class ExprPrinter(ClassDispatch):
         if isinstance(op, rx.Op):
             if op.name in CROSS_LEVEL_CALLS:
                 return self.cross_level_call(e)
+            if op.name == "relax.call_pure_packed":
+                return self.packed_call("R.call_pure_packed", e.args[0], e.args[1:], e.sinfo_args)
             args = [self.expr(a) for a in e.args]
             args += [f"{k}={self.attr(v)}" for k, v in self.ordered_attrs(e)]
             if e.sinfo_args:
                 args.append(f"sinfo_args={self.sinfo_list(e.sinfo_args)}")
             return f"{self.expr_Op(op)}({', '.join(args)})"
         if isinstance(op, rx.ExternFunc):
-            args = [string_literal(op.global_symbol)] + [self.expr(a) for a in e.args]
-            if e.sinfo_args:
-                args.append(f"sinfo_args={self.sinfo_list(e.sinfo_args)}")
-            return f"R.call_packed({', '.join(args)})"
+            return self.packed_call("R.call_packed", op, e.args, e.sinfo_args)
         return f"{self.expr(op)}({', '.join(self.expr(a) for a in e.args)})"
+
+    def packed_call(self, form: str, callee: rx.ExternFunc, args, sinfo_args) -> str:
+        parts = [string_literal(callee.global_symbol)] + [self.expr(a) for a in args]
+        if sinfo_args:
+            parts.append(f"sinfo_args={self.sinfo_list(sinfo_args)}")
+        return f"{form}({', '.join(parts)})"
 
     def cross_level_call(self, e: rx.Call) -> str:
         """``R.call_tir(cls.f, (x, y), out_sinfo=..., tir_vars=R.shape([n]))`` and

@@ -148,6 +148,11 @@ def string_value(value) -> rx.StringImm:
     return rx.StringImm(value)
 
 
+def dtype_value(value) -> str:
+    """``R.dtype("float32")``: a dtype, for operator arguments (the normalized string)."""
+    return dt.normalize(value)
+
+
 def make_tuple(*fields) -> rx.Tuple:
     """``R.tuple(a, b)``: a tuple value (``(a, b)`` in scripts)."""
     return rx.Tuple(fields)
@@ -198,7 +203,8 @@ class OpGroup:
 
 
 def _registered_paths() -> list[str]:
-    return [spec.path for spec in all_op_specs()]
+    from ..op.tvm_spellings import TVM_SPELLINGS
+    return [spec.path for spec in all_op_specs()] + list(TVM_SPELLINGS)
 
 
 def _op_children(prefix: str) -> set[str]:
@@ -214,6 +220,9 @@ def _op_children(prefix: str) -> set[str]:
 def lookup_op_constructor(path: str):
     """The constructor of operator ``relax.<path>``, an ``OpGroup`` when ``path``
     is a prefix of operator paths, or None."""
+    from ..op.tvm_spellings import TVM_SPELLINGS
+    if path in TVM_SPELLINGS:
+        return TVM_SPELLINGS[path]
     paths = _registered_paths()
     if path in paths:
         from ..op.registry import get_op_spec
@@ -252,6 +261,7 @@ class _Namespace:
     const = staticmethod(const)
     prim_value = staticmethod(prim_value)
     str = staticmethod(string_value)
+    dtype = staticmethod(dtype_value)
     tuple = staticmethod(make_tuple)
     ExternFunc = staticmethod(ExternFunc)
     sym_var = staticmethod(sym_var)

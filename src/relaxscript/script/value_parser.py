@@ -13,6 +13,7 @@ import inspect
 
 import numpy as np
 
+from tensorir import dtype as dt
 from tensorir import expr as E
 from tensorir.dispatch import ClassDispatch, handles
 from tensorir.errors import ParseError
@@ -258,6 +259,14 @@ class ValueParser(ClassDispatch):
         (value,) = self._expect(node, "str", 1, ("value",))
         return rx.StringImm(self._string(value, "R.str"))
 
+    def _r_dtype(self, node):
+        """``R.dtype("float32")``: TVM's dtype value, a dtype attribute here (printed as the string)."""
+        (value,) = self._expect(node, "dtype", 1, ("value",))
+        try:
+            return dt.normalize(self._string(value, "R.dtype"))
+        except ValueError as err:
+            raise self.ctx.error(f"R.dtype: {err}", value) from None
+
     def _r_tuple(self, node):
         return rx.Tuple([self.expr(a) for a in node.args])
 
@@ -265,16 +274,27 @@ class ValueParser(ClassDispatch):
         (symbol,) = self._expect(node, "ExternFunc", 1, ("global_symbol",))
         return rx.ExternFunc(self._string(symbol, "R.ExternFunc"))
 
-    def _r_call_packed(self, node):
+    def _packed_parts(self, node, form: str):
         if not node.args:
-            raise self.ctx.error("R.call_packed needs the function name first", node)
-        symbol = self._string(node.args[0], "R.call_packed")
+            raise self.ctx.error(f"R.{form} needs the function name first", node)
+        symbol = self._string(node.args[0], f"R.{form}")
         sinfo_args = []
         for k in node.keywords:
             if k.arg != "sinfo_args":
-                raise self.ctx.error(f"R.call_packed got an unexpected keyword argument {k.arg!r}", k.value)
+                raise self.ctx.error(f"R.{form} got an unexpected keyword argument {k.arg!r}", k.value)
             sinfo_args = self._sinfo_list(self.value(k.value), k.value)
-        return rx.Call(rx.ExternFunc(symbol), [self.expr(a) for a in node.args[1:]], sinfo_args=sinfo_args)
+        return symbol, [self.expr(a) for a in node.args[1:]], sinfo_args
+
+    def _r_call_packed(self, node):
+        symbol, args, sinfo_args = self._packed_parts(node, "call_packed")
+        return rx.Call(rx.ExternFunc(symbol), args, sinfo_args=sinfo_args)
+
+    def _r_call_pure_packed(self, node):
+        from ..op.packed import call_pure_packed
+        symbol, args, sinfo_args = self._packed_parts(node, "call_pure_packed")
+        if not sinfo_args:
+            raise self.ctx.error("R.call_pure_packed needs sinfo_args (the result's annotation)", node)
+        return call_pure_packed(symbol, *args, sinfo_args=sinfo_args)
 
     def _r_const(self, node):
         value, dtype = self._expect(node, "const", 1, ("value", "dtype"))

@@ -27,7 +27,7 @@ from ..struct_info import TensorStructInfo, TupleStructInfo
 from .dead_code_elimination import drop_empty_blocks
 from .pass_infra import Pass, PassContext
 
-_CROSS_LEVEL = ("relax.call_tir", "relax.call_dps_library")
+_CROSS_LEVEL = ("relax.call_tir", "relax.call_dps_library", "relax.call_dps_packed")
 
 
 def _output_sinfos(call: Call) -> list[TensorStructInfo] | None:

@@ -37,7 +37,8 @@ from ..struct_info_util import YES, StructInfoMatcher, default_analyzer, is_base
     symbolic_vars_of
 from .canonicalize_bindings import canonicalize_function
 from .pass_infra import Pass
-from .static_plan_block_memory import UPPER_BOUND_ATTR, bounds_analyzer
+from .static_plan_block_memory import bounds_analyzer
+from .var_bounds import var_bounds
 
 DEFAULT_MAX_BINDINGS = 32
 
@@ -199,11 +200,14 @@ class _Inliner(PassMutator):
         symbols = dict(matcher.bindings)   # the matcher proved the vars' own facts too
         if not all(var in symbols for var in callee_vars):
             return None
-        # bounds given as the callee's relax.memory_upper_bound attribute are checked at its entry
-        bounds = callee.attrs.get(UPPER_BOUND_ATTR) or {}
-        if not all(self.analyzer.can_prove_less_equal(symbols[var], bounds[var.name])
-                   for var in callee_vars if var.name in bounds):
-            return None
+        # bounds given as the callee's attributes are checked at its entry
+        bounds = var_bounds(callee)
+        for var in callee_vars:
+            lower, upper = bounds.get(var.name, (None, None))
+            if upper is not None and not self.analyzer.can_prove_less_equal(symbols[var], upper):
+                return None
+            if lower is not None and not self.analyzer.can_prove_less_equal(lower, symbols[var]):
+                return None
         return symbols
 
     def _emit_body(self, callee: Function, args: list, symbols: dict, result_var: Var) -> None:

@@ -36,12 +36,8 @@ from .kill_after_last_use import insert_kills, map_if_branches
 from .liveness import analyze_scope, op_name
 from .pass_infra import Pass, PassContext
 from .storage_pool import StoragePool
+from .var_bounds import UPPER_BOUND_ATTR, MemoryPlanError, var_bounds
 
-UPPER_BOUND_ATTR = "relax.memory_upper_bound"
-
-
-class MemoryPlanError(ValueError):
-    """A memory-planning input is invalid (e.g. a bound names no symbolic var)."""
 
 
 def size_in_bytes(shape, dtype: str) -> E.PrimExpr:
@@ -53,22 +49,19 @@ def size_in_bytes(shape, dtype: str) -> E.PrimExpr:
 
 
 def bounds_analyzer(func: Function, name: str = "function") -> Analyzer:
-    """An analyzer knowing the function's ``relax.memory_upper_bound`` attribute (facts on
-    the Vars themselves are always known)."""
+    """An analyzer knowing the function's bound attributes (``relax.memory_upper_bound``,
+    TVM's ``tir_var_upper_bound``/``tir_var_lower_bound``; see ``var_bounds``); facts on
+    the Vars themselves are always known."""
     analyzer = Analyzer()
-    bounds = func.attrs.get(UPPER_BOUND_ATTR) or {}
-    if not isinstance(bounds, dict):
-        raise MemoryPlanError(f"{name}: {UPPER_BOUND_ATTR} must be a dict {{name: int}}, got {bounds!r}")
+    bounds = var_bounds(func, name)
+    if not bounds:
+        return analyzer
     by_name = {v.name: v for v in collect(func, lambda n: isinstance(n, E.Var))}
-    for var_name, upper in bounds.items():
-        var = by_name.get(var_name)
-        if var is None:
-            raise MemoryPlanError(f"{name}: {UPPER_BOUND_ATTR} names {var_name!r}, which is no "
-                                  f"symbolic variable of the function (it has {sorted(by_name)})")
-        if not isinstance(upper, int) or upper < var.lower:
-            raise MemoryPlanError(f"{name}: upper bound of {var_name!r} must be an int >= "
-                                  f"{var.lower}, got {upper!r}")
-        analyzer.bind(var, Range(var.lower, upper - var.lower + 1))
+    for var_name, (lower, upper) in bounds.items():
+        var = by_name[var_name]
+        low = max(lower if lower is not None else 0, var.lower or 0)
+        if upper is not None:   # a lower bound alone only tightens the VM's entry check
+            analyzer.bind(var, Range(low, upper - low + 1))
     return analyzer
 
 

@@ -248,6 +248,11 @@ class FunctionCompiler(ClassDispatch):
             dst = self.new_reg(name)
             self.emit(I.CallFunc(dst, op.name_hint, tuple(args), name))
             return dst
+        if isinstance(op, rx.ExternFunc):   # R.call_packed("name", ...)
+            dst = self.new_reg(name)
+            args = tuple(self.materialize(a) for a in call.args)
+            self.emit(I.CallPacked(dst, op.global_symbol, args, name))
+            return dst
         if not isinstance(op, rx.Op):
             raise VMBuildError(f"function '{self.name}': the VM cannot call a {type(op).__name__} "
                                f"(bound to '{name}'); only module functions and operators")
@@ -514,6 +519,7 @@ _CALL_HANDLERS = {
     "relax.call_tir_dps": _call_tir_dps,
     "relax.call_tir_inplace": _call_tir_inplace,
     "relax.call_dps_library": _call_dps_library,
+    "relax.call_dps_packed": _call_dps_library,
     "relax.call_dps_library_dps": _call_dps_library_dps,
     "relax.builtin.alloc_tensor": _builtin_alloc_tensor,
     "relax.memory.alloc_storage": _alloc_storage,

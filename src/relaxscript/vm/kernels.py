@@ -86,13 +86,22 @@ class CKernels:
         prologue = link_call_site(ins, code, frame)
         kernel, func_name = ins.kernel, code.func.name
 
+        # The array last seen at each computed slot: a model's weights and caches are the same
+        # objects on every call, so their address is looked up once (an ndarray's data never
+        # moves; resize() refuses while this reference exists).
+        seen: list = [None] * len(computed)
+        computed = tuple((k, i, r) for k, (i, r) in enumerate(computed))
+
         def step():
             if prologue is not None:
                 prologue()
             for i, r in cached:
                 bufs[i] = ptrs[r]
-            for i, r in computed:
-                bufs[i] = data_pointer(regs[r])
+            for k, i, r in computed:
+                value = regs[r]
+                if value is not seen[k]:
+                    bufs[i] = data_pointer(value)
+                    seen[k] = value
             status = cfunc(bufs, syms)
             if status:
                 raise_for_status(status, f"function '{func_name}': kernel '{kernel}'")

@@ -22,19 +22,17 @@ from tensorir.functor import substitute
 from ..interpreter.arguments import int_range
 from ..struct_info import (FuncStructInfo, ObjectStructInfo, PrimStructInfo, ShapeStructInfo,
                            TensorStructInfo, TupleStructInfo)
-from ..transform.static_plan_block_memory import UPPER_BOUND_ATTR
+from ..transform.var_bounds import MemoryPlanError, var_bounds
 from .instructions import MatchValues, VMBuildError
 from .sym_table import SymTable, vars_of
 
 
 def function_bounds(func, func_name: str) -> dict:
-    """``{var name: int}`` from a function's ``relax.memory_upper_bound`` attribute."""
-    bounds = func.attrs.get(UPPER_BOUND_ATTR) or {}
-    if not isinstance(bounds, dict) or not all(isinstance(k, str) and isinstance(v, int)
-                                               and not isinstance(v, bool) for k, v in bounds.items()):
-        raise VMBuildError(f"function '{func_name}': {UPPER_BOUND_ATTR} must be a dict "
-                           f"{{name: int}}, got {bounds!r}")
-    return dict(bounds)
+    """``{var name: (lower, upper)}`` from a function's bound attributes (``var_bounds``)."""
+    try:
+        return var_bounds(func, f"function '{func_name}'")
+    except MemoryPlanError as err:
+        raise VMBuildError(str(err)) from None
 
 
 def _outside(value: tuple, lo: int, hi: int) -> tuple:
@@ -157,14 +155,17 @@ class MatchBuilder:
             lo, hi = int_range(var.dtype)   # the table is int64 and would wrap a larger value
             facts.append((_outside(x, lo, hi), f"outside the {var.dtype} range [{lo}, {hi}]"))
         upper, source = var.upper, "its upper bound"
-        attr_upper = self.bounds.get(var.name)
+        attr_lower, attr_upper = self.bounds.get(var.name, (None, None))
         if attr_upper is not None and (upper is None or attr_upper < upper):
             # memory planning sized storages for this bound: a larger value must not reach a kernel
-            upper, source = attr_upper, f"its upper bound in the function attribute {UPPER_BOUND_ATTR}"
+            upper, source = attr_upper, "its upper bound in the function attributes"
         if upper is not None:
             facts.append(((">", x, ("int", upper)), f"expected <= {upper} ({source})"))
-        if var.lower is not None:
-            facts.append((("<", x, ("int", var.lower)), f"expected >= {var.lower} (its lower bound)"))
+        lower, low_source = var.lower, "its lower bound"
+        if attr_lower is not None and (lower is None or attr_lower > lower):
+            lower, low_source = attr_lower, "its lower bound in the function attributes"
+        if lower is not None:
+            facts.append((("<", x, ("int", lower)), f"expected >= {lower} ({low_source})"))
         if var.multiple_of:
             facts.append((("!=", ("%", x, ("int", var.multiple_of)), ("int", 0)),
                           f"expected a multiple of {var.multiple_of}"))

@@ -1,5 +1,5 @@
-"""compute_inline and reverse_compute_inline: fold a one-statement block into
-its consumers (or its producer) and drop the intermediate buffer."""
+"""compute_inline: fold a one-statement block into its consumers and drop the intermediate
+buffer (reverse_compute_inline, the other direction, is in ``reverse_inline.py``)."""
 from __future__ import annotations
 
 from ..buffer import Buffer
@@ -9,7 +9,6 @@ from ..expr import BufferLoad, Var
 from ..function import PrimFunc
 from ..functor import Mutator, collect, iter_children, substitute
 from ..stmt import Block, BlockRealize, BufferRegion, BufferStore
-from ..structural import structural_equal
 from .checks import is_param_buffer, reads_buffer, require_not_root, writes_buffer
 from .region import _analyzer, infer_access_regions
 from .state import StmtIndex, replace_stmts
@@ -166,54 +165,3 @@ class _InlineConsumers(Mutator):
         new = self.loads.visit(new)
         reads = _merge_reads(node.reads, self.buffer, new.body, self.analyzer)
         return new.replace(reads=tuple(reads))
-
-
-def reverse_compute_inline(func: PrimFunc, block_name: str) -> PrimFunc:
-    index = StmtIndex(func)
-    realize = index.realize(block_name)
-    where = f"reverse_compute_inline of block {block_name!r}"
-    require_not_root(func, realize, "reverse_compute_inline")
-    block = realize.block
-    store = _simple_store(block, where)
-    others = [r for r in index.all_realizes() if r is not realize]
-    candidates = [r.buffer for r in block.reads if not is_param_buffer(func, r.buffer)
-                  and sum(writes_buffer(o.block, r.buffer) for o in others) == 1]
-    if len(candidates) != 1:
-        raise ScheduleError(f"{where}: the block must read exactly one intermediate buffer with a single "
-                            f"producer, found {[b.name for b in candidates]}")
-    buf = candidates[0]
-    producer = next(o for o in others if writes_buffer(o.block, buf))
-    pstore = _simple_store(producer.block, where)
-    if pstore.buffer is not buf or len(producer.block.writes) != 1:
-        raise ScheduleError(f"{where}: producer {producer.block.name!r} must write only {buf.name!r}")
-    if any(reads_buffer(o.block, buf) for o in others if o is not producer):
-        raise ScheduleError(f"{where}: {buf.name!r} has readers other than the block")
-    loads = _loads_of(store, buf)
-    if not loads or any(not structural_equal(ld.indices, loads[0].indices) for ld in loads):
-        raise ScheduleError(f"{where}: the block must read {buf.name!r} at one index")
-    ivars = _index_vars(block, loads[0].indices, where, f"the read of {buf.name!r}")
-    analyzer = _analyzer()
-    doms = {id(iv.var): iv.dom for iv in block.iter_vars}
-    for v, extent in zip(ivars, buf.shape):
-        dom = doms[id(v)]
-        if not (analyzer.can_prove(dom.min <= 0) and analyzer.can_prove(dom.min + dom.extent >= extent)):
-            raise ScheduleError(f"{where}: the block does not read all of {buf.name!r}, so the producer "
-                                "would write outside the block's domain")
-    if index.order[id(producer)] > index.order[id(realize)]:
-        raise ScheduleError(f"{where}: the producer runs after the block")
-    touched = [b.buffer for b in block.reads + block.writes if b.buffer is not buf]
-    for mid in _between(index, producer, realize):
-        if any(writes_buffer(mid.block, b) or reads_buffer(mid.block, b) for b in touched):
-            raise ScheduleError(f"{where}: block {mid.block.name!r} between producer and block touches "
-                                "the block's other buffers")
-    # The block's iter var at dim d takes the producer's store index at dim d.
-    # The load of buf at exactly the producer's point becomes the producer's value.
-    vmap = dict(zip(ivars, pstore.indices))
-    value = _LoadReplacer(buf, [], pstore.value, analyzer).visit(store.value)
-    new_store = BufferStore(store.buffer, _simplify_load_indices(substitute(value, vmap), analyzer),
-                            [analyzer.simplify(substitute(i, vmap)) for i in store.indices])
-    reads, writes = infer_access_regions(new_store, analyzer=analyzer)
-    new_pblock = producer.block.replace(body=new_store, reads=tuple(reads), writes=tuple(writes))
-    new_func = replace_stmts(func, {index.exclusive_nest_root(realize): None,
-                                    producer.block: new_pblock})
-    return replace_stmts(new_func, _drop_alloc(new_func, buf))

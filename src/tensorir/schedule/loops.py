@@ -9,6 +9,8 @@ from ..function import PrimFunc
 from ..functor import Mutator, substitute
 from ..stmt import Block, BlockRealize, For, IfThenElse, LetStmt, SeqStmt, Stmt, is_true
 from .checks import binding_loop_vars, leaf_realizes, var_ids
+from .loop_checks import (require_affine_predicates, require_not_opaque, require_quasi_affine,
+                          require_unbound_unannotated)
 from .region import _analyzer
 from .state import NameSupply, StmtIndex, replace_stmts, used_names
 
@@ -21,6 +23,7 @@ def split(func: PrimFunc, loop_var: Var, factors) -> tuple[PrimFunc, list[Var]]:
     index = StmtIndex(func)
     loop = index.loop(loop_var)
     where = f"split of loop {loop_var.name!r}"
+    require_unbound_unannotated(loop, where)
     factors = list(factors)
     if len(factors) < 2:
         raise ScheduleError(f"{where}: need at least two factors, got {factors!r}")
@@ -108,6 +111,8 @@ def fuse(func: PrimFunc, loop_vars: list[Var]) -> tuple[PrimFunc, Var]:
     names_str = ", ".join(repr(v.name) for v in loop_vars)
     if not loops:
         raise ScheduleError("fuse: need at least one loop")
+    for loop in loops:
+        require_unbound_unannotated(loop, f"fuse of loops {names_str}")
     for outer, inner in zip(loops, loops[1:]):
         if outer.body is not inner:
             raise ScheduleError(f"fuse of loops {names_str}: loop {inner.loop_var.name!r} is not the "
@@ -159,6 +164,10 @@ def reorder(func: PrimFunc, loop_vars: list[Var]) -> PrimFunc:
     for slot, loop in zip(slots, loops):
         new_chain[slot] = loop
     _require_reductions_keep_order(index, chain, new_chain, names_str)
+    moved = {id(lp.loop_var) for old, lp in zip(chain, new_chain) if old is not lp}
+    under = leaf_realizes(index, chain[0])
+    require_quasi_affine(under, {id(lp.loop_var) for lp in chain}, f"reorder of loops {names_str}")
+    require_affine_predicates(under, moved, f"reorder of loops {names_str}")
     for pos, loop in enumerate(new_chain):
         inner_ids = {id(lp.loop_var) for lp in new_chain[pos + 1:]}
         if var_ids(loop.min) & inner_ids or var_ids(loop.extent) & inner_ids:
@@ -217,6 +226,10 @@ def set_kind(func: PrimFunc, loop_var: Var, kind: str, thread_tag: str | None = 
         realizes = leaf_realizes(index, loop)
         if not realizes:
             raise ScheduleError(f"{where}: the loop contains no block")
+        if kind == "vectorized":
+            require_not_opaque(realizes, loop, where)
+        loop_ids = set(index.loop_by_var)
+        require_quasi_affine(realizes, loop_ids, where)
         for realize in realizes:
             spatial, reduce = binding_loop_vars(realize)
             if id(loop_var) in reduce:

@@ -12,7 +12,7 @@ from ..errors import ScheduleError
 from ..expr import Var
 from ..function import PrimFunc
 from . import blockize as blockize_mod
-from . import cache, compute_location, inline, loops, reduction
+from . import cache, compute_location, inline, loops, reduction, reverse_inline
 from .checks import leaf_realizes, reads_buffer, writes_buffer
 from .region import RegionError
 from .state import BlockRV, LoopRV, StmtIndex
@@ -214,7 +214,7 @@ class Schedule:
     def reverse_compute_inline(self, block) -> None:
         name = self._block_name(block)
         self._apply("reverse_compute_inline", [block],
-                    lambda f: (inline.reverse_compute_inline(f, name), []))
+                    lambda f: (reverse_inline.reverse_compute_inline(f, name), []))
 
     # ------------------------------------------------------------- buffers
     def _new_block_result(self, kind, inputs, fn):

@@ -14,6 +14,7 @@ from ..schedule import Schedule
 from .common import attempt, is_reduction_block, leaf_block_names, loop_kinds
 from .elementwise import schedule_elementwise
 from .gemm import schedule_gemm
+from .quantized import schedule_quantized_gemm
 from .reduction import schedule_reduction
 
 SCHEDULED_ATTR = "tir.is_scheduled"
@@ -34,7 +35,7 @@ def rules_for(func: PrimFunc) -> list:
     if kind <= PatternKind.Injective:
         return [schedule_elementwise, schedule_outer_parallel]
     if kind == PatternKind.OutputWiseFusible:
-        return [schedule_gemm, schedule_reduction, schedule_outer_parallel]
+        return [schedule_quantized_gemm, schedule_gemm, schedule_reduction, schedule_outer_parallel]
     if kind == PatternKind.Reduction:
         return [schedule_reduction, schedule_outer_parallel]
     sch = Schedule(func)  # Opaque: a mix; rules by block kinds

@@ -1,13 +1,20 @@
 """simplify_indices: canonicalise buffer indices, loop bounds and conditions
-with ``tensorir.arith`` (linearised indices are where this pays off)."""
+with ``tensorir.arith`` (linearised indices are where this pays off).
+
+Inside a loop the analyzer knows the loop variable's range, so a split index
+such as ``(k1 * 16 + k2) // 32`` with ``k1 < 2, k2 < 16`` becomes 0 and
+``(k1 * 16 + k2) % 16`` becomes ``k2``: the C compiler then sees a contiguous
+access and a loop-invariant one (the block scale of a quantized weight)
+instead of a per-lane division. ``Select`` conditions are simplified too.
+"""
 from __future__ import annotations
 
 from ..buffer import Buffer
 from ..dispatch import handles
-from ..expr import BufferLoad
+from ..expr import BufferLoad, IntImm, Select
 from ..function import PrimFunc
 from ..functor import Mutator
-from ..stmt import BufferStore, For, IfThenElse, LetStmt
+from ..stmt import BufferStore, For, IfThenElse, LetStmt, Range
 
 
 class _IndexSimplifier(Mutator):
@@ -29,10 +36,19 @@ class _IndexSimplifier(Mutator):
         node = self.generic_visit(node)
         return node.replace(indices=tuple(self.s(i) for i in node.indices))
 
+    @handles(Select)
+    def visit_Select(self, node: Select):
+        node = self.generic_visit(node)
+        return node.replace(condition=self.s(node.condition))
+
     @handles(For)
     def visit_For(self, node: For):
+        lo, extent = self.s(node.min), self.s(node.extent)
+        # A loop with no iteration runs no body, so the range may be assumed inside it.
+        if not (isinstance(extent, IntImm) and extent.value <= 0):
+            self.analyzer.bind(node.loop_var, Range(lo, extent))
         node = self.generic_visit(node)
-        return node.replace(min=self.s(node.min), extent=self.s(node.extent))
+        return node.replace(min=lo, extent=extent)
 
     @handles(IfThenElse)
     def visit_IfThenElse(self, node: IfThenElse):

@@ -1,7 +1,15 @@
-"""Elementwise binary ops with NumPy broadcasting, comparisons, logical ops and ``where``."""
+"""Elementwise binary ops with NumPy broadcasting, comparisons, logical ops and ``where``.
+
+An ``R.Prim`` operand whose symbolic value is known (``R.prim_value(n + 1)``)
+enters the kernel as that expression of the kernel's symbolic vars; one known
+only at run time (a float parameter) keeps the call, which the VM runs through
+the op's NumPy reference, as is an op on two scalars.
+"""
 from __future__ import annotations
 
 from tensorir import expr as E
+
+from ...struct_info import PrimStructInfo
 from tensorir.compute import compute
 
 from .common import broadcast_index, op_short_name, truthy
@@ -31,16 +39,32 @@ _BINARY = {
 
 def _make_binary(fn):
     def legalize(ctx, call):
+        if isinstance(call.struct_info, PrimStructInfo):
+            return None
         te = ctx.te(call)
-        a = te.placeholder(call.args[0], "a")
-        b = te.placeholder(call.args[1], "b")
+        a = _operand(te, call.args[0], "a")
+        b = _operand(te, call.args[1], "b")
         name = op_short_name(call)
 
         def body(*idx):
-            return fn(a[broadcast_index(te, a.shape, idx)], b[broadcast_index(te, b.shape, idx)])
+            return fn(_element(te, a, idx), _element(te, b, idx))
 
         return te.emit(name, compute(te.out_shape(), body, "T_" + name, te.out_dtype()))
     return legalize
+
+
+def _operand(te, arg, name: str):
+    """A loop-level tensor, or for an R.Prim the scalar expression in the kernel's vars."""
+    sinfo = arg.struct_info
+    if isinstance(sinfo, PrimStructInfo):
+        return E.cast(sinfo.dtype, te.expr(sinfo.value))
+    return te.placeholder(arg, name)
+
+
+def _element(te, operand, idx):
+    if isinstance(operand, E.PrimExpr):
+        return operand
+    return operand[broadcast_index(te, operand.shape, idx)]
 
 
 for _name, _fn in _BINARY.items():

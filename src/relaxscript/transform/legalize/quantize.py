@@ -1,6 +1,6 @@
 """``R.dequantize``: one spatial block computing each value from its block's codes and scales.
 
-The block is injective (it reads ``data[r, f(c)]``, ``scale[r, c // 32]``), so FuseOps
+The block is injective (it reads ``data[f(r), c]``, ``scale[r // 32, c]``), so FuseOps
 puts it in front of its consumer as a prologue, and the schedule rules inline it
 into the consumer's loop (``tensorir.schedule_rules.quantized``): the float32
 matrix is never stored.
@@ -15,13 +15,13 @@ from .registry import register_legalize
 
 
 def code_of(fmt, data, r, c) -> E.PrimExpr:
-    """The integer code of column ``c`` of row ``r`` (int32), from the packed ``data`` buffer."""
+    """The integer code of row ``r``, column ``c`` (int32), from the packed ``data`` buffer."""
     if fmt.codes_per_byte == 1:
         return E.cast("int32", data[r, c])
     half = fmt.block // 2
-    within = E.floormod(c, fmt.block)
-    byte = E.cast("int32", data[r, E.floordiv(c, fmt.block) * half + E.floormod(within, half)])
-    # low nibble: the block's first half of columns; high nibble: its second half
+    within = E.floormod(r, fmt.block)
+    byte = E.cast("int32", data[E.floordiv(r, fmt.block) * half + E.floormod(r, half), c])
+    # low nibble: the block's first half of rows; high nibble: its second half
     return E.Select(E.LT(within, half), E.floormod(byte, 16), E.floordiv(byte, 16))
 
 
@@ -31,11 +31,14 @@ def _dequantize(ctx, call):
     te = ctx.te(call)
     data = te.placeholder(call.args[0], "data")
     scale = te.placeholder(call.args[1], "scale")
-    minimum = te.placeholder(call.args[2], "min") if fmt.has_min else None
+    minimum = te.placeholder(call.args[2], "minimum") if fmt.has_min else None
 
     def body(r, c):
-        block = E.floordiv(c, fmt.block)
-        value = E.cast("float32", code_of(fmt, data, r, c)) * scale[r, block]
-        return value + minimum[r, block] if minimum is not None else value
+        block = E.floordiv(r, fmt.block)
+        code = code_of(fmt, data, r, c)
+        if fmt.code_offset:
+            code = code + fmt.code_offset
+        value = E.cast("float32", code) * E.cast("float32", scale[block, c])
+        return value + E.cast("float32", minimum[block, c]) if minimum is not None else value
 
     return te.emit(f"dequantize_{fmt.name}", compute(te.out_shape(), body, f"T_dequantize_{fmt.name}", "float32"))

@@ -1,0 +1,69 @@
+"""TVM's spellings of the lowered memory operators, as its printer writes them after the
+memory passes, accepted as the same IR as ours:
+
+- ``R.vm.alloc_storage(R.shape([bytes]), R.prim_value(0), R.dtype("uint8"), R.str("global"))``
+  is ``R.memory.alloc_storage`` (TVM's VM form of it);
+- ``R.vm.alloc_tensor(storage, R.prim_value(offset), R.shape([...]), R.dtype("float32")[,
+  runtime_device_index])`` is ``R.memory.alloc_tensor``;
+- ``R.builtin.alloc_tensor(shape, dtype, runtime_device_index, storage_scope)`` takes TVM's
+  extra arguments (``op/memory.py``).
+
+They print in our spelling, which re-parses to the same module. The device index and storage
+scope must be ``0`` and ``"global"``: there is one device (the host CPU).
+"""
+from __future__ import annotations
+
+from tensorir import expr as E
+
+from ..expr import PrimValue, StringImm
+from .memory import alloc_storage, memory_alloc_tensor
+from .registry import OpAttributeError
+
+
+def plain_int(value, what: str) -> int:
+    """An int given as a Python int or a literal ``R.prim_value``."""
+    if isinstance(value, PrimValue) and isinstance(value.value, E.IntImm):
+        value = value.value.value
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise OpAttributeError(f"{what} must be an integer literal or R.prim_value of one, got {value!r}")
+    return value
+
+
+def plain_str(value, what: str) -> str:
+    """A string given as a Python str or an ``R.str``."""
+    if isinstance(value, StringImm):
+        value = value.value
+    if not isinstance(value, str):
+        raise OpAttributeError(f"{what} must be a string or R.str, got {value!r}")
+    return value
+
+
+def check_host_device(runtime_device_index, storage_scope, op: str) -> None:
+    index = plain_int(runtime_device_index, f"R.{op}: runtime_device_index")
+    scope = plain_str(storage_scope, f"R.{op}: storage_scope")
+    if index != 0:
+        raise OpAttributeError(f"R.{op}: runtime_device_index {index} does not exist; the only "
+                               "device is 0 (the host)")
+    if scope != "global":
+        raise OpAttributeError(f"R.{op}: storage_scope {scope!r} is not supported; use \"global\"")
+
+
+def vm_alloc_storage(size, runtime_device_index=0, dtype="uint8", storage_scope="global"):
+    """TVM's ``R.vm.alloc_storage(size, runtime_device_index, dtype, storage_scope)``."""
+    check_host_device(runtime_device_index, storage_scope, "vm.alloc_storage")
+    return alloc_storage(size, 0, "global", dtype)
+
+
+def vm_alloc_tensor(storage, offset, shape, dtype, runtime_device_index=0):
+    """TVM's ``R.vm.alloc_tensor(storage, offset, shape, dtype[, runtime_device_index])``."""
+    check_host_device(runtime_device_index, "global", "vm.alloc_tensor")
+    return memory_alloc_tensor(storage, offset, shape, dtype)
+
+
+# script path (below R) -> constructor
+TVM_SPELLINGS = {
+    "vm.alloc_storage": vm_alloc_storage,
+    "vm.alloc_tensor": vm_alloc_tensor,
+}
+
+__all__ = ["TVM_SPELLINGS", "vm_alloc_storage", "vm_alloc_tensor", "check_host_device"]

@@ -1,0 +1,145 @@
+"""Rule for a matmul whose weight is decoded from 8-bit integer codes on the fly
+(a ``dequantize`` prologue fused in front of ``matmul``; formats and layout:
+``relaxscript.quantization.formats``).
+
+When it applies: the function's single reduction block has ``[S...]SSR`` loops
+and reads, once spatial producers are inlined, a uint8/int8 parameter buffer
+(the codes). Otherwise it raises ``ScheduleError`` and the next rule runs (the
+plain gemm rule, which keeps operand producers materialized: right for a
+transpose, but for a quantized weight that would be the float32 copy this
+design exists to avoid).
+
+What it does, for one token (decode): every spatial producer is inlined, so
+each weight value is computed from its code and block scale where the product
+needs it; each parallel task owns a run of output columns (vector lanes, kept
+adjacent by the layout) and streams down the weight's rows, so the codes are
+read once, contiguously. For several tokens (prefill): each task owns
+``TILE_J`` columns and, for every ``TILE_K`` rows, decodes a float32 tile into
+a buffer of its own (``weight_tile.py``) that the products of all tokens then
+read, so decoding costs once per weight and call, not once per token. In
+neither case is the float32 weight stored.
+"""
+from __future__ import annotations
+
+from ..errors import ScheduleError
+from ..schedule import Schedule
+from ..schedule.state import StmtIndex
+from .common import (attempt, const_int, inline_spatial_intermediates, is_reduction_block,
+                     leaf_block_names, loop_extents, loop_kinds, vector_chunk)
+from .gemm import TILE_I, _operand_buffers
+from .weight_tile import private_weight_tile
+
+CODE_DTYPES = ("uint8", "int8")
+TILE_J = 64        # weight columns per tile (vector lanes)
+TILE_K = 64        # weight rows per tile: TILE_K x TILE_J float32 = 16 KB, a stack array
+
+
+def _reads_codes(sch: Schedule, name: str) -> bool:
+    params = {id(b) for b in sch.func.buffer_params}
+    block = StmtIndex(sch.func).realize(name).block
+    return any(id(r.buffer) in params and r.buffer.dtype in CODE_DTYPES for r in block.reads)
+
+
+def _product_block(sch: Schedule) -> str:
+    reductions = [n for n in leaf_block_names(sch) if is_reduction_block(sch, n)]
+    if len(reductions) != 1:
+        raise ScheduleError(f"quantized gemm rule: expected one reduction block, found {reductions}")
+    name = reductions[0]
+    kinds = "".join(loop_kinds(sch, name, sch.get_loops(sch.get_block(name))))
+    if not kinds.endswith("SSR") or kinds.count("R") != 1:
+        raise ScheduleError(f"quantized gemm rule: block {name!r} loops are {kinds!r}, expected [S...]SSR")
+    return name
+
+
+def schedule_quantized_gemm(sch: Schedule):
+    if not any(_reads_codes(sch, n) for n in leaf_block_names(sch)):
+        raise ScheduleError("quantized gemm rule: no block reads 8-bit integer codes")
+    name = _product_block(sch)
+    rows = loop_extents(sch, sch.get_loops(sch.get_block(name)))[-3]
+    if const_int(rows) == 1:
+        return _schedule_single_row(sch)
+    return _schedule_weight_tiles(sch, name)
+
+
+def single_row_tile(columns: int) -> int:
+    """Columns per task of a one-token product: about 16 tasks, 32 to 2048 columns each.
+    Each step of the reduction reads one run of ``tile`` codes from a row of the weight;
+    runs much shorter than a page on a wide weight (the 49152-column LM head) cost a
+    TLB miss per run (measured there: 64-column runs 2.7x slower than 512, 2048 and
+    whole rows 1.4x faster than 512), while too few tasks leave cores idle."""
+    return max(32, min(2048, columns // 16 // 16 * 16))
+
+
+def _schedule_single_row(sch: Schedule) -> None:
+    """One token (decode): the codes are read once, straight into the product; each task
+    owns a run of columns and streams down the weight's rows."""
+    inline_spatial_intermediates(sch)
+    name = _product_block(sch)
+    if not _reads_codes(sch, name):
+        raise ScheduleError("quantized gemm rule: the codes are not read by the product block")
+    block = sch.get_block(name)
+    *batch, i, j, k = sch.get_loops(block)
+    extent_j = const_int(loop_extents(sch, [j])[0])
+    if extent_j is None:
+        raise ScheduleError("quantized gemm rule: the weight's columns must be a constant")
+    j_outer, j_inner = sch.split(j, [None, min(extent_j, single_row_tile(extent_j))])
+    sch.reorder(*batch, i, j_outer, k, j_inner)
+    names = leaf_block_names(sch)
+    for epilogue in names[names.index(name) + 1:]:
+        attempt(sch.reverse_compute_at, sch.get_block(epilogue), j_outer)
+    sch.decompose_reduction(block, k)
+    sch.vectorize(j_inner)
+    sch.parallel(sch.fuse(*batch, i, j_outer))
+    for epilogue in names[names.index(name) + 1:]:
+        loops = sch.get_loops(sch.get_block(epilogue))
+        if len(loops) > 1:
+            attempt(sch.vectorize, loops[-1])
+
+
+def _schedule_weight_tiles(sch: Schedule, name: str):
+    """Several tokens (prefill): each task owns TILE_J weight columns; for each TILE_K rows
+    it decodes a float32 tile into its private buffer, then every token's rows use it."""
+    weight_buffers = _operand_buffers(sch)
+    inline_spatial_intermediates(sch, keep_buffers=weight_buffers)
+    index = StmtIndex(sch.func)
+    producers = [n for n in leaf_block_names(sch) if n != name and not is_reduction_block(sch, n)
+                 and any(id(w.buffer) in weight_buffers for w in index.realize(n).block.writes)]
+    decoders = [n for n in producers if _reads_codes(sch, n)]
+    if len(decoders) != 1:
+        raise ScheduleError(f"quantized gemm rule: expected one block decoding the weight, found {decoders}")
+    decoder = decoders[0]
+    weight = index.realize(decoder).block.writes[0].buffer
+    if weight.ndim != 2 or weight not in sch.func.root_block.alloc_buffers:
+        raise ScheduleError("quantized gemm rule: the decoded weight is not a 2-D intermediate")
+    block = sch.get_block(name)
+    *batch, i, j, k = sch.get_loops(block)
+    extent_j, extent_k = (const_int(e) for e in loop_extents(sch, [j, k]))
+    if extent_j is None or extent_k is None or extent_k % 32:
+        raise ScheduleError("quantized gemm rule: the weight's shape must be constant whole blocks")
+    tile_k = TILE_K if extent_k % TILE_K == 0 else 32
+    tile_j = min(TILE_J, extent_j)
+    j_outer, j_inner = sch.split(j, [None, tile_j])
+    k_outer, k_inner = sch.split(k, [None, tile_k])
+    i_outer, i_inner = sch.split(i, [None, TILE_I])
+    sch.reorder(j_outer, k_outer, *batch, i_outer, k_inner, i_inner, j_inner)
+    names = leaf_block_names(sch)
+    for epilogue in names[names.index(name) + 1:]:
+        attempt(sch.reverse_compute_at, sch.get_block(epilogue), j_outer)
+    sch.decompose_reduction(block, k_outer)
+    sch.compute_at(sch.get_block(decoder), k_outer)
+    decode_loops = sch.get_loops(sch.get_block(decoder))
+    if vector_chunk(loop_extents(sch, decode_loops[-1:])[0]) is not None:
+        attempt(sch.vectorize, decode_loops[-1])
+    if vector_chunk(loop_extents(sch, [j_inner])[0]) is not None:
+        sch.vectorize(j_inner)
+    attempt(sch.unroll, i_inner)
+    sch.parallel(j_outer)
+    for other in producers:
+        if other != decoder:
+            attempt(sch.parallel, sch.get_loops(sch.get_block(other))[0])
+    for epilogue in names[names.index(name) + 1:]:
+        loops = sch.get_loops(sch.get_block(epilogue))
+        if len(loops) > 1 and vector_chunk(loop_extents(sch, loops[-1:])[0]) is not None:
+            attempt(sch.vectorize, loops[-1])
+    task_var = sch._loop_var(j_outer)
+    return lambda func: private_weight_tile(func, weight, (tile_k, tile_j), task_var)

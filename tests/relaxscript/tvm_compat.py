@@ -1,0 +1,47 @@
+"""Checks shared by the TVMScript-compatibility tests: a module written as TVM's docs and
+printer write it parses, round-trips, and runs alike in the interpreter and both VMs."""
+from __future__ import annotations
+
+import numpy as np
+
+import relaxscript as rx
+
+TARGETS = ("interp", "c")
+
+
+def module_of(source: str) -> rx.IRModule:
+    parsed = rx.from_source(source)
+    return parsed if isinstance(parsed, rx.IRModule) else rx.IRModule({"main": parsed})
+
+
+def assert_round_trip(mod: rx.IRModule) -> str:
+    """print -> parse is structurally equal, and printing is a fixpoint."""
+    text = mod.script()
+    again = module_of(text)
+    rx.assert_structural_equal(again, mod)
+    assert again.script() == text
+    return text
+
+
+def _same(got, expected):
+    if isinstance(expected, tuple):
+        assert isinstance(got, tuple) and len(got) == len(expected)
+        for g, e in zip(got, expected):
+            _same(g, e)
+    elif isinstance(expected, np.ndarray):
+        got = np.asarray(got)
+        assert got.shape == expected.shape and got.dtype == expected.dtype, (got, expected)
+        np.testing.assert_allclose(got, expected, rtol=1e-6, atol=1e-6)
+    else:
+        assert type(got) is type(expected) and got == expected, (got, expected)
+
+
+def assert_runs_alike(mod: rx.IRModule, *args, expected=None, targets=TARGETS):
+    """The interpreter's result equals ``expected`` (when given) and every target's build."""
+    result = rx.interpret(mod, "main", *args)
+    if expected is not None:
+        _same(result, expected)
+    for target in targets:
+        vm = rx.VirtualMachine(rx.build(mod, target=target))
+        _same(vm["main"](*args), result)
+    return result

@@ -8,7 +8,10 @@ from hypothesis import strategies as st
 
 from relaxscript.frontend.gguf import (GGUFFormatError, UnsupportedModelError, dequantize, llama_config,
                                        read_gguf)
+from relaxscript.llm.tokenizer import Tokenizer
 from tests.llm.gguf_files import gguf, write_random_llama_gguf
+
+pytest.importorskip("tokenizers", reason="the fuzz test also builds the tokenizer (extra 'llm')")
 
 
 def test_tensors_match_the_gguf_package(tiny_gguf_q4):
@@ -102,6 +105,7 @@ def _read_or_format_error(path):
         llama_config(gguf_file)
         for tensor in gguf_file.tensors.values():
             tensor.dequantize()
+        Tokenizer.from_gguf(gguf_file)
     except (GGUFFormatError, UnsupportedModelError) as err:
         assert str(path) in str(err)
 
@@ -136,3 +140,23 @@ def test_huge_counts_are_refused_before_allocating(small_file, tmp_path):
     (tmp_path / "huge.gguf").write_bytes(bytes(data))
     with pytest.raises(GGUFFormatError, match="tensor count is 4611686018427387904, more than"):
         read_gguf(tmp_path / "huge.gguf")
+
+
+def test_deeply_nested_arrays_are_refused(tmp_path):
+    key = b"deep"
+    body = struct.pack("<Q", len(key)) + key + struct.pack("<I", 9)
+    body += (struct.pack("<I", 9) + struct.pack("<Q", 1)) * 50 + struct.pack("<I", 4) + struct.pack("<Q", 0)
+    (tmp_path / "deep.gguf").write_bytes(b"GGUF" + struct.pack("<IQQ", 3, 0, 1) + body)
+    with pytest.raises(GGUFFormatError, match="nests arrays more than 8 deep"):
+        read_gguf(tmp_path / "deep.gguf")
+
+
+def test_metadata_of_the_wrong_kind_is_reported(tmp_path):
+    path = write_random_llama_gguf(tmp_path / "m.gguf", qtypes="F32", layers=1)
+    data = bytearray(open(path, "rb").read())
+    key = b"llama.block_count"
+    at = data.index(key) + len(key)
+    data[at:at + 4] = struct.pack("<I", 6)          # uint32 -> float32
+    (tmp_path / "kind.gguf").write_bytes(bytes(data))
+    with pytest.raises(GGUFFormatError, match="metadata 'llama.block_count' is .*, expected int"):
+        llama_config(read_gguf(tmp_path / "kind.gguf"))

@@ -105,7 +105,10 @@ class _Cursor:
         return n
 
 
-def _read_value(cur: _Cursor, vtype: int, what: str) -> Any:
+MAX_ARRAY_NESTING = 8   # deeper nesting is corrupt (and would exhaust Python's recursion)
+
+
+def _read_value(cur: _Cursor, vtype: int, what: str, depth: int = 0) -> Any:
     if vtype in _SCALAR_FORMATS:
         return cur.scalar(_SCALAR_FORMATS[vtype], what)
     if vtype == _STRING:
@@ -120,8 +123,10 @@ def _read_value(cur: _Cursor, vtype: int, what: str) -> Any:
             n = cur.count(f"the length of {what}", 8)
             return [cur.string(f"{what}[{i}]") for i in range(n)]
         if etype == _ARRAY:
+            if depth >= MAX_ARRAY_NESTING:
+                raise cur.fail(f"{what} nests arrays more than {MAX_ARRAY_NESTING} deep")
             n = cur.count(f"the length of {what}", 12)
-            return [_read_value(cur, _ARRAY, f"{what}[{i}]") for i in range(n)]
+            return [_read_value(cur, _ARRAY, f"{what}[{i}]", depth + 1) for i in range(n)]
         raise cur.fail(f"{what} has unknown element type {etype}")
     raise cur.fail(f"{what} has unknown value type {vtype}")
 
@@ -211,6 +216,12 @@ class GGUFFile:
     def get(self, key: str, default: Any = None) -> Any:
         return self.metadata.get(key, default)
 
+    def get_typed(self, key: str, kind: type | tuple, default: Any = None) -> Any:
+        """A metadata value of the given Python kind, ``default`` when absent; another kind is corrupt."""
+        if key not in self.metadata:
+            return default
+        return self.require(key, kind)
+
     def require(self, key: str, kind: type | tuple = (int,)) -> Any:
         """A metadata value that must be present and of the given Python kind."""
         if key not in self.metadata:
@@ -218,7 +229,9 @@ class GGUFFile:
         value = self.metadata[key]
         kinds = kind if isinstance(kind, tuple) else (kind,)
         if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds):
-            raise GGUFFormatError(f"{self.path}: metadata {key!r} is {value!r}, expected {kind}")
+            shown = repr(value) if len(repr(value)) <= 80 else repr(value)[:77] + "..."
+            raise GGUFFormatError(f"{self.path}: metadata {key!r} is {shown}, expected "
+                                  f"{' or '.join(k.__name__ for k in kinds)}")
         return value
 
 
@@ -362,32 +375,31 @@ def llama_config(gguf: GGUFFile) -> LlamaConfig:
                                     f"(supported: {', '.join(SUPPORTED_ARCHITECTURES)})")
     hidden = gguf.require(f"{arch}.embedding_length")
     heads = gguf.require(f"{arch}.attention.head_count")
-    kv_heads = gguf.get(f"{arch}.attention.head_count_kv", heads)
-    if not isinstance(heads, int) or heads <= 0 or hidden % heads:
+    kv_heads = gguf.get_typed(f"{arch}.attention.head_count_kv", int, heads)
+    if heads <= 0 or hidden % heads:
         raise GGUFFormatError(f"{gguf.path}: head_count {heads} does not divide embedding_length {hidden}")
     head_dim = hidden // heads
-    rope_dims = gguf.get(f"{arch}.rope.dimension_count", head_dim)
+    rope_dims = gguf.get_typed(f"{arch}.rope.dimension_count", int, head_dim)
     if rope_dims != head_dim:
         raise UnsupportedModelError(f"{gguf.path}: partial rotary embedding ({rope_dims} of {head_dim} "
                                     f"dimensions) is not supported")
-    if gguf.get(f"{arch}.rope.scaling.type", "none") not in ("none", None):
-        raise UnsupportedModelError(f"{gguf.path}: rope scaling "
-                                    f"{gguf.get(f'{arch}.rope.scaling.type')!r} is not supported")
+    scaling = gguf.get_typed(f"{arch}.rope.scaling.type", str, "none")
+    if scaling != "none":
+        raise UnsupportedModelError(f"{gguf.path}: rope scaling {scaling!r} is not supported")
     embedding = gguf.tensors.get("token_embd.weight")
     if embedding is None:
         raise GGUFFormatError(f"{gguf.path}: tensor 'token_embd.weight' is missing")
-    vocab = gguf.get(f"{arch}.vocab_size", embedding.shape[0])
-    if not isinstance(kv_heads, int) or isinstance(kv_heads, bool):
-        raise GGUFFormatError(f"{gguf.path}: metadata {arch}.attention.head_count_kv is {kv_heads!r}")
+    vocab = gguf.get_typed(f"{arch}.vocab_size", int, embedding.shape[0])
     try:
         config = LlamaConfig(
             vocab_size=vocab, hidden_size=hidden, intermediate_size=gguf.require(f"{arch}.feed_forward_length"),
             num_layers=gguf.require(f"{arch}.block_count"), num_heads=heads, num_kv_heads=kv_heads,
-            head_dim=head_dim, rope_theta=float(gguf.get(f"{arch}.rope.freq_base", 10000.0)),
+            head_dim=head_dim, rope_theta=float(gguf.get_typed(f"{arch}.rope.freq_base", (float, int), 10000.0)),
             rms_norm_eps=float(gguf.require(f"{arch}.attention.layer_norm_rms_epsilon", (float, int))),
             context_length=gguf.require(f"{arch}.context_length"),
             tie_word_embeddings="output.weight" not in gguf.tensors,
-            bos_id=gguf.get("tokenizer.ggml.bos_token_id"), eos_id=gguf.get("tokenizer.ggml.eos_token_id"))
+            bos_id=gguf.get_typed("tokenizer.ggml.bos_token_id", int),
+            eos_id=gguf.get_typed("tokenizer.ggml.eos_token_id", int))
     except GGUFFormatError:
         raise
     except (TypeError, ValueError) as err:   # a metadata value of the wrong kind or range

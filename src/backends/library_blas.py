@@ -3,6 +3,8 @@ CPU patterns:
 
 - ``openblas.sgemm(a, b) -> c``: ``c = a @ b`` with ``a`` (..., k) float32 and
   ``b`` (k, n); the leading dims of ``a`` are flattened into rows;
+- ``openblas.sgemm_nt(a, b) -> c``: ``c = a @ b.T`` with ``b`` (n, k), a linear
+  layer's ``(out_features, in_features)`` weight read as stored (no transposed copy);
 - ``openblas.sgemm_bias(a, b, bias) -> c``: ``c = a @ b + bias`` with ``bias`` (n,);
 - ``openblas.sgemm_batched(a, b) -> c``: ``c[i] = a[i] @ b[i]`` with equal leading
   (batch) dims, e.g. an attention's heads.
@@ -23,16 +25,26 @@ import numpy as np
 
 from tensorir.errors import ShapeMismatchError
 
-from .blas import batched_params, native_address, native_params, sgemm, sgemm_batched
+from .blas import (batched_params, native_address, native_params, num_threads, product_dims, sgemm,
+                   sgemm_batched)
 from .library import NativeCall, register_library
 
 SGEMM = "openblas.sgemm"
 SGEMM_BIAS = "openblas.sgemm_bias"
 SGEMM_BATCHED = "openblas.sgemm_batched"
+SGEMM_NT = "openblas.sgemm_nt"
 
 
 def sgemm_dps(a, b, c) -> None:
     sgemm(np.ascontiguousarray(a), np.ascontiguousarray(b), c)
+
+
+def sgemm_nt_dps(a, b, c) -> None:
+    sgemm(np.ascontiguousarray(a), np.ascontiguousarray(b), c, trans_b=True)
+
+
+def _nt_params(a_shape, b_shape, c_shape) -> tuple:
+    return (*product_dims(a_shape, b_shape, c_shape, trans_b=True), num_threads())
 
 
 def _check_bias(bias_shape: tuple, c_shape: tuple) -> None:
@@ -64,3 +76,5 @@ register_library(SGEMM_BIAS, sgemm_bias_dps, dps=True, c=sgemm_bias_dps,
                  native=NativeCall(lambda: native_address("rs_sgemm_bias_native"), _bias_params, "float32"))
 register_library(SGEMM_BATCHED, sgemm_batched_dps, dps=True, c=sgemm_batched_dps,
                  native=NativeCall(lambda: native_address("rs_sgemm_batched_native"), batched_params, "float32"))
+register_library(SGEMM_NT, sgemm_nt_dps, dps=True, c=sgemm_nt_dps,
+                 native=NativeCall(lambda: native_address("rs_sgemm_nt_native"), _nt_params, "float32"))

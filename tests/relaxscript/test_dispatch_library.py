@@ -199,3 +199,50 @@ def test_batched_products_with_equal_batch_dims_go_to_batched_sgemm():
             np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5)
         for got, expected in zip(vm["main"](*args), want):
             np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-4)
+
+
+TRANSPOSED_WEIGHT = '''
+@R.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor(("n", 16), "float32"), w: R.Tensor((8, 16), "float32"),
+             v: R.Tensor((16, 8), "float32")) -> R.Tensor(("n", 16), "float32"):
+        n = T.int64()
+        with R.dataflow():
+            wt = R.permute_dims(w)
+            y = R.matmul(x, wt)
+            vt = R.permute_dims(v, axes=[1, 0])
+            z = R.matmul(R.nn.relu(y), vt)
+            R.output(z)
+        return z
+'''
+
+TRANSPOSED_WEIGHT_EXPECTED = '''
+@R.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor(("n", 16), "float32"), w: R.Tensor((8, 16), "float32"),
+             v: R.Tensor((16, 8), "float32")) -> R.Tensor(("n", 16), "float32"):
+        n = T.int64()
+        with R.dataflow():
+            y = R.call_dps_library("openblas.sgemm_nt", (x, w), out_sinfo=R.Tensor((n, 8), "float32"))
+            lv = R.nn.relu(y)
+            z = R.call_dps_library("openblas.sgemm_nt", (lv, v), out_sinfo=R.Tensor((n, 16), "float32"))
+            R.output(z)
+        return z
+'''
+
+
+def test_linear_layer_weight_is_read_transposed_by_blas():
+    """``x @ w.T`` (nn.Linear's (out, in) weight) goes to sgemm_nt with no transposed copy."""
+    mod = rx.from_source(TRANSPOSED_WEIGHT)
+    after = DispatchLibrary()(mod)
+    assert _library_calls(after) == ["openblas.sgemm_nt", "openblas.sgemm_nt"]
+    rx.assert_structural_equal(after, rx.from_source(TRANSPOSED_WEIGHT_EXPECTED))
+    assert "relax.permute_dims" not in _ops(after)
+    _check_roundtrip(after)
+    rng = np.random.default_rng(3)
+    args = [rng.standard_normal(s).astype(np.float32) for s in [(5, 16), (8, 16), (16, 8)]]
+    np.testing.assert_allclose(_run(after, args)[0], _run(mod, args)[0], rtol=1e-5, atol=1e-5)
+    exe_out = rx.VirtualMachine(rx.build(mod, target="c"))["main"](*args)
+    np.testing.assert_allclose(exe_out, _run(mod, args)[0], rtol=1e-4, atol=1e-4)

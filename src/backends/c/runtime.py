@@ -95,14 +95,22 @@ class CKernelModule(KernelModule):
         cached = tuple((i, r) for i, r in enumerate(ins.buffers) if r in frame.ptr_regs)
         computed = tuple((i, r) for i, r in enumerate(ins.buffers) if r not in frame.ptr_regs)
         label = f"{where}: kernel '{ins.kernel}'"
+        # The array last seen at each computed slot: a model's weights and caches are the same
+        # objects on every call, so their address is looked up once (holding the reference keeps
+        # the object, and so its identity and data, alive).
+        seen: list = [None] * len(computed)
+        computed = tuple((k, i, r) for k, (i, r) in enumerate(computed))
 
         def step():
             if prologue is not None:
                 prologue()
             for i, r in cached:
                 bufs[i] = ptrs[r]
-            for i, r in computed:
-                bufs[i] = data_pointer(regs[r])
+            for k, i, r in computed:
+                value = regs[r]
+                if value is not seen[k]:
+                    bufs[i] = data_pointer(value)
+                    seen[k] = value
             status = cfunc(bufs, syms)
             if status:
                 raise_for_status(status, label)

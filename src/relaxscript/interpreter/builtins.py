@@ -116,6 +116,24 @@ def _call_tir(frame: "Frame", call: Call):
     return _outputs_result(outputs, call)
 
 
+@register_builtin("relax.call_tir_inplace")
+def _call_tir_inplace(frame: "Frame", call: Call):
+    callee = call.args[0]
+    func = frame.interp.mod[callee] if isinstance(callee, GlobalVar) else frame.eval(callee)
+    if not isinstance(func, PrimFunc):
+        raise ShapeMismatchError(f"function '{frame.func_name}': call_tir_inplace needs a prim_func, "
+                                 f"got {type(func).__name__}")
+    inputs = as_value_list(frame.eval(call.args[1]))
+    tir_vars = list(frame.eval(call.args[2])) if len(call.args) > 2 else []
+    updated = [inputs[i] for i in call.attrs["inplace_indices"]]
+    for array, sinfo in zip(updated, output_struct_infos(call)):
+        if not isinstance(array, np.ndarray) or not array.flags.writeable or not array.flags.c_contiguous:
+            raise ShapeMismatchError(f"function '{frame.func_name}': call_tir_inplace of '{func.name}' "
+                                     f"updates an argument that is not a writeable C-contiguous array")
+    run_prim_func(func, inputs + tir_vars)
+    return _outputs_result(updated, call)
+
+
 def _library_name(frame: "Frame", call: Call) -> str:
     if "name" in call.attrs:
         return call.attrs["name"]

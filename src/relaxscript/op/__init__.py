@@ -22,7 +22,7 @@ from __future__ import annotations
 from . import memory, nn  # memory: lowered allocation / DPS ops (op/memory.py)
 from .binary import *  # noqa: F401,F403
 from .binary import __all__ as _binary
-from .call import call_dps_library, call_tir
+from .call import call_dps_library, call_tir, call_tir_inplace
 from .packed import call_dps_packed, call_pure_packed
 from .create import *  # noqa: F401,F403
 from .create import __all__ as _create
@@ -42,9 +42,9 @@ from .unary import *  # noqa: F401,F403
 from .unary import __all__ as _unary
 
 __all__ = [
-    "nn", "call_tir", "call_dps_library", "call_dps_packed", "call_pure_packed", "unique",
-    "nonzero", "astype", "concat", "split",
-    "strided_slice", "take", "matmul", "dequantize", "shape_of", "DeductionContext", "OpAttributeError",
+    "nn", "call_tir", "call_tir_inplace", "call_dps_library", "call_dps_packed", "call_pure_packed",
+    "unique", "nonzero", "astype", "concat", "split", "strided_slice", "take", "matmul", "dequantize",
+    "shape_of", "DeductionContext", "OpAttributeError",
     "OpDeductionError", "OpSpec", "all_op_specs", "get_op", "get_op_spec", "register_op",
     *_binary, *_create, *_manipulate, *_reduce, *_unary,
 ]

@@ -6,7 +6,14 @@ Both are pure at the graph level: the callee writes into fresh outputs
 Their output annotation is an argument (``sinfo_args[0]``) and is the
 deduced annotation (paper section 4.1).
 
+``R.call_tir_inplace`` is the exception: the callee writes into some of its
+inputs (``inplace_indices``), which are then its outputs; nothing is
+allocated. It stays pure at the graph level under one rule, as in TVM: an
+argument written in place is never read again except through the call's
+result (a KV cache threaded from call to call).
+
 Call layout: ``call_tir``: ``args = (gvar, Tuple(inputs)[, tir_vars ShapeExpr])``;
+``call_tir_inplace``: the same, attrs ``{"inplace_indices": (i, ...)}``;
 ``call_dps_library``: ``args = (ExternFunc(name), Tuple(inputs))``.
 Their meaning needs the module or the library registry, so they have no
 stand-alone NumPy reference: the interpreter runs them.
@@ -46,6 +53,25 @@ def call_tir(gvar, args, out_sinfo, tir_vars=None):
     return make_call("relax.call_tir", call_args, sinfo_args=[_out_sinfo(out_sinfo, "call_tir")])
 
 
+def call_tir_inplace(gvar, args, inplace_indices, out_sinfo, tir_vars=None):
+    """R.call_tir_inplace(gvar, args, inplace_indices, out_sinfo, tir_vars=None): call a prim_func
+    that updates the arguments at ``inplace_indices`` in place; those arguments are the results."""
+    if not isinstance(gvar, Expr):
+        raise OpAttributeError(f"R.call_tir_inplace: the callee must be a prim_func of the module "
+                               f"(cls.name or a GlobalVar), got {gvar!r}")
+    indices = (inplace_indices,) if isinstance(inplace_indices, int) else tuple(inplace_indices)
+    if not indices or not all(isinstance(i, int) and not isinstance(i, bool) for i in indices):
+        raise OpAttributeError(f"R.call_tir_inplace: inplace_indices must be argument positions, "
+                               f"got {inplace_indices!r}")
+    if len(set(indices)) != len(indices):
+        raise OpAttributeError(f"R.call_tir_inplace: inplace_indices repeat a position: {indices}")
+    call_args = [gvar, as_tuple(args)]
+    if tir_vars is not None:
+        call_args.append(as_shape(tir_vars))
+    return make_call("relax.call_tir_inplace", call_args, {"inplace_indices": indices},
+                     sinfo_args=[_out_sinfo(out_sinfo, "call_tir_inplace")])
+
+
 def call_dps_library(name, args, out_sinfo):
     """R.call_dps_library(name, args, out_sinfo): DPS call of a library function by name."""
     func = name if isinstance(name, Expr) else ExternFunc(str(name))
@@ -63,13 +89,40 @@ def _infer_cross_level(call, ctx) -> StructInfo:
         ctx.error(f"{call.op.name}: arguments must be a tuple, got {format_sinfo(inputs)}")
     if len(call.args) > 2:
         tir_vars = sinfo_of(call.args[2])
-        if call.op.name != "relax.call_tir" or len(call.args) > 3 \
+        if call.op.name not in ("relax.call_tir", "relax.call_tir_inplace") or len(call.args) > 3 \
                 or not isinstance(tir_vars, ShapeStructInfo):
             ctx.error(f"{call.op.name}: unexpected extra argument {format_sinfo(tir_vars)}")
     return call.sinfo_args[0]
 
 
+def _infer_call_tir_inplace(call, ctx) -> StructInfo:
+    out = _infer_cross_level(call, ctx)
+    inputs = sinfo_of(call.args[1]).fields
+    indices = call.attrs.get("inplace_indices", ())
+    outs = list(out.fields) if isinstance(out, TupleStructInfo) else [out]
+    if len(outs) != len(indices):
+        ctx.error(f"R.call_tir_inplace: {len(indices)} inplace_indices for {len(outs)} output(s)")
+    for index, expected in zip(indices, outs):
+        if not 0 <= index < len(inputs):
+            ctx.error(f"R.call_tir_inplace: inplace index {index} is not an argument position "
+                      f"(there are {len(inputs)} arguments)")
+        actual = inputs[index]
+        if not isinstance(actual, TensorStructInfo) or actual.dtype != expected.dtype \
+                or actual.ndim != expected.ndim or not _same_shape(actual, expected, ctx):
+            ctx.error(f"R.call_tir_inplace: output {format_sinfo(expected)} must be the annotation "
+                      f"of argument {index}, which is {format_sinfo(actual)}")
+    return out
+
+
+def _same_shape(a: TensorStructInfo, b: TensorStructInfo, ctx) -> bool:
+    if a.shape is None or b.shape is None:
+        return a.shape is None and b.shape is None
+    return all(ctx.analyzer.can_prove_equal(x, y) for x, y in zip(a.shape, b.shape))
+
+
 register_op("relax.call_tir", _infer_cross_level, None, constructor=call_tir)
+register_op("relax.call_tir_inplace", _infer_call_tir_inplace, None, constructor=call_tir_inplace,
+            attr_names=("inplace_indices",))
 register_op("relax.call_dps_library", _infer_cross_level, None, constructor=call_dps_library)
 
-__all__ = ["call_tir", "call_dps_library"]
+__all__ = ["call_tir", "call_tir_inplace", "call_dps_library"]

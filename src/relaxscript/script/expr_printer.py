@@ -19,7 +19,8 @@ from .sym_expr import format_sym_expr
 
 # Operators whose script form differs from "positional args, then attrs":
 # the callee and argument tuple are positional, annotations are keywords.
-CROSS_LEVEL_CALLS = ("relax.call_tir", "relax.call_dps_library", "relax.call_dps_packed")
+CROSS_LEVEL_CALLS = ("relax.call_tir", "relax.call_tir_inplace", "relax.call_dps_library",
+                     "relax.call_dps_packed")
 
 
 class ExprPrinter(ClassDispatch):

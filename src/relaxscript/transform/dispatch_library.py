@@ -14,7 +14,9 @@ The default CPU registry sends float32 ``R.matmul(x, w)`` (x with >= 2 dims,
 w 2-D) to "openblas.sgemm", the same followed by a bias add to
 "openblas.sgemm_bias", and batched products (both operands of the same rank
 >= 3 with provably equal batch dims, an attention's heads) to
-"openblas.sgemm_batched" (see backends/library_blas.py). Library calls are
+"openblas.sgemm_batched" (see backends/library_blas.py); ``R.matmul(x,
+R.permute_dims(w))`` with w 2-D (``nn.Linear``'s ``x @ weight.T``) goes to
+"openblas.sgemm_nt", which reads w transposed in place. Library calls are
 opaque to fusion, so custom prim_funcs still fuse around them. A pattern never
 takes an ``R.dequantize`` result (or a transpose/reshape of one) as an
 operand: the quantized weight stays with the generated kernel it fuses into.
@@ -158,6 +160,11 @@ def _sgemm_batched_operands(match: PatternMatch, analyzer: Analyzer) -> bool:
     return all(analyzer.can_prove_equal(x, y) for x, y in zip(a.shape[:-2], b.shape[:-2]))
 
 
+def _sgemm_nt_operands(match: PatternMatch, analyzer: Analyzer) -> bool:
+    axes = match.calls["relax.permute_dims"].attrs.get("axes")
+    return _sgemm_operands(match, analyzer) and (axes is None or tuple(axes) == (1, 0))
+
+
 SGEMM_BATCHED_PATTERN = LibraryPattern("sgemm_batched", blas_library.SGEMM_BATCHED,
                                        is_op("relax.matmul", wildcard("a"), wildcard("b")), ("a", "b"),
                                        _sgemm_batched_operands)
@@ -170,7 +177,14 @@ SGEMM_BIAS_PATTERN = LibraryPattern(
           commutative=True),
     ("a", "b", "bias"), _sgemm_bias_operands)
 
-DEFAULT_CPU_REGISTRY = LibraryRegistry([SGEMM_BIAS_PATTERN, SGEMM_PATTERN, SGEMM_BATCHED_PATTERN])
+# x @ w.T with w (out, in) as a linear layer stores it: BLAS reads w transposed, no copy is made
+SGEMM_NT_PATTERN = LibraryPattern(
+    "sgemm_nt", blas_library.SGEMM_NT,
+    is_op("relax.matmul", wildcard("a"), is_op("relax.permute_dims", wildcard("b"))), ("a", "b"),
+    _sgemm_nt_operands)
+
+DEFAULT_CPU_REGISTRY = LibraryRegistry([SGEMM_BIAS_PATTERN, SGEMM_NT_PATTERN, SGEMM_PATTERN,
+                                        SGEMM_BATCHED_PATTERN])
 
 
 def register_library_pattern(name: str, library: str, pattern: OpPattern, args: Sequence[str],

@@ -405,6 +405,17 @@ def _call_tir(c: FunctionCompiler, call: rx.Call, name: str) -> int:
     return c.pack_outputs(outs, call, name)
 
 
+def _call_tir_inplace(c: FunctionCompiler, call: rx.Call, name: str) -> int:
+    # The updated arguments are the results: no allocation, the result registers are theirs.
+    gvar = call.args[0]
+    fields = c._tuple_fields(call.args[1])
+    c.call_kernel(gvar.name_hint, fields, c._scalar_exprs(call.args[2:3]), name)
+    updated = [fields[i] for i in call.attrs["inplace_indices"]]
+    if isinstance(call.sinfo_args[0], TensorStructInfo):
+        return c.arg_reg(updated[0])[0]
+    return c.materialize(rx.Tuple(updated))
+
+
 def _call_tir_dps(c: FunctionCompiler, call: rx.Call, name: str) -> int:
     gvar = call.args[0]
     fields = c._tuple_fields(call.args[1])
@@ -506,6 +517,7 @@ def _call_packed(c: FunctionCompiler, call: rx.Call, name: str) -> int:
 _CALL_HANDLERS = {
     "relax.call_tir": _call_tir,
     "relax.call_tir_dps": _call_tir_dps,
+    "relax.call_tir_inplace": _call_tir_inplace,
     "relax.call_dps_library": _call_dps_library,
     "relax.call_dps_packed": _call_dps_library,
     "relax.call_dps_library_dps": _call_dps_library_dps,

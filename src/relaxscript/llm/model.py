@@ -1,0 +1,217 @@
+"""The Llama architecture written with ``relaxscript.nn``, with a KV cache.
+
+One module holds ``prefill(tokens[n], pos, caches)`` and ``decode(token[1], pos,
+caches)``; both return the logits of the last token and append the new keys
+and values to the caches (one ``(capacity, kv_heads, head_dim)`` tensor per layer
+for keys and one for values) at rows ``pos[0] = t ..``. The cache length is the
+symbolic ``t`` bounded by the capacity. Names follow Hugging Face's Llama
+(``layers.3.self_attn.q_proj.weight``); ``gguf_name`` maps them to llama.cpp's.
+
+Rotary embedding rotates adjacent pairs ``(2i, 2i+1)`` of each head, the row
+order GGUF files store (``relaxscript.frontend.gguf.LlamaConfig``); the
+tables ``rope.cos``/``rope.sin`` (capacity, head_dim / 2) are parameters
+filled by ``rope_tables`` so that every path uses the same float64-rounded values.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .. import nn
+from .. import op as R
+from ..op._convert import constant
+from . import kv_cache
+
+NEG_LARGE = -1e30   # masked scores: exp(-1e30 - max) is exactly 0
+
+
+def rope_tables(capacity: int, head_dim: int, theta: float) -> tuple[np.ndarray, np.ndarray]:
+    inv_freq = theta ** (-np.arange(0, head_dim, 2, dtype=np.float64) / head_dim)
+    angles = np.outer(np.arange(capacity, dtype=np.float64), inv_freq)
+    return np.cos(angles).astype(np.float32), np.sin(angles).astype(np.float32)
+
+
+class Rotary(nn.Module):
+    def __init__(self, capacity: int, head_dim: int):
+        super().__init__()
+        self.head_dim = head_dim
+        self.cos = nn.Parameter((capacity, head_dim // 2))
+        self.sin = nn.Parameter((capacity, head_dim // 2))
+
+    def tables(self, t, n):
+        positions = R.arange(t, t + n, dtype="int64")
+        return R.take(self.cos, positions, axis=0), R.take(self.sin, positions, axis=0)
+
+    def forward(self, x, cos, sin, n, heads: int):
+        """x (n, heads, head_dim) rotated pairwise by the position's angles."""
+        half = self.head_dim // 2
+        pairs = R.reshape(x, (n, heads, half, 2))
+        even = R.strided_slice(pairs, [3], [0], [1])
+        odd = R.strided_slice(pairs, [3], [1], [2])
+        c = R.reshape(cos, (n, 1, half, 1))
+        s = R.reshape(sin, (n, 1, half, 1))
+        out_even = R.subtract(R.multiply(even, c), R.multiply(odd, s))
+        out_odd = R.add(R.multiply(even, s), R.multiply(odd, c))
+        return R.reshape(R.concat((out_even, out_odd), axis=3), (n, heads, self.head_dim))
+
+
+class Attention(nn.Module):
+    def __init__(self, cfg, formats):
+        super().__init__()
+        h, d = cfg.hidden_size, cfg.head_dim
+        self.heads, self.kv_heads, self.head_dim = cfg.num_heads, cfg.num_kv_heads, d
+        self.q_proj = nn.Linear(h, cfg.num_heads * d, weight_format=formats("q_proj"))
+        self.k_proj = nn.Linear(h, cfg.num_kv_heads * d, weight_format=formats("k_proj"))
+        self.v_proj = nn.Linear(h, cfg.num_kv_heads * d, weight_format=formats("v_proj"))
+        self.o_proj = nn.Linear(cfg.num_heads * d, h, weight_format=formats("o_proj"))
+
+    def forward(self, x, rotary, cos, sin, cache_k, cache_v, t, n):
+        heads, kv, d = self.heads, self.kv_heads, self.head_dim
+        group = heads // kv
+        q = rotary(R.reshape(self.q_proj(x), (n, heads, d)), cos, sin, n, heads)
+        k = rotary(R.reshape(self.k_proj(x), (n, kv, d)), cos, sin, n, kv)
+        v = R.reshape(self.v_proj(x), (n, kv, d))
+        cache_k = nn.emit(kv_cache.append(cache_k, k, t), "cache_k")
+        cache_v = nn.emit(kv_cache.append(cache_v, v, t), "cache_v")
+        total = t + n
+        keys = R.permute_dims(kv_cache.view(cache_k, total), [1, 2, 0])      # (kv, d, total)
+        values = R.permute_dims(kv_cache.view(cache_v, total), [1, 0, 2])    # (kv, total, d)
+        # query head h uses kv head h // group: group the queries of one kv head as rows
+        qg = R.reshape(R.permute_dims(R.reshape(q, (n, kv, group, d)), [1, 2, 0, 3]), (kv, group * n, d))
+        scores = R.multiply(R.matmul(qg, keys), constant(np.float32(1.0 / np.sqrt(d))))
+        scores = R.reshape(scores, (kv, group, n, total))
+        query_pos = R.reshape(R.arange(t, total, dtype="int64"), (n, 1))
+        key_pos = R.arange(0, total, dtype="int64")
+        scores = R.where(R.less_equal(key_pos, query_pos), scores, constant(np.float32(NEG_LARGE)))
+        probs = R.reshape(R.nn.softmax(scores, axis=-1), (kv, group * n, total))
+        out = R.reshape(R.matmul(probs, values), (kv, group, n, d))
+        out = R.reshape(R.permute_dims(out, [2, 0, 1, 3]), (n, heads * d))
+        return self.o_proj(out), cache_k, cache_v
+
+
+class MLP(nn.Module):
+    def __init__(self, cfg, formats):
+        super().__init__()
+        h, f = cfg.hidden_size, cfg.intermediate_size
+        self.gate_proj = nn.Linear(h, f, weight_format=formats("gate_proj"))
+        self.up_proj = nn.Linear(h, f, weight_format=formats("up_proj"))
+        self.down_proj = nn.Linear(f, h, weight_format=formats("down_proj"))
+
+    def forward(self, x):
+        return self.down_proj(R.multiply(nn.silu(self.gate_proj(x)), self.up_proj(x)))
+
+
+class DecoderLayer(nn.Module):
+    def __init__(self, cfg, formats):
+        super().__init__()
+        self.input_layernorm = nn.RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
+        self.self_attn = Attention(cfg, formats)
+        self.post_attention_layernorm = nn.RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
+        self.mlp = MLP(cfg, formats)
+
+    def forward(self, x, rotary, cos, sin, cache_k, cache_v, t, n):
+        attn, cache_k, cache_v = self.self_attn(self.input_layernorm(x), rotary, cos, sin,
+                                                cache_k, cache_v, t, n)
+        h = R.add(x, attn)
+        return R.add(h, self.mlp(self.post_attention_layernorm(h))), cache_k, cache_v
+
+
+# our parameter name (with {i} for the layer) -> llama.cpp's GGUF tensor name
+_GGUF_NAMES = {
+    "embed_tokens.weight": "token_embd.weight",
+    "norm.weight": "output_norm.weight",
+    "lm_head.weight": "output.weight",
+    "layers.{i}.input_layernorm.weight": "blk.{i}.attn_norm.weight",
+    "layers.{i}.self_attn.q_proj.weight": "blk.{i}.attn_q.weight",
+    "layers.{i}.self_attn.k_proj.weight": "blk.{i}.attn_k.weight",
+    "layers.{i}.self_attn.v_proj.weight": "blk.{i}.attn_v.weight",
+    "layers.{i}.self_attn.o_proj.weight": "blk.{i}.attn_output.weight",
+    "layers.{i}.post_attention_layernorm.weight": "blk.{i}.ffn_norm.weight",
+    "layers.{i}.mlp.gate_proj.weight": "blk.{i}.ffn_gate.weight",
+    "layers.{i}.mlp.up_proj.weight": "blk.{i}.ffn_up.weight",
+    "layers.{i}.mlp.down_proj.weight": "blk.{i}.ffn_down.weight",
+}
+
+
+def gguf_name(param_name: str) -> str:
+    """The GGUF tensor holding parameter ``param_name`` (a quantized weight's ``.data`` /
+    ``.scale`` / ``.min`` all come from that tensor)."""
+    parts = param_name.split(".")
+    key, layer = param_name, None
+    if parts[0] == "layers":
+        layer = parts[1]
+        key = ".".join(["layers", "{i}"] + parts[2:])
+    for suffix in (".data", ".scale", ".min"):
+        base = key[:-len(suffix)]
+        if key.endswith(suffix) and base in _GGUF_NAMES:
+            key = base
+    if key not in _GGUF_NAMES:
+        raise KeyError(f"parameter {param_name!r} has no GGUF tensor")
+    name = _GGUF_NAMES[key]
+    return name.format(i=layer) if layer is not None else name
+
+
+class LlamaForCausalLM(nn.Module):
+    """Llama with a KV cache of ``capacity`` positions.
+
+    ``weight_formats`` maps a GGUF tensor name to an ``nn.Quantized`` format
+    (or None for a float32 weight); absent names are float32.
+    """
+
+    def __init__(self, cfg, capacity: int, weight_formats: dict | None = None):
+        super().__init__()
+        weight_formats = weight_formats or {}
+        self.cfg, self.capacity = cfg, capacity
+        self.embed_tokens = nn.Embedding(cfg.vocab_size, cfg.hidden_size,
+                                         weight_format=weight_formats.get("token_embd.weight"))
+        self.rope = Rotary(capacity, cfg.head_dim)
+        layers = []
+        for i in range(cfg.num_layers):
+            def formats(proj, i=i):
+                key = next(k for k in _GGUF_NAMES if k.endswith(f".{proj}.weight"))
+                return weight_formats.get(_GGUF_NAMES[key].format(i=i))
+            layers.append(DecoderLayer(cfg, formats))
+        self.layers = nn.ModuleList(layers)
+        self.norm = nn.RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
+        if cfg.tie_word_embeddings:
+            self.lm_head = nn.Linear(cfg.hidden_size, cfg.vocab_size,
+                                     weight_format=weight_formats.get("token_embd.weight"))
+            self.lm_head.weight = self.embed_tokens.weight    # one tensor, listed once
+        else:
+            self.lm_head = nn.Linear(cfg.hidden_size, cfg.vocab_size,
+                                     weight_format=weight_formats.get("output.weight"))
+
+    def cache_spec(self) -> dict:
+        shape = (self.capacity, self.cfg.num_kv_heads, self.cfg.head_dim)
+        spec = {}
+        for i in range(self.cfg.num_layers):
+            spec[f"cache_k_{i}"] = nn.Tensor(shape, "float32")
+            spec[f"cache_v_{i}"] = nn.Tensor(shape, "float32")
+        return spec
+
+    def export_spec(self) -> nn.ExportSpec:
+        caches = self.cache_spec()
+        pos = nn.Shape(["t"])
+        return nn.ExportSpec(
+            methods={"prefill": {"tokens": nn.Tensor(("n",), "int64"), "pos": pos, **caches},
+                     "decode": {"token": nn.Tensor((1,), "int64"), "pos": pos, **caches}},
+            dims={"n": self.capacity, "t": self.capacity})
+
+    def prefill(self, tokens, pos, *caches):
+        (n,) = tokens.struct_info.shape
+        (t,) = pos.struct_info.values
+        return self._forward(tokens, t, n, caches)
+
+    def decode(self, token, pos, *caches):
+        (t,) = pos.struct_info.values
+        return self._forward(token, t, 1, caches)
+
+    def _forward(self, tokens, t, n, caches):
+        h = self.embed_tokens(tokens)
+        cos, sin = self.rope.tables(t, n)
+        cos, sin = nn.emit(cos, "cos"), nn.emit(sin, "sin")
+        for i, layer in enumerate(self.layers):
+            h, _, _ = layer(h, self.rope, cos, sin, caches[2 * i], caches[2 * i + 1], t, n)
+            h = nn.emit(h, f"h{i}")
+        last = R.strided_slice(h, [0], [n - 1], [n])
+        logits = self.lm_head(self.norm(last))
+        return R.reshape(logits, (self.cfg.vocab_size,))

@@ -1,0 +1,48 @@
+"""Quantized weights for ``nn.Linear`` / ``nn.Embedding``: ``weight_format=nn.Quantized("q4_1")``.
+
+The layer's ``weight`` is then a small module holding the format's arrays
+(``weight.data``, ``weight.scale`` and, for formats with one, ``weight.min``;
+layouts in ``relaxscript.quantization.formats``: they stand for the
+``(in_features, out_features)`` matrix, blocks running along ``in``), and
+``forward`` uses ``R.dequantize(...)`` where it would use the float weight,
+one call per use so each fuses into its own consumer. The op is
+graph-level and model-agnostic: the pipeline legalizes it and fuses it
+into the matmul or gather that consumes it, so no float32 copy of the
+weight exists at run time.
+"""
+from __future__ import annotations
+
+from .. import op as R
+from ..quantization.formats import get_format
+from .module import Module, Parameter
+
+
+class QuantizedTensor(Module):
+    """The arrays of one block-quantized (rows, cols) matrix."""
+
+    def __init__(self, format_name: str, shape):
+        """``shape``: the (rows, cols) matrix the arrays stand for; rows are cut into blocks."""
+        super().__init__()
+        fmt = get_format(format_name)
+        self.format_name = fmt.name
+        for role, array_shape, dtype in fmt.tensor_specs(*shape):
+            setattr(self, role, Parameter(array_shape, dtype))
+
+
+class Quantized:
+    """A weight format: ``declare`` the arrays of a (rows, cols) weight, ``decode`` them."""
+
+    def __init__(self, format_name: str):
+        self.format = get_format(format_name)
+
+    def declare(self, shape) -> QuantizedTensor:
+        """The arrays of a (rows, cols) matrix, blocks along rows (a linear layer's (in, out))."""
+        return QuantizedTensor(self.format.name, shape)
+
+    def decode(self, weight: QuantizedTensor):
+        """The (rows, cols) float32 matrix, as a fresh ``R.dequantize`` call."""
+        minimum = weight.min if self.format.has_min else None
+        return R.dequantize(weight.data, weight.scale, minimum, format=self.format.name)
+
+    def __repr__(self) -> str:
+        return f"Quantized({self.format.name!r})"

@@ -1,0 +1,62 @@
+"""What ``export`` compiles: the methods, their inputs, and the symbolic dims with bounds.
+
+::
+
+    spec = nn.ExportSpec(
+        methods={"forward": {"x": nn.Tensor(("n", 64), "float32")}},
+        dims={"n": 128})           # every symbolic dim with its upper bound
+
+Each method becomes a function of the IRModule taking the inputs (in the
+order given) and then every Parameter of the module. A dim name is one
+symbolic variable across a function's inputs and weights; its bound is
+checked when the function is called and lets memory planning size
+buffers statically (``relax.memory_upper_bound``).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from tensorir import dtype as dt
+
+
+@dataclass(frozen=True)
+class Tensor:
+    """A tensor input: dims are ints or symbolic names."""
+    shape: tuple
+    dtype: str = "float32"
+
+    def __post_init__(self):
+        object.__setattr__(self, "shape", tuple(self.shape))
+        object.__setattr__(self, "dtype", dt.normalize(self.dtype))
+
+
+@dataclass(frozen=True)
+class Shape:
+    """A shape input carrying symbolic values only (``R.Shape(["t"])``), e.g. a cache length."""
+    dims: tuple
+
+    def __post_init__(self):
+        object.__setattr__(self, "dims", tuple(self.dims))
+        for d in self.dims:
+            if not isinstance(d, str):
+                raise TypeError(f"nn.Shape: dims are symbolic names, got {d!r}")
+
+
+@dataclass(frozen=True)
+class ExportSpec:
+    methods: dict
+    dims: dict = field(default_factory=dict)
+
+    def __post_init__(self):
+        for name, bound in self.dims.items():
+            if not isinstance(bound, int) or isinstance(bound, bool) or bound < 0:
+                raise ValueError(f"ExportSpec: the upper bound of dim {name!r} must be a "
+                                 f"non-negative int, got {bound!r}")
+        for method, inputs in self.methods.items():
+            if not isinstance(inputs, dict):
+                raise TypeError(f"ExportSpec: inputs of method {method!r} must be a dict "
+                                f"{{name: nn.Tensor | nn.Shape}}, got {inputs!r}")
+            for arg, value in inputs.items():
+                if not isinstance(value, (Tensor, Shape)):
+                    raise TypeError(f"ExportSpec: input {method}.{arg} must be nn.Tensor or "
+                                    f"nn.Shape, got {value!r}")

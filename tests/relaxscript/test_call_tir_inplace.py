@@ -1,0 +1,77 @@
+"""R.call_tir_inplace: parse/print, deduction, interpreter and C VM update the argument in place."""
+import numpy as np
+import pytest
+
+import relaxscript as rx
+from relaxscript.op import OpDeductionError
+
+SOURCE = '''
+@R.ir_module
+class M:
+    @T.prim_func
+    def write_rows(cache: T.Buffer((8, 2), "float32"), new: T.Buffer(("n", 2), "float32"), t: T.int64):
+        n = T.int64()
+        for i, j in T.grid(n, 2):
+            with T.block("write"):
+                vi, vj = T.axis.remap("SS", [i, j])
+                T.where(t + i < 8)
+                cache[t + vi, vj] = new[vi, vj]
+
+    @R.function
+    def main(cache: R.Tensor((8, 2), "float32"), x: R.Tensor(("n", 2), "float32"),
+             pos: R.Shape(["t"])) -> R.Tensor((8, 2), "float32"):
+        n = T.int64()
+        t = T.int64()
+        with R.dataflow():
+            y = R.multiply(x, R.const(2.0, "float32"))
+            updated = R.call_tir_inplace(M.write_rows, (cache, y), inplace_indices=[0],
+                                         out_sinfo=R.Tensor((8, 2), "float32"), tir_vars=R.shape([t]))
+            s = R.add(updated, R.const(1.0, "float32"))
+            R.output(s)
+        return s
+'''
+
+
+def expected(cache, x, t):
+    cache = cache.copy()
+    rows = x[: max(0, min(len(x), 8 - t))] * 2
+    cache[t:t + len(rows)] = rows
+    return cache
+
+
+def test_prints_and_reparses():
+    mod = rx.from_source(SOURCE)
+    text = mod.script()
+    assert "R.call_tir_inplace(cls.write_rows, (cache, y)" in text and "inplace_indices=(0,)" in text
+    again = rx.from_source(text)
+    rx.assert_structural_equal(again, mod)
+    assert again.script() == text
+
+
+@pytest.mark.parametrize("target", ["interp", "c"])
+@pytest.mark.parametrize("n,t", [(3, 2), (1, 7), (4, 6), (0, 0)])
+def test_updates_the_argument_in_place(target, n, t):
+    mod = rx.from_source(SOURCE)
+    rng = np.random.default_rng(n * 10 + t)
+    cache = rng.standard_normal((8, 2)).astype("float32")
+    x = rng.standard_normal((n, 2)).astype("float32")
+    want = expected(cache, x, t)
+    if target == "interp":
+        out = rx.interpret(mod, "main", cache, x, (t,))
+    else:
+        out = rx.VirtualMachine(rx.build(mod, target="c"))["main"](cache, x, (t,))
+    np.testing.assert_array_equal(cache, want)    # the caller's array was updated; rows past 8 dropped
+    np.testing.assert_allclose(out, want + 1, rtol=1e-6)
+
+
+def test_output_must_be_the_updated_argument():
+    text = SOURCE.replace('out_sinfo=R.Tensor((8, 2), "float32"), tir_vars',
+                          'out_sinfo=R.Tensor((8, 3), "float32"), tir_vars')
+    with pytest.raises((OpDeductionError, rx.ParseError), match="must be the annotation of argument 0"):
+        rx.from_source(text)
+
+
+def test_inplace_index_out_of_range():
+    text = SOURCE.replace("inplace_indices=[0]", "inplace_indices=[5]")
+    with pytest.raises((OpDeductionError, rx.ParseError), match="not an argument position"):
+        rx.from_source(text)

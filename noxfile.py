@@ -22,14 +22,14 @@ def install_model(session):
 @nox.session(python=PYTHON)
 def tests(session):
     """The default test run (fast property tests included, slow ones excluded)."""
-    session.install("-e", ".[test,llm]")
+    session.install("-e", ".[test,llm,opencl,cuda]")   # GPU tests run on PoCL and NVRTC (no GPU needed)
     session.run("pytest", "-m", "not slow and not fuzz", "-n", "auto", *session.posargs)
 
 
 @nox.session(python=PYTHON)
 def slow(session):
     """Long-running property and fuzz tests (the real-model LLM tests among them)."""
-    session.install("-e", ".[test,llm]")
+    session.install("-e", ".[test,llm,opencl,cuda]")
     install_model(session)
     session.run("pytest", "-m", "slow or fuzz", "-n", "auto", *session.posargs)
 

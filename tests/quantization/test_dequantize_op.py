@@ -85,9 +85,9 @@ def test_legalize_q4_1_before_expected():
                 v_i, v_j = T.axis.remap("SS", [i, j])
                 T.reads(data[v_i // 32 * 16 + v_i % 16, v_j], scale[v_i // 32, v_j], minimum[v_i // 32, v_j])
                 T.writes(out[v_i, v_j])
-                out[v_i, v_j] = T.Cast("float32", T.if_then_else(
-                    v_i % 32 < 16, T.Cast("int32", data[v_i // 32 * 16 + v_i % 16, v_j]) % 16,
-                    T.Cast("int32", data[v_i // 32 * 16 + v_i % 16, v_j]) // 16)) \
+                out[v_i, v_j] = T.Cast("float32", T.Cast("int32", data[v_i // 32 * 16 + v_i % 16, v_j]) % 16 + (
+                    T.Cast("int32", data[v_i // 32 * 16 + v_i % 16, v_j]) // 16
+                    - T.Cast("int32", data[v_i // 32 * 16 + v_i % 16, v_j]) % 16) * T.Cast("int32", v_i % 32 // 16)) \
                     * scale[v_i // 32, v_j] + minimum[v_i // 32, v_j]
 
     mod = LegalizeOps()(rx.IRModule({"main": main}))

@@ -53,6 +53,7 @@ def sample_calls():
                       tensor_var("m4", (2, n)), format="q4_1"),
         op.dequantize(tensor_var("q8", (64, m), "int8"), tensor_var("s8", (2, m)), format="q8_0"),
         op.call_tir(GlobalVar("exp"), [X], TensorStructInfo((n, 4), "float32")),
+        op.call_tir_inplace(GlobalVar("exp_inplace"), [X], [0], TensorStructInfo((n, 4), "float32")),
         op.call_dps_library("numpy.negative", [X], TensorStructInfo((n, 4), "float32")),
         op.call_dps_packed("numpy.negative", [X], TensorStructInfo((n, 4), "float32")),
         op.call_pure_packed("numpy.negative", X, sinfo_args=TensorStructInfo((n, 4), "float32")),
@@ -112,8 +113,8 @@ def test_constructor_accepts_its_normalised_call_back(call):
     params = inspect.signature(spec.constructor).parameters
     assert all(name in params for name in spec.attr_names)
     assert set(call.attrs) == set(spec.attr_names)
-    if call.op.name in ("relax.call_tir", "relax.call_dps_library", "relax.call_dps_packed",
-                        "relax.call_pure_packed"):
+    if call.op.name in ("relax.call_tir", "relax.call_tir_inplace", "relax.call_dps_library",
+                        "relax.call_dps_packed", "relax.call_pure_packed"):
         return
     rebuilt = spec.constructor(*call.args, **call.attrs)
     tir.assert_structural_equal(rebuilt, call)

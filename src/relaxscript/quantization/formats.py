@@ -18,8 +18,8 @@ vector lanes walk output features and each code byte is read once per token.
 
 Scales (and minimums) are float32 (``repack``'s default: a q4_1 block is 24
 bytes, a q8_0 block 36) or float16 as GGUF stores them (20 and 34 bytes, but
-gcc 12 does not vectorize float16 loads on AVX2: the decode kernels ran 5x
-slower); the value is computed in float32 either way.
+the decode kernels measured about 4x slower); the value is computed in float32
+either way.
 """
 from __future__ import annotations
 

@@ -10,6 +10,7 @@ from .kill_after_last_use import KillAfterLastUse  # noqa: F401
 from .static_plan_block_memory import StaticPlanBlockMemory  # noqa: F401
 from .lift_workspace import LiftWorkspace  # noqa: F401
 from .default_schedule import DefaultCPUSchedule  # noqa: F401
+from .default_gpu_schedule import DefaultGPUSchedule, gpu_schedule_report  # noqa: F401
 from .dispatch_library import (DispatchLibrary, LibraryPattern, LibraryRegistry,  # noqa: F401
                                register_library_pattern)
 from .dead_code_elimination import DeadCodeElimination  # noqa: F401

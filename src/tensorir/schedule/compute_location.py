@@ -2,12 +2,13 @@
 
 The moved block gets fresh loops covering just the region its neighbours
 need (forward) or produce (reverse) per iteration of the target loop,
-clamped to the block's own iteration domain.
+clamped to the block's own iteration domain (compute_at keeps a constant-length
+range whole and guards the block with a predicate instead).
 """
 from __future__ import annotations
 
 from ..errors import ScheduleError
-from ..expr import IntImm, PrimExpr, Var, max_, min_
+from ..expr import GE, LT, And, IntImm, PrimExpr, Var, max_, min_
 from ..function import PrimFunc
 from ..functor import substitute
 from ..stmt import BlockRealize, For, Range, SeqStmt, Stmt, seq
@@ -83,19 +84,33 @@ def _bound_analyzer(index: StmtIndex, loop: For):
 
 
 def _rebuild_nest(realize: BlockRealize, ranges: dict[int, tuple[PrimExpr, PrimExpr]],
-                  names: NameSupply, analyzer) -> Stmt:
+                  names: NameSupply, analyzer, guard_constant: bool = False) -> Stmt:
     """Fresh loops for the block: iter vars in ``ranges`` (by id) get that inclusive range
-    clamped to their domain; the others get their whole domain."""
-    loops, values = [], []
+    clamped to their domain; the others get their whole domain. With ``guard_constant``,
+    a range of constant length that may leave the domain keeps its constant extent and
+    the block gets a predicate instead of the clamp (a GPU tile loaded into shared memory
+    needs a size known per block; the clamp ``min(i0 * 32 + 31, n - 1)`` hides it)."""
+    loops, values, guards = [], [], []
     for iv in realize.block.iter_vars:
         dom_lo, dom_hi = iv.dom.min, iv.dom.min + iv.dom.extent - 1
         lo, hi = ranges.get(id(iv.var), (dom_lo, dom_hi))
-        lo = lo if analyzer.can_prove(lo >= dom_lo) else max_(lo, dom_lo)
-        hi = hi if analyzer.can_prove(hi <= dom_hi) else min_(hi, dom_hi)
         var = names.var("ax%d" % len(loops), iv.var.dtype)
+        low_ok, high_ok = analyzer.can_prove(lo >= dom_lo), analyzer.can_prove(hi <= dom_hi)
+        if guard_constant and not (low_ok and high_ok) and isinstance(analyzer.simplify(hi - lo + 1), IntImm):
+            value = analyzer.simplify(lo + var)
+            if not low_ok:
+                guards.append(GE(value, dom_lo))
+            if not high_ok:
+                guards.append(LT(value, analyzer.simplify(iv.dom.min + iv.dom.extent)))
+        else:
+            lo = lo if low_ok else max_(lo, dom_lo)
+            hi = hi if high_ok else min_(hi, dom_hi)
         loops.append((var, analyzer.simplify(hi - lo + 1)))
         values.append(analyzer.simplify(lo + var))
-    body: Stmt = BlockRealize(values, IntImm(True, "bool"), realize.block)
+    predicate = IntImm(True, "bool")
+    for guard in guards:
+        predicate = guard if isinstance(predicate, IntImm) else And(predicate, guard)
+    body: Stmt = BlockRealize(values, predicate, realize.block)
     for var, extent in reversed(loops):
         body = For(var, 0, extent, "serial", body)
     return body
@@ -143,7 +158,7 @@ def compute_at(func: PrimFunc, block_name: str, loop_var: Var) -> PrimFunc:
     except RegionError as err:
         raise ScheduleError(f"{where}: cannot bound the consumers' reads: {err}") from None
     ranges = {id(v): hull([acc[d] for acc in bounds], analyzer) for d, v in enumerate(dims)}
-    new_nest = _rebuild_nest(realize, ranges, NameSupply(used_names(func)), analyzer)
+    new_nest = _rebuild_nest(realize, ranges, NameSupply(used_names(func)), analyzer, guard_constant=True)
     new_loop = loop.replace(body=seq(new_nest, loop.body))
     return replace_stmts(func, {nest: None, loop: new_loop})
 

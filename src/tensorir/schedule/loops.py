@@ -230,16 +230,32 @@ def set_kind(func: PrimFunc, loop_var: Var, kind: str, thread_tag: str | None = 
             require_not_opaque(realizes, loop, where)
         loop_ids = set(index.loop_by_var)
         require_quasi_affine(realizes, loop_ids, where)
+        # A loop feeding only reduce iter vars may go to threadIdx.*: the GPU lowering makes it a
+        # cross-thread reduction (backends/gpu/cross_thread_reduce.py); elsewhere it would race.
+        cross_thread = kind == "thread_binding" and thread_tag.startswith("threadIdx.")
         for realize in realizes:
             spatial, reduce = binding_loop_vars(realize)
+            if cross_thread and id(loop_var) in reduce and id(loop_var) not in spatial:
+                continue
             if id(loop_var) in reduce:
                 raise ScheduleError(f"{where}: the loop binds reduction iter var(s) of block "
-                                    f"{realize.block.name!r}; iterations would race")
-            if id(loop_var) not in spatial and not _writes_vary(realize):
+                                    f"{realize.block.name!r}; iterations would race"
+                                    + ("" if kind != "thread_binding" else
+                                       " (only a loop feeding reduce iter vars alone may be bound, "
+                                       "to threadIdx.*)"))
+            if id(loop_var) not in spatial and not _writes_vary(realize) \
+                    and not (kind == "thread_binding" and _private_to(realize, thread_tag)):
                 raise ScheduleError(f"{where}: block {realize.block.name!r} does not depend on the "
                                     "loop, so its iterations would write the same elements")
     new_loop = loop.replace(kind=kind, thread_tag=thread_tag if kind == "thread_binding" else None)
     return replace_stmts(func, {loop: new_loop})
+
+
+def _private_to(realize: BlockRealize, thread_tag: str) -> bool:
+    """Every buffer the block writes has a copy per value of the bound axis: "local"
+    memory per thread, "shared" memory per block (a tile each block loads for itself)."""
+    scopes = ("local",) if thread_tag.startswith("threadIdx") else ("local", "shared")
+    return bool(realize.block.writes) and all(w.buffer.scope in scopes for w in realize.block.writes)
 
 
 def _writes_vary(realize: BlockRealize) -> bool:

@@ -19,10 +19,13 @@ def code_of(fmt, data, r, c) -> E.PrimExpr:
     if fmt.codes_per_byte == 1:
         return E.cast("int32", data[r, c])
     half = fmt.block // 2
-    within = E.floormod(r, fmt.block)
     byte = E.cast("int32", data[E.floordiv(r, fmt.block) * half + E.floormod(r, half), c])
-    # low nibble: the block's first half of rows; high nibble: its second half
-    return E.Select(E.LT(within, half), E.floormod(byte, 16), E.floordiv(byte, 16))
+    low, high = E.floormod(byte, 16), E.floordiv(byte, 16)
+    # the block's first half of rows is in the low nibbles, its second half in the high ones;
+    # picked arithmetically (upper is 0 or 1), not with a select: a select next to the scale
+    # conversions made gcc's if-conversion give up and leave the loop scalar
+    upper = E.cast("int32", E.floordiv(E.floormod(r, fmt.block), half))
+    return low + (high - low) * upper
 
 
 @register_legalize("relax.dequantize")

@@ -1,0 +1,637 @@
+"""Kernel source from lowered GPU stages: everything but the kernel language's spelling.
+
+``KernelEmitter`` walks a stage (flat buffers, thread-bound loops,
+``ThreadReduce``) and writes C-family source; a dialect subclass
+(backends/opencl/codegen.py, backends/cuda/codegen.py) supplies qualifiers,
+type names, index builtins, the barrier, math spellings and, optionally, its
+own cross-thread reduction. Rules every dialect gets from here:
+
+* a bound loop reads its index builtin; one shorter than its axis (or, for
+  ``blockIdx``, than the grid) runs under ``if (index < extent)``;
+* a store to global or shared memory outside the loops of some launch axis
+  of size > 1 is made by index 0 of that axis only (a store to a "local"
+  buffer is made by every thread: each has its own copy);
+* barriers go between statements of thread-uniform code (no guard that
+  depends on the thread) when a later statement touches memory an earlier
+  one wrote (or overwrites shared memory it read), and at the end of a
+  uniform loop's body that writes what it reads; a barrier needed for shared
+  memory inside thread-dependent code is a ``GPULoweringError``;
+* an integer divisor that may be zero is tested, as in the C target: a zero
+  one gives 0 and sets the status word to ``STATUS_ZERO_DIVISION``.
+"""
+from __future__ import annotations
+
+from tensorir import dtype as dt
+from tensorir import expr as E
+from tensorir import stmt as S
+from tensorir.arith import Analyzer
+from tensorir.dispatch import ClassDispatch, handles
+from tensorir.functor import Visitor, collect
+from tensorir.structural import structural_equal
+
+from ..c.status import STATUS_ZERO_DIVISION
+from .cross_thread_reduce import ThreadReduce, identity
+from .errors import GPULoweringError
+from .function import BLOCK_AXES, THREAD_AXES, DeviceKernel, GPUFunction
+from .launch import scratch_dtype
+from .names import Names
+
+_INFIX = {E.Add: "+", E.Sub: "-", E.Mul: "*", E.EQ: "==", E.NE: "!=", E.LT: "<",
+          E.LE: "<=", E.GT: ">", E.GE: ">=", E.And: "&&", E.Or: "||"}
+_AXIS = {"x": 0, "y": 1, "z": 2}
+REDUCE_INFIX = {"sum": "+", "prod": "*"}
+
+
+def _storage_scope(buf) -> str:
+    return buf.storage.scope
+
+
+def _memory(stmt, local: bool = False) -> tuple[set, set, set]:
+    """(written, read, read shared) storages of non-local buffers in ``stmt`` (ids)."""
+    written, read, read_shared = set(), set(), set()
+    for node in collect(stmt, lambda n: isinstance(n, (S.BufferStore, E.BufferLoad))):
+        if _storage_scope(node.buffer) == "local":
+            continue
+        key = id(node.buffer.storage)
+        if isinstance(node, S.BufferStore):
+            written.add(key)
+        else:
+            read.add(key)
+            if _storage_scope(node.buffer) == "shared":
+                read_shared.add(key)
+    return written, read, read_shared
+
+
+def _parenthesized(text: str) -> str:
+    """``text`` in one pair of parentheses (not two: clang warns of ``if ((a == b))``)."""
+    if text.startswith("(") and text.endswith(")"):
+        depth = 0
+        for i, ch in enumerate(text):
+            depth += ch == "("
+            depth -= ch == ")"
+            if depth == 0 and i < len(text) - 1:
+                break
+        else:
+            return text
+    return f"({text})"
+
+
+class _ThreadOwnAccesses(Visitor):
+    """Global storages whose every access in the walked statements is at one index expression,
+    made where every launch axis of the block with more than one thread is covered by a bound
+    loop: each thread then touches only its own element, and no barrier is needed for it. (A
+    value written by one thread for all, e.g. ``S[bx]`` outside the threadIdx loops, does not
+    qualify: its writer is thread 0 only.)"""
+
+    def __init__(self, covered: set, block: tuple):
+        self.covered = set(covered)
+        self.needed = {tag for axis, tag in enumerate(THREAD_AXES) if block[axis] > 1}
+        self.by_storage: dict = {}
+
+    @handles(E.PrimExpr)
+    def visit_PrimExpr(self, node):
+        if isinstance(node, E.BufferLoad):
+            self.access(node)
+        self.generic_visit(node)
+
+    @handles(S.For)
+    def visit_For(self, loop: S.For):
+        added = loop.kind == "thread_binding" and loop.thread_tag not in self.covered
+        if added:
+            self.covered.add(loop.thread_tag)
+        self.generic_visit(loop)
+        if added:
+            self.covered.discard(loop.thread_tag)
+
+    @handles(S.BufferStore)
+    def visit_BufferStore(self, node: S.BufferStore):
+        self.access(node)
+        self.generic_visit(node)
+
+    def access(self, node) -> None:
+        if _storage_scope(node.buffer) == "global":
+            self.by_storage.setdefault(id(node.buffer.storage), []).append(
+                (node, self.needed <= self.covered))
+
+    def own(self) -> set:
+        out = set()
+        for key, accesses in self.by_storage.items():
+            first = accesses[0][0]
+            if all(full and n.buffer is first.buffer and len(n.indices) == len(first.indices) and
+                   all(structural_equal(a, b, map_free_vars=False) for a, b in zip(n.indices, first.indices))
+                   for n, full in accesses):
+                out.add(key)
+        return out
+
+
+class KernelEmitter(ClassDispatch):
+    # ------------------------------------------------------------ dialect hooks
+    LANGUAGE = "GPU"
+    KERNEL = ""            # qualifier of a kernel function
+    GLOBAL = ""            # address space of global pointers
+    SHARED = ""            # qualifier of a shared-memory array
+    HELPER = ""            # qualifier of a helper function
+    BARRIER = ""
+    TYPES: dict = {}       # dtype -> value type name
+    BOOL_STORAGE = "unsigned char"
+
+    def thread_index(self, axis: int) -> str:
+        raise NotImplementedError
+
+    def block_index(self, axis: int) -> str:
+        raise NotImplementedError
+
+    def half_load(self, pointer: str, index: str) -> str:
+        raise NotImplementedError
+
+    def half_store(self, pointer: str, index: str, value: str) -> str:
+        raise NotImplementedError
+
+    def half_storage(self) -> str:
+        raise NotImplementedError
+
+    def math(self, op: str, dtype: str, args: list[str]) -> str:
+        raise NotImplementedError
+
+    def float_special(self, value: float, dtype: str) -> str:
+        raise NotImplementedError
+
+    def int64_literal(self, value: int) -> str:
+        raise NotImplementedError
+
+    # ------------------------------------------------------------ setup
+    def __init__(self, func: GPUFunction, kernel: DeviceKernel):
+        self.func, self.kernel = func, kernel
+        self.names = Names()
+        self.lines: list[str] = []
+        self.indent = 1
+        self.covered: set[str] = set()
+        self.divergent = False
+        self.thread_vars: set[int] = set()
+        self.analyzer = Analyzer()
+
+    def where(self) -> str:
+        return f"{self.func.name!r} (kernel {self.kernel.symbol})"
+
+    def vtype(self, dtype: str) -> str:
+        """Type of a value of ``dtype`` (float16 computes in float32)."""
+        if dtype == "float16":
+            return self.TYPES["float32"]
+        try:
+            return self.TYPES[dtype]
+        except KeyError:
+            raise GPULoweringError(f"{self.where()}: the {self.LANGUAGE} target has no type for "
+                                   f"{dtype!r}") from None
+
+    def stype(self, dtype: str) -> str:
+        """Type of an element of a buffer of ``dtype``."""
+        if dtype == "float16":
+            return self.half_storage()
+        if dtype == "bool":
+            return self.BOOL_STORAGE
+        return self.vtype(dtype)
+
+    # ------------------------------------------------------------ expressions
+    def expr(self, e) -> str:
+        handler = self.handler_for(type(e), "expr")
+        if handler is None:
+            raise GPULoweringError(f"{self.where()}: cannot emit {type(e).__name__}")
+        return handler(self, e)
+
+    @handles(E.IntImm, table="expr")
+    def int_literal(self, e: E.IntImm) -> str:
+        if e.dtype == "bool":
+            return "true" if e.value else "false"
+        if e.dtype == "int64":
+            return self.int64_literal(e.value)
+        if e.dtype == "int32" and e.value == -2 ** 31:
+            return "((int)(-2147483647 - 1))"
+        return f"(({self.vtype(e.dtype)}){e.value})"
+
+    @handles(E.FloatImm, table="expr")
+    def float_literal(self, e: E.FloatImm) -> str:
+        value = e.value
+        if value != value or value in (float("inf"), float("-inf")):
+            return self.float_special(value, e.dtype)
+        text = repr(float(value))
+        if "e" not in text and "." not in text:
+            text += ".0"
+        return text if e.dtype == "float64" else f"{text}f"
+
+    @handles(E.Var, table="expr")
+    def var(self, e: E.Var) -> str:
+        if id(e) not in self.names.by_id:
+            raise GPULoweringError(f"{self.where()}: variable {e.name!r} is used but not defined")
+        return self.names.by_id[id(e)]
+
+    @handles(E.BufferLoad, table="expr")
+    def load(self, e: E.BufferLoad) -> str:
+        name, index = self.buffer_name(e.buffer), self.flat_index(e.buffer, e.indices)
+        if e.buffer.dtype == "float16":
+            return self.half_load(name, index)
+        if e.buffer.dtype == "bool":
+            return f"({name}[{index}] != 0)"
+        return f"{name}[{index}]"
+
+    @handles(E.Div, table="expr")
+    def div(self, e: E.Div) -> str:
+        if dt.is_float(e.dtype):
+            return f"({self.expr(e.a)} / {self.expr(e.b)})"
+        b = self.expr(e.b)
+        return self.guard_divisor(e.b, b, f"({self.expr(e.a)} / {b})")
+
+    @handles(E.FloorDiv, E.FloorMod, table="expr")
+    def floor_divmod(self, e) -> str:
+        a, b = self.expr(e.a), self.expr(e.b)
+        if dt.is_float(e.dtype):
+            floor = self.math("floor", e.dtype, [f"({a} / {b})"])
+            return floor if isinstance(e, E.FloorDiv) else f"({a} - {floor} * {b})"
+        if self.known_non_negative(e.a) and self.known_non_negative(e.b):
+            text = f"({a} {'/' if isinstance(e, E.FloorDiv) else '%'} {b})"
+        else:
+            fn = "rs_floordiv" if isinstance(e, E.FloorDiv) else "rs_floormod"
+            text = f"(({self.vtype(e.dtype)}){fn}({a}, {b}))"
+        return self.guard_divisor(e.b, b, text)
+
+    def guard_divisor(self, divisor, divisor_text: str, text: str) -> str:
+        if isinstance(divisor, E.IntImm) and divisor.value != 0:
+            return text
+        lo, hi = self.bounds(divisor)
+        if (lo is not None and lo > 0) or (hi is not None and hi < 0):
+            return text
+        return f"(({divisor_text}) != 0 ? {text} : rs_divided_by_zero(rs_status))"
+
+    def bounds(self, e):
+        try:
+            return self.analyzer.const_int_bound(e)
+        except Exception:  # noqa: BLE001 - bounds only save a test
+            return (None, None)
+
+    def known_non_negative(self, e) -> bool:
+        lo = self.bounds(e)[0]
+        return lo is not None and lo >= 0
+
+    @handles(E.Min, E.Max, table="expr")
+    def min_max(self, e) -> str:
+        fn = "rs_min_" if isinstance(e, E.Min) else "rs_max_"
+        return f"{fn}{self.helper_suffix(e.dtype)}({self.expr(e.a)}, {self.expr(e.b)})"
+
+    @staticmethod
+    def helper_suffix(dtype: str) -> str:
+        return "float32" if dtype == "float16" else dtype
+
+    @handles(*_INFIX, table="expr")
+    def infix(self, e) -> str:
+        return f"({self.expr(e.a)} {_INFIX[type(e)]} {self.expr(e.b)})"
+
+    @handles(E.Not, table="expr")
+    def logical_not(self, e: E.Not) -> str:
+        return f"(!{self.expr(e.a)})"
+
+    @handles(E.Select, table="expr")
+    def select(self, e: E.Select) -> str:
+        return f"({self.expr(e.condition)} ? {self.expr(e.true_value)} : {self.expr(e.false_value)})"
+
+    @handles(E.Cast, table="expr")
+    def cast(self, e: E.Cast) -> str:
+        return f"(({self.vtype(e.dtype)}){self.expr(e.value)})"
+
+    @handles(E.Call, table="expr")
+    def call(self, e: E.Call) -> str:
+        args = [self.expr(a) for a in e.args]
+        arg_dtype = e.args[0].dtype if e.args else e.dtype
+        return self.math(e.op, arg_dtype, args)
+
+    def buffer_name(self, buf) -> str:
+        storage = buf.storage
+        if id(storage) not in self.names.by_id:
+            raise GPULoweringError(f"{self.where()}: buffer {storage.name!r} is used but not defined")
+        return self.names.by_id[id(storage)]
+
+    def flat_index(self, buf, indices) -> str:
+        if len(indices) != 1:
+            raise GPULoweringError(f"{self.where()}: buffer {buf.name!r} is not flattened")
+        flat = indices[0]
+        if not E.is_const_int(buf.elem_offset, 0):
+            flat = E.add(buf.elem_offset, flat)
+        return self.expr(flat)
+
+    def cast_to(self, value, dtype: str) -> str:
+        text = self.expr(value)
+        return text if value.dtype == dtype else f"(({self.vtype(dtype)}){text})"
+
+    # ------------------------------------------------------------ statements
+    def emit(self, line: str) -> None:
+        self.lines.append("  " * self.indent + line)
+
+    def stmt(self, s) -> None:
+        handler = self.handler_for(type(s), "stmt")
+        if handler is None:
+            raise GPULoweringError(f"{self.where()}: cannot emit {type(s).__name__}")
+        handler(self, s)
+
+    def nested(self, body) -> None:
+        self.indent += 1
+        self.stmt(body)
+        self.indent -= 1
+
+    def barrier(self, reason: str, hazard: set) -> None:
+        if not self.divergent:
+            self.emit(self.BARRIER)
+            return
+        names = sorted({n.buffer.storage.name for n in collect(self.kernel.body, lambda n: isinstance(
+            n, (S.BufferStore, E.BufferLoad)) and id(n.buffer.storage) in hazard)})
+        raise GPULoweringError(
+            f"{self.where()}: {reason} ({', '.join(names)}) needs a barrier, but the code runs under a "
+            "condition that depends on the thread (a guard, or a thread loop shorter than the block); "
+            "move the statements out of it")
+
+    @handles(S.SeqStmt, table="stmt")
+    def seq(self, s: S.SeqStmt) -> None:
+        parts = list(s.seq)
+        for i, part in enumerate(parts):
+            self.stmt(part)
+            if i + 1 < len(parts):
+                self.sync_between(part, S.SeqStmt(parts[i + 1:]))
+
+    def own_elements(self, *stmts) -> set:
+        finder = _ThreadOwnAccesses(self.covered, self.kernel.block)
+        for stmt in stmts:
+            finder.visit(stmt)
+        return finder.own()
+
+    def sync_between(self, first, rest) -> None:
+        written, read, read_shared = _memory(first)
+        later_written, later_read, _ = _memory(rest)
+        hazard = (written & (later_read | later_written)) | (read_shared & later_written)
+        hazard -= self.own_elements(first, rest)
+        if hazard:
+            self.barrier("a later statement touching memory an earlier one wrote", hazard)
+
+    @handles(S.BufferStore, table="stmt")
+    def store(self, s: S.BufferStore) -> None:
+        name, index = self.buffer_name(s.buffer), self.flat_index(s.buffer, s.indices)
+        if s.buffer.dtype == "float16":
+            line = self.half_store(name, index, self.cast_to(s.value, "float32")) + ";"
+        elif s.buffer.dtype == "bool":
+            line = f"{name}[{index}] = ({self.BOOL_STORAGE})({self.expr(s.value)});"
+        else:
+            line = f"{name}[{index}] = {self.cast_to(s.value, s.buffer.dtype)};"
+        guard = [] if _storage_scope(s.buffer) == "local" else self.single_writer()
+        if guard:
+            self.emit(f"if ({' && '.join(guard)}) {{ {line} }}")
+        else:
+            self.emit(line)
+
+    def single_writer(self) -> list[str]:
+        """Conditions that leave one writer along every launch axis not covered by a bound loop."""
+        out = []
+        for axis, tag in enumerate(THREAD_AXES):
+            if self.kernel.block[axis] > 1 and tag not in self.covered:
+                out.append(f"{self.thread_index(axis)} == 0")
+        for axis, tag in enumerate(BLOCK_AXES):
+            if not E.is_const_int(self.kernel.grid[axis], 1) and tag not in self.covered:
+                out.append(f"{self.block_index(axis)} == 0")
+        return out
+
+    def thread_dependent(self, e) -> bool:
+        return bool(collect(e, lambda n: isinstance(n, E.BufferLoad) or
+                            (isinstance(n, E.Var) and id(n) in self.thread_vars)))
+
+    @handles(S.IfThenElse, table="stmt")
+    def if_then_else(self, s: S.IfThenElse) -> None:
+        saved = self.divergent
+        self.divergent = saved or self.thread_dependent(s.condition)
+        self.emit(f"if {_parenthesized(self.expr(s.condition))} {{")
+        self.nested(s.then_case)
+        if s.else_case is not None:
+            self.emit("} else {")
+            self.nested(s.else_case)
+        self.emit("}")
+        self.divergent = saved
+
+    @handles(S.LetStmt, table="stmt")
+    def let(self, s: S.LetStmt) -> None:
+        name = self.names.get(s.var, s.var.name)
+        self.emit("{")
+        self.indent += 1
+        self.emit(f"const {self.vtype(s.var.dtype)} {name} = {self.expr(s.value)};")
+        self.stmt(s.body)
+        self.indent -= 1
+        self.emit("}")
+
+    @handles(S.Evaluate, table="stmt")
+    def evaluate(self, s: S.Evaluate) -> None:
+        if not isinstance(s.value, (E.IntImm, E.FloatImm)):
+            self.emit(f"(void){self.expr(s.value)};")
+
+    @handles(S.Block, S.BlockRealize, table="stmt")
+    def unlowered_block(self, s) -> None:
+        raise GPULoweringError(f"{self.where()}: blocks must be lowered first (lower_for_gpu does)")
+
+    @handles(S.Allocate, table="stmt")
+    def allocate(self, s: S.Allocate) -> None:
+        buf = s.buffer
+        if buf.scope == "shared":  # declared at the top of the kernel
+            self.stmt(s.body)
+            return
+        size = buf.shape[0] if buf.shape else E.IntImm(1)
+        if not isinstance(size, E.IntImm):
+            raise GPULoweringError(f"{self.where()}: per-thread buffer {buf.name!r} has the symbolic "
+                                   f"size {size!r}")
+        name = self.names.get(buf, buf.name)
+        self.emit("{")
+        self.indent += 1
+        self.emit(f"{self.stype(buf.dtype)} {name}[{max(1, size.value)}];")
+        self.stmt(s.body)
+        self.indent -= 1
+        self.emit("}")
+
+    @handles(S.For, table="stmt")
+    def loop(self, s: S.For) -> None:
+        try:
+            self.analyzer.bind(s.loop_var, S.Range(s.min, s.extent))
+        except Exception:  # noqa: BLE001 - bounds only save divisor tests
+            pass
+        if s.kind == "thread_binding":
+            self.bound_loop(s)
+            return
+        var = self.names.get(s.loop_var, s.loop_var.name)
+        ctype = self.vtype(s.loop_var.dtype)
+        saved = self.divergent
+        self.divergent = saved or self.thread_dependent(s.min) or self.thread_dependent(s.extent)
+        end = s.extent if E.is_const_int(s.min, 0) else E.add(s.min, s.extent)
+        if s.kind == "unrolled" and isinstance(s.extent, E.IntImm):
+            self.emit("#pragma unroll")
+        self.emit(f"for ({ctype} {var} = {self.expr(s.min)}; {var} < {self.expr(end)}; ++{var}) {{")
+        self.nested(s.body)
+        written, read, read_shared = _memory(s.body)
+        # a global element each thread reads and writes at one index is its own (accumulations)
+        hazard = ((written & read) | (read_shared & written)) - self.own_elements(s.body)
+        if hazard:
+            self.indent += 1
+            self.barrier("a loop whose iterations read memory others wrote", hazard)
+            self.indent -= 1
+        self.emit("}")
+        self.divergent = saved
+
+    def bound_loop(self, s: S.For) -> None:
+        tag = s.thread_tag
+        axis = _AXIS[tag[-1]]
+        is_thread = tag in THREAD_AXES
+        if tag in self.covered:
+            raise GPULoweringError(f"{self.where()}: loop {s.loop_var.name!r} is bound to {tag} inside "
+                                   f"another loop bound to {tag}")
+        index = self.thread_index(axis) if is_thread else self.block_index(axis)
+        var = self.names.get(s.loop_var, s.loop_var.name)
+        ctype = self.vtype(s.loop_var.dtype)
+        if is_thread:
+            full = isinstance(s.extent, E.IntImm) and s.extent.value == self.kernel.block[axis]
+        else:
+            full = Analyzer().can_prove_equal(s.extent, self.kernel.grid[axis])
+        self.emit("{")
+        self.indent += 1
+        start = "" if E.is_const_int(s.min, 0) else f"{self.expr(s.min)} + "
+        self.emit(f"const {ctype} {var} = {start}({ctype}){index};")
+        saved = (set(self.covered), self.divergent, set(self.thread_vars))
+        self.covered.add(tag)
+        if is_thread:
+            self.thread_vars.add(id(s.loop_var))
+        if not full:
+            self.emit(f"if (({ctype}){index} < {self.expr(s.extent)}) {{")
+            self.divergent = self.divergent or is_thread
+            self.nested(s.body)
+            self.emit("}")
+        else:
+            self.stmt(s.body)
+        self.covered, self.divergent, self.thread_vars = saved
+        self.indent -= 1
+        self.emit("}")
+
+    # ------------------------------------------------------------ cross-thread reduction
+    @handles(ThreadReduce, table="stmt")
+    def thread_reduce_stmt(self, s: ThreadReduce) -> None:
+        if self.divergent:
+            raise GPULoweringError(f"{self.where()}: a cross-thread reduction runs under a condition "
+                                   "that depends on the thread; every thread of the block must reach it")
+        if s.thread_tag in self.covered:
+            raise GPULoweringError(f"{self.where()}: a reduction over {s.thread_tag} sits inside a loop "
+                                   f"bound to {s.thread_tag}")
+        self.emit("{")
+        self.indent += 1
+        self.thread_reduce(s)
+        self.stmt(s.body)
+        self.indent -= 1
+        self.emit("}")
+
+    def combine_text(self, op: str, dtype: str, a: str, b: str) -> str:
+        if op in REDUCE_INFIX:
+            return f"({a} {REDUCE_INFIX[op]} {b})"
+        return f"rs_{op}_{self.helper_suffix(dtype)}({a}, {b})"
+
+    def linear_thread_id(self) -> str:
+        i64 = self.TYPES["int64"]
+        tx, ty, tz = (f"(({i64}){self.thread_index(axis)})" for axis in range(3))
+        return f"({tx} + {self.kernel.block[0]} * ({ty} + {self.kernel.block[1]} * {tz}))"
+
+    def thread_reduce(self, s: ThreadReduce) -> None:
+        """A tree in shared memory: log2(threads) halving steps, each behind a barrier; every
+        thread then reads its group's total. Dialects may replace it (CUDA: warp shuffles)."""
+        axis = _AXIS[s.thread_tag[-1]]
+        block = self.kernel.block
+        count = block[axis]
+        stride = 1 if axis == 0 else block[0] if axis == 1 else block[0] * block[1]
+        dtype = scratch_dtype(s.value.dtype)
+        ctype = self.vtype(dtype)
+        scratch = f"rs_red_{dtype}"
+        i64 = self.TYPES["int64"]
+        lin, pos, step = self.names.fresh("rs_lin"), self.names.fresh("rs_pos"), self.names.fresh("rs_step")
+        self.emit(f"const {i64} {lin} = {self.linear_thread_id()};")
+        self.emit(f"const {i64} {pos} = ({i64}){self.thread_index(axis)};")
+        self.emit(f"{scratch}[{lin}] = ({ctype})({self.expr(s.value)});")
+        self.emit(self.BARRIER)
+        half = 1
+        while half * 2 < count:
+            half *= 2
+        if count > 1:
+            self.emit(f"for ({i64} {step} = {half}; {step} > 0; {step} >>= 1) {{")
+            mine, other = f"{scratch}[{lin}]", f"{scratch}[{lin} + {step} * {stride}]"
+            self.emit(f"  if ({pos} < {step} && {pos} + {step} < {count}) "
+                      f"{mine} = {self.combine_text(s.op, dtype, mine, other)};")
+            self.emit(f"  {self.BARRIER}")
+            self.emit("}")
+        result = self.names.get(s.result, s.result.name)
+        self.emit(f"const {self.vtype(s.result.dtype)} {result} = "
+                  f"({self.vtype(s.result.dtype)}){scratch}[{lin} - {pos} * {stride}];")
+        self.emit(self.BARRIER)
+
+    # ------------------------------------------------------------ kernel
+    def kernel_source(self) -> str:
+        kernel = self.kernel
+        params = []
+        for buf in self.func.buffers:
+            params.append(f"{self.GLOBAL} {self.stype(buf.dtype)}* {self.names.get(buf, buf.name)}".strip())
+        for ws in self.func.workspaces:
+            params.append(f"{self.GLOBAL} {self.stype(ws.dtype)}* {self.names.get(ws.buffer, ws.name)}".strip())
+        header = []
+        i64 = self.TYPES["int64"]
+        for i, var in enumerate(self.func.sym_vars):
+            if not dt.is_int(var.dtype):
+                raise GPULoweringError(f"{self.func.name!r}: scalar parameter {var.name!r} has dtype "
+                                       f"{var.dtype}; kernels take only integer scalars")
+            params.append(f"{i64} rs_sym{i}")
+            name = self.names.get(var, var.name)
+            header.append(f"const {self.vtype(var.dtype)} {name} = ({self.vtype(var.dtype)})rs_sym{i};")
+        params.append(f"{self.GLOBAL} int* rs_status".strip())
+        for buf in kernel.shared:
+            size = buf.shape[0] if buf.shape else E.IntImm(1)
+            header.insert(0, f"{self.SHARED} {self.stype(buf.dtype)} {self.names.get(buf, buf.name)}"
+                             f"[{max(1, size.value)}];")
+        threads = kernel.block[0] * kernel.block[1] * kernel.block[2]
+        for dtype in sorted({scratch_dtype(n.value.dtype)
+                             for n in collect(kernel.body, lambda n: isinstance(n, ThreadReduce))}):
+            header.insert(0, f"{self.SHARED} {self.vtype(dtype)} rs_red_{dtype}[{threads}];")
+        self.stmt(kernel.body)
+        lines = [f"{self.KERNEL} void {kernel.symbol}({', '.join(params)}) {{".lstrip()]
+        lines += ["  " + line for line in header] + ["  (void)rs_status;"] + self.lines + ["}"]
+        return "\n".join(lines)
+
+
+def helper_prelude(emitter_cls, dtypes) -> str:
+    """Helpers every kernel may call: integer floor division, the zero-divisor report,
+    NaN-propagating min/max per dtype (as NumPy's minimum/maximum)."""
+    h, g, i64 = emitter_cls.HELPER, emitter_cls.GLOBAL, emitter_cls.TYPES["int64"]
+    lines = [
+        f"#define STATUS_ZERO_DIVISION ({STATUS_ZERO_DIVISION})",
+        f"{h} {i64} rs_divided_by_zero({(g + ' int').strip()}* status) "
+        "{ *status = STATUS_ZERO_DIVISION; return 0; }".strip(),
+        f"{h} {i64} rs_floordiv({i64} a, {i64} b) {{ {i64} q = a / b; "
+        "return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q; }".strip(),
+        f"{h} {i64} rs_floormod({i64} a, {i64} b) {{ {i64} r = a % b; "
+        "return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r; }".strip(),
+    ]
+    for dtype in dtypes:
+        ct = emitter_cls.TYPES[dtype]
+        nan = " || a != a" if dt.is_float(dtype) else ""
+        lines.append(f"{h} {ct} rs_min_{dtype}({ct} a, {ct} b) {{ return (a < b{nan}) ? a : b; }}".strip())
+        lines.append(f"{h} {ct} rs_max_{dtype}({ct} a, {ct} b) {{ return (a > b{nan}) ? a : b; }}".strip())
+    return "\n".join(lines)
+
+
+def module_source(emitter_cls, header: str, funcs: list[GPUFunction]) -> str:
+    """One translation unit: ``header``, the helpers, then every kernel of every function."""
+    if isinstance(funcs, GPUFunction):
+        funcs = [funcs]
+    symbols = [k.symbol for f in funcs for k in f.kernels]
+    if len(set(symbols)) != len(symbols):
+        raise GPULoweringError(f"two kernels share a symbol: {sorted(symbols)}")
+    dtypes = [d for d in emitter_cls.TYPES if d != "float16"]
+    parts = [header, helper_prelude(emitter_cls, dtypes)]
+    for func in funcs:
+        for kernel in func.kernels:
+            parts.append(emitter_cls(func, kernel).kernel_source())
+    return "\n\n".join(parts) + "\n"
+
+
+def identity_text(emitter: KernelEmitter, op: str, dtype: str) -> str:
+    return emitter.expr(identity(op, dtype))

@@ -1,0 +1,61 @@
+"""The CUDA dialect compiled by NVRTC (no GPU needed): every kernel of the GPU lowering tests,
+the warp-shuffle reductions, architectures, and NVRTC's log in errors."""
+from __future__ import annotations
+
+import pytest
+
+import tensorir as tir
+from backends.cuda.codegen import cuda_source
+from backends.cuda.nvrtc import NVRTCError, compile_ptx, virtual_arch
+from backends.gpu import lower_for_gpu
+
+from . import test_gpu_lower as cases
+from .gpu_launch import require_nvrtc
+
+
+@pytest.fixture(autouse=True)
+def _nvrtc():
+    require_nvrtc()
+
+
+def _row_reduce(threads: int, rows_on_y: int = 1):
+    sch = tir.Schedule(tir.from_source(cases.ROW_REDUCE))
+    for name in ("S", "M"):
+        i, j = sch.get_loops(sch.get_block(name))
+        _, inner = sch.split(j, [None, threads])
+        if rows_on_y > 1:
+            io, ii = sch.split(i, [None, rows_on_y])
+            sch.bind(io, "blockIdx.x")
+            sch.bind(ii, "threadIdx.y")
+        else:
+            sch.bind(i, "blockIdx.x")
+        sch.bind(inner, "threadIdx.x")
+    return lower_for_gpu(f"rows_{threads}x{rows_on_y}", sch.func)
+
+
+def test_every_kernel_of_the_schedules_compiles():
+    funcs = [lower_for_gpu("mm", cases._tiled_matmul().func),
+             lower_for_gpu("two", cases._bind_elementwise(tir.from_source(cases.TWO_STAGES), "B", 64).func),
+             _row_reduce(3), _row_reduce(64)]
+    ptx = compile_ptx(cuda_source(funcs)).decode()
+    assert ptx.count(".entry") == sum(len(f.kernels) for f in funcs)
+    assert ".target sm_80" in ptx
+
+
+@pytest.mark.parametrize("threads, rows, shuffles", [(32, 1, True), (128, 1, True), (8, 4, True),
+                                                     (8, 1, False), (3, 1, False), (48, 1, False)])
+def test_warp_shuffles_where_the_block_is_whole_warps(threads, rows, shuffles):
+    source = cuda_source([_row_reduce(threads, rows)])
+    assert ("__shfl_xor_sync" in source) == shuffles
+    assert ("rs_red_float32[" in source.split("__global__", 1)[1])  # the scratch of tree or warp partials
+    compile_ptx(source)
+
+
+def test_architecture_choice_and_errors():
+    source = cuda_source([_row_reduce(32)])
+    assert b".target sm_90" in compile_ptx(source, "sm_90")
+    assert virtual_arch("sm_80") == "compute_80" and virtual_arch("compute_90a") == "compute_90a"
+    with pytest.raises(NVRTCError, match="unknown CUDA architecture"):
+        compile_ptx(source, "pascal")
+    with pytest.raises(NVRTCError, match=r"could not compile.*\n.*undefined"):
+        compile_ptx('extern "C" __global__ void broken(float* a) { a[0] = not_declared; }')

@@ -59,11 +59,24 @@ def main(x: R.Tensor(({tokens}, {rows}), "float32"), qd: R.Tensor(({packed}, {co
 """)})
 
 
-def decode_rows(budget: float, times: dict) -> list[list[str]]:
+def build_decode(fmt: str, k: int, n: int, generated: bool):
+    """The one-token layer compiled with the generated gemv kernel, or with the loop nest."""
+    previous = os.environ.get("RELAXSCRIPT_GENERATED_KERNELS")
+    os.environ["RELAXSCRIPT_GENERATED_KERNELS"] = "1" if generated else "0"
+    try:
+        return rx.VirtualMachine(rx.build(linear_module(fmt, k, n, "1"), target="c"))["main"]
+    finally:
+        if previous is None:
+            del os.environ["RELAXSCRIPT_GENERATED_KERNELS"]
+        else:
+            os.environ["RELAXSCRIPT_GENERATED_KERNELS"] = previous
+
+
+def decode_rows(budget: float, times: dict, generated: bool = True) -> list[list[str]]:
     rng = np.random.default_rng(0)
     rows = []
     for name, k, n, fmt in SHAPES:
-        run = rx.VirtualMachine(rx.build(linear_module(fmt, k, n, "1"), target="c"))["main"]
+        run = build_decode(fmt, k, n, generated)
         tensors = quantize_numpy(rng.standard_normal((k, n)).astype(np.float32), fmt, "float32")
         nbytes = sum(t.nbytes for t in tensors)
         copies = [tuple(t.copy() for t in tensors) for _ in range(max(1, STREAM_BYTES // nbytes))]
@@ -101,6 +114,7 @@ def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tokens", type=int, nargs="+", default=[16, 64, 256])
     parser.add_argument("--budget", type=float, default=1.0, help="seconds per measurement")
+    parser.add_argument("--decode-only", action="store_true", help="skip the prefill table")
     parser.add_argument("--quick", action="store_true", help="prefill at 16 and 64 tokens, short budgets")
     args, _ = parser.parse_known_args(argv)
     if args.quick:
@@ -111,10 +125,22 @@ def main(argv=None) -> None:
     start = time.perf_counter()
     bandwidth = read_bandwidth_gbs()
     print(f"machine read bandwidth (NumPy sum over 512 MB): {bandwidth:.1f} GB/s")
-    print("\ndecode GEMV, x (1, in) @ quantized (in, out), weights streamed from memory:")
-    times: dict[str, float] = {}
-    rows = decode_rows(args.budget, times)
-    print(format_table(["layer", "format", "in x out", "MB", "us", "GB/s", "vs f32 bytes"], rows))
+    for generated in (False, True):
+        kind = "generated micro-kernel" if generated else "scheduled loop nest"
+        print(f"\ndecode GEMV ({kind}), x (1, in) @ quantized (in, out), weights streamed from memory:")
+        times: dict[str, float] = {}
+        rows = decode_rows(args.budget, times, generated)
+        print(format_table(["layer", "format", "in x out", "MB", "us", "GB/s", "vs f32 bytes"], rows))
+        whole_model(bandwidth, times)
+    if args.decode_only:
+        return
+    print("\nprefill GEMM, x (n, in) @ quantized (in, out) vs OpenBLAS sgemm on a float32 weight:")
+    print(format_table(["layer", "format", "in x out", "n", "ms", "GFLOP/s", "sgemm GFLOP/s"],
+                       prefill_rows(args.tokens, args.budget)))
+    print(f"\n({time.perf_counter() - start:.0f} s)")
+
+
+def whole_model(bandwidth: float, times: dict) -> None:
     model_mb = 30 * (2 * 576 * 576 + 2 * 576 * 192 + 3 * 576 * 1536) * 24 / 32 / 1e6 + 576 * 49152 * 36 / 32 / 1e6
     # per layer: q and output, k and v, gate and up, down; then the LM head
     matmul_ms = 30 * sum(times[name] * count for name, count in zip([s[0] for s in SHAPES[:4]], (2, 2, 2, 1))) \
@@ -122,11 +148,8 @@ def main(argv=None) -> None:
     print(f"whole model: {model_mb:.0f} MB of codes and scales per token; at the machine's {bandwidth:.1f} GB/s "
           f"the streaming limit is {bandwidth * 1e3 / model_mb:.0f} tokens/s; these kernels take "
           f"{matmul_ms:.1f} ms per token ({1e3 / matmul_ms:.0f} tokens/s, "
-          f"{model_mb / matmul_ms:.1f} GB/s; attention and norms not counted)")
-    print("\nprefill GEMM, x (n, in) @ quantized (in, out) vs OpenBLAS sgemm on a float32 weight:")
-    print(format_table(["layer", "format", "in x out", "n", "ms", "GFLOP/s", "sgemm GFLOP/s"],
-                       prefill_rows(args.tokens, args.budget)))
-    print(f"\n({time.perf_counter() - start:.0f} s)")
+          f"{model_mb / matmul_ms:.1f} GB/s, {model_mb / matmul_ms / bandwidth:.2f}x the read rate; "
+          "attention and norms not counted)")
 
 
 if __name__ == "__main__":

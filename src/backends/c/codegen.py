@@ -25,6 +25,7 @@ from tensorir.dispatch import ClassDispatch, handles
 from tensorir.function import PrimFunc
 
 from ..kernel_signature import kernel_sym_vars
+from .quantized_gemv import MICRO_KERNEL_ATTR, detect_features, gemv_source, generated_kernels_enabled
 from .status import C_DEFINES
 
 C_TYPES = {
@@ -647,7 +648,13 @@ def generate_c(funcs: dict[str, PrimFunc], signatures: dict[str, PrimFunc] | Non
             symbol = f"{base}_{k}"
         used.add(symbol)
         signature = (signatures or {}).get(name, func)
-        text, info = CFunctionEmitter(func, symbol, signature).function()
+        gemv = signature.attrs.get(MICRO_KERNEL_ATTR) or func.attrs.get(MICRO_KERNEL_ATTR)
+        if gemv is not None and generated_kernels_enabled():   # the loop nest's replacement
+            text = gemv_source(symbol, gemv["format"], gemv["rows"], gemv["cols"], gemv["roles"],
+                               detect_features())
+            info = KernelInfo(symbol, list(signature.buffer_params), kernel_sym_vars(signature))
+        else:
+            text, info = CFunctionEmitter(func, symbol, signature).function()
         parts.append(text)
         infos[name] = info
     return "\n\n".join(parts) + "\n", infos

@@ -21,15 +21,22 @@ neither case is the float32 weight stored.
 """
 from __future__ import annotations
 
+from .. import expr as E
 from ..errors import ScheduleError
+from ..functor import collect
 from ..schedule import Schedule
 from ..schedule.state import StmtIndex
+from ..stmt import BufferStore
 from .common import (attempt, const_int, inline_spatial_intermediates, is_reduction_block,
                      leaf_block_names, loop_extents, loop_kinds, vector_chunk)
 from .gemm import TILE_I, _operand_buffers
 from .weight_tile import private_weight_tile
 
 CODE_DTYPES = ("uint8", "int8")
+# attribute naming a generated micro-kernel the C emitter puts in place of the loop nest
+# (backends/c/quantized_gemv.py; the loop nest stays the meaning, for the interpreter)
+QUANTIZED_GEMV_ATTR = "c.quantized_gemv"
+GEMV_FORMATS = ("q4_0", "q4_1", "q8_0")
 TILE_J = 64        # weight columns per tile (vector lanes)
 TILE_K = 64        # weight rows per tile: TILE_K x TILE_J float32 = 16 KB, a stack array
 
@@ -57,8 +64,59 @@ def schedule_quantized_gemm(sch: Schedule):
     name = _product_block(sch)
     rows = loop_extents(sch, sch.get_loops(sch.get_block(name)))[-3]
     if const_int(rows) == 1:
-        return _schedule_single_row(sch)
+        spec = quantized_gemv_spec(sch)
+        _schedule_single_row(sch)
+        return (lambda func: func.with_attr(QUANTIZED_GEMV_ATTR, spec)) if spec else None
     return _schedule_weight_tiles(sch, name)
+
+
+def _float_param_loads(expr, params) -> list:
+    return [load.buffer for load in collect(expr, lambda n: isinstance(n, E.BufferLoad))
+            if id(load.buffer) in params and load.buffer.dtype == "float32"]
+
+
+def quantized_gemv_spec(sch: Schedule) -> dict | None:
+    """Roles and shape for the generated gemv when the function is exactly
+    ``y(1.., N) = x(1.., K) @ dequantize(codes, scale[, min])`` with float32 operands, else None
+    (then the loop nest is compiled as scheduled)."""
+    names = leaf_block_names(sch)
+    if len(names) != 2:
+        return None   # an epilogue (bias, activation) or another prologue: not this kernel
+    index = StmtIndex(sch.func)
+    decoder, product = (index.realize(n).block for n in names)
+    fmt = decoder.name.rsplit("_", 2)[-2:]
+    fmt = "_".join(fmt)
+    if fmt not in GEMV_FORMATS or not isinstance(decoder.body, BufferStore):
+        return None
+    params = {id(b): i for i, b in enumerate(sch.func.buffer_params)}
+    codes = [r.buffer for r in decoder.reads if id(r.buffer) in params and r.buffer.dtype in CODE_DTYPES]
+    value = decoder.body.value
+    if fmt == "q4_1":
+        if not isinstance(value, E.Add):
+            return None
+        scales, mins = _float_param_loads(value.a, params), _float_param_loads(value.b, params)
+    else:
+        scales, mins = _float_param_loads(value, params), []
+    if len(codes) != 1 or len(scales) != 1 or len(mins) != (fmt == "q4_1"):
+        return None
+    weight = decoder.writes[0].buffer
+    outputs = [w.buffer for w in product.writes]
+    others = [r.buffer for r in product.reads if r.buffer is not weight and r.buffer not in outputs]
+    if len(others) != 1 or len(outputs) != 1 or id(others[0]) not in params or id(outputs[0]) not in params:
+        return None
+    x, y = others[0], outputs[0]
+    if weight.ndim != 2 or x.dtype != "float32" or y.dtype != "float32":
+        return None
+    rows, cols = (const_int(d) for d in weight.shape)
+    lead = [const_int(d) for d in (*x.shape[:-1], *y.shape[:-1])]
+    if rows is None or cols is None or rows % 32 or any(d != 1 for d in lead) \
+            or const_int(x.shape[-1]) != rows or const_int(y.shape[-1]) != cols:
+        return None
+    roles = {"codes": params[id(codes[0])], "scale": params[id(scales[0])], "x": params[id(x)],
+             "y": params[id(y)]}
+    if mins:
+        roles["min"] = params[id(mins[0])]
+    return {"format": fmt, "rows": rows, "cols": cols, "roles": roles}
 
 
 def single_row_tile(columns: int) -> int:

@@ -1,0 +1,160 @@
+"""The generated one-token quantized GEMV (backends/c/quantized_gemv.py): when the schedule
+rule marks a kernel, what the C emitter puts in its place, and that it equals
+dequantize-then-matmul (NumPy) on random blocks, ragged columns and every format."""
+from __future__ import annotations
+
+import subprocess
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import relaxscript as rx
+from backends.c.compiler import find_compiler
+from backends.c.quantized_gemv import (AVX2, AVX512, SSE, MICRO_KERNEL_ATTR, VectorFeatures,
+                                       columns_per_task, detect_features, features_from_macros,
+                                       gemv_source)
+from relaxscript.quantization import dequantize_numpy, quantize_numpy
+from tensorir.schedule_rules.quantized import QUANTIZED_GEMV_ATTR
+
+from .test_dequantize_op import linear_module, scheduled_module
+
+FAST = settings(max_examples=6, deadline=None)
+
+
+def marked_spec(mod):
+    func = next(iter(scheduled_module(mod).prim_funcs.values()))
+    return func.attrs.get(QUANTIZED_GEMV_ATTR)
+
+
+def test_the_rule_and_the_emitter_agree_on_the_attribute_name():
+    assert QUANTIZED_GEMV_ATTR == MICRO_KERNEL_ATTR
+
+
+@pytest.mark.parametrize("fmt", ["q4_1", "q8_0", "q4_0"])
+def test_one_token_product_is_marked_with_roles_and_shape(fmt):
+    mod = scheduled_module(linear_module(fmt, 96, 40, tokens="1"))
+    func = next(iter(mod.prim_funcs.values()))
+    spec = func.attrs.get(QUANTIZED_GEMV_ATTR)
+    assert {k: spec[k] for k in ("format", "rows", "cols")} == {"format": fmt, "rows": 96, "cols": 40}
+    names = {role: func.buffer_params[i].name for role, i in spec["roles"].items()}
+    expected = {"codes": "qd", "scale": "qs", "x": "x"} | ({"min": "qm"} if fmt == "q4_1" else {})
+    assert {k: v for k, v in names.items() if k != "y"} == expected
+    assert spec["roles"]["y"] == len(func.buffer_params) - 1   # the output comes last
+
+
+@pytest.mark.parametrize("kwargs", [dict(tokens='"n"'), dict(tokens="1", bias=True),
+                                    dict(tokens="1", activation=True), dict(tokens="1", scale_dtype="float16")])
+def test_other_kernels_keep_their_loop_nest(kwargs):
+    """Several tokens, an epilogue, or float16 scales: not this kernel."""
+    assert marked_spec(linear_module("q4_1", 64, 40, **kwargs)) is None
+
+
+def source_of(mod) -> str:
+    return rx.build(mod, target="c").c_library.source
+
+
+def test_marked_kernel_compiles_to_the_generated_gemv_for_the_detected_features():
+    features = detect_features()
+    source = source_of(linear_module("q4_1", 64, 40, tokens="1"))
+    assert f"q4_1 gemv 64 x 40 for {features.name}:" in source
+    assert f"vector_size({features.vector_bytes})" in source
+
+
+def test_disabled_generated_kernels_compile_the_loop_nest(monkeypatch):
+    monkeypatch.setenv("RELAXSCRIPT_GENERATED_KERNELS", "0")
+    assert " gemv " not in source_of(linear_module("q4_1", 64, 40, tokens="1"))
+
+
+@FAST
+@given(fmt=st.sampled_from(["q4_1", "q8_0", "q4_0"]), blocks=st.sampled_from([1, 3, 18]),
+       cols=st.integers(1, 300), seed=st.integers(0, 2**16))
+def test_generated_gemv_equals_dequantize_then_matmul(fmt, blocks, cols, seed):
+    """Ragged columns (not a multiple of the vector group), K = 32, 96 or 576 rows, in C and
+    in the interpreter (which runs the loop nest the kernel replaces)."""
+    rows = 32 * blocks
+    mod = linear_module(fmt, rows, cols, tokens="1")
+    rng = np.random.default_rng(seed)
+    tensors = quantize_numpy(rng.standard_normal((rows, cols)), fmt)
+    x = rng.standard_normal((1, rows)).astype(np.float32)
+    expected = x.astype(np.float64) @ dequantize_numpy(*tensors, format=fmt)
+    built = rx.build(mod, target="c")
+    assert f"{fmt} gemv {rows} x {cols}" in built.c_library.source
+    got = rx.VirtualMachine(built)["main"](x, *tensors)
+    np.testing.assert_allclose(got, expected, rtol=2e-4, atol=2e-4 * np.sqrt(rows))
+    np.testing.assert_allclose(rx.interpret(mod, "main", x, *tensors), expected, rtol=2e-4,
+                               atol=2e-4 * np.sqrt(rows))
+
+
+def test_wide_layer_splits_columns_among_tasks():
+    """More columns than one task takes (several tasks, a ragged last one)."""
+    rows, cols = 64, 4 * columns_per_task(4000, detect_features()) + 5
+    mod = linear_module("q8_0", rows, cols, tokens="1")
+    rng = np.random.default_rng(7)
+    tensors = quantize_numpy(rng.standard_normal((rows, cols)), "q8_0")
+    x = rng.standard_normal((1, rows)).astype(np.float32)
+    got = rx.VirtualMachine(rx.build(mod, target="c"))["main"](x, *tensors)
+    np.testing.assert_allclose(got, x.astype(np.float64) @ dequantize_numpy(*tensors, format="q8_0"),
+                               rtol=2e-4, atol=2e-4 * np.sqrt(rows))
+
+
+# ---------------------------------------------------------------- features and their source
+def test_features_follow_the_compiler_macros():
+    avx512 = "#define __AVX512F__ 1\n#define __AVX2__ 1\n#define __FMA__ 1\n"
+    assert features_from_macros(avx512).vector_bytes == 64
+    assert features_from_macros("#define __AVX2__ 1\n#define __FMA__ 1\n").name == "avx2"
+    assert features_from_macros("#define __SSE2__ 1\n").name == "sse"
+
+
+def gcc_macros(flags: list[str]) -> str:
+    return subprocess.run([find_compiler(), *flags, "-dM", "-E", "-x", "c", "-"], input="",
+                          capture_output=True, text=True, check=True).stdout
+
+
+def test_detected_features_match_what_native_code_may_use():
+    macros = gcc_macros(["-march=native"])
+    features = detect_features()
+    assert features == features_from_macros(macros, features.l1d_bytes)
+    assert (features.name == "avx512") == ("__AVX512F__" in macros)
+
+
+@pytest.mark.parametrize("kind, flags", [(AVX2, ["-mavx2", "-mfma"]), (AVX512, ["-mavx512f", "-mavx512bw"]),
+                                         (SSE, ["-msse2"])])
+@pytest.mark.parametrize("fmt", ["q4_1", "q8_0"])
+def test_source_for_each_feature_set_compiles(tmp_path, kind, flags, fmt):
+    """The source for each instruction set compiles under that set's flags (and each is
+    shaped for it: the accumulators fit its register file)."""
+    features = VectorFeatures(*kind, 32 << 10)
+    assert features_from_macros(gcc_macros(["-march=x86-64", *flags])).name == kind[0]
+    roles = {"codes": 0, "scale": 1, "x": 2, "y": 3} | ({"min": 4} if fmt == "q4_1" else {})
+    prelude = "#include <stdint.h>\n#include <string.h>\nstatic inline int rs_threads(void) { return 1; }\n"
+    source = prelude + gemv_source("rs_kernel_test", fmt, 96, 100, roles, features)
+    path = tmp_path / "gemv.c"
+    path.write_text(source)
+    result = subprocess.run([find_compiler(), "-O2", "-march=x86-64", *flags, "-fopenmp", "-c", str(path),
+                             "-o", str(tmp_path / "gemv.o"), "-Werror=implicit-function-declaration"],
+                            capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert features.accumulators * 2 <= features.registers
+
+
+def test_columns_per_task_are_whole_groups_within_l1():
+    """Accumulator and output run (8 bytes a column) in half of L1, whole groups, and
+    about 16 tasks where the layer is wide enough."""
+    for l1d in (32 << 10, 48 << 10, 16 << 10):
+        features = VectorFeatures(*AVX2, l1d)
+        for cols in (1, 100, 576, 1536, 49152):
+            tile = columns_per_task(cols, features)
+            assert tile % features.group == 0 and tile * 8 <= max(l1d // 2, features.group * 8)
+    features = VectorFeatures(*AVX2, 32 << 10)
+    assert columns_per_task(49152, features) == 2048 and columns_per_task(1536, features) == 96
+    assert columns_per_task(16 * 2048 * 4, VectorFeatures(*AVX2, 16 << 10)) == 1024
+
+
+def test_unsupported_shapes_and_formats_are_errors():
+    features = VectorFeatures(*AVX2, 32 << 10)
+    with pytest.raises(ValueError, match="whole 32-row blocks"):
+        gemv_source("f", "q8_0", 48, 8, {}, features)
+    with pytest.raises(ValueError, match="unsupported format"):
+        gemv_source("f", "q5_k", 64, 8, {}, features)

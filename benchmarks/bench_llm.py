@@ -12,7 +12,8 @@ its own fresh process:
 Measured: decode tokens/s at context 16, 256 and 1024 (the median time of a
 decode step after a prefill of that many tokens), prefill tokens/s for 16-
 and 256-token prompts (median of several prefills from an empty cache), the
-engine's compile time with a cold and a warm kernel cache, the machine's
+engine's compile time with a cold and a warm kernel cache, its activation
+memory per function with the static memory plan and without, the machine's
 memory read bandwidth (a 2-thread C loop summing 512 MB, built here with
 gcc) and the decode's weight-streaming limit: the quantized weight bytes a
 decode step reads (every tensor of the file once: the layers and the tied
@@ -144,6 +145,9 @@ def run_worker(args) -> dict:
     start = time.perf_counter()
     peer = _make_peer(args.worker, args.model, args.threads, context)
     result["load_s"] = time.perf_counter() - start
+    if args.worker == "relaxscript":   # bytes at the bounds, static plan vs one allocation per tensor
+        result["activation_memory"] = {name: [m.planned_bytes, m.unplanned_bytes]
+                                       for name, m in peer.activation_memory().items()}
     if args.logits_out:
         peer.reset()
         np.save(args.logits_out, np.asarray(peer.prefill(ids[:16]), dtype=np.float32))
@@ -277,6 +281,10 @@ def main() -> int:
         first = result["decode_tokens_per_s"][contexts[0]]
         print(f"{peer}: decode @{contexts[0]} streams {first * weight_bytes / 1e9:.1f} GB/s of weights "
               f"({first / limit:.2f} of the weight-streaming limit)")
+    for name, (planned, unplanned) in results.get("relaxscript", {}).get("activation_memory", {}).items():
+        if planned and unplanned:
+            print(f"relaxscript {name}: activation memory {planned / 2 ** 20:.2f} MiB with the static plan, "
+                  f"{unplanned / 2 ** 20:.2f} MiB without ({1 - planned / unplanned:.0%} less)")
     for peer, reason in missing.items():
         print(f"{peer}: not measured ({reason})")
     return 1 if failures else 0

@@ -120,12 +120,24 @@ def post_order(node: Node, fn: Callable[[Node], None]) -> None:
 
 def collect(node: Node, predicate: Callable[[Node], bool]) -> list[Node]:
     """All distinct nodes (by identity) under ``node`` satisfying ``predicate``, in walk order."""
-    seen: dict[int, Node] = {}
+    # Each distinct node is expanded once: IR trees share subtrees (buffers, vars,
+    # whole index expressions), and re-walking every occurrence made collect
+    # grow with the number of paths rather than the number of nodes. A node
+    # popped again was finished already (the IR is acyclic), so the first-
+    # occurrence post order, and hence the result, is the same as a full walk.
+    started: set[int] = set()
     out: list[Node] = []
-
-    def visit(n):
-        if predicate(n) and id(n) not in seen:
-            seen[id(n)] = n
-            out.append(n)
-    post_order(node, visit)
+    stack: list[tuple[Node, bool]] = [(node, False)]
+    while stack:
+        cur, expanded = stack.pop()
+        if expanded:
+            if predicate(cur):
+                out.append(cur)
+            continue
+        if id(cur) in started:
+            continue
+        started.add(id(cur))
+        stack.append((cur, True))
+        for child in reversed(list(iter_children(cur))):
+            stack.append((child, False))
     return out

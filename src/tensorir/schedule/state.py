@@ -196,11 +196,9 @@ def replace_stmts(func: PrimFunc, mapping: Mapping[Stmt, Stmt | None]) -> PrimFu
 
 # ----------------------------------------------------------------- names
 def used_names(func: PrimFunc) -> set[str]:
-    names = {v.name for v in collect(func, lambda n: isinstance(n, Var))}
-    names |= {b.name for b in collect(func, lambda n: isinstance(n, Block))}
-    names |= {p.name for p in func.params}
-    names |= {b.name for b in collect(func, lambda n: isinstance(n, Buffer))}
-    return names
+    """Every var, block, param and buffer name in ``func`` (one walk over it)."""
+    named = collect(func, lambda n: isinstance(n, (Var, Block, Buffer)))
+    return {n.name for n in named} | {p.name for p in func.params}
 
 
 class NameSupply:

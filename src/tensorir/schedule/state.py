@@ -196,9 +196,23 @@ def replace_stmts(func: PrimFunc, mapping: Mapping[Stmt, Stmt | None]) -> PrimFu
 
 # ----------------------------------------------------------------- names
 def used_names(func: PrimFunc) -> set[str]:
-    """Every var, block, param and buffer name in ``func`` (one walk over it)."""
+    """Every var, block, param and buffer name in ``func`` (one walk over it).
+
+    Remembered for the last few functions: a rule applies several primitives
+    to the same function, each asking for its names (callers get a copy)."""
+    cached = _USED_NAMES.get(id(func))
+    if cached is not None and cached[0] is func:
+        return set(cached[1])
     named = collect(func, lambda n: isinstance(n, (Var, Block, Buffer)))
-    return {n.name for n in named} | {p.name for p in func.params}
+    names = frozenset({n.name for n in named} | {p.name for p in func.params})
+    if len(_USED_NAMES) >= _USED_NAMES_KEPT:
+        _USED_NAMES.pop(next(iter(_USED_NAMES)))
+    _USED_NAMES[id(func)] = (func, names)  # holding func keeps its id from being reused
+    return set(names)
+
+
+_USED_NAMES_KEPT = 8
+_USED_NAMES: dict[int, tuple[PrimFunc, frozenset]] = {}
 
 
 class NameSupply:

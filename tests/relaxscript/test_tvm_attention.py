@@ -40,7 +40,7 @@ def per_head(q, k, v, bias, scale, allowed):
     return out
 
 
-@settings(max_examples=4, deadline=None)
+@settings(max_examples=3, deadline=None)
 @given(s=st.integers(1, 5), extra=st.integers(0, 3), seed=st.integers(0, 2**31))
 def test_attention_matches_per_head_softmax_on_every_target(s, extra, seed):
     t = s + extra   # every query sees at least one key under either mask
@@ -49,7 +49,7 @@ def test_attention_matches_per_head_softmax_on_every_target(s, extra, seed):
     k = rng.standard_normal((1, t, 2, 8)).astype("float32")
     v = rng.standard_normal((1, t, 2, 4)).astype("float32")
     bias = rng.standard_normal((1, 2, s, t)).astype("float32")
-    plain, causal, biased = assert_runs_alike(module_of(ATTENTION), q, k, v, bias)
+    plain, causal, biased = assert_runs_alike(module_of(ATTENTION), q, k, v, bias, tol=1e-4)
     zero = np.zeros_like(bias)
     np.testing.assert_allclose(plain, per_head(q, k, v, zero, 8 ** -0.5, lambda i, j: True),
                                rtol=1e-4, atol=1e-5)

@@ -71,7 +71,7 @@ def max_pool_loops(x, size, stride):
     return out
 
 
-@settings(max_examples=4, deadline=None)
+@settings(max_examples=3, deadline=None)
 @given(h=st.integers(4, 9), w=st.integers(4, 9), seed=st.integers(0, 2**31))
 def test_conv_net_matches_loops_on_every_target(h, w, seed):
     mod = module_of(CONV_NET)
@@ -81,7 +81,7 @@ def test_conv_net_matches_loops_on_every_target(h, w, seed):
     w2 = rng.standard_normal((8, 8, 1, 1)).astype("float32")
     hidden = np.maximum(conv2d_loops(x, w1, 2, 1, 2), 0)
     expected = max_pool_loops(conv2d_loops(hidden, w2, 1, 0, 1), 2, 2).astype("float32")
-    got = assert_runs_alike(mod, x, w1, w2)
+    got = assert_runs_alike(mod, x, w1, w2, tol=1e-4)
     np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-4)
 
 
@@ -100,7 +100,7 @@ def test_pools_and_conv1d_run_alike(h, w, seed):
     x = rng.standard_normal((2, 3, h, w)).astype("float32")
     s = rng.standard_normal((2, 3, w)).astype("float32")
     k = rng.standard_normal((4, 3, 3)).astype("float32")
-    a, b, c, d = assert_runs_alike(mod, x, s, k)
+    a, b, c, d = assert_runs_alike(mod, x, s, k, tol=1e-4)
     # adaptive bins: rows floor(i * h / 2) .. ceil((i + 1) * h / 2)
     rows = [(0, -(-h // 2)), (h // 2, h)]
     cols = [(0, -(-w // 3)), (w // 3, -(-2 * w // 3)), (2 * w // 3, w)]
@@ -168,6 +168,6 @@ def test_conv2d_transpose_is_the_adjoint_of_conv2d_on_every_target(n, seed):
     x = rng.standard_normal((n, 3, 7, 6)).astype("float32")
     w = rng.standard_normal((4, 3, 3, 3)).astype("float32")
     g = rng.standard_normal((n, 4, 4, 3)).astype("float32")
-    y, back = assert_runs_alike(mod, x, w, g)
+    y, back = assert_runs_alike(mod, x, w, g, tol=1e-4)
     np.testing.assert_allclose(np.vdot(y.astype("float64"), g), np.vdot(x.astype("float64"), back),
                                rtol=1e-4)

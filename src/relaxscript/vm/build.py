@@ -2,7 +2,7 @@
 
 ``get_pipeline(target)`` returns the graph-level passes as a plain, editable
 list of pass objects (paper Figure 13, with inlining first): InlineFunctions
--> library dispatch -> LegalizeOps -> AnnotateTIROpPattern -> FuseOps ->
+-> MergeParallelMatmul -> library dispatch -> LegalizeOps -> AnnotateTIROpPattern -> FuseOps ->
 FuseTIR -> default schedules (C only) -> workspace lifting -> DCE ->
 CallTIRRewrite -> StaticPlanBlockMemory. The passes are imported directly, so
 renaming or removing one is an import error here, never a silently shorter
@@ -17,6 +17,7 @@ from ..irmodule import IRModule
 from ..transform import (AnnotateTIROpPattern, CallTIRRewrite, DeadCodeElimination,
                          DefaultCPUSchedule, DispatchLibrary, FuseOps, FuseTIR, InlineFunctions,
                          LegalizeOps, LiftWorkspace, StaticPlanBlockMemory)
+from ..transform.merge_parallel_matmul import MergeParallelMatmul
 from ..transform.pass_infra import Pass
 from .codegen import compile_module
 from .executable import Executable
@@ -30,8 +31,8 @@ def get_pipeline(target: str = "c") -> list[Pass]:
     _check_target(target)
     # Schedules only matter to generated C; the loop interpreter runs the unscheduled blocks.
     schedules = [DefaultCPUSchedule()] if target == "c" else []
-    return [InlineFunctions(), DispatchLibrary(), LegalizeOps(), AnnotateTIROpPattern(), FuseOps(),
-            FuseTIR(), *schedules, LiftWorkspace(), DeadCodeElimination(), CallTIRRewrite(),
+    return [InlineFunctions(), MergeParallelMatmul(), DispatchLibrary(), LegalizeOps(), AnnotateTIROpPattern(),
+            FuseOps(), FuseTIR(), *schedules, LiftWorkspace(), DeadCodeElimination(), CallTIRRewrite(),
             StaticPlanBlockMemory()]
 
 

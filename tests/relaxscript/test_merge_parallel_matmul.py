@@ -162,3 +162,101 @@ def test_random_programs_build_and_match_interpreter(mod, seed):
     for _ in range(3):
         args = random_inputs(mod["main"], rng)
         assert _same(rx.interpret(mod, "main", *args), vm["main"](*args), 1e-4, 1e-5)
+
+
+LAYER_BEFORE = f'''
+@R.ir_module
+class Module:
+    @R.function
+    def layer(x: R.Tensor(("n", 4), "float32"), wq: R.Tensor((4, 3), "float32"), wk: R.Tensor((4, 5), "float32")):
+        n = T.int64()
+        with R.dataflow():
+            q = R.matmul(x, wq)
+            k = R.matmul(x, wk)
+            gv = R.concat([k, q], axis=1)
+            R.output(gv)
+        return gv
+
+    @R.function
+    def main(x: R.Tensor(("n", 4), "float32"), wk: R.Tensor((4, 5), "float32")):
+        n = T.int64()
+        h0 = Module.layer(x, {_const(WQ)}, {_const(WK)})
+        h1 = Module.layer(R.strided_slice(h0, [1], [0], [4]), {_const(WQ * 2)}, {_const(WK * 3)})
+        h2 = Module.layer(x, {_const(WQ)}, wk)
+        return (h1, h2)
+'''
+
+LAYER_EXPECTED = f'''
+@R.ir_module
+class Module:
+    @R.function
+    def layer(x: R.Tensor(("n", 4), "float32"), wq: R.Tensor((4, 3), "float32"), wk: R.Tensor((4, 5), "float32")):
+        n = T.int64()
+        with R.dataflow():
+            q = R.matmul(x, wq)
+            k = R.matmul(x, wk)
+            gv = R.concat([k, q], axis=1)
+            R.output(gv)
+        return gv
+
+    @R.function
+    def layer_merged_weights(x: R.Tensor(("n", 4), "float32"), wq: R.Tensor((4, 3), "float32"),
+                             wk: R.Tensor((4, 5), "float32"), merged_weight0: R.Tensor((4, 8), "float32")):
+        n = T.int64()
+        with R.dataflow():
+            merged_matmul = R.matmul(x, merged_weight0)
+            q = R.strided_slice(merged_matmul, R.shape([1]), R.shape([0]), R.shape([3]), R.shape([1]))
+            k = R.strided_slice(merged_matmul, R.shape([1]), R.shape([3]), R.shape([8]), R.shape([1]))
+            gv = R.concat([k, q], axis=1)
+            R.output(gv)
+        return gv
+
+    @R.function
+    def main(x: R.Tensor(("n", 4), "float32"), wk: R.Tensor((4, 5), "float32")):
+        n = T.int64()
+        h0 = Module.layer_merged_weights(x, {_const(WQ)}, {_const(WK)}, {_const(np.concatenate([WQ, WK], 1))})
+        lv = R.strided_slice(h0, [1], [0], [4])
+        h1 = Module.layer_merged_weights(lv, {_const(WQ * 2)}, {_const(WK * 3)},
+                                         {_const(np.concatenate([WQ * 2, WK * 3], 1))})
+        h2 = Module.layer(x, {_const(WQ)}, wk)
+        return (h1, h2)
+'''
+
+
+def test_weights_passed_as_constant_arguments_merge_in_a_copy_of_the_callee():
+    before = rx.from_source(LAYER_BEFORE)
+    after = assert_pass_preserves(MergeParallelMatmul(), before)
+    rx.assert_structural_equal(after, rx.from_source(LAYER_EXPECTED))
+    # the copy owns its variables: none is shared with the original function
+    from relaxscript.expr_functor import ExprVisitor
+
+    class Defs(ExprVisitor):
+        def __init__(self):
+            super().__init__()
+            self.defs = set()
+
+        def visit_var_def(self, var):
+            self.defs.add(var)
+    original, copy = Defs(), Defs()
+    original.visit(after["layer"])
+    copy.visit(after["layer_merged_weights"])
+    assert original.defs and copy.defs and not original.defs & copy.defs
+    vm = rx.VirtualMachine(rx.build(before))
+    rng = np.random.default_rng(3)
+    for n in (1, 5):
+        x, wk = rng.standard_normal((n, 4)).astype("float32"), rng.standard_normal((4, 5)).astype("float32")
+        h1, h2 = vm["main"](x, wk)
+        layer = lambda v, a, b: np.concatenate([v @ b, v @ a], axis=1)  # noqa: E731
+        np.testing.assert_allclose(h1, layer(layer(x, WQ, WK)[:, :4], WQ * 2, WK * 3), rtol=1e-4, atol=1e-4)
+        np.testing.assert_allclose(h2, layer(x, WQ, wk), rtol=1e-4, atol=1e-4)
+
+
+def test_no_constant_caller_leaves_no_copy_behind():
+    mod = rx.from_source(LAYER_BEFORE.split("    @R.function\n    def main")[0] + '''
+    @R.function
+    def main(x: R.Tensor(("n", 4), "float32"), wq: R.Tensor((4, 3), "float32"), wk: R.Tensor((4, 5), "float32")):
+        return Module.layer(x, wq, wk)
+''')
+    after = MergeParallelMatmul()(mod)
+    assert list(after.relax_functions) == ["layer", "main"]
+    assert after.script() == mod.script()

@@ -40,6 +40,7 @@ from ..expr import Call, Constant, Function, GlobalVar, Op, Var, VarBinding
 from ..expr_functor import ExprMutator, ExprVisitor, PassMutator
 from ..irmodule import IRModule
 from ..struct_info import TensorStructInfo
+from ..struct_info_util import symbolic_vars_of
 from .. import op
 from .pass_infra import Pass
 from .symbolic_params import fresh_copies
@@ -244,6 +245,12 @@ class _SymbolicVars(ExprVisitor):
 
     def visit_symbolic_var(self, var: tir.Var) -> None:
         self.found[var] = None
+
+    def visit_struct_info(self, sinfo) -> None:
+        self.found.update(dict.fromkeys(symbolic_vars_of(sinfo)))
+
+    def visit_var_def(self, var: Var) -> None:
+        self.visit_struct_info(var.struct_info)
 
 
 class _Renewer(ExprMutator):

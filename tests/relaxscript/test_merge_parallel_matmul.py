@@ -153,15 +153,27 @@ def test_random_programs_keep_interpreter_results(mod):
     assert_pass_preserves(MergeParallelMatmul(), mod, samples=3)
 
 
-@QUICK
-@given(mod=dataflow_modules(max_blocks=2, max_steps=3, kinds=("shared_matmul", "unary", "broadcast")),
-       seed=st.integers(0, 2 ** 16))
-def test_random_programs_build_and_match_interpreter(mod, seed):
+def _check_build(mod, seed):
     vm = rx.VirtualMachine(rx.build(mod))
     rng = np.random.default_rng(seed)
     for _ in range(3):
         args = random_inputs(mod["main"], rng)
         assert _same(rx.interpret(mod, "main", *args), vm["main"](*args), 1e-4, 1e-5)
+
+
+@QUICK
+@given(mod=dataflow_modules(max_blocks=2, max_steps=3, kinds=("shared_matmul", "unary", "broadcast")),
+       seed=st.integers(0, 2 ** 16))
+def test_random_programs_build_and_match_interpreter(mod, seed):
+    _check_build(mod, seed)
+
+
+@pytest.mark.slow
+@settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+@given(mod=dataflow_modules(max_blocks=3, max_steps=5), seed=st.integers(0, 2 ** 16))
+def test_random_programs_build_and_match_interpreter_thoroughly(mod, seed):
+    assert_pass_preserves(MergeParallelMatmul(), mod, samples=2)
+    _check_build(mod, seed)
 
 
 LAYER_BEFORE = f'''

@@ -18,3 +18,4 @@ from .canonicalize_bindings import CanonicalizeBindings  # noqa: F401
 from .fold_constant import FoldConstant  # noqa: F401
 from .lambda_lift import LambdaLift  # noqa: F401
 from .inline_functions import InlineFunctions  # noqa: F401
+from .fuse_attention import FuseAttention  # noqa: F401

@@ -182,6 +182,12 @@ def test_near_misses_are_left_alone(name):
     rx.assert_structural_equal(FuseAttention()(mod), mod)
 
 
+@pytest.mark.parametrize("kind", ["causal", "where", "gqa"])
+def test_every_pipeline_stage_of_attention_round_trips(kind):
+    from tests.relaxscript.test_pipeline_roundtrip import assert_every_stage_round_trips
+    assert_every_stage_round_trips(rx.from_source(SOURCES[kind]))
+
+
 def test_pipeline_fuses_attention_before_library_dispatch():
     names = [type(p).__name__ for p in rx.get_pipeline("c")]
     assert names.index("FuseAttention") < names.index("DispatchLibrary")

@@ -111,7 +111,7 @@ def _call_tir(frame: "Frame", call: Call):
                                  f"got {type(func).__name__}")
     # a graph value has no layout, but the op references may give views (permute_dims);
     # the loop interpreter takes C-contiguous buffers, as compiled kernels do
-    inputs = [np.ascontiguousarray(x) if isinstance(x, np.ndarray) else x
+    inputs = [x.copy(order="C") if isinstance(x, np.ndarray) and not x.flags.c_contiguous else x
               for x in as_value_list(frame.eval(call.args[1]))]
     tir_vars = list(frame.eval(call.args[2])) if len(call.args) > 2 else []
     outputs = [allocate(frame, s, f"call_tir of '{func.name}'") for s in output_struct_infos(call)]

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from .. import expr as E
 from ..errors import ScheduleError
-from ..functor import collect
+from ..functor import collect, substitute
 from ..schedule import Schedule
 from ..schedule.state import StmtIndex
 from ..stmt import BufferStore
@@ -80,10 +80,10 @@ def quantized_gemv_spec(sch: Schedule) -> dict | None:
     ``y(1.., N) = x(1.., K) @ dequantize(codes, scale[, min])`` with float32 operands, else None
     (then the loop nest is compiled as scheduled)."""
     names = leaf_block_names(sch)
-    if len(names) != 2:
-        return None   # an epilogue (bias, activation) or another prologue: not this kernel
+    if len(names) < 2:
+        return None
     index = StmtIndex(sch.func)
-    decoder, product = (index.realize(n).block for n in names)
+    decoder, product, *epilogues = (index.realize(n).block for n in names)
     fmt = decoder.name.rsplit("_", 2)[-2:]
     fmt = "_".join(fmt)
     if fmt not in GEMV_FORMATS or not isinstance(decoder.body, BufferStore):
@@ -102,9 +102,13 @@ def quantized_gemv_spec(sch: Schedule) -> dict | None:
     weight = decoder.writes[0].buffer
     outputs = [w.buffer for w in product.writes]
     others = [r.buffer for r in product.reads if r.buffer is not weight and r.buffer not in outputs]
-    if len(others) != 1 or len(outputs) != 1 or id(others[0]) not in params or id(outputs[0]) not in params:
+    if len(others) != 1 or len(outputs) != 1 or id(others[0]) not in params:
         return None
-    x, y = others[0], outputs[0]
+    x, product_out = others[0], outputs[0]
+    epilogue = column_epilogue(epilogues, product_out, params) if epilogues else None
+    if epilogue is None and (epilogues or id(product_out) not in params):
+        return None
+    y = epilogue.pop("output") if epilogue else product_out
     if weight.ndim != 2 or x.dtype != "float32" or y.dtype != "float32":
         return None
     rows, cols = (const_int(d) for d in weight.shape)
@@ -116,7 +120,54 @@ def quantized_gemv_spec(sch: Schedule) -> dict | None:
              "y": params[id(y)]}
     if mins:
         roles["min"] = params[id(mins[0])]
-    return {"format": fmt, "rows": rows, "cols": cols, "roles": roles}
+    spec = {"format": fmt, "rows": rows, "cols": cols, "roles": roles}
+    return spec | ({"epilogue": epilogue} if epilogue else {})
+
+
+def column_epilogue(blocks, product_out, params: dict) -> dict | None:
+    """The blocks after the product as per-column scalar steps, or None when they are not
+    an injective chain over the output row.
+
+    Each block must store one value at its own spatial iter vars into a ``(1.., N)`` buffer;
+    with the leading vars at 0 and the last one the output column ``column``, a load of
+    the product or of an earlier step's buffer at ``(0.., column)`` becomes that step's
+    scalar (``Var``), and any other load must read a parameter (bias, gate, residual),
+    indexed however the block indexes it. The last step writes a parameter: ``output``."""
+    column, product = E.Var("rs_col", "int64"), E.Var("rs_prod", "float32")
+    scalars = {id(product_out): product}
+    steps, inputs = [], {}
+    for number, block in enumerate(blocks):
+        store = block.body
+        if not isinstance(store, BufferStore) or block.init is not None or \
+                any(iv.kind != "S" for iv in block.iter_vars) or len(block.writes) != 1:
+            return None
+        spatial = [iv.var for iv in block.iter_vars]
+        if len(store.indices) != len(spatial) or \
+                any(idx is not var for idx, var in zip(store.indices, spatial)):
+            return None
+        out = store.buffer
+        if out.dtype != "float32" or const_int(out.shape[-1]) != const_int(product_out.shape[-1]) or \
+                any(const_int(d) != 1 for d in out.shape[:-1]):
+            return None
+        bound = substitute(store.value, {**{v: E.IntImm(0, v.dtype) for v in spatial[:-1]},
+                                         spatial[-1]: column})
+        replaced = {}
+        for load in collect(bound, lambda n: isinstance(n, E.BufferLoad)):
+            if id(load.buffer) in scalars:
+                *lead, last = load.indices
+                if last is not column or any(const_int(i) != 0 for i in lead):
+                    return None   # reads the row at another column: not elementwise
+                replaced[load] = scalars[id(load.buffer)]
+            elif id(load.buffer) in params:
+                inputs[params[id(load.buffer)]] = load.buffer
+            else:
+                return None
+        value = E.Var(f"rs_ep{number}", "float32")
+        steps.append((value, substitute(bound, replaced)))
+        scalars[id(out)] = value
+    if id(out) not in params:
+        return None
+    return {"column": column, "product": product, "steps": steps, "inputs": inputs, "output": out}
 
 
 def single_row_tile(columns: int) -> int:

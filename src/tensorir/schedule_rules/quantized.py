@@ -134,6 +134,13 @@ def column_epilogue(blocks, product_out, params: dict) -> dict | None:
     scalar (``Var``), and any other load must read a parameter (bias, gate, residual),
     indexed however the block indexes it. The last step writes a parameter: ``output``."""
     column, product = E.Var("rs_col", "int64"), E.Var("rs_prod", "float32")
+    cols = const_int(product_out.shape[-1])
+
+    def at_column(indices) -> bool:   # (0.., column); a one-column row may index it by 0
+        *lead, last = indices
+        return all(const_int(i) == 0 for i in lead) and \
+            (last is column or (cols == 1 and const_int(last) == 0))
+
     scalars = {id(product_out): product}
     steps, inputs = [], {}
     for number, block in enumerate(blocks):
@@ -142,20 +149,18 @@ def column_epilogue(blocks, product_out, params: dict) -> dict | None:
                 any(iv.kind != "S" for iv in block.iter_vars) or len(block.writes) != 1:
             return None
         spatial = [iv.var for iv in block.iter_vars]
-        if len(store.indices) != len(spatial) or \
-                any(idx is not var for idx, var in zip(store.indices, spatial)):
-            return None
         out = store.buffer
-        if out.dtype != "float32" or const_int(out.shape[-1]) != const_int(product_out.shape[-1]) or \
+        if not spatial or out.dtype != "float32" or const_int(out.shape[-1]) != cols or \
                 any(const_int(d) != 1 for d in out.shape[:-1]):
             return None
-        bound = substitute(store.value, {**{v: E.IntImm(0, v.dtype) for v in spatial[:-1]},
-                                         spatial[-1]: column})
+        to_row = {**{v: E.IntImm(0, v.dtype) for v in spatial[:-1]}, spatial[-1]: column}
+        if not at_column(substitute(list(store.indices), to_row)):
+            return None
+        bound = substitute(store.value, to_row)
         replaced = {}
         for load in collect(bound, lambda n: isinstance(n, E.BufferLoad)):
             if id(load.buffer) in scalars:
-                *lead, last = load.indices
-                if last is not column or any(const_int(i) != 0 for i in lead):
+                if not at_column(load.indices):
                     return None   # reads the row at another column: not elementwise
                 replaced[load] = scalars[id(load.buffer)]
             elif id(load.buffer) in params:

@@ -22,9 +22,12 @@ from tensorir import stmt as S
 from tensorir.arith import Analyzer
 from tensorir.buffer import Buffer
 from tensorir.dispatch import ClassDispatch, handles
+from tensorir.errors import ScheduleError
 from tensorir.function import PrimFunc
+from tensorir.schedule_rules.quantized import function_epilogue
 
 from ..kernel_signature import kernel_sym_vars
+
 from .quantized_gemv import (MICRO_KERNEL_ATTR, ColumnEpilogue, detect_features, gemv_source,
                              generated_kernels_enabled)
 from .status import C_DEFINES
@@ -643,6 +646,17 @@ def column_epilogue_c(func: PrimFunc, symbol: str, epilogue: dict) -> ColumnEpil
     return ColumnEpilogue(tuple(declarations), tuple(statements), emitter.names.by_id[id(epilogue["steps"][-1][0])])
 
 
+def _gemv_epilogue(func: PrimFunc, symbol: str, gemv: dict):
+    """The marked gemv's epilogue as C (None: a plain product), or False when the scheduled
+    function no longer has it in per-column form: then its loop nest is compiled."""
+    if "epilogue" not in gemv:
+        return None
+    try:
+        return column_epilogue_c(func, symbol, function_epilogue(func, gemv["epilogue"]))
+    except ScheduleError:
+        return False
+
+
 def _row_major_strides(shape):
     strides = []
     acc = E.IntImm(1, shape[-1].dtype if shape else "int64")
@@ -670,11 +684,11 @@ def generate_c(funcs: dict[str, PrimFunc], signatures: dict[str, PrimFunc] | Non
         used.add(symbol)
         signature = (signatures or {}).get(name, func)
         gemv = signature.attrs.get(MICRO_KERNEL_ATTR) or func.attrs.get(MICRO_KERNEL_ATTR)
-        if gemv is not None and generated_kernels_enabled():   # the loop nest's replacement
-            epilogue = gemv.get("epilogue")
+        epilogue = _gemv_epilogue(signature, symbol, gemv) if gemv is not None else None
+        if gemv is not None and epilogue is not False and generated_kernels_enabled():
+            # the loop nest's replacement
             text = gemv_source(symbol, gemv["format"], gemv["rows"], gemv["cols"], gemv["roles"],
-                               detect_features(),
-                               column_epilogue_c(signature, symbol, epilogue) if epilogue else None)
+                               detect_features(), epilogue)
             info = KernelInfo(symbol, list(signature.buffer_params), kernel_sym_vars(signature))
         else:
             text, info = CFunctionEmitter(func, symbol, signature).function()

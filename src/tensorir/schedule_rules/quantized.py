@@ -26,7 +26,7 @@ from ..errors import ScheduleError
 from ..functor import collect, substitute
 from ..schedule import Schedule
 from ..schedule.state import StmtIndex
-from ..stmt import BufferStore
+from ..stmt import Block, BufferStore
 from .common import (attempt, const_int, inline_spatial_intermediates, is_reduction_block,
                      leaf_block_names, loop_extents, loop_kinds, vector_chunk)
 from .gemm import TILE_I, _operand_buffers
@@ -108,7 +108,7 @@ def quantized_gemv_spec(sch: Schedule) -> dict | None:
     epilogue = column_epilogue(epilogues, product_out, params) if epilogues else None
     if epilogue is None and (epilogues or id(product_out) not in params):
         return None
-    y = epilogue.pop("output") if epilogue else product_out
+    y = epilogue["output"] if epilogue else product_out
     if weight.ndim != 2 or x.dtype != "float32" or y.dtype != "float32":
         return None
     rows, cols = (const_int(d) for d in weight.shape)
@@ -121,7 +121,27 @@ def quantized_gemv_spec(sch: Schedule) -> dict | None:
     if mins:
         roles["min"] = params[id(mins[0])]
     spec = {"format": fmt, "rows": rows, "cols": cols, "roles": roles}
-    return spec | ({"epilogue": epilogue} if epilogue else {})
+    # by name: an attribute holds printable values; the emitter rebuilds the chain from the
+    # scheduled function's blocks (``function_epilogue``), whose bodies scheduling keeps
+    names = {"blocks": [b.name for b in epilogues], "product": product.name}
+    if epilogue and len({product.name, *names["blocks"]}) != len(epilogues) + 1:
+        return None   # names that do not find the blocks again
+    return spec | ({"epilogue": names} if epilogue else {})
+
+
+def function_epilogue(func, names: dict) -> dict:
+    """The epilogue chain (``column_epilogue``) of a marked function, from the names of the
+    product's and the epilogue's blocks its ``c.quantized_gemv`` attribute records."""
+    blocks = {b.name: b for b in collect(func.body, lambda n: isinstance(n, Block))}
+    # scheduling may have inlined stages into later ones; the chain still ends in the last
+    missing = [n for n in names["blocks"][-1:] if n not in blocks]
+    chain = [blocks[n] for n in names["blocks"] if n in blocks]
+    products = [w.buffer for w in blocks[names["product"]].writes] if names["product"] in blocks else []
+    params = {id(b): i for i, b in enumerate(func.buffer_params)}
+    epilogue = column_epilogue(chain, products[0], params) if products and not missing else None
+    if epilogue is None:
+        raise ScheduleError(f"{func.name!r}: the quantized gemv's epilogue {names} is not in the function")
+    return epilogue
 
 
 def column_epilogue(blocks, product_out, params: dict) -> dict | None:

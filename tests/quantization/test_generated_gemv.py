@@ -262,3 +262,15 @@ def main(x: R.Tensor((1, {rows}), "float32"), qd: R.Tensor(({rows}, {cols}), "in
     got = rx.VirtualMachine(rx.build(mod, target="c"))["main"](x, *tensors)
     np.testing.assert_allclose(got, (x.astype(np.float64) @ dequantize_numpy(*tensors, format="q8_0")).T,
                                rtol=2e-4, atol=2e-3)
+
+
+def test_epilogue_the_scheduled_function_lost_compiles_the_loop_nest():
+    """If the recorded epilogue blocks are not found again, the emitter compiles the loop
+    nest (right, slower) instead of a kernel without them."""
+    from backends.c.codegen import generate_c
+    from tensorir.transform import lower
+    func = next(iter(scheduled_module(epilogue_module("q8_0", 64, 40, "bias")).prim_funcs.values()))
+    spec = func.attrs[QUANTIZED_GEMV_ATTR]
+    assert " gemv " in generate_c({"k": lower(func)}, signatures={"k": func})[0]
+    lost = func.with_attr(QUANTIZED_GEMV_ATTR, spec | {"epilogue": {**spec["epilogue"], "blocks": ["gone"]}})
+    assert " gemv " not in generate_c({"k": lower(lost)}, signatures={"k": lost})[0]

@@ -80,10 +80,11 @@ def quantized_gemv_spec(sch: Schedule) -> dict | None:
     ``y(1.., N) = x(1.., K) @ dequantize(codes, scale[, min])`` with float32 operands, else None
     (then the loop nest is compiled as scheduled)."""
     names = leaf_block_names(sch)
-    if len(names) != 2:
+    if len(names) not in (2, 3):
         return None   # an epilogue (bias, activation) or another prologue: not this kernel
     index = StmtIndex(sch.func)
-    decoder, product = (index.realize(n).block for n in names)
+    decoder, product = (index.realize(n).block for n in names[:2])
+    reshape = index.realize(names[2]).block if len(names) == 3 else None
     fmt = decoder.name.rsplit("_", 2)[-2:]
     fmt = "_".join(fmt)
     if fmt not in GEMV_FORMATS or not isinstance(decoder.body, BufferStore):
@@ -102,9 +103,13 @@ def quantized_gemv_spec(sch: Schedule) -> dict | None:
     weight = decoder.writes[0].buffer
     outputs = [w.buffer for w in product.writes]
     others = [r.buffer for r in product.reads if r.buffer is not weight and r.buffer not in outputs]
-    if len(others) != 1 or len(outputs) != 1 or id(others[0]) not in params or id(outputs[0]) not in params:
+    if len(others) != 1 or len(outputs) != 1 or id(others[0]) not in params:
         return None
     x, y = others[0], outputs[0]
+    if reshape is not None:   # the product's output is then an intermediate the reshape copies
+        y = _row_copy_destination(reshape, y)
+    if y is None or id(y) not in params:
+        return None   # an epilogue that computes, or an output that is not a parameter
     if weight.ndim != 2 or x.dtype != "float32" or y.dtype != "float32":
         return None
     rows, cols = (const_int(d) for d in weight.shape)
@@ -117,6 +122,28 @@ def quantized_gemv_spec(sch: Schedule) -> dict | None:
     if mins:
         roles["min"] = params[id(mins[0])]
     return {"format": fmt, "rows": rows, "cols": cols, "roles": roles}
+
+
+def _row_copy_destination(block, source):
+    """The parameter ``block`` copies the product's output ``source`` into when it is a
+    reshape dropping or adding unit axes (``(1, N) -> (N,)``, the logits of one token):
+    the same N floats in the same order, so the generated kernel writes them there
+    directly. None for anything else (a computing epilogue, a reordering copy)."""
+    store = block.body
+    if not isinstance(store, BufferStore) or not isinstance(store.value, E.BufferLoad):
+        return None
+    load = store.value
+    dest = store.buffer
+    if load.buffer is not source or dest.dtype != source.dtype:
+        return None
+    if load.indices[-1] is not store.indices[-1]:
+        return None   # columns reordered (or a different axis): not the same layout
+    for buffer in (source, dest):
+        if any(const_int(d) != 1 for d in buffer.shape[:-1]):
+            return None
+    if const_int(dest.shape[-1]) is None or const_int(dest.shape[-1]) != const_int(source.shape[-1]):
+        return None
+    return dest
 
 
 def single_row_tile(columns: int) -> int:

@@ -48,7 +48,8 @@ def main(argv=None) -> int:
     from relaxscript.llm.engine import Engine
     start = time.perf_counter()
     engine = Engine.from_gguf(path, target=args.target, weights=args.weights, max_context=args.max_context)
-    print(f"compiled {os.path.basename(path)} for {args.target} ({args.weights} weights, {engine.config.num_layers} layers) "
+    print(f"compiled {os.path.basename(path)} for {args.target} ({args.weights} weights, "
+          f"{engine.config.num_layers} layers) "
           f"in {time.perf_counter() - start:.1f} s")
     print(f"Q: {args.question}\nA: ", end="", flush=True)
     for piece in engine.chat_stream(args.question, max_new_tokens=args.max_new_tokens):

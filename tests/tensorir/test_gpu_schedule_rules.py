@@ -200,10 +200,11 @@ def test_row_reductions_bind_the_reduction_loop_to_threads(build):
             # a cross-thread reduction: the block's reduce binding reads a threadIdx.x loop var
             tx = [f for f in tir.collect(scheduled.body, lambda n: isinstance(n, tir.For))
                   if f.thread_tag == "threadIdx.x"
-                  and tir.collect(f, lambda n: n is realize)]
+                  and tir.collect(f, lambda n, realize=realize: n is realize)]
             assert tx and tx[0].extent.value == 256
             reduce_binding = realize.iter_values[[iv.kind for iv in realize.block.iter_vars].index("R")]
-            assert tir.collect(reduce_binding, lambda n: n is tx[0].loop_var)
+            loop_var = tx[0].loop_var
+            assert tir.collect(reduce_binding, lambda n, loop_var=loop_var: n is loop_var)
 
 
 def test_full_reduction_falls_back_and_stays_correct():

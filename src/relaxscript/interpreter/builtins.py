@@ -126,7 +126,7 @@ def _call_tir_inplace(frame: "Frame", call: Call):
     inputs = as_value_list(frame.eval(call.args[1]))
     tir_vars = list(frame.eval(call.args[2])) if len(call.args) > 2 else []
     updated = [inputs[i] for i in call.attrs["inplace_indices"]]
-    for array, sinfo in zip(updated, output_struct_infos(call)):
+    for array in updated:
         if not isinstance(array, np.ndarray) or not array.flags.writeable or not array.flags.c_contiguous:
             raise ShapeMismatchError(f"function '{frame.func_name}': call_tir_inplace of '{func.name}' "
                                      f"updates an argument that is not a writeable C-contiguous array")

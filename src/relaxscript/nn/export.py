@@ -22,7 +22,7 @@ from ..irmodule import IRModule
 from ..struct_info import ShapeStructInfo, TensorStructInfo
 from ..transform.static_plan_block_memory import UPPER_BOUND_ATTR
 from .module import Module
-from .spec import ExportSpec, Shape, Tensor
+from .spec import ExportSpec, Tensor
 
 NUM_INPUT_ATTR = "num_input"
 
@@ -101,7 +101,7 @@ def export(module: Module, spec: ExportSpec | dict, dims: dict | None = None) ->
             raise AttributeError(f"nn.export: {type(module).__name__} has no method {method!r}")
         sym = {}
 
-        def dim(d, where):
+        def dim(d, where, sym=sym):   # sym: this function's vars (bound now, not at loop end)
             if isinstance(d, int):
                 return d
             if d not in spec.dims:

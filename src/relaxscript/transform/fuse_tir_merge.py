@@ -26,12 +26,12 @@ from ..expr import Function, ShapeExpr, Tuple, Var, VarBinding
 from ..struct_info import ShapeStructInfo, TensorStructInfo
 from ..struct_info_util import rebuild_binary, substitute_sinfo, symbolic_vars_of
 from .annotate_op_pattern import ATTR as OP_PATTERN_ATTR
-
-NOALIAS_ATTR = "tir.noalias"
 from .fuse_ops import FUSED_FROM_ATTR
 from .fuse_partition import call_tir_callee
 from .fuse_tir_bind import CalleeVarBinder, FuseTIRError
 from .symbolic_params import bare_defined_vars, fresh_copies
+
+NOALIAS_ATTR = "tir.noalias"
 
 
 class UnsupportedSubgraph(Exception):

@@ -64,6 +64,7 @@ class FunctionCompiler(ClassDispatch):
         self.tuple_reads: set = set()       # tuple registers read other than by a field access
         self.field_regs: set = set()        # registers that are fields of some built tuple
         self.reg_aliases: dict = {}         # field register -> names of the folded accesses
+        self.written_regs: set = set()      # registers a kernel writes without the VM allocating them
 
     # ---------------------------------------------------------------- registers
     def new_reg(self, name: str = "") -> int:
@@ -92,9 +93,11 @@ class FunctionCompiler(ClassDispatch):
         self.emit(I.Ret(result, copy_escaping=result in self.aliasing))
         unread = {id(ins) for reg, (ins, _) in self.tuple_defs.items() if reg not in self.tuple_reads}
         code = drop_instructions(self.code, {i for i, ins in enumerate(self.code) if id(ins) in unread})
+        param_regs = [self.regs[p] for p in func.params]
+        written = tuple(i for i, reg in enumerate(param_regs) if reg in self.written_regs)
         return I.VMFunction(self.name, tuple(p.name_hint for p in func.params), self.num_regs,
                             self.table.size, code, self.constants, self.reg_names,
-                            {reg: tuple(names) for reg, names in self.reg_aliases.items()})
+                            {reg: tuple(names) for reg, names in self.reg_aliases.items()}, written)
 
     def _emit_match(self, match: MatchBuilder, **kw) -> I.MatchValues:
         ins = match.finish(**kw)
@@ -411,6 +414,7 @@ def _call_tir_inplace(c: FunctionCompiler, call: rx.Call, name: str) -> int:
     fields = c._tuple_fields(call.args[1])
     c.call_kernel(gvar.name_hint, fields, c._scalar_exprs(call.args[2:3]), name)
     updated = [fields[i] for i in call.attrs["inplace_indices"]]
+    c.written_regs.update(c.arg_reg(f)[0] for f in updated)
     if isinstance(call.sinfo_args[0], TensorStructInfo):
         return c.arg_reg(updated[0])[0]
     return c.materialize(rx.Tuple(updated))
@@ -420,6 +424,7 @@ def _call_tir_dps(c: FunctionCompiler, call: rx.Call, name: str) -> int:
     gvar = call.args[0]
     fields = c._tuple_fields(call.args[1])
     c.call_kernel(gvar.name_hint, fields, c._scalar_exprs(call.args[2:3]), name)
+    c.written_regs.update(c.arg_reg(f)[0] for f in fields)   # which of them it writes is the kernel's affair
     return c.const_reg(_EMPTY_TUPLE)
 
 

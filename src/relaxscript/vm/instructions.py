@@ -233,6 +233,9 @@ class VMFunction:
     constants: dict                  # register -> constant value, set once per frame
     reg_names: dict = field(default_factory=dict)
     reg_aliases: dict = field(default_factory=dict)   # register -> more names (folded tuple fields)
+    # parameters a kernel may write (call_tir_inplace, a direct DPS call): a device target
+    # that copied a NumPy argument in copies these back out after the call
+    written_params: tuple = ()
 
     def as_text(self) -> str:
         lines = [f"function {self.name}({', '.join(self.params)}): "

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from typing import Callable
 
+import numpy as np
+
 from tensorir.errors import ShapeMismatchError
 
 from backends.target import get_backend
@@ -30,6 +32,7 @@ class FunctionRuntime:
         self.code = FunctionCode(func, memory.device_array_type if memory is not None else None)
         self.pool: list[Frame] = []
         self.num_params = len(func.params)
+        self.written_params = getattr(func, "written_params", ())
         self.reports = [_reports(ins, func, self.code.ptr_regs) for ins in func.code]
 
     def invoke(self, args):
@@ -53,6 +56,7 @@ class FunctionRuntime:
                 self._run_instrumented(frame)
             result = frame.result[0]
             if self.vm.memory is not None:
+                self._copy_back(args, regs)
                 result = self.vm.memory_result(result, args)
         finally:
             if team is not None:
@@ -61,6 +65,14 @@ class FunctionRuntime:
             frame.result[0] = None
             self.pool.append(frame)
         return result
+
+    def _copy_back(self, args, regs) -> None:
+        """A NumPy argument that a kernel updated in place on the device gets the device's values."""
+        memory = self.vm.memory
+        for i in self.written_params:
+            host, device = args[i], regs[i]
+            if isinstance(host, np.ndarray) and device is not host and isinstance(device, memory.device_array_type):
+                host[...] = memory.to_host(device)
 
     def _run_instrumented(self, frame: Frame) -> None:
         steps, regs, hook, name = frame.steps, frame.regs, self.vm.instrument, self.func.name

@@ -10,6 +10,7 @@ from relaxscript.llm.engine import Engine
 from relaxscript.llm.generation import generate
 from relaxscript.llm.kv_cache import CacheOverflowError
 from relaxscript.llm.reference import NumpyLlama
+from tests.targets import HAVE_OPENCL, OPENCL_REASON
 
 PROMPTS = ([1, 2, 3], [5, 17, 33, 60, 2, 9, 11], [40], list(range(3, 60, 3)))
 
@@ -36,6 +37,14 @@ def test_greedy_f32_equals_numpy_reference(f32_engine, reference, prompt):
     for token in (4, 8, 15):
         np.testing.assert_allclose(f32_engine.decode(token), reference.decode(token), rtol=1e-3, atol=1e-3)
     assert f32_engine.position == reference.position == len(prompt) + 3
+
+
+@pytest.mark.skipif(not HAVE_OPENCL, reason=OPENCL_REASON)
+def test_opencl_engine_follows_the_reference(tiny_gguf_q4, reference):
+    # the caches are NumPy arrays the device updates in place: decode must see prefill's writes
+    engine = Engine.from_gguf(tiny_gguf_q4, target="opencl", weights="f32", max_context=48)
+    prompt = PROMPTS[1]
+    assert engine.generate(prompt, max_new_tokens=6) == generate(reference, prompt, 6)
 
 
 @pytest.mark.parametrize("split", [1, 4, 9])

@@ -115,3 +115,13 @@ def check_call(call, env, rng, arrays=None, exact=True):
 __all__ = ["SYMBOLS", "tensor_var", "infer", "environments", "symbolic_shapes", "concrete", "shape_equal",
            "random_array", "arg_value", "run_reference", "assert_matches", "check_call",
            "PrimStructInfo"]
+
+
+def valid_index_arrays(env, rng) -> dict:
+    """In-range index tensors for the sample calls that index by value (test_op_registry):
+    ``idx`` rows of ``x`` (n, 4), ``nd`` positions in the leading (2, n) dims of ``x3``,
+    ``se`` rows of ``x`` for scatter_elements."""
+    n, m = env[SYMBOLS[0]], env[SYMBOLS[1]]
+    nd = np.stack([rng.integers(-2, 2, size=m), rng.integers(-n, n, size=m)], axis=1)
+    return {"idx": rng.integers(-n, n, size=m), "nd": nd.astype("int64"),
+            "se": rng.integers(-n, n, size=(2, 4)).astype("int64")}

@@ -12,7 +12,7 @@ from tests.targets import VM_TARGETS
 def test_default_pipeline_is_an_editable_list_of_passes():
     pipeline = rx.get_pipeline("c")
     names = [type(p).__name__ for p in pipeline]
-    assert names == ["InlineFunctions", "DispatchLibrary", "LegalizeOps", "AnnotateTIROpPattern",
+    assert names == ["InlineFunctions", "MergeParallelMatmul", "DispatchLibrary", "LegalizeOps", "AnnotateTIROpPattern",
                      "FuseOps", "FuseTIR", "DefaultCPUSchedule", "LiftWorkspace",
                      "DeadCodeElimination", "CallTIRRewrite", "StaticPlanBlockMemory"]
     assert all(isinstance(p, rx.transform.Pass) for p in pipeline)

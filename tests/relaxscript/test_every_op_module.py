@@ -15,7 +15,7 @@ from relaxscript.struct_info import ShapeStructInfo
 from relaxscript.transform.legalize.registry import get_legalize
 from tensorir.functor import collect
 
-from .op_helpers import SYMBOLS, arg_value
+from .op_helpers import SYMBOLS, arg_value, valid_index_arrays
 from .test_legalize_util import assert_close, legalize_and_check
 from .test_op_registry import sample_calls
 
@@ -42,8 +42,7 @@ def module_of(call):
 
 def inputs_for(params, env, seed):
     rng = np.random.default_rng(seed)
-    n, m = SYMBOLS[0], SYMBOLS[1]
-    overrides = {"idx": rng.integers(-env[n], env[n], size=env[m])}  # valid rows to take
+    overrides = valid_index_arrays(env, rng)
     values = [arg_value(p, env, rng, overrides) for p in params]
     return values + [tuple(env[v] for v in SYMBOLS)]
 

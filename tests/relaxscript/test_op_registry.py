@@ -11,7 +11,7 @@ from relaxscript.expr import Call, ExternFunc, GlobalVar, Op, Tuple, Var
 from relaxscript.op import DeductionContext, OpAttributeError, OpDeductionError, OpSpec
 from relaxscript.struct_info import ShapeStructInfo, TensorStructInfo, TupleStructInfo
 
-from .op_helpers import SYMBOLS, check_call, infer, shape_equal, tensor_var
+from .op_helpers import SYMBOLS, check_call, infer, shape_equal, tensor_var, valid_index_arrays
 
 n, m, k = SYMBOLS
 X = tensor_var("x", (n, 4))
@@ -19,6 +19,7 @@ X3 = tensor_var("x3", (2, n, 4))
 IDX = tensor_var("idx", (m,), "int64")
 B = tensor_var("b", (n, 4), "bool")
 W = tensor_var("w", (4,))
+IMAGE = tensor_var("image", (2, 3, n, m))  # NCHW
 
 
 def sample_calls():
@@ -46,6 +47,24 @@ def sample_calls():
         op.nn.softmax(X, 0), op.nn.log_softmax(X, 1),
         op.nn.layer_norm(X3, tensor_var("g", (n, 4)), tensor_var("b2", (n, 4)), (1, 2), 1e-6),
         op.nn.rms_norm(X, W, -1, 1e-6),
+        op.nn.conv2d(IMAGE, tensor_var("w4", (6, 1, 2, 3)), (1, 2), (1, 0, 0, 1), (2, 1), 3),
+        op.nn.conv2d_transpose(IMAGE, tensor_var("wt", (3, 2, 3, 2)), (2, 1), (1, 0, 0, 1), (1, 0),
+                               (1, 2), 1),
+        op.nn.conv1d(tensor_var("s3", (2, 2, n)), tensor_var("w3", (3, 2, 2)), 2, 1, 1, 1),
+        op.nn.max_pool2d(IMAGE, (2, 2), (1, 2), (1, 1), (1, 1), True),
+        op.nn.avg_pool2d(IMAGE, (2, 3), (2, 1), (0, 1, 1, 1), (1, 1), True, True),
+        op.nn.adaptive_avg_pool2d(IMAGE, (2, 3)),
+        op.cumsum(X3, 1, "float64", True), op.cumsum(X), op.flip(X3, -2),
+        op.one_hot(IDX, 2.5, 0.0, 4, 0),
+        op.gather_nd(X3, tensor_var("nd", (m, 2), "int64"), 0),
+        op.scatter_nd(X3, tensor_var("nd", (m, 2), "int64"), tensor_var("upd", (m, 4)), "add"),
+        op.scatter_elements(X, tensor_var("se", (2, 4), "int64"), tensor_var("sv", (2, 4)), 0,
+                            "max"),
+        op.argsort(X3, 1, True, "int64"), op.topk(X3, 2, -1, "both", False, "int64"),
+        op.collapse_sum_to(X3, (n, 1)), op.collapse_sum_like(X3, tensor_var("ct", (1, n, 4))),
+        op.shape_to_tensor((n, 4, m * 2)), op.tensor_to_shape(tensor_var("dims3", (3,), "int64")),
+        op.nn.attention(tensor_var("q", (2, n, 3, 4)), tensor_var("kk", (2, m, 3, 4)),
+                        tensor_var("v", (2, m, 3, 5)), tensor_var("bias", (n, m)), 0.5, "BottomRight"),
         op.full((n, 2), 1.5, "float32"), op.zeros((n, 3), "int32"), op.ones((2, m), "float32"),
         op.full_like(X, 2.0), op.zeros_like(X, "int8"), op.ones_like(X),
         op.arange(1, n * 2 + 1, 2, "int32"), op.triu(X, 1), op.tril(X, -1),
@@ -82,9 +101,16 @@ def test_every_registered_operator_has_a_sample():
     assert names == {spec.name for spec in op.all_op_specs() if spec.pure}
 
 
+# Operators run for their effect (op/side_effects.py): impure, with NumPy references that
+# the interpreter and the VM run in program order (tests/relaxscript/test_tvm_side_effects.py).
+SIDE_EFFECT_OPS = {"relax.assert_op", "relax.print"}
+
+
 def test_impure_operators_are_exactly_the_lowered_memory_ops():
-    impure = {spec.name for spec in op.all_op_specs() if not spec.pure}
+    impure = {spec.name for spec in op.all_op_specs() if not spec.pure} - SIDE_EFFECT_OPS
     assert impure == LOWERED_MEMORY_OPS
+    assert all(not op.get_op_spec(name).pure and op.get_op_spec(name).reference is not None
+               for name in SIDE_EFFECT_OPS)
     assert all(_is_lowered_memory_op(name) for name in impure)
     # no library operator hides under the lowered namespaces
     assert not any(_is_lowered_memory_op(spec.name) for spec in op.all_op_specs() if spec.pure)
@@ -103,7 +129,8 @@ def test_registry_api():
         op.get_op_spec("relax.no_such_op")
     with pytest.raises(ValueError, match="already registered"):
         op.register_op("relax.add", spec.infer, None)
-    assert all(s.pure for s in op.all_op_specs() if not _is_lowered_memory_op(s.name))
+    assert all(s.pure for s in op.all_op_specs()
+               if not _is_lowered_memory_op(s.name) and s.name not in SIDE_EFFECT_OPS)
 
 
 @pytest.mark.parametrize("call", sample_calls(), ids=lambda c: c.op.name)
@@ -125,8 +152,9 @@ def test_constructor_accepts_its_normalised_call_back(call):
 def test_sample_deduction_matches_reference(call):
     env = {n: 3, m: 5, k: 2}
     rng = np.random.default_rng(0)
-    arrays = {"idx": np.array([0, 2, 1, 2, -3]), "u": np.ones((3, 1), "float32")}
-    exact = call.op.name not in ("relax.unique", "relax.nonzero")
+    arrays = {**valid_index_arrays(env, rng), "idx": np.array([0, 2, 1, 2, -3]),
+              "u": np.ones((3, 1), "float32")}
+    exact = call.op.name not in ("relax.unique", "relax.nonzero", "relax.tensor_to_shape")
     check_call(call, env, rng, arrays, exact=exact)
 
 

@@ -11,7 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import tensorir as tir
-from backends.c import CodegenError, build_c
+from backends.c import CodegenError
+from backends.target import build_kernels
 from tensorir import ParseError, from_source
 
 from .tvmscript_corpus import CORPUS
@@ -27,7 +28,7 @@ def parsed(name):
 
 @functools.lru_cache(maxsize=None)
 def compiled(name):
-    return build_c(parsed(name))
+    return build_kernels("c", parsed(name))
 
 
 @by_name
@@ -66,7 +67,7 @@ def test_c_build_matches_numpy(entry, size):
 
 def test_opaque_handle_is_refused_by_the_c_target():
     with pytest.raises(CodegenError, match="dtype handle"):
-        build_c(parsed("opaque_handle"))
+        build_kernels("c", parsed("opaque_handle"))
 
 
 def test_handle_parameters_become_the_matched_buffers():

@@ -177,3 +177,10 @@ register_op("relax.nn.rms_norm", _infer_norm, _rms_norm_reference,
             attr_names=("axes", "epsilon"), constructor=rms_norm)
 
 __all__ = [*_ACTIVATIONS, "softmax", "log_softmax", "layer_norm", "rms_norm"]
+
+# convolutions and pools live in their own files; R.nn exposes them here
+from .nn_conv import conv1d, conv2d, conv2d_transpose  # noqa: E402
+from .nn_attention import attention  # noqa: E402
+from .nn_pool import adaptive_avg_pool2d, avg_pool2d, max_pool2d  # noqa: E402
+
+__all__ += ["attention", "conv1d", "conv2d", "conv2d_transpose", "max_pool2d", "avg_pool2d", "adaptive_avg_pool2d"]

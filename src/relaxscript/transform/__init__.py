@@ -18,3 +18,5 @@ from .canonicalize_bindings import CanonicalizeBindings  # noqa: F401
 from .fold_constant import FoldConstant  # noqa: F401
 from .lambda_lift import LambdaLift  # noqa: F401
 from .inline_functions import InlineFunctions  # noqa: F401
+from .merge_parallel_matmul import MergeParallelMatmul  # noqa: F401
+from .bind_params import BindParams  # noqa: F401

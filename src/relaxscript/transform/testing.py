@@ -4,7 +4,7 @@
 ``@st.composite`` or from ``st.data()``) a module whose ``main`` takes tensors
 with symbolic dims ``n``, ``m`` and chains elementwise ops, broadcast binaries,
 reshape, permute_dims, sum/max reductions, full sum/max/mean reductions
-followed by an elementwise op, softmax, matmul, split/concat,
+followed by an elementwise op, softmax, matmul, matmuls sharing their left operand with constant weights, split/concat,
 constants (also constant-only chains), subgraph calls, match_casts (provable
 and not), comparisons joined by logical and / or / xor / not choosing through
 ``where``, detours through int32 / int64 (division, floor division and floor
@@ -72,6 +72,8 @@ class _Drawer:
             kinds += ["reduce", "full_reduce", "softmax", "match_cast", "concat_split"]
         if ndim == 2:
             kinds += ["permute", "matmul", "call"]
+        if ndim >= 1 and isinstance(var.struct_info.shape[-1], tir.IntImm):
+            kinds += ["shared_matmul"]
         if self.only is not None:
             kinds = [k for k in kinds if k in self.only] or kinds
         kind = draw(st.sampled_from(kinds))
@@ -116,11 +118,26 @@ class _Drawer:
             return bb.emit(op.matmul(var, bb.emit(op.permute_dims(var, [1, 0]))))
         if kind == "call":
             return bb.emit(Call(self.helper, [var]))
+        if kind == "shared_matmul":
+            return self._shared_matmul(var)
         if kind == "concat_split":
             joined = bb.emit(op.concat([var, var], axis=0))
             parts = bb.emit(op.split(joined, 2, axis=0))
             return bb.emit(TupleGetItem(parts, draw(st.integers(0, 1))))
         return self._match_cast(var)
+
+    def _shared_matmul(self, var: Var) -> Var:
+        """Two or three matmuls of ``var`` with constant weights (MergeParallelMatmul's food),
+        added when their widths agree, else joined."""
+        draw, bb = self.draw, self.bb
+        depth = int(var.struct_info.shape[-1].value)
+        widths = draw(st.lists(st.sampled_from([1, 2, 3]), min_size=2, max_size=3))
+        rng = np.random.default_rng(draw(st.integers(0, 2 ** 16)))
+        products = [bb.emit(op.matmul(var, Constant(rng.standard_normal((depth, w)).astype("float32"))))
+                    for w in widths]
+        if len(set(widths)) == 1:
+            return bb.emit(op.add(products[0], products[-1]))
+        return bb.emit(op.concat(products, axis=-1))
 
     def _condition(self, var: Var, pool: list) -> Var:
         """A bool tensor: a comparison with a same-shaped var or a constant, maybe combined
@@ -175,7 +192,8 @@ class _Drawer:
 
 
 STEP_KINDS = ("unary", "binary", "broadcast", "const_chain", "copy", "tuple", "flatten", "logic",
-              "integer", "reduce", "softmax", "match_cast", "concat_split", "permute", "matmul", "call")
+              "integer", "reduce", "softmax", "match_cast", "concat_split", "permute", "matmul", "call",
+              "shared_matmul")
 
 
 def random_dataflow_module(draw, max_blocks: int = 3, max_steps: int = 4, kinds=None) -> IRModule:

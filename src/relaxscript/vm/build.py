@@ -2,8 +2,8 @@
 
 ``get_pipeline(target)`` returns the graph-level passes as a plain, editable
 list of pass objects (paper Figure 13, with inlining first): InlineFunctions
--> library dispatch (targets with libraries) -> LegalizeOps -> AnnotateTIROpPattern -> FuseOps ->
-FuseTIR -> default schedules (the target's: CPU for C, GPU for OpenCL/CUDA,
+-> MergeParallelMatmul -> library dispatch (targets with libraries) -> LegalizeOps -> AnnotateTIROpPattern
+-> FuseOps -> FuseTIR -> default schedules (the target's: CPU for C, GPU for OpenCL/CUDA,
 none for the interpreter) -> workspace lifting -> DCE ->
 CallTIRRewrite -> StaticPlanBlockMemory. The passes are imported directly, so
 renaming or removing one is an import error here, never a silently shorter
@@ -20,6 +20,7 @@ from ..irmodule import IRModule
 from ..transform import (AnnotateTIROpPattern, CallTIRRewrite, DeadCodeElimination,
                          DefaultCPUSchedule, DefaultGPUSchedule, DispatchLibrary, FuseOps, FuseTIR, InlineFunctions,
                          LegalizeOps, LiftWorkspace, StaticPlanBlockMemory)
+from ..transform.merge_parallel_matmul import MergeParallelMatmul
 from ..transform.pass_infra import Pass
 from .codegen import compile_module
 from .executable import Executable
@@ -34,8 +35,8 @@ def get_pipeline(target="c") -> list[Pass]:
     schedules = {"cpu": [DefaultCPUSchedule()], "gpu": _gpu_schedules(), None: []}[backend.schedule]
     # GPU targets have no BLAS: their matmuls stay generated kernels.
     dispatch = [DispatchLibrary()] if backend.library_dispatch else []
-    return [InlineFunctions(), *dispatch, LegalizeOps(), AnnotateTIROpPattern(), FuseOps(),
-            FuseTIR(), *schedules, LiftWorkspace(), DeadCodeElimination(), CallTIRRewrite(),
+    return [InlineFunctions(), MergeParallelMatmul(), *dispatch, LegalizeOps(), AnnotateTIROpPattern(),
+            FuseOps(), FuseTIR(), *schedules, LiftWorkspace(), DeadCodeElimination(), CallTIRRewrite(),
             StaticPlanBlockMemory()]
 
 

@@ -1,0 +1,99 @@
+"""Attribute normalisation and output-size arithmetic shared by the sliding-window
+operators (convolutions and pools), following TVM's argument conventions.
+
+Padding is stored as ``(lo_0, ..., lo_{d-1}, hi_0, ..., hi_{d-1})`` (TVM's
+``(top, left, bottom, right)`` for 2-D); an int pads every side, ``d`` values
+pad both sides of each axis.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from tensorir import expr as E
+
+from ._infer_util import attr_int, simplify
+from .registry import OpAttributeError
+
+
+def attr_per_axis(value, ndim: int, op: str, name: str, minimum: int) -> tuple[int, ...]:
+    """An int or ``ndim`` ints, each at least ``minimum``, as a tuple of ``ndim`` ints."""
+    items = _int_items(value, op, name)
+    if len(items) == 1:
+        items = items * ndim
+    if len(items) != ndim:
+        raise OpAttributeError(f"R.{op}: {name} must be an int or {ndim} ints, got {value!r}")
+    for v in items:
+        if v < minimum:
+            raise OpAttributeError(f"R.{op}: {name} must be at least {minimum}, got {value!r}")
+    return items
+
+
+def attr_padding(value, ndim: int, op: str) -> tuple[int, ...]:
+    """Padding as ``2 * ndim`` ints: all lows, then all highs."""
+    items = _int_items(value, op, "padding")
+    if len(items) == 1:
+        items = items * (2 * ndim)
+    elif len(items) == ndim:
+        items = items * 2
+    if len(items) != 2 * ndim:
+        raise OpAttributeError(f"R.{op}: padding must be an int, {ndim} or {2 * ndim} ints, "
+                               f"got {value!r}")
+    if any(v < 0 for v in items):
+        raise OpAttributeError(f"R.{op}: padding must be non-negative, got {value!r}")
+    return items
+
+
+def attr_layout(value, expected: str, op: str, name: str) -> str:
+    """Only the layout the kernels are written for (TVM's default) is accepted."""
+    if value is None:
+        return expected
+    if value != expected:
+        raise OpAttributeError(f"R.{op}: {name} {value!r} is not supported (only {expected!r}); "
+                               f"use R.permute_dims to change the layout")
+    return value
+
+
+def _int_items(value, op: str, name: str) -> tuple[int, ...]:
+    if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
+        return (attr_int(value, op, name),)
+    try:
+        items = tuple(value)
+    except TypeError:
+        raise OpAttributeError(f"R.{op}: {name} must be an int or a tuple of ints, "
+                               f"got {value!r}") from None
+    return tuple(attr_int(v, op, name) for v in items)
+
+
+def window_output_dim(size, kernel, stride: int, dilation: int, pad_lo: int, pad_hi: int,
+                      ceil_mode: bool = False):
+    """Number of window positions along one axis (TVM's formula, also for ceil_mode)."""
+    span = E.convert(size) + (pad_lo + pad_hi) - dilation * (E.convert(kernel) - 1) - 1
+    if ceil_mode:
+        span = span + (stride - 1)
+    return E.floordiv(span, stride) + 1
+
+
+def window_output_shape(ctx, spatial, kernel, strides, dilation, padding, ceil_mode=False):
+    d = len(spatial)
+    return [simplify(ctx, window_output_dim(spatial[i], kernel[i], strides[i], dilation[i],
+                                            padding[i], padding[d + i], ceil_mode))
+            for i in range(d)]
+
+
+def numpy_output_dims(spatial, kernel, strides, dilation, padding, ceil_mode=False) -> list[int]:
+    d = len(spatial)
+    out = []
+    for i in range(d):
+        span = spatial[i] + padding[i] + padding[d + i] - dilation[i] * (kernel[i] - 1) - 1
+        if ceil_mode:
+            span += strides[i] - 1
+        out.append(max(span // strides[i] + 1, 0))
+    return out
+
+
+def numpy_window(padded: np.ndarray, offsets, strides, dilation, out_dims) -> np.ndarray:
+    """The elements each output position reads at kernel offset ``offsets`` (trailing axes)."""
+    lead = (slice(None),) * (padded.ndim - len(offsets))
+    index = tuple(slice(o * dl, o * dl + s * (n - 1) + 1, s) if n > 0 else slice(0, 0)
+                  for o, dl, s, n in zip(offsets, dilation, strides, out_dims))
+    return padded[lead + index]

@@ -1,0 +1,194 @@
+"""``R.nn.conv1d`` / ``R.nn.conv2d``: grouped, strided, dilated, zero-padded
+convolutions in TVM's default layouts (``NCW``/``OIW``, ``NCHW``/``OIHW``).
+
+The weight's second dim is ``in_channels / groups``; ``groups`` must divide
+both channel counts. Operands share a dtype; ``out_dtype`` (TVM prints
+``"void"`` for none) gives the dtype the products are accumulated in.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..struct_info import TensorStructInfo
+from ._convert import as_tensor, make_call
+from ._infer_util import (attr_dtype, attr_int, format_sinfo, prove_not_equal, same_dtype,
+                          simplify, tensor_arg)
+from ._window import (attr_layout, attr_padding, attr_per_axis, numpy_output_dims, numpy_window,
+                      window_output_shape)
+from .registry import OpAttributeError, register_op
+
+_LAYOUTS = {1: ("NCW", "OIW"), 2: ("NCHW", "OIHW")}
+
+
+def _conv_attrs(op: str, ndim: int, strides, padding, dilation, groups, data_layout,
+                kernel_layout, out_layout, out_dtype) -> dict:
+    data_default, kernel_default = _LAYOUTS[ndim]
+    groups = attr_int(groups, op, "groups")
+    if groups < 1:
+        raise OpAttributeError(f"R.{op}: groups must be at least 1, got {groups}")
+    if out_dtype in (None, "void", ""):
+        out_dtype = None
+    else:
+        out_dtype = attr_dtype(out_dtype, op, "out_dtype")
+    return {
+        "strides": attr_per_axis(strides, ndim, op, "strides", 1),
+        "padding": attr_padding(padding, ndim, op),
+        "dilation": attr_per_axis(dilation, ndim, op, "dilation", 1),
+        "groups": groups,
+        "data_layout": attr_layout(data_layout, data_default, op, "data_layout"),
+        "kernel_layout": attr_layout(kernel_layout, kernel_default, op, "kernel_layout"),
+        "out_layout": attr_layout(out_layout, data_default, op, "out_layout"),
+        "out_dtype": out_dtype,
+    }
+
+
+def conv1d(data, weight, strides=1, padding=0, dilation=1, groups=1, data_layout="NCW",
+           kernel_layout="OIW", out_layout=None, out_dtype=None):
+    """R.nn.conv1d(data, weight, strides=1, padding=0, dilation=1, groups=1, ...)."""
+    return make_call("relax.nn.conv1d", [as_tensor(data), as_tensor(weight)],
+                     _conv_attrs("nn.conv1d", 1, strides, padding, dilation, groups, data_layout,
+                                 kernel_layout, out_layout, out_dtype))
+
+
+def conv2d(data, weight, strides=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1,
+           data_layout="NCHW", kernel_layout="OIHW", out_layout=None, out_dtype=None):
+    """R.nn.conv2d(data, weight, strides=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1, ...)."""
+    return make_call("relax.nn.conv2d", [as_tensor(data), as_tensor(weight)],
+                     _conv_attrs("nn.conv2d", 2, strides, padding, dilation, groups, data_layout,
+                                 kernel_layout, out_layout, out_dtype))
+
+
+def _infer_conv(call, ctx) -> TensorStructInfo:
+    data = tensor_arg(call, 0, ctx, "data")
+    weight = tensor_arg(call, 1, ctx, "weight")
+    attrs = call.attrs
+    out_dtype = attrs["out_dtype"] or same_dtype(ctx, call, [data, weight])
+    ndim = len(attrs["strides"]) + 2
+    for what, sinfo in (("data", data), ("weight", weight)):
+        if sinfo.ndim >= 0 and sinfo.ndim != ndim:
+            ctx.error(f"{call.op.name}: {what} must have {ndim} dims "
+                      f"({attrs['data_layout'] if what == 'data' else attrs['kernel_layout']}), "
+                      f"got {format_sinfo(sinfo)}")
+    if data.shape is None or weight.shape is None:
+        return TensorStructInfo(None, out_dtype, ndim)
+    groups = attrs["groups"]
+    channels, out_channels = data.shape[1], weight.shape[0]
+    per_group = simplify(ctx, weight.shape[1] * groups)
+    if prove_not_equal(ctx, per_group, channels):
+        ctx.error(f"{call.op.name}: data has {channels} channels but weight {format_sinfo(weight)} "
+                  f"with groups={groups} expects {per_group}")
+    if groups > 1 and prove_not_equal(ctx, out_channels % groups, 0):
+        ctx.error(f"{call.op.name}: groups={groups} must divide the output channels of weight "
+                  f"{format_sinfo(weight)}")
+    spatial = window_output_shape(ctx, data.shape[2:], weight.shape[2:], attrs["strides"],
+                                  attrs["dilation"], attrs["padding"])
+    return TensorStructInfo([data.shape[0], out_channels, *spatial], out_dtype)
+
+
+def conv_reference(data, weight, strides, padding, dilation, groups=1, out_dtype=None, **_layouts):
+    """Direct convolution: one batched product per kernel offset."""
+    d = len(strides)
+    dtype = out_dtype or data.dtype.name
+    batch, channels = data.shape[:2]
+    out_channels, per_group = weight.shape[:2]
+    if per_group * groups != channels:
+        raise ValueError(f"conv: data has {channels} channels, weight expects {per_group * groups}")
+    out_dims = numpy_output_dims(data.shape[2:], weight.shape[2:], strides, dilation, padding)
+    pads = [(0, 0), (0, 0)] + [(padding[i], padding[d + i]) for i in range(d)]
+    padded = np.pad(data.astype(dtype), pads)
+    out = np.zeros((batch, groups, out_channels // groups, *out_dims), dtype=dtype)
+    grouped_weight = weight.astype(dtype).reshape(groups, out_channels // groups, per_group,
+                                                  *weight.shape[2:])
+    for offsets in np.ndindex(*weight.shape[2:]):
+        patch = numpy_window(padded, offsets, strides, dilation, out_dims)
+        patch = patch.reshape(batch, groups, per_group, *out_dims)
+        taps = grouped_weight[(slice(None),) * 3 + offsets]
+        out += np.einsum("ngc...,goc->ngo...", patch, taps).astype(dtype)
+    return out.reshape(batch, out_channels, *out_dims)
+
+
+_ATTRS = ("strides", "padding", "dilation", "groups", "data_layout", "kernel_layout", "out_layout",
+          "out_dtype")
+register_op("relax.nn.conv1d", _infer_conv, conv_reference, attr_names=_ATTRS, constructor=conv1d)
+register_op("relax.nn.conv2d", _infer_conv, conv_reference, attr_names=_ATTRS, constructor=conv2d)
+
+__all__ = ["conv1d", "conv2d"]
+
+
+# ---------------------------------------------------------------- conv2d_transpose
+def conv2d_transpose(data, weight, strides=(1, 1), padding=(0, 0), output_padding=(0, 0),
+                     dilation=(1, 1), groups=1, data_layout="NCHW", kernel_layout="IOHW",
+                     out_layout=None, out_dtype=None):
+    """R.nn.conv2d_transpose(data, weight, strides=(1, 1), padding=(0, 0), output_padding=(0, 0),
+    dilation=(1, 1), groups=1, ...): the gradient of conv2d with respect to its input; the
+    weight is ``(in_channels, out_channels / groups, kh, kw)`` (``IOHW``)."""
+    op = "nn.conv2d_transpose"
+    attrs = _conv_attrs(op, 2, strides, padding, dilation, groups, data_layout, "OIHW",
+                        out_layout, out_dtype)
+    attrs["kernel_layout"] = attr_layout(kernel_layout, "IOHW", op, "kernel_layout")
+    extra = attr_per_axis(output_padding, 2, op, "output_padding", 0)
+    for e, s, d in zip(extra, attrs["strides"], attrs["dilation"]):
+        if e >= max(s, d):
+            raise OpAttributeError(f"R.{op}: output_padding {extra} must be smaller than the "
+                                   f"stride or the dilation")
+    attrs = {"strides": attrs["strides"], "padding": attrs["padding"], "output_padding": extra,
+             **{k: v for k, v in attrs.items() if k not in ("strides", "padding")}}
+    return make_call("relax.nn.conv2d_transpose", [as_tensor(data), as_tensor(weight)], attrs)
+
+
+def transposed_output_dim(size, kernel, stride, dilation, pad_lo, pad_hi, extra):
+    return (size - 1) * stride - pad_lo - pad_hi + dilation * (kernel - 1) + extra + 1
+
+
+def _infer_conv2d_transpose(call, ctx) -> TensorStructInfo:
+    data = tensor_arg(call, 0, ctx, "data")
+    weight = tensor_arg(call, 1, ctx, "weight")
+    a = call.attrs
+    out_dtype = a["out_dtype"] or same_dtype(ctx, call, [data, weight])
+    for what, sinfo, layout in (("data", data, "NCHW"), ("weight", weight, "IOHW")):
+        if sinfo.ndim >= 0 and sinfo.ndim != 4:
+            ctx.error(f"{call.op.name}: {what} must have 4 dims ({layout}), got {format_sinfo(sinfo)}")
+    if data.shape is None or weight.shape is None:
+        return TensorStructInfo(None, out_dtype, 4)
+    if prove_not_equal(ctx, weight.shape[0], data.shape[1]):
+        ctx.error(f"{call.op.name}: data has {data.shape[1]} channels but weight "
+                  f"{format_sinfo(weight)} expects {weight.shape[0]} (IOHW)")
+    if a["groups"] > 1 and prove_not_equal(ctx, data.shape[1] % a["groups"], 0):
+        ctx.error(f"{call.op.name}: groups={a['groups']} must divide the input channels of "
+                  f"{format_sinfo(data)}")
+    p = a["padding"]
+    spatial = [simplify(ctx, transposed_output_dim(data.shape[2 + i], weight.shape[2 + i],
+                                                   a["strides"][i], a["dilation"][i], p[i], p[2 + i],
+                                                   a["output_padding"][i])) for i in range(2)]
+    return TensorStructInfo([data.shape[0], simplify(ctx, weight.shape[1] * a["groups"]), *spatial],
+                            out_dtype)
+
+
+def _conv2d_transpose_reference(data, weight, strides, padding, output_padding, dilation, groups=1,
+                                out_dtype=None, **_layouts):
+    dtype = out_dtype or data.dtype.name
+    batch, channels, height, width = data.shape
+    per_group_out = weight.shape[1]
+    kh, kw = weight.shape[2:]
+    in_group = channels // groups
+    full = [(height - 1) * strides[0] + dilation[0] * (kh - 1) + 1 + output_padding[0],
+            (width - 1) * strides[1] + dilation[1] * (kw - 1) + 1 + output_padding[1]]
+    out = np.zeros((batch, groups, per_group_out, *full), dtype=dtype)
+    grouped = data.astype(dtype).reshape(batch, groups, in_group, height, width)
+    taps = weight.astype(dtype).reshape(groups, in_group, per_group_out, kh, kw)
+    for i, j in np.ndindex(kh, kw):
+        contribution = np.einsum("ngchw,gco->ngohw", grouped, taps[:, :, :, i, j]).astype(dtype)
+        out[:, :, :, i * dilation[0]:i * dilation[0] + (height - 1) * strides[0] + 1:strides[0],
+            j * dilation[1]:j * dilation[1] + (width - 1) * strides[1] + 1:strides[1]] += contribution
+    out_h = max(full[0] - padding[0] - padding[2], 0)
+    out_w = max(full[1] - padding[1] - padding[3], 0)
+    out = out[:, :, :, padding[0]:padding[0] + out_h, padding[1]:padding[1] + out_w]
+    return np.ascontiguousarray(out.reshape(batch, groups * per_group_out, out_h, out_w))
+
+
+register_op("relax.nn.conv2d_transpose", _infer_conv2d_transpose, _conv2d_transpose_reference,
+            attr_names=("strides", "padding", "output_padding", "dilation", "groups", "data_layout",
+                        "kernel_layout", "out_layout", "out_dtype"),
+            constructor=conv2d_transpose)
+
+__all__ += ["conv2d_transpose"]

@@ -1,0 +1,166 @@
+"""``R.nn.max_pool2d`` / ``avg_pool2d`` / ``adaptive_avg_pool2d`` in TVM's
+default ``NCHW`` layout.
+
+Padded positions never win a max (they read as -inf). An average divides by
+the window positions inside the input, or with ``count_include_pad`` inside
+the padded input (never the ``ceil_mode`` overhang), as PyTorch does.
+Adaptive pooling gives output row ``i`` the input rows
+``floor(i * H / OH) .. ceil((i + 1) * H / OH)``.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from tensorir import dtype as dt
+
+from ..struct_info import TensorStructInfo
+from ._convert import as_tensor, make_call
+from ._infer_util import attr_int, format_sinfo, tensor_arg
+from ._window import (attr_layout, attr_padding, attr_per_axis, numpy_output_dims, numpy_window,
+                      window_output_shape)
+from .registry import OpAttributeError, register_op
+
+
+def _pool_attrs(op: str, pool_size, strides, padding, dilation, ceil_mode, count_include_pad,
+                layout, out_layout) -> dict:
+    for name, flag in (("ceil_mode", ceil_mode), ("count_include_pad", count_include_pad)):
+        if not isinstance(flag, (bool, np.bool_)):
+            raise OpAttributeError(f"R.{op}: {name} must be a bool, got {flag!r}")
+    return {
+        "pool_size": attr_per_axis(pool_size, 2, op, "pool_size", 1),
+        "strides": attr_per_axis(strides, 2, op, "strides", 1),
+        "padding": attr_padding(padding, 2, op),
+        "dilation": attr_per_axis(dilation, 2, op, "dilation", 1),
+        "ceil_mode": bool(ceil_mode),
+        "count_include_pad": bool(count_include_pad),
+        "layout": attr_layout(layout, "NCHW", op, "layout"),
+        "out_layout": attr_layout(out_layout, "NCHW", op, "out_layout"),
+    }
+
+
+def max_pool2d(data, pool_size=(1, 1), strides=(1, 1), padding=(0, 0), dilation=(1, 1),
+               ceil_mode=False, count_include_pad=False, layout="NCHW", out_layout=None):
+    """R.nn.max_pool2d(data, pool_size=(1, 1), strides=(1, 1), padding=(0, 0), ...)."""
+    return make_call("relax.nn.max_pool2d", [as_tensor(data)],
+                     _pool_attrs("nn.max_pool2d", pool_size, strides, padding, dilation, ceil_mode,
+                                 count_include_pad, layout, out_layout))
+
+
+def avg_pool2d(data, pool_size=(1, 1), strides=(1, 1), padding=(0, 0), dilation=(1, 1),
+               ceil_mode=False, count_include_pad=False, layout="NCHW", out_layout=None):
+    """R.nn.avg_pool2d(data, pool_size=(1, 1), strides=(1, 1), padding=(0, 0), ...)."""
+    return make_call("relax.nn.avg_pool2d", [as_tensor(data)],
+                     _pool_attrs("nn.avg_pool2d", pool_size, strides, padding, dilation, ceil_mode,
+                                 count_include_pad, layout, out_layout))
+
+
+def _pooled_input(call, ctx) -> TensorStructInfo:
+    data = tensor_arg(call, 0, ctx, "data")
+    if data.ndim >= 0 and data.ndim != 4:
+        ctx.error(f"{call.op.name}: data must have 4 dims (NCHW), got {format_sinfo(data)}")
+    if call.op.name != "relax.nn.max_pool2d" and data.dtype is not None \
+            and not dt.is_float(data.dtype):
+        ctx.error(f"{call.op.name} requires a floating-point tensor, got {format_sinfo(data)}")
+    return data
+
+
+def _infer_pool(call, ctx) -> TensorStructInfo:
+    data = _pooled_input(call, ctx)
+    if data.shape is None:
+        return TensorStructInfo(None, data.dtype, 4)
+    a = call.attrs
+    spatial = window_output_shape(ctx, data.shape[2:], a["pool_size"], a["strides"], a["dilation"],
+                                  a["padding"], a["ceil_mode"])
+    return TensorStructInfo([*data.shape[:2], *spatial], data.dtype)
+
+
+def _windows(data, pool_size, strides, padding, dilation, ceil_mode, fill):
+    """Yield, per kernel offset, the window elements and whether each is inside the input
+    (and inside the padded input)."""
+    out_dims = numpy_output_dims(data.shape[2:], pool_size, strides, dilation, padding, ceil_mode)
+    # enough high padding for the ceil_mode overhang
+    extra = [max(0, (n - 1) * s + (k - 1) * d + 1 - (size + lo + hi))
+             for n, s, k, d, size, lo, hi in zip(out_dims, strides, pool_size, dilation,
+                                                  data.shape[2:], padding[:2], padding[2:])]
+    pads = [(0, 0), (0, 0)] + [(padding[i], padding[2 + i] + extra[i]) for i in range(2)]
+    padded = np.pad(data, pads, constant_values=fill)
+    inside = np.pad(np.ones(data.shape[2:], bool), pads[2:])
+    in_padded = np.pad(np.ones([s + lo + hi for s, lo, hi in zip(data.shape[2:], padding[:2],
+                                                                   padding[2:])], bool),
+                       [(0, e) for e in extra])
+    for offsets in np.ndindex(*pool_size):
+        yield (numpy_window(padded, offsets, strides, dilation, out_dims),
+               numpy_window(inside, offsets, strides, dilation, out_dims),
+               numpy_window(in_padded, offsets, strides, dilation, out_dims))
+
+
+def _max_pool_reference(data, pool_size, strides, padding, dilation, ceil_mode=False, **_):
+    lowest = -np.inf if dt.is_float(data.dtype.name) else np.iinfo(data.dtype).min
+    out = None
+    for window, _inside, _in_padded in _windows(data, pool_size, strides, padding, dilation,
+                                                ceil_mode, lowest):
+        out = window.copy() if out is None else np.maximum(out, window)
+    return np.asarray(out, dtype=data.dtype)
+
+
+def _avg_pool_reference(data, pool_size, strides, padding, dilation, ceil_mode=False,
+                        count_include_pad=False, **_):
+    total = count = None
+    for window, inside, in_padded in _windows(data, pool_size, strides, padding, dilation,
+                                              ceil_mode, 0):
+        counted = (in_padded if count_include_pad else inside).astype(data.dtype)
+        total = window.copy() if total is None else total + window
+        count = counted.copy() if count is None else count + counted
+    with np.errstate(invalid="ignore", divide="ignore"):  # an all-padding window: 0 / 0
+        return np.asarray(total / count, dtype=data.dtype)
+
+
+_POOL_ATTRS = ("pool_size", "strides", "padding", "dilation", "ceil_mode", "count_include_pad",
+               "layout", "out_layout")
+register_op("relax.nn.max_pool2d", _infer_pool, _max_pool_reference, attr_names=_POOL_ATTRS,
+            constructor=max_pool2d)
+register_op("relax.nn.avg_pool2d", _infer_pool, _avg_pool_reference, attr_names=_POOL_ATTRS,
+            constructor=avg_pool2d)
+
+
+# ---------------------------------------------------------------- adaptive_avg_pool2d
+def adaptive_avg_pool2d(data, output_size=None, layout="NCHW", out_layout=None):
+    """R.nn.adaptive_avg_pool2d(data, output_size=None, layout="NCHW", out_layout=None)."""
+    op = "nn.adaptive_avg_pool2d"
+    if output_size is not None:
+        output_size = attr_per_axis(output_size, 2, op, "output_size", 1)
+    return make_call("relax.nn.adaptive_avg_pool2d", [as_tensor(data)],
+                     {"output_size": output_size,
+                      "layout": attr_layout(layout, "NCHW", op, "layout"),
+                      "out_layout": attr_layout(out_layout, "NCHW", op, "out_layout")})
+
+
+def _infer_adaptive(call, ctx) -> TensorStructInfo:
+    data = _pooled_input(call, ctx)
+    if data.shape is None:
+        return TensorStructInfo(None, data.dtype, 4)
+    size = call.attrs["output_size"]
+    return TensorStructInfo([*data.shape[:2], *(size or data.shape[2:])], data.dtype)
+
+
+def adaptive_bounds(i: int, size: int, out: int) -> tuple[int, int]:
+    return (i * size) // out, -((-(i + 1) * size) // out)
+
+
+def _adaptive_reference(data, output_size=None, **_):
+    out_h, out_w = output_size or data.shape[2:]
+    height, width = data.shape[2:]
+    out = np.empty((*data.shape[:2], out_h, out_w), dtype=data.dtype)
+    for i in range(out_h):
+        h0, h1 = adaptive_bounds(i, height, out_h)
+        for j in range(out_w):
+            w0, w1 = adaptive_bounds(j, width, out_w)
+            with np.errstate(invalid="ignore"):  # an empty input: mean of nothing
+                out[:, :, i, j] = data[:, :, h0:h1, w0:w1].mean(axis=(2, 3))
+    return out
+
+
+register_op("relax.nn.adaptive_avg_pool2d", _infer_adaptive, _adaptive_reference,
+            attr_names=("output_size", "layout", "out_layout"), constructor=adaptive_avg_pool2d)
+
+__all__ = ["max_pool2d", "avg_pool2d", "adaptive_avg_pool2d"]

@@ -1,0 +1,212 @@
+"""Data-indexed ops: flip, one_hot, gather_nd, scatter_nd, scatter_elements, and cumsum.
+
+Scatters are written in gather form: each output element searches the
+updates aimed at it (``O(elements x updates)``), so a kernel never writes
+through a data-dependent index, and an out-of-range index touches nothing.
+``cumsum`` sums a masked full row per element (``O(n^2)`` along the axis).
+"""
+from __future__ import annotations
+
+from tensorir import expr as E
+from tensorir.compute import compute, reduce_axis, reduce_max, reduce_sum
+
+from ...struct_info import PrimStructInfo
+from .common import product, unravel
+from .registry import register_legalize
+
+
+def _wrapped(index, dim):
+    """NumPy's negative indices count from the end."""
+    index = E.cast("int64", index)
+    return E.Select(E.LT(index, 0), index + dim, index)
+
+
+def _in_range(index, dim):
+    return E.And(E.GE(index, 0), E.LT(index, dim))
+
+
+def _all(conditions):
+    result = E.const(True, "bool")
+    for c in conditions:
+        result = E.And(result, c)
+    return result
+
+
+def _known(call) -> bool:
+    return getattr(call.struct_info, "shape", None) is not None and all(
+        getattr(a.struct_info, "shape", None) is not None for a in call.args
+        if not isinstance(a.struct_info, PrimStructInfo))
+
+
+@register_legalize("relax.flip")
+def _flip(ctx, call):
+    te = ctx.te(call)
+    x = te.placeholder(call.args[0], "data")
+    axis = call.attrs["axis"] % x.ndim
+
+    def body(*i):
+        return x[(*i[:axis], x.shape[axis] - 1 - i[axis], *i[axis + 1:])]
+
+    return te.emit("flip", compute(x.shape, body, "T_flip"))
+
+
+@register_legalize("relax.one_hot")
+def _one_hot(ctx, call):
+    on, off = call.args[1].struct_info, call.args[2].struct_info
+    if on.value is None or off.value is None or not _known(call):
+        return None   # values known only at run time: the VM runs the reference
+    te = ctx.te(call)
+    indices = te.placeholder(call.args[0], "indices")
+    dtype = te.out_dtype()
+    axis = call.attrs["axis"] % (indices.ndim + 1)
+    on_value, off_value = E.cast(dtype, te.expr(on.value)), E.cast(dtype, te.expr(off.value))
+
+    def body(*i):
+        index = indices[(*i[:axis], *i[axis + 1:])]
+        return E.select(E.EQ(E.cast("int64", index), i[axis]), on_value, off_value)
+
+    return te.emit("one_hot", compute(te.out_shape(), body, "T_one_hot", dtype))
+
+
+@register_legalize("relax.gather_nd")
+def _gather_nd(ctx, call):
+    if not _known(call):
+        return None
+    te = ctx.te(call)
+    data = te.placeholder(call.args[0], "data")
+    indices = te.placeholder(call.args[1], "indices")
+    batch = call.attrs["batch_dims"]
+    depth = int(indices.shape[-1].value)
+
+    def body(*i):
+        lead = i[:indices.ndim - 1]
+        picked = [_wrapped(indices[(*lead, E.IntImm(d))], data.shape[batch + d]) for d in range(depth)]
+        inside = _all(_in_range(p, data.shape[batch + d]) for d, p in enumerate(picked))
+        load = data[(*lead[:batch], *picked, *i[indices.ndim - 1:])]
+        return E.select(inside, load, E.const(0, data.dtype))
+
+    return te.emit("gather_nd", compute(te.out_shape(), body, "T_gather_nd"))
+
+
+_COMBINE = {"add": (reduce_sum, lambda a, b: a + b), "max": (reduce_max, E.max_)}
+
+
+def _scatter(te, data, updates, update_shape, aims_at, reduction, name):
+    """``out[p] = data[p]`` combined with every update ``u`` for which ``aims_at(p, u)``."""
+    def matching(body_of):
+        def body(*p):
+            us = [reduce_axis(d, f"u{k}") for k, d in enumerate(update_shape)]
+            return body_of(p, [u.var for u in us], us)
+        return body
+
+    if reduction == "update":   # the last matching update (row-major order) wins
+        flat_count = product(update_shape)
+
+        def last(p, u, us):
+            flat = E.IntImm(0)
+            for index, dim in zip(u, update_shape):
+                flat = flat * dim + index
+            return reduce_max(E.select(aims_at(p, u), flat, E.IntImm(-1)), us)
+
+        winner = compute(data.shape, matching(last), "T_last_update", "int64")
+
+        def body(*p):
+            w = winner[p]
+            safe = E.max_(w, E.IntImm(0))
+            return E.select(E.GE(w, 0), updates[unravel(safe, update_shape)], data[p])
+
+        del flat_count
+        return compute(data.shape, body, name)
+    if reduction == "mul":   # no product reduction over a guarded source: sum of logs is
+        # inexact, so multiply the matching updates with a product reduction
+        from tensorir.compute import reduce_prod
+        combined = compute(data.shape, matching(lambda p, u, us: reduce_prod(
+            E.select(aims_at(p, u), updates[tuple(u)], E.const(1, data.dtype)), us)), "T_scatter_prod")
+        return compute(data.shape, lambda *p: data[p] * combined[p], name)
+    if reduction == "min":
+        from tensorir.compute import max_value, reduce_min
+        combined = compute(data.shape, matching(lambda p, u, us: reduce_min(
+            E.select(aims_at(p, u), updates[tuple(u)], E.const(max_value(data.dtype), data.dtype)),
+            us)), "T_scatter_min")
+        return compute(data.shape, lambda *p: E.min_(data[p], combined[p]), name)
+    if reduction == "max":
+        from tensorir.compute import min_value
+        combined = compute(data.shape, matching(lambda p, u, us: reduce_max(
+            E.select(aims_at(p, u), updates[tuple(u)], E.const(min_value(data.dtype), data.dtype)),
+            us)), "T_scatter_max")
+        return compute(data.shape, lambda *p: E.max_(data[p], combined[p]), name)
+    combined = compute(data.shape, matching(lambda p, u, us: reduce_sum(
+        E.select(aims_at(p, u), updates[tuple(u)], E.const(0, data.dtype)), us)), "T_scatter_sum")
+    return compute(data.shape, lambda *p: data[p] + combined[p], name)
+
+
+@register_legalize("relax.scatter_nd")
+def _scatter_nd(ctx, call):
+    if not _known(call):
+        return None
+    te = ctx.te(call)
+    data = te.placeholder(call.args[0], "data")
+    indices = te.placeholder(call.args[1], "indices")
+    updates = te.placeholder(call.args[2], "updates")
+    depth = int(indices.shape[-1].value)
+    lead = indices.ndim - 1
+
+    def aims_at(p, u):
+        conds = [E.EQ(_wrapped(indices[(*u[:lead], E.IntImm(d))], data.shape[d]), p[d])
+                 for d in range(depth)]
+        conds += [E.EQ(u[lead + k], p[depth + k]) for k in range(data.ndim - depth)]
+        return _all(conds)
+
+    out = _scatter(te, data, updates, updates.shape, aims_at, call.attrs["reduction"], "T_scatter_nd")
+    return te.emit("scatter_nd", out)
+
+
+@register_legalize("relax.scatter_elements")
+def _scatter_elements(ctx, call):
+    if not _known(call):
+        return None
+    te = ctx.te(call)
+    data = te.placeholder(call.args[0], "data")
+    indices = te.placeholder(call.args[1], "indices")
+    updates = te.placeholder(call.args[2], "updates")
+    axis = call.attrs["axis"] % data.ndim
+
+    def aims_at(p, u):
+        conds = [E.EQ(_wrapped(indices[tuple(u)], data.shape[axis]), p[axis])]
+        conds += [E.EQ(u[d], p[d]) for d in range(data.ndim) if d != axis]
+        return _all(conds)
+
+    out = _scatter(te, data, updates, indices.shape, aims_at, call.attrs["reduction"],
+                   "T_scatter_elements")
+    return te.emit("scatter_elements", out)
+
+
+@register_legalize("relax.cumsum")
+def _cumsum(ctx, call):
+    if not _known(call):
+        return None
+    te = ctx.te(call)
+    x = te.placeholder(call.args[0], "data")
+    dtype = te.out_dtype()
+    axis = call.attrs["axis"]
+    exclusive = call.attrs["exclusive"]
+    if axis is None:
+        shape = [product(x.shape)]
+
+        def element(i):
+            return x[unravel(i, x.shape)]
+        axis = 0
+    else:
+        shape = list(x.shape)
+        axis %= x.ndim
+
+        def element(*i):
+            return x[i]
+
+    def body(*i):
+        k = reduce_axis(shape[axis], "k")
+        keep = E.LT(k.var, i[axis]) if exclusive else E.LE(k.var, i[axis])
+        source = element(*i[:axis], k.var, *i[axis + 1:])
+        return reduce_sum(E.select(keep, E.cast(dtype, source), E.const(0, dtype)), [k])
+
+    return te.emit("cumsum", compute(te.out_shape(), body, "T_cumsum", dtype))

@@ -34,6 +34,14 @@ from timing import format_table, median_ms  # noqa: E402
 SHAPES = [("attn_q / attn_output", 576, 576, "q4_1"), ("attn_k / attn_v", 576, 192, "q4_1"),
           ("ffn_gate / ffn_up", 576, 1536, "q4_1"), ("ffn_down", 1536, 576, "q4_1"),
           ("lm_head (tied embd)", 576, 49152, "q8_0")]
+# the model's decode kernels that fuse a stage after the product (SmolLM2's MLP and residuals):
+# (name, in, out, format, extra (1, out) float32 inputs, Relax lines after ``y = x @ w``)
+EPILOGUE_SHAPES = [
+    ("ffn_gate + silu", 576, 1536, "q4_1", [], ["y = R.nn.silu(y)"]),
+    ("ffn_up * silu(gate)", 576, 1536, "q4_1", ["g"], ["y = R.multiply(g, y)"]),
+    ("attn_output + residual", 576, 576, "q4_1", ["h"], ["y = R.add(h, y)"]),
+    ("ffn_down + residual", 1536, 576, "q4_1", ["h"], ["y = R.add(h, y)"]),
+]
 STREAM_BYTES = 256 << 20     # copies of a weight cycled through per decode measurement
 
 
@@ -44,27 +52,29 @@ def read_bandwidth_gbs(nbytes: int = 512 << 20) -> float:
     return nbytes / (median_ms(data.sum, min_runs=3, max_runs=5, budget_s=2.0) / 1e3) / 1e9
 
 
-def linear_module(fmt: str, rows: int, cols: int, tokens: str):
+def linear_module(fmt: str, rows: int, cols: int, tokens: str, extra: tuple = (), epilogue: tuple = ()):
     packed, dtype = (rows // 2, "uint8") if fmt == "q4_1" else (rows, "int8")
     mins = f', qm: R.Tensor(({rows // 32}, {cols}), "float32")' if fmt == "q4_1" else ""
+    others = "".join(f', {name}: R.Tensor(({tokens}, {cols}), "float32")' for name in extra)
+    stages = "".join(f"\n        {line}" for line in epilogue)
     return rx.IRModule({"main": rx.from_source(f"""
 from relaxscript import R
 @R.function
 def main(x: R.Tensor(({tokens}, {rows}), "float32"), qd: R.Tensor(({packed}, {cols}), "{dtype}"),
-         qs: R.Tensor(({rows // 32}, {cols}), "float32"){mins}):
+         qs: R.Tensor(({rows // 32}, {cols}), "float32"){mins}{others}):
     with R.dataflow():
-        y = R.matmul(x, R.dequantize(qd, qs{", qm" if mins else ""}, format="{fmt}"))
+        y = R.matmul(x, R.dequantize(qd, qs{", qm" if mins else ""}, format="{fmt}")){stages}
         R.output(y)
     return y
 """)})
 
 
-def build_decode(fmt: str, k: int, n: int, generated: bool):
+def build_decode(fmt: str, k: int, n: int, generated: bool, extra: tuple = (), epilogue: tuple = ()):
     """The one-token layer compiled with the generated gemv kernel, or with the loop nest."""
     previous = os.environ.get("RELAXSCRIPT_GENERATED_KERNELS")
     os.environ["RELAXSCRIPT_GENERATED_KERNELS"] = "1" if generated else "0"
     try:
-        return rx.VirtualMachine(rx.build(linear_module(fmt, k, n, "1"), target="c"))["main"]
+        return rx.VirtualMachine(rx.build(linear_module(fmt, k, n, "1", extra, epilogue), target="c"))["main"]
     finally:
         if previous is None:
             del os.environ["RELAXSCRIPT_GENERATED_KERNELS"]
@@ -90,6 +100,29 @@ def decode_rows(budget: float, times: dict, generated: bool = True) -> list[list
         rows.append([name, fmt, f"{k}x{n}", f"{nbytes / 1e6:.2f}", f"{ms * 1e3:.0f}",
                      f"{nbytes / ms / 1e6:.1f}", f"{weight_f32 / nbytes:.1f}x"])
         times[name] = ms
+    return rows
+
+
+def epilogue_rows(budget: float) -> list[list[str]]:
+    """The fused kernels with an epilogue, loop nest and generated kernel side by side."""
+    rng = np.random.default_rng(2)
+    rows = []
+    for name, k, n, fmt, extra, epilogue in EPILOGUE_SHAPES:
+        tensors = quantize_numpy(rng.standard_normal((k, n)).astype(np.float32), fmt, "float32")
+        nbytes = sum(t.nbytes for t in tensors)
+        copies = [tuple(t.copy() for t in tensors) for _ in range(max(1, STREAM_BYTES // nbytes))]
+        x = rng.standard_normal((1, k)).astype(np.float32)
+        others = [rng.standard_normal((1, n)).astype(np.float32) for _ in extra]
+        row = [name, f"{k}x{n}"]
+        for generated in (False, True):
+            run = build_decode(fmt, k, n, generated, tuple(extra), tuple(epilogue))
+            turn = iter(range(1 << 62))
+
+            def step():
+                run(x, *copies[next(turn) % len(copies)], *others)
+            ms = median_ms(step, min_runs=20, max_runs=2000, budget_s=budget, warmup_s=0.2)
+            row += [f"{ms * 1e3:.0f}", f"{nbytes / ms / 1e6:.1f}"]
+        rows.append(row + [f"{float(row[2]) / float(row[4]):.2f}x"])
     return rows
 
 
@@ -132,6 +165,9 @@ def main(argv=None) -> None:
         rows = decode_rows(args.budget, times, generated)
         print(format_table(["layer", "format", "in x out", "MB", "us", "GB/s", "vs f32 bytes"], rows))
         whole_model(bandwidth, times)
+    print("\ndecode GEMV with a fused epilogue (the model's MLP and residual kernels), same run:")
+    print(format_table(["kernel", "in x out", "loop nest us", "GB/s", "generated us", "GB/s", "speedup"],
+                       epilogue_rows(args.budget)))
     if args.decode_only:
         return
     print("\nprefill GEMM, x (n, in) @ quantized (in, out) vs OpenBLAS sgemm on a float32 weight:")

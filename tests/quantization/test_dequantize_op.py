@@ -97,8 +97,8 @@ def test_legalize_q4_1_before_expected():
 
 
 def linear_module(fmt: str, rows: int, cols: int, bias: bool = False, activation: bool = False,
-                  tokens: str = '"n"', scale_dtype: str = "float32"):
-    """``y = x @ dequantize(w) [+ b] [silu]`` with ``x: (tokens, rows)``."""
+                  tokens: str = '"n"', scale_dtype: str = "float32", flatten: bool = False):
+    """``y = x @ dequantize(w) [+ b] [silu] [reshaped to (cols,)]`` with ``x: (tokens, rows)``."""
     extra = f', qm: R.Tensor(({rows // 32}, {cols}), "{scale_dtype}")' if fmt == "q4_1" else ""
     mins = ", qm" if fmt == "q4_1" else ""
     packed = rows // 2 if fmt.startswith("q4") else rows
@@ -109,6 +109,8 @@ def linear_module(fmt: str, rows: int, cols: int, bias: bool = False, activation
         lines.append("y = R.add(y, b)")
     if activation:
         lines.append("y = R.nn.silu(y)")
+    if flatten:
+        lines.append(f"y = R.reshape(y, ({cols},))")
     body = "\n        ".join(lines)
     return rx.IRModule({"main": rx.from_source(f"""
 from relaxscript import R

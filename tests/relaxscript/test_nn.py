@@ -177,3 +177,50 @@ def test_quantized_embedding_with_a_tied_head_equals_dequantized_table():
     np.testing.assert_allclose(rx.interpret(exported.mod, "forward", ids, *packed), want, rtol=1e-4, atol=1e-4)
     got = rx.VirtualMachine(rx.build(exported.mod, target="c"))["forward"](ids, *packed)
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("fmt", ["q8_0", "q4_1"])
+def test_quantized_embedding_dequantizes_only_the_picked_rows(fmt):
+    """The lookup takes the tokens' columns of the codes and scales, then dequantizes them:
+    no kernel of the lowered module holds a float32 buffer the size of the table (a fused
+    dequantize-then-take whose rows a norm and a residual both read, as in a Llama's first
+    layer, wrote the whole float32
+    table per call: 113 MB for SmolLM2)."""
+    from relaxscript.quantization.formats import dequantize_numpy, quantize_numpy
+    from tensorir.functor import collect
+    from tensorir.stmt import Block
+    vocab, hidden = 256, 64
+
+    class EmbedThenNorm(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.embed = nn.Embedding(vocab, hidden, weight_format=nn.Quantized(fmt))
+            self.norm = nn.RMSNorm(hidden)
+
+        def forward(self, ids):
+            h = self.embed(ids)
+            return rx.op.add(h, self.norm(h))   # the lookup is read twice, as by a residual
+
+    # one token, as in decode (where the table was materialized; with n tokens it was inlined)
+    exported = nn.export(EmbedThenNorm(), {"forward": {"ids": nn.Tensor((1,), "int64")}})
+    lowered = exported.mod
+    for step in rx.get_pipeline("c"):
+        lowered = step(lowered)
+    for name, func in lowered.prim_funcs.items():
+        buffers = list(func.buffer_params) + [b for block in collect(func.body, lambda n: isinstance(n, Block))
+                                              for b in block.alloc_buffers]
+        for buffer in buffers:
+            dims = [getattr(d, "value", None) for d in buffer.shape]
+            if buffer.dtype == "float32" and None not in dims:
+                assert int(np.prod(dims)) < vocab * hidden, (name, buffer.name, dims)
+    rng = np.random.default_rng(7)
+    packed = quantize_numpy(rng.standard_normal((hidden, vocab)).astype("float32"), fmt)
+    table = dequantize_numpy(*packed, format=fmt).T
+    ids = np.array([255], dtype=np.int64)
+    rows = table[ids].astype(np.float64)
+    want = rows + rows / np.sqrt(np.mean(rows ** 2, axis=-1, keepdims=True) + 1e-5)
+    norm_weight = np.ones(hidden, np.float32)
+    got = rx.VirtualMachine(rx.build(exported.mod, target="c"))["forward"](ids, *packed, norm_weight)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(rx.interpret(exported.mod, "forward", ids, *packed, norm_weight), want,
+                               rtol=1e-5, atol=1e-5)

@@ -8,7 +8,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import relaxscript as rx
 from relaxscript.op.registry import OpAttributeError, OpDeductionError
 
 from .tvm_compat import assert_round_trip, assert_runs_alike, module_of

@@ -22,10 +22,14 @@ from tensorir import stmt as S
 from tensorir.arith import Analyzer
 from tensorir.buffer import Buffer
 from tensorir.dispatch import ClassDispatch, handles
+from tensorir.errors import ScheduleError
 from tensorir.function import PrimFunc
+from tensorir.schedule_rules.quantized import function_epilogue
 
 from ..kernel_signature import kernel_sym_vars
-from .quantized_gemv import MICRO_KERNEL_ATTR, detect_features, gemv_source, generated_kernels_enabled
+
+from .quantized_gemv import (MICRO_KERNEL_ATTR, ColumnEpilogue, detect_features, gemv_source,
+                             generated_kernels_enabled)
 from .status import C_DEFINES
 
 C_TYPES = {
@@ -622,6 +626,37 @@ class CFunctionEmitter(ClassDispatch):
         return "\n".join(body), KernelInfo(self.symbol, list(self.signature.buffer_params), sym_vars)
 
 
+def column_epilogue_c(func: PrimFunc, symbol: str, epilogue: dict) -> ColumnEpilogue:
+    """The C text of a generated gemv's epilogue (``tensorir.schedule_rules.quantized.
+    column_epilogue``: per-column scalar steps over the product ``rs_prod`` and the
+    column ``rs_col``), through the same expression emitter as any loop nest."""
+    emitter = CFunctionEmitter(func, symbol)
+    emitter.names.used.update({"rs_buffers", "rs_syms", "prod", "c0", "c1", "y", "x", "codes",
+                               "scale", "mins", "xsum", "acc", "task", "rs_col", "rs_prod"})
+    emitter.names.by_id[id(epilogue["column"])] = "rs_col"
+    emitter.names.by_id[id(epilogue["product"])] = "rs_prod"
+    declarations = []
+    for position, buf in sorted(epilogue["inputs"].items()):
+        name, ctype = emitter.names.get(buf, f"rs_in_{buf.name}"), c_type(buf.dtype)
+        declarations.append(f"const {ctype}* restrict {name} = (const {ctype}*)rs_buffers[{position}];")
+    statements = []
+    for var, value in epilogue["steps"]:
+        name = emitter.names.get(var, var.name)
+        statements.append(f"const float {name} = {emitter.cast_to(value, 'float32')};")
+    return ColumnEpilogue(tuple(declarations), tuple(statements), emitter.names.by_id[id(epilogue["steps"][-1][0])])
+
+
+def _gemv_epilogue(func: PrimFunc, symbol: str, gemv: dict):
+    """The marked gemv's epilogue as C (None: a plain product), or False when the scheduled
+    function no longer has it in per-column form: then its loop nest is compiled."""
+    if "epilogue" not in gemv:
+        return None
+    try:
+        return column_epilogue_c(func, symbol, function_epilogue(func, gemv["epilogue"]))
+    except ScheduleError:
+        return False
+
+
 def _row_major_strides(shape):
     strides = []
     acc = E.IntImm(1, shape[-1].dtype if shape else "int64")
@@ -649,9 +684,11 @@ def generate_c(funcs: dict[str, PrimFunc], signatures: dict[str, PrimFunc] | Non
         used.add(symbol)
         signature = (signatures or {}).get(name, func)
         gemv = signature.attrs.get(MICRO_KERNEL_ATTR) or func.attrs.get(MICRO_KERNEL_ATTR)
-        if gemv is not None and generated_kernels_enabled():   # the loop nest's replacement
+        epilogue = _gemv_epilogue(signature, symbol, gemv) if gemv is not None else None
+        if gemv is not None and epilogue is not False and generated_kernels_enabled():
+            # the loop nest's replacement
             text = gemv_source(symbol, gemv["format"], gemv["rows"], gemv["cols"], gemv["roles"],
-                               detect_features())
+                               detect_features(), epilogue)
             info = KernelInfo(symbol, list(signature.buffer_params), kernel_sym_vars(signature))
         else:
             text, info = CFunctionEmitter(func, symbol, signature).function()

@@ -149,11 +149,23 @@ static inline rs_qi rs_qwiden_s8(const void* p) {
 }
 
 
+@dataclass(frozen=True)
+class ColumnEpilogue:
+    """C text of the elementwise stages after the product, per output column: ``declarations``
+    (pointers to the other inputs) at function scope, then ``statements`` reading the column
+    ``rs_col`` and the product's value ``rs_prod``, leaving the stored value in ``result``."""
+    declarations: tuple[str, ...]
+    statements: tuple[str, ...]
+    result: str
+
+
 def gemv_source(symbol: str, fmt: str, rows: int, cols: int, roles: dict[str, int],
-                features: VectorFeatures) -> str:
+                features: VectorFeatures, epilogue: ColumnEpilogue | None = None) -> str:
     """C source of ``int32_t symbol(void* const* buffers, const int64_t* syms)`` computing
-    ``y[c] = sum_r x[r] * dequantize(codes)[r, c]``; ``roles`` maps codes/scale/min/x/y to
-    the buffer's position."""
+    ``y[c] = epilogue(sum_r x[r] * dequantize(codes)[r, c])``; ``roles`` maps
+    codes/scale/min/x/y to the buffer's position. With an epilogue the product of a task's
+    columns is kept in a stack run (``prod``) and each column passes through the epilogue
+    once, after the last block: ``y`` is written once, in its final form."""
     if fmt not in FORMATS:
         raise ValueError(f"quantized gemv: unsupported format {fmt!r} (have {sorted(FORMATS)})")
     per_byte, offset, has_min = FORMATS[fmt]
@@ -185,7 +197,8 @@ def gemv_source(symbol: str, fmt: str, rows: int, cols: int, roles: dict[str, in
         xs = "const float xl = xb[r];"
     # the block's sum of x weighs the min (q4_1) and the code offset (q4_0)
     shift = f" + (float)({offset}) * xsum[b]" if offset else ""
-    update = ("y[c] += scale[mrow + c] * (acc[c - c0]" + shift + ")"
+    out = "prod[c - c0]" if epilogue else "y[c]"
+    update = (f"{out} += scale[mrow + c] * (acc[c - c0]" + shift + ")"
               + (" + mins[mrow + c] * xsum[b]" if has_min else "") + ";")
     operands = [f"  const {code_t}* restrict codes = (const {code_t}*)rs_buffers[{roles['codes']}];",
                 f"  const float* restrict scale = (const float*)rs_buffers[{roles['scale']}];",
@@ -193,6 +206,15 @@ def gemv_source(symbol: str, fmt: str, rows: int, cols: int, roles: dict[str, in
                 f"  float* restrict y = (float*)rs_buffers[{roles['y']}];"]
     if has_min:
         operands.insert(2, f"  const float* restrict mins = (const float*)rs_buffers[{roles['min']}];")
+    if epilogue:
+        operands += [f"  {line}" for line in epilogue.declarations]
+        finish = ["    for (int64_t rs_col = c0; rs_col < c1; ++rs_col) {",
+                  "      const float rs_prod = prod[rs_col - c0];",
+                  *(f"      {line}" for line in epilogue.statements),
+                  f"      y[rs_col] = {epilogue.result};",
+                  "    }"]
+    else:
+        finish = []
     ind = "\n" + " " * 10
     lines = [
         _HELPERS.format(vb=features.vector_bytes, widen=_WIDEN[features.name]),
@@ -216,7 +238,8 @@ def gemv_source(symbol: str, fmt: str, rows: int, cols: int, roles: dict[str, in
         f"    const int64_t c0 = task * {tile};",
         f"    const int64_t c1 = c0 + {tile} < {cols} ? c0 + {tile} : {cols};",
         f"    const int64_t vec_end = c0 + (c1 - c0) / {group} * {group};",
-        "    for (int64_t c = c0; c < c1; ++c) y[c] = 0.0f;",
+        *([f"    float prod[{tile}] __attribute__((aligned(64)));"] if epilogue else []),
+        f"    for (int64_t c = c0; c < c1; ++c) {out} = 0.0f;",
         f"    for (int64_t b = 0; b < {rows // BLOCK}; ++b) {{",
         f"      const float* xb = x + b * {BLOCK};",
         f"      const {code_t}* block = codes + b * {byte_rows * cols};",
@@ -233,6 +256,7 @@ def gemv_source(symbol: str, fmt: str, rows: int, cols: int, roles: dict[str, in
         "      }",
         f"      for (int64_t c = c0; c < c1; ++c) {update}",
         "    }",
+        *finish,
         "  }",
         "  return 0;",
         "}",

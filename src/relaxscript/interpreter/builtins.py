@@ -109,7 +109,10 @@ def _call_tir(frame: "Frame", call: Call):
     if not isinstance(func, PrimFunc):
         raise ShapeMismatchError(f"function '{frame.func_name}': call_tir needs a prim_func, "
                                  f"got {type(func).__name__}")
-    inputs = as_value_list(frame.eval(call.args[1]))
+    # a graph value has no layout, but the op references may give views (permute_dims);
+    # the loop interpreter takes C-contiguous buffers, as compiled kernels do
+    inputs = [x.copy(order="C") if isinstance(x, np.ndarray) and not x.flags.c_contiguous else x
+              for x in as_value_list(frame.eval(call.args[1]))]
     tir_vars = list(frame.eval(call.args[2])) if len(call.args) > 2 else []
     outputs = [allocate(frame, s, f"call_tir of '{func.name}'") for s in output_struct_infos(call)]
     run_prim_func(func, inputs + outputs + tir_vars)

@@ -53,7 +53,7 @@ class Embedding(Module):
     def forward(self, ids):
         if self.weight_format is None:
             return R.take(self.weight, ids, axis=0)
-        return R.permute_dims(R.take(self.weight_format.decode(self.weight), ids, axis=1))
+        return R.permute_dims(self.weight_format.decode_columns(self.weight, ids))
 
 
 class RMSNorm(Module):

@@ -15,7 +15,7 @@ from tensorir import dtype as dt
 
 from ..struct_info import TensorStructInfo
 from ._convert import as_tensor, make_call
-from ._infer_util import attr_int, format_sinfo, tensor_arg
+from ._infer_util import format_sinfo, tensor_arg
 from ._window import (attr_layout, attr_padding, attr_per_axis, numpy_output_dims, numpy_window,
                       window_output_shape)
 from .registry import OpAttributeError, register_op

@@ -20,3 +20,4 @@ from .lambda_lift import LambdaLift  # noqa: F401
 from .inline_functions import InlineFunctions  # noqa: F401
 from .merge_parallel_matmul import MergeParallelMatmul  # noqa: F401
 from .bind_params import BindParams  # noqa: F401
+from .fuse_attention import FuseAttention  # noqa: F401

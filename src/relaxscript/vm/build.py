@@ -18,8 +18,8 @@ from backends.target import Target, TargetError, get_backend
 from ..expr import Function
 from ..irmodule import IRModule
 from ..transform import (AnnotateTIROpPattern, CallTIRRewrite, DeadCodeElimination,
-                         DefaultCPUSchedule, DefaultGPUSchedule, DispatchLibrary, FuseOps, FuseTIR, InlineFunctions,
-                         LegalizeOps, LiftWorkspace, StaticPlanBlockMemory)
+                         DefaultCPUSchedule, DefaultGPUSchedule, DispatchLibrary, FuseAttention, FuseOps,
+                         FuseTIR, InlineFunctions, LegalizeOps, LiftWorkspace, StaticPlanBlockMemory)
 from ..transform.merge_parallel_matmul import MergeParallelMatmul
 from ..transform.pass_infra import Pass
 from .codegen import compile_module
@@ -35,8 +35,12 @@ def get_pipeline(target="c") -> list[Pass]:
     schedules = {"cpu": [DefaultCPUSchedule()], "gpu": _gpu_schedules(), None: []}[backend.schedule]
     # GPU targets have no BLAS: their matmuls stay generated kernels.
     dispatch = [DispatchLibrary()] if backend.library_dispatch else []
-    return [InlineFunctions(), MergeParallelMatmul(), *dispatch, LegalizeOps(), AnnotateTIROpPattern(),
-            FuseOps(), FuseTIR(), *schedules, LiftWorkspace(), DeadCodeElimination(), CallTIRRewrite(),
+    # The fused attention kernel has a CPU schedule rule only; GPU targets keep the unfused ops.
+    # It pays only for short queries (decode); longer ones keep the BLAS matmuls (see FuseAttention).
+    attention = [FuseAttention(max_query_rows=16)] if backend.schedule != "gpu" else []
+    return [InlineFunctions(), MergeParallelMatmul(), *attention, *dispatch, LegalizeOps(),
+            AnnotateTIROpPattern(), FuseOps(), FuseTIR(), *schedules, LiftWorkspace(), DeadCodeElimination(),
+            CallTIRRewrite(),
             StaticPlanBlockMemory()]
 
 

@@ -12,6 +12,7 @@ from ..errors import ScheduleError
 from ..function import PrimFunc
 from ..schedule import Schedule
 from .common import attempt, is_reduction_block, leaf_block_names, loop_kinds
+from .attention import ATTENTION_ATTR, schedule_attention
 from .elementwise import schedule_elementwise
 from .gemm import schedule_gemm
 from .quantized import schedule_quantized_gemm
@@ -31,6 +32,8 @@ def schedule_outer_parallel(sch: Schedule) -> None:
 
 
 def rules_for(func: PrimFunc) -> list:
+    if func.attrs.get(ATTENTION_ATTR):
+        return [schedule_attention, schedule_outer_parallel]
     kind = analyze_pattern(func)
     if kind <= PatternKind.Injective:
         return [schedule_elementwise, schedule_outer_parallel]

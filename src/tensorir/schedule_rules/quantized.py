@@ -23,10 +23,10 @@ from __future__ import annotations
 
 from .. import expr as E
 from ..errors import ScheduleError
-from ..functor import collect
+from ..functor import collect, substitute
 from ..schedule import Schedule
 from ..schedule.state import StmtIndex
-from ..stmt import BufferStore
+from ..stmt import Block, BufferStore
 from .common import (attempt, const_int, inline_spatial_intermediates, is_reduction_block,
                      leaf_block_names, loop_extents, loop_kinds, vector_chunk)
 from .gemm import TILE_I, _operand_buffers
@@ -80,10 +80,10 @@ def quantized_gemv_spec(sch: Schedule) -> dict | None:
     ``y(1.., N) = x(1.., K) @ dequantize(codes, scale[, min])`` with float32 operands, else None
     (then the loop nest is compiled as scheduled)."""
     names = leaf_block_names(sch)
-    if len(names) != 2:
-        return None   # an epilogue (bias, activation) or another prologue: not this kernel
+    if len(names) < 2:
+        return None
     index = StmtIndex(sch.func)
-    decoder, product = (index.realize(n).block for n in names)
+    decoder, product, *epilogues = (index.realize(n).block for n in names)
     fmt = decoder.name.rsplit("_", 2)[-2:]
     fmt = "_".join(fmt)
     if fmt not in GEMV_FORMATS or not isinstance(decoder.body, BufferStore):
@@ -102,9 +102,13 @@ def quantized_gemv_spec(sch: Schedule) -> dict | None:
     weight = decoder.writes[0].buffer
     outputs = [w.buffer for w in product.writes]
     others = [r.buffer for r in product.reads if r.buffer is not weight and r.buffer not in outputs]
-    if len(others) != 1 or len(outputs) != 1 or id(others[0]) not in params or id(outputs[0]) not in params:
+    if len(others) != 1 or len(outputs) != 1 or id(others[0]) not in params:
         return None
-    x, y = others[0], outputs[0]
+    x, product_out = others[0], outputs[0]
+    epilogue = column_epilogue(epilogues, product_out, params) if epilogues else None
+    if epilogue is None and (epilogues or id(product_out) not in params):
+        return None
+    y = epilogue["output"] if epilogue else product_out
     if weight.ndim != 2 or x.dtype != "float32" or y.dtype != "float32":
         return None
     rows, cols = (const_int(d) for d in weight.shape)
@@ -116,7 +120,79 @@ def quantized_gemv_spec(sch: Schedule) -> dict | None:
              "y": params[id(y)]}
     if mins:
         roles["min"] = params[id(mins[0])]
-    return {"format": fmt, "rows": rows, "cols": cols, "roles": roles}
+    spec = {"format": fmt, "rows": rows, "cols": cols, "roles": roles}
+    # by name: an attribute holds printable values; the emitter rebuilds the chain from the
+    # scheduled function's blocks (``function_epilogue``), whose bodies scheduling keeps
+    names = {"blocks": [b.name for b in epilogues], "product": product.name}
+    if epilogue and len({product.name, *names["blocks"]}) != len(epilogues) + 1:
+        return None   # names that do not find the blocks again
+    return spec | ({"epilogue": names} if epilogue else {})
+
+
+def function_epilogue(func, names: dict) -> dict:
+    """The epilogue chain (``column_epilogue``) of a marked function, from the names of the
+    product's and the epilogue's blocks its ``c.quantized_gemv`` attribute records."""
+    blocks = {b.name: b for b in collect(func.body, lambda n: isinstance(n, Block))}
+    # scheduling may have inlined stages into later ones; the chain still ends in the last
+    missing = [n for n in names["blocks"][-1:] if n not in blocks]
+    chain = [blocks[n] for n in names["blocks"] if n in blocks]
+    products = [w.buffer for w in blocks[names["product"]].writes] if names["product"] in blocks else []
+    params = {id(b): i for i, b in enumerate(func.buffer_params)}
+    epilogue = column_epilogue(chain, products[0], params) if products and not missing else None
+    if epilogue is None:
+        raise ScheduleError(f"{func.name!r}: the quantized gemv's epilogue {names} is not in the function")
+    return epilogue
+
+
+def column_epilogue(blocks, product_out, params: dict) -> dict | None:
+    """The blocks after the product as per-column scalar steps, or None when they are not
+    an injective chain over the output row.
+
+    Each block must store one value at its own spatial iter vars into a ``(1.., N)`` buffer;
+    with the leading vars at 0 and the last one the output column ``column``, a load of
+    the product or of an earlier step's buffer at ``(0.., column)`` becomes that step's
+    scalar (``Var``), and any other load must read a parameter (bias, gate, residual),
+    indexed however the block indexes it. The last step writes a parameter: ``output``."""
+    column, product = E.Var("rs_col", "int64"), E.Var("rs_prod", "float32")
+    cols = const_int(product_out.shape[-1])
+
+    def at_column(indices) -> bool:   # (0.., column); a one-column row may index it by 0
+        *lead, last = indices
+        return all(const_int(i) == 0 for i in lead) and \
+            (last is column or (cols == 1 and const_int(last) == 0))
+
+    scalars = {id(product_out): product}
+    steps, inputs = [], {}
+    for number, block in enumerate(blocks):
+        store = block.body
+        if not isinstance(store, BufferStore) or block.init is not None or \
+                any(iv.kind != "S" for iv in block.iter_vars) or len(block.writes) != 1:
+            return None
+        spatial = [iv.var for iv in block.iter_vars]
+        out = store.buffer
+        if not spatial or out.dtype != "float32" or const_int(out.shape[-1]) != cols or \
+                any(const_int(d) != 1 for d in out.shape[:-1]):
+            return None
+        to_row = {**{v: E.IntImm(0, v.dtype) for v in spatial[:-1]}, spatial[-1]: column}
+        if not at_column(substitute(list(store.indices), to_row)):
+            return None
+        bound = substitute(store.value, to_row)
+        replaced = {}
+        for load in collect(bound, lambda n: isinstance(n, E.BufferLoad)):
+            if id(load.buffer) in scalars:
+                if not at_column(load.indices):
+                    return None   # reads the row at another column: not elementwise
+                replaced[load] = scalars[id(load.buffer)]
+            elif id(load.buffer) in params:
+                inputs[params[id(load.buffer)]] = load.buffer
+            else:
+                return None
+        value = E.Var(f"rs_ep{number}", "float32")
+        steps.append((value, substitute(bound, replaced)))
+        scalars[id(out)] = value
+    if id(out) not in params:
+        return None
+    return {"column": column, "product": product, "steps": steps, "inputs": inputs, "output": out}
 
 
 def single_row_tile(columns: int) -> int:

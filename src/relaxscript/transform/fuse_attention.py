@@ -186,8 +186,8 @@ class FuseAttention(Pass):
 
     ``max_query_rows``: fuse only attentions whose query rows per head are a known constant
     at most this (decode); None fuses every match. The default pipeline passes 16: with a
-    symbolic or long query the one-row-at-a-time kernel measured 1.2-1.3x slower than the
-    BLAS matmuls around a softmax (Llama prefill, n = 32-512), and 3.6x faster at n = 1."""
+    symbolic or long query the one-row-at-a-time kernel measured 1.2-1.6x slower than the
+    BLAS matmuls around a softmax (Llama prefill, n = 32-512), and 1.0-3.6x faster at n = 1."""
     name = "FuseAttention"
 
     def __init__(self, max_query_rows: int | None = None):

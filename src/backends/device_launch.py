@@ -18,6 +18,8 @@ from tensorir import dtype as dt
 from tensorir import expr as E
 from tensorir.arith import evaluate
 
+from .kernel_signature import bind_kernel_symbols
+
 
 @dataclass
 class Launch:
@@ -118,3 +120,55 @@ def _expr(value, name: str):
     if isinstance(value, (int, E.PrimExpr)) and not isinstance(value, bool):
         return value
     raise ValueError(f"launch plan {name!r:.60}: a size is not an expression")
+
+
+def link_device_kernel(ins, nxt: int, frame, prologue, where: str, run, memory, handle):
+    """The VM step of one kernel call on a device target.
+
+    ``run(handles, syms, label)`` launches; ``handle(array)`` is what a kernel argument
+    passes of a device array (an OpenCL buffer, a CUDA address). A NumPy value in a
+    register is copied to the device at its first kernel use and the register keeps the
+    copy for the call's later kernels; a frame constant never changes, so it is copied
+    once per frame (model weights are constants: one upload, not one per call)."""
+    regs, t = frame.regs, frame.table
+    to_device, array_type = memory.to_device, memory.device_array_type
+    buffers, constants = ins.buffers, frame.constant_regs
+    first, count = ins.sym_base, ins.sym_count
+    label = f"{where}: kernel '{ins.kernel}'"
+    uploaded_constants: dict = {}
+
+    def step():
+        if prologue is not None:
+            prologue()
+        args = []
+        for r in buffers:
+            value = regs[r]
+            if type(value) is not array_type:
+                if r in constants:
+                    held = uploaded_constants.get(r)
+                    if held is None or held[0] is not value:
+                        held = uploaded_constants[r] = (value, to_device(value))
+                    device_value = held[1]
+                else:
+                    device_value = to_device(value)
+                regs[r] = value = device_value
+            args.append(handle(value))
+        run(args, tuple(t[first:first + count]) if count else (), label)
+        return nxt
+    return step
+
+
+def direct_kernel_call(name: str, func, run, memory, handle):
+    """``module[name](*arrays, **scalars)``: a destination-passing call of one kernel;
+    NumPy arrays are copied in and written back."""
+    array_type = memory.device_array_type
+
+    def call(*arrays, **scalars) -> None:
+        syms = bind_kernel_symbols(name, func, arrays, scalars, is_array=lambda a: isinstance(a, array_type))
+        device = [memory.to_device(a) for a in arrays]
+        run([handle(d) for d in device], tuple(syms), f"kernel {name!r}")
+        for host, dev in zip(arrays, device):
+            if isinstance(host, np.ndarray):
+                host[...] = dev.numpy()
+    call.func = func
+    return call

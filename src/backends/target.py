@@ -14,6 +14,8 @@ from __future__ import annotations
 import importlib
 from dataclasses import dataclass
 
+import numpy as np
+
 TARGET_KINDS = ("c", "interp", "opencl", "cuda")
 DEFAULT_CUDA_ARCH = "sm_80"
 
@@ -94,21 +96,41 @@ class DeviceMemory:
     def to_device(self, array) -> object:
         raise NotImplementedError
 
-    def to_host(self, value):
-        """``value`` with every device array in it (tuples included) copied to NumPy."""
-        raise NotImplementedError
-
     def write(self, array, host) -> None:
         """Copy the NumPy array ``host`` into the device array ``array`` (same shape and dtype)."""
         raise NotImplementedError
 
+    def copy_bytes(self, dst, src) -> None:
+        """Copy the first ``src.nbytes`` bytes of device array ``src`` into device array ``dst``."""
+        raise NotImplementedError
+
+    # The walks over results are the same for every device: only the copies differ.
+    def to_host(self, value):
+        """``value`` with every device array in it (tuples included) copied to NumPy."""
+        if isinstance(value, self.device_array_type):
+            return value.numpy()
+        if type(value) is tuple:
+            return tuple(self.to_host(v) for v in value)
+        return value
+
     def to_device_all(self, value):
         """``value`` with every NumPy array in it (tuples included) copied to the device."""
-        raise NotImplementedError
+        if isinstance(value, np.ndarray):
+            return self.to_device(value)
+        if type(value) is tuple:
+            return tuple(self.to_device_all(v) for v in value)
+        return value
 
     def copy_views(self, value):
         """``value`` with every device array that views a storage copied into its own buffer."""
-        raise NotImplementedError
+        if isinstance(value, self.device_array_type) and value.is_view:
+            copy = self.empty(value.shape, value.dtype)
+            if value.nbytes:
+                self.copy_bytes(copy, value)
+            return copy
+        if type(value) is tuple:
+            return tuple(self.copy_views(v) for v in value)
+        return value
 
 
 class KernelModule:

@@ -108,28 +108,7 @@ class CudaMemory(DeviceMemory):
             check(driver.cuMemcpyHtoD(driver.CUdeviceptr(array.address), host.ctypes.data, host.nbytes),
                   "cuMemcpyHtoD")
 
-    def to_host(self, value):
-        if isinstance(value, CudaArray):
-            return value.numpy()
-        if type(value) is tuple:
-            return tuple(self.to_host(v) for v in value)
-        return value
-
-    def to_device_all(self, value):
-        if isinstance(value, np.ndarray):
-            return self.to_device(value)
-        if type(value) is tuple:
-            return tuple(self.to_device_all(v) for v in value)
-        return value
-
-    def copy_views(self, value):
-        if isinstance(value, CudaArray) and value.is_view:
-            copy = self.empty(value.shape, value.dtype)
-            if value.nbytes:
-                driver = self.context.driver
-                check(driver.cuMemcpyDtoD(driver.CUdeviceptr(copy.address), driver.CUdeviceptr(value.address),
-                                          value.nbytes), "cuMemcpyDtoD")
-            return copy
-        if type(value) is tuple:
-            return tuple(self.copy_views(v) for v in value)
-        return value
+    def copy_bytes(self, dst: CudaArray, src: CudaArray) -> None:
+        driver = self.context.driver
+        check(driver.cuMemcpyDtoD(driver.CUdeviceptr(dst.address), driver.CUdeviceptr(src.address),
+                                  src.nbytes), "cuMemcpyDtoD")

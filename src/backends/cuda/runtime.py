@@ -14,10 +14,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..c.status import raise_for_status
-from ..kernel_signature import bind_kernel_symbols
+from ..device_launch import direct_kernel_call, link_device_kernel
 from ..target import KernelImage, KernelModule, Target
 from .driver import check, cuda_context
-from .memory import CudaArray, CudaMemory
+from .memory import CudaMemory
 
 
 @dataclass
@@ -93,36 +93,11 @@ class CudaKernelModule(KernelModule):
         return run
 
     def link(self, ins, nxt: int, frame, prologue, where: str):
-        regs, t = frame.regs, frame.table
-        run = self.runner(ins.kernel)
-        to_device = self.memory.to_device
-        buffers, first, count = ins.buffers, ins.sym_base, ins.sym_count
-        label = f"{where}: kernel '{ins.kernel}'"
-
-        def step():
-            if prologue is not None:
-                prologue()
-            addresses = []
-            for r in buffers:
-                value = regs[r]
-                if type(value) is not CudaArray:
-                    regs[r] = value = to_device(value)
-                addresses.append(value.address)
-            run(addresses, tuple(t[first:first + count]) if count else (), label)
-            return nxt
-        return step
+        return link_device_kernel(ins, nxt, frame, prologue, where, self.runner(ins.kernel), self.memory,
+                                  lambda a: a.address)
 
     def __getitem__(self, name: str):
         if self.image.signatures is None:
             raise KeyError(f"kernel {name!r}: a loaded image keeps no signatures for direct calls")
-        func, run, memory = self.image.signatures[name], self.runner(name), self.memory
-
-        def call(*arrays, **scalars) -> None:
-            syms = bind_kernel_symbols(name, func, arrays, scalars, is_array=lambda a: isinstance(a, CudaArray))
-            device = [memory.to_device(a) for a in arrays]
-            run([d.address for d in device], tuple(syms), f"kernel {name!r}")
-            for host, dev in zip(arrays, device):
-                if isinstance(host, np.ndarray):
-                    host[...] = dev.numpy()
-        call.func = func
-        return call
+        return direct_kernel_call(name, self.image.signatures[name], self.runner(name), self.memory,
+                                  lambda a: a.address)

@@ -118,26 +118,5 @@ class OpenCLMemory(DeviceMemory):
         if host.nbytes:
             self.cl.enqueue_copy(self.queue, array.buffer, host, is_blocking=True)
 
-    def to_host(self, value):
-        if isinstance(value, OpenCLArray):
-            return value.numpy()
-        if type(value) is tuple:
-            return tuple(self.to_host(v) for v in value)
-        return value
-
-    def to_device_all(self, value):
-        if isinstance(value, np.ndarray):
-            return self.to_device(value)
-        if type(value) is tuple:
-            return tuple(self.to_device_all(v) for v in value)
-        return value
-
-    def copy_views(self, value):
-        if isinstance(value, OpenCLArray) and value.is_view:
-            copy = self.empty(value.shape, value.dtype)
-            if value.nbytes:
-                self.cl.enqueue_copy(self.queue, copy.buffer, value.buffer, byte_count=value.nbytes)
-            return copy
-        if type(value) is tuple:
-            return tuple(self.copy_views(v) for v in value)
-        return value
+    def copy_bytes(self, dst: OpenCLArray, src: OpenCLArray) -> None:
+        self.cl.enqueue_copy(self.queue, dst.buffer, src.buffer, byte_count=src.nbytes)

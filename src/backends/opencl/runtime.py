@@ -15,10 +15,10 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..c.status import raise_for_status
-from ..kernel_signature import bind_kernel_symbols
+from ..device_launch import direct_kernel_call, link_device_kernel
 from ..target import KernelImage, KernelModule, Target
 from .device import opencl_device
-from .memory import OpenCLArray, OpenCLMemory
+from .memory import OpenCLMemory
 
 
 @dataclass
@@ -95,47 +95,11 @@ class OpenCLKernelModule(KernelModule):
         return run
 
     def link(self, ins, nxt: int, frame, prologue, where: str):
-        regs, t = frame.regs, frame.table
-        run = self.runner(ins.kernel)
-        to_device = self.memory.to_device
-        buffers, constants = ins.buffers, frame.constant_regs
-        first, count = ins.sym_base, ins.sym_count
-        label = f"{where}: kernel '{ins.kernel}'"
-        uploaded_constants: dict = {}    # a constant is frame-owned and never changes: copy it once
-
-        def step():
-            if prologue is not None:
-                prologue()
-            args = []
-            for r in buffers:
-                value = regs[r]
-                if type(value) is not OpenCLArray:
-                    if r in constants:
-                        held = uploaded_constants.get(r)
-                        if held is None or held[0] is not value:
-                            held = uploaded_constants[r] = (value, to_device(value))
-                        device_value = held[1]
-                    else:
-                        device_value = to_device(value)
-                    regs[r] = value = device_value   # later kernels of this call reuse the copy
-                args.append(value.buffer)
-            run(args, tuple(t[first:first + count]) if count else (), label)
-            return nxt
-        return step
+        return link_device_kernel(ins, nxt, frame, prologue, where, self.runner(ins.kernel), self.memory,
+                                  lambda a: a.buffer)
 
     def __getitem__(self, name: str):
         if self.image.signatures is None:
             raise KeyError(f"kernel {name!r}: a loaded image keeps no signatures for direct calls")
-        func, run, memory = self.image.signatures[name], self.runner(name), self.memory
-
-        def call(*arrays, **scalars) -> None:
-            """Destination-passing call; NumPy arrays are copied in and written back."""
-            syms = bind_kernel_symbols(name, func, arrays, scalars,
-                                       is_array=lambda a: isinstance(a, OpenCLArray))
-            device = [memory.to_device(a) for a in arrays]
-            run([d.buffer for d in device], tuple(syms), f"kernel {name!r}")
-            for host, dev in zip(arrays, device):
-                if isinstance(host, np.ndarray):
-                    host[...] = dev.numpy()
-        call.func = func
-        return call
+        return direct_kernel_call(name, self.image.signatures[name], self.runner(name), self.memory,
+                                  lambda a: a.buffer)

@@ -475,10 +475,11 @@ class CFunctionEmitter(ClassDispatch):
         lo = self.expr(s.min)
         parallel = s.kind == "parallel" and not self.in_parallel
         if parallel:
-            # fork only when the nest has enough iterations to pay for waking the threads
+            # fork only when the nest has enough iterations to pay for waking the threads, and the
+            # loop itself more than one trip to share (one row's worth: the other thread only waits)
             work = self.expr(nest_iterations(s))
-            self.emit(f"#pragma omp parallel for schedule(static) if({work} >= {PARALLEL_MIN_ITERATIONS}) "
-                      "num_threads(rs_threads())")
+            self.emit(f"#pragma omp parallel for schedule(static) if({hi} > {lo} + 1 && {work} >= "
+                      f"{PARALLEL_MIN_ITERATIONS}) num_threads(rs_threads())")
         elif s.kind == "vectorized":
             self.emit(f"#pragma omp simd{simd_clause}")
         elif s.kind == "unrolled":

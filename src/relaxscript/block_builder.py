@@ -267,7 +267,7 @@ class BlockBuilder(Normalizer):
         if isinstance(binding, VarBinding):
             self._bound_values[binding.var] = binding.value
         frame.bindings.append(binding)
-        if len(self._frames) == 1 and self._facts_stack:   # top level: not inside an If branch
+        if len(self._frames) == 1 and not self._nested_seqs and self._facts_stack:   # not in an If branch
             observe_binding(self._facts_stack[-1][1], binding)
 
     def lookup_binding(self, var: Var) -> Expr | None:

@@ -24,6 +24,7 @@ are defined where they are used), only its equality proofs use the facts.
 """
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 from tensorir import expr as E
@@ -130,8 +131,23 @@ class ShapeFacts:
         return self._prover.can_prove(condition)
 
 
+_ENABLED = [True]
+
+
+@contextmanager
+def shape_facts_disabled():
+    """Deduce without facts inside the block (benchmarks compare both ways)."""
+    _ENABLED.append(False)
+    try:
+        yield
+    finally:
+        _ENABLED.pop()
+
+
 def observe_binding(facts: ShapeFacts, binding) -> None:
     """Add the facts a top-level ``binding`` establishes once it ran."""
+    if not _ENABLED[-1]:
+        return
     from .expr import Call, MatchCast, PrimValue
     from .struct_info import PrimStructInfo, ShapeStructInfo, TensorStructInfo
     name = binding.var.name_hint
@@ -168,4 +184,4 @@ def _is_int(expr) -> bool:
     return str(expr.dtype).startswith(("int", "uint"))
 
 
-__all__ = ["Fact", "FactAnalyzer", "ShapeFacts", "observe_binding"]
+__all__ = ["Fact", "FactAnalyzer", "ShapeFacts", "observe_binding", "shape_facts_disabled"]

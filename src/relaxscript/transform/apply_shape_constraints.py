@@ -80,11 +80,15 @@ class _ShapeFactsMutator(PassMutator):
         self.stats = ShapeConstraintStats()
         self.defined = set(symbolic_vars_of([p.struct_info for p in func.params]))
         self.replaced: dict[E.Var, E.PrimExpr] = {}     # vars of removed match_casts
-        self.bounded = set(var_bounds(func, f"function '{name}'"))
+        self.bounded = var_bounds(func, f"function '{name}'")
         self.depth = 0
         new = self.visit(func)
-        if self.replaced and new is not func:
+        if new is not func:
             ret = substitute_sinfo(new.ret_struct_info, self.replaced)
+            body = new.body.struct_info
+            params = set(symbolic_vars_of([p.struct_info for p in new.params]))
+            if _coarser(ret, body) and all(v in params for v in symbolic_vars_of(body)):
+                ret = body     # a return annotation the facts made finer (vars of the params only)
             if ret is not new.ret_struct_info:
                 new = new.replace(ret_struct_info=ret)
         return new, self.stats
@@ -195,6 +199,16 @@ class _ShapeFactsMutator(PassMutator):
         self.defined.update(symbolic_vars_of(target))
         return None
 
+    def _facts_hold(self, var: E.Var, value) -> bool:
+        """Whether ``value`` provably meets ``var``'s own facts and bound attributes."""
+        analyzer = self.builder.analyzer
+        lower, upper = self.bounded.get(var.name, (None, None))
+        lowers = [b for b in (var.lower, lower) if b is not None]
+        uppers = [b for b in (var.upper, upper) if b is not None]
+        return all(analyzer.can_prove(E.GE(value, b)) for b in lowers) \
+            and all(analyzer.can_prove(E.LE(value, b)) for b in uppers) \
+            and (not var.multiple_of or analyzer.can_prove_divisible(value, var.multiple_of))
+
     def _implied(self, actual, target) -> dict | None:
         """The values of ``target``'s new vars when the facts imply the whole cast, else None."""
         if not (isinstance(actual, TensorStructInfo) and isinstance(target, TensorStructInfo)):
@@ -205,8 +219,7 @@ class _ShapeFactsMutator(PassMutator):
         new_vars: dict[E.Var, E.PrimExpr] = {}
         for dim, expected in zip(actual.shape, target.shape):
             if isinstance(expected, E.Var) and expected not in self.defined:
-                if expected in new_vars or expected.lower is not None or expected.upper is not None \
-                        or expected.multiple_of or expected.name in self.bounded:
+                if expected in new_vars or not self._facts_hold(expected, dim):
                     return None   # its facts are checked where it is bound
                 new_vars[expected] = dim
                 continue

@@ -227,9 +227,8 @@ class Module:
         c = T.int64()
         d = T.int64()
         with R.dataflow():
-            r_flat = R.reshape(x, R.shape([a * b]))
-            r_elements = R.match_cast(r_flat, R.Tensor((c * d,), "float32"))
-            r = R.reshape(r_elements, R.shape([c, d]))
+            r_elements = R.match_cast(R.shape([a * b]), R.Shape([c * d]))
+            r = R.reshape(x, R.shape([c, d]))
             z = R.add(r, y)
             R.output(z)
         return z

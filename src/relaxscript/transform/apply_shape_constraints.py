@@ -18,9 +18,9 @@ each graph function in program order and adds what a rebuild alone does not:
 3. **Reshape element counts checked once.** A reshape whose element count the
    facts cannot prove equal used to be an out-of-bounds read in the generated
    kernel when the counts differ at run time (the interpreter raises); the
-   pass puts one check before it (the input flattened, then ``match_cast`` to
-   the target's count, which names the reshape's result in its message), and
-   from there on the counts are a fact: a regrouping reshape between two
+   pass puts one check of the two counts before it (a ``match_cast`` of a
+   shape, named after the reshape's result for the message), and from there
+   on the counts are a fact: a regrouping reshape between two
    elementwise ops then joins their kernel.
 
 Facts are taken from the top-level blocks of a function only. A function with
@@ -39,7 +39,7 @@ from ..expr import Call, If, MatchCast, PrimValue, ShapeExpr, Var, VarBinding
 from ..expr_functor import PassMutator
 from ..irmodule import IRModule
 from ..op.manipulate import reshape
-from ..struct_info import TensorStructInfo
+from ..struct_info import ShapeStructInfo, TensorStructInfo
 from ..struct_info_util import substitute_sinfo, symbolic_vars_of
 from .fuse_ops import is_primitive
 from .pass_infra import Pass
@@ -158,25 +158,22 @@ class _ShapeFactsMutator(PassMutator):
         return self.builder.normalize(new)
 
     def _checked_reshape(self, call: Call, name: str) -> Call:
-        """A reshape whose counts the facts cannot prove equal reads the input as a flat tensor
-        of the target's count through one ``match_cast`` (the run-time check)."""
+        """Before a reshape whose counts the facts cannot prove equal: one check of the counts,
+        ``R.match_cast(R.shape([count in]), R.Shape([count out]))``. It is a shape, not a
+        tensor, so the reshape keeps its input and fuses as before."""
         x, target = call.args[0], call.args[1]
         x_sinfo = x.struct_info
         if not (isinstance(target, ShapeExpr) and isinstance(x_sinfo, TensorStructInfo)
-                and x_sinfo.shape is not None and x_sinfo.dtype is not None):
+                and x_sinfo.shape is not None):
             return call
         if any(isinstance(d, E.IntImm) and d.value < 0 for d in target.values):
             return call    # -1 is inferred from the count
         count_in, count_out = _product(x_sinfo.shape), _product(target.values)
         if self.builder.analyzer.can_prove_equal(count_in, count_out):
             return call
-        bb = self.builder
-        flat = x if x_sinfo.ndim == 1 else bb.emit(reshape(x, ShapeExpr([count_in])), f"{name}_flat")
-        checked = bb.match_cast(flat, TensorStructInfo([count_out], x_sinfo.dtype), f"{name}_elements")
+        self.builder.match_cast(ShapeExpr([count_in]), ShapeStructInfo([count_out]), f"{name}_elements")
         self.stats.checks_added.append(name)
-        if len(target.values) == 1:
-            return checked      # already of the target's shape
-        return Call(call.op, [checked, target], call.attrs, call.sinfo_args)
+        return call
 
     # ---------------------------------------------------------------- match_cast
     def _match_cast(self, binding: MatchCast):

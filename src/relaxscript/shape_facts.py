@@ -9,9 +9,10 @@ run time (``observe_binding``):
   (conjunctions with ``and`` give several).
 
 Only bindings at a function's top level count (a fact inside an ``If`` branch
-holds in that branch alone). Reshape element counts, matmul contraction dims
-and broadcasts become facts through the checks ``ApplyShapeConstraints``
-inserts, so every fact here is one the VM has checked.
+holds in that branch alone). Reshape element counts become facts through the
+checks ``ApplyShapeConstraints`` inserts (a ``match_cast`` of a shape), so
+every fact here is one the VM has checked; matmul contraction dims and
+broadcasts are not taken (only some kernels check them).
 
 An equality whose one side is a bare symbolic var (``c == a * b``, ``n == 4``)
 is bound in a private analyzer (``c`` simplifies to ``a * b``), so proofs see
@@ -117,6 +118,8 @@ class ShapeFacts:
     # ------------------------------------------------------------ queries
     def equal(self, a, b) -> bool:
         """Whether the facts prove ``a == b`` (integer dims; anything else: False)."""
+        if not self.facts:
+            return False
         a, b = E.convert(a), E.convert(b)
         if not (_is_int(a) and _is_int(b)):
             return False

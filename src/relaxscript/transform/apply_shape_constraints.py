@@ -35,10 +35,9 @@ from dataclasses import dataclass, field
 from tensorir import expr as E
 
 from ..shape_facts import Fact, ShapeFacts
-from ..expr import Call, If, MatchCast, PrimValue, ShapeExpr, Var, VarBinding
+from ..expr import Call, If, MatchCast, PrimValue, ShapeExpr, VarBinding
 from ..expr_functor import PassMutator
 from ..irmodule import IRModule
-from ..op.manipulate import reshape
 from ..struct_info import ShapeStructInfo, TensorStructInfo
 from ..struct_info_util import substitute_sinfo, symbolic_vars_of
 from .fuse_ops import is_primitive

@@ -378,3 +378,17 @@ def test_random_regrouping_programs_match_the_interpreter(src, dims, seed):
     bad = rng.standard_normal((c, d + 1)).astype("float32")
     with pytest.raises((AssertionError, rx.ShapeMismatchError)):
         vm["main"](x, bad, rng.standard_normal(d + 1).astype("float32"))
+
+
+@pytest.mark.slow
+@settings(max_examples=6, deadline=None)
+@given(regrouping_programs(), st.sampled_from([(2, 6, 3, 4), (1, 5, 5, 1)]), st.integers(0, 2 ** 16))
+def test_random_regrouping_programs_compiled_to_c(src, dims, seed):
+    a, b, c, d = dims
+    mod = _parse(src)
+    rng = np.random.default_rng(seed)
+    args = [rng.standard_normal(s).astype("float32") for s in ((a, b), (c, d), (d,))]
+    vm = rx.VirtualMachine(rx.build(mod, target="c"))
+    np.testing.assert_allclose(vm["main"](*args), rx.interpret(mod, "main", *args), rtol=1e-5, atol=1e-6)
+    with pytest.raises((AssertionError, rx.ShapeMismatchError)):
+        vm["main"](args[0], np.ones((c, d + 1), "float32"), np.ones(d + 1, "float32"))

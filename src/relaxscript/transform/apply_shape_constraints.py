@@ -33,11 +33,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from tensorir import expr as E
+from tensorir.structural import structural_equal
 
-from ..shape_facts import Fact, ShapeFacts
 from ..expr import Call, If, MatchCast, PrimValue, ShapeExpr, VarBinding
 from ..expr_functor import PassMutator
 from ..irmodule import IRModule
+from ..shape_facts import Fact, ShapeFacts
 from ..struct_info import ShapeStructInfo, TensorStructInfo
 from ..struct_info_util import substitute_sinfo, symbolic_vars_of
 from .fuse_ops import is_primitive
@@ -125,7 +126,11 @@ class _ShapeFactsMutator(PassMutator):
         if op_name == "relax.reshape":
             value = self._checked_reshape(value, name)
         if isinstance(value, Call) and (self.facts.facts or value is not binding.value):
+            original = value is binding.value
             value = self._rededuce(value)
+            if original and structural_equal(value.struct_info, binding.var.struct_info,
+                                             map_free_vars=False):
+                value = binding.value    # the facts add nothing here: keep the binding
         if value is binding.value:
             bb.emit_normalized(binding)
             new_var = binding.var

@@ -89,3 +89,26 @@ def test_bad_operands_raise():
         gemm_library.gemm(a, b, np.empty((2, 4), np.float32), bias=np.ones(3, np.float32))
     with pytest.raises(ValueError, match="activation"):
         gemm_library.gemm(a, b, np.empty((2, 4), np.float32), act="tanh")
+
+
+@pytest.mark.parametrize("trans_b", [False, True])
+def test_run_time_choice_with_openblas_at_its_boundaries(trans_b):
+    """Policy WITH_BLAS: one row and more than skinny_rows rows go to OpenBLAS (when the target
+    has it), the rest to the skinny variant; results equal NumPy either way, epilogues included."""
+    from backends import blas
+    s = PARAMS.skinny_rows
+    has_blas = blas.backend() == "openblas"
+    for m in (1, 2, s, s + 1):
+        expected = "openblas" if has_blas and (m == 1 or m > s) else variant_for(m, PARAMS, 2)
+        assert variant_for(m, PARAMS, 2, blas=has_blas) == expected
+        assert gemm_library.variant(m, 2, policy=gemm_library.WITH_BLAS) == expected
+        rng = np.random.default_rng(m)
+        a = rng.standard_normal((m, 37)).astype(np.float32)
+        b = rng.standard_normal((21, 37) if trans_b else (37, 21)).astype(np.float32)
+        bias, residual = rng.standard_normal(21).astype(np.float32), rng.standard_normal((m, 21)).astype(np.float32)
+        for k_empty in (False, True):
+            aa, bb = (a[:, :0].copy(), (b[:, :0] if trans_b else b[:0]).copy()) if k_empty else (a, b)
+            c = np.full((m, 21), np.nan, np.float32)
+            gemm_library.gemm(aa, bb, c, trans_b=trans_b, bias=bias, residual=residual, act="silu",
+                              policy=gemm_library.WITH_BLAS)
+            np.testing.assert_allclose(c, _reference(aa, bb, trans_b, bias, residual, "silu"), rtol=1e-4, atol=1e-4)

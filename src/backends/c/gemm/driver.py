@@ -25,16 +25,41 @@ last k block, while the tile is in L1. Pack buffers are per thread, grown on dem
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
 from .microkernel import emit_microkernel, vector_typedefs
 from .params import GemmParams
 
 ACTIVATIONS = {"none": 0, "relu": 1, "silu": 2}
 # 2 * m * n * k below this: one thread (a parallel region costs ~5-10 us on this class of machine)
 MIN_FLOPS_TO_SPLIT = 1 << 21
+# Rows of B the skinny variant streams at once (contiguous runs, one per row, swept across the
+# columns): few enough for the hardware prefetchers to follow every stream.
+SKINNY_KC = 16
 
 
-def variant_for(m: int, params: GemmParams, threads: int) -> str:
-    """The variant ``rs_gen_gemm`` runs for ``m`` rows (the same conditions as the C code)."""
+def _row_kernels(params: GemmParams) -> str:
+    """Micro-kernels reading A in place, one per row count 1..mr (a skinny product of 1 row does
+    not pay for mr rows of multiply-adds), with B packed or read in place, and their dispatch."""
+    out = []
+    for b_packed, suffix in ((True, ""), (False, "_direct_b")):
+        b_param = "const float* b" if b_packed else "const float* b, int ldb"
+        b_args = "b" if b_packed else "b, ldb"
+        cases = []
+        for rows in range(1, params.mr + 1):
+            name = f"rs_gemm_kernel_rows{rows}{suffix}"
+            out.append(emit_microkernel(name, replace(params, mr=rows), a_packed=False, b_packed=b_packed))
+            cases.append(f"    case {rows}: {name}(kc, a, lda, {b_args}, c, ldc, {rows}, cols, acc); return;")
+        out.append(f"static inline void kernel_rows{suffix}(int rows, int kc, const float* a, int lda, {b_param}, "
+                   "float* c, int ldc, int cols, int acc) {\n  switch (rows) {\n" + "\n".join(cases) + "\n  }\n}\n")
+    return "\n".join(out)
+
+
+def variant_for(m: int, params: GemmParams, threads: int, blas: bool = False) -> str:
+    """The variant ``rs_gen_gemm`` runs for ``m`` rows (the same conditions as the C code); with
+    ``blas`` (policy 1, OpenBLAS bound) one row and more than ``skinny_rows`` go to OpenBLAS."""
+    if blas and (m == 1 or m > params.skinny_rows):
+        return "openblas"
     if m <= params.skinny_rows:
         return "skinny"
     return "large" if m >= threads * params.mc else "medium"
@@ -57,10 +82,11 @@ def emit_gemm_library(params: GemmParams) -> str:
 #define NC {nc}
 #define SKINNY_ROWS {params.skinny_rows}
 #define SKINNY_NC {params.skinny_nc}
+#define SKINNY_KC {SKINNY_KC}
 #define MIN_FLOPS_TO_SPLIT {MIN_FLOPS_TO_SPLIT}L
 
 {emit_microkernel("rs_gemm_kernel_packed", params)}
-{emit_microkernel("rs_gemm_kernel_rows", params, a_packed=False)}
+{_row_kernels(params)}
 static int* rs_team_cell;
 void rs_bind_team(int* cell) {{ rs_team_cell = cell; }}
 static int team_threads(int threads) {{
@@ -146,6 +172,32 @@ static int has_epilogue(const epilogue_t* e) {{ return e->bias != NULL || e->res
 /* one thread's share: rows [i0, i0+h) x columns [j0, j0+w) of c, A read in place (skinny) */
 static int block_skinny(long h, long w, long k, const float* a, const float* b, int trans_b, float* c,
                         long n, long i0, long j0, const epilogue_t* e) {{
+  if (!trans_b) {{
+    /* B read in place: SKINNY_KC rows at a time, each swept left to right across the thread's
+       columns (that many contiguous streams, which the prefetchers follow), accumulating into c */
+    float edge[SKINNY_KC * NR];
+    for (long pc = 0; pc < k; pc += SKINNY_KC) {{
+      const int kcb = (int)min_long(SKINNY_KC, k - pc);
+      const int last = pc + kcb >= k;
+      for (long jr = 0; jr < w; jr += NR) {{
+        const int cols = (int)min_long(NR, w - jr);
+        const float* bt = b + pc * n + j0 + jr;
+        if (cols < NR) pack_b(kcb, cols, b, n, 0, pc, j0 + jr, edge);
+        for (long ir = 0; ir < h; ir += MR) {{
+          const int rows = (int)min_long(MR, h - ir);
+          float* ct = c + (i0 + ir) * n + j0 + jr;
+          const float* at = a + (i0 + ir) * k + pc;
+          if (cols == NR) kernel_rows_direct_b(rows, kcb, at, (int)k, bt, (int)n, ct, (int)n, cols, pc > 0);
+          else kernel_rows(rows, kcb, at, (int)k, edge, ct, (int)n, cols, pc > 0);
+          if (last && has_epilogue(e))
+            apply_epilogue(ct, n, rows, cols, e->bias == NULL ? NULL : e->bias + j0 + jr,
+                           e->residual == NULL ? NULL : e->residual + (i0 + ir) * n + j0 + jr, e->act);
+        }}
+      }}
+    }}
+    return 0;
+  }}
+  /* b is (n x k): pack kc x SKINNY_NC chunks, reading each of its rows as one contiguous run */
   float* bp = grow(&rs_pack_b, &rs_pack_b_cap, (size_t)KC * SKINNY_NC);
   if (bp == NULL) return -1;
   for (long jc = 0; jc < w; jc += SKINNY_NC) {{
@@ -153,14 +205,13 @@ static int block_skinny(long h, long w, long k, const float* a, const float* b, 
     for (long pc = 0; pc < k; pc += KC) {{
       const int kcb = (int)min_long(KC, k - pc);
       const int last = pc + kcb >= k;
-      pack_b(kcb, wc, b, trans_b ? k : n, trans_b, pc, j0 + jc, bp);
+      pack_b(kcb, wc, b, k, 1, pc, j0 + jc, bp);
       for (int jr = 0; jr < wc; jr += NR) {{
         const int cols = wc - jr < NR ? wc - jr : NR;
         for (long ir = 0; ir < h; ir += MR) {{
           const int rows = (int)min_long(MR, h - ir);
           float* ct = c + (i0 + ir) * n + j0 + jc + jr;
-          rs_gemm_kernel_rows(kcb, a + (i0 + ir) * k + pc, (int)k, bp + (long)jr * kcb, ct, (int)n,
-                              rows, cols, pc > 0);
+          kernel_rows(rows, kcb, a + (i0 + ir) * k + pc, (int)k, bp + (long)jr * kcb, ct, (int)n, cols, pc > 0);
           if (last && has_epilogue(e))
             apply_epilogue(ct, n, rows, cols, e->bias == NULL ? NULL : e->bias + j0 + jc + jr,
                            e->residual == NULL ? NULL : e->residual + (i0 + ir) * n + j0 + jc + jr, e->act);
@@ -205,26 +256,43 @@ static int block_packed(long h, long w, long k, const float* a, const float* b, 
   return 0;
 }}
 
-/* Which variant runs for m rows (0 skinny, 1 medium, 2 large): the documented conditions. */
-int rs_gen_gemm_variant(long m, int threads) {{
+/* OpenBLAS through its shim (backends/blas_parallel.py's rs_sgemm), bound at load when the
+   target has it: the run-time choice hands it the row counts its packed kernels serve better */
+typedef int (*rs_blas_gemm_fn)(int, int, long, long, long, float, const float*, const float*, float, float*, int);
+static rs_blas_gemm_fn rs_blas_gemm;
+void rs_gen_bind_blas(rs_blas_gemm_fn f) {{ rs_blas_gemm = f; }}
+
+/* Which variant runs for m rows: 0 skinny, 1 medium, 2 large (the documented conditions), 3
+   OpenBLAS. With policy 1 and OpenBLAS bound, m == 1 (its sgemv path streams the weight at the
+   memory's rate) and m > SKINNY_ROWS (its packed kernels) go to OpenBLAS; policy 0 always runs
+   the generated code. */
+int rs_gen_gemm_variant(long m, int threads, int policy) {{
   threads = team_threads(threads);
+  if (policy == 1 && rs_blas_gemm != NULL && (m == 1 || m > SKINNY_ROWS)) return 3;
   if (m <= SKINNY_ROWS) return 0;
   return m >= (long)threads * MC ? 2 : 1;
 }}
 
 int rs_gen_gemm(long m, long n, long k, const float* a, const float* b, int trans_b, float* c,
-                const float* bias, const float* residual, int act, int threads) {{
+                const float* bias, const float* residual, int act, int threads, int policy) {{
   threads = team_threads(threads);
   if (m <= 0 || n <= 0) return 0;
   const epilogue_t e = {{bias, residual, act}};
-  if (k <= 0) {{   /* an empty sum: the epilogue of zero */
-    for (long i = 0; i < m * n; ++i) c[i] = 0.0f;
-    if (has_epilogue(&e))
+  const int variant = rs_gen_gemm_variant(m, threads, policy);
+  if (k <= 0 || variant == 3) {{
+    if (k > 0) {{   /* c starts as the bias (or zero) and OpenBLAS adds the product (beta = 1) */
       for (long i = 0; i < m; ++i)
-        apply_epilogue(c + i * n, n, 1, (int)n, bias, residual == NULL ? NULL : residual + i * n, act);
+        for (long j = 0; j < n; ++j) c[i * n + j] = bias == NULL ? 0.0f : bias[j];
+      const int status = rs_blas_gemm(0, trans_b, m, n, k, 1.0f, a, b, 1.0f, c, threads);
+      if (status != 0) return status;
+    }} else {{
+      for (long i = 0; i < m * n; ++i) c[i] = bias == NULL ? 0.0f : bias[i % n];   /* an empty sum */
+    }}
+    if (residual != NULL || act != 0)
+      for (long i = 0; i < m; ++i)
+        apply_epilogue(c + i * n, n, 1, (int)n, NULL, residual == NULL ? NULL : residual + i * n, act);
     return 0;
   }}
-  const int variant = rs_gen_gemm_variant(m, threads);
   if (2.0 * m * n * k < MIN_FLOPS_TO_SPLIT) threads = 1;
   int status = 0;
   /* columns are split in whole NR panels; rows (large) in whole MC blocks */
@@ -246,18 +314,18 @@ int rs_gen_gemm(long m, long n, long k, const float* a, const float* b, int tran
   return status;
 }}
 
-/* The VM's native calls (library.NativeCall): operands {{a, b[, bias][, residual], c}},
-   params {{m, n, k, threads}}; threads 0 follows the team size. */
+/* The VM's native calls (library.NativeCall): operands {{a, b[, bias], c}}, params
+   {{m, n, k, threads, policy}}; threads 0 follows the team size. */
 int rs_gen_sgemm_native(void* const* o, const int64_t* p) {{
   return rs_gen_gemm(p[0], p[1], p[2], (const float*)o[0], (const float*)o[1], 0, (float*)o[2], NULL, NULL, 0,
-                     (int)p[3]);
+                     (int)p[3], (int)p[4]);
 }}
 int rs_gen_sgemm_nt_native(void* const* o, const int64_t* p) {{
   return rs_gen_gemm(p[0], p[1], p[2], (const float*)o[0], (const float*)o[1], 1, (float*)o[2], NULL, NULL, 0,
-                     (int)p[3]);
+                     (int)p[3], (int)p[4]);
 }}
 int rs_gen_sgemm_bias_native(void* const* o, const int64_t* p) {{
   return rs_gen_gemm(p[0], p[1], p[2], (const float*)o[0], (const float*)o[1], 0, (float*)o[3],
-                     (const float*)o[2], NULL, 0, (int)p[3]);
+                     (const float*)o[2], NULL, 0, (int)p[3], (int)p[4]);
 }}
 """

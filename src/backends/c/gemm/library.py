@@ -15,6 +15,7 @@ import numpy as np
 
 from tensorir.errors import ShapeMismatchError
 
+from ... import blas
 from ...blas import native_params, product_dims
 from ...library import NativeCall, register_library
 from ..compiler import compile_shared
@@ -35,20 +36,25 @@ def compiled(params: GemmParams | None = None) -> ctypes.CDLL:
     path, _ = compile_shared(emit_gemm_library(gemm_params() if params is None else params))
     prepare_openmp()
     lib = ctypes.CDLL(str(path))
-    lib.rs_gen_gemm.argtypes = [_L, _L, _L, _P, _P, _I, _P, _P, _P, _I, _I]
+    lib.rs_gen_gemm.argtypes = [_L, _L, _L, _P, _P, _I, _P, _P, _P, _I, _I, _I]
     lib.rs_gen_gemm.restype = _I
-    lib.rs_gen_gemm_variant.argtypes = [_L, _I]
+    lib.rs_gen_gemm_variant.argtypes = [_L, _I, _I]
     lib.rs_gen_gemm_variant.restype = _I
+    lib.rs_gen_bind_blas.argtypes = [_P]
+    lib.rs_gen_bind_blas.restype = None
+    if blas.backend() == "openblas":
+        lib.rs_gen_bind_blas(blas.native_address("rs_sgemm"))
     bind(lib)
     return lib
 
 
-VARIANTS = ("skinny", "medium", "large")
+VARIANTS = ("skinny", "medium", "large", "openblas")
+GENERATED_ONLY, WITH_BLAS = 0, 1   # the run-time policy: see driver.py
 
 
-def variant(m: int, threads: int = 0, params: GemmParams | None = None) -> str:
+def variant(m: int, threads: int = 0, params: GemmParams | None = None, policy: int = GENERATED_ONLY) -> str:
     """The variant the compiled library runs for ``m`` rows (asked of the C code itself)."""
-    return VARIANTS[compiled(params).rs_gen_gemm_variant(m, threads)]
+    return VARIANTS[compiled(params).rs_gen_gemm_variant(m, threads, policy)]
 
 
 def _checked(name: str, array: np.ndarray | None, shape: tuple | None = None) -> int | None:
@@ -64,7 +70,7 @@ def _checked(name: str, array: np.ndarray | None, shape: tuple | None = None) ->
 
 def gemm(a: np.ndarray, b: np.ndarray, c: np.ndarray, trans_b: bool = False, bias: np.ndarray | None = None,
          residual: np.ndarray | None = None, act: str = "none", threads: int = 0,
-         params: GemmParams | None = None) -> None:
+         params: GemmParams | None = None, policy: int = GENERATED_ONLY) -> None:
     """``c = act(a @ op(b) + bias + residual)`` in place, through the generated kernel. ``a``'s leading
     dims are flattened into rows as in ``backends.blas.sgemm``."""
     if act not in ACTIVATIONS:
@@ -73,7 +79,7 @@ def gemm(a: np.ndarray, b: np.ndarray, c: np.ndarray, trans_b: bool = False, bia
     ptrs = [_checked("a", a), _checked("b", b), _checked("c", c), _checked("bias", bias, (n,)),
             _checked("residual", residual, (m, n))]
     status = compiled(params).rs_gen_gemm(m, n, k, ptrs[0], ptrs[1], int(trans_b), ptrs[2], ptrs[3], ptrs[4],
-                                          ACTIVATIONS[act], threads)
+                                          ACTIVATIONS[act], threads, policy)
     if status != 0:
         raise MemoryError("generated gemm: cannot allocate its packing buffers")
 
@@ -106,22 +112,19 @@ def _sgemm_bias_numpy(a, b, bias, c) -> None:
 
 
 def _nt_params(a_shape, b_shape, c_shape) -> tuple:
-    return (*product_dims(a_shape, b_shape, c_shape, trans_b=True), 0)
+    return (*product_dims(a_shape, b_shape, c_shape, trans_b=True), 0, WITH_BLAS)
 
 
 def _plain_params(a_shape, b_shape, c_shape) -> tuple:
+    """``(m, n, k, threads, policy)``: threads 0 follows the team size; the library entries let the
+    run-time choice hand one row and large ``m`` to OpenBLAS where the target has it."""
     m, n, k, _ = native_params(a_shape, b_shape, c_shape)
-    return m, n, k, 0
+    return m, n, k, 0, WITH_BLAS
 
 
 def _bias_params(a_shape, b_shape, bias_shape, c_shape) -> tuple:
     _check_bias(bias_shape, c_shape)
     return _plain_params(a_shape, b_shape, c_shape)
-
-
-def _c_impl(fn):
-    """The C target's Python-callable form (used when the VM cannot call the native entry)."""
-    return fn
 
 
 register_library(SGEMM, _sgemm_numpy, dps=True, c=_sgemm_numpy,

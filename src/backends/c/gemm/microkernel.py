@@ -45,46 +45,71 @@ static inline void {vt}_store(float *p, {vt} v) {{ memcpy(p, &v, {size}); }}
 """
 
 
+def k_splits(params: GemmParams) -> int:
+    """Independent accumulator sets over alternating k steps. A tile of fewer rows than the
+    register file allows (the skinny variant's 1..mr-row kernels) has too few accumulators to
+    hide the multiply-add latency; interleaving k steps over several sets of them keeps the same
+    number of independent chains as a full tile (``NR_VECTORS * max rows`` accumulators)."""
+    full_rows = max(1, (params.registers - params.vectors_per_row - 1) // params.vectors_per_row)
+    return max(1, full_rows // params.mr)
+
+
 def emit_microkernel(name: str, params: GemmParams, a_packed: bool = True, b_packed: bool = True) -> str:
     """C source of one micro-kernel function (see the module docstring for its contract)."""
     vt, lanes, mr, nr = vector_type(params), params.lanes, params.mr, params.nr
     nv = params.vectors_per_row
+    splits = k_splits(params)
     a_param = "const float *restrict a_pack" if a_packed else "const float *restrict a, int lda"
     b_param = "const float *restrict b_pack" if b_packed else "const float *restrict b, int ldb"
     lines = [f"static inline void {name}(int kc, {a_param}, {b_param}, float *restrict c, int ldc, "
              "int rows, int cols, int accumulate) {"]
-    acc = [[f"c{i}_{v}" for v in range(nv)] for i in range(mr)]
-    lines.append(f"  {vt} " + ", ".join(f"{x} = {{0}}" for row in acc for x in row) + ";")
+    acc = [[[f"c{i}_{v}_{u}" for v in range(nv)] for i in range(mr)] for u in range(splits)]
+    lines.append(f"  {vt} " + ", ".join(f"{x} = {{0}}" for sets in acc for row in sets for x in row) + ";")
     if not a_packed:  # rows past `rows` alias the last one: read, never stored
         for i in range(mr):
             lines.append(f"  const float *restrict a{i} = a + (long)({i} < rows ? {i} : rows - 1) * lda;")
     b_row = f"b_pack + (long)p * {nr}" if b_packed else "b + (long)p * ldb"
-    lines.append("  for (int p = 0; p < kc; ++p) {")
-    lines.append(f"    const float *restrict bp = {b_row};")
-    for v in range(nv):
-        lines.append(f"    const {vt} b{v} = {vt}_load(bp + {v * lanes});")
-    for i in range(mr):
-        scalar = f"a_pack[(long)p * {mr} + {i}]" if a_packed else f"a{i}[p]"
-        lines.append(f"    {{ const float s = {scalar}; const {vt} ai = {{" + ", ".join(["s"] * lanes) + "};")
-        lines.append("      " + " ".join(f"{acc[i][v]} += ai * b{v};" for v in range(nv)) + " }")
-    lines.append("  }")
+    lines.append("  int p = 0;")
+
+    def step(u: int, indent: str) -> None:
+        lines.append(f"{indent}{{ const float *restrict bp = {b_row};")
+        for v in range(nv):
+            lines.append(f"{indent}  const {vt} b{v} = {vt}_load(bp + {v * lanes});")
+        for i in range(mr):
+            scalar = f"a_pack[(long)p * {mr} + {i}]" if a_packed else f"a{i}[p]"
+            lines.append(f"{indent}  {{ const float s = {scalar}; const {vt} ai = {{" + ", ".join(["s"] * lanes) + "};")
+            lines.append(f"{indent}    " + " ".join(f"{acc[u][i][v]} += ai * b{v};" for v in range(nv)) + " }")
+        lines.append(f"{indent}  ++p; }}")
+
+    if splits > 1:
+        lines.append(f"  for (; p + {splits} <= kc;) {{")
+        for u in range(splits):
+            step(u, "    ")
+        lines.append("  }")
+    lines.append("  while (p < kc)")
+    step(0, "    ")
+    for u in range(1, splits):
+        for i in range(mr):
+            for v in range(nv):
+                lines.append(f"  {acc[0][i][v]} += {acc[u][i][v]};")
+    acc0 = acc[0]
     lines.append(f"  if (rows == {mr} && cols == {nr}) {{")
     lines.append("    if (accumulate) {")
     for i in range(mr):
         for v in range(nv):
             ptr = f"c + (long){i} * ldc + {v * lanes}"
-            lines.append(f"      {vt}_store({ptr}, {vt}_load({ptr}) + {acc[i][v]});")
+            lines.append(f"      {vt}_store({ptr}, {vt}_load({ptr}) + {acc0[i][v]});")
     lines.append("    } else {")
     for i in range(mr):
         for v in range(nv):
-            lines.append(f"      {vt}_store(c + (long){i} * ldc + {v * lanes}, {acc[i][v]});")
+            lines.append(f"      {vt}_store(c + (long){i} * ldc + {v * lanes}, {acc0[i][v]});")
     lines.append("    }")
     lines.append("    return;")
     lines.append("  }")
     lines.append(f"  float tile[{mr * nr}];  /* a ragged edge: spill, then copy the valid part */")
     for i in range(mr):
         for v in range(nv):
-            lines.append(f"  {vt}_store(tile + {i * nr + v * lanes}, {acc[i][v]});")
+            lines.append(f"  {vt}_store(tile + {i * nr + v * lanes}, {acc0[i][v]});")
     lines.append("  for (int i = 0; i < rows; ++i)")
     lines.append("    for (int j = 0; j < cols; ++j)")
     lines.append(f"      c[(long)i * ldc + j] = (accumulate ? c[(long)i * ldc + j] : 0.0f) + tile[i * {nr} + j];")

@@ -43,6 +43,7 @@ class GemmParams:
     skinny_rows: int
     skinny_nc: int
     cores: int
+    registers: int = 16     # vector registers of the ISA (the micro-kernel's accumulator budget)
 
     @property
     def vectors_per_row(self) -> int:
@@ -67,7 +68,8 @@ def derive_params(machine: MachineParams) -> GemmParams:
     nc = min(MAX_NC, _round_down(machine.l3_bytes // 2 // (kc * 4), nr, nr))
     skinny_rows = max(1, machine.l1d_bytes // 2 // (kc * 4))
     skinny_nc = min(MAX_NC, _round_down(machine.l2_bytes // 2 // (kc * 4), nr, nr))
-    return GemmParams(isa.name, lanes, mr, nr, kc, mc, nc, skinny_rows, skinny_nc, machine.cores)
+    return GemmParams(isa.name, lanes, mr, nr, kc, mc, nc, skinny_rows, skinny_nc, machine.cores,
+                      isa.registers)
 
 
 def gemm_params() -> GemmParams:

@@ -36,6 +36,9 @@ MIN_FLOPS_TO_SPLIT = 1 << 21
 # Rows of B the skinny variant streams at once (contiguous runs, one per row, swept across the
 # columns): few enough for the hardware prefetchers to follow every stream.
 SKINNY_KC = 16
+# With more rows than one register tile, each B panel feeds several kernel calls, and a call over
+# only 16 k steps spends as long on its tile's loads and stores as on its multiply-adds.
+SKINNY_KC_TILES = 64
 
 
 def _row_kernels(params: GemmParams) -> str:
@@ -83,6 +86,7 @@ def emit_gemm_library(params: GemmParams) -> str:
 #define SKINNY_ROWS {params.skinny_rows}
 #define SKINNY_NC {params.skinny_nc}
 #define SKINNY_KC {SKINNY_KC}
+#define SKINNY_KC_TILES {SKINNY_KC_TILES}
 #define MIN_FLOPS_TO_SPLIT {MIN_FLOPS_TO_SPLIT}L
 
 {emit_microkernel("rs_gemm_kernel_packed", params)}
@@ -175,9 +179,10 @@ static int block_skinny(long h, long w, long k, const float* a, const float* b, 
   if (!trans_b) {{
     /* B read in place: SKINNY_KC rows at a time, each swept left to right across the thread's
        columns (that many contiguous streams, which the prefetchers follow), accumulating into c */
-    float edge[SKINNY_KC * NR];
-    for (long pc = 0; pc < k; pc += SKINNY_KC) {{
-      const int kcb = (int)min_long(SKINNY_KC, k - pc);
+    float edge[SKINNY_KC_TILES * NR];
+    const long skc = h <= MR ? SKINNY_KC : SKINNY_KC_TILES;
+    for (long pc = 0; pc < k; pc += skc) {{
+      const int kcb = (int)min_long(skc, k - pc);
       const int last = pc + kcb >= k;
       for (long jr = 0; jr < w; jr += NR) {{
         const int cols = (int)min_long(NR, w - jr);

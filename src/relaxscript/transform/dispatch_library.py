@@ -383,5 +383,6 @@ def gemm_dispatch_report(mod: IRModule, registry: LibraryRegistry | None = None)
     return dispatch.choices
 
 
-__all__ = ["DispatchLibrary", "GemmChoice", "gemm_dispatch_report", "LibraryPattern", "LibraryRegistry", "LibraryPatternError", "PatternMatch",
+__all__ = ["DispatchLibrary", "GemmChoice", "gemm_dispatch_report",
+           "LibraryPattern", "LibraryRegistry", "LibraryPatternError", "PatternMatch",
            "DEFAULT_CPU_REGISTRY", "register_library_pattern", "is_op", "wildcard"]

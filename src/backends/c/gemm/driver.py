@@ -55,7 +55,8 @@ def _row_kernels(params: GemmParams) -> str:
                    f"  for (int jr = 0; jr < w; jr += {params.nr})\n"
                    f"    rs_gemm_kernel_rows{rows}_direct_b(kc, a, lda, b + jr, ldb, c + jr, ldc, {rows}, "
                    f"{params.nr}, acc);\n}}\n")
-        packed_cases.append(f"    case {rows}: rs_gemm_kernel_rows{rows}(kc, a, lda, b, c, ldc, {rows}, cols, acc); return;")
+        packed_cases.append(f"    case {rows}: rs_gemm_kernel_rows{rows}(kc, a, lda, b, c, ldc, {rows}, cols, acc); "
+                            "return;")
         sweep_cases.append(f"    case {rows}: sweep_rows{rows}(kc, a, lda, b, ldb, c, ldc, w, acc); return;")
     out.append("static void kernel_rows(int rows, int kc, const float* a, int lda, const float* b, float* c, "
                "int ldc, int cols, int acc) {\n  switch (rows) {\n" + "\n".join(packed_cases) + "\n  }\n}\n")

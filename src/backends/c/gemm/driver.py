@@ -126,17 +126,19 @@ static float* grow(float** buf, size_t* cap, size_t floats) {{
 }}
 
 /* op(B)[p0 : p0+kcb, j0 : j0+w] into k-major panels of NR columns, zero-padded to NR */
-static void pack_b(int kcb, int w, const float* b, long ldb, int trans_b, long p0, long j0, float* out) {{
+static void pack_b_rows(int kcb, int w, const float* b, long ldb, long p0, long j0, float* out);
+static void pack_b_panels(int kcb, int w, const float* b, long ldb, int trans_b, long p0, long j0, float* out) {{
   for (int jp = 0; jp < w; jp += NR) {{
     const int cols = w - jp < NR ? w - jp : NR;
     float* panel = out + (long)jp * kcb;
     if (!trans_b) {{
-      for (int p = 0; p < kcb; ++p) {{
-        const float* src = b + (p0 + p) * ldb + j0 + jp;
-        float* dst = panel + (long)p * NR;
-        if (cols == NR) {{ for (int j = 0; j < NR; ++j) dst[j] = src[j]; }}
-        else {{ int j = 0; for (; j < cols; ++j) dst[j] = src[j]; for (; j < NR; ++j) dst[j] = 0.0f; }}
-      }}
+      if (cols < NR)
+        for (int p = 0; p < kcb; ++p) {{
+          const float* src = b + (p0 + p) * ldb + j0 + jp;
+          float* dst = panel + (long)p * NR;
+          int j = 0; for (; j < cols; ++j) dst[j] = src[j]; for (; j < NR; ++j) dst[j] = 0.0f;
+        }}
+      continue;   /* whole panels: copied below, PACK_ROWS rows at a time */
     }} else {{   /* b is (n x k): row j of b is column j of op(b), contiguous in p */
       for (int j = 0; j < NR; ++j) {{
         if (j < cols) {{
@@ -148,6 +150,29 @@ static void pack_b(int kcb, int w, const float* b, long ldb, int trans_b, long p
       }}
     }}
   }}
+}}
+
+/* the whole panels of B (not transposed), PACK_ROWS rows at a time across all panels: that many
+   contiguous read streams, and each panel gets PACK_ROWS consecutive rows (one run of writes),
+   where a panel at a time would read kcb rows a whole row width apart for every 64 bytes */
+#define PACK_ROWS 8
+static void pack_b_rows(int kcb, int w, const float* b, long ldb, long p0, long j0, float* out) {{
+  const int whole = w / NR * NR;
+  for (int p = 0; p < kcb; p += PACK_ROWS) {{
+    const int rows = kcb - p < PACK_ROWS ? kcb - p : PACK_ROWS;
+    for (int jp = 0; jp < whole; jp += NR) {{
+      float* dst = out + (long)jp * kcb + (long)p * NR;
+      for (int r = 0; r < rows; ++r) {{
+        const float* src = b + (p0 + p + r) * ldb + j0 + jp;
+        for (int j = 0; j < NR; ++j) dst[r * NR + j] = src[j];
+      }}
+    }}
+  }}
+}}
+
+static void pack_b(int kcb, int w, const float* b, long ldb, int trans_b, long p0, long j0, float* out) {{
+  pack_b_panels(kcb, w, b, ldb, trans_b, p0, j0, out);
+  if (!trans_b) pack_b_rows(kcb, w, b, ldb, p0, j0, out);
 }}
 
 /* A[i0 : i0+h, p0 : p0+kcb] into k-major panels of MR rows, zero-padded to MR */

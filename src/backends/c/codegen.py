@@ -59,6 +59,20 @@ static inline int rs_threads(void) { int t = *rs_team; return t > 0 ? t : omp_ge
    cannot prove nonzero is tested, and a zero one records STATUS_ZERO_DIVISION and gives 0. */
 static inline int64_t rs_divided_by_zero(int32_t* status) {
   __atomic_store_n(status, STATUS_ZERO_DIVISION, __ATOMIC_RELAXED); return 0; }
+/* T.checked_index: NumPy's negative indices wrap; a value outside [-n, n) gives 0 and records
+   STATUS_INDEX_OUT_OF_RANGE with the value and n. A compare-and-swap from STATUS_OK: of the
+   threads of a parallel loop, the first failure's writer alone stores them (no data race); the
+   kernel copies them to rs_index_report (per calling thread) when it returns. */
+static _Thread_local int64_t rs_index_report[2];
+void rs_index_failure(int64_t* out) { out[0] = rs_index_report[0]; out[1] = rs_index_report[1]; }
+static int64_t rs_index_out_of_range(int32_t* status, int64_t* bad, int64_t i, int64_t n) {
+  int32_t ok = STATUS_OK;
+  if (__atomic_compare_exchange_n(status, &ok, STATUS_INDEX_OUT_OF_RANGE, 0, __ATOMIC_RELAXED,
+                                  __ATOMIC_RELAXED)) { bad[0] = i; bad[1] = n; }
+  return 0; }
+static inline int64_t rs_checked_index(int64_t i, int64_t n, int32_t* status, int64_t* bad) {
+  int64_t w = i < 0 ? i + n : i;
+  return __builtin_expect(w >= 0 && w < n, 1) ? w : rs_index_out_of_range(status, bad, i, n); }
 static inline int64_t rs_floordiv(int64_t a, int64_t b) {
   int64_t q = a / b; return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q; }
 static inline int64_t rs_floormod(int64_t a, int64_t b) {
@@ -211,6 +225,7 @@ class CFunctionEmitter(ClassDispatch):
         self.accumulators: dict = {}  # id(store) -> (scalar name, Accumulation) inside a reduction loop
         self.safe_division = False    # emitting hoisted code: a zero divisor must not trap
         self.hoist_count = 0
+        self.checks_indices = False   # the body uses T.checked_index: rs_bad_index is declared
 
     # ------------------------------------------------------------ expressions
     def expr(self, e) -> str:
@@ -344,6 +359,12 @@ class CFunctionEmitter(ClassDispatch):
 
     @handles(E.Call, table="expr")
     def call(self, e: E.Call) -> str:
+        if e.op == E.CHECKED_INDEX:
+            if self.safe_division:
+                raise CodegenError("T.checked_index may not be hoisted out of the code that checks it")
+            self.checks_indices = True
+            index, extent = (self.expr(a) for a in e.args)
+            return f"rs_checked_index({index}, {extent}, &rs_status, rs_bad_index)"
         spelling = _MATH.get(e.op)
         if spelling is None:
             raise CodegenError(f"the C backend has no implementation of intrinsic {e.op!r}")
@@ -622,7 +643,12 @@ class CFunctionEmitter(ClassDispatch):
         header.append("  int32_t rs_status = STATUS_OK;")
         header.append("  (void)rs_buffers; (void)rs_syms;")
         self.stmt(self.func.body)
-        body = header + self.lines + ["  return rs_status;", "}"]
+        footer = []
+        if self.checks_indices:
+            header.append("  int64_t rs_bad_index[2] = {0, 0};")
+            footer.append("  if (rs_status == STATUS_INDEX_OUT_OF_RANGE) "
+                          "memcpy(rs_index_report, rs_bad_index, sizeof rs_bad_index);")
+        body = header + self.lines + footer + ["  return rs_status;", "}"]
         return "\n".join(body), KernelInfo(self.symbol, list(self.signature.buffer_params), sym_vars)
 
 

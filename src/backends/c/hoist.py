@@ -80,6 +80,10 @@ class _Finder:
             for i in e.indices:
                 self.visit_child(i)
             return False, False   # memory may change inside the loop
+        if isinstance(e, E.Call) and e.op == E.CHECKED_INDEX:
+            for a in e.args:   # a check stays where it runs: hoisted, it would fail where the body
+                self.visit_child(a)   # would not have run
+            return False, False
         children = []
         for field in e._fields:
             value = getattr(e, field)

@@ -89,7 +89,7 @@ class _Finder:
 
 
 def _unsafe_to_speculate(e) -> bool:
-    return isinstance(e, E.BufferLoad) or \
+    return isinstance(e, E.BufferLoad) or (isinstance(e, E.Call) and e.op == E.CHECKED_INDEX) or \
         (isinstance(e, (E.Div, E.FloorDiv, E.FloorMod)) and not dt.is_float(e.dtype))
 
 

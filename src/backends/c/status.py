@@ -14,6 +14,11 @@ C_DEFINES = (f"#define STATUS_OK {STATUS_OK}\n#define STATUS_NO_MEMORY {STATUS_N
              f"#define STATUS_INDEX_OUT_OF_RANGE {STATUS_INDEX_OUT_OF_RANGE}\n")
 
 
+# A GPU kernel's status buffer: the int32 status word, 4 bytes of padding, then the int64 index
+# and extent a STATUS_INDEX_OUT_OF_RANGE recorded (read back only after that status).
+DEVICE_STATUS_BYTES = 24
+
+
 def raise_for_status(status: int, where: str, bad_index=None) -> None:
     """Raise the error a kernel's nonzero ``status`` stands for; ``where`` names function and kernel;
     ``bad_index()`` gives the (value, extent) an index failure recorded."""

@@ -29,7 +29,7 @@ from tensorir.dispatch import ClassDispatch, handles
 from tensorir.functor import Visitor, collect
 from tensorir.structural import structural_equal
 
-from ..c.status import STATUS_ZERO_DIVISION
+from ..c.status import STATUS_INDEX_OUT_OF_RANGE, STATUS_ZERO_DIVISION
 from .cross_thread_reduce import ThreadReduce, identity
 from .errors import GPULoweringError
 from .function import BLOCK_AXES, THREAD_AXES, DeviceKernel, GPUFunction
@@ -132,6 +132,7 @@ class KernelEmitter(ClassDispatch):
     SHARED = ""            # qualifier of a shared-memory array
     HELPER = ""            # qualifier of a helper function
     BARRIER = ""
+    COMPARE_AND_SWAP = ""  # (int pointer, expected, new) -> the old value, atomically
     TYPES: dict = {}       # dtype -> value type name
     BOOL_STORAGE = "unsigned char"
 
@@ -299,6 +300,8 @@ class KernelEmitter(ClassDispatch):
     @handles(E.Call, table="expr")
     def call(self, e: E.Call) -> str:
         args = [self.expr(a) for a in e.args]
+        if e.op == E.CHECKED_INDEX:
+            return f"rs_checked_index({args[0]}, {args[1]}, rs_status)"
         arg_dtype = e.args[0].dtype if e.args else e.dtype
         return self.math(e.op, arg_dtype, args)
 
@@ -601,10 +604,20 @@ def helper_prelude(emitter_cls, dtypes) -> str:
     """Helpers every kernel may call: integer floor division, the zero-divisor report,
     NaN-propagating min/max per dtype (as NumPy's minimum/maximum)."""
     h, g, i64 = emitter_cls.HELPER, emitter_cls.GLOBAL, emitter_cls.TYPES["int64"]
+    status = f"{(g + ' int').strip()}* status"
     lines = [
         f"#define STATUS_ZERO_DIVISION ({STATUS_ZERO_DIVISION})",
-        f"{h} {i64} rs_divided_by_zero({(g + ' int').strip()}* status) "
+        f"#define STATUS_INDEX_OUT_OF_RANGE ({STATUS_INDEX_OUT_OF_RANGE})",
+        f"{h} {i64} rs_divided_by_zero({status}) "
         "{ *status = STATUS_ZERO_DIVISION; return 0; }".strip(),
+        # T.checked_index (see the C prelude): the first failing thread claims the status word
+        # and records the value and the extent after it (DEVICE_STATUS_BYTES)
+        f"{h} {i64} rs_index_out_of_range({status}, {i64} i, {i64} n) {{ "
+        f"if ({emitter_cls.COMPARE_AND_SWAP}(status, 0, STATUS_INDEX_OUT_OF_RANGE) == 0) {{ "
+        f"(({(g + ' ' + i64).strip()}*)status)[1] = i; (({(g + ' ' + i64).strip()}*)status)[2] = n; }} "
+        "return 0; }".strip(),
+        f"{h} {i64} rs_checked_index({i64} i, {i64} n, {status}) {{ {i64} w = i < 0 ? i + n : i; "
+        "return (w >= 0 && w < n) ? w : rs_index_out_of_range(status, i, n); }".strip(),
         f"{h} {i64} rs_floordiv({i64} a, {i64} b) {{ {i64} q = a / b; "
         "return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q; }".strip(),
         f"{h} {i64} rs_floormod({i64} a, {i64} b) {{ {i64} r = a % b; "

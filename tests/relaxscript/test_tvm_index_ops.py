@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 import relaxscript as rx
 from relaxscript.op.registry import OpAttributeError, OpDeductionError
-from tensorir.errors import IndexOutOfRangeError, ParseError, ShapeMismatchError
+from tensorir.errors import IndexOutOfRangeError, ParseError
 from tests.targets import VM_TARGETS
 
 from .tvm_compat import assert_round_trip, assert_runs_alike, module_of

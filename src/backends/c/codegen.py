@@ -155,7 +155,7 @@ _BINARY_C = {E.Add: "+", E.Sub: "-", E.Mul: "*", E.EQ: "==", E.NE: "!=", E.LT: "
 from .accumulate import OMP_OPS, match_accumulation  # noqa: E402
 from .guards import and_all, split_guard  # noqa: E402
 from .work import PARALLEL_MIN_ITERATIONS, nest_iterations  # noqa: E402
-from .hoist import expr_key, invariant_subexpressions  # noqa: E402
+from .hoist import certain_index_checks, expr_key, invariant_subexpressions  # noqa: E402
 from .invariant_values import invariant_values, reciprocal_of  # noqa: E402
 
 
@@ -573,7 +573,17 @@ class CFunctionEmitter(ClassDispatch):
                 pass
 
     def hoist_invariants(self, s: S.For) -> None:
-        """Bind the body's loop-invariant index arithmetic to locals (see hoist.py)."""
+        """Bind the body's loop-invariant index arithmetic to locals (see hoist.py), and check
+        the indices read from data it is certain to check (``certain_index_checks``) once."""
+        for e in certain_index_checks(s, lambda loop: self.known_positive(loop.extent)):
+            key = expr_key(e)
+            if key in self.hoisted:
+                continue
+            text = self.expr(e)
+            name = self.fresh_name(f"rs_h{self.hoist_count}")
+            self.hoist_count += 1
+            self.emit(f"const int64_t {name} = {text};")
+            self.hoisted[key] = name
         for e in invariant_subexpressions(s):
             key = expr_key(e)
             if key in self.hoisted:

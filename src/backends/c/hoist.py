@@ -13,6 +13,7 @@ from __future__ import annotations
 from tensorir import dtype as dt
 from tensorir import expr as E
 from tensorir import stmt as S
+from tensorir.functor import collect
 
 # Expressions worth a local: they contain at least one of these operations.
 _COSTLY = (E.FloorDiv, E.FloorMod, E.Div, E.Mul, E.Min, E.Max)
@@ -145,3 +146,34 @@ def invariant_subexpressions(loop: S.For) -> list:
     for e, _ in stmt_exprs(loop.body):
         finder.visit_child(e)
     return list(finder.found.values())
+
+
+def certain_index_checks(loop: S.For, runs_once) -> list:
+    """The ``T.checked_index`` calls of ``loop``'s body that every run of the body evaluates
+    (not under an ``if``, a select branch, the right of ``&&``/``||`` or in a loop that
+    ``runs_once`` does not promise to run) and that use no variable the body binds and no
+    buffer it writes. The emitter checks them once at the top of the body: a gather's inner
+    loop then copies a row with no check (and no call) per element, and vectorizes."""
+    bound, written = inner_scope(loop.body)
+
+    def invariant(e) -> bool:
+        return not collect(e, lambda n: (isinstance(n, E.Var) and id(n) in bound) or
+                           (isinstance(n, E.BufferLoad) and id(n.buffer.storage) in written))
+
+    found: dict = {}
+
+    def visit(e, certain: bool) -> None:
+        if isinstance(e, E.Call) and e.op == E.CHECKED_INDEX and certain and invariant(e):
+            found.setdefault(expr_key(e), e)
+            return
+        for field in e._fields:
+            value = getattr(e, field)
+            branch = (isinstance(e, E.Select) and field != "condition") or \
+                (isinstance(e, (E.And, E.Or)) and field == "b")
+            for child in (value if isinstance(value, tuple) else (value,)):
+                if isinstance(child, E.PrimExpr):
+                    visit(child, certain and not branch)
+
+    for e, certain in stmt_exprs(loop.body, runs_once):
+        visit(e, certain)
+    return list(found.values())

@@ -219,10 +219,14 @@ class SourceEmitter(ClassDispatch):
     @handles(S.LetStmt, table="stmt")
     def let(self, s: S.LetStmt) -> None:
         name = self.names.get(s.var, s.var.name)
+        self.scoped(f"const {self.value_type(s.var.dtype)} {name} = {self.expr(s.value)};", s.body)
+
+    def scoped(self, declaration: str, body) -> None:
+        """``{ declaration body }``: a local only ``body`` sees."""
         self.emit("{")
         self.indent += 1
-        self.emit(f"const {self.value_type(s.var.dtype)} {name} = {self.expr(s.value)};")
-        self.stmt(s.body)
+        self.emit(declaration)
+        self.stmt(body)
         self.indent -= 1
         self.emit("}")
 

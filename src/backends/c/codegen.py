@@ -405,43 +405,34 @@ class CFunctionEmitter(SourceEmitter):
         """Bind the body's loop-invariant index arithmetic to locals (see hoist.py), and check
         the indices read from data it is certain to check (``certain_index_checks``) once."""
         for e in certain_index_checks(s, lambda loop: self.known_positive(loop.extent)):
-            key = expr_key(e)
-            if key in self.hoisted:
-                continue
-            text = self.expr(e)
-            name = self.fresh_name(f"rs_h{self.hoist_count}")
-            self.hoist_count += 1
-            self.emit(f"const int64_t {name} = {text};")
-            self.hoisted[key] = name
+            self.bind_local(e, "rs_h")
         for e in invariant_subexpressions(s):
-            key = expr_key(e)
-            if key in self.hoisted:
-                continue
-            self.safe_division = True
-            try:
-                text = self.expr(e)
-            finally:
-                self.safe_division = False
-            name = self.fresh_name(f"rs_h{self.hoist_count}")
-            self.hoist_count += 1
-            self.emit(f"const {c_type(e.dtype)} {name} = {text};")
-            self.hoisted[key] = name
+            self.bind_local(e, "rs_h", safe=True)
 
     def hoist_values(self, s: S.For) -> list:
         """Bind the loop's invariant float values to locals before it (invariant_values.py);
         their keys, to forget once the loop is emitted."""
-        keys = []
-        for e in invariant_values(s, lambda loop: self.known_positive(loop.extent)):
-            key = expr_key(e)
-            if key in self.hoisted:
-                continue
+        return [key for key in (self.bind_local(e, "rs_f")
+                                for e in invariant_values(s, lambda loop: self.known_positive(loop.extent)))
+                if key is not None]
+
+    def bind_local(self, e, hint: str, safe: bool = False):
+        """Emit ``const T name = e;`` and let later uses of ``e`` read ``name``; its key, or None
+        when ``e`` is bound already. ``safe``: the local may be computed where ``e`` would not
+        be (a zero divisor gives 0 there, no error)."""
+        key = expr_key(e)
+        if key in self.hoisted:
+            return None
+        self.safe_division = safe
+        try:
             text = self.expr(e)
-            name = self.fresh_name(f"rs_f{self.hoist_count}")
-            self.hoist_count += 1
-            self.emit(f"const {c_type(e.dtype)} {name} = {text};")
-            self.hoisted[key] = name
-            keys.append(key)
-        return keys
+        finally:
+            self.safe_division = False
+        name = self.fresh_name(f"{hint}{self.hoist_count}")
+        self.hoist_count += 1
+        self.emit(f"const {c_type(e.dtype)} {name} = {text};")
+        self.hoisted[key] = name
+        return key
 
     @handles(S.Allocate, table="stmt")
     def allocate(self, s: S.Allocate) -> None:

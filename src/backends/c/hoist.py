@@ -148,6 +148,18 @@ def invariant_subexpressions(loop: S.For) -> list:
     return list(finder.found.values())
 
 
+def children_certain(e, certain: bool):
+    """(child, certain) for the PrimExpr children of ``e``: a child is evaluated whenever ``e``
+    is (``certain``), except a select's branches and the right operand of && / ||."""
+    for field in e._fields:
+        value = getattr(e, field)
+        branch = (isinstance(e, E.Select) and field != "condition") or \
+            (isinstance(e, (E.And, E.Or)) and field == "b")
+        for child in (value if isinstance(value, tuple) else (value,)):
+            if isinstance(child, E.PrimExpr):
+                yield child, certain and not branch
+
+
 def certain_index_checks(loop: S.For, runs_once) -> list:
     """The ``T.checked_index`` calls of ``loop``'s body that every run of the body evaluates
     (not under an ``if``, a select branch, the right of ``&&``/``||`` or in a loop that
@@ -166,13 +178,8 @@ def certain_index_checks(loop: S.For, runs_once) -> list:
         if isinstance(e, E.Call) and e.op == E.CHECKED_INDEX and certain and invariant(e):
             found.setdefault(expr_key(e), e)
             return
-        for field in e._fields:
-            value = getattr(e, field)
-            branch = (isinstance(e, E.Select) and field != "condition") or \
-                (isinstance(e, (E.And, E.Or)) and field == "b")
-            for child in (value if isinstance(value, tuple) else (value,)):
-                if isinstance(child, E.PrimExpr):
-                    visit(child, certain and not branch)
+        for child, child_certain in children_certain(e, certain):
+            visit(child, child_certain)
 
     for e, certain in stmt_exprs(loop.body, runs_once):
         visit(e, certain)

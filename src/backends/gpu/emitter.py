@@ -305,12 +305,7 @@ class KernelEmitter(SourceEmitter):
             raise GPULoweringError(f"{self.where()}: per-thread buffer {buf.name!r} has the symbolic "
                                    f"size {size!r}")
         name = self.names.get(buf, buf.name)
-        self.emit("{")
-        self.indent += 1
-        self.emit(f"{self.stype(buf.dtype)} {name}[{max(1, size.value)}];")
-        self.stmt(s.body)
-        self.indent -= 1
-        self.emit("}")
+        self.scoped(f"{self.stype(buf.dtype)} {name}[{max(1, size.value)}];", s.body)
 
     @handles(S.For, table="stmt")
     def loop(self, s: S.For) -> None:

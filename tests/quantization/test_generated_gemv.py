@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 import relaxscript as rx
 from backends.c.compiler import find_compiler
 from backends.c.quantized_gemv import (AVX2, AVX512, SSE, MICRO_KERNEL_ATTR, VectorFeatures,
-                                       columns_per_task, detect_features, features_from_macros,
+                                       columns_per_tile, detect_features, features_from_macros,
                                        gemv_source)
 from relaxscript.quantization import dequantize_numpy, quantize_numpy
 from tensorir.schedule_rules.quantized import QUANTIZED_GEMV_ATTR, function_epilogue
@@ -112,9 +112,10 @@ def test_generated_gemv_equals_dequantize_then_matmul(fmt, blocks, cols, seed):
                                atol=2e-4 * np.sqrt(rows))
 
 
-def test_wide_layer_splits_columns_among_tasks():
-    """More columns than one task takes (several tasks, a ragged last one)."""
-    rows, cols = 64, 4 * columns_per_task(4000, detect_features()) + 5
+def test_wide_layer_splits_columns_among_threads_and_tiles():
+    """More columns than one tile takes (several tiles per thread, a ragged last one)."""
+    features = detect_features()
+    rows, cols = 64, 4 * columns_per_tile(100000, features.group, features.l1d_bytes) + 5
     mod = linear_module("q8_0", rows, cols, tokens="1")
     rng = np.random.default_rng(7)
     tensors = quantize_numpy(rng.standard_normal((rows, cols)), "q8_0")
@@ -164,17 +165,17 @@ def test_source_for_each_feature_set_compiles(tmp_path, kind, flags, fmt):
     assert features.accumulators * 2 <= features.registers
 
 
-def test_columns_per_task_are_whole_groups_within_l1():
-    """Accumulator and output run (8 bytes a column) in half of L1, whole groups, and
-    about 16 tasks where the layer is wide enough."""
+def test_columns_per_tile_are_whole_groups_within_a_quarter_of_l1():
+    """The output run and an epilogue's product run (8 bytes a column) in a quarter of L1,
+    whole groups, at most 2048 columns, no wider than the layer needs."""
     for l1d in (32 << 10, 48 << 10, 16 << 10):
-        features = VectorFeatures(*AVX2, l1d)
-        for cols in (1, 100, 576, 1536, 49152):
-            tile = columns_per_task(cols, features)
-            assert tile % features.group == 0 and tile * 8 <= max(l1d // 2, features.group * 8)
-    features = VectorFeatures(*AVX2, 32 << 10)
-    assert columns_per_task(49152, features) == 2048 and columns_per_task(1536, features) == 96
-    assert columns_per_task(16 * 2048 * 4, VectorFeatures(*AVX2, 16 << 10)) == 1024
+        for group in (16, 32, 64, 128):
+            for cols in (1, 100, 576, 1536, 49152):
+                tile = columns_per_tile(cols, group, l1d)
+                assert tile % group == 0 and tile * 8 <= max(l1d // 4, group * 8) and tile <= 2048
+                assert tile < cols + group
+    assert columns_per_tile(49152, 32, 32 << 10) == 1024 and columns_per_tile(192, 32, 32 << 10) == 192
+    assert columns_per_tile(49152, 64, 64 << 10) == 2048
 
 
 def test_unsupported_shapes_and_formats_are_errors():

@@ -301,3 +301,65 @@ def test_epilogue_the_scheduled_function_lost_compiles_the_loop_nest():
     assert " gemv " in generate_c({"k": lower(func)}, signatures={"k": func})[0]
     lost = func.with_attr(QUANTIZED_GEMV_ATTR, spec | {"epilogue": {**spec["epilogue"], "blocks": ["gone"]}})
     assert " gemv " not in generate_c({"k": lower(lost)}, signatures={"k": lost})[0]
+
+
+# ---------------------------------------------------------------- an input regrouped in front
+def regrouped_module(fmt: str, x_shape: tuple, regroup: list[str], cols: int):
+    """``y = regroup(x) @ dequantize(w) + h`` where ``regroup`` turns ``x`` into one row: the
+    decode step's attention output (heads, 1, head_dim) going into the output projection."""
+    rows = int(np.prod(x_shape))
+    mins, extra = (", qm", f', qm: R.Tensor(({rows // 32}, {cols}), "float32")') if fmt == "q4_1" else ("", "")
+    packed, dtype = (rows // 2, "uint8") if fmt.startswith("q4") else (rows, "int8")
+    body = "\n        ".join([*regroup, f'w = R.dequantize(qd, qs{mins}, format="{fmt}")',
+                               "y = R.matmul(r, w)", "y = R.add(h, y)"])
+    return rx.IRModule({"main": rx.from_source(f"""
+from relaxscript import R
+@R.function
+def main(x: R.Tensor({x_shape}, "float32"), qd: R.Tensor(({packed}, {cols}), "{dtype}"),
+         qs: R.Tensor(({rows // 32}, {cols}), "float32"){extra}, h: R.Tensor((1, {cols}), "float32")):
+    with R.dataflow():
+        {body}
+        R.output(y)
+    return y
+""")})
+
+
+# (x shape, Relax lines making ``r`` (1, rows), whether the memory order is kept)
+REGROUPS = {
+    "heads_to_row": ((3, 3, 64), ["r = R.reshape(x, (1, 576))"], True),
+    "unit_axis_permute": ((1, 3, 1, 64), ["t = R.permute_dims(x, (0, 2, 1, 3))", "r = R.reshape(t, (1, 192))"],
+                          True),
+    "grouped_heads": ((3, 3, 1, 32), ["t = R.permute_dims(x, (2, 0, 1, 3))", "r = R.reshape(t, (1, 288))"],
+                      True),
+    "transpose": ((2, 48), ["t = R.permute_dims(x, (1, 0))", "r = R.reshape(t, (1, 96))"], False),
+    "computed": ((1, 64), ["r = R.multiply(x, x)"], False),
+}
+
+
+@pytest.mark.parametrize("case", sorted(REGROUPS))
+@pytest.mark.parametrize("fmt", ["q4_1", "q8_0"])
+def test_input_regrouped_in_memory_order_is_read_in_place(case, fmt):
+    """Reshapes and permutes that keep the memory order leave the input where it is: the
+    generated kernel reads the parameter as the row (the fused kernel of the model's
+    attention output projection). A transpose or a computed input keeps the loop nest.
+    Both equal the NumPy reference, in C and in the interpreter."""
+    x_shape, regroup, in_place = REGROUPS[case]
+    rows, cols = int(np.prod(x_shape)), 72
+    mod = regrouped_module(fmt, x_shape, regroup, cols)
+    spec = marked_spec(mod)
+    assert (spec is not None) == in_place
+    if in_place:
+        func = next(iter(scheduled_module(mod).prim_funcs.values()))
+        assert func.buffer_params[spec["roles"]["x"]].name == "x"
+    rng = np.random.default_rng(len(case))
+    tensors = quantize_numpy(rng.standard_normal((rows, cols)), fmt)
+    x = rng.standard_normal(x_shape).astype(np.float32)
+    h = rng.standard_normal((1, cols)).astype(np.float32)
+    row = {"transpose": x.T, "computed": x * x}.get(case, x).reshape(1, rows).astype(np.float64)
+    expected = h + row @ dequantize_numpy(*tensors, format=fmt)
+    built = rx.build(mod, target="c")
+    assert (f"{fmt} gemv {rows} x {cols}" in built.c_library.source) == in_place
+    got = rx.VirtualMachine(built)["main"](x, *tensors, h)
+    np.testing.assert_allclose(got, expected, rtol=2e-4, atol=2e-4 * np.sqrt(rows))
+    np.testing.assert_allclose(rx.interpret(mod, "main", x, *tensors, h), expected, rtol=2e-4,
+                               atol=2e-4 * np.sqrt(rows))

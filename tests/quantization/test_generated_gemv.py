@@ -363,3 +363,45 @@ def test_input_regrouped_in_memory_order_is_read_in_place(case, fmt):
     np.testing.assert_allclose(got, expected, rtol=2e-4, atol=2e-4 * np.sqrt(rows))
     np.testing.assert_allclose(rx.interpret(mod, "main", x, *tensors, h), expected, rtol=2e-4,
                                atol=2e-4 * np.sqrt(rows))
+
+
+# ---------------------------------------------------------------- the split among threads
+def compiled_gemv(tmp_dir, fmt: str, rows: int, cols: int):
+    """The generated kernel for the detected features as a shared library whose team size a
+    test sets (``rs_set_team``), called through ctypes."""
+    import ctypes
+    roles = {"codes": 0, "scale": 1, "x": 2, "y": 3} | ({"min": 4} if fmt == "q4_1" else {})
+    prelude = ("#include <stdint.h>\n#include <string.h>\nstatic int rs_team_size = 1;\n"
+               "void rs_set_team(int n) { rs_team_size = n; }\n"
+               "static inline int rs_threads(void) { return rs_team_size; }\n")
+    path = tmp_dir / f"gemv_{fmt}_{rows}_{cols}.c"
+    path.write_text(prelude + gemv_source("rs_gemv", fmt, rows, cols, roles, detect_features()))
+    subprocess.run([find_compiler(), "-O2", "-march=native", "-fopenmp", "-shared", "-fPIC", str(path),
+                    "-o", str(path.with_suffix(".so"))], check=True, capture_output=True)
+    return ctypes.CDLL(str(path.with_suffix(".so"))), roles
+
+
+@settings(max_examples=8, deadline=None)
+@given(fmt=st.sampled_from(["q4_1", "q8_0", "q4_0"]), cols=st.sampled_from([1, 33, 577, 2053, 4100]),
+       team=st.integers(1, 5), seed=st.integers(0, 2**16))
+def test_any_team_size_covers_every_column_once(tmp_path_factory, fmt, cols, team, seed):
+    """Each thread takes a run of whole column groups, split at run time by the team's size;
+    the ragged columns go to the last thread. Teams larger than the groups, ragged widths and
+    widths of several tiles per thread all give dequantize-then-matmul (y starts as NaN: a
+    column no thread wrote would show)."""
+    import ctypes
+    rows = 64
+    library, roles = compiled_gemv(tmp_path_factory.mktemp("gemv"), fmt, rows, cols)
+    rng = np.random.default_rng(seed)
+    tensors = quantize_numpy(rng.standard_normal((rows, cols)), fmt)
+    x = rng.standard_normal(rows).astype(np.float32)
+    y = np.full(cols, np.nan, np.float32)
+    operands = {"codes": tensors[0], "scale": tensors[1], "x": x, "y": y} | \
+        ({"min": tensors[2]} if fmt == "q4_1" else {})
+    pointers = (ctypes.c_void_p * len(roles))()
+    for role, position in roles.items():
+        pointers[position] = operands[role].ctypes.data
+    library.rs_set_team(team)
+    assert library.rs_gemv(pointers, None) == 0
+    np.testing.assert_allclose(y, x.astype(np.float64) @ dequantize_numpy(*tensors, format=fmt),
+                               rtol=2e-4, atol=2e-4 * np.sqrt(rows))

@@ -140,7 +140,7 @@ def test_a_foreign_format_version_is_named(saved, tmp_path):
     struct.pack_into("<I", newer, 8, 7)
     other = tmp_path / "newer.rsx"
     other.write_bytes(bytes(newer) + hashlib.sha256(newer).digest())
-    with pytest.raises(ExecutableFormatError, match="format version 7, this relaxscript reads version 3"):
+    with pytest.raises(ExecutableFormatError, match="format version 7, this relaxscript reads version 4"):
         Executable.load(other)
 
 

@@ -1,0 +1,59 @@
+"""Which kernels get multi-version CPU schedules (``tensorir/variants.py``), and under what conditions.
+
+A matmul-like kernel whose row count is a symbol ``n`` has two regimes:
+one row (decode, a batch of one) is a GEMV, where the weight is read once
+and nothing is reused between rows, so the ``n == 1`` version is scheduled
+by the GEMV rule (``gemv.py``: operand transposes inlined, columns split
+over the threads); several rows are the gemm rule's register tiles. A
+``n % TILE_I == 0`` version (the row tile divides ``n``: no guard on the
+unrolled rows) is available as ``ROW_TILE_VARIANT`` but off by default: it
+measured no gain (``benchmarks/bench_variants.py``).
+
+Kernels reading quantized codes are left alone: their rule
+(``quantized.py``) and the generated C choose per row count themselves.
+"""
+from __future__ import annotations
+
+from .. import expr as E
+from ..function import PrimFunc
+from ..schedule import Schedule
+from ..variants import kernel_symbols, specialize
+from .common import is_reduction_block, leaf_block_names, loop_extents, loop_kinds
+from .gemm import TILE_I
+
+CODE_DTYPES = ("uint8", "int8")
+ROW_TILE_VARIANT = False
+
+
+def row_symbol(func: PrimFunc) -> E.Var | None:
+    """The kernel symbol that is the row extent of ``func``'s single matmul-like block, if any."""
+    if any(b.dtype in CODE_DTYPES for b in func.buffer_params):
+        return None
+    sch = Schedule(func)
+    reductions = [n for n in leaf_block_names(sch) if is_reduction_block(sch, n)]
+    if len(reductions) != 1:
+        return None
+    loops = sch.get_loops(sch.get_block(reductions[0]))
+    kinds = "".join(k or "-" for k in loop_kinds(sch, reductions[0], loops))
+    if len(loops) < 3 or not kinds.endswith("SSR") or kinds.count("R") != 1:
+        return None
+    extent = loop_extents(sch, [loops[-3]])[0]
+    symbols = {id(v) for v in kernel_symbols(func)}
+    return extent if isinstance(extent, E.Var) and id(extent) in symbols else None
+
+
+def variant_regimes(func: PrimFunc) -> list[tuple[E.PrimExpr, str]]:
+    """``[(condition, name suffix), ...]`` in selection order; empty when one schedule fits all."""
+    n = row_symbol(func)
+    if n is None:
+        return []
+    regimes = [(E.EQ(n, 1), "one_row")]
+    if ROW_TILE_VARIANT:
+        regimes.append((E.EQ(E.floormod(n, TILE_I), 0), f"rows_x{TILE_I}"))
+    return regimes
+
+
+def specialized_versions(func: PrimFunc, schedule) -> list[tuple[E.PrimExpr, str, PrimFunc]]:
+    """``(condition, suffix, scheduled version)`` for each regime of ``func``; ``schedule`` is the
+    rule chain (e.g. ``default_cpu_schedule``), run on the version that knows its condition."""
+    return [(cond, suffix, schedule(specialize(func, cond))) for cond, suffix in variant_regimes(func)]

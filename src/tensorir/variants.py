@@ -176,7 +176,13 @@ def specialize(func: PrimFunc, cond) -> PrimFunc:
     """``func`` with what ``cond`` says about its symbols made visible to schedules and lowering:
     ``v == c`` substitutes ``c`` for ``v`` in the body (the signature keeps ``v``, so the variant
     binds like the default), ``v % m == 0`` gives ``v`` the fact ``multiple_of=m`` everywhere.
-    Other conjuncts are only checked at run time by the selection."""
+    Other conjuncts are only checked at run time by the selection. The result shares no
+    binder (symbol, buffer, loop var) with ``func``: functions of one module never do, which
+    structural equality of the module (and so its print/parse round trip) relies on."""
+    from .script import from_source
+    copy = from_source(func.script())
+    cond = substitute(E.convert(cond), dict(zip(kernel_symbols(func), kernel_symbols(copy))))
+    func = copy
     symbols = {id(v): v for v in kernel_symbols(func)}
     body_map, everywhere = {}, {}
     for part in _conjuncts(E.convert(cond)):

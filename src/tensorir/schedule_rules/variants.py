@@ -15,6 +15,7 @@ Kernels reading quantized codes are left alone: their rule
 from __future__ import annotations
 
 from .. import expr as E
+from ..analysis.pattern import PatternKind, analyze_pattern
 from ..function import PrimFunc
 from ..schedule import Schedule
 from ..variants import kernel_symbols, specialize
@@ -27,7 +28,8 @@ ROW_TILE_VARIANT = False
 
 def row_symbol(func: PrimFunc) -> E.Var | None:
     """The kernel symbol that is the row extent of ``func``'s single matmul-like block, if any."""
-    if any(b.dtype in CODE_DTYPES for b in func.buffer_params):
+    if any(b.dtype in CODE_DTYPES for b in func.buffer_params) \
+            or analyze_pattern(func) != PatternKind.OutputWiseFusible:
         return None
     sch = Schedule(func)
     reductions = [n for n in leaf_block_names(sch) if is_reduction_block(sch, n)]

@@ -175,7 +175,8 @@ def _conjuncts(cond: E.PrimExpr) -> list:
 def specialize(func: PrimFunc, cond) -> PrimFunc:
     """``func`` with what ``cond`` says about its symbols made visible to schedules and lowering:
     ``v == c`` substitutes ``c`` for ``v`` in the body (the signature keeps ``v``, so the variant
-    binds like the default), ``v % m == 0`` gives ``v`` the fact ``multiple_of=m`` everywhere.
+    binds like the default), ``v % m == 0`` gives ``v`` the fact ``multiple_of=m`` everywhere,
+    ``v <= c`` (or ``v < c + 1``) the fact ``upper=c``.
     Other conjuncts are only checked at run time by the selection. The result shares no
     binder (symbol, buffer, loop var) with ``func``: functions of one module never do, which
     structural equality of the module (and so its print/parse round trip) relies on."""
@@ -186,6 +187,14 @@ def specialize(func: PrimFunc, cond) -> PrimFunc:
     symbols = {id(v): v for v in kernel_symbols(func)}
     body_map, everywhere = {}, {}
     for part in _conjuncts(E.convert(cond)):
+        if isinstance(part, (E.LE, E.LT)) and isinstance(part.a, E.Var) and id(part.a) in symbols \
+                and isinstance(part.b, E.IntImm):
+            var = everywhere.get(part.a, part.a)
+            bound = part.b.value - (1 if isinstance(part, E.LT) else 0)
+            upper = bound if var.upper is None else min(var.upper, bound)
+            everywhere[part.a] = E.Var(var.name, var.dtype, lower=var.lower, upper=upper,
+                                       multiple_of=var.multiple_of)
+            continue
         if not isinstance(part, E.EQ):
             continue
         lhs, rhs = part.a, part.b

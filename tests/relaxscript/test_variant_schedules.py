@@ -14,7 +14,7 @@ from relaxscript.transform.testing import dataflow_modules
 from tensorir.variants import VARIANTS_ATTR, kernel_symbols, specialize
 from tests.targets import COMPILED_TARGETS
 
-BOUNDARIES = [1, 2, 7, 8, 9, 64, 65]
+BOUNDARIES = [1, 2, 7, 8, 9, 16, 17, 64, 65]
 
 BEFORE = '''
 @R.ir_module
@@ -36,15 +36,16 @@ class Before:
         return y
 '''
 
-# The default keeps the gemm rule's row tiles; the one-row version is a dot product per column
-# (w's last index is the reduction axis), the columns split over the threads.
+# The default keeps the gemm rule's row tiles. w's last index is the reduction axis, so the one-row
+# version is a dot product per column, the columns split over the threads, and up to 16 rows run
+# inside each column (its weight row reused from L1).
 EXPECTED = '''
 @R.ir_module
 class Expected:
     @T.prim_func
     def linear(x: T.Buffer(("n", 8), "float32"), w: T.Buffer((4, 8), "float32"), y: T.Buffer(("n", 4), "float32")):
         n = T.int64()
-        T.func_attr({"tir.is_scheduled": True, "tir.variants": [["n == 1", "linear__one_row"]]})
+        T.func_attr({"tir.is_scheduled": True, "tir.variants": [["n == 1", "linear__one_row"], ["n <= 16", "linear__few_rows"]]})
         for i_0_j_0_fused in T.parallel((n + 3) // 4):
             for i_1_init, j_1_init in T.grid(4, 4):
                 with T.block("matmul_init"):
@@ -70,16 +71,29 @@ class Expected:
     def linear__one_row(x: T.Buffer(("n", 8), "float32"), w: T.Buffer((4, 8), "float32"), y: T.Buffer(("n", 4), "float32")):
         n = T.int64()
         T.func_attr({"tir.is_scheduled": True})
-        for i in range(1):
-            for j in T.parallel(4):
-                for k in range(8):
-                    with T.block("matmul"):
-                        vi, vj, vk = T.axis.remap("SSR", [i, j, k])
-                        T.reads(y[vi, vj], x[vi, vk], w[vj, vk])
-                        T.writes(y[vi, vj])
-                        with T.init():
-                            y[vi, vj] = 0.0
-                        y[vi, vj] = y[vi, vj] + x[vi, vk] * w[vj, vk]
+        for j in T.parallel(4):
+            for i, k in T.grid(1, 8):
+                with T.block("matmul"):
+                    vi, vj, vk = T.axis.remap("SSR", [i, j, k])
+                    T.reads(y[vi, vj], x[vi, vk], w[vj, vk])
+                    T.writes(y[vi, vj])
+                    with T.init():
+                        y[vi, vj] = 0.0
+                    y[vi, vj] = y[vi, vj] + x[vi, vk] * w[vj, vk]
+
+    @T.prim_func
+    def linear__few_rows(x: T.Buffer(("n", 8), "float32"), w: T.Buffer((4, 8), "float32"), y: T.Buffer(("n", 4), "float32")):
+        n = T.int64(upper=16)
+        T.func_attr({"tir.is_scheduled": True})
+        for j in T.parallel(4):
+            for i, k in T.grid(n, 8):
+                with T.block("matmul"):
+                    vi, vj, vk = T.axis.remap("SSR", [i, j, k])
+                    T.reads(y[vi, vj], x[vi, vk], w[vj, vk])
+                    T.writes(y[vi, vj])
+                    with T.init():
+                        y[vi, vj] = 0.0
+                    y[vi, vj] = y[vi, vj] + x[vi, vk] * w[vj, vk]
 
     @R.function
     def main(x: R.Tensor(("n", 8), "float32"), w: R.Tensor((4, 8), "float32")) -> R.Tensor(("n", 4), "float32"):
@@ -172,7 +186,9 @@ def test_the_c_build_has_one_row_versions_and_the_vm_selects_them():
     exe = rx.build(rx.from_source(LINEAR), target="c", pipeline=no_blas_pipeline())
     calls = [ins for ins in exe.functions["main"].code if isinstance(ins, I.CallKernel)]
     chosen = [ins for ins in calls if ins.variants]
-    assert len(chosen) == 2 and all(name.endswith("__one_row") for ins in chosen for _, name in ins.variants)
+    regimes = sorted(tuple(name.rsplit("__", 1)[1] for _, name in ins.variants) for ins in chosen)
+    # x @ w.T: weight rows contiguous along the reduction -> one row, then a few rows; x @ v: one row
+    assert regimes == [("one_row",), ("one_row", "few_rows")]
 
 
 def _inputs(mod, n: int, m: int, rng):
@@ -198,7 +214,7 @@ def test_random_programs_with_variants_equal_the_interpreter(mod, m):
     previous = os.environ.get(CHECK_ENV)
     os.environ[CHECK_ENV] = "1"   # the interpreter also runs every applicable version and compares
     try:
-        for n in (0, 1, 2, 7, 8, 9):
+        for n in (0, 1, 2, 7, 8, 9, 16, 17):
             args = _inputs(mod, n, m, rng)
             want = rx.interpret(mod, "main", *args)
             got = run(*args)
@@ -209,3 +225,17 @@ def test_random_programs_with_variants_equal_the_interpreter(mod, m):
             os.environ.pop(CHECK_ENV)
         else:
             os.environ[CHECK_ENV] = previous
+
+
+def test_specialize_records_an_upper_bound_as_a_fact():
+    func = tir.from_source(SPECIALIZE_BEFORE)
+    (n,) = kernel_symbols(func)
+    assert kernel_symbols(specialize(func, tir.LE(n, 16)))[0].upper == 16
+    assert kernel_symbols(specialize(func, tir.LT(n, 16)))[0].upper == 15
+
+
+def test_a_column_contiguous_weight_gets_no_few_rows_version():
+    source = BEFORE.replace("w: T.Buffer((4, 8)", "w: T.Buffer((8, 4)").replace("w[vj, vk]", "w[vk, vj]") \
+        .replace('w: R.Tensor((4, 8)', 'w: R.Tensor((8, 4)')
+    after = DefaultCPUSchedule()(rx.from_source(source))
+    assert after["linear"].attrs[VARIANTS_ATTR] == [["n == 1", "linear__one_row"]]

@@ -7,13 +7,15 @@ Where the best schedule depends on a symbolic size (a matmul's row count:
 function also gets specialized versions, each scheduled knowing its
 condition, added to the module as ``<name>__<regime>`` and listed in the
 default's ``tir.variants`` attribute; the VM picks one per call.
-``DefaultCPUSchedule(variants=False)`` schedules one version only.
+``DefaultCPUSchedule(variants=False)`` schedules one version only;
+``variants=("one_row", "rows_x4")`` names the regimes to add (default:
+``DEFAULT_REGIMES``).
 """
 from __future__ import annotations
 
 from tensorir.function import PrimFunc
 from tensorir.schedule_rules import SCHEDULED_ATTR, default_cpu_schedule
-from tensorir.schedule_rules.variants import specialized_versions
+from tensorir.schedule_rules.variants import DEFAULT_REGIMES, REGIMES, specialized_versions
 from tensorir.variants import VARIANTS_ATTR, variant_names, with_variants
 
 from ..irmodule import IRModule
@@ -23,10 +25,15 @@ from .pass_infra import Pass
 class DefaultCPUSchedule(Pass):
     name = "DefaultCPUSchedule"
 
-    def __init__(self, variants: bool = True):
-        if not isinstance(variants, bool):
-            raise TypeError(f"DefaultCPUSchedule: variants must be a bool, got {variants!r}")
-        self.variants = variants
+    def __init__(self, variants=True):
+        if variants is True:
+            variants = DEFAULT_REGIMES
+        elif variants is False:
+            variants = ()
+        if not isinstance(variants, (tuple, list)) or any(r not in REGIMES for r in variants):
+            raise ValueError(f"DefaultCPUSchedule: variants is True, False or a tuple of regimes "
+                             f"({', '.join(REGIMES)}), got {variants!r}")
+        self.variants = tuple(variants)
 
     def transform_module(self, mod: IRModule, ctx) -> IRModule:
         functions = dict(mod.functions)
@@ -40,7 +47,7 @@ class DefaultCPUSchedule(Pass):
             if not self.variants or func.attrs.get(VARIANTS_ATTR) or name in named_elsewhere:
                 continue   # variants are written by hand here, or this is one
             guards = []
-            for cond, suffix, version in specialized_versions(func, default_cpu_schedule):
+            for cond, suffix, version in specialized_versions(func, default_cpu_schedule, self.variants):
                 vname = _fresh_name(f"{name}__{suffix}", functions)
                 functions[vname] = version.replace(name=vname)
                 guards.append((cond, vname))

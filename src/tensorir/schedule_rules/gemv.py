@@ -1,5 +1,6 @@
 """Rule for a matmul-like block with one row (``i`` extent 1: decode, or the ``n == 1``
-variant of a symbolic-``n`` kernel, see ``variants.py``): a GEMV.
+variant of a symbolic-``n`` kernel, see ``variants.py``): a GEMV; and for a few rows
+(the ``n <= FEW_ROWS`` variant) of a weight stored with the reduction axis innermost.
 
 With one row there is no reuse of the weight between rows, so the rule
 differs from ``gemm.py`` in two ways. Producers of the operands (a fused
@@ -22,8 +23,16 @@ from ..schedule.state import StmtIndex
 from .common import (attempt, const_int, inline_spatial_intermediates, is_reduction_block, leaf_block_names,
                      loop_extents, loop_kinds, vector_chunk)
 
-# columns one task streams in the column-contiguous form: 256 floats (1 KB) per weight row
-COLUMN_TILE = 256
+# columns one task streams in the column-contiguous form: 64 floats (8 AVX registers) per weight row
+COLUMN_TILE = 64
+# rows up to which the dot-product form (weight rows reused from L1 by every row) beats the gemm
+# rule's copy of a transposed weight (benchmarks/bench_variants.py)
+FEW_ROWS = 16
+
+
+def few_rows(extent) -> bool:
+    """A symbolic row count known (a fact of the ``n <= FEW_ROWS`` variant) to be small."""
+    return isinstance(extent, Var) and extent.upper is not None and extent.upper <= FEW_ROWS
 
 
 def _contiguous_axis(sch: Schedule, name: str, j_var, k_var) -> str:
@@ -67,18 +76,21 @@ def schedule_gemv(sch: Schedule) -> None:
         raise ScheduleError(f"gemv rule: block {name!r} loops are {''.join(kinds)!r}, expected [S...]SSR")
     *batch, i, j, k = loops
     extent_i, extent_j = loop_extents(sch, [i, j])
-    if const_int(extent_i) != 1:
-        raise ScheduleError("gemv rule: the row extent is not 1")
+    one_row = const_int(extent_i) == 1
+    if not one_row and not few_rows(extent_i):
+        raise ScheduleError(f"gemv rule: the row extent is neither 1 nor at most {FEW_ROWS}")
     axis = _contiguous_axis(sch, name, sch._loop_var(j), sch._loop_var(k))
     epilogues = names[names.index(name) + 1:]
     if axis == "k":
-        # dot products: one column per iteration of the parallel loop, the reduction innermost
+        # dot products: each task owns columns; the rows run inside, so a weight row is read
+        # from memory once and reused from L1 by every row; the reduction innermost
+        sch.reorder(j, i)
         for epilogue in epilogues:
             attempt(sch.reverse_compute_at, sch.get_block(epilogue), j)
-        # the unit row loop stays outside (lowering removes it): fusing it in would leave
-        # ``fused // columns`` in every index
-        sch.parallel(sch.fuse(*batch, i, j) if batch else j)
+        sch.parallel(sch.fuse(*batch, j) if batch else j)
         return
+    if not one_row:
+        raise ScheduleError("gemv rule: several rows of a column-contiguous weight are the gemm rule's")
     tile = COLUMN_TILE if const_int(extent_j) is None else min(COLUMN_TILE, const_int(extent_j))
     j_outer, j_inner = sch.split(j, [None, tile])
     sch.reorder(j_outer, k, i, j_inner)
@@ -92,3 +104,18 @@ def schedule_gemv(sch: Schedule) -> None:
         inner = sch.get_loops(sch.get_block(epilogue))[-1]
         if vector_chunk(loop_extents(sch, [inner])[0]) is not None:
             attempt(sch.vectorize, inner)
+
+
+def reduction_innermost(func) -> bool:
+    """Whether ``func``'s matmul block, with operand producers inlined, reads its weight with the
+    reduction axis innermost (the layout where the dot-product form serves a few rows)."""
+    sch = Schedule(func)
+    try:
+        inline_spatial_intermediates(sch)
+        reductions = [n for n in leaf_block_names(sch) if is_reduction_block(sch, n)]
+        if len(reductions) != 1:
+            return False
+        *_, j, k = sch.get_loops(sch.get_block(reductions[0]))
+        return _contiguous_axis(sch, reductions[0], sch._loop_var(j), sch._loop_var(k)) == "k"
+    except ScheduleError:
+        return False

@@ -6,8 +6,8 @@ and nothing is reused between rows, so the ``n == 1`` version is scheduled
 by the GEMV rule (``gemv.py``: operand transposes inlined, columns split
 over the threads); several rows are the gemm rule's register tiles. A
 ``n % TILE_I == 0`` version (the row tile divides ``n``: no guard on the
-unrolled rows) is available as ``ROW_TILE_VARIANT`` but off by default: it
-measured no gain (``benchmarks/bench_variants.py``).
+unrolled rows) is the regime ``rows_x4``, off by default: it measured no
+gain (``benchmarks/bench_variants.py``).
 
 Kernels reading quantized codes are left alone: their rule
 (``quantized.py``) and the generated C choose per row count themselves.
@@ -21,9 +21,9 @@ from ..schedule import Schedule
 from ..variants import kernel_symbols, specialize
 from .common import is_reduction_block, leaf_block_names, loop_extents, loop_kinds
 from .gemm import TILE_I
+from .gemv import FEW_ROWS, reduction_innermost
 
 CODE_DTYPES = ("uint8", "int8")
-ROW_TILE_VARIANT = False
 
 
 def row_symbol(func: PrimFunc) -> E.Var | None:
@@ -44,18 +44,30 @@ def row_symbol(func: PrimFunc) -> E.Var | None:
     return extent if isinstance(extent, E.Var) and id(extent) in symbols else None
 
 
-def variant_regimes(func: PrimFunc) -> list[tuple[E.PrimExpr, str]]:
-    """``[(condition, name suffix), ...]`` in selection order; empty when one schedule fits all."""
-    n = row_symbol(func)
+# regime name -> its condition on the row symbol, in selection order
+REGIMES = {
+    "one_row": lambda n: E.EQ(n, 1),
+    "few_rows": lambda n: E.LE(n, FEW_ROWS),
+    f"rows_x{TILE_I}": lambda n: E.EQ(E.floormod(n, TILE_I), 0),
+}
+DEFAULT_REGIMES = ("one_row", "few_rows")
+
+
+def variant_regimes(func: PrimFunc, regimes=DEFAULT_REGIMES) -> list[tuple[E.PrimExpr, str]]:
+    """``[(condition, regime name), ...]`` in selection order; empty when one schedule fits all."""
+    unknown = [r for r in regimes if r not in REGIMES]
+    if unknown:
+        raise ValueError(f"unknown kernel variant regime(s) {unknown}; known: {', '.join(REGIMES)}")
+    n = row_symbol(func) if regimes else None
     if n is None:
         return []
-    regimes = [(E.EQ(n, 1), "one_row")]
-    if ROW_TILE_VARIANT:
-        regimes.append((E.EQ(E.floormod(n, TILE_I), 0), f"rows_x{TILE_I}"))
-    return regimes
+    chosen = [name for name in REGIMES if name in regimes]
+    if "few_rows" in chosen and not reduction_innermost(func):
+        chosen.remove("few_rows")   # a column-contiguous weight: the gemm rule's tiles from 2 rows on
+    return [(REGIMES[name](n), name) for name in chosen]
 
 
-def specialized_versions(func: PrimFunc, schedule) -> list[tuple[E.PrimExpr, str, PrimFunc]]:
-    """``(condition, suffix, scheduled version)`` for each regime of ``func``; ``schedule`` is the
+def specialized_versions(func: PrimFunc, schedule, regimes=DEFAULT_REGIMES) -> list[tuple[E.PrimExpr, str, PrimFunc]]:
+    """``(condition, regime, scheduled version)`` for each regime of ``func``; ``schedule`` is the
     rule chain (e.g. ``default_cpu_schedule``), run on the version that knows its condition."""
-    return [(cond, suffix, schedule(specialize(func, cond))) for cond, suffix in variant_regimes(func)]
+    return [(cond, name, schedule(specialize(func, cond))) for cond, name in variant_regimes(func, regimes)]

@@ -145,7 +145,8 @@ def check_variant(default: PrimFunc, name: str, variant) -> dict:
     vmap = dict(zip(theirs, mine))
     from .structural import structural_equal
     for i, (p, q) in enumerate(zip(default.params, variant.params)):
-        if isinstance(p, Buffer) != isinstance(q, Buffer) or p.dtype != q.dtype:
+        if isinstance(p, Buffer) != isinstance(q, Buffer) or p.dtype != q.dtype \
+                or (not isinstance(p, Buffer) and p.name != q.name):   # scalars are passed by name too
             raise VariantError(f"{where}: parameter {i} ('{q.name}') differs from the default's ('{p.name}')")
         if isinstance(p, Buffer):
             dims = [substitute(d, vmap) for d in q.shape]

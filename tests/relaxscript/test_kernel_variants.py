@@ -108,3 +108,43 @@ def test_a_variant_with_another_signature_is_refused():
     text = SOURCE.replace('def add_small(x: T.Buffer(("n", 4)', 'def add_small(x: T.Buffer(("n", 5)')
     with pytest.raises(VMBuildError, match="variant 'add_small': parameter 'x' has shape"):
         rx.build(rx.from_source(text), target="c")
+
+
+SCALAR_SOURCE = '''
+@R.ir_module
+class S:
+    @T.prim_func
+    def shift(x: T.Buffer(("n",), "float32"), out: T.Buffer(("n",), "float32"), t: T.int64):
+        n = T.int64()
+        T.func_attr({"tir.variants": [["t == 0 and n > 2", "shift_marked"]]})
+        for i in range(n):
+            with T.block("shift"):
+                vi = T.axis.spatial(n, i)
+                out[vi] = x[vi] + T.cast(t, "float32")
+
+    @T.prim_func
+    def shift_marked(x: T.Buffer(("n",), "float32"), out: T.Buffer(("n",), "float32"), t: T.int64):
+        n = T.int64()
+        for i in range(n):
+            with T.block("shift"):
+                vi = T.axis.spatial(n, i)
+                out[vi] = x[vi] - T.float32(100)
+
+    @R.function
+    def main(x: R.Tensor(("n",), "float32"), s: R.Shape(["t"])) -> R.Tensor(("n",), "float32"):
+        n = T.int64()
+        t = T.int64()
+        y = R.call_tir(S.shift, (x,), out_sinfo=R.Tensor((n,), "float32"), tir_vars=R.shape([t]))
+        return y
+'''
+
+
+@pytest.mark.parametrize("target", ["reference"] + VM_TARGETS)
+def test_a_condition_over_a_scalar_parameter_and_a_dim(target):
+    mod = rx.from_source(SCALAR_SOURCE)
+    run = (lambda *a: rx.interpret(mod, "main", *a)) if target == "reference" else \
+        rx.VirtualMachine(rx.build(mod, target=target))["main"]
+    for n, t in [(3, 0), (3, 1), (2, 0), (5, 0), (5, 4)]:
+        x = np.ones(n, "float32")
+        want = x - 100 if (t == 0 and n > 2) else x + t
+        np.testing.assert_allclose(run(x, (t,)), want, err_msg=f"n = {n}, t = {t}")

@@ -8,7 +8,7 @@ runs, where every matmul is a generated kernel):
   mlp     the MLP of workloads.py (x @ w1 + b1, gelu_tanh, @ w2 + b2 + x; 1024 -> 4096 -> 1024)
 Builds per workload: "single" (DefaultCPUSchedule(variants=False)), "one_row" (an n == 1 GEMV
 version only), "default" (n == 1, then n <= 16 for a weight stored reduction-axis innermost) and
-"default+rows_x4" (also an n % 4 == 0 version without the row tile's guard). All run in this process on the same inputs, interleaved per size, alternating builds for
+"default+rows_x4" (also an n % 4 == 0 version without the row tile's guard). All run in this process on the same inputs, interleaved per size, alternating builds (the order turning) for
 a few rounds and keeping each build's best median, so load from other processes hits all alike.
 On a shared machine the numbers are noisy.
 
@@ -90,8 +90,11 @@ def main() -> None:
             data = inputs(name, n, np.random.default_rng(n))
             want = runs["single"](*data)
             best = {build: float("inf") for build in runs}
-            for _ in range(args.rounds):
-                for build, run in runs.items():
+            for round_ in range(args.rounds):
+                # the order turns every round, so no build is always measured first
+                order = list(runs.items())
+                order = order[round_ % len(order):] + order[:round_ % len(order)]
+                for build, run in order:
                     np.testing.assert_allclose(run(*data), want, rtol=1e-3, atol=1e-3)
                     best[build] = min(best[build], median_ms(lambda: run(*data), budget_s=0.3))
             rows.append([str(n)] + [f"{best[b]:.3f}" for b in BUILDS]

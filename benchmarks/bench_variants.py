@@ -8,9 +8,11 @@ runs, where every matmul is a generated kernel):
   mlp     the MLP of workloads.py (x @ w1 + b1, gelu_tanh, @ w2 + b2 + x; 1024 -> 4096 -> 1024)
 Builds per workload: "single" (DefaultCPUSchedule(variants=False)), "one_row" (an n == 1 GEMV
 version only), "default" (n == 1, then n <= 16 for a weight stored reduction-axis innermost) and
-"default+rows_x4" (also an n % 4 == 0 version without the row tile's guard). All run in this process on the same inputs, interleaved per size, alternating builds (the order turning) for
-a few rounds and keeping each build's best median, so load from other processes hits all alike.
-On a shared machine the numbers are noisy.
+"default+rows_x4" (also an n % 4 == 0 version without the row tile's guard). All run in this
+process on the same inputs, interleaved per size, alternating builds (the order turning) for a few
+rounds and keeping each build's best median, so load from other processes hits all alike. On a
+shared machine the numbers are noisy: where two builds run the same kernel (e.g. n = 64), their
+difference is the noise.
 
     python benchmarks/bench_variants.py [--workloads linear matmul mlp] [--sizes 1 2 3 4 5 8 9 64 65]
 """

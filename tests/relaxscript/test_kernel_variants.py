@@ -148,3 +148,16 @@ def test_a_condition_over_a_scalar_parameter_and_a_dim(target):
         x = np.ones(n, "float32")
         want = x - 100 if (t == 0 and n > 2) else x + t
         np.testing.assert_allclose(run(x, (t,)), want, err_msg=f"n = {n}, t = {t}")
+
+
+@pytest.mark.parametrize("rows, kernel", [(1, "add_one"), (16, "add_eight"), (9, "add_small"), (65, "add_default")])
+def test_a_condition_known_at_build_time_picks_the_kernel_without_a_test(rows, kernel):
+    from relaxscript.vm import instructions as I
+    text = SOURCE.replace('def main(x: R.Tensor(("n", 4), "float32")) -> R.Tensor(("n", 4), "float32"):\n        n = T.int64()',
+                          f'def main(x: R.Tensor(({rows}, 4), "float32")) -> R.Tensor(({rows}, 4), "float32"):')
+    text = text.replace("R.Tensor((n, 4)", f"R.Tensor(({rows}, 4)")
+    exe = rx.build(rx.from_source(text), target="c")
+    (call,) = [ins for ins in exe.functions["main"].code if isinstance(ins, I.CallKernel) and "add" in ins.kernel]
+    assert call.kernel == kernel and call.variants == ()
+    x = np.ones((rows, 4), "float32")
+    np.testing.assert_allclose(rx.VirtualMachine(exe)["main"](x), (x + chosen_constant(rows)) * 2)

@@ -161,3 +161,15 @@ def test_a_condition_known_at_build_time_picks_the_kernel_without_a_test(rows, k
     assert call.kernel == kernel and call.variants == ()
     x = np.ones((rows, 4), "float32")
     np.testing.assert_allclose(rx.VirtualMachine(exe)["main"](x), (x + chosen_constant(rows)) * 2)
+
+
+def test_the_cuda_target_builds_every_variant():
+    """NVRTC compiles without a GPU: the image holds a launch plan, in PTX, for every version."""
+    from tests.backends.gpu_launch import require_nvrtc
+    require_nvrtc()
+    exe = rx.build(rx.from_source(SOURCE), target="cuda -arch=sm_90")
+    ptx = exe.kernels.ptx.decode()
+    assert {"add_default", "add_one", "add_eight", "add_small"} <= set(exe.kernels.plans)
+    for plan in exe.kernels.plans.values():
+        for launch in plan.launches:
+            assert f".entry {launch.symbol}(" in ptx

@@ -8,6 +8,13 @@ rescaled whenever the max grows. Per-row state is ``(B, N)`` buffers, never a
 ``(B, N, M)``) or a condition (``where(cond, scores, fill)``); its dims are 1
 or the score dim at that position (right-aligned). The kernel is built as
 script text and parsed, so it is exactly what the printer shows.
+
+Keys and values may be read in place from a larger buffer in any axis order
+(``KeySource``): a KV cache of ``capacity`` rows of which the first ``M`` are
+used, ``M`` then being a scalar parameter. Rows may be groups of query heads
+sharing one key head (``groups``: row ``i`` is group ``i // (N / groups)``,
+query ``i % (N / groups)``); a mask computed from positions is an expression
+over the row/key indices and scalar parameters ``s0, s1, ...`` (``mask.expr``).
 """
 from __future__ import annotations
 
@@ -17,14 +24,28 @@ from tensorir.schedule_rules.attention import ATTENTION_ATTR
 from tensorir.script import from_source
 
 ROLES = ("B", "N", "D", "M", "DV")          # heads, query rows, head dim, keys, value dim
+# mask roles besides B, N, M when rows are grouped: "G" the group, "R" the query in the group
+MASK_INDEX_TOKENS = {role: f"__{role}__" for role in ("B", "N", "M", "G", "R")}
 
 
 @dataclass(frozen=True)
 class AttentionMask:
     kind: str                  # "add" (scores + mask) or "where" (cond ? scores : fill)
-    dims: tuple                # per mask dim: a role name ("B", "N", "M") or 1, right-aligned
-    dtype: str                 # the mask tensor's dtype ("float32" or "bool")
+    dims: tuple                # per mask operand dim: a role ("B", "N", "M", "G", "R") or 1, right-aligned
+    dtype: str                 # the mask's dtype ("float32" or "bool")
     fill: float = 0.0          # the "where" fill value
+    expr: str | None = None    # computed in the kernel: script text over MASK_INDEX_TOKENS (no operand)
+
+
+@dataclass(frozen=True)
+class KeySource:
+    axes: tuple                # the buffer's axes as roles, e.g. ("B", "D", "M") or a cache's ("M", "B", "D")
+    capacity: object = False   # False: the buffer's M axis is the keys; an int (None: symbolic) is
+                               # that axis's length, of which the first M rows are the keys
+
+
+KEYS = KeySource(("B", "D", "M"))
+VALUES = KeySource(("B", "M", "DV"))
 
 
 @dataclass(frozen=True)
@@ -32,6 +53,13 @@ class AttentionSpec:
     dims: dict                 # role -> int (static) or None (symbolic: a kernel parameter dim)
     scale: float | None        # multiplier of q @ kt, None when absent
     mask: AttentionMask | None
+    groups: int = 1            # query groups among the rows (grouped-query attention), for the mask
+    keys: KeySource = KEYS
+    values: KeySource = VALUES
+    scalars: int = 0           # scalar parameters s0.. the mask expression reads
+
+    def sliced(self) -> bool:
+        return self.keys.capacity is not False or self.values.capacity is not False
 
 
 def _dim(spec: AttentionSpec, role) -> str:
@@ -48,8 +76,26 @@ def _shape(spec: AttentionSpec, roles) -> str:
 TILE = 64   # keys per step: a constant loop gcc vectorizes (16 got unrolled into scalar code)
 
 
-def _mask_load(mask: AttentionMask, key: str) -> str:
-    index = {"B": "vh", "N": "vi", "M": key}
+def _mask_indices(spec: AttentionSpec, key: str) -> dict:
+    """Mask role -> the kernel's index expression at row ``vi`` and key ``key``."""
+    index = {"B": "vh", "N": "vi", "M": f"({key})"}
+    n = spec.dims["N"]
+    per_group = (f"T.int64({n // spec.groups})" if n is not None
+                 else f"(n // T.int64({spec.groups}))")
+    if n is not None and n // spec.groups == 1:
+        index["G"], index["R"] = "vi", "T.int64(0)"
+    else:
+        index["G"], index["R"] = f"(vi // {per_group})", f"(vi % {per_group})"
+    return index
+
+
+def _mask_value(spec: AttentionSpec, key: str) -> str:
+    mask, index = spec.mask, _mask_indices(spec, key)
+    if mask.expr is not None:
+        text = mask.expr
+        for role, token in MASK_INDEX_TOKENS.items():
+            text = text.replace(token, index[role])
+        return text
     return "mask[" + ", ".join(index[r] if r != 1 else "0" for r in mask.dims) + "]"
 
 
@@ -61,9 +107,24 @@ def _score_expr(spec: AttentionSpec, key: str) -> str:
     if mask is None:
         return score
     if mask.kind == "add":
-        return f"{score} + {_mask_load(mask, key)}"
-    cond = _mask_load(mask, key) if mask.dtype == "bool" else f"{_mask_load(mask, key)} != T.cast(0, \"{mask.dtype}\")"
+        return f"{score} + {_mask_value(spec, key)}"
+    value = _mask_value(spec, key)
+    cond = value if mask.dtype == "bool" else f"{value} != T.cast(0, \"{mask.dtype}\")"
     return f"T.if_then_else({cond}, {score}, T.float32({float(mask.fill)!r}))"
+
+
+def _load(name: str, source: KeySource, index: dict) -> str:
+    return f"{name}[" + ", ".join(index[r] for r in source.axes) + "]"
+
+
+def _source_shape(spec: AttentionSpec, source: KeySource, capacity_name: str) -> str:
+    dims = []
+    for role in source.axes:
+        if role == "M" and source.capacity is not False:
+            dims.append(str(source.capacity) if source.capacity is not None else f'"{capacity_name}"')
+        else:
+            dims.append(_dim(spec, role))
+    return "(" + ", ".join(dims) + ")"
 
 
 def _key_step(spec: AttentionSpec, first: str, width: str, suffix: str, indent: str,
@@ -80,7 +141,7 @@ def _key_step(spec: AttentionSpec, first: str, width: str, suffix: str, indent: 
 for k, t in T.grid({d}, {width}):
     with T.block("score{suffix}"):
         vh, vi, vk, vt = T.axis.remap("SSRS", [h, i, k, t]){axis}
-        tile[vh, vi, vt] = tile[vh, vi, vt] + q[vh, vi, vk] * kt[vh, vk, {key}]
+        tile[vh, vi, vt] = tile[vh, vi, vt] + q[vh, vi, vk] * {_load("kt", spec.keys, dict(B="vh", D="vk", M=key))}
 for t in range({width}):
     with T.block("mask{suffix}"):
         vh, vi, vt = T.axis.remap("SSS", [h, i, t]){axis}
@@ -112,7 +173,7 @@ for c in range({dv}):
 for t, c in T.grid({width}, {dv}):
     with T.block("accumulate{suffix}"):
         vh, vi, vt, vc = T.axis.remap("SSRS", [h, i, t, c]){axis}
-        out[vh, vi, vc] = out[vh, vi, vc] + tile[vh, vi, vt] * v[vh, {key}, vc]
+        out[vh, vi, vc] = out[vh, vi, vc] + tile[vh, vi, vt] * {_load("v", spec.values, dict(B="vh", M=key, DV="vc"))}
 '''
     return "".join(indent + line + "\n" for line in text.splitlines())
 
@@ -120,13 +181,16 @@ for t, c in T.grid({width}, {dv}):
 def attention_source(spec: AttentionSpec) -> str:
     """Script text of the kernel for ``spec``: whole tiles of TILE keys, then the rest."""
     params = [f'q: T.Buffer({_shape(spec, ("B", "N", "D"))}, "float32")',
-              f'kt: T.Buffer({_shape(spec, ("B", "D", "M"))}, "float32")',
-              f'v: T.Buffer({_shape(spec, ("B", "M", "DV"))}, "float32")']
-    if spec.mask is not None:
+              f'kt: T.Buffer({_source_shape(spec, spec.keys, "kcap")}, "float32")',
+              f'v: T.Buffer({_source_shape(spec, spec.values, "vcap")}, "float32")']
+    if spec.mask is not None and spec.mask.expr is None:
         params.append(f'mask: T.Buffer({_shape(spec, spec.mask.dims)}, "{spec.mask.dtype}")')
     params.append(f'out: T.Buffer({_shape(spec, ("B", "N", "DV"))}, "float32")')
-    symbolic = [r for r in ROLES if spec.dims[r] is None]
-    decls = "".join(f"    {r.lower()} = T.int64()\n" for r in symbolic)
+    params += [f"{name}: T.int64" for name in scalar_names(spec)]
+    symbolic = [r.lower() for r in ROLES if spec.dims[r] is None and not (r == "M" and spec.sliced())]
+    symbolic += [name for name, source in (("kcap", spec.keys), ("vcap", spec.values))
+                 if source.capacity is None]
+    decls = "".join(f"    {name} = T.int64()\n" for name in symbolic)
     b, n, d, m, dv = (_dim(spec, r).strip('"') for r in ROLES)
     rows = f"({b}, {n})"
     whole = _key_step(spec, f"vo * {TILE}", str(TILE), "", " " * 12,
@@ -154,6 +218,13 @@ def fused_attention({", ".join(params)}):
                 vh, vi, vc = T.axis.remap("SSS", [h, i, c])
                 out[vh, vi, vc] = out[vh, vi, vc] / row_sum[vh, vi]
 '''
+
+
+def scalar_names(spec: AttentionSpec) -> list[str]:
+    """The kernel's scalar parameters, in the order of the call's ``tir_vars``: the used key
+    count when keys are read from a larger buffer (and not a constant), then the mask's."""
+    names = ["m"] if spec.sliced() and spec.dims["M"] is None else []
+    return names + [f"s{i}" for i in range(spec.scalars)]
 
 
 def attention_kernel(spec: AttentionSpec):

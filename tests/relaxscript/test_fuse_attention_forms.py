@@ -172,9 +172,7 @@ def _compiled(form: Form):
 LENGTHS = st.sampled_from([1, 2, 5, TILE - 1, TILE, TILE + 3])
 
 
-@settings(max_examples=10, deadline=None)
-@given(form=forms(), n=st.sampled_from([1, 3, 17]), m=LENGTHS, seed=st.integers(0, 2**16))
-def test_random_attention_forms_fuse_and_match_numpy_in_c(form, n, m, seed):
+def _check_in_c(form, n, m, seed):
     mod = rx.from_source(form.source())
     fused = DeadCodeElimination()(FuseAttention()(mod))
     assert len(_fused_calls(fused)) == 1, form
@@ -183,6 +181,20 @@ def test_random_attention_forms_fuse_and_match_numpy_in_c(form, n, m, seed):
     args = _inputs(form, n, m, np.random.default_rng(seed))
     out = np.asarray(_compiled(form)(*args))
     np.testing.assert_allclose(out, _reference(form, args), rtol=1e-4, atol=1e-5)
+
+
+# each new form is a C build (seconds): a few in the default run, many in the slow session
+@settings(max_examples=4, deadline=None)
+@given(form=forms(), n=st.sampled_from([1, 3, 17]), m=LENGTHS, seed=st.integers(0, 2**16))
+def test_random_attention_forms_fuse_and_match_numpy_in_c(form, n, m, seed):
+    _check_in_c(form, n, m, seed)
+
+
+@pytest.mark.slow
+@settings(max_examples=40, deadline=None)
+@given(form=forms(), n=st.sampled_from([1, 3, 17, TILE + 2]), m=LENGTHS, seed=st.integers(0, 2**16))
+def test_many_random_attention_forms_in_c(form, n, m, seed):
+    _check_in_c(form, n, m, seed)
 
 
 @settings(max_examples=6, deadline=None)

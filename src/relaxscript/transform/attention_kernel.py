@@ -65,6 +65,11 @@ class AttentionSpec:
 def _dim(spec: AttentionSpec, role) -> str:
     if role == 1:
         return "1"
+    if role == "G":
+        return str(spec.groups)
+    if role == "R":      # queries per group: a mask operand's own symbolic dim when N is symbolic
+        rows = spec.dims["N"]
+        return str(rows // spec.groups) if rows is not None else '"r"'
     value = spec.dims[role]
     return str(value) if value is not None else f'"{role.lower()}"'
 
@@ -190,6 +195,8 @@ def attention_source(spec: AttentionSpec) -> str:
     symbolic = [r.lower() for r in ROLES if spec.dims[r] is None and not (r == "M" and spec.sliced())]
     symbolic += [name for name, source in (("kcap", spec.keys), ("vcap", spec.values))
                  if source.capacity is None]
+    if spec.mask is not None and spec.mask.expr is None and "R" in spec.mask.dims and spec.dims["N"] is None:
+        symbolic.append("r")
     decls = "".join(f"    {name} = T.int64()\n" for name in symbolic)
     b, n, d, m, dv = (_dim(spec, r).strip('"') for r in ROLES)
     rows = f"({b}, {n})"

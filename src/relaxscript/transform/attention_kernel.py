@@ -132,59 +132,92 @@ def _source_shape(spec: AttentionSpec, source: KeySource, capacity_name: str) ->
     return "(" + ", ".join(dims) + ")"
 
 
-def _key_step(spec: AttentionSpec, first: str, width: str, suffix: str, indent: str,
-              tile_axis: str = "") -> str:
-    """One step over keys ``first .. first + width``: scores, a new running max, rescaled
-    sum and output row, then the weighted values (all loops over the tile are unit-stride)."""
+def row_block(spec: AttentionSpec) -> int:
+    """Query rows per pass over a key tile: every row of a head when few (decode: the query
+    heads sharing one kv head), else ROW_BLOCK."""
+    rows = spec.dims["N"]
+    return rows if rows is not None and rows <= ROW_BLOCK_MAX else ROW_BLOCK
+
+
+ROW_BLOCK, ROW_BLOCK_MAX = 4, 8
+
+
+class _Blocks:
+    """Block text of the kernel: each block binds ``vh`` to the head loop ``h`` and ``vi`` to
+    row ``ob * RB + r`` of the row block, guarded when the rows do not fill the last block."""
+
+    def __init__(self, spec: AttentionSpec):
+        self.b, self.n = (_dim(spec, r).strip('"') for r in ("B", "N"))
+        self.rb = row_block(spec)
+        rows = spec.dims["N"]
+        self.guard = not (rows is not None and rows % self.rb == 0)
+
+    def block(self, name: str, loops: list, axes: list, body: list, indent: str) -> str:
+        """``loops``: (var, extent) around the block (the row loop is ``r``); ``axes``:
+        (block var, kind "S"/"R", extent, binding) besides vh and vi."""
+        lines, pad = [], indent
+        if loops:
+            names = ", ".join(v for v, _ in loops)
+            extents = ", ".join(e for _, e in loops)
+            head = f"for {names} in T.grid({extents}):" if len(loops) > 1 else f"for {names} in range({extents}):"
+            lines.append(pad + head)
+            pad += "    "
+        lines.append(pad + f'with T.block("{name}"):')
+        pad += "    "
+        lines.append(pad + f"vh = T.axis.spatial({self.b}, h)")
+        lines.append(pad + f"vi = T.axis.spatial({self.n}, ob * {self.rb} + r)")
+        for var, kind, extent, binding in axes:
+            lines.append(pad + f"{var} = T.axis.{'spatial' if kind == 'S' else 'reduce'}({extent}, {binding})")
+        if self.guard:
+            lines.append(pad + f"T.where(ob * {self.rb} + r < {self.n})")
+        lines += [pad + line for line in body]
+        return "\n".join(lines) + "\n"
+
+
+def _key_step(spec: AttentionSpec, blocks: _Blocks, first: str, width: str, suffix: str, indent: str,
+              tile_axis: tuple | None = None) -> str:
+    """One step over keys ``first .. first + width`` for a block of rows: scores, a new
+    running max, rescaled sum and output rows, then the weighted values (the loops over the
+    tile and over the value dim are innermost and unit-stride; each key's values are read
+    once for all the rows of the block)."""
     d, dv = (_dim(spec, r).strip('"') for r in ("D", "DV"))
+    rb = str(blocks.rb)
     key = f"{first} + vt"
-    axis = f"\n        {tile_axis}" if tile_axis else ""  # the tile's loop, in blocks that read keys
-    text = f'''for t in range({width}):
-    with T.block("score_clear{suffix}"):
-        vh, vi, vt = T.axis.remap("SSS", [h, i, t])
-        tile[vh, vi, vt] = T.float32(0.0)
-for k, t in T.grid({d}, {width}):
-    with T.block("score{suffix}"):
-        vh, vi, vk, vt = T.axis.remap("SSRS", [h, i, k, t]){axis}
-        tile[vh, vi, vt] = tile[vh, vi, vt] + q[vh, vi, vk] * {_load("kt", spec.keys, dict(B="vh", D="vk", M=key))}
-for t in range({width}):
-    with T.block("mask{suffix}"):
-        vh, vi, vt = T.axis.remap("SSS", [h, i, t]){axis}
-        tile[vh, vi, vt] = {_score_expr(spec, key)}
-with T.block("max_start{suffix}"):
-    vh, vi = T.axis.remap("SS", [h, i])
-    next_max[vh, vi] = row_max[vh, vi]
-for t in range({width}):
-    with T.block("tile_max{suffix}"):
-        vh, vi, vt = T.axis.remap("SSR", [h, i, t])
-        next_max[vh, vi] = T.max(next_max[vh, vi], tile[vh, vi, vt])
-with T.block("rescale{suffix}"):
-    vh, vi = T.axis.remap("SS", [h, i])
-    rescale[vh, vi] = T.exp(row_max[vh, vi] - next_max[vh, vi])
-    row_sum[vh, vi] = row_sum[vh, vi] * rescale[vh, vi]
-    row_max[vh, vi] = next_max[vh, vi]
-for t in range({width}):
-    with T.block("weights{suffix}"):
-        vh, vi, vt = T.axis.remap("SSS", [h, i, t])
-        tile[vh, vi, vt] = T.exp(tile[vh, vi, vt] - row_max[vh, vi])
-for t in range({width}):
-    with T.block("tile_sum{suffix}"):
-        vh, vi, vt = T.axis.remap("SSR", [h, i, t])
-        row_sum[vh, vi] = row_sum[vh, vi] + tile[vh, vi, vt]
-for c in range({dv}):
-    with T.block("acc_rescale{suffix}"):
-        vh, vi, vc = T.axis.remap("SSS", [h, i, c])
-        out[vh, vi, vc] = out[vh, vi, vc] * rescale[vh, vi]
-for t, c in T.grid({width}, {dv}):
-    with T.block("accumulate{suffix}"):
-        vh, vi, vt, vc = T.axis.remap("SSRS", [h, i, t, c]){axis}
-        out[vh, vi, vc] = out[vh, vi, vc] + tile[vh, vi, vt] * {_load("v", spec.values, dict(B="vh", M=key, DV="vc"))}
-'''
-    return "".join(indent + line + "\n" for line in text.splitlines())
+    tile = [tile_axis] if tile_axis else []     # the whole-tile loop's axis, in blocks reading keys
+    t_axis = ("vt", "S", width, "t")
+    keys = _load("kt", spec.keys, dict(B="vh", D="vk", M=key))
+    values = _load("v", spec.values, dict(B="vh", M=key, DV="vc"))
+    step = [
+        blocks.block(f"score_clear{suffix}", [("r", rb), ("t", width)], [t_axis],
+                     ["tile[vh, vi, vt] = T.float32(0.0)"], indent),
+        blocks.block(f"score{suffix}", [("k", d), ("r", rb), ("t", width)],
+                     [("vk", "R", d, "k"), t_axis] + tile,
+                     [f"tile[vh, vi, vt] = tile[vh, vi, vt] + q[vh, vi, vk] * {keys}"], indent),
+        blocks.block(f"mask{suffix}", [("r", rb), ("t", width)], [t_axis] + tile,
+                     [f"tile[vh, vi, vt] = {_score_expr(spec, key)}"], indent),
+        blocks.block(f"max_start{suffix}", [("r", rb)], [], ["next_max[vh, vi] = row_max[vh, vi]"], indent),
+        blocks.block(f"tile_max{suffix}", [("r", rb), ("t", width)], [("vt", "R", width, "t")],
+                     ["next_max[vh, vi] = T.max(next_max[vh, vi], tile[vh, vi, vt])"], indent),
+        blocks.block(f"rescale{suffix}", [("r", rb)], [],
+                     ["rescale[vh, vi] = T.exp(row_max[vh, vi] - next_max[vh, vi])",
+                      "row_sum[vh, vi] = row_sum[vh, vi] * rescale[vh, vi]",
+                      "row_max[vh, vi] = next_max[vh, vi]"], indent),
+        blocks.block(f"weights{suffix}", [("r", rb), ("t", width)], [t_axis],
+                     ["tile[vh, vi, vt] = T.exp(tile[vh, vi, vt] - row_max[vh, vi])"], indent),
+        blocks.block(f"tile_sum{suffix}", [("r", rb), ("t", width)], [("vt", "R", width, "t")],
+                     ["row_sum[vh, vi] = row_sum[vh, vi] + tile[vh, vi, vt]"], indent),
+        blocks.block(f"acc_rescale{suffix}", [("r", rb), ("c", dv)], [("vc", "S", dv, "c")],
+                     ["out[vh, vi, vc] = out[vh, vi, vc] * rescale[vh, vi]"], indent),
+        blocks.block(f"accumulate{suffix}", [("t", width), ("r", rb), ("c", dv)],
+                     [("vt", "R", width, "t"), ("vc", "S", dv, "c")] + tile,
+                     [f"out[vh, vi, vc] = out[vh, vi, vc] + tile[vh, vi, vt] * {values}"], indent),
+    ]
+    return "".join(step)
 
 
 def attention_source(spec: AttentionSpec) -> str:
-    """Script text of the kernel for ``spec``: whole tiles of TILE keys, then the rest."""
+    """Script text of the kernel for ``spec``: per head and block of rows, whole tiles of
+    TILE keys, then the rest."""
     params = [f'q: T.Buffer({_shape(spec, ("B", "N", "D"))}, "float32")',
               f'kt: T.Buffer({_source_shape(spec, spec.keys, "kcap")}, "float32")',
               f'v: T.Buffer({_source_shape(spec, spec.values, "vcap")}, "float32")']
@@ -199,10 +232,18 @@ def attention_source(spec: AttentionSpec) -> str:
         symbolic.append("r")
     decls = "".join(f"    {name} = T.int64()\n" for name in symbolic)
     b, n, d, m, dv = (_dim(spec, r).strip('"') for r in ROLES)
+    blocks = _Blocks(spec)
+    rb = blocks.rb
     rows = f"({b}, {n})"
-    whole = _key_step(spec, f"vo * {TILE}", str(TILE), "", " " * 12,
-                      f"vo = T.axis.spatial({m} // {TILE}, o)")
-    rest = _key_step(spec, f"{m} // {TILE} * {TILE}", f"{m} % {TILE}", "_rest", " " * 8)
+    whole = _key_step(spec, blocks, f"vo * {TILE}", str(TILE), "", " " * 12,
+                      ("vo", "S", f"{m} // {TILE}", "o"))
+    rest = _key_step(spec, blocks, f"{m} // {TILE} * {TILE}", f"{m} % {TILE}", "_rest", " " * 8)
+    start = blocks.block("row_start", [("r", str(rb))], [],
+                         ['row_max[vh, vi] = T.float32("-inf")', "row_sum[vh, vi] = T.float32(0.0)"], " " * 8)
+    clear = blocks.block("acc_clear", [("r", str(rb)), ("c", dv)], [("vc", "S", dv, "c")],
+                         ["out[vh, vi, vc] = T.float32(0.0)"], " " * 8)
+    normalize = blocks.block("normalize", [("r", str(rb)), ("c", dv)], [("vc", "S", dv, "c")],
+                             ["out[vh, vi, vc] = out[vh, vi, vc] / row_sum[vh, vi]"], " " * 8)
     return f'''@T.prim_func(private=True)
 def fused_attention({", ".join(params)}):
 {decls}    row_max = T.alloc_buffer({rows}, "float32")
@@ -210,21 +251,9 @@ def fused_attention({", ".join(params)}):
     next_max = T.alloc_buffer({rows}, "float32")
     rescale = T.alloc_buffer({rows}, "float32")
     tile = T.alloc_buffer(({b}, {n}, {TILE}), "float32")
-    for h, i in T.grid({b}, {n}):
-        with T.block("row_start"):
-            vh, vi = T.axis.remap("SS", [h, i])
-            row_max[vh, vi] = T.float32("-inf")
-            row_sum[vh, vi] = T.float32(0.0)
-        for c in range({dv}):
-            with T.block("acc_clear"):
-                vh, vi, vc = T.axis.remap("SSS", [h, i, c])
-                out[vh, vi, vc] = T.float32(0.0)
-        for o in range({m} // {TILE}):
-{whole}{rest}        for c in range({dv}):
-            with T.block("normalize"):
-                vh, vi, vc = T.axis.remap("SSS", [h, i, c])
-                out[vh, vi, vc] = out[vh, vi, vc] / row_sum[vh, vi]
-'''
+    for h, ob in T.grid({b}, ({n} + {rb - 1}) // {rb}):
+{start}{clear}        for o in range({m} // {TILE}):
+{whole}{rest}{normalize}'''
 
 
 def scalar_names(spec: AttentionSpec) -> list[str]:

@@ -84,6 +84,17 @@ def test_the_vm_itself_refuses_a_position_past_the_bound(f32_engine):
         f32_engine._decode(np.array([1]), (49,), *caches, *f32_engine._weights)
 
 
+def test_the_vm_itself_refuses_positions_past_the_capacity(f32_engine):
+    # t = 48 passes t's own bound, but t + 1 positions do not fit: the rotary tables' match_cast
+    # raises before attention could read a clamped view of the cache
+    f32_engine.reset()
+    with pytest.raises(ValueError):
+        f32_engine._decode(np.array([1]), (48,), *f32_engine._caches, *f32_engine._weights)
+    with pytest.raises(ValueError):
+        f32_engine._prefill(np.array([1, 2, 3]), (46,), *f32_engine._caches, *f32_engine._weights)
+    f32_engine._decode(np.array([1]), (47,), *f32_engine._caches, *f32_engine._weights)   # the last row fits
+
+
 def test_chat_uses_the_template_and_streams(f32_engine):
     pieces = list(f32_engine.chat_stream("hi", max_new_tokens=5))
     assert "".join(pieces) == f32_engine.chat("hi", max_new_tokens=5)

@@ -1,0 +1,69 @@
+"""Which library a float32 matmul goes to: OpenBLAS or the generated GEMM (issue 16 item 4).
+
+DispatchLibrary asks ``choose_gemm_library`` for every matmul its default patterns match and
+records the answer with its reason (``GemmChoice``; ``gemm_dispatch_report`` lists them per
+module). The rule, from ``benchmarks/bench_gemm.py`` on the workloads' shapes (see
+ARCHITECTURE.md, "Generated fp32 GEMM"):
+
+- no BLAS on the target (scipy-openblas32 missing): the generated kernel, for every ``n``;
+- a weight read transposed (``x @ w.T``): OpenBLAS, whose kernels read ``w`` in place (the
+  generated kernel packs it through strided writes);
+- rows (``n``, the product of ``x``'s leading dims) provably 1: OpenBLAS (its sgemv path streams
+  the weight at the memory's rate);
+- rows provably above the skinny limit (``backends.library_gemm.skinny_rows``: one register tile of rows,
+  ``mr``, or two where the output width avoids 4 KiB cache-set aliasing): OpenBLAS;
+- otherwise (rows may be 2..limit, e.g. a symbolic ``n``): the generated kernel. Its run-time
+  choice runs the skinny variant (A read in place) for 2..limit rows and hands 1 row and more
+  to OpenBLAS, so a symbolic ``n`` gets the faster of the two at every value with one branch.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from math import prod
+
+from backends import blas
+from backends import library_gemm as gemm_library
+from backends.library_blas import SGEMM, SGEMM_BIAS, SGEMM_NT
+from backends.library_gemm import skinny_rows
+from tensorir.arith import Analyzer
+
+BLAS_NAMES = {"sgemm": SGEMM, "sgemm_bias": SGEMM_BIAS, "sgemm_nt": SGEMM_NT}
+GENERATED_NAMES = {"sgemm": gemm_library.SGEMM, "sgemm_bias": gemm_library.SGEMM_BIAS,
+                   "sgemm_nt": gemm_library.SGEMM_NT}
+
+
+@dataclass(frozen=True)
+class GemmChoice:
+    function: str
+    binding: str
+    rows: str        # the product's row count as printed (n, b * n, 1, ...)
+    library: str
+    reason: str
+
+
+def product_rows(a_shape) -> object:
+    """Rows of ``a @ w``: the product of ``a``'s leading dims."""
+    return prod(a_shape[:-1]) if len(a_shape) > 2 else a_shape[0]
+
+
+def choose_gemm_library(kind: str, rows, analyzer: Analyzer, width=None) -> tuple[str, str]:
+    """``(library, reason)`` for a matmul of ``kind`` ("sgemm", "sgemm_bias", "sgemm_nt") with
+    ``rows`` rows and output ``width`` (columns; an int when constant)."""
+    generated, library = GENERATED_NAMES[kind], BLAS_NAMES[kind]
+    if blas.backend() != "openblas":
+        return generated, "no BLAS on this target: the generated kernel serves every n"
+    skinny = skinny_rows(width)
+    if skinny is None:
+        return library, "the generated kernel cannot be built here (no C compiler)"
+    if kind == "sgemm_nt":
+        return library, "weight read transposed: OpenBLAS reads it in place, the generated kernel would pack it"
+    lo, hi = analyzer.const_int_bound(rows)
+    if hi is not None and hi <= 1:
+        return library, "one row: OpenBLAS's sgemv path streams the weight at the memory's rate"
+    if lo is not None and lo > skinny:
+        return library, f"at least {lo} rows (> {skinny}): OpenBLAS's packed kernels"
+    return generated, (f"rows may be 2..{skinny}: the skinny variant (A read in place) at run time for "
+                       f"2..{skinny} rows, OpenBLAS for 1 and more than {skinny}")
+
+
+__all__ = ["GemmChoice", "choose_gemm_library", "product_rows", "skinny_rows"]

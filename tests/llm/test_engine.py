@@ -84,6 +84,17 @@ def test_the_vm_itself_refuses_a_position_past_the_bound(f32_engine):
         f32_engine._decode(np.array([1]), (49,), *caches, *f32_engine._weights)
 
 
+def test_the_vm_itself_refuses_positions_past_the_capacity(f32_engine):
+    # t = 48 passes t's own bound, but t + 1 positions do not fit: the rotary tables' match_cast
+    # raises before attention could read a clamped view of the cache
+    f32_engine.reset()
+    with pytest.raises(ValueError):
+        f32_engine._decode(np.array([1]), (48,), *f32_engine._caches, *f32_engine._weights)
+    with pytest.raises(ValueError):
+        f32_engine._prefill(np.array([1, 2, 3]), (46,), *f32_engine._caches, *f32_engine._weights)
+    f32_engine._decode(np.array([1]), (47,), *f32_engine._caches, *f32_engine._weights)   # the last row fits
+
+
 def test_chat_uses_the_template_and_streams(f32_engine):
     pieces = list(f32_engine.chat_stream("hi", max_new_tokens=5))
     assert "".join(pieces) == f32_engine.chat("hi", max_new_tokens=5)
@@ -130,3 +141,23 @@ def test_static_plan_shrinks_decode_activations(f32_engine):
         assert memory.planned_bytes is not None and memory.unplanned_bytes is not None
         assert 0 < memory.planned_bytes < memory.unplanned_bytes, memory
     assert report["decode"].planned_bytes < report["prefill"].planned_bytes
+
+
+def test_decode_attention_is_fused_and_reads_the_caches_in_place(f32_engine):
+    # per layer one fused attention kernel whose key and value operands are the cache writes'
+    # in-place results themselves (no slice/permute copy of the used cache per step), and no
+    # batched GEMM around a materialized softmax
+    import tensorir as tir
+    from relaxscript.expr import Call, VarBinding
+    decode = f32_engine.lowered_mod["decode"]
+    bound = {id(b.var): b.value for b in tir.collect(decode, lambda e: isinstance(e, VarBinding))}
+    fused = tir.collect(decode, lambda e: isinstance(e, Call) and len(e.args) > 1
+                        and "fused_attention" in getattr(e.args[0], "name_hint", ""))
+    assert len(fused) == f32_engine.config.num_layers
+    for call in fused:
+        keys, values = call.args[1].fields[1:3]
+        for operand in (keys, values):
+            producer = bound[id(operand)]
+            assert producer.op.name == "relax.call_tir_inplace"
+            assert "kv_cache_write" in producer.args[0].name_hint
+    assert "sgemm_batched" not in decode.script() and "softmax" not in decode.script()

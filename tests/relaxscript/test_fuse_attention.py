@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 import relaxscript as rx
 from relaxscript.expr import Call
 from relaxscript.transform import FuseAttention
-from relaxscript.transform.attention_kernel import (TILE, AttentionMask, AttentionSpec,
+from relaxscript.transform.attention_kernel import (TILE, AttentionMask, AttentionSpec, KeySource,
                                                     attention_kernel, attention_source)
 from tensorir.schedule_rules.attention import ATTENTION_ATTR
 
@@ -123,12 +123,14 @@ def test_additive_mask_becomes_one_kernel_call():
     rx.assert_structural_equal(after, expected)
 
 
-def test_causal_triu_mask_is_an_operand_of_the_kernel():
+def test_causal_triu_mask_is_computed_in_the_kernel():
+    # the triu of a constant is a compare of the row and key indices: no (n, n) operand
     after = FuseAttention()(rx.from_source(CAUSAL))
-    spec = _spec(AttentionMask("add", ("N", "M"), "float32"), float(np.float32(0.35)), M=None)
+    causal = ("T.if_then_else(__M__ - __N__ >= T.int64(1), T.float32(-1000000000.0), "
+              "T.float32(0.0))")
+    spec = _spec(AttentionMask("add", (), "float32", 0.0, causal), float(np.float32(0.35)), M=None)
     expected = _expected('''
-        mask = R.triu(R.full(R.shape([n, n]), R.const(-1e9, "float32")), k=1)
-        out = R.call_tir(cls.fused_attention, (q, kt, v, mask), out_sinfo=R.Tensor((2, n, 4), dtype="float32"))
+        out = R.call_tir(cls.fused_attention, (q, kt, v), out_sinfo=R.Tensor((2, n, 4), dtype="float32"))
     ''', QKV.replace('"m"', '"n"'), spec, shape_vars=("n",))
     rx.assert_structural_equal(after, expected)
 
@@ -150,13 +152,17 @@ def test_unmasked_attention():
     rx.assert_structural_equal(after, expected)
 
 
-def test_grouped_query_decode_keeps_layout_ops_and_fuses_the_rest():
+def test_grouped_query_decode_reads_the_cache_through_its_permutes():
+    # keys and values are read in the cache's own (t, kv, d) layout: the permutes vanish
     after = FuseAttention()(rx.from_source(GQA_DECODE))
     assert _fused_calls(after) == 1
-    assert "relax.nn.softmax" not in _ops(after) and "relax.matmul" not in _ops(after)
+    assert not {"relax.nn.softmax", "relax.matmul"} & set(_ops(after))
+    assert _ops(after).count("relax.permute_dims") == 1    # only the queries' regrouping
     kernel = after["fused_attention"]
     assert kernel.attrs[ATTENTION_ATTR]
-    rx.assert_structural_equal(kernel, attention_kernel(_spec(scale=0.125, B=2, D=8, DV=8)))
+    spec = AttentionSpec(dict(B=2, N=None, D=8, M=None, DV=8), 0.125, None,
+                         keys=KeySource(("M", "B", "D")), values=KeySource(("M", "B", "DV")))
+    rx.assert_structural_equal(kernel, attention_kernel(spec))
 
 
 NEAR_MISSES = {

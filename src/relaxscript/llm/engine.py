@@ -24,6 +24,7 @@ from .. import nn
 from ..frontend.gguf import GGUFFile, llama_config, read_gguf
 from ..quantization.repack import repack
 from .generation import GenerationStats, generate
+from . import kv_cache
 from .kv_cache import CacheOverflowError
 from .model import LlamaForCausalLM, gguf_name, rope_tables
 from .sampling import Sampler, SamplingParams, greedy
@@ -48,8 +49,9 @@ class Engine:
         self._vm = rx.VirtualMachine(executable)
         self._prefill, self._decode = self._vm["prefill"], self._vm["decode"]
         self._weights = [arrays[name] for name in exported.param_names]
-        shape = (capacity, config.num_kv_heads, config.head_dim)
-        self._caches = [np.zeros(shape, np.float32) for _ in range(2 * config.num_layers)]
+        dims = (capacity, config.num_kv_heads, config.head_dim)
+        shapes = (kv_cache.key_shape(*dims), kv_cache.value_shape(*dims))
+        self._caches = [np.zeros(shapes[i % 2], np.float32) for i in range(2 * config.num_layers)]
         self._token = np.zeros((1,), np.int64)
         self.position = 0
         self.last_stats = GenerationStats()

@@ -2,8 +2,9 @@
 
 One module holds ``prefill(tokens[n], pos, caches)`` and ``decode(token[1], pos,
 caches)``; both return the logits of the last token and append the new keys
-and values to the caches (one ``(capacity, kv_heads, head_dim)`` tensor per layer
-for keys and one for values) at rows ``pos[0] = t ..``. The cache length is the
+and values to the caches (per layer a ``(kv_heads, head_dim, capacity)`` key
+tensor and a ``(kv_heads, capacity, head_dim)`` value tensor, see kv_cache.py)
+at positions ``pos[0] = t ..``. The cache length is the
 symbolic ``t`` bounded by the capacity. Names follow Hugging Face's Llama
 (``layers.3.self_attn.q_proj.weight``); ``gguf_name`` maps them to llama.cpp's.
 
@@ -39,8 +40,13 @@ class Rotary(nn.Module):
         self.sin = nn.Parameter((capacity, head_dim // 2))
 
     def tables(self, t, n):
-        positions = R.arange(t, t + n, dtype="int64")
-        return R.take(self.cos, positions, axis=0), R.take(self.sin, positions, axis=0)
+        """The rows ``t .. t+n-1`` of the tables. The match_cast is the run-time check that
+        ``t + n`` is within the capacity (a slice would silently clamp): after it, the cache
+        views of ``t + n`` positions need no check of their own."""
+        half = self.head_dim // 2
+        sinfo = TensorStructInfo((n, half), "float32")
+        return tuple(nn.builder().match_cast(R.strided_slice(table, [0], [t], [t + n]), sinfo, name)
+                     for table, name in ((self.cos, "cos"), (self.sin, "sin")))
 
     def forward(self, x, cos, sin, n, heads: int):
         """x (n, heads, head_dim) rotated pairwise by the position's angles."""
@@ -71,16 +77,20 @@ class Attention(nn.Module):
         q = rotary(R.reshape(self.q_proj(x), (n, heads, d)), cos, sin, n, heads)
         k = rotary(R.reshape(self.k_proj(x), (n, kv, d)), cos, sin, n, kv)
         v = R.reshape(self.v_proj(x), (n, kv, d))
-        cache_k = nn.emit(kv_cache.append(cache_k, k, t), "cache_k")
-        cache_v = nn.emit(kv_cache.append(cache_v, v, t), "cache_v")
+        cache_k = nn.emit(kv_cache.append_keys(cache_k, k, t), "cache_k")
+        cache_v = nn.emit(kv_cache.append_values(cache_v, v, t), "cache_v")
         total = t + n
-        keys = R.permute_dims(kv_cache.view(cache_k, total), [1, 2, 0])      # (kv, d, total)
-        values = R.permute_dims(kv_cache.view(cache_v, total), [1, 0, 2])    # (kv, total, d)
+        keys = nn.emit(kv_cache.key_view(cache_k, total), "keys")          # (kv, d, total)
+        values = nn.emit(kv_cache.value_view(cache_v, total), "values")    # (kv, total, d)
+        # the views' extent, min(t + n, capacity), equals t + n (checked by the rotary tables'
+        # match_cast); written as the views give it, the shapes below are provably equal,
+        # which lets FuseAttention read the caches in place
+        total = keys.struct_info.shape[2]
         # query head h uses kv head h // group: group the queries of one kv head as rows
         qg = R.reshape(R.permute_dims(R.reshape(q, (n, kv, group, d)), [1, 2, 0, 3]), (kv, group * n, d))
         scores = R.multiply(R.matmul(qg, keys), constant(np.float32(1.0 / np.sqrt(d))))
         scores = R.reshape(scores, (kv, group, n, total))
-        query_pos = R.reshape(R.arange(t, total, dtype="int64"), (n, 1))
+        query_pos = R.reshape(R.arange(t, t + n, dtype="int64"), (n, 1))
         key_pos = R.arange(0, total, dtype="int64")
         scores = R.where(R.less_equal(key_pos, query_pos), scores, constant(np.float32(NEG_LARGE)))
         probs = R.reshape(R.nn.softmax(scores, axis=-1), (kv, group * n, total))
@@ -182,11 +192,11 @@ class LlamaForCausalLM(nn.Module):
                                      weight_format=weight_formats.get("output.weight"))
 
     def cache_spec(self) -> dict:
-        shape = (self.capacity, self.cfg.num_kv_heads, self.cfg.head_dim)
+        dims = (self.capacity, self.cfg.num_kv_heads, self.cfg.head_dim)
         spec = {}
         for i in range(self.cfg.num_layers):
-            spec[f"cache_k_{i}"] = nn.Tensor(shape, "float32")
-            spec[f"cache_v_{i}"] = nn.Tensor(shape, "float32")
+            spec[f"cache_k_{i}"] = nn.Tensor(kv_cache.key_shape(*dims), "float32")
+            spec[f"cache_v_{i}"] = nn.Tensor(kv_cache.value_shape(*dims), "float32")
         return spec
 
     def export_spec(self) -> nn.ExportSpec:
@@ -209,7 +219,6 @@ class LlamaForCausalLM(nn.Module):
     def _forward(self, tokens, t, n, caches):
         h = self.embed_tokens(tokens)
         cos, sin = self.rope.tables(t, n)
-        cos, sin = nn.emit(cos, "cos"), nn.emit(sin, "sin")
         for i, layer in enumerate(self.layers):
             h, _, _ = layer(h, self.rope, cos, sin, caches[2 * i], caches[2 * i + 1], t, n)
             h = nn.emit(h, f"h{i}")

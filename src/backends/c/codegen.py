@@ -24,10 +24,14 @@ from tensorir.buffer import Buffer
 from tensorir.dispatch import ClassDispatch, handles
 from tensorir.errors import ScheduleError
 from tensorir.function import PrimFunc
+from tensorir.functor import substitute
 from tensorir.schedule_rules.quantized import function_epilogue
+from tensorir.schedule_rules.quantized_gemm import function_element_epilogue
 
 from ..kernel_signature import kernel_sym_vars
 
+from .quantized_gemm import MICRO_KERNEL_ATTR as GEMM_KERNEL_ATTR
+from .quantized_gemm import gemm_source
 from .quantized_gemv import (MICRO_KERNEL_ATTR, ColumnEpilogue, detect_features, gemv_source,
                              generated_kernels_enabled)
 from .status import C_DEFINES
@@ -631,10 +635,22 @@ def column_epilogue_c(func: PrimFunc, symbol: str, epilogue: dict) -> ColumnEpil
     column_epilogue``: per-column scalar steps over the product ``rs_prod`` and the
     column ``rs_col``), through the same expression emitter as any loop nest."""
     emitter = CFunctionEmitter(func, symbol)
-    emitter.names.used.update({"rs_buffers", "rs_syms", "prod", "c0", "c1", "y", "x", "codes",
-                               "scale", "mins", "xsum", "acc", "task", "rs_col", "rs_prod"})
+    emitter.names.used.update(_KERNEL_LOCALS)
+    return _epilogue_c(emitter, epilogue)
+
+
+# names the generated gemv/gemm kernels declare, which an epilogue's names must avoid
+_KERNEL_LOCALS = {"rs_buffers", "rs_syms", "prod", "c0", "c1", "y", "x", "codes", "scale", "mins",
+                  "xsum", "acc", "task", "rs_col", "rs_prod", "rs_row", "rs_rows", "rs_status", "run",
+                  "panel", "chunk", "chunks", "tasks", "width", "r0", "r1", "k0", "depth", "i", "j"}
+
+
+def _epilogue_c(emitter: CFunctionEmitter, epilogue: dict) -> ColumnEpilogue:
+    """An epilogue chain (``column_epilogue`` or ``element_epilogue``) as C statements."""
     emitter.names.by_id[id(epilogue["column"])] = "rs_col"
     emitter.names.by_id[id(epilogue["product"])] = "rs_prod"
+    if "row" in epilogue:
+        emitter.names.by_id[id(epilogue["row"])] = "rs_row"
     declarations = []
     for position, buf in sorted(epilogue["inputs"].items()):
         name, ctype = emitter.names.get(buf, f"rs_in_{buf.name}"), c_type(buf.dtype)
@@ -655,6 +671,36 @@ def _gemv_epilogue(func: PrimFunc, symbol: str, gemv: dict):
         return column_epilogue_c(func, symbol, function_epilogue(func, gemv["epilogue"]))
     except ScheduleError:
         return False
+
+
+def _quantized_gemm_c(func: PrimFunc, symbol: str, gemm: dict) -> str | None:
+    """The generated several-token GEMM for a marked function, or None when the scheduled
+    function no longer has its epilogue in elementwise form (then its loop nest is compiled)."""
+    chain = None
+    if "epilogue" in gemm:
+        try:
+            chain = function_element_epilogue(func, gemm["epilogue"])
+        except ScheduleError:
+            return None
+    emitter = CFunctionEmitter(func, symbol)
+    emitter.names.used.update(_KERNEL_LOCALS)
+    symbol_lines = []
+    for position, var in enumerate(kernel_sym_vars(func)):
+        name, ctype = emitter.names.get(var, var.name), c_type(var.dtype)
+        symbol_lines.append(f"const {ctype} {name} = ({ctype})rs_syms[{position}]; (void){name};")
+    x = func.buffer_params[gemm["roles"]["x"]]
+    row_count = E.IntImm(1, "int64")
+    for dim in x.shape[:-1]:
+        row_count = E.mul(row_count, E.cast("int64", dim) if dim.dtype != "int64" else dim)
+    epilogue = one_row = None
+    if chain is not None:
+        epilogue = _epilogue_c(emitter, chain)
+        at_row_zero = {chain["row"]: E.IntImm(0, "int64")}
+        first_row = chain | {"steps": [(var, substitute(value, at_row_zero)) for var, value in chain["steps"]]}
+        one_row = column_epilogue_c(func, f"{symbol}_one_row", first_row)
+    return gemm_source(symbol, gemm["format"], gemm["rows"], gemm["cols"], gemm["roles"], detect_features(),
+                       f"(int64_t)({emitter.expr(Analyzer().simplify(row_count))})", tuple(symbol_lines),
+                       epilogue, one_row)
 
 
 def _row_major_strides(shape):
@@ -685,7 +731,13 @@ def generate_c(funcs: dict[str, PrimFunc], signatures: dict[str, PrimFunc] | Non
         signature = (signatures or {}).get(name, func)
         gemv = signature.attrs.get(MICRO_KERNEL_ATTR) or func.attrs.get(MICRO_KERNEL_ATTR)
         epilogue = _gemv_epilogue(signature, symbol, gemv) if gemv is not None else None
-        if gemv is not None and epilogue is not False and generated_kernels_enabled():
+        gemm = signature.attrs.get(GEMM_KERNEL_ATTR) or func.attrs.get(GEMM_KERNEL_ATTR)
+        gemm_text = _quantized_gemm_c(signature, symbol, gemm) \
+            if gemm is not None and generated_kernels_enabled() else None
+        if gemm_text is not None:
+            text = gemm_text
+            info = KernelInfo(symbol, list(signature.buffer_params), kernel_sym_vars(signature))
+        elif gemv is not None and epilogue is not False and generated_kernels_enabled():
             # the loop nest's replacement
             text = gemv_source(symbol, gemv["format"], gemv["rows"], gemv["cols"], gemv["roles"],
                                detect_features(), epilogue)

@@ -67,7 +67,12 @@ def schedule_quantized_gemm(sch: Schedule):
         spec = quantized_gemv_spec(sch)
         _schedule_single_row(sch)
         return (lambda func: func.with_attr(QUANTIZED_GEMV_ATTR, spec)) if spec else None
-    return _schedule_weight_tiles(sch, name)
+    # several tokens: the loop nest (weight tiles) stays the meaning; the C emitter puts the
+    # generated GEMM (backends/c/quantized_gemm.py) in its place where the function matches
+    from .quantized_gemm import QUANTIZED_GEMM_ATTR, quantized_gemm_spec
+    gemm = quantized_gemm_spec(sch)
+    tiles = _schedule_weight_tiles(sch, name)
+    return (lambda func: tiles(func).with_attr(QUANTIZED_GEMM_ATTR, gemm)) if gemm else tiles
 
 
 def _float_param_loads(expr, params) -> list:

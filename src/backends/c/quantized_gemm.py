@@ -1,0 +1,224 @@
+"""Generated kernel for a several-token quantized linear layer (prefill):
+``y(n, N) = epilogue(x(n, K) @ dequantize(codes, scale[, min]))`` with ``n`` known at run time.
+
+The schedule rule ``tensorir.schedule_rules.quantized_gemm`` marks the PrimFunc
+(``MICRO_KERNEL_ATTR``); its loop nest stays the function's meaning, and the C emitter puts
+the kernel generated here in its place, with the same calling convention.
+
+Why: the loop nest decodes 64 x 64 weight tiles and multiplies them with scalar-indexed
+loops (about 20 GFLOP/s). Here each parallel task owns ``nr`` weight columns (one register
+tile wide); for each ``kc`` rows it decodes a ``kc x nr`` float32 B panel once (the packed
+layout the GEMM micro-kernel reads, L1-sized: no float32 copy of the whole weight exists),
+then runs the register-blocked micro-kernel over every ``mr`` rows of ``x`` read in place
+(``x`` is a few tokens: packing it would cost as much as the product), accumulating into a
+per-task ``rows x nr`` run; after the last ``kc`` block every element passes through the
+epilogue once and ``y`` is written in its final form. Rows come in chunks of ``mc`` (the
+run stays in L2); a chunk and a column panel make one task, split statically among the
+threads (columns, then rows). One token (``n == 1`` at run time) calls the one-token GEMV
+(``quantized_gemv.py``), which streams the codes once without decoding a panel.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .quantized_gemv import _HELPERS, _WIDEN, BLOCK, FORMATS, ColumnEpilogue, VectorFeatures, gemv_source
+
+MICRO_KERNEL_ATTR = "c.quantized_gemm"
+MAX_CHUNK_ROWS = 256     # rows per task: the accumulator run (rows x nr floats) is a stack array
+
+
+@dataclass(frozen=True)
+class GemmTile:
+    """Register tile ``mr x nr`` (``nr`` two vectors wide), ``kc`` weight rows decoded per
+    panel (whole 32-row blocks), ``mc`` rows of ``x`` per task."""
+    lanes: int
+    mr: int
+    nr: int
+    kc: int
+    mc: int
+
+
+def gemm_tile(features: VectorFeatures) -> GemmTile:
+    """From the vector width, the register count and L1 (no sampling): ``nr`` = 2 vectors,
+    ``mr`` as many rows as the remaining registers hold accumulators for (2 per row, besides
+    2 B vectors and a broadcast), ``kc`` so that the B panel fills half of L1."""
+    lanes = features.lanes
+    nr = 2 * lanes
+    mr = max(1, min(16, (features.registers - 3) // 2))
+    kc = max(BLOCK, features.l1d_bytes // 2 // (nr * 4) // BLOCK * BLOCK)
+    mc = max(mr, MAX_CHUNK_ROWS // mr * mr)
+    return GemmTile(lanes, mr, nr, kc, mc)
+
+
+def microkernel_source(name: str, tile: GemmTile) -> str:
+    """``static inline void name(int kc, const float* a, int lda, const float* b_pack, float* c,
+    int ldc, int rows, int cols, int accumulate)``: ``c[rows x cols] (+)= a[rows x kc] @
+    b_pack[kc x nr]``, ``a`` row-major (row stride ``lda``) read in place, ``b_pack`` k-major
+    (element ``(p, j)`` at ``b_pack[p * nr + j]``), ``rows <= mr``, ``cols <= nr``."""
+    mr, nr, lanes = tile.mr, tile.nr, tile.lanes
+    vectors = nr // lanes
+    acc = [[f"c{i}_{v}" for v in range(vectors)] for i in range(mr)]
+    lines = [f"static inline void {name}(int kc, const float* restrict a, int lda, "
+             "const float* restrict b_pack, float* restrict c, int ldc, int rows, int cols, int accumulate) {",
+             "  rs_qf " + ", ".join(f"{x} = {{0}}" for row in acc for x in row) + ";"]
+    # rows past `rows` read the last row again: never stored
+    lines += [f"  const float* restrict a{i} = a + (int64_t)({i} < rows ? {i} : rows - 1) * lda;"
+              for i in range(mr)]
+    lines += ["  for (int p = 0; p < kc; ++p) {",
+              f"    const float* restrict bp = b_pack + (int64_t)p * {nr};"]
+    lines += [f"    const rs_qf b{v} = rs_qload_f(bp + {v * lanes});" for v in range(vectors)]
+    for i in range(mr):
+        lines.append(f"    {{ const float s = a{i}[p]; "
+                     + " ".join(f"{acc[i][v]} += s * b{v};" for v in range(vectors)) + " }")
+    lines += ["  }", f"  if (rows == {mr} && cols == {nr}) {{"]
+    for i in range(mr):
+        for v in range(vectors):
+            ptr = f"c + (int64_t){i} * ldc + {v * lanes}"
+            lines.append(f"    rs_qstore_f({ptr}, accumulate ? rs_qload_f({ptr}) + {acc[i][v]} : {acc[i][v]});")
+    lines += ["    return;", "  }", f"  float spill[{mr * nr}] __attribute__((aligned(64)));"]
+    lines += [f"  rs_qstore_f(spill + {i * nr + v * lanes}, {acc[i][v]});"
+              for i in range(mr) for v in range(vectors)]
+    lines += ["  for (int i = 0; i < rows; ++i)", "    for (int j = 0; j < cols; ++j)",
+              f"      c[(int64_t)i * ldc + j] = (accumulate ? c[(int64_t)i * ldc + j] : 0.0f) + spill[i * {nr} + j];",
+              "}"]
+    return "\n".join(lines)
+
+
+def _decode_panel_source(name: str, fmt: str, cols: int, tile: GemmTile) -> str:
+    """``static void name(codes, scale, mins, float* b_pack, int64_t k0, int64_t kc, int64_t c0,
+    int width)``: weight rows ``k0 .. k0 + kc`` (whole blocks) of columns ``c0 .. c0 + width``
+    decoded into the k-major ``kc x nr`` panel, columns past ``width`` zero."""
+    per_byte, offset, has_min = FORMATS[fmt]
+    code_t = "int8_t" if fmt == "q8_0" else "uint8_t"
+    widen = "rs_qwiden_s8" if fmt == "q8_0" else "rs_qwiden_u8"
+    nr, lanes = tile.nr, tile.lanes
+    byte_rows = BLOCK // per_byte
+    shift = f" + (float)({offset})" if offset else ""
+
+    def value(code: str, u: str) -> str:   # the float of one code (vector or scalar form)
+        scaled = f"s{u} * ({code}{shift})"
+        return f"{scaled} + m{u}" if has_min else scaled
+
+    vector = []
+    for v in range(nr // lanes):
+        vector.append(f"const rs_qf s{v} = rs_qload_f(scale + mrow + {v * lanes});")
+        if has_min:
+            vector.append(f"const rs_qf m{v} = rs_qload_f(mins + mrow + {v * lanes});")
+    vector.append(f"for (int r = 0; r < {byte_rows}; ++r) {{")
+    vector.append(f"  const {code_t}* p = block + (int64_t)r * {cols};")
+    vector.append(f"  float* out = panel + (int64_t)r * {nr};")
+    for v in range(nr // lanes):
+        if per_byte == 2:
+            vector.append(f"  {{ const rs_qi q = {widen}(p + {v * lanes});")
+            vector.append(f"    rs_qstore_f(out + {v * lanes}, {value('__builtin_convertvector(q & 15, rs_qf)', str(v))});")
+            vector.append(f"    rs_qstore_f(out + {byte_rows * nr + v * lanes}, "
+                          f"{value('__builtin_convertvector(q >> 4, rs_qf)', str(v))}); }}")
+        else:
+            vector.append(f"  rs_qstore_f(out + {v * lanes}, "
+                          f"{value(f'__builtin_convertvector({widen}(p + {v * lanes}), rs_qf)', str(v))});")
+    vector.append("}")
+    scalar = ["for (int j = 0; j < width; ++j) {",
+              "  const float sj = scale[mrow + j];" + (" const float mj = mins[mrow + j];" if has_min else ""),
+              f"  for (int r = 0; r < {byte_rows}; ++r) {{",
+              f"    const int code = block[(int64_t)r * {cols} + j];"]
+    if per_byte == 2:
+        scalar += [f"    panel[(int64_t)r * {nr} + j] = {value('(float)(code & 15)', 'j')};",
+                   f"    panel[(int64_t)(r + {byte_rows}) * {nr} + j] = {value('(float)(code >> 4)', 'j')};"]
+    else:
+        scalar += [f"    panel[(int64_t)r * {nr} + j] = {value('(float)code', 'j')};"]
+    scalar += ["  }", "}",
+               f"for (int r = 0; r < {BLOCK}; ++r)",
+               f"  for (int j = width; j < {nr}; ++j) panel[(int64_t)r * {nr} + j] = 0.0f;"]
+    ind = "\n      "
+    return "\n".join([
+        f"static void {name}(const {code_t}* restrict codes, const float* restrict scale, "
+        "const float* restrict mins, float* restrict b_pack, int64_t k0, int64_t kc, int64_t c0, int width) {",
+        "  (void)mins;",
+        f"  for (int64_t b = k0 / {BLOCK}; b < (k0 + kc) / {BLOCK}; ++b) {{",
+        f"    const {code_t}* block = codes + b * {byte_rows * cols} + c0;",
+        f"    const int64_t mrow = b * {cols} + c0;",
+        f"    float* panel = b_pack + (b - k0 / {BLOCK}) * {BLOCK * nr};",
+        f"    if (width == {nr}) {{",
+        "      " + ind.join(vector),
+        "    } else {",
+        "      " + ind.join(scalar),
+        "    }",
+        "  }",
+        "}"])
+
+
+def gemm_source(symbol: str, fmt: str, rows: int, cols: int, roles: dict[str, int],
+                features: VectorFeatures, row_count: str, symbol_lines: tuple[str, ...] = (),
+                epilogue: ColumnEpilogue | None = None, one_row_epilogue: ColumnEpilogue | None = None) -> str:
+    """C source of ``int32_t symbol(void* const* buffers, const int64_t* syms)`` computing
+    ``y[i, c] = epilogue(sum_r x[i, r] * dequantize(codes)[r, c])`` for the run-time row count
+    ``row_count`` (a C expression over the names ``symbol_lines`` declare from ``rs_syms``).
+    ``rows``/``cols`` are the weight's (K, N); ``roles`` maps codes/scale/min/x/y to buffer
+    positions. The epilogue's statements read ``rs_row``, ``rs_col`` and ``rs_prod``;
+    ``one_row_epilogue`` is the same chain at row 0, for the one-token GEMV."""
+    if fmt not in FORMATS:
+        raise ValueError(f"quantized gemm: unsupported format {fmt!r} (have {sorted(FORMATS)})")
+    if rows % BLOCK or rows <= 0 or cols <= 0:
+        raise ValueError(f"quantized gemm: {rows} x {cols} is not whole {BLOCK}-row blocks")
+    has_min = FORMATS[fmt][2]
+    tile = gemm_tile(features)
+    kc = min(tile.kc, rows)
+    mr, nr, mc = tile.mr, tile.nr, tile.mc
+    panels = -(-cols // nr)
+    code_t = "int8_t" if fmt == "q8_0" else "uint8_t"
+    one_row = gemv_source(f"{symbol}_one_row", fmt, rows, cols, roles, features, one_row_epilogue)
+    operands = [f"  const {code_t}* restrict codes = (const {code_t}*)rs_buffers[{roles['codes']}];",
+                f"  const float* restrict scale = (const float*)rs_buffers[{roles['scale']}];",
+                "  const float* restrict mins = "
+                + (f"(const float*)rs_buffers[{roles['min']}];" if has_min else "NULL;"),
+                f"  const float* restrict x = (const float*)rs_buffers[{roles['x']}];",
+                f"  float* restrict y = (float*)rs_buffers[{roles['y']}];",
+                *(f"  {line}" for line in symbol_lines)]
+    if epilogue:
+        operands += [f"  {line}" for line in epilogue.declarations]
+        store = ["          const float rs_prod = run[(int64_t)(rs_row - r0) * " + str(nr) + " + j];",
+                 *(f"          {line}" for line in epilogue.statements),
+                 f"          y[rs_row * {cols} + rs_col] = {epilogue.result};"]
+    else:
+        store = [f"          y[rs_row * {cols} + rs_col] = run[(int64_t)(rs_row - r0) * {nr} + j];"]
+    return "\n".join([
+        _HELPERS.format(vb=features.vector_bytes, widen=_WIDEN[features.name]),
+        one_row,
+        microkernel_source(f"{symbol}_tile", tile),
+        _decode_panel_source(f"{symbol}_decode", fmt, cols, tile),
+        f"/* {fmt} gemm n x {rows} x {cols} for {features.name}: register tile {mr} x {nr}, "
+        f"{kc} weight rows decoded per panel, {mc} rows per task */",
+        f"int32_t {symbol}(void* const* rs_buffers, const int64_t* rs_syms) {{",
+        *operands,
+        "  int32_t rs_status = STATUS_OK;",
+        "  (void)rs_syms; (void)mins;",
+        f"  const int64_t rs_rows = {row_count};",
+        "  if (rs_rows <= 0) return STATUS_OK;",
+        f"  if (rs_rows == 1) return {symbol}_one_row(rs_buffers, rs_syms);",
+        f"  const int64_t chunks = (rs_rows + {mc - 1}) / {mc};",
+        f"  const int64_t tasks = chunks * {panels};",
+        # columns are the parallel axis: each task decodes its own panel, no shared writes
+        f"  #pragma omp parallel for schedule(static) if(tasks > 1 && rs_rows * {rows * cols} >= 262144) "
+        "num_threads(rs_threads())",
+        "  for (int64_t task = 0; task < tasks; ++task) {",
+        f"    float panel[{kc * nr}] __attribute__((aligned(64)));",
+        f"    float run[{mc * nr}] __attribute__((aligned(64)));",
+        f"    const int64_t chunk = task / {panels}, c0 = (task % {panels}) * {nr};",
+        f"    const int width = {cols} - c0 < {nr} ? (int)({cols} - c0) : {nr};",
+        f"    const int64_t r0 = chunk * {mc};",
+        f"    const int64_t r1 = r0 + {mc} < rs_rows ? r0 + {mc} : rs_rows;",
+        f"    for (int64_t k0 = 0; k0 < {rows}; k0 += {kc}) {{",
+        f"      const int64_t depth = {rows} - k0 < {kc} ? {rows} - k0 : {kc};",
+        f"      {symbol}_decode(codes, scale, mins, panel, k0, depth, c0, width);",
+        f"      for (int64_t i = r0; i < r1; i += {mr})",
+        f"        {symbol}_tile((int)depth, x + i * {rows} + k0, {rows}, panel, run + (i - r0) * {nr}, {nr},",
+        f"                      r1 - i < {mr} ? (int)(r1 - i) : {mr}, {nr}, k0 > 0);",
+        "    }",
+        "    for (int64_t rs_row = r0; rs_row < r1; ++rs_row)",
+        "      for (int j = 0; j < width; ++j) {",
+        "          const int64_t rs_col = c0 + j;",
+        *store,
+        "      }",
+        "  }",
+        "  return rs_status;",
+        "}"])

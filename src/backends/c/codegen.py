@@ -31,7 +31,7 @@ from tensorir.schedule_rules.quantized_gemm import function_element_epilogue
 from ..kernel_signature import kernel_sym_vars
 
 from .quantized_gemm import MICRO_KERNEL_ATTR as GEMM_KERNEL_ATTR
-from .quantized_gemm import gemm_source
+from .quantized_gemm import gemm_source, generated_gemm_enabled
 from .quantized_gemv import (MICRO_KERNEL_ATTR, ColumnEpilogue, detect_features, gemv_source,
                              generated_kernels_enabled)
 from .status import C_DEFINES
@@ -673,6 +673,15 @@ def _gemv_epilogue(func: PrimFunc, symbol: str, gemv: dict):
         return False
 
 
+def _symbol_declarations(emitter: CFunctionEmitter, func: PrimFunc) -> list[str]:
+    """C locals for the kernel's symbolic values (``rs_syms``), named as ``emitter`` names them."""
+    lines = []
+    for position, var in enumerate(kernel_sym_vars(func)):
+        name, ctype = emitter.names.get(var, var.name), c_type(var.dtype)
+        lines.append(f"const {ctype} {name} = ({ctype})rs_syms[{position}]; (void){name};")
+    return lines
+
+
 def _quantized_gemm_c(func: PrimFunc, symbol: str, gemm: dict) -> str | None:
     """The generated several-token GEMM for a marked function, or None when the scheduled
     function no longer has its epilogue in elementwise form (then its loop nest is compiled)."""
@@ -684,10 +693,7 @@ def _quantized_gemm_c(func: PrimFunc, symbol: str, gemm: dict) -> str | None:
             return None
     emitter = CFunctionEmitter(func, symbol)
     emitter.names.used.update(_KERNEL_LOCALS)
-    symbol_lines = []
-    for position, var in enumerate(kernel_sym_vars(func)):
-        name, ctype = emitter.names.get(var, var.name), c_type(var.dtype)
-        symbol_lines.append(f"const {ctype} {name} = ({ctype})rs_syms[{position}]; (void){name};")
+    symbol_lines = _symbol_declarations(emitter, func)
     x = func.buffer_params[gemm["roles"]["x"]]
     row_count = E.IntImm(1, "int64")
     for dim in x.shape[:-1]:
@@ -697,7 +703,12 @@ def _quantized_gemm_c(func: PrimFunc, symbol: str, gemm: dict) -> str | None:
         epilogue = _epilogue_c(emitter, chain)
         at_row_zero = {chain["row"]: E.IntImm(0, "int64")}
         first_row = chain | {"steps": [(var, substitute(value, at_row_zero)) for var, value in chain["steps"]]}
-        one_row = column_epilogue_c(func, f"{symbol}_one_row", first_row)
+        # the one-token GEMV's epilogue: its own function scope, so its own names
+        row_emitter = CFunctionEmitter(func, f"{symbol}_one_row")
+        row_emitter.names.used.update(_KERNEL_LOCALS)
+        declared = _symbol_declarations(row_emitter, func)
+        at_zero = _epilogue_c(row_emitter, first_row)
+        one_row = ColumnEpilogue(tuple(declared) + at_zero.declarations, at_zero.statements, at_zero.result)
     return gemm_source(symbol, gemm["format"], gemm["rows"], gemm["cols"], gemm["roles"], detect_features(),
                        f"(int64_t)({emitter.expr(Analyzer().simplify(row_count))})", tuple(symbol_lines),
                        epilogue, one_row)
@@ -733,7 +744,7 @@ def generate_c(funcs: dict[str, PrimFunc], signatures: dict[str, PrimFunc] | Non
         epilogue = _gemv_epilogue(signature, symbol, gemv) if gemv is not None else None
         gemm = signature.attrs.get(GEMM_KERNEL_ATTR) or func.attrs.get(GEMM_KERNEL_ATTR)
         gemm_text = _quantized_gemm_c(signature, symbol, gemm) \
-            if gemm is not None and generated_kernels_enabled() else None
+            if gemm is not None and generated_kernels_enabled() and generated_gemm_enabled() else None
         if gemm_text is not None:
             text = gemm_text
             info = KernelInfo(symbol, list(signature.buffer_params), kernel_sym_vars(signature))

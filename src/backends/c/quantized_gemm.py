@@ -19,6 +19,7 @@ threads (columns, then rows). One token (``n == 1`` at run time) calls the one-t
 """
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,6 +27,13 @@ from .quantized_gemv import _HELPERS, _WIDEN, BLOCK, FORMATS, ColumnEpilogue, Ve
 
 MICRO_KERNEL_ATTR = "c.quantized_gemm"
 MAX_CHUNK_ROWS = 256     # rows per task: the accumulator run (rows x nr floats) is a stack array
+
+
+def generated_gemm_enabled() -> bool:
+    """False when ``RELAXSCRIPT_GENERATED_GEMM=0`` (or ``RELAXSCRIPT_GENERATED_KERNELS=0``, which
+    turns off every generated kernel): compile the several-token loop nest instead, to compare
+    prefill with and without this kernel while the one-token GEMV stays."""
+    return os.environ.get("RELAXSCRIPT_GENERATED_GEMM", "1") != "0"
 
 
 @dataclass(frozen=True)

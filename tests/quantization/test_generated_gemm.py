@@ -213,3 +213,51 @@ def test_unsupported_shapes_and_formats_are_errors():
         gemm_source("f", "q8_0", 48, 8, {}, features, "1")
     with pytest.raises(ValueError, match="unsupported format"):
         gemm_source("f", "q5_k", 64, 8, {}, features, "1")
+
+
+def heads_module(fmt: str, heads: int, head_dim: int, cols: int):
+    """The attention output projection: ``(heads, n, d)`` transposed and reshaped to
+    ``(n, heads * d)`` in front of the product, a residual after it."""
+    rows = heads * head_dim
+    mins = ", qm" if fmt == "q4_1" else ""
+    extra = f', qm: R.Tensor(({rows // 32}, {cols}), "float32")' if fmt == "q4_1" else ""
+    packed, dtype = (rows // 2, "uint8") if fmt.startswith("q4") else (rows, "int8")
+    return rx.IRModule({"main": rx.from_source(f"""
+from relaxscript import R
+@R.function
+def main(a: R.Tensor(({heads}, "n", {head_dim}), "float32"), qd: R.Tensor(({packed}, {cols}), "{dtype}"),
+         qs: R.Tensor(({rows // 32}, {cols}), "float32"){extra}, h: R.Tensor(("n", {cols}), "float32")):
+    n = T.int64()
+    with R.dataflow():
+        p = R.permute_dims(a, [1, 0, 2])
+        x = R.reshape(p, (n, {rows}))
+        y = R.matmul(x, R.dequantize(qd, qs{mins}, format="{fmt}"))
+        z = R.add(h, y)
+        R.output(z)
+    return z
+""")})
+
+
+@FAST
+@given(fmt=st.sampled_from(["q4_1", "q8_0", "q4_0"]), heads=st.sampled_from([2, 3]),
+       cols=st.integers(1, 40), tokens=st.lists(st.sampled_from([1, 3, 8]), min_size=1, max_size=2),
+       seed=st.integers(0, 2**16))
+def test_rows_gathered_through_a_transpose_equal_numpy(fmt, heads, cols, tokens, seed):
+    """``x`` is not a parameter but a transpose + reshape of one: the kernel gathers its rows
+    (one token included) with the layout blocks composed; C and the interpreter vs NumPy."""
+    head_dim, rows = 32, 32 * heads
+    mod = heads_module(fmt, heads, head_dim, cols)
+    [func] = marked(mod)
+    assert "x" not in func.attrs[QUANTIZED_GEMM_ATTR]["roles"]
+    rng = np.random.default_rng(seed)
+    tensors = quantize_numpy(rng.standard_normal((rows, cols)), fmt)
+    built = rx.build(mod, target="c")
+    assert f"{fmt} gemm n x {rows} x {cols}" in built.c_library.source and "rs_xrows" in built.c_library.source
+    for count in tokens:
+        a = rng.standard_normal((heads, count, head_dim)).astype(np.float32)
+        h = rng.standard_normal((count, cols)).astype(np.float32)
+        x = a.transpose(1, 0, 2).reshape(count, rows).astype(np.float64)
+        expected = h + x @ dequantize_numpy(*tensors, format=fmt)
+        tol = dict(rtol=2e-4, atol=4e-4 * np.sqrt(rows))
+        np.testing.assert_allclose(rx.VirtualMachine(built)["main"](a, *tensors, h), expected, **tol)
+        np.testing.assert_allclose(rx.interpret(mod, "main", a, *tensors, h), expected, **tol)

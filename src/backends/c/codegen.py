@@ -24,9 +24,9 @@ from tensorir.buffer import Buffer
 from tensorir.dispatch import ClassDispatch, handles
 from tensorir.errors import ScheduleError
 from tensorir.function import PrimFunc
-from tensorir.functor import substitute
+from tensorir.functor import collect, substitute
 from tensorir.schedule_rules.quantized import function_epilogue
-from tensorir.schedule_rules.quantized_gemm import function_element_epilogue
+from tensorir.schedule_rules.quantized_gemm import function_element_epilogue, function_row_operand
 
 from ..kernel_signature import kernel_sym_vars
 
@@ -642,7 +642,18 @@ def column_epilogue_c(func: PrimFunc, symbol: str, epilogue: dict) -> ColumnEpil
 # names the generated gemv/gemm kernels declare, which an epilogue's names must avoid
 _KERNEL_LOCALS = {"rs_buffers", "rs_syms", "prod", "c0", "c1", "y", "x", "codes", "scale", "mins",
                   "xsum", "acc", "task", "rs_col", "rs_prod", "rs_row", "rs_rows", "rs_status", "run",
-                  "panel", "chunk", "chunks", "tasks", "width", "r0", "r1", "k0", "depth", "i", "j"}
+                  "panel", "chunk", "chunks", "tasks", "width", "r0", "r1", "k0", "depth", "i", "j",
+                  "rs_k", "rs_xrows"}
+
+
+def _input_declarations(emitter: CFunctionEmitter, inputs: dict) -> list[str]:
+    """C pointers to the parameters ``inputs`` (position -> buffer) that a generated kernel's
+    expressions read, named as ``emitter`` names them."""
+    declarations = []
+    for position, buf in sorted(inputs.items()):
+        name, ctype = emitter.names.get(buf, f"rs_in_{buf.name}"), c_type(buf.dtype)
+        declarations.append(f"const {ctype}* restrict {name} = (const {ctype}*)rs_buffers[{position}];")
+    return declarations
 
 
 def _epilogue_c(emitter: CFunctionEmitter, epilogue: dict) -> ColumnEpilogue:
@@ -651,10 +662,7 @@ def _epilogue_c(emitter: CFunctionEmitter, epilogue: dict) -> ColumnEpilogue:
     emitter.names.by_id[id(epilogue["product"])] = "rs_prod"
     if "row" in epilogue:
         emitter.names.by_id[id(epilogue["row"])] = "rs_row"
-    declarations = []
-    for position, buf in sorted(epilogue["inputs"].items()):
-        name, ctype = emitter.names.get(buf, f"rs_in_{buf.name}"), c_type(buf.dtype)
-        declarations.append(f"const {ctype}* restrict {name} = (const {ctype}*)rs_buffers[{position}];")
+    declarations = _input_declarations(emitter, epilogue["inputs"])
     statements = []
     for var, value in epilogue["steps"]:
         name = emitter.names.get(var, var.name)
@@ -694,13 +702,27 @@ def _quantized_gemm_c(func: PrimFunc, symbol: str, gemm: dict) -> str | None:
     emitter = CFunctionEmitter(func, symbol)
     emitter.names.used.update(_KERNEL_LOCALS)
     symbol_lines = _symbol_declarations(emitter, func)
-    x = func.buffer_params[gemm["roles"]["x"]]
+    row_operand = None
+    if "x" not in gemm["roles"]:   # x gathered from parameters through layout blocks
+        operand = function_row_operand(func, gemm)
+        if operand is None:
+            return None
+        emitter.names.by_id[id(operand["row"])] = "rs_row"
+        emitter.names.by_id[id(operand["k"])] = "rs_k"
+        positions = {id(b): i for i, b in enumerate(func.buffer_params)}
+        loads = collect(operand["value"], lambda n: isinstance(n, E.BufferLoad))
+        symbol_lines += _input_declarations(emitter, {positions[id(ld.buffer)]: ld.buffer for ld in loads})
+        row_operand = emitter.cast_to(operand["value"], "float32")
+    y = func.buffer_params[gemm["roles"]["y"]]
     row_count = E.IntImm(1, "int64")
-    for dim in x.shape[:-1]:
+    for dim in y.shape[:-1]:
         row_count = E.mul(row_count, E.cast("int64", dim) if dim.dtype != "int64" else dim)
     epilogue = one_row = None
     if chain is not None:
         epilogue = _epilogue_c(emitter, chain)
+        epilogue = ColumnEpilogue(tuple(d for d in epilogue.declarations if d not in symbol_lines),
+                                  epilogue.statements, epilogue.result)
+    if chain is not None and row_operand is None:
         at_row_zero = {chain["row"]: E.IntImm(0, "int64")}
         first_row = chain | {"steps": [(var, substitute(value, at_row_zero)) for var, value in chain["steps"]]}
         # the one-token GEMV's epilogue: its own function scope, so its own names
@@ -711,7 +733,7 @@ def _quantized_gemm_c(func: PrimFunc, symbol: str, gemm: dict) -> str | None:
         one_row = ColumnEpilogue(tuple(declared) + at_zero.declarations, at_zero.statements, at_zero.result)
     return gemm_source(symbol, gemm["format"], gemm["rows"], gemm["cols"], gemm["roles"], detect_features(),
                        f"(int64_t)({emitter.expr(Analyzer().simplify(row_count))})", tuple(symbol_lines),
-                       epilogue, one_row)
+                       epilogue, one_row, row_operand)
 
 
 def _row_major_strides(shape):

@@ -175,13 +175,17 @@ def _decode_panel_source(name: str, fmt: str, cols: int, tile: GemmTile) -> str:
 
 def gemm_source(symbol: str, fmt: str, rows: int, cols: int, roles: dict[str, int],
                 features: VectorFeatures, row_count: str, symbol_lines: tuple[str, ...] = (),
-                epilogue: ColumnEpilogue | None = None, one_row_epilogue: ColumnEpilogue | None = None) -> str:
+                epilogue: ColumnEpilogue | None = None, one_row_epilogue: ColumnEpilogue | None = None,
+                row_operand: str | None = None) -> str:
     """C source of ``int32_t symbol(void* const* buffers, const int64_t* syms)`` computing
     ``y[i, c] = epilogue(sum_r x[i, r] * dequantize(codes)[r, c])`` for the run-time row count
     ``row_count`` (a C expression over the names ``symbol_lines`` declare from ``rs_syms``).
     ``rows``/``cols`` are the weight's (K, N); ``roles`` maps codes/scale/min/x/y to buffer
     positions. The epilogue's statements read ``rs_row``, ``rs_col`` and ``rs_prod``;
-    ``one_row_epilogue`` is the same chain at row 0, for the one-token GEMV."""
+    ``one_row_epilogue`` is the same chain at row 0, for the one-token GEMV. Without an ``x``
+    role, ``row_operand`` is ``x[rs_row, rs_k]`` as a C expression over the parameters (a
+    reshape/transpose in front of the product): the kernel gathers ``x``'s rows first (a few
+    tokens, a small buffer), and one token runs this kernel too."""
     if fmt not in FORMATS:
         raise ValueError(f"quantized gemm: unsupported format {fmt!r} (have {sorted(FORMATS)})")
     if rows % BLOCK or rows <= 0 or cols <= 0:
@@ -192,14 +196,30 @@ def gemm_source(symbol: str, fmt: str, rows: int, cols: int, roles: dict[str, in
     mr, nr, mc = tile.mr, tile.nr, tile.mc
     panels = -(-cols // nr)
     code_t = "int8_t" if fmt == "q8_0" else "uint8_t"
-    one_row = gemv_source(f"{symbol}_one_row", fmt, rows, cols, roles, features, one_row_epilogue)
+    if ("x" in roles) == (row_operand is not None):
+        raise ValueError("quantized gemm: give x either as a buffer role or as a row operand")
+    one_row = gemv_source(f"{symbol}_one_row", fmt, rows, cols, roles, features, one_row_epilogue) \
+        if row_operand is None else ""
     operands = [f"  const {code_t}* restrict codes = (const {code_t}*)rs_buffers[{roles['codes']}];",
                 f"  const float* restrict scale = (const float*)rs_buffers[{roles['scale']}];",
                 "  const float* restrict mins = "
                 + (f"(const float*)rs_buffers[{roles['min']}];" if has_min else "NULL;"),
-                f"  const float* restrict x = (const float*)rs_buffers[{roles['x']}];",
                 f"  float* restrict y = (float*)rs_buffers[{roles['y']}];",
                 *(f"  {line}" for line in symbol_lines)]
+    if row_operand is None:
+        operands.append(f"  const float* restrict x = (const float*)rs_buffers[{roles['x']}];")
+        rows_of_x = [f"  if (rs_rows == 1) return {symbol}_one_row(rs_buffers, rs_syms);"]
+        release = []
+    else:
+        rows_of_x = [
+            f"  float* restrict rs_xrows = (float*)malloc(sizeof(float) * (size_t)rs_rows * {rows} + 64);",
+            "  if (rs_xrows == NULL) return STATUS_NO_MEMORY;",
+            f"  #pragma omp parallel for schedule(static) if(rs_rows * {rows} >= 65536) num_threads(rs_threads())",
+            "  for (int64_t rs_row = 0; rs_row < rs_rows; ++rs_row)",
+            f"    for (int64_t rs_k = 0; rs_k < {rows}; ++rs_k)",
+            f"      rs_xrows[rs_row * {rows} + rs_k] = {row_operand};",
+            "  const float* restrict x = rs_xrows;"]
+        release = ["  free(rs_xrows);"]
     if epilogue:
         operands += [f"  {line}" for line in epilogue.declarations]
         store = ["          const float rs_prod = run[(int64_t)(rs_row - r0) * " + str(nr) + " + j];",
@@ -220,7 +240,7 @@ def gemm_source(symbol: str, fmt: str, rows: int, cols: int, roles: dict[str, in
         "  (void)rs_syms; (void)mins;",
         f"  const int64_t rs_rows = {row_count};",
         "  if (rs_rows <= 0) return STATUS_OK;",
-        f"  if (rs_rows == 1) return {symbol}_one_row(rs_buffers, rs_syms);",
+        *rows_of_x,
         f"  const int64_t chunks = (rs_rows + {mc - 1}) / {mc};",
         f"  const int64_t tasks = chunks * {panels};",
         # columns are the parallel axis: each task decodes its own panel, no shared writes
@@ -246,5 +266,6 @@ def gemm_source(symbol: str, fmt: str, rows: int, cols: int, roles: dict[str, in
         *store,
         "      }",
         "  }",
+        *release,
         "  return rs_status;",
         "}"])

@@ -34,14 +34,22 @@ def quantized_gemm_spec(sch: Schedule) -> dict | None:
     scheduled). ``rows`` is the symbolic token count: the product of the output's leading
     dimensions, which the kernel evaluates from its symbolic arguments."""
     names = leaf_block_names(sch)
-    if len(names) < 2:
-        return None
     index = StmtIndex(sch.func)
-    decoder, product, *epilogues = (index.realize(n).block for n in names)
-    fmt = "_".join(decoder.name.rsplit("_", 2)[-2:])
-    if fmt not in GEMV_FORMATS or not isinstance(decoder.body, BufferStore) or product.init is None:
+    blocks = [index.realize(n).block for n in names]
+    products = [at for at, block in enumerate(blocks) if block.init is not None]
+    if len(products) != 1:
         return None
+    product, epilogues = blocks[products[0]], blocks[products[0] + 1:]
     params = {id(b): i for i, b in enumerate(sch.func.buffer_params)}
+    decoders = [b for b in blocks[:products[0]]
+                if any(id(r.buffer) in params and r.buffer.dtype in CODE_DTYPES for r in b.reads)]
+    if len(decoders) != 1:
+        return None
+    decoder = decoders[0]
+    prologue = [b for b in blocks[:products[0]] if b is not decoder]
+    fmt = "_".join(decoder.name.rsplit("_", 2)[-2:])
+    if fmt not in GEMV_FORMATS or not isinstance(decoder.body, BufferStore):
+        return None
     codes = [r.buffer for r in decoder.reads if id(r.buffer) in params and r.buffer.dtype in CODE_DTYPES]
     value = decoder.body.value
     if fmt == "q4_1":
@@ -55,9 +63,13 @@ def quantized_gemm_spec(sch: Schedule) -> dict | None:
     weight = decoder.writes[0].buffer
     outputs = [w.buffer for w in product.writes]
     others = [r.buffer for r in product.reads if r.buffer is not weight and r.buffer not in outputs]
-    if len(others) != 1 or len(outputs) != 1 or id(others[0]) not in params or weight.ndim != 2:
+    if len(others) != 1 or len(outputs) != 1 or weight.ndim != 2:
         return None
     x, product_out = others[0], outputs[0]
+    # x is a parameter, or computed from parameters by elementwise/layout blocks (the
+    # attention output's reshape and transpose): the kernel then gathers its rows first
+    if (id(x) in params) == bool(prologue) or not all(_is_layout_block(b) for b in prologue):
+        return None
     epilogue = element_epilogue(epilogues, product_out, params) if epilogues else None
     if epilogue is None and (epilogues or id(product_out) not in params):
         return None
@@ -72,17 +84,74 @@ def quantized_gemm_spec(sch: Schedule) -> dict | None:
         return None
     if all(const_int(d) == 1 for d in x.shape[:-1]):
         return None   # one token: the GEMV's
-    roles = {"codes": params[id(codes[0])], "scale": params[id(scales[0])], "x": params[id(x)],
-             "y": params[id(y)]}
+    roles = {"codes": params[id(codes[0])], "scale": params[id(scales[0])], "y": params[id(y)]}
     if mins:
         roles["min"] = params[id(mins[0])]
-    spec = {"format": fmt, "rows": rows, "cols": cols, "roles": roles}
+    if id(x) in params:
+        roles["x"] = params[id(x)]
+    spec = {"format": fmt, "rows": rows, "cols": cols, "roles": roles, "product": product.name}
     if epilogue:
         names = {"blocks": [b.name for b in epilogues], "product": product.name}
         if len({product.name, *names["blocks"]}) != len(epilogues) + 1:
             return None   # names that do not find the blocks again
         spec["epilogue"] = names
     return spec
+
+
+def _is_layout_block(block) -> bool:
+    return isinstance(block.body, BufferStore) and block.init is None and len(block.writes) == 1 and \
+        all(iv.kind == "S" for iv in block.iter_vars)
+
+
+def function_row_operand(func, spec: dict) -> dict | None:
+    """For a marked function whose ``x`` is not a parameter: the product's left operand at
+    ``(row, k)`` as an expression over the function's inputs, the layout blocks in front of
+    it (a reshape, a transpose) composed into it; None when the product's body is not
+    ``C = C + a * w`` or the operand reads anything a non-layout block writes."""
+    blocks = collect(func.body, lambda n: isinstance(n, Block))
+    block = next((b for b in blocks if b.name == spec["product"]), None)
+    if block is None or not isinstance(block.body, BufferStore) or len(block.iter_vars) < 3:
+        return None
+    store = block.body
+    value = store.value
+    if not isinstance(value, E.Add):
+        return None
+    terms = [t for t in (value.a, value.b)
+             if not (isinstance(t, E.BufferLoad) and t.buffer is store.buffer)]
+    if len(terms) != 1 or not isinstance(terms[0], E.Mul):
+        return None
+    written = {id(w.buffer) for b in blocks for w in b.writes}
+    producers = {id(b.writes[0].buffer): b for b in blocks
+                 if _is_layout_block(b) and [i for i in b.body.indices] == [iv.var for iv in b.iter_vars]}
+
+    def composed(expr, depth: int = 0):
+        """``expr`` with loads of layout blocks' buffers replaced by what they store, or None
+        when it reads another block's output or anything but float32."""
+        replaced = {}
+        for load in collect(expr, lambda n: isinstance(n, E.BufferLoad)):
+            producer = producers.get(id(load.buffer))
+            if producer is None:
+                if id(load.buffer) in written or load.buffer.dtype != "float32":
+                    return None
+                continue
+            if depth > 16:
+                return None
+            ivs = [iv.var for iv in producer.iter_vars]
+            inner = composed(substitute(producer.body.value, dict(zip(ivs, load.indices))), depth + 1)
+            if inner is None:
+                return None
+            replaced[load] = inner
+        return substitute(expr, replaced) if replaced else expr
+
+    row, k = E.Var("rs_row", "int64"), E.Var("rs_k", "int64")
+    *batch, i, j, kv = [iv.var for iv in block.iter_vars]
+    mapping = {**{v: E.IntImm(0, v.dtype) for v in batch}, i: row, kv: k}
+    for operand in (terms[0].a, terms[0].b):
+        uses = {id(n) for n in collect(operand, lambda n: isinstance(n, E.Var))}
+        found = composed(operand) if id(j) not in uses else None
+        if found is not None and collect(found, lambda n: isinstance(n, E.BufferLoad)):
+            return {"row": row, "k": k, "value": substitute(found, mapping)}
+    return None
 
 
 def function_element_epilogue(func, names: dict) -> dict:

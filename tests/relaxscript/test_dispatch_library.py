@@ -73,7 +73,8 @@ def _run(mod, args):
 def test_matmul_and_bias_add_become_one_library_call_each():
     mod = rx.from_source(MLP)
     after = DispatchLibrary()(mod)
-    assert _library_calls(after) == ["openblas.sgemm", "openblas.sgemm_bias"]
+    # rows b * n may be 2..16: the generated kernel (which hands 1 and > 16 rows to OpenBLAS at run time)
+    assert _library_calls(after) == ["generated.sgemm", "generated.sgemm_bias"]
     assert "relax.matmul" not in _ops(after) and "relax.add" not in _ops(after)
     assert "relax.nn.relu" in _ops(after)
     _check_roundtrip(after)
@@ -89,7 +90,7 @@ def test_shared_product_and_float64_are_not_folded():
     mod = rx.from_source(SHARED)
     after = DispatchLibrary()(mod)
     # lv0 is used twice: it stays a plain sgemm and the add stays an add; float64 stays matmul
-    assert _library_calls(after) == ["openblas.sgemm"]
+    assert _library_calls(after) == ["generated.sgemm"]
     assert _ops(after).count("relax.add") == 1 and _ops(after).count("relax.matmul") == 1
     _check_roundtrip(after)
     rng = np.random.default_rng(1)
@@ -132,7 +133,7 @@ def main(x: R.Tensor(("n", 4), "float32"), s: R.Tensor((4,), "float32"), w: R.Te
 ''')
         mod = mod if hasattr(mod, "functions") else rx.IRModule({"main": mod})
         after = DispatchLibrary(registry)(mod)
-        assert _library_calls(after) == ["openblas.sgemm", name]
+        assert _library_calls(after) == ["generated.sgemm", name]
         _check_roundtrip(after)
         rng = np.random.default_rng(2)
         args = [rng.standard_normal((5, 4)).astype(np.float32), rng.standard_normal(4).astype(np.float32),

@@ -36,6 +36,7 @@ from ..expr_functor import ExprVisitor, PassMutator
 from ..irmodule import IRModule
 from ..op import call_dps_library
 from ..struct_info import TensorStructInfo
+from .gemm_choice import GemmChoice, choose_gemm_library, product_rows
 from .pass_infra import Pass
 
 
@@ -89,6 +90,11 @@ class LibraryPattern:
     pattern: OpPattern
     args: tuple
     check: Callable[[PatternMatch, Analyzer], bool] | None = None
+    # (match, analyzer) -> (library, reason): picks among libraries per match (default: ``library``)
+    choose: Callable[[PatternMatch, Analyzer], tuple[str, str]] | None = None
+
+    def library_for(self, match: PatternMatch, analyzer: Analyzer) -> tuple[str, str]:
+        return (self.library, "") if self.choose is None else self.choose(match, analyzer)
 
     def __post_init__(self):
         known = set(_wildcards(self.pattern))
@@ -165,23 +171,30 @@ def _sgemm_nt_operands(match: PatternMatch, analyzer: Analyzer) -> bool:
     return _sgemm_operands(match, analyzer) and (axes is None or tuple(axes) == (1, 0))
 
 
+def _choose(kind: str):
+    """OpenBLAS or the generated GEMM for this match (transform/gemm_choice.py says why)."""
+    def choose(match: PatternMatch, analyzer: Analyzer) -> tuple[str, str]:
+        return choose_gemm_library(kind, product_rows(match.sinfo("a").shape), analyzer)
+    return choose
+
+
 SGEMM_BATCHED_PATTERN = LibraryPattern("sgemm_batched", blas_library.SGEMM_BATCHED,
                                        is_op("relax.matmul", wildcard("a"), wildcard("b")), ("a", "b"),
                                        _sgemm_batched_operands)
 SGEMM_PATTERN = LibraryPattern("sgemm", blas_library.SGEMM,
                                is_op("relax.matmul", wildcard("a"), wildcard("b")), ("a", "b"),
-                               _sgemm_operands)
+                               _sgemm_operands, _choose("sgemm"))
 SGEMM_BIAS_PATTERN = LibraryPattern(
     "sgemm_bias", blas_library.SGEMM_BIAS,
     is_op("relax.add", is_op("relax.matmul", wildcard("a"), wildcard("b")), wildcard("bias"),
           commutative=True),
-    ("a", "b", "bias"), _sgemm_bias_operands)
+    ("a", "b", "bias"), _sgemm_bias_operands, _choose("sgemm_bias"))
 
 # x @ w.T with w (out, in) as a linear layer stores it: BLAS reads w transposed, no copy is made
 SGEMM_NT_PATTERN = LibraryPattern(
     "sgemm_nt", blas_library.SGEMM_NT,
     is_op("relax.matmul", wildcard("a"), is_op("relax.permute_dims", wildcard("b"))), ("a", "b"),
-    _sgemm_nt_operands)
+    _sgemm_nt_operands, _choose("sgemm_nt"))
 
 DEFAULT_CPU_REGISTRY = LibraryRegistry([SGEMM_BIAS_PATTERN, SGEMM_NT_PATTERN, SGEMM_PATTERN,
                                         SGEMM_BATCHED_PATTERN])
@@ -301,12 +314,19 @@ class _Dispatcher(PassMutator):
         self.plans: dict[int, tuple[LibraryPattern, PatternMatch]] = {}
         self.consumed: set[int] = set()
         self.uses: dict[int, int] = {}
+        self.choices: list[GemmChoice] = []
+        self.function_name = ""
+
+    def transform_module(self, mod: IRModule) -> IRModule:
+        self.module_names = {id(f): name for name, f in mod.relax_functions.items()}
+        return super().transform_module(mod)
 
     @handles(Function)
     def visit_Function(self, func):
         counter = _UseCounter()
         counter.visit(func)
         self.uses = counter.counts
+        self.function_name = getattr(self, "module_names", {}).get(id(func), self.function_name)
         return super().visit_Function(func)
 
     @handles(SeqExpr)
@@ -325,9 +345,13 @@ class _Dispatcher(PassMutator):
         if planned is None:
             return super().visit_binding(binding)
         lib_pattern, m = planned
+        library, reason = lib_pattern.library_for(m, self.builder.analyzer)
+        if reason:
+            a = m.sinfo("a")
+            rows = product_rows(a.shape) if a.shape is not None else "?"
+            self.choices.append(GemmChoice(self.function_name, binding.var.name_hint, str(rows), library, reason))
         args = [self.visit_expr(m.values[name]) for name in lib_pattern.args]
-        call = self.builder.normalize(call_dps_library(lib_pattern.library, args,
-                                                       binding.var.struct_info))
+        call = self.builder.normalize(call_dps_library(library, args, binding.var.struct_info))
         new_var = self._rebind(binding.var, call)
         if new_var is not binding.var:
             self.var_remap[binding.var] = new_var
@@ -340,10 +364,21 @@ class DispatchLibrary(Pass):
 
     def __init__(self, registry: LibraryRegistry | None = None):
         self.registry = DEFAULT_CPU_REGISTRY if registry is None else registry
+        self.choices: list[GemmChoice] = []   # the last run's matmul choices, with reasons
 
     def transform_module(self, mod: IRModule, ctx) -> IRModule:
-        return _Dispatcher(mod, self.registry).transform_module(mod)
+        dispatcher = _Dispatcher(mod, self.registry)
+        result = dispatcher.transform_module(mod)
+        self.choices = dispatcher.choices
+        return result
 
 
-__all__ = ["DispatchLibrary", "LibraryPattern", "LibraryRegistry", "LibraryPatternError", "PatternMatch",
+def gemm_dispatch_report(mod: IRModule, registry: LibraryRegistry | None = None) -> list[GemmChoice]:
+    """Which library each float32 matmul of ``mod`` goes to, and why (DispatchLibrary's choices)."""
+    dispatch = DispatchLibrary(registry)
+    dispatch(mod)
+    return dispatch.choices
+
+
+__all__ = ["DispatchLibrary", "GemmChoice", "gemm_dispatch_report", "LibraryPattern", "LibraryRegistry", "LibraryPatternError", "PatternMatch",
            "DEFAULT_CPU_REGISTRY", "register_library_pattern", "is_op", "wildcard"]

@@ -1,0 +1,98 @@
+"""Generated fp32 GEMM (backends/c/gemm) against OpenBLAS, side by side in one process.
+
+Both are called through their native VM entries (``rs_gen_sgemm[_nt]_native`` and the OpenBLAS
+shim's ``rs_sgemm[_nt]_native``, the calls a C build's VM makes) with the same operands and
+threads, interleaved shape by shape and round by round, keeping each side's best median, so
+load from other processes hits both alike. Shapes are the matmuls of the benchmark workloads
+(workloads.py: the MLP's 1024->4096->1024, the Llama prefill's merged QKV, output, merged
+gate/up and down projections) at several row counts ``m`` (the workloads' symbolic ``n``),
+plus square products for the large-``m`` target. Prints GFLOP/s, the generated kernel's
+variant, and generated/OpenBLAS. On a shared machine the numbers are noisy.
+
+    python benchmarks/bench_gemm.py [--rows 1 4 16 64 128 512 1024] [--threads 2]
+"""
+from __future__ import annotations
+
+import argparse
+import ctypes
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from timing import format_table, median_ms  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+from backends.blas import native_address as blas_address  # noqa: E402
+from backends.c.gemm import library as gemm_library  # noqa: E402
+from backends.c.gemm.params import gemm_params  # noqa: E402
+
+# (label, k, n, weight stored (out, in) and read transposed)
+SHAPES = [
+    ("mlp w1 1024->4096", 1024, 4096, False),
+    ("mlp w2 4096->1024", 4096, 1024, False),
+    ("llama qkv 512->1536", 512, 1536, False),
+    ("llama wo 512->512", 512, 512, False),
+    ("llama gate/up 512->2816", 512, 2816, False),
+    ("llama down 1408->512", 1408, 512, False),
+    ("nn.Linear 576->1536 (w.T)", 576, 1536, True),
+]
+SQUARE = [("square 1024", 1024, 1024, False), ("square 2048", 2048, 2048, False)]
+
+_CALL = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p)
+
+
+def native(address: int):
+    return _CALL(address)
+
+
+def time_call(fn, a, b, c, m, n, k, threads) -> float:
+    """The native entry's median; params {m, n, k, threads, policy 0: generated code only} (the
+    OpenBLAS shim reads the first four)."""
+    operands = (ctypes.c_void_p * 3)(a.ctypes.data, b.ctypes.data, c.ctypes.data)
+    params = (ctypes.c_int64 * 5)(m, n, k, threads, 0)
+    return median_ms(lambda: fn(operands, params), min_runs=5, max_runs=200, budget_s=0.3, warmup_s=0.05)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rows", type=int, nargs="+", default=[1, 4, 16, 17, 64, 128, 512, 1024])
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--square", action="store_true", help="also square 1024 and 2048 at m = their size")
+    args = parser.parse_args()
+    params = gemm_params()
+    print(f"generated kernel: {params.describe()}")
+    blas_nn, blas_nt = blas_address("rs_sgemm_native"), blas_address("rs_sgemm_nt_native")
+    if blas_nn is None:
+        sys.exit("OpenBLAS is not available: nothing to compare against")
+    peers = {False: (native(gemm_library.native_address("rs_gen_sgemm_native")), native(blas_nn)),
+             True: (native(gemm_library.native_address("rs_gen_sgemm_nt_native")), native(blas_nt))}
+    cases = [(label, m, k, n, nt) for label, k, n, nt in SHAPES for m in args.rows]
+    if args.square:
+        cases += [(label, k, k, n, nt) for label, k, n, nt in SQUARE]
+    rng = np.random.default_rng(0)
+    rows = []
+    for label, m, k, n, nt in cases:
+        a = rng.standard_normal((m, k), dtype=np.float32)
+        b = rng.standard_normal((n, k) if nt else (k, n), dtype=np.float32)
+        c_gen, c_blas = np.empty((m, n), np.float32), np.empty((m, n), np.float32)
+        generated, blas = peers[nt]
+        best_gen = best_blas = float("inf")
+        for _ in range(args.rounds):
+            best_gen = min(best_gen, time_call(generated, a, b, c_gen, m, n, k, args.threads))
+            best_blas = min(best_blas, time_call(blas, a, b, c_blas, m, n, k, args.threads))
+        np.testing.assert_allclose(c_gen, c_blas, rtol=1e-3, atol=1e-3 * np.sqrt(k))
+        gflop = 2.0 * m * n * k / 1e9
+        rows.append([label, str(m), gemm_library.variant(m, args.threads), f"{best_gen:.3f}",
+                     f"{best_blas:.3f}", f"{gflop / best_gen * 1e3:.1f}", f"{gflop / best_blas * 1e3:.1f}",
+                     f"{best_blas / best_gen:.2f}"])
+        print("  ".join(rows[-1]), flush=True)
+    print()
+    print(format_table(["matmul", "m", "variant", "generated ms", "openblas ms", "gen GFLOP/s",
+                        "blas GFLOP/s", "gen speedup"], rows))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,336 @@
+"""C source of the blocked, threaded fp32 GEMM built around the micro-kernel.
+
+``rs_gen_gemm(m, n, k, a, b, trans_b, c, bias, residual, act, threads)`` computes
+``c = act(a @ op(b) + bias + residual)`` (``a`` m x k, ``op(b)`` k x n with ``b`` (k x n), or
+(n x k) read transposed when ``trans_b``; ``bias`` (n) and ``residual`` (m x n) may be NULL;
+``act`` one of ``ACTIVATIONS``). Everything is row-major and contiguous.
+
+Variants, chosen per call by the actual ``m`` (the symbolic row count, ``n`` tokens):
+
+- **skinny** (``m <= skinny_rows``, 16 with a 32 KiB L1): A is not packed; the micro-kernel
+  reads its rows in place (``m x kc`` floats stay in L1 beside the B panel, so packing would
+  only add a copy as large as the product's reads). B is packed ``kc`` rows at a time in
+  chunks of L2's size, reading each row as one contiguous run, so one pass over the weight
+  serves every row of A. Threads split the columns.
+- **medium** (``skinny_rows < m < threads * mc``): A and B packed (Goto/BLIS loops
+  ``jc -> pc -> ic -> jr -> ir``); threads split the columns, each packing the whole (small)
+  A block itself rather than waiting at a barrier for a shared one.
+- **large** (``m >= threads * mc``): the same loops, threads split the rows in ``mc`` blocks:
+  every thread gets whole L2 blocks of A and packs its own B blocks.
+
+Products below ``MIN_FLOPS_TO_SPLIT`` run on one thread (handing work over costs more).
+The epilogue (bias, residual, activation) is applied to each register tile right after its
+last k block, while the tile is in L1. Pack buffers are per thread, grown on demand and kept
+(OpenMP's threads persist, so a call allocates nothing once warm).
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+
+from .microkernel import emit_microkernel, vector_typedefs
+from .params import GemmParams
+
+ACTIVATIONS = {"none": 0, "relu": 1, "silu": 2}
+# 2 * m * n * k below this: one thread (a parallel region costs ~5-10 us on this class of machine)
+MIN_FLOPS_TO_SPLIT = 1 << 21
+# Rows of B the skinny variant streams at once (contiguous runs, one per row, swept across the
+# columns): few enough for the hardware prefetchers to follow every stream.
+SKINNY_KC = 16
+# With more rows than one register tile, each B panel feeds several kernel calls, and a call over
+# only 16 k steps spends as long on its tile's loads and stores as on its multiply-adds.
+SKINNY_KC_TILES = 64
+
+
+def _row_kernels(params: GemmParams) -> str:
+    """Micro-kernels reading A in place, one per row count 1..mr (a skinny product of 1 row does
+    not pay for mr rows of multiply-adds), with B packed or read in place, and their dispatch."""
+    out = []
+    for b_packed, suffix in ((True, ""), (False, "_direct_b")):
+        b_param = "const float* b" if b_packed else "const float* b, int ldb"
+        b_args = "b" if b_packed else "b, ldb"
+        cases = []
+        for rows in range(1, params.mr + 1):
+            name = f"rs_gemm_kernel_rows{rows}{suffix}"
+            out.append(emit_microkernel(name, replace(params, mr=rows), a_packed=False, b_packed=b_packed))
+            cases.append(f"    case {rows}: {name}(kc, a, lda, {b_args}, c, ldc, {rows}, cols, acc); return;")
+        out.append(f"static inline void kernel_rows{suffix}(int rows, int kc, const float* a, int lda, {b_param}, "
+                   "float* c, int ldc, int cols, int acc) {\n  switch (rows) {\n" + "\n".join(cases) + "\n  }\n}\n")
+    return "\n".join(out)
+
+
+def variant_for(m: int, params: GemmParams, threads: int, blas: bool = False) -> str:
+    """The variant ``rs_gen_gemm`` runs for ``m`` rows (the same conditions as the C code); with
+    ``blas`` (policy 1, OpenBLAS bound) one row and more than ``skinny_rows`` go to OpenBLAS."""
+    if blas and (m == 1 or m > params.skinny_rows):
+        return "openblas"
+    if m <= params.skinny_rows:
+        return "skinny"
+    return "large" if m >= threads * params.mc else "medium"
+
+
+def emit_gemm_library(params: GemmParams) -> str:
+    """The whole translation unit: micro-kernels, packing, drivers and the VM's native entries."""
+    mr, nr, kc, mc, nc = params.mr, params.nr, params.kc, params.mc, params.nc
+    return f"""/* generated fp32 GEMM: {params.describe()} */
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <math.h>
+#include <omp.h>
+{vector_typedefs(params)}
+#define MR {mr}
+#define NR {nr}
+#define KC {kc}
+#define MC {mc}
+#define NC {nc}
+#define SKINNY_ROWS {params.skinny_rows}
+#define SKINNY_NC {params.skinny_nc}
+#define SKINNY_KC {SKINNY_KC}
+#define SKINNY_KC_TILES {SKINNY_KC_TILES}
+#define MIN_FLOPS_TO_SPLIT {MIN_FLOPS_TO_SPLIT}L
+
+{emit_microkernel("rs_gemm_kernel_packed", params)}
+{_row_kernels(params)}
+static int* rs_team_cell;
+void rs_bind_team(int* cell) {{ rs_team_cell = cell; }}
+static int team_threads(int threads) {{
+  if (threads > 0) return threads;
+  if (rs_team_cell != NULL && *rs_team_cell > 0) return *rs_team_cell;
+  return omp_get_max_threads();
+}}
+static long min_long(long x, long y) {{ return x < y ? x : y; }}
+
+/* per-thread pack buffers, grown on demand and kept */
+static __thread float* rs_pack_a; static __thread size_t rs_pack_a_cap;
+static __thread float* rs_pack_b; static __thread size_t rs_pack_b_cap;
+static float* grow(float** buf, size_t* cap, size_t floats) {{
+  if (*cap >= floats) return *buf;
+  free(*buf);
+  *buf = (float*)aligned_alloc(64, (floats * sizeof(float) + 63) / 64 * 64);
+  *cap = *buf == NULL ? 0 : floats;
+  return *buf;
+}}
+
+/* op(B)[p0 : p0+kcb, j0 : j0+w] into k-major panels of NR columns, zero-padded to NR */
+static void pack_b(int kcb, int w, const float* b, long ldb, int trans_b, long p0, long j0, float* out) {{
+  for (int jp = 0; jp < w; jp += NR) {{
+    const int cols = w - jp < NR ? w - jp : NR;
+    float* panel = out + (long)jp * kcb;
+    if (!trans_b) {{
+      for (int p = 0; p < kcb; ++p) {{
+        const float* src = b + (p0 + p) * ldb + j0 + jp;
+        float* dst = panel + (long)p * NR;
+        if (cols == NR) {{ for (int j = 0; j < NR; ++j) dst[j] = src[j]; }}
+        else {{ int j = 0; for (; j < cols; ++j) dst[j] = src[j]; for (; j < NR; ++j) dst[j] = 0.0f; }}
+      }}
+    }} else {{   /* b is (n x k): row j of b is column j of op(b), contiguous in p */
+      for (int j = 0; j < NR; ++j) {{
+        if (j < cols) {{
+          const float* src = b + (j0 + jp + j) * ldb + p0;
+          for (int p = 0; p < kcb; ++p) panel[(long)p * NR + j] = src[p];
+        }} else {{
+          for (int p = 0; p < kcb; ++p) panel[(long)p * NR + j] = 0.0f;
+        }}
+      }}
+    }}
+  }}
+}}
+
+/* A[i0 : i0+h, p0 : p0+kcb] into k-major panels of MR rows, zero-padded to MR */
+static void pack_a(int kcb, int h, const float* a, long lda, long i0, long p0, float* out) {{
+  for (int ip = 0; ip < h; ip += MR) {{
+    const int rows = h - ip < MR ? h - ip : MR;
+    float* panel = out + (long)ip * kcb;
+    for (int i = 0; i < MR; ++i) {{
+      if (i < rows) {{
+        const float* src = a + (i0 + ip + i) * lda + p0;
+        for (int p = 0; p < kcb; ++p) panel[(long)p * MR + i] = src[p];
+      }} else {{
+        for (int p = 0; p < kcb; ++p) panel[(long)p * MR + i] = 0.0f;
+      }}
+    }}
+  }}
+}}
+
+typedef struct {{ const float* bias; const float* residual; int act; }} epilogue_t;
+
+/* c = act(c + bias + residual) on one tile; the pointers are already at the tile's origin */
+static void apply_epilogue(float* c, long ldc, int rows, int cols, const float* bias,
+                           const float* residual, int act) {{
+  for (int i = 0; i < rows; ++i) {{
+    float* row = c + (long)i * ldc;
+    const float* res = residual == NULL ? NULL : residual + (long)i * ldc;
+    for (int j = 0; j < cols; ++j) {{
+      float v = row[j];
+      if (bias != NULL) v += bias[j];
+      if (res != NULL) v += res[j];
+      if (act == 1) v = v > 0.0f ? v : 0.0f;
+      else if (act == 2) v = v / (1.0f + expf(-v));
+      row[j] = v;
+    }}
+  }}
+}}
+
+static int has_epilogue(const epilogue_t* e) {{ return e->bias != NULL || e->residual != NULL || e->act != 0; }}
+
+/* one thread's share: rows [i0, i0+h) x columns [j0, j0+w) of c, A read in place (skinny) */
+static int block_skinny(long h, long w, long k, const float* a, const float* b, int trans_b, float* c,
+                        long n, long i0, long j0, const epilogue_t* e) {{
+  if (!trans_b) {{
+    /* B read in place: SKINNY_KC rows at a time, each swept left to right across the thread's
+       columns (that many contiguous streams, which the prefetchers follow), accumulating into c */
+    float edge[SKINNY_KC_TILES * NR];
+    const long skc = h <= MR ? SKINNY_KC : SKINNY_KC_TILES;
+    for (long pc = 0; pc < k; pc += skc) {{
+      const int kcb = (int)min_long(skc, k - pc);
+      const int last = pc + kcb >= k;
+      for (long jr = 0; jr < w; jr += NR) {{
+        const int cols = (int)min_long(NR, w - jr);
+        const float* bt = b + pc * n + j0 + jr;
+        if (cols < NR) pack_b(kcb, cols, b, n, 0, pc, j0 + jr, edge);
+        for (long ir = 0; ir < h; ir += MR) {{
+          const int rows = (int)min_long(MR, h - ir);
+          float* ct = c + (i0 + ir) * n + j0 + jr;
+          const float* at = a + (i0 + ir) * k + pc;
+          if (cols == NR) kernel_rows_direct_b(rows, kcb, at, (int)k, bt, (int)n, ct, (int)n, cols, pc > 0);
+          else kernel_rows(rows, kcb, at, (int)k, edge, ct, (int)n, cols, pc > 0);
+          if (last && has_epilogue(e))
+            apply_epilogue(ct, n, rows, cols, e->bias == NULL ? NULL : e->bias + j0 + jr,
+                           e->residual == NULL ? NULL : e->residual + (i0 + ir) * n + j0 + jr, e->act);
+        }}
+      }}
+    }}
+    return 0;
+  }}
+  /* b is (n x k): pack kc x SKINNY_NC chunks, reading each of its rows as one contiguous run */
+  float* bp = grow(&rs_pack_b, &rs_pack_b_cap, (size_t)KC * SKINNY_NC);
+  if (bp == NULL) return -1;
+  for (long jc = 0; jc < w; jc += SKINNY_NC) {{
+    const int wc = (int)min_long(SKINNY_NC, w - jc);
+    for (long pc = 0; pc < k; pc += KC) {{
+      const int kcb = (int)min_long(KC, k - pc);
+      const int last = pc + kcb >= k;
+      pack_b(kcb, wc, b, k, 1, pc, j0 + jc, bp);
+      for (int jr = 0; jr < wc; jr += NR) {{
+        const int cols = wc - jr < NR ? wc - jr : NR;
+        for (long ir = 0; ir < h; ir += MR) {{
+          const int rows = (int)min_long(MR, h - ir);
+          float* ct = c + (i0 + ir) * n + j0 + jc + jr;
+          kernel_rows(rows, kcb, a + (i0 + ir) * k + pc, (int)k, bp + (long)jr * kcb, ct, (int)n, cols, pc > 0);
+          if (last && has_epilogue(e))
+            apply_epilogue(ct, n, rows, cols, e->bias == NULL ? NULL : e->bias + j0 + jc + jr,
+                           e->residual == NULL ? NULL : e->residual + (i0 + ir) * n + j0 + jc + jr, e->act);
+        }}
+      }}
+    }}
+  }}
+  return 0;
+}}
+
+/* one thread's share with A and B packed (medium and large) */
+static int block_packed(long h, long w, long k, const float* a, const float* b, int trans_b, float* c,
+                        long n, long i0, long j0, const epilogue_t* e) {{
+  float* ap = grow(&rs_pack_a, &rs_pack_a_cap, (size_t)KC * MC);
+  float* bp = grow(&rs_pack_b, &rs_pack_b_cap, (size_t)KC * (min_long(NC, w) + NR));
+  if (ap == NULL || bp == NULL) return -1;
+  for (long jc = 0; jc < w; jc += NC) {{
+    const int wc = (int)min_long(NC, w - jc);
+    for (long pc = 0; pc < k; pc += KC) {{
+      const int kcb = (int)min_long(KC, k - pc);
+      const int last = pc + kcb >= k;
+      pack_b(kcb, wc, b, trans_b ? k : n, trans_b, pc, j0 + jc, bp);
+      for (long ic = 0; ic < h; ic += MC) {{
+        const int hc = (int)min_long(MC, h - ic);
+        pack_a(kcb, hc, a, k, i0 + ic, pc, ap);
+        for (int jr = 0; jr < wc; jr += NR) {{
+          const int cols = wc - jr < NR ? wc - jr : NR;
+          for (int ir = 0; ir < hc; ir += MR) {{
+            const int rows = hc - ir < MR ? hc - ir : MR;
+            float* ct = c + (i0 + ic + ir) * n + j0 + jc + jr;
+            rs_gemm_kernel_packed(kcb, ap + (long)ir * kcb, bp + (long)jr * kcb, ct, (int)n, rows, cols,
+                                  pc > 0);
+            if (last && has_epilogue(e))
+              apply_epilogue(ct, n, rows, cols, e->bias == NULL ? NULL : e->bias + j0 + jc + jr,
+                             e->residual == NULL ? NULL : e->residual + (i0 + ic + ir) * n + j0 + jc + jr,
+                             e->act);
+          }}
+        }}
+      }}
+    }}
+  }}
+  return 0;
+}}
+
+/* OpenBLAS through its shim (backends/blas_parallel.py's rs_sgemm), bound at load when the
+   target has it: the run-time choice hands it the row counts its packed kernels serve better */
+typedef int (*rs_blas_gemm_fn)(int, int, long, long, long, float, const float*, const float*, float, float*, int);
+static rs_blas_gemm_fn rs_blas_gemm;
+void rs_gen_bind_blas(rs_blas_gemm_fn f) {{ rs_blas_gemm = f; }}
+
+/* Which variant runs for m rows: 0 skinny, 1 medium, 2 large (the documented conditions), 3
+   OpenBLAS. With policy 1 and OpenBLAS bound, m == 1 (its sgemv path streams the weight at the
+   memory's rate) and m > SKINNY_ROWS (its packed kernels) go to OpenBLAS; policy 0 always runs
+   the generated code. */
+int rs_gen_gemm_variant(long m, int threads, int policy) {{
+  threads = team_threads(threads);
+  if (policy == 1 && rs_blas_gemm != NULL && (m == 1 || m > SKINNY_ROWS)) return 3;
+  if (m <= SKINNY_ROWS) return 0;
+  return m >= (long)threads * MC ? 2 : 1;
+}}
+
+int rs_gen_gemm(long m, long n, long k, const float* a, const float* b, int trans_b, float* c,
+                const float* bias, const float* residual, int act, int threads, int policy) {{
+  threads = team_threads(threads);
+  if (m <= 0 || n <= 0) return 0;
+  const epilogue_t e = {{bias, residual, act}};
+  const int variant = rs_gen_gemm_variant(m, threads, policy);
+  if (k <= 0 || variant == 3) {{
+    if (k > 0) {{   /* c starts as the bias (or zero) and OpenBLAS adds the product (beta = 1) */
+      for (long i = 0; i < m; ++i)
+        for (long j = 0; j < n; ++j) c[i * n + j] = bias == NULL ? 0.0f : bias[j];
+      const int status = rs_blas_gemm(0, trans_b, m, n, k, 1.0f, a, b, 1.0f, c, threads);
+      if (status != 0) return status;
+    }} else {{
+      for (long i = 0; i < m * n; ++i) c[i] = bias == NULL ? 0.0f : bias[i % n];   /* an empty sum */
+    }}
+    if (residual != NULL || act != 0)
+      for (long i = 0; i < m; ++i)
+        apply_epilogue(c + i * n, n, 1, (int)n, NULL, residual == NULL ? NULL : residual + i * n, act);
+    return 0;
+  }}
+  if (2.0 * m * n * k < MIN_FLOPS_TO_SPLIT) threads = 1;
+  int status = 0;
+  /* columns are split in whole NR panels; rows (large) in whole MC blocks */
+  const long col_units = (n + NR - 1) / NR, row_units = (m + MC - 1) / MC;
+  const int parts = (int)min_long(threads, variant == 2 ? row_units : col_units);
+  #pragma omp parallel num_threads(parts) if(parts > 1) reduction(|:status)
+  {{
+    const int t = omp_get_thread_num(), count = omp_get_num_threads();
+    long i0 = 0, h = m, j0 = 0, w = n;
+    if (variant == 2) {{
+      i0 = row_units * t / count * MC; h = min_long(m, row_units * (t + 1) / count * MC) - i0;
+    }} else {{
+      j0 = col_units * t / count * NR; w = min_long(n, col_units * (t + 1) / count * NR) - j0;
+    }}
+    if (h > 0 && w > 0)
+      status |= variant == 0 ? block_skinny(h, w, k, a, b, trans_b, c, n, i0, j0, &e)
+                             : block_packed(h, w, k, a, b, trans_b, c, n, i0, j0, &e);
+  }}
+  return status;
+}}
+
+/* The VM's native calls (library.NativeCall): operands {{a, b[, bias], c}}, params
+   {{m, n, k, threads, policy}}; threads 0 follows the team size. */
+int rs_gen_sgemm_native(void* const* o, const int64_t* p) {{
+  return rs_gen_gemm(p[0], p[1], p[2], (const float*)o[0], (const float*)o[1], 0, (float*)o[2], NULL, NULL, 0,
+                     (int)p[3], (int)p[4]);
+}}
+int rs_gen_sgemm_nt_native(void* const* o, const int64_t* p) {{
+  return rs_gen_gemm(p[0], p[1], p[2], (const float*)o[0], (const float*)o[1], 1, (float*)o[2], NULL, NULL, 0,
+                     (int)p[3], (int)p[4]);
+}}
+int rs_gen_sgemm_bias_native(void* const* o, const int64_t* p) {{
+  return rs_gen_gemm(p[0], p[1], p[2], (const float*)o[0], (const float*)o[1], 0, (float*)o[3],
+                     (const float*)o[2], NULL, 0, (int)p[3], (int)p[4]);
+}}
+"""

@@ -1,0 +1,135 @@
+"""The generated GEMM compiled once per process (content-hashed C cache) and its library entries.
+
+``generated.sgemm(a, b) -> c``, ``generated.sgemm_nt(a, b) -> c`` (b is (n, k), read transposed)
+and ``generated.sgemm_bias(a, b, bias) -> c`` mirror the ``openblas.*`` entries
+(``backends/library_blas.py``): same operands, same shapes, same destination-passing form, so
+DispatchLibrary can send a matmul to either. The NumPy implementation serves the interpreter;
+the VM of a C build calls the native entries directly.
+"""
+from __future__ import annotations
+
+import ctypes
+import functools
+
+import numpy as np
+
+from tensorir.errors import ShapeMismatchError
+
+from ... import blas
+from ...blas import native_params, product_dims
+from ...library import NativeCall, register_library
+from ..compiler import compile_shared
+from .driver import ACTIVATIONS, emit_gemm_library
+from .params import GemmParams, gemm_params
+
+SGEMM = "generated.sgemm"
+SGEMM_NT = "generated.sgemm_nt"
+SGEMM_BIAS = "generated.sgemm_bias"
+
+_P, _L, _I = ctypes.c_void_p, ctypes.c_long, ctypes.c_int
+
+
+@functools.lru_cache(maxsize=None)
+def compiled(params: GemmParams | None = None) -> ctypes.CDLL:
+    """The library for ``params`` (this machine's by default), compiled once into the cache."""
+    from ...threading import bind, prepare_openmp
+    path, _ = compile_shared(emit_gemm_library(gemm_params() if params is None else params))
+    prepare_openmp()
+    lib = ctypes.CDLL(str(path))
+    lib.rs_gen_gemm.argtypes = [_L, _L, _L, _P, _P, _I, _P, _P, _P, _I, _I, _I]
+    lib.rs_gen_gemm.restype = _I
+    lib.rs_gen_gemm_variant.argtypes = [_L, _I, _I]
+    lib.rs_gen_gemm_variant.restype = _I
+    lib.rs_gen_bind_blas.argtypes = [_P]
+    lib.rs_gen_bind_blas.restype = None
+    if blas.backend() == "openblas":
+        lib.rs_gen_bind_blas(blas.native_address("rs_sgemm"))
+    bind(lib)
+    return lib
+
+
+VARIANTS = ("skinny", "medium", "large", "openblas")
+GENERATED_ONLY, WITH_BLAS = 0, 1   # the run-time policy: see driver.py
+
+
+def variant(m: int, threads: int = 0, params: GemmParams | None = None, policy: int = GENERATED_ONLY) -> str:
+    """The variant the compiled library runs for ``m`` rows (asked of the C code itself)."""
+    return VARIANTS[compiled(params).rs_gen_gemm_variant(m, threads, policy)]
+
+
+def _checked(name: str, array: np.ndarray | None, shape: tuple | None = None) -> int | None:
+    if array is None:
+        return None
+    if not isinstance(array, np.ndarray) or array.dtype != np.float32 or not array.flags.c_contiguous:
+        raise ShapeMismatchError(f"generated gemm: {name} must be a C-contiguous float32 array, got "
+                                 f"{getattr(array, 'dtype', type(array).__name__)}")
+    if shape is not None and array.size != int(np.prod(shape)):
+        raise ShapeMismatchError(f"generated gemm: {name} has shape {array.shape}, expected {shape}")
+    return array.ctypes.data
+
+
+def gemm(a: np.ndarray, b: np.ndarray, c: np.ndarray, trans_b: bool = False, bias: np.ndarray | None = None,
+         residual: np.ndarray | None = None, act: str = "none", threads: int = 0,
+         params: GemmParams | None = None, policy: int = GENERATED_ONLY) -> None:
+    """``c = act(a @ op(b) + bias + residual)`` in place, through the generated kernel. ``a``'s leading
+    dims are flattened into rows as in ``backends.blas.sgemm``."""
+    if act not in ACTIVATIONS:
+        raise ValueError(f"generated gemm: unknown activation {act!r} (known: {sorted(ACTIVATIONS)})")
+    m, n, k = product_dims(a.shape, b.shape, c.shape, trans_b=trans_b)
+    ptrs = [_checked("a", a), _checked("b", b), _checked("c", c), _checked("bias", bias, (n,)),
+            _checked("residual", residual, (m, n))]
+    status = compiled(params).rs_gen_gemm(m, n, k, ptrs[0], ptrs[1], int(trans_b), ptrs[2], ptrs[3], ptrs[4],
+                                          ACTIVATIONS[act], threads, policy)
+    if status != 0:
+        raise MemoryError("generated gemm: cannot allocate its packing buffers")
+
+
+def native_address(symbol: str) -> int | None:
+    try:
+        lib = compiled()
+    except Exception:  # noqa: BLE001 - no C compiler: the VM falls back to the NumPy implementation
+        return None
+    return ctypes.cast(getattr(lib, symbol), ctypes.c_void_p).value
+
+
+def _sgemm_numpy(a, b, c) -> None:
+    c.reshape(-1, c.shape[-1])[...] = np.asarray(a).reshape(-1, a.shape[-1]) @ b
+
+
+def _sgemm_nt_numpy(a, b, c) -> None:
+    c.reshape(-1, c.shape[-1])[...] = np.asarray(a).reshape(-1, a.shape[-1]) @ np.asarray(b).T
+
+
+def _check_bias(bias_shape: tuple, c_shape: tuple) -> None:
+    if bias_shape[-1:] != c_shape[-1:] or int(np.prod(bias_shape)) != c_shape[-1]:
+        raise ShapeMismatchError(f"{SGEMM_BIAS}: bias of shape {bias_shape} does not match the "
+                                 f"{c_shape[-1]} output columns")
+
+
+def _sgemm_bias_numpy(a, b, bias, c) -> None:
+    _check_bias(bias.shape, c.shape)
+    c.reshape(-1, c.shape[-1])[...] = np.asarray(a).reshape(-1, a.shape[-1]) @ b + bias.reshape(1, -1)
+
+
+def _nt_params(a_shape, b_shape, c_shape) -> tuple:
+    return (*product_dims(a_shape, b_shape, c_shape, trans_b=True), 0, WITH_BLAS)
+
+
+def _plain_params(a_shape, b_shape, c_shape) -> tuple:
+    """``(m, n, k, threads, policy)``: threads 0 follows the team size; the library entries let the
+    run-time choice hand one row and large ``m`` to OpenBLAS where the target has it."""
+    m, n, k, _ = native_params(a_shape, b_shape, c_shape)
+    return m, n, k, 0, WITH_BLAS
+
+
+def _bias_params(a_shape, b_shape, bias_shape, c_shape) -> tuple:
+    _check_bias(bias_shape, c_shape)
+    return _plain_params(a_shape, b_shape, c_shape)
+
+
+register_library(SGEMM, _sgemm_numpy, dps=True, c=_sgemm_numpy,
+                 native=NativeCall(lambda: native_address("rs_gen_sgemm_native"), _plain_params, "float32"))
+register_library(SGEMM_NT, _sgemm_nt_numpy, dps=True, c=_sgemm_nt_numpy,
+                 native=NativeCall(lambda: native_address("rs_gen_sgemm_nt_native"), _nt_params, "float32"))
+register_library(SGEMM_BIAS, _sgemm_bias_numpy, dps=True, c=_sgemm_bias_numpy,
+                 native=NativeCall(lambda: native_address("rs_gen_sgemm_bias_native"), _bias_params, "float32"))

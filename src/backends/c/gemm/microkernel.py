@@ -1,0 +1,117 @@
+"""C source of the GEMM micro-kernel: ``C[rows x cols] (+)= A[rows x kc] @ B[kc x cols]`` for one
+``mr x nr`` register tile (``rows <= mr``, ``cols <= nr``).
+
+Packed layouts (what a packing routine, or a dequantizer, writes):
+
+- **A_pack** (``a_packed=True``): one ``kc x mr`` panel, k-major: element ``(i, p)`` (row ``i`` of
+  the tile, step ``p``) at ``a_pack[p * mr + i]``; rows past ``rows`` are zero (or anything finite).
+- **B_pack** (``b_packed=True``): one ``kc x nr`` panel, k-major: element ``(p, j)`` at
+  ``b_pack[p * nr + j]``; columns past ``cols`` are zero (or anything finite).
+
+Unpacked forms read the operands where they are, row-major:
+
+- ``a_packed=False``: element ``(i, p)`` at ``a[i * lda + p]``; the parameter list gets ``int lda``
+  after ``a``. Rows past ``rows`` are never read (their pointer repeats the last row).
+- ``b_packed=False``: element ``(p, j)`` at ``b[p * ldb + j]``; ``int ldb`` follows ``b``. All ``nr``
+  columns are read, so the caller uses it only where ``nr`` columns exist.
+
+Signature (``emit_microkernel(name, params)`` with both packed)::
+
+    static inline void NAME(int kc, const float *restrict a_pack, const float *restrict b_pack,
+                            float *restrict c, int ldc, int rows, int cols, int accumulate);
+
+``c`` is row-major with row stride ``ldc``; ``accumulate`` non-zero adds to ``c``, zero
+overwrites it. The accumulators are ``mr * nr / lanes`` vector registers, written with GCC's
+vector extension (one source for AVX-512, AVX2, SSE and the scalar fallback; ``a * b + c``
+contracts to FMA where the ISA has it). ``vector_typedefs(params)`` must precede the kernels in
+the translation unit (once).
+"""
+from __future__ import annotations
+
+from .params import GemmParams
+
+
+def vector_type(params: GemmParams) -> str:
+    return f"rs_gemm_f32x{params.lanes}"
+
+
+def vector_typedefs(params: GemmParams) -> str:
+    """The vector type and its unaligned load/store helpers (memcpy compiles to one vmovups)."""
+    vt, size = vector_type(params), params.lanes * 4
+    return f"""#include <string.h>
+typedef float {vt} __attribute__((vector_size({size})));
+static inline {vt} {vt}_load(const float *p) {{ {vt} v; memcpy(&v, p, {size}); return v; }}
+static inline void {vt}_store(float *p, {vt} v) {{ memcpy(p, &v, {size}); }}
+"""
+
+
+def k_splits(params: GemmParams) -> int:
+    """Independent accumulator sets over alternating k steps. A tile of fewer rows than the
+    register file allows (the skinny variant's 1..mr-row kernels) has too few accumulators to
+    hide the multiply-add latency; interleaving k steps over several sets of them keeps the same
+    number of independent chains as a full tile (``NR_VECTORS * max rows`` accumulators)."""
+    full_rows = max(1, (params.registers - params.vectors_per_row - 1) // params.vectors_per_row)
+    return max(1, full_rows // params.mr)
+
+
+def emit_microkernel(name: str, params: GemmParams, a_packed: bool = True, b_packed: bool = True) -> str:
+    """C source of one micro-kernel function (see the module docstring for its contract)."""
+    vt, lanes, mr, nr = vector_type(params), params.lanes, params.mr, params.nr
+    nv = params.vectors_per_row
+    splits = k_splits(params)
+    a_param = "const float *restrict a_pack" if a_packed else "const float *restrict a, int lda"
+    b_param = "const float *restrict b_pack" if b_packed else "const float *restrict b, int ldb"
+    lines = [f"static inline void {name}(int kc, {a_param}, {b_param}, float *restrict c, int ldc, "
+             "int rows, int cols, int accumulate) {"]
+    acc = [[[f"c{i}_{v}_{u}" for v in range(nv)] for i in range(mr)] for u in range(splits)]
+    lines.append(f"  {vt} " + ", ".join(f"{x} = {{0}}" for sets in acc for row in sets for x in row) + ";")
+    if not a_packed:  # rows past `rows` alias the last one: read, never stored
+        for i in range(mr):
+            lines.append(f"  const float *restrict a{i} = a + (long)({i} < rows ? {i} : rows - 1) * lda;")
+    b_row = f"b_pack + (long)p * {nr}" if b_packed else "b + (long)p * ldb"
+    lines.append("  int p = 0;")
+
+    def step(u: int, indent: str) -> None:
+        lines.append(f"{indent}{{ const float *restrict bp = {b_row};")
+        for v in range(nv):
+            lines.append(f"{indent}  const {vt} b{v} = {vt}_load(bp + {v * lanes});")
+        for i in range(mr):
+            scalar = f"a_pack[(long)p * {mr} + {i}]" if a_packed else f"a{i}[p]"
+            lines.append(f"{indent}  {{ const float s = {scalar}; const {vt} ai = {{" + ", ".join(["s"] * lanes) + "};")
+            lines.append(f"{indent}    " + " ".join(f"{acc[u][i][v]} += ai * b{v};" for v in range(nv)) + " }")
+        lines.append(f"{indent}  ++p; }}")
+
+    if splits > 1:
+        lines.append(f"  for (; p + {splits} <= kc;) {{")
+        for u in range(splits):
+            step(u, "    ")
+        lines.append("  }")
+    lines.append("  while (p < kc)")
+    step(0, "    ")
+    for u in range(1, splits):
+        for i in range(mr):
+            for v in range(nv):
+                lines.append(f"  {acc[0][i][v]} += {acc[u][i][v]};")
+    acc0 = acc[0]
+    lines.append(f"  if (rows == {mr} && cols == {nr}) {{")
+    lines.append("    if (accumulate) {")
+    for i in range(mr):
+        for v in range(nv):
+            ptr = f"c + (long){i} * ldc + {v * lanes}"
+            lines.append(f"      {vt}_store({ptr}, {vt}_load({ptr}) + {acc0[i][v]});")
+    lines.append("    } else {")
+    for i in range(mr):
+        for v in range(nv):
+            lines.append(f"      {vt}_store(c + (long){i} * ldc + {v * lanes}, {acc0[i][v]});")
+    lines.append("    }")
+    lines.append("    return;")
+    lines.append("  }")
+    lines.append(f"  float tile[{mr * nr}];  /* a ragged edge: spill, then copy the valid part */")
+    for i in range(mr):
+        for v in range(nv):
+            lines.append(f"  {vt}_store(tile + {i * nr + v * lanes}, {acc0[i][v]});")
+    lines.append("  for (int i = 0; i < rows; ++i)")
+    lines.append("    for (int j = 0; j < cols; ++j)")
+    lines.append(f"      c[(long)i * ldc + j] = (accumulate ? c[(long)i * ldc + j] : 0.0f) + tile[i * {nr} + j];")
+    lines.append("}")
+    return "\n".join(lines) + "\n"

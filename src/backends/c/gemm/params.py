@@ -1,0 +1,77 @@
+"""Register tile and cache tiles of the generated GEMM, derived from ``MachineParams``.
+
+The derivation is the analytical model of Goto/BLIS that Vortex builds on
+(no sampling, no autotuning):
+
+- **register tile ``mr x nr``**: ``nr`` is two vector registers wide (two loads of
+  B per k step), and ``mr`` takes the rest of the register file: ``mr * 2``
+  accumulators + 2 B vectors + 1 broadcast of A must fit in the registers
+  (AVX2's 16: 6 x 16 with 12 accumulators; AVX-512's 32: 14 x 32 with 28);
+- **kc**: a packed ``kc x nr`` panel of B stays in half of L1 while the
+  ``kc x mr`` panels of A stream past it;
+- **mc**: the packed ``mc x kc`` block of A stays in half of L2 (re-read for every
+  B panel);
+- **nc**: the packed ``kc x nc`` block of B stays in half of L3 (shared by the cores);
+- **skinny_nc**: without packed A, B is packed in chunks of ``kc x skinny_nc`` that stay
+  in half of L2;
+- **skinny_rows**: up to this many rows of A (``rows x kc`` floats) fit in half of
+  L1 beside the B panel, so A is read in place instead of packed (packing would
+  cost as much as the product for so few rows).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .machine import MachineParams, machine_params
+
+NR_VECTORS = 2          # vector registers across one row of the register tile
+MAX_NC = 4096           # a packed B block larger than this gains nothing and costs memory
+
+
+@dataclass(frozen=True)
+class GemmParams:
+    """Everything the emitters need; ``mr``/``nr`` are the register tile (``nr`` a multiple
+    of ``lanes``), ``kc``/``mc``/``nc`` the cache blocks (``mc`` a multiple of ``mr``, ``nc``
+    of ``nr``)."""
+    isa: str
+    lanes: int
+    mr: int
+    nr: int
+    kc: int
+    mc: int
+    nc: int
+    skinny_rows: int
+    skinny_nc: int
+    cores: int
+    registers: int = 16     # vector registers of the ISA (the micro-kernel's accumulator budget)
+
+    @property
+    def vectors_per_row(self) -> int:
+        return self.nr // self.lanes
+
+    def describe(self) -> str:
+        return (f"{self.isa}: register tile {self.mr}x{self.nr}, kc={self.kc}, mc={self.mc}, "
+                f"nc={self.nc}, A unpacked for m <= {self.skinny_rows}, {self.cores} threads")
+
+
+def _round_down(value: int, multiple: int, minimum: int) -> int:
+    return max(minimum, value // multiple * multiple)
+
+
+def derive_params(machine: MachineParams) -> GemmParams:
+    isa = machine.isa
+    lanes = isa.lanes
+    nr = NR_VECTORS * lanes
+    mr = max(1, min(16, (isa.registers - NR_VECTORS - 1) // NR_VECTORS))
+    kc = min(1024, _round_down(machine.l1d_bytes // 2 // (nr * 4), 8, 32))
+    mc = _round_down(machine.l2_bytes // 2 // (kc * 4), mr, mr)
+    nc = min(MAX_NC, _round_down(machine.l3_bytes // 2 // (kc * 4), nr, nr))
+    skinny_rows = max(1, machine.l1d_bytes // 2 // (kc * 4))
+    skinny_nc = min(MAX_NC, _round_down(machine.l2_bytes // 2 // (kc * 4), nr, nr))
+    return GemmParams(isa.name, lanes, mr, nr, kc, mc, nc, skinny_rows, skinny_nc, machine.cores,
+                      isa.registers)
+
+
+def gemm_params() -> GemmParams:
+    """The tiles for this machine."""
+    return derive_params(machine_params())

@@ -1,0 +1,80 @@
+"""Which library a float32 matmul goes to: OpenBLAS or the generated GEMM (issue 16 item 4).
+
+DispatchLibrary asks ``choose_gemm_library`` for every matmul its default patterns match and
+records the answer with its reason (``GemmChoice``; ``gemm_dispatch_report`` lists them per
+module). The rule, from ``benchmarks/bench_gemm.py`` on the workloads' shapes (see
+ARCHITECTURE.md, "Generated fp32 GEMM"):
+
+- no BLAS on the target (scipy-openblas32 missing): the generated kernel, for every ``n``;
+- a weight read transposed (``x @ w.T``): OpenBLAS, whose kernels read ``w`` in place (the
+  generated kernel packs it through strided writes);
+- rows (``n``, the product of ``x``'s leading dims) provably 1: OpenBLAS (its sgemv path streams
+  the weight at the memory's rate);
+- rows provably above ``skinny_rows``: OpenBLAS (its packed kernels);
+- otherwise (rows may be 2..``skinny_rows``, e.g. a symbolic ``n``): the generated kernel. Its
+  run-time choice runs the skinny variant (A read in place) for 2..``skinny_rows`` rows and hands
+  1 row and more than ``skinny_rows`` to OpenBLAS, so a symbolic ``n`` gets the faster of the two
+  at every value with one branch.
+"""
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from math import prod
+
+from backends import blas
+from backends.c.gemm import library as gemm_library
+from backends.library_blas import SGEMM, SGEMM_BIAS, SGEMM_NT
+from tensorir.arith import Analyzer
+
+BLAS_NAMES = {"sgemm": SGEMM, "sgemm_bias": SGEMM_BIAS, "sgemm_nt": SGEMM_NT}
+GENERATED_NAMES = {"sgemm": gemm_library.SGEMM, "sgemm_bias": gemm_library.SGEMM_BIAS,
+                   "sgemm_nt": gemm_library.SGEMM_NT}
+
+
+@dataclass(frozen=True)
+class GemmChoice:
+    function: str
+    binding: str
+    rows: str        # the product's row count as printed (n, b * n, 1, ...)
+    library: str
+    reason: str
+
+
+@functools.lru_cache(maxsize=None)
+def skinny_rows() -> int | None:
+    """The generated kernel's skinny bound on this machine, or None when it cannot be built
+    (no C compiler: the interp target still dispatches)."""
+    from backends.c.compiler import CompileError
+    from backends.c.gemm.params import gemm_params
+    try:
+        return gemm_params().skinny_rows
+    except (CompileError, OSError):
+        return None
+
+
+def product_rows(a_shape) -> object:
+    """Rows of ``a @ w``: the product of ``a``'s leading dims."""
+    return prod(a_shape[:-1]) if len(a_shape) > 2 else a_shape[0]
+
+
+def choose_gemm_library(kind: str, rows, analyzer: Analyzer) -> tuple[str, str]:
+    """``(library, reason)`` for a matmul of ``kind`` ("sgemm", "sgemm_bias", "sgemm_nt")."""
+    generated, library = GENERATED_NAMES[kind], BLAS_NAMES[kind]
+    if blas.backend() != "openblas":
+        return generated, "no BLAS on this target: the generated kernel serves every n"
+    skinny = skinny_rows()
+    if skinny is None:
+        return library, "the generated kernel cannot be built here (no C compiler)"
+    if kind == "sgemm_nt":
+        return library, "weight read transposed: OpenBLAS reads it in place, the generated kernel would pack it"
+    lo, hi = analyzer.const_int_bound(rows)
+    if hi is not None and hi <= 1:
+        return library, "one row: OpenBLAS's sgemv path streams the weight at the memory's rate"
+    if lo is not None and lo > skinny:
+        return library, f"at least {lo} rows (> {skinny}): OpenBLAS's packed kernels"
+    return generated, (f"rows may be 2..{skinny}: the skinny variant (A read in place) at run time for "
+                       f"2..{skinny} rows, OpenBLAS for 1 and more than {skinny}")
+
+
+__all__ = ["GemmChoice", "choose_gemm_library", "product_rows", "skinny_rows"]

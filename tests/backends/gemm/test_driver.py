@@ -1,0 +1,114 @@
+"""The generated GEMM (all variants, threads, transposed B, epilogues) against NumPy."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from backends.c.gemm import library as gemm_library
+from backends.c.gemm.driver import variant_for
+from backends.c.gemm.machine import SSE, MachineParams
+from backends.c.gemm.params import derive_params, gemm_params
+
+PARAMS = gemm_params()
+# a second instance with other tiles (SSE: 6x8, a small L2 so mc and nc are small): the
+# drivers' edges are exercised at other multiples
+SMALL = derive_params(MachineParams(SSE, 8 << 10, 32 << 10, 256 << 10, 2))
+
+
+def _reference(a, b, trans_b, bias, residual, act):
+    out = a.astype(np.float64) @ (b.T if trans_b else b).astype(np.float64)
+    if bias is not None:
+        out = out + bias
+    if residual is not None:
+        out = out + residual
+    if act == "relu":
+        out = np.maximum(out, 0)
+    elif act == "silu":
+        out = out / (1 + np.exp(-out))
+    return out
+
+
+def _run(m, n, k, trans_b, epilogue, act, threads, params, seed):
+    rng = np.random.default_rng(seed)
+    a = rng.standard_normal((m, k)).astype(np.float32)
+    b = rng.standard_normal((n, k) if trans_b else (k, n)).astype(np.float32)
+    bias = rng.standard_normal(n).astype(np.float32) if "bias" in epilogue else None
+    residual = rng.standard_normal((m, n)).astype(np.float32) if "residual" in epilogue else None
+    c = np.full((m, n), np.nan, np.float32)
+    gemm_library.gemm(a, b, c, trans_b=trans_b, bias=bias, residual=residual, act=act, threads=threads,
+                      params=params)
+    np.testing.assert_allclose(c, _reference(a, b, trans_b, bias, residual, act),
+                               rtol=2e-4, atol=2e-4 * max(1.0, np.sqrt(k)))
+
+
+EPILOGUES = st.sampled_from([(), ("bias",), ("residual",), ("bias", "residual")])
+
+
+@settings(max_examples=40, deadline=None)
+@given(m=st.integers(1, 70), n=st.integers(1, 90), k=st.integers(0, 600), trans_b=st.booleans(),
+       epilogue=EPILOGUES, act=st.sampled_from(["none", "relu", "silu"]), threads=st.sampled_from([1, 2]),
+       small=st.booleans(), seed=st.integers(0, 2**31))
+def test_random_shapes_match_numpy(m, n, k, trans_b, epilogue, act, threads, small, seed):
+    _run(m, n, k, trans_b, epilogue, act, threads, SMALL if small else PARAMS, seed)
+
+
+def _boundaries(params, threads):
+    s, large = params.skinny_rows, threads * params.mc
+    return {1: "skinny", s: "skinny", s + 1: "medium", large - 1: "medium", large: "large"}
+
+
+@pytest.mark.parametrize("which", ["machine", "small"])
+@pytest.mark.parametrize("threads", [1, 2])
+def test_each_variant_at_the_boundaries_of_its_condition(which, threads):
+    params = PARAMS if which == "machine" else SMALL
+    for m, expected in _boundaries(params, threads).items():
+        assert variant_for(m, params, threads) == expected
+        assert gemm_library.variant(m, threads, params) == expected   # the C code agrees
+        # n, k not multiples of any tile: ragged edges in every direction (and k over two kc blocks)
+        _run(m, params.nr * 2 + 3, params.kc + 7, m % 2 == 0, ("bias",), "relu", threads, params, m)
+
+
+def test_epilogue_without_products():
+    _run(3, 5, 0, False, ("bias", "residual"), "silu", 1, PARAMS, 0)
+
+
+def test_wide_blocks_over_nc():
+    _run(SMALL.skinny_rows + 2, SMALL.nc + SMALL.nr + 1, 40, False, (), "none", 2, SMALL, 1)
+    _run(3, SMALL.skinny_nc * 2 + 1, 30, True, (), "none", 2, SMALL, 2)
+
+
+def test_bad_operands_raise():
+    a, b = np.ones((2, 3), np.float32), np.ones((3, 4), np.float32)
+    with pytest.raises(ValueError, match="do not give"):
+        gemm_library.gemm(a, b, np.empty((2, 5), np.float32))
+    with pytest.raises(ValueError, match="float32"):
+        gemm_library.gemm(a, b, np.empty((2, 4), np.float64))
+    with pytest.raises(ValueError, match="bias"):
+        gemm_library.gemm(a, b, np.empty((2, 4), np.float32), bias=np.ones(3, np.float32))
+    with pytest.raises(ValueError, match="activation"):
+        gemm_library.gemm(a, b, np.empty((2, 4), np.float32), act="tanh")
+
+
+@pytest.mark.parametrize("trans_b", [False, True])
+def test_run_time_choice_with_openblas_at_its_boundaries(trans_b):
+    """Policy WITH_BLAS: one row and more than skinny_rows rows go to OpenBLAS (when the target
+    has it), the rest to the skinny variant; results equal NumPy either way, epilogues included."""
+    from backends import blas
+    s = PARAMS.skinny_rows
+    has_blas = blas.backend() == "openblas"
+    for m in (1, 2, s, s + 1):
+        expected = "openblas" if has_blas and (m == 1 or m > s) else variant_for(m, PARAMS, 2)
+        assert variant_for(m, PARAMS, 2, blas=has_blas) == expected
+        assert gemm_library.variant(m, 2, policy=gemm_library.WITH_BLAS) == expected
+        rng = np.random.default_rng(m)
+        a = rng.standard_normal((m, 37)).astype(np.float32)
+        b = rng.standard_normal((21, 37) if trans_b else (37, 21)).astype(np.float32)
+        bias, residual = rng.standard_normal(21).astype(np.float32), rng.standard_normal((m, 21)).astype(np.float32)
+        for k_empty in (False, True):
+            aa, bb = (a[:, :0].copy(), (b[:, :0] if trans_b else b[:0]).copy()) if k_empty else (a, b)
+            c = np.full((m, 21), np.nan, np.float32)
+            gemm_library.gemm(aa, bb, c, trans_b=trans_b, bias=bias, residual=residual, act="silu",
+                              policy=gemm_library.WITH_BLAS)
+            np.testing.assert_allclose(c, _reference(aa, bb, trans_b, bias, residual, "silu"), rtol=1e-4, atol=1e-4)

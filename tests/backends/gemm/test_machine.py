@@ -1,0 +1,80 @@
+"""Machine-parameter detection from compiler macros and /sys, with fake inputs, and the tiles
+derived from them."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from backends.c.gemm.machine import (AVX, AVX2, AVX512, DEFAULT_CACHE_BYTES, SCALAR, SSE, cache_sizes,
+                                     isa_from_macros, machine_from, machine_params)
+from backends.c.gemm.params import derive_params, gemm_params
+
+
+def _macros(*names: str) -> str:
+    return "".join(f"#define {name} 1\n" for name in names) + "#define __x86_64__ 1\n"
+
+
+def _fake_sys(root: Path, entries: list[tuple[str, str, str]]) -> Path:
+    for i, (level, kind, size) in enumerate(entries):
+        d = root / f"index{i}"
+        d.mkdir(parents=True)
+        (d / "level").write_text(level + "\n")
+        (d / "type").write_text(kind + "\n")
+        (d / "size").write_text(size + "\n")
+    return root
+
+
+@pytest.mark.parametrize("names, isa", [
+    (("__SSE2__", "__AVX__", "__AVX2__", "__FMA__", "__AVX512F__"), AVX512),
+    (("__SSE2__", "__AVX__", "__AVX2__", "__FMA__"), AVX2),
+    (("__SSE2__", "__AVX__", "__AVX2__"), AVX),   # AVX2 without FMA: no fused multiply-add
+    (("__SSE2__", "__AVX__"), AVX),
+    (("__SSE2__",), SSE),
+    ((), SCALAR),
+])
+def test_isa_from_macros(names, isa):
+    assert isa_from_macros(_macros(*names)) == isa
+
+
+def test_cache_sizes_from_sys(tmp_path):
+    root = _fake_sys(tmp_path, [("1", "Data", "48K"), ("1", "Instruction", "32K"), ("2", "Unified", "2048K"),
+                                ("3", "Unified", "36M")])
+    assert cache_sizes(root) == {1: 48 << 10, 2: 2 << 20, 3: 36 << 20}
+
+
+def test_cache_sizes_missing_or_malformed_fall_back(tmp_path):
+    assert cache_sizes(tmp_path / "absent") == DEFAULT_CACHE_BYTES
+    root = _fake_sys(tmp_path / "bad", [("1", "Data", "garbage"), ("2", "Unified", "-5K"), ("3", "Unified", "16M")])
+    assert cache_sizes(root) == {1: DEFAULT_CACHE_BYTES[1], 2: DEFAULT_CACHE_BYTES[2], 3: 16 << 20}
+
+
+def test_avx2_tiles_from_a_fake_machine(tmp_path):
+    root = _fake_sys(tmp_path, [("1", "Data", "32K"), ("2", "Unified", "512K"), ("3", "Unified", "32768K")])
+    params = derive_params(machine_from(_macros("__AVX2__", "__FMA__"), root, cores=2))
+    # 16 registers: 6 rows x 2 vectors = 12 accumulators + 2 B vectors + 1 broadcast
+    assert (params.mr, params.nr, params.lanes) == (6, 16, 8)
+    assert params.kc == 256                       # 256 x 16 floats = half of 32 KiB
+    assert params.mc == 252                       # 252 x 256 floats <= half of 512 KiB, a multiple of 6
+    assert params.nc == 4096                      # capped
+    assert params.skinny_rows == 16               # 16 x 256 floats = half of L1
+    assert params.skinny_nc == 256
+
+
+def test_avx512_and_sse_tiles(tmp_path):
+    root = _fake_sys(tmp_path, [("1", "Data", "48K"), ("2", "Unified", "1280K"), ("3", "Unified", "1M")])
+    wide = derive_params(machine_from(_macros("__AVX512F__"), root, cores=4))
+    assert (wide.mr, wide.nr) == (14, 32)         # 28 accumulators of 32 registers
+    assert wide.kc == 48 * 1024 // 2 // (32 * 4)
+    assert wide.mc % 14 == 0 and wide.mc * wide.kc * 4 <= 1280 * 1024 // 2
+    assert wide.nc == 1024 * 1024 // 2 // (wide.kc * 4) // 32 * 32
+    narrow = derive_params(machine_from(_macros("__SSE2__"), root, cores=1))
+    assert (narrow.mr, narrow.nr, narrow.lanes) == (6, 8, 4)
+
+
+def test_this_machine_is_detected():
+    machine = machine_params()
+    assert machine.cores >= 1 and machine.l1d_bytes > 0
+    params = gemm_params()
+    assert params.nr % params.lanes == 0 and params.mc % params.mr == 0 and params.nc % params.nr == 0
+    assert machine.isa.name in params.describe()

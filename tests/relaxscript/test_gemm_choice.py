@@ -1,0 +1,114 @@
+"""DispatchLibrary's choice between OpenBLAS and the generated GEMM (transform/gemm_choice.py):
+Before/Expected per case, the report's reasons, the no-BLAS target, and C builds equal to the
+interpreter on both sides of every run-time boundary."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import relaxscript as rx
+from backends import blas, get_library
+from relaxscript.transform import DispatchLibrary
+from relaxscript.transform.dispatch_library import gemm_dispatch_report
+from relaxscript.transform.gemm_choice import skinny_rows
+
+
+def _module(rows: str, weight: str = "(16, 8)", transposed: bool = False, bias: bool = False) -> str:
+    product = "R.matmul(x, R.permute_dims(w))" if transposed else "R.matmul(x, w)"
+    value = f"R.add({product}, b)" if bias else product
+    return f'''
+@R.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor(({rows}, 16), "float32"), w: R.Tensor({weight}, "float32"),
+             b: R.Tensor((8,), "float32")):
+        n = T.int64()
+        with R.dataflow():
+            y = {value}
+            R.output(y)
+        return y
+'''
+
+
+def _expected(rows: str, library: str, weight: str = "(16, 8)", bias: bool = False) -> str:
+    operands = "(x, w, b)" if bias else "(x, w)"
+    return f'''
+@R.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor(({rows}, 16), "float32"), w: R.Tensor({weight}, "float32"),
+             b: R.Tensor((8,), "float32")):
+        n = T.int64()
+        with R.dataflow():
+            y = R.call_dps_library("{library}", {operands}, out_sinfo=R.Tensor(({rows}, 8), "float32"))
+            R.output(y)
+        return y
+'''
+
+
+needs_blas = pytest.mark.skipif(blas.backend() != "openblas", reason="scipy-openblas32 is not installed")
+
+
+@needs_blas
+@pytest.mark.parametrize("rows, bias, library", [
+    ('"n"', False, "generated.sgemm"),        # n may be 2..16: the skinny variant's range
+    ('"n"', True, "generated.sgemm_bias"),
+    ("1", False, "openblas.sgemm"),           # one row: OpenBLAS's sgemv path
+    ("64", True, "openblas.sgemm_bias"),      # provably above skinny_rows: OpenBLAS's packed kernels
+    ("4", False, "generated.sgemm"),
+])
+def test_before_expected(rows, bias, library):
+    after = DispatchLibrary()(rx.from_source(_module(rows, bias=bias)))
+    rx.assert_structural_equal(after, rx.from_source(_expected(rows, library, bias=bias)))
+
+
+@needs_blas
+def test_transposed_weight_stays_with_openblas_and_the_report_says_why():
+    mod = rx.from_source(_module('"n"', weight="(8, 16)", transposed=True))
+    rx.assert_structural_equal(DispatchLibrary()(mod), rx.from_source(_expected('"n"', "openblas.sgemm_nt",
+                                                                                weight="(8, 16)")))
+    (choice,) = gemm_dispatch_report(mod)
+    assert (choice.function, choice.binding, choice.library) == ("main", "y", "openblas.sgemm_nt")
+    assert "transposed" in choice.reason
+    (choice,) = gemm_dispatch_report(rx.from_source(_module('"n"')))
+    assert choice.rows == "n" and f"2..{skinny_rows()}" in choice.reason
+
+
+def test_without_blas_every_matmul_gets_the_generated_kernel(monkeypatch):
+    monkeypatch.setattr(blas, "backend", lambda: "numpy")
+    for rows, transposed, library in [("1", False, "generated.sgemm"), ("64", False, "generated.sgemm"),
+                                      ('"n"', True, "generated.sgemm_nt")]:
+        mod = rx.from_source(_module(rows, weight="(8, 16)" if transposed else "(16, 8)", transposed=transposed))
+        (choice,) = gemm_dispatch_report(mod)
+        assert choice.library == library and "no BLAS" in choice.reason
+
+
+@pytest.fixture
+def numpy_calls(monkeypatch):
+    calls = []
+    for name in ("generated.sgemm", "generated.sgemm_bias", "generated.sgemm_nt"):
+        entry = get_library(name)
+
+        def counted(*args, _impl=entry.numpy_impl, _name=name):
+            calls.append(_name)
+            return _impl(*args)
+        monkeypatch.setattr(entry, "numpy_impl", counted)
+    return calls
+
+
+@pytest.mark.parametrize("no_blas", [False, True])
+def test_c_build_equals_the_interpreter_across_the_run_time_boundaries(no_blas, monkeypatch, numpy_calls):
+    if no_blas:
+        monkeypatch.setattr(blas, "backend", lambda: "numpy")
+    transposed = rx.from_source(_module('"n"', weight="(8, 16)", transposed=True, bias=True))
+    plain = rx.from_source(_module('"n"', bias=True))
+    s = skinny_rows()
+    rng = np.random.default_rng(0)
+    for module, weight in ((plain, (16, 8)), (transposed, (8, 16))):
+        exe = rx.build(module, target="c")
+        vm = rx.VirtualMachine(exe)
+        for n in (1, 2, s, s + 1, 3 * s + 5):
+            args = [rng.standard_normal((n, 16)).astype(np.float32), rng.standard_normal(weight).astype(np.float32),
+                    rng.standard_normal(8).astype(np.float32)]
+            np.testing.assert_allclose(vm["main"](*args), rx.interpret(module, "main", *args), rtol=1e-4, atol=1e-4)
+    assert numpy_calls == []    # the VM called the native entries

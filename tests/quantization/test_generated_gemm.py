@@ -13,8 +13,11 @@ from hypothesis import strategies as st
 
 import relaxscript as rx
 from backends.c.compiler import find_compiler
+from backends.c.gemm import machine as gemm_machine
+from backends.c.gemm.machine import MachineParams, machine_params
+from backends.c.gemm.params import derive_params
 from backends.c.quantized_gemm import MICRO_KERNEL_ATTR, gemm_source, gemm_tile
-from backends.c.quantized_gemv import AVX2, AVX512, SSE, VectorFeatures, detect_features
+from backends.c.quantized_gemv import AVX2, AVX512, SSE, VectorFeatures
 from backends.c.status import C_DEFINES
 from relaxscript.quantization import dequantize_numpy, quantize_numpy
 from tensorir.schedule_rules.quantized_gemm import QUANTIZED_GEMM_ATTR, function_element_epilogue
@@ -146,9 +149,9 @@ def test_generated_gemm_equals_dequantize_then_matmul(fmt, kind, blocks, cols, b
 def test_deep_weights_span_several_decoded_panels_and_row_chunks(fmt, kind):
     """Depths past one ``kc`` panel (a ragged last one) and token counts past one ``mc`` chunk
     of rows (a ragged last one), on the C build: 1536 = SmolLM2's ffn_down depth."""
-    features = detect_features()
+    machine = machine_params()
     for rows in (32 * 10, 1536):
-        tile = gemm_tile(features, rows)
+        tile = gemm_tile(derive_params(machine), rows, machine.l2_bytes)
         assert rows > tile.kc
         tokens = [64, tile.mc + 5] if rows == 1536 else [tile.mr * 3 + 1]
         check(gemm_module(fmt, rows, 37, kind), fmt, rows, 37, kind, False, tokens, seed=rows,
@@ -156,19 +159,17 @@ def test_deep_weights_span_several_decoded_panels_and_row_chunks(fmt, kind):
 
 
 def test_tiles_follow_registers_and_caches():
-    """``nr`` two vectors, accumulators + B + a broadcast within the register file, the
-    decoded panel in half of L1 (whole blocks), a chunk of ``x`` in half of L2."""
-    for kind in (AVX2, AVX512, SSE):
-        features = VectorFeatures(*kind, 32 << 10)
+    """The generated GEMM's register tile (``backends/c/gemm``), panels of whole 32-row blocks
+    within half of L1, a chunk of ``x`` (``mc x depth`` floats) within half of L2."""
+    for isa in (gemm_machine.AVX2, gemm_machine.AVX512, gemm_machine.SSE):
+        params = derive_params(MachineParams(isa, 32 << 10, 512 << 10, 8 << 20, 2))
         for depth in (32, 576, 1536, 8192):
-            tile = gemm_tile(features, depth, 512 << 10)
-            assert tile.nr == 2 * features.lanes and tile.mr * 2 + 3 <= features.registers
+            tile = gemm_tile(params, depth, 512 << 10)
+            assert (tile.mr, tile.nr) == (params.mr, params.nr)
             assert tile.kc % 32 == 0 and tile.kc * tile.nr * 4 <= 16 << 10
             assert tile.mc % tile.mr == 0 and (tile.mc * depth * 4 <= 256 << 10 or tile.mc == tile.mr)
-    assert gemm_tile(VectorFeatures(*AVX2, 32 << 10), 576, 512 << 10) == gemm_tile(
-        VectorFeatures(*AVX2, 32 << 10), 576, 512 << 10)
-    assert (gemm_tile(VectorFeatures(*AVX2, 32 << 10), 576, 512 << 10).mr,
-            gemm_tile(VectorFeatures(*AVX2, 32 << 10), 576, 512 << 10).nr) == (6, 16)
+    avx2 = derive_params(MachineParams(gemm_machine.AVX2, 32 << 10, 512 << 10, 8 << 20, 2))
+    assert (gemm_tile(avx2, 576, 512 << 10).mc, gemm_tile(avx2, 1536, 512 << 10).mc) == (108, 42)
 
 
 def source_of(mod) -> str:
@@ -198,7 +199,11 @@ def test_source_for_each_feature_set_compiles(tmp_path, kind, flags, fmt):
     roles = {"codes": 0, "scale": 1, "x": 2, "y": 3} | ({"min": 4} if fmt == "q4_1" else {})
     prelude = (C_DEFINES + "\n#include <stdint.h>\n#include <string.h>\n#include <stddef.h>\n"
                "static inline int rs_threads(void) { return 1; }\n")
-    source = prelude + gemm_source("rs_kernel_test", fmt, 320, 100, roles, features, "rs_syms[0]")
+    isa = {"avx2": gemm_machine.AVX2, "avx512": gemm_machine.AVX512,
+           "sse": gemm_machine.SSE}[kind[0]]
+    machine = MachineParams(isa, 32 << 10, 512 << 10, 8 << 20, 2)
+    source = prelude + gemm_source("rs_kernel_test", fmt, 320, 100, roles, features, "rs_syms[0]",
+                                   machine=machine)
     path = tmp_path / "gemm.c"
     path.write_text(source)
     result = subprocess.run([find_compiler(), "-O2", "-march=x86-64", *flags, "-fopenmp", "-c", str(path),

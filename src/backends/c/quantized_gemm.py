@@ -21,8 +21,10 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from pathlib import Path
 
+from .gemm.machine import MachineParams, machine_params
+from .gemm.microkernel import emit_microkernel, vector_type, vector_typedefs
+from .gemm.params import GemmParams, derive_params
 from .quantized_gemv import _HELPERS, _WIDEN, BLOCK, FORMATS, ColumnEpilogue, VectorFeatures, gemv_source
 
 MICRO_KERNEL_ATTR = "c.quantized_gemm"
@@ -47,77 +49,26 @@ class GemmTile:
     mc: int
 
 
-def l2_bytes() -> int:
-    """The OS's L2 cache size of cpu0 (512 KiB when it does not say)."""
-    base = Path("/sys/devices/system/cpu/cpu0/cache")
-    try:
-        for index in sorted(base.glob("index*")):
-            if (index / "level").read_text().strip() == "2":
-                text = (index / "size").read_text().strip().upper()
-                return int(text.rstrip("KM")) * {"K": 1 << 10, "M": 1 << 20}.get(text[-1:], 1)
-    except (OSError, ValueError):
-        pass
-    return 512 << 10
+def gemm_tile(params: GemmParams, depth: int, l2_bytes: int) -> GemmTile:
+    """The GEMM's register tile ``mr x nr`` (``backends/c/gemm/params.py``: derived from the
+    vector width and register count), ``kc`` its L1-sized panel depth rounded down to whole
+    32-row blocks, and ``mc`` so that a task's rows of ``x`` (``mc x depth`` floats), which
+    every column panel reads again, stay in half of L2 (measured at 256 tokens, 576 wide:
+    whole 256-row chunks ran at 17-35 GFLOP/s where 64 tokens ran at 85)."""
+    kc = max(BLOCK, params.kc // BLOCK * BLOCK)
+    fit = l2_bytes // 2 // (depth * 4)
+    mc = max(params.mr, min(MAX_CHUNK_ROWS, fit) // params.mr * params.mr)
+    return GemmTile(params.lanes, params.mr, params.nr, kc, mc)
 
 
-def gemm_tile(features: VectorFeatures, depth: int, l2: int = 512 << 10) -> GemmTile:
-    """From the vector width, the register count and the cache sizes (no sampling): ``nr`` =
-    2 vectors, ``mr`` as many rows as the remaining registers hold accumulators for (2 per
-    row, besides 2 B vectors and a broadcast), ``kc`` so that the B panel fills half of L1,
-    and ``mc`` so that a task's rows of ``x`` (``mc x depth`` floats), which every column
-    panel reads again, stay in half of L2 (measured at 256 tokens, 576 wide: whole
-    256-row chunks ran at 17-35 GFLOP/s where 64 tokens ran at 85)."""
-    lanes = features.lanes
-    nr = 2 * lanes
-    mr = max(1, min(16, (features.registers - 3) // 2))
-    kc = max(BLOCK, features.l1d_bytes // 2 // (nr * 4) // BLOCK * BLOCK)
-    fit = l2 // 2 // (depth * 4)
-    mc = max(mr, min(MAX_CHUNK_ROWS, fit) // mr * mr)
-    return GemmTile(lanes, mr, nr, kc, mc)
-
-
-def microkernel_source(name: str, tile: GemmTile) -> str:
-    """``static inline void name(int kc, const float* a, int lda, const float* b_pack, float* c,
-    int ldc, int rows, int cols, int accumulate)``: ``c[rows x cols] (+)= a[rows x kc] @
-    b_pack[kc x nr]``, ``a`` row-major (row stride ``lda``) read in place, ``b_pack`` k-major
-    (element ``(p, j)`` at ``b_pack[p * nr + j]``), ``rows <= mr``, ``cols <= nr``."""
-    mr, nr, lanes = tile.mr, tile.nr, tile.lanes
-    vectors = nr // lanes
-    acc = [[f"c{i}_{v}" for v in range(vectors)] for i in range(mr)]
-    lines = [f"static inline void {name}(int kc, const float* restrict a, int lda, "
-             "const float* restrict b_pack, float* restrict c, int ldc, int rows, int cols, int accumulate) {",
-             "  rs_qf " + ", ".join(f"{x} = {{0}}" for row in acc for x in row) + ";"]
-    # rows past `rows` read the last row again: never stored
-    lines += [f"  const float* restrict a{i} = a + (int64_t)({i} < rows ? {i} : rows - 1) * lda;"
-              for i in range(mr)]
-    lines += ["  for (int p = 0; p < kc; ++p) {",
-              f"    const float* restrict bp = b_pack + (int64_t)p * {nr};"]
-    lines += [f"    const rs_qf b{v} = rs_qload_f(bp + {v * lanes});" for v in range(vectors)]
-    for i in range(mr):
-        lines.append(f"    {{ const float s = a{i}[p]; "
-                     + " ".join(f"{acc[i][v]} += s * b{v};" for v in range(vectors)) + " }")
-    lines += ["  }", f"  if (rows == {mr} && cols == {nr}) {{"]
-    for i in range(mr):
-        for v in range(vectors):
-            ptr = f"c + (int64_t){i} * ldc + {v * lanes}"
-            lines.append(f"    rs_qstore_f({ptr}, accumulate ? rs_qload_f({ptr}) + {acc[i][v]} : {acc[i][v]});")
-    lines += ["    return;", "  }", f"  float spill[{mr * nr}] __attribute__((aligned(64)));"]
-    lines += [f"  rs_qstore_f(spill + {i * nr + v * lanes}, {acc[i][v]});"
-              for i in range(mr) for v in range(vectors)]
-    lines += ["  for (int i = 0; i < rows; ++i)", "    for (int j = 0; j < cols; ++j)",
-              f"      c[(int64_t)i * ldc + j] = (accumulate ? c[(int64_t)i * ldc + j] : 0.0f) + spill[i * {nr} + j];",
-              "}"]
-    return "\n".join(lines)
-
-
-def _decode_panel_source(name: str, fmt: str, cols: int, tile: GemmTile) -> str:
+def _decode_panel_source(name: str, fmt: str, cols: int, tile: GemmTile, lanes: int) -> str:
     """``static void name(codes, scale, mins, float* b_pack, int64_t k0, int64_t kc, int64_t c0,
     int width)``: weight rows ``k0 .. k0 + kc`` (whole blocks) of columns ``c0 .. c0 + width``
     decoded into the k-major ``kc x nr`` panel, columns past ``width`` zero."""
     per_byte, offset, has_min = FORMATS[fmt]
     code_t = "int8_t" if fmt == "q8_0" else "uint8_t"
     widen = "rs_qwiden_s8" if fmt == "q8_0" else "rs_qwiden_u8"
-    nr, lanes = tile.nr, tile.lanes
+    nr = tile.nr
     byte_rows = BLOCK // per_byte
     shift = f" + (float)({offset})" if offset else ""
 
@@ -136,7 +87,8 @@ def _decode_panel_source(name: str, fmt: str, cols: int, tile: GemmTile) -> str:
     for v in range(nr // lanes):
         if per_byte == 2:
             vector.append(f"  {{ const rs_qi q = {widen}(p + {v * lanes});")
-            vector.append(f"    rs_qstore_f(out + {v * lanes}, {value('__builtin_convertvector(q & 15, rs_qf)', str(v))});")
+            low = value("__builtin_convertvector(q & 15, rs_qf)", str(v))
+            vector.append(f"    rs_qstore_f(out + {v * lanes}, {low});")
             vector.append(f"    rs_qstore_f(out + {byte_rows * nr + v * lanes}, "
                           f"{value('__builtin_convertvector(q >> 4, rs_qf)', str(v))}); }}")
         else:
@@ -176,7 +128,7 @@ def _decode_panel_source(name: str, fmt: str, cols: int, tile: GemmTile) -> str:
 def gemm_source(symbol: str, fmt: str, rows: int, cols: int, roles: dict[str, int],
                 features: VectorFeatures, row_count: str, symbol_lines: tuple[str, ...] = (),
                 epilogue: ColumnEpilogue | None = None, one_row_epilogue: ColumnEpilogue | None = None,
-                row_operand: str | None = None) -> str:
+                row_operand: str | None = None, machine: MachineParams | None = None) -> str:
     """C source of ``int32_t symbol(void* const* buffers, const int64_t* syms)`` computing
     ``y[i, c] = epilogue(sum_r x[i, r] * dequantize(codes)[r, c])`` for the run-time row count
     ``row_count`` (a C expression over the names ``symbol_lines`` declare from ``rs_syms``).
@@ -191,7 +143,12 @@ def gemm_source(symbol: str, fmt: str, rows: int, cols: int, roles: dict[str, in
     if rows % BLOCK or rows <= 0 or cols <= 0:
         raise ValueError(f"quantized gemm: {rows} x {cols} is not whole {BLOCK}-row blocks")
     has_min = FORMATS[fmt][2]
-    tile = gemm_tile(features, rows, l2_bytes())
+    machine = machine or machine_params()
+    params = derive_params(machine)
+    if params.nr % features.lanes:
+        raise ValueError(f"quantized gemm: the register tile's {params.nr} columns are not whole "
+                         f"{features.name} vectors")
+    tile = gemm_tile(params, rows, machine.l2_bytes)
     kc = min(tile.kc, rows)
     mr, nr, mc = tile.mr, tile.nr, tile.mc
     panels = -(-cols // nr)
@@ -230,8 +187,12 @@ def gemm_source(symbol: str, fmt: str, rows: int, cols: int, roles: dict[str, in
     return "\n".join([
         _HELPERS.format(vb=features.vector_bytes, widen=_WIDEN[features.name]),
         one_row,
-        microkernel_source(f"{symbol}_tile", tile),
-        _decode_panel_source(f"{symbol}_decode", fmt, cols, tile),
+        f"#ifndef RS_QGEMM_{vector_type(params)}",   # the typedefs once per translation unit
+        f"#define RS_QGEMM_{vector_type(params)}",
+        vector_typedefs(params),
+        "#endif",
+        emit_microkernel(f"{symbol}_tile", params, a_packed=False, b_packed=True),
+        _decode_panel_source(f"{symbol}_decode", fmt, cols, tile, features.lanes),
         f"/* {fmt} gemm n x {rows} x {cols} for {features.name}: register tile {mr} x {nr}, "
         f"{kc} weight rows decoded per panel, {mc} rows per task */",
         f"int32_t {symbol}(void* const* rs_buffers, const int64_t* rs_syms) {{",

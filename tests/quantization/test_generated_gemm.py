@@ -220,7 +220,7 @@ def test_unsupported_shapes_and_formats_are_errors():
         gemm_source("f", "q5_k", 64, 8, {}, features, "1")
 
 
-def heads_module(fmt: str, heads: int, head_dim: int, cols: int):
+def heads_module(fmt: str, heads: int, head_dim: int, cols: int, tokens: str = '"n"'):
     """The attention output projection: ``(heads, n, d)`` transposed and reshaped to
     ``(n, heads * d)`` in front of the product, a residual after it."""
     rows = heads * head_dim
@@ -230,12 +230,11 @@ def heads_module(fmt: str, heads: int, head_dim: int, cols: int):
     return rx.IRModule({"main": rx.from_source(f"""
 from relaxscript import R
 @R.function
-def main(a: R.Tensor(({heads}, "n", {head_dim}), "float32"), qd: R.Tensor(({packed}, {cols}), "{dtype}"),
-         qs: R.Tensor(({rows // 32}, {cols}), "float32"){extra}, h: R.Tensor(("n", {cols}), "float32")):
-    n = T.int64()
+def main(a: R.Tensor(({heads}, {tokens}, {head_dim}), "float32"), qd: R.Tensor(({packed}, {cols}), "{dtype}"),
+         qs: R.Tensor(({rows // 32}, {cols}), "float32"){extra}, h: R.Tensor(({tokens}, {cols}), "float32")):
     with R.dataflow():
         p = R.permute_dims(a, [1, 0, 2])
-        x = R.reshape(p, (n, {rows}))
+        x = R.reshape(p, ({tokens.strip('"')}, {rows}))
         y = R.matmul(x, R.dequantize(qd, qs{mins}, format="{fmt}"))
         z = R.add(h, y)
         R.output(z)
@@ -266,3 +265,23 @@ def test_rows_gathered_through_a_transpose_equal_numpy(fmt, heads, cols, tokens,
         tol = dict(rtol=2e-4, atol=4e-4 * np.sqrt(rows))
         np.testing.assert_allclose(rx.VirtualMachine(built)["main"](a, *tensors, h), expected, **tol)
         np.testing.assert_allclose(rx.interpret(mod, "main", a, *tensors, h), expected, **tol)
+
+
+@pytest.mark.parametrize("fmt", ["q4_1", "q8_0"])
+def test_one_token_gathered_through_a_transpose_runs_the_gemv_on_the_gathered_row(fmt):
+    """A decode step's attention output projection: one token, ``x`` a transpose + reshape of
+    the heads. The GEMV cannot read it in place; the GEMM's kernel gathers the row and calls
+    the GEMV (emitted beside it, the residual applied per column) on it."""
+    heads, head_dim, cols = 3, 32, 50
+    mod = heads_module(fmt, heads, head_dim, cols, tokens="1")
+    [func] = marked(mod)
+    assert func.attrs.get("c.quantized_gemv") is None
+    built = rx.build(mod, target="c")
+    source = built.c_library.source
+    assert f"{fmt} gemm n x 96 x {cols}" in source and f"{fmt} gemv 96 x {cols}" in source
+    rng = np.random.default_rng(5)
+    tensors = quantize_numpy(rng.standard_normal((96, cols)), fmt)
+    a = rng.standard_normal((heads, 1, head_dim)).astype(np.float32)
+    h = rng.standard_normal((1, cols)).astype(np.float32)
+    expected = h + a.transpose(1, 0, 2).reshape(1, 96).astype(np.float64) @ dequantize_numpy(*tensors, format=fmt)
+    np.testing.assert_allclose(rx.VirtualMachine(built)["main"](a, *tensors, h), expected, rtol=2e-4, atol=4e-3)

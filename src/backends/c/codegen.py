@@ -643,7 +643,7 @@ def column_epilogue_c(func: PrimFunc, symbol: str, epilogue: dict) -> ColumnEpil
 _KERNEL_LOCALS = {"rs_buffers", "rs_syms", "prod", "c0", "c1", "y", "x", "codes", "scale", "mins",
                   "xsum", "acc", "task", "rs_col", "rs_prod", "rs_row", "rs_rows", "rs_status", "run",
                   "panel", "chunk", "chunks", "tasks", "width", "r0", "r1", "k0", "depth", "i", "j",
-                  "rs_k", "rs_xrows"}
+                  "rs_k", "rs_xrows", "rs_args"}
 
 
 def _input_declarations(emitter: CFunctionEmitter, inputs: dict) -> list[str]:
@@ -722,7 +722,7 @@ def _quantized_gemm_c(func: PrimFunc, symbol: str, gemm: dict) -> str | None:
         epilogue = _epilogue_c(emitter, chain)
         epilogue = ColumnEpilogue(tuple(d for d in epilogue.declarations if d not in symbol_lines),
                                   epilogue.statements, epilogue.result)
-    if chain is not None and row_operand is None:
+    if chain is not None:
         at_row_zero = {chain["row"]: E.IntImm(0, "int64")}
         first_row = chain | {"steps": [(var, substitute(value, at_row_zero)) for var, value in chain["steps"]]}
         # the one-token GEMV's epilogue: its own function scope, so its own names
@@ -733,7 +733,7 @@ def _quantized_gemm_c(func: PrimFunc, symbol: str, gemm: dict) -> str | None:
         one_row = ColumnEpilogue(tuple(declared) + at_zero.declarations, at_zero.statements, at_zero.result)
     return gemm_source(symbol, gemm["format"], gemm["rows"], gemm["cols"], gemm["roles"], detect_features(),
                        f"(int64_t)({emitter.expr(Analyzer().simplify(row_count))})", tuple(symbol_lines),
-                       epilogue, one_row, row_operand)
+                       epilogue, one_row, row_operand, buffer_count=len(func.buffer_params))
 
 
 def _row_major_strides(shape):

@@ -128,7 +128,8 @@ def _decode_panel_source(name: str, fmt: str, cols: int, tile: GemmTile, lanes: 
 def gemm_source(symbol: str, fmt: str, rows: int, cols: int, roles: dict[str, int],
                 features: VectorFeatures, row_count: str, symbol_lines: tuple[str, ...] = (),
                 epilogue: ColumnEpilogue | None = None, one_row_epilogue: ColumnEpilogue | None = None,
-                row_operand: str | None = None, machine: MachineParams | None = None) -> str:
+                row_operand: str | None = None, machine: MachineParams | None = None,
+                buffer_count: int = 0) -> str:
     """C source of ``int32_t symbol(void* const* buffers, const int64_t* syms)`` computing
     ``y[i, c] = epilogue(sum_r x[i, r] * dequantize(codes)[r, c])`` for the run-time row count
     ``row_count`` (a C expression over the names ``symbol_lines`` declare from ``rs_syms``).
@@ -137,7 +138,8 @@ def gemm_source(symbol: str, fmt: str, rows: int, cols: int, roles: dict[str, in
     ``one_row_epilogue`` is the same chain at row 0, for the one-token GEMV. Without an ``x``
     role, ``row_operand`` is ``x[rs_row, rs_k]`` as a C expression over the parameters (a
     reshape/transpose in front of the product): the kernel gathers ``x``'s rows first (a few
-    tokens, a small buffer), and one token runs this kernel too."""
+    tokens, a small buffer); one token then calls the GEMV with that buffer as ``x``, one
+    position past the function's ``buffer_count`` buffers."""
     if fmt not in FORMATS:
         raise ValueError(f"quantized gemm: unsupported format {fmt!r} (have {sorted(FORMATS)})")
     if rows % BLOCK or rows <= 0 or cols <= 0:
@@ -155,8 +157,8 @@ def gemm_source(symbol: str, fmt: str, rows: int, cols: int, roles: dict[str, in
     code_t = "int8_t" if fmt == "q8_0" else "uint8_t"
     if ("x" in roles) == (row_operand is not None):
         raise ValueError("quantized gemm: give x either as a buffer role or as a row operand")
-    one_row = gemv_source(f"{symbol}_one_row", fmt, rows, cols, roles, features, one_row_epilogue) \
-        if row_operand is None else ""
+    gemv_roles = roles if row_operand is None else roles | {"x": buffer_count}
+    one_row = gemv_source(f"{symbol}_one_row", fmt, rows, cols, gemv_roles, features, one_row_epilogue)
     operands = [f"  const {code_t}* restrict codes = (const {code_t}*)rs_buffers[{roles['codes']}];",
                 f"  const float* restrict scale = (const float*)rs_buffers[{roles['scale']}];",
                 "  const float* restrict mins = "
@@ -175,7 +177,15 @@ def gemm_source(symbol: str, fmt: str, rows: int, cols: int, roles: dict[str, in
             "  for (int64_t rs_row = 0; rs_row < rs_rows; ++rs_row)",
             f"    for (int64_t rs_k = 0; rs_k < {rows}; ++rs_k)",
             f"      rs_xrows[rs_row * {rows} + rs_k] = {row_operand};",
-            "  const float* restrict x = rs_xrows;"]
+            "  const float* restrict x = rs_xrows;",
+            "  if (rs_rows == 1) {",
+            f"    void* rs_args[{buffer_count + 1}];",
+            f"    memcpy(rs_args, rs_buffers, sizeof(void*) * {buffer_count});",
+            f"    rs_args[{buffer_count}] = rs_xrows;",
+            f"    rs_status = {symbol}_one_row(rs_args, rs_syms);",
+            "    free(rs_xrows);",
+            "    return rs_status;",
+            "  }"]
         release = ["  free(rs_xrows);"]
     if epilogue:
         operands += [f"  {line}" for line in epilogue.declarations]

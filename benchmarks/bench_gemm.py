@@ -10,6 +10,11 @@ plus square products for the large-``m`` target. Prints GFLOP/s, the generated k
 variant, and generated/OpenBLAS. On a shared machine the numbers are noisy.
 
     python benchmarks/bench_gemm.py [--rows 1 4 16 64 128 512 1024] [--threads 2]
+    python benchmarks/bench_gemm.py --workloads [--sizes 1 4 8 16 32]
+
+``--workloads`` builds each workload of workloads.py (weights bound) twice, with the default
+DispatchLibrary (its per-matmul choice, gemm_choice.py) and with every float32 matmul sent to
+OpenBLAS, prints the choices with their reasons, and times both side by side.
 """
 from __future__ import annotations
 
@@ -55,13 +60,59 @@ def time_call(fn, a, b, c, m, n, k, threads) -> float:
     return median_ms(lambda: fn(operands, params), min_runs=5, max_runs=200, budget_s=0.3, warmup_s=0.05)
 
 
+def openblas_only_pipeline() -> list:
+    """The default C pipeline with DispatchLibrary's per-matmul choice switched off (OpenBLAS)."""
+    import dataclasses
+
+    import relaxscript as rx
+    from relaxscript.transform import DispatchLibrary
+    from relaxscript.transform.dispatch_library import DEFAULT_CPU_REGISTRY, LibraryRegistry
+    registry = LibraryRegistry([dataclasses.replace(p, choose=None) for p in DEFAULT_CPU_REGISTRY])
+    return [DispatchLibrary(registry) if isinstance(p, DispatchLibrary) else p for p in rx.get_pipeline("c")]
+
+
+def run_workloads(sizes, rounds: int, budget: float) -> None:
+    import relaxscript as rx
+    from bench_merge_matmul import bound_module
+    from relaxscript.transform import InlineFunctions, MergeParallelMatmul
+    from relaxscript.transform.dispatch_library import gemm_dispatch_report
+    from workloads import WORKLOADS
+    rows = []
+    widths = {"mlp": (4096, 1024), "llama": (1536, 512, 2816)}   # the products' output widths
+    for name in ("mlp", "llama"):
+        workload = WORKLOADS[name]
+        mod, activations = bound_module(workload)
+        for choice in gemm_dispatch_report(MergeParallelMatmul()(InlineFunctions()(mod))):
+            print(f"{name}: {choice.function}.{choice.binding} rows={choice.rows} -> {choice.library}: {choice.reason}")
+        chosen = rx.VirtualMachine(rx.build(mod))["main"]
+        blas_only = rx.VirtualMachine(rx.build(mod, pipeline=openblas_only_pipeline()))["main"]
+        for n in sizes:
+            inputs = workload.inputs(n)[:activations]
+            np.testing.assert_allclose(chosen(*inputs), blas_only(*inputs), rtol=1e-3, atol=1e-3)
+            off = on = float("inf")
+            for _ in range(rounds):   # alternate, keep each side's best median: load comes and goes
+                off = min(off, median_ms(lambda: blas_only(*inputs), budget_s=budget, warmup_s=0.1))
+                on = min(on, median_ms(lambda: chosen(*inputs), budget_s=budget, warmup_s=0.1))
+            rows.append([name, str(n), ",".join(sorted({gemm_library.variant(n, 0, policy=gemm_library.WITH_BLAS, n=w)
+                                                         for w in widths[name]})),
+                         f"{off:.3f}", f"{on:.3f}", f"{off / on:.2f}x"])
+            print("  ".join(rows[-1]), flush=True)
+    print(format_table(["workload", "n", "variant", "openblas only ms", "with choice ms", "gain"], rows))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--workloads", action="store_true", help="whole workloads, choice on and off")
+    parser.add_argument("--sizes", type=int, nargs="+", default=[1, 4, 8, 16, 32])
+    parser.add_argument("--budget", type=float, default=0.3)
     parser.add_argument("--rows", type=int, nargs="+", default=[1, 4, 16, 17, 64, 128, 512, 1024])
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--square", action="store_true", help="also square 1024 and 2048 at m = their size")
     args = parser.parse_args()
+    if args.workloads:
+        run_workloads(args.sizes, args.rounds, args.budget)
+        return
     params = gemm_params()
     print(f"generated kernel: {params.describe()}")
     blas_nn, blas_nt = blas_address("rs_sgemm_native"), blas_address("rs_sgemm_nt_native")
@@ -85,7 +136,7 @@ def main() -> None:
             best_blas = min(best_blas, time_call(blas, a, b, c_blas, m, n, k, args.threads))
         np.testing.assert_allclose(c_gen, c_blas, rtol=1e-3, atol=1e-3 * np.sqrt(k))
         gflop = 2.0 * m * n * k / 1e9
-        rows.append([label, str(m), gemm_library.variant(m, args.threads), f"{best_gen:.3f}",
+        rows.append([label, str(m), gemm_library.variant(m, args.threads, n=n), f"{best_gen:.3f}",
                      f"{best_blas:.3f}", f"{gflop / best_gen * 1e3:.1f}", f"{gflop / best_blas * 1e3:.1f}",
                      f"{best_blas / best_gen:.2f}"])
         print("  ".join(rows[-1]), flush=True)

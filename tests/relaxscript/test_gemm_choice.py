@@ -71,7 +71,7 @@ def test_transposed_weight_stays_with_openblas_and_the_report_says_why():
     assert (choice.function, choice.binding, choice.library) == ("main", "y", "openblas.sgemm_nt")
     assert "transposed" in choice.reason
     (choice,) = gemm_dispatch_report(rx.from_source(_module('"n"')))
-    assert choice.rows == "n" and f"2..{skinny_rows()}" in choice.reason
+    assert choice.rows == "n" and f"2..{skinny_rows(8)}" in choice.reason
 
 
 def test_without_blas_every_matmul_gets_the_generated_kernel(monkeypatch):
@@ -102,7 +102,7 @@ def test_c_build_equals_the_interpreter_across_the_run_time_boundaries(no_blas, 
         monkeypatch.setattr(blas, "backend", lambda: "numpy")
     transposed = rx.from_source(_module('"n"', weight="(8, 16)", transposed=True, bias=True))
     plain = rx.from_source(_module('"n"', bias=True))
-    s = skinny_rows()
+    s = skinny_rows(8)
     rng = np.random.default_rng(0)
     for module, weight in ((plain, (16, 8)), (transposed, (8, 16))):
         exe = rx.build(module, target="c")

@@ -174,7 +174,10 @@ def _sgemm_nt_operands(match: PatternMatch, analyzer: Analyzer) -> bool:
 def _choose(kind: str):
     """OpenBLAS or the generated GEMM for this match (transform/gemm_choice.py says why)."""
     def choose(match: PatternMatch, analyzer: Analyzer) -> tuple[str, str]:
-        return choose_gemm_library(kind, product_rows(match.sinfo("a").shape), analyzer)
+        weight = match.sinfo("b").shape
+        width = weight[0] if kind == "sgemm_nt" else weight[-1]
+        width = int(width.value) if hasattr(width, "value") else None
+        return choose_gemm_library(kind, product_rows(match.sinfo("a").shape), analyzer, width)
     return choose
 
 
@@ -380,5 +383,6 @@ def gemm_dispatch_report(mod: IRModule, registry: LibraryRegistry | None = None)
     return dispatch.choices
 
 
-__all__ = ["DispatchLibrary", "GemmChoice", "gemm_dispatch_report", "LibraryPattern", "LibraryRegistry", "LibraryPatternError", "PatternMatch",
+__all__ = ["DispatchLibrary", "GemmChoice", "gemm_dispatch_report",
+           "LibraryPattern", "LibraryRegistry", "LibraryPatternError", "PatternMatch",
            "DEFAULT_CPU_REGISTRY", "register_library_pattern", "is_op", "wildcard"]

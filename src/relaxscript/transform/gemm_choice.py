@@ -10,11 +10,11 @@ ARCHITECTURE.md, "Generated fp32 GEMM"):
   generated kernel packs it through strided writes);
 - rows (``n``, the product of ``x``'s leading dims) provably 1: OpenBLAS (its sgemv path streams
   the weight at the memory's rate);
-- rows provably above ``skinny_rows``: OpenBLAS (its packed kernels);
-- otherwise (rows may be 2..``skinny_rows``, e.g. a symbolic ``n``): the generated kernel. Its
-  run-time choice runs the skinny variant (A read in place) for 2..``skinny_rows`` rows and hands
-  1 row and more than ``skinny_rows`` to OpenBLAS, so a symbolic ``n`` gets the faster of the two
-  at every value with one branch.
+- rows provably above the skinny limit (``driver.skinny_limit``: one register tile of rows,
+  ``mr``, or two where the output width avoids 4 KiB cache-set aliasing): OpenBLAS;
+- otherwise (rows may be 2..limit, e.g. a symbolic ``n``): the generated kernel. Its run-time
+  choice runs the skinny variant (A read in place) for 2..limit rows and hands 1 row and more
+  to OpenBLAS, so a symbolic ``n`` gets the faster of the two at every value with one branch.
 """
 from __future__ import annotations
 
@@ -42,15 +42,25 @@ class GemmChoice:
 
 
 @functools.lru_cache(maxsize=None)
-def skinny_rows() -> int | None:
-    """The generated kernel's skinny bound on this machine, or None when it cannot be built
-    (no C compiler: the interp target still dispatches)."""
+def _params():
+    """The generated kernel's tiles on this machine, or None when it cannot be built (no C
+    compiler: the interp target still dispatches)."""
     from backends.c.compiler import CompileError
     from backends.c.gemm.params import gemm_params
     try:
-        return gemm_params().skinny_rows
+        return gemm_params()
     except (CompileError, OSError):
         return None
+
+
+def skinny_rows(width=None) -> int | None:
+    """Most rows the generated kernel keeps beside OpenBLAS for an output ``width`` (an int, or
+    None when symbolic: the smaller bound), or None without a C compiler."""
+    from backends.c.gemm.driver import skinny_limit
+    params = _params()
+    if params is None:
+        return None
+    return skinny_limit(width, params) if isinstance(width, int) else params.mr
 
 
 def product_rows(a_shape) -> object:
@@ -58,12 +68,13 @@ def product_rows(a_shape) -> object:
     return prod(a_shape[:-1]) if len(a_shape) > 2 else a_shape[0]
 
 
-def choose_gemm_library(kind: str, rows, analyzer: Analyzer) -> tuple[str, str]:
-    """``(library, reason)`` for a matmul of ``kind`` ("sgemm", "sgemm_bias", "sgemm_nt")."""
+def choose_gemm_library(kind: str, rows, analyzer: Analyzer, width=None) -> tuple[str, str]:
+    """``(library, reason)`` for a matmul of ``kind`` ("sgemm", "sgemm_bias", "sgemm_nt") with
+    ``rows`` rows and output ``width`` (columns; an int when constant)."""
     generated, library = GENERATED_NAMES[kind], BLAS_NAMES[kind]
     if blas.backend() != "openblas":
         return generated, "no BLAS on this target: the generated kernel serves every n"
-    skinny = skinny_rows()
+    skinny = skinny_rows(width)
     if skinny is None:
         return library, "the generated kernel cannot be built here (no C compiler)"
     if kind == "sgemm_nt":

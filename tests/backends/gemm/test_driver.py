@@ -92,23 +92,26 @@ def test_bad_operands_raise():
 
 
 @pytest.mark.parametrize("trans_b", [False, True])
-def test_run_time_choice_with_openblas_at_its_boundaries(trans_b):
-    """Policy WITH_BLAS: one row and more than skinny_rows rows go to OpenBLAS (when the target
+@pytest.mark.parametrize("n", [21, 1024])   # rows of 1024 floats are 4 KiB apart (cache-set aliasing)
+def test_run_time_choice_with_openblas_at_its_boundaries(trans_b, n):
+    """Policy WITH_BLAS: one row and more than skinny_limit rows go to OpenBLAS (when the target
     has it), the rest to the skinny variant; results equal NumPy either way, epilogues included."""
     from backends import blas
-    s = PARAMS.skinny_rows
+    from backends.c.gemm.driver import skinny_limit
+    limit = skinny_limit(n, PARAMS)
+    assert limit == (PARAMS.mr if n == 1024 else min(2 * PARAMS.mr, PARAMS.skinny_rows))
     has_blas = blas.backend() == "openblas"
-    for m in (1, 2, s, s + 1):
-        expected = "openblas" if has_blas and (m == 1 or m > s) else variant_for(m, PARAMS, 2)
-        assert variant_for(m, PARAMS, 2, blas=has_blas) == expected
-        assert gemm_library.variant(m, 2, policy=gemm_library.WITH_BLAS) == expected
+    for m in (1, 2, limit, limit + 1):
+        expected = "openblas" if has_blas and (m == 1 or m > limit) else variant_for(m, PARAMS, 2)
+        assert variant_for(m, PARAMS, 2, blas=has_blas, n=n) == expected
+        assert gemm_library.variant(m, 2, policy=gemm_library.WITH_BLAS, n=n) == expected
         rng = np.random.default_rng(m)
         a = rng.standard_normal((m, 37)).astype(np.float32)
-        b = rng.standard_normal((21, 37) if trans_b else (37, 21)).astype(np.float32)
-        bias, residual = rng.standard_normal(21).astype(np.float32), rng.standard_normal((m, 21)).astype(np.float32)
+        b = rng.standard_normal((n, 37) if trans_b else (37, n)).astype(np.float32)
+        bias, residual = rng.standard_normal(n).astype(np.float32), rng.standard_normal((m, n)).astype(np.float32)
         for k_empty in (False, True):
             aa, bb = (a[:, :0].copy(), (b[:, :0] if trans_b else b[:0]).copy()) if k_empty else (a, b)
-            c = np.full((m, 21), np.nan, np.float32)
+            c = np.full((m, n), np.nan, np.float32)
             gemm_library.gemm(aa, bb, c, trans_b=trans_b, bias=bias, residual=residual, act="silu",
                               policy=gemm_library.WITH_BLAS)
             np.testing.assert_allclose(c, _reference(aa, bb, trans_b, bias, residual, "silu"), rtol=1e-4, atol=1e-4)

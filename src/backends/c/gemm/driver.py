@@ -31,37 +31,50 @@ from .microkernel import emit_microkernel, vector_typedefs
 from .params import GemmParams
 
 ACTIVATIONS = {"none": 0, "relu": 1, "silu": 2}
+# x86's L1 is indexed by the address bits inside a 4 KiB page: rows a multiple of this apart
+# fall into the same cache sets
+ALIAS_BYTES = 4096
 # 2 * m * n * k below this: one thread (a parallel region costs ~5-10 us on this class of machine)
 MIN_FLOPS_TO_SPLIT = 1 << 21
 # Rows of B the skinny variant streams at once (contiguous runs, one per row, swept across the
 # columns): few enough for the hardware prefetchers to follow every stream.
 SKINNY_KC = 16
-# With more rows than one register tile, each B panel feeds several kernel calls, and a call over
-# only 16 k steps spends as long on its tile's loads and stores as on its multiply-adds.
-SKINNY_KC_TILES = 64
 
 
 def _row_kernels(params: GemmParams) -> str:
     """Micro-kernels reading A in place, one per row count 1..mr (a skinny product of 1 row does
-    not pay for mr rows of multiply-adds), with B packed or read in place, and their dispatch."""
-    out = []
-    for b_packed, suffix in ((True, ""), (False, "_direct_b")):
-        b_param = "const float* b" if b_packed else "const float* b, int ldb"
-        b_args = "b" if b_packed else "b, ldb"
-        cases = []
-        for rows in range(1, params.mr + 1):
-            name = f"rs_gemm_kernel_rows{rows}{suffix}"
-            out.append(emit_microkernel(name, replace(params, mr=rows), a_packed=False, b_packed=b_packed))
-            cases.append(f"    case {rows}: {name}(kc, a, lda, {b_args}, c, ldc, {rows}, cols, acc); return;")
-        out.append(f"static inline void kernel_rows{suffix}(int rows, int kc, const float* a, int lda, {b_param}, "
-                   "float* c, int ldc, int cols, int acc) {\n  switch (rows) {\n" + "\n".join(cases) + "\n  }\n}\n")
+    not pay for mr rows of multiply-adds), with B packed (``kernel_rows``) or read in place swept
+    across whole panels (``sweep_rows``), and their dispatch on the row count."""
+    out, packed_cases, sweep_cases = [], [], []
+    for rows in range(1, params.mr + 1):
+        tile = replace(params, mr=rows)
+        out.append(emit_microkernel(f"rs_gemm_kernel_rows{rows}", tile, a_packed=False, b_packed=True))
+        out.append(emit_microkernel(f"rs_gemm_kernel_rows{rows}_direct_b", tile, a_packed=False, b_packed=False))
+        out.append(f"static void sweep_rows{rows}(int kc, const float* a, int lda, const float* b, int ldb, "
+                   f"float* c, int ldc, int w, int acc) {{\n"
+                   f"  for (int jr = 0; jr < w; jr += {params.nr})\n"
+                   f"    rs_gemm_kernel_rows{rows}_direct_b(kc, a, lda, b + jr, ldb, c + jr, ldc, {rows}, "
+                   f"{params.nr}, acc);\n}}\n")
+        packed_cases.append(f"    case {rows}: rs_gemm_kernel_rows{rows}(kc, a, lda, b, c, ldc, {rows}, cols, acc); "
+                            "return;")
+        sweep_cases.append(f"    case {rows}: sweep_rows{rows}(kc, a, lda, b, ldb, c, ldc, w, acc); return;")
+    out.append("static void kernel_rows(int rows, int kc, const float* a, int lda, const float* b, float* c, "
+               "int ldc, int cols, int acc) {\n  switch (rows) {\n" + "\n".join(packed_cases) + "\n  }\n}\n")
+    out.append("/* whole panels only: w a multiple of NR */\n"
+               "static void sweep_rows(int rows, int kc, const float* a, int lda, const float* b, int ldb, "
+               "float* c, int ldc, int w, int acc) {\n  switch (rows) {\n" + "\n".join(sweep_cases) + "\n  }\n}\n")
     return "\n".join(out)
 
 
-def variant_for(m: int, params: GemmParams, threads: int, blas: bool = False) -> str:
-    """The variant ``rs_gen_gemm`` runs for ``m`` rows (the same conditions as the C code); with
-    ``blas`` (policy 1, OpenBLAS bound) one row and more than ``skinny_rows`` go to OpenBLAS."""
-    if blas and (m == 1 or m > params.skinny_rows):
+def skinny_limit(n: int, params: GemmParams) -> int:
+    """Most rows the skinny variant keeps under the WITH_BLAS policy (see ``rs_gen_gemm_variant``)."""
+    return params.mr if (n * 4) % ALIAS_BYTES == 0 else min(2 * params.mr, params.skinny_rows)
+
+
+def variant_for(m: int, params: GemmParams, threads: int, blas: bool = False, n: int = 1) -> str:
+    """The variant ``rs_gen_gemm`` runs for ``m`` rows of width ``n`` (the same conditions as the C
+    code); with ``blas`` (policy 1, OpenBLAS bound) only 2..``skinny_limit`` rows stay generated."""
+    if blas and (m == 1 or m > skinny_limit(n, params)):
         return "openblas"
     if m <= params.skinny_rows:
         return "skinny"
@@ -84,9 +97,10 @@ def emit_gemm_library(params: GemmParams) -> str:
 #define MC {mc}
 #define NC {nc}
 #define SKINNY_ROWS {params.skinny_rows}
+#define ALIAS_BYTES {ALIAS_BYTES}
 #define SKINNY_NC {params.skinny_nc}
 #define SKINNY_KC {SKINNY_KC}
-#define SKINNY_KC_TILES {SKINNY_KC_TILES}
+#define SKINNY_CHUNK {max(params.nr, params.kc * params.nr // SKINNY_KC // params.nr * params.nr)}
 #define MIN_FLOPS_TO_SPLIT {MIN_FLOPS_TO_SPLIT}L
 
 {emit_microkernel("rs_gemm_kernel_packed", params)}
@@ -112,17 +126,19 @@ static float* grow(float** buf, size_t* cap, size_t floats) {{
 }}
 
 /* op(B)[p0 : p0+kcb, j0 : j0+w] into k-major panels of NR columns, zero-padded to NR */
-static void pack_b(int kcb, int w, const float* b, long ldb, int trans_b, long p0, long j0, float* out) {{
+static void pack_b_rows(int kcb, int w, const float* b, long ldb, long p0, long j0, float* out);
+static void pack_b_panels(int kcb, int w, const float* b, long ldb, int trans_b, long p0, long j0, float* out) {{
   for (int jp = 0; jp < w; jp += NR) {{
     const int cols = w - jp < NR ? w - jp : NR;
     float* panel = out + (long)jp * kcb;
     if (!trans_b) {{
-      for (int p = 0; p < kcb; ++p) {{
-        const float* src = b + (p0 + p) * ldb + j0 + jp;
-        float* dst = panel + (long)p * NR;
-        if (cols == NR) {{ for (int j = 0; j < NR; ++j) dst[j] = src[j]; }}
-        else {{ int j = 0; for (; j < cols; ++j) dst[j] = src[j]; for (; j < NR; ++j) dst[j] = 0.0f; }}
-      }}
+      if (cols < NR)
+        for (int p = 0; p < kcb; ++p) {{
+          const float* src = b + (p0 + p) * ldb + j0 + jp;
+          float* dst = panel + (long)p * NR;
+          int j = 0; for (; j < cols; ++j) dst[j] = src[j]; for (; j < NR; ++j) dst[j] = 0.0f;
+        }}
+      continue;   /* whole panels: copied below, PACK_ROWS rows at a time */
     }} else {{   /* b is (n x k): row j of b is column j of op(b), contiguous in p */
       for (int j = 0; j < NR; ++j) {{
         if (j < cols) {{
@@ -134,6 +150,29 @@ static void pack_b(int kcb, int w, const float* b, long ldb, int trans_b, long p
       }}
     }}
   }}
+}}
+
+/* the whole panels of B (not transposed), PACK_ROWS rows at a time across all panels: that many
+   contiguous read streams, and each panel gets PACK_ROWS consecutive rows (one run of writes),
+   where a panel at a time would read kcb rows a whole row width apart for every 64 bytes */
+#define PACK_ROWS 8
+static void pack_b_rows(int kcb, int w, const float* b, long ldb, long p0, long j0, float* out) {{
+  const int whole = w / NR * NR;
+  for (int p = 0; p < kcb; p += PACK_ROWS) {{
+    const int rows = kcb - p < PACK_ROWS ? kcb - p : PACK_ROWS;
+    for (int jp = 0; jp < whole; jp += NR) {{
+      float* dst = out + (long)jp * kcb + (long)p * NR;
+      for (int r = 0; r < rows; ++r) {{
+        const float* src = b + (p0 + p + r) * ldb + j0 + jp;
+        for (int j = 0; j < NR; ++j) dst[r * NR + j] = src[j];
+      }}
+    }}
+  }}
+}}
+
+static void pack_b(int kcb, int w, const float* b, long ldb, int trans_b, long p0, long j0, float* out) {{
+  pack_b_panels(kcb, w, b, ldb, trans_b, p0, j0, out);
+  if (!trans_b) pack_b_rows(kcb, w, b, ldb, p0, j0, out);
 }}
 
 /* A[i0 : i0+h, p0 : p0+kcb] into k-major panels of MR rows, zero-padded to MR */
@@ -178,25 +217,29 @@ static int block_skinny(long h, long w, long k, const float* a, const float* b, 
                         long n, long i0, long j0, const epilogue_t* e) {{
   if (!trans_b) {{
     /* B read in place: SKINNY_KC rows at a time, each swept left to right across the thread's
-       columns (that many contiguous streams, which the prefetchers follow), accumulating into c */
-    float edge[SKINNY_KC_TILES * NR];
-    const long skc = h <= MR ? SKINNY_KC : SKINNY_KC_TILES;
-    for (long pc = 0; pc < k; pc += skc) {{
-      const int kcb = (int)min_long(skc, k - pc);
+       columns (that many contiguous streams, which the prefetchers follow), accumulating into c.
+       One call per row tile sweeps a run of panels (a call per panel cost more than its 16 k
+       steps). With several row tiles the sweep goes in chunks of SKINNY_CHUNK columns, whose
+       k block (half of L1) the next tiles re-read from cache: over whole rows of a power-of-two
+       width, the second tile measured up to 6x slower. */
+    float edge[SKINNY_KC * NR];
+    const long chunk = h > MR ? SKINNY_CHUNK : w;
+    for (long pc = 0; pc < k; pc += SKINNY_KC) {{
+      const int kcb = (int)min_long(SKINNY_KC, k - pc);
       const int last = pc + kcb >= k;
-      for (long jr = 0; jr < w; jr += NR) {{
-        const int cols = (int)min_long(NR, w - jr);
-        const float* bt = b + pc * n + j0 + jr;
-        if (cols < NR) pack_b(kcb, cols, b, n, 0, pc, j0 + jr, edge);
+      for (long jc = 0; jc < w; jc += chunk) {{
+        const long wc = min_long(chunk, w - jc), full = wc / NR * NR;
+        if (full < wc) pack_b(kcb, (int)(wc - full), b, n, 0, pc, j0 + jc + full, edge);
         for (long ir = 0; ir < h; ir += MR) {{
           const int rows = (int)min_long(MR, h - ir);
-          float* ct = c + (i0 + ir) * n + j0 + jr;
+          float* ct = c + (i0 + ir) * n + j0 + jc;
           const float* at = a + (i0 + ir) * k + pc;
-          if (cols == NR) kernel_rows_direct_b(rows, kcb, at, (int)k, bt, (int)n, ct, (int)n, cols, pc > 0);
-          else kernel_rows(rows, kcb, at, (int)k, edge, ct, (int)n, cols, pc > 0);
+          sweep_rows(rows, kcb, at, (int)k, b + pc * n + j0 + jc, (int)n, ct, (int)n, (int)full, pc > 0);
+          if (full < wc)
+            kernel_rows(rows, kcb, at, (int)k, edge, ct + full, (int)n, (int)(wc - full), pc > 0);
           if (last && has_epilogue(e))
-            apply_epilogue(ct, n, rows, cols, e->bias == NULL ? NULL : e->bias + j0 + jr,
-                           e->residual == NULL ? NULL : e->residual + (i0 + ir) * n + j0 + jr, e->act);
+            apply_epilogue(ct, n, rows, (int)wc, e->bias == NULL ? NULL : e->bias + j0 + jc,
+                           e->residual == NULL ? NULL : e->residual + (i0 + ir) * n + j0 + jc, e->act);
         }}
       }}
     }}
@@ -267,13 +310,19 @@ typedef int (*rs_blas_gemm_fn)(int, int, long, long, long, float, const float*, 
 static rs_blas_gemm_fn rs_blas_gemm;
 void rs_gen_bind_blas(rs_blas_gemm_fn f) {{ rs_blas_gemm = f; }}
 
-/* Which variant runs for m rows: 0 skinny, 1 medium, 2 large (the documented conditions), 3
-   OpenBLAS. With policy 1 and OpenBLAS bound, m == 1 (its sgemv path streams the weight at the
-   memory's rate) and m > SKINNY_ROWS (its packed kernels) go to OpenBLAS; policy 0 always runs
-   the generated code. */
-int rs_gen_gemm_variant(long m, int threads, int policy) {{
+/* Which variant runs for m rows of width n: 0 skinny, 1 medium, 2 large (the documented
+   conditions), 3 OpenBLAS. With policy 1 and OpenBLAS bound, the generated code keeps only the
+   row counts where it measured faster: 2..MR rows (one register tile), and up to 2 * MR when rows
+   of n floats are not a multiple of ALIAS_BYTES apart (otherwise B's and c's rows share L1 sets
+   and a second row tile re-reads them from memory). One row (OpenBLAS's sgemv path streams the
+   weight) and everything else go to OpenBLAS. Policy 0 always runs the generated code. */
+int rs_gen_gemm_variant(long m, long n, int threads, int policy) {{
   threads = team_threads(threads);
-  if (policy == 1 && rs_blas_gemm != NULL && (m == 1 || m > SKINNY_ROWS)) return 3;
+  if (policy == 1 && rs_blas_gemm != NULL) {{
+    const int aliased = (n * (long)sizeof(float)) % ALIAS_BYTES == 0;
+    const long skinny_limit = aliased ? MR : min_long(2 * MR, SKINNY_ROWS);
+    if (m == 1 || m > skinny_limit) return 3;
+  }}
   if (m <= SKINNY_ROWS) return 0;
   return m >= (long)threads * MC ? 2 : 1;
 }}
@@ -283,7 +332,7 @@ int rs_gen_gemm(long m, long n, long k, const float* a, const float* b, int tran
   threads = team_threads(threads);
   if (m <= 0 || n <= 0) return 0;
   const epilogue_t e = {{bias, residual, act}};
-  const int variant = rs_gen_gemm_variant(m, threads, policy);
+  const int variant = rs_gen_gemm_variant(m, n, threads, policy);
   if (k <= 0 || variant == 3) {{
     if (k > 0) {{   /* c starts as the bias (or zero) and OpenBLAS adds the product (beta = 1) */
       for (long i = 0; i < m; ++i)

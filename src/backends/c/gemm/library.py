@@ -38,7 +38,7 @@ def compiled(params: GemmParams | None = None) -> ctypes.CDLL:
     lib = ctypes.CDLL(str(path))
     lib.rs_gen_gemm.argtypes = [_L, _L, _L, _P, _P, _I, _P, _P, _P, _I, _I, _I]
     lib.rs_gen_gemm.restype = _I
-    lib.rs_gen_gemm_variant.argtypes = [_L, _I, _I]
+    lib.rs_gen_gemm_variant.argtypes = [_L, _L, _I, _I]
     lib.rs_gen_gemm_variant.restype = _I
     lib.rs_gen_bind_blas.argtypes = [_P]
     lib.rs_gen_bind_blas.restype = None
@@ -52,9 +52,10 @@ VARIANTS = ("skinny", "medium", "large", "openblas")
 GENERATED_ONLY, WITH_BLAS = 0, 1   # the run-time policy: see driver.py
 
 
-def variant(m: int, threads: int = 0, params: GemmParams | None = None, policy: int = GENERATED_ONLY) -> str:
-    """The variant the compiled library runs for ``m`` rows (asked of the C code itself)."""
-    return VARIANTS[compiled(params).rs_gen_gemm_variant(m, threads, policy)]
+def variant(m: int, threads: int = 0, params: GemmParams | None = None, policy: int = GENERATED_ONLY,
+            n: int = 1) -> str:
+    """The variant the compiled library runs for ``m`` rows of width ``n`` (asked of the C code)."""
+    return VARIANTS[compiled(params).rs_gen_gemm_variant(m, n, threads, policy)]
 
 
 def _checked(name: str, array: np.ndarray | None, shape: tuple | None = None) -> int | None:

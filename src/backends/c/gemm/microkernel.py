@@ -17,8 +17,9 @@ Unpacked forms read the operands where they are, row-major:
 
 Signature (``emit_microkernel(name, params)`` with both packed)::
 
-    static inline void NAME(int kc, const float *restrict a_pack, const float *restrict b_pack,
-                            float *restrict c, int ldc, int rows, int cols, int accumulate);
+    static inline __attribute__((always_inline))
+    void NAME(int kc, const float *restrict a_pack, const float *restrict b_pack,
+              float *restrict c, int ldc, int rows, int cols, int accumulate);
 
 ``c`` is row-major with row stride ``ldc``; ``accumulate`` non-zero adds to ``c``, zero
 overwrites it. The accumulators are ``mr * nr / lanes`` vector registers, written with GCC's
@@ -61,8 +62,8 @@ def emit_microkernel(name: str, params: GemmParams, a_packed: bool = True, b_pac
     splits = k_splits(params)
     a_param = "const float *restrict a_pack" if a_packed else "const float *restrict a, int lda"
     b_param = "const float *restrict b_pack" if b_packed else "const float *restrict b, int ldb"
-    lines = [f"static inline void {name}(int kc, {a_param}, {b_param}, float *restrict c, int ldc, "
-             "int rows, int cols, int accumulate) {"]
+    lines = [f"static inline __attribute__((always_inline)) void {name}(int kc, {a_param}, {b_param}, "
+             "float *restrict c, int ldc, int rows, int cols, int accumulate) {"]
     acc = [[[f"c{i}_{v}_{u}" for v in range(nv)] for i in range(mr)] for u in range(splits)]
     lines.append(f"  {vt} " + ", ".join(f"{x} = {{0}}" for sets in acc for row in sets for x in row) + ";")
     if not a_packed:  # rows past `rows` alias the last one: read, never stored

@@ -29,7 +29,8 @@ from .irmodule import IRModule
 from .normalize import DeductionContext, DeductionError, Normalizer, is_leaf  # noqa: F401 (re-export)
 from .struct_info import StructInfo
 from .struct_info_of import signature_of
-from .struct_info_util import default_analyzer, erase_to_well_defined, symbolic_vars_of
+from .shape_facts import FactAnalyzer, ShapeFacts, observe_binding
+from .struct_info_util import erase_to_well_defined, symbolic_vars_of
 
 __all__ = ["BlockBuilder", "DeductionError", "DeductionContext"]
 
@@ -58,7 +59,10 @@ class BlockBuilder(Normalizer):
 
     def __init__(self, mod: IRModule | None = None, analyzer=None):
         self._mod = mod if mod is not None else IRModule()
-        self.analyzer = analyzer if analyzer is not None else default_analyzer()
+        # Deduction sees the shape facts of the function being built (shape_facts.py);
+        # a caller's own analyzer is used as given.
+        self.analyzer = analyzer if analyzer is not None else FactAnalyzer()
+        self._facts_stack: list = []             # one ShapeFacts per open function scope
         self._func: _FunctionFrame | None = None
         self._frames: list[_BlockFrame] = []
         self._scopes: list[set] = []
@@ -101,11 +105,26 @@ class BlockBuilder(Normalizer):
     def begin_scope(self, params: Sequence[Var] | None = None) -> None:
         """Open a scope; symbolic vars in the params' annotations become defined."""
         self._scopes.append(set())
+        if params is not None:   # a function's scope: its facts start empty
+            self._facts_stack.append((len(self._scopes), ShapeFacts()))
+            self._set_facts()
         if params:
             self.define_symbolic_vars(symbolic_vars_of([p.struct_info for p in params]))
 
     def end_scope(self) -> None:
+        if self._facts_stack and self._facts_stack[-1][0] == len(self._scopes):
+            self._facts_stack.pop()
+            self._set_facts()
         self._scopes.pop()
+
+    def _set_facts(self) -> None:
+        if isinstance(self.analyzer, FactAnalyzer):
+            self.analyzer.facts = self._facts_stack[-1][1] if self._facts_stack else None
+
+    @property
+    def shape_facts(self) -> ShapeFacts | None:
+        """The facts known at this point of the function being built (None outside one)."""
+        return self._facts_stack[-1][1] if self._facts_stack else None
 
     def define_symbolic_vars(self, variables) -> None:
         if not self._scopes:
@@ -248,6 +267,8 @@ class BlockBuilder(Normalizer):
         if isinstance(binding, VarBinding):
             self._bound_values[binding.var] = binding.value
         frame.bindings.append(binding)
+        if len(self._frames) == 1 and not self._nested_seqs and self._facts_stack:   # not in an If branch
+            observe_binding(self._facts_stack[-1][1], binding)
 
     def lookup_binding(self, var: Var) -> Expr | None:
         """The value bound to ``var`` by a VarBinding emitted through this builder."""

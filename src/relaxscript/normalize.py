@@ -53,6 +53,7 @@ class Normalizer(ClassDispatch):
     block-frame methods ``_push_frame``/``_pop_frame``/``_append_binding``."""
 
     _span = None
+    _nested_seqs = 0
 
     # ---------------------------------------------------------------- entry points
     def normalize(self, expr: Expr) -> Expr:
@@ -201,6 +202,7 @@ class Normalizer(ClassDispatch):
     def _normalize_SeqExpr(self, seq: SeqExpr):
         saved_frames = self._swap_frames([])
         self.begin_scope()
+        self._nested_seqs += 1     # an If branch: its bindings establish no function-wide facts
         try:
             blocks = []
             for block in seq.blocks:
@@ -216,6 +218,7 @@ class Normalizer(ClassDispatch):
             if tail.bindings:
                 blocks.append(tail)
         finally:
+            self._nested_seqs -= 1
             self.end_scope()
             self._swap_frames(saved_frames)
         new = seq if _same(blocks, seq.blocks) and body is seq.body else SeqExpr(blocks, body)

@@ -12,8 +12,8 @@ from tests.targets import VM_TARGETS
 def test_default_pipeline_is_an_editable_list_of_passes():
     pipeline = rx.get_pipeline("c")
     names = [type(p).__name__ for p in pipeline]
-    assert names == ["InlineFunctions", "MergeParallelMatmul", "FuseAttention", "DispatchLibrary", "LegalizeOps",
-                     "AnnotateTIROpPattern", "FuseOps", "FuseTIR", "DefaultCPUSchedule", "LiftWorkspace",
+    assert names == ["InlineFunctions", "ApplyShapeConstraints", "MergeParallelMatmul", "FuseAttention",
+                     "DispatchLibrary", "LegalizeOps", "AnnotateTIROpPattern", "FuseOps", "FuseTIR", "DefaultCPUSchedule", "LiftWorkspace",
                      "DeadCodeElimination", "CallTIRRewrite", "StaticPlanBlockMemory"]
     assert all(isinstance(p, rx.transform.Pass) for p in pipeline)
     assert "DefaultCPUSchedule" not in [type(p).__name__ for p in rx.get_pipeline("interp")]

@@ -21,3 +21,4 @@ from .inline_functions import InlineFunctions  # noqa: F401
 from .merge_parallel_matmul import MergeParallelMatmul  # noqa: F401
 from .bind_params import BindParams  # noqa: F401
 from .fuse_attention import FuseAttention  # noqa: F401
+from .apply_shape_constraints import ApplyShapeConstraints, ShapeConstraintStats  # noqa: F401

@@ -10,7 +10,7 @@ ARCHITECTURE.md, "Generated fp32 GEMM"):
   generated kernel packs it through strided writes);
 - rows (``n``, the product of ``x``'s leading dims) provably 1: OpenBLAS (its sgemv path streams
   the weight at the memory's rate);
-- rows provably above the skinny limit (``driver.skinny_limit``: one register tile of rows,
+- rows provably above the skinny limit (``backends.library_gemm.skinny_rows``: one register tile of rows,
   ``mr``, or two where the output width avoids 4 KiB cache-set aliasing): OpenBLAS;
 - otherwise (rows may be 2..limit, e.g. a symbolic ``n``): the generated kernel. Its run-time
   choice runs the skinny variant (A read in place) for 2..limit rows and hands 1 row and more
@@ -18,13 +18,13 @@ ARCHITECTURE.md, "Generated fp32 GEMM"):
 """
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
 from math import prod
 
 from backends import blas
-from backends.c.gemm import library as gemm_library
+from backends import library_gemm as gemm_library
 from backends.library_blas import SGEMM, SGEMM_BIAS, SGEMM_NT
+from backends.library_gemm import skinny_rows
 from tensorir.arith import Analyzer
 
 BLAS_NAMES = {"sgemm": SGEMM, "sgemm_bias": SGEMM_BIAS, "sgemm_nt": SGEMM_NT}
@@ -39,28 +39,6 @@ class GemmChoice:
     rows: str        # the product's row count as printed (n, b * n, 1, ...)
     library: str
     reason: str
-
-
-@functools.lru_cache(maxsize=None)
-def _params():
-    """The generated kernel's tiles on this machine, or None when it cannot be built (no C
-    compiler: the interp target still dispatches)."""
-    from backends.c.compiler import CompileError
-    from backends.c.gemm.params import gemm_params
-    try:
-        return gemm_params()
-    except (CompileError, OSError):
-        return None
-
-
-def skinny_rows(width=None) -> int | None:
-    """Most rows the generated kernel keeps beside OpenBLAS for an output ``width`` (an int, or
-    None when symbolic: the smaller bound), or None without a C compiler."""
-    from backends.c.gemm.driver import skinny_limit
-    params = _params()
-    if params is None:
-        return None
-    return skinny_limit(width, params) if isinstance(width, int) else params.mr
 
 
 def product_rows(a_shape) -> object:

@@ -1,7 +1,8 @@
 """``rx.build(mod, target)``: the default pipeline, VM shape lowering and codegen.
 
 ``get_pipeline(target)`` returns the graph-level passes as a plain, editable
-list of pass objects (paper Figure 13, with inlining first): InlineFunctions
+list of pass objects (paper Figure 13, with inlining first): InlineFunctions ->
+ApplyShapeConstraints
 -> MergeParallelMatmul -> library dispatch (targets with libraries) -> LegalizeOps -> AnnotateTIROpPattern
 -> FuseOps -> FuseTIR -> default schedules (the target's: CPU for C, GPU for OpenCL/CUDA,
 none for the interpreter) -> workspace lifting -> DCE ->
@@ -20,6 +21,7 @@ from ..irmodule import IRModule
 from ..transform import (AnnotateTIROpPattern, CallTIRRewrite, DeadCodeElimination,
                          DefaultCPUSchedule, DefaultGPUSchedule, DispatchLibrary, FuseAttention, FuseOps,
                          FuseTIR, InlineFunctions, LegalizeOps, LiftWorkspace, StaticPlanBlockMemory)
+from ..transform.apply_shape_constraints import ApplyShapeConstraints
 from ..transform.merge_parallel_matmul import MergeParallelMatmul
 from ..transform.pass_infra import Pass
 from .codegen import compile_module
@@ -38,7 +40,7 @@ def get_pipeline(target="c") -> list[Pass]:
     # The fused attention kernel has a CPU schedule rule only; GPU targets keep the unfused ops.
     # It pays only for short queries (decode); longer ones keep the BLAS matmuls (see FuseAttention).
     attention = [FuseAttention(max_query_rows=16)] if backend.schedule != "gpu" else []
-    return [InlineFunctions(), MergeParallelMatmul(), *attention, *dispatch, LegalizeOps(),
+    return [InlineFunctions(), ApplyShapeConstraints(), MergeParallelMatmul(), *attention, *dispatch, LegalizeOps(),
             AnnotateTIROpPattern(), FuseOps(), FuseTIR(), *schedules, LiftWorkspace(), DeadCodeElimination(),
             CallTIRRewrite(),
             StaticPlanBlockMemory()]

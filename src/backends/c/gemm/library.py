@@ -93,12 +93,20 @@ def native_address(symbol: str) -> int | None:
     return ctypes.cast(getattr(lib, symbol), ctypes.c_void_p).value
 
 
+def _matrix(x: np.ndarray) -> np.ndarray:
+    """``x`` with its leading dims flattened into rows (explicit sizes: empty dims are fine)."""
+    x = np.asarray(x)
+    return x.reshape(int(np.prod(x.shape[:-1])), x.shape[-1])
+
+
 def _sgemm_numpy(a, b, c) -> None:
-    c.reshape(-1, c.shape[-1])[...] = np.asarray(a).reshape(-1, a.shape[-1]) @ b
+    product_dims(a.shape, b.shape, c.shape)
+    _matrix(c)[...] = _matrix(a) @ b
 
 
 def _sgemm_nt_numpy(a, b, c) -> None:
-    c.reshape(-1, c.shape[-1])[...] = np.asarray(a).reshape(-1, a.shape[-1]) @ np.asarray(b).T
+    product_dims(a.shape, b.shape, c.shape, trans_b=True)
+    _matrix(c)[...] = _matrix(a) @ np.asarray(b).T
 
 
 def _check_bias(bias_shape: tuple, c_shape: tuple) -> None:
@@ -109,7 +117,8 @@ def _check_bias(bias_shape: tuple, c_shape: tuple) -> None:
 
 def _sgemm_bias_numpy(a, b, bias, c) -> None:
     _check_bias(bias.shape, c.shape)
-    c.reshape(-1, c.shape[-1])[...] = np.asarray(a).reshape(-1, a.shape[-1]) @ b + bias.reshape(1, -1)
+    product_dims(a.shape, b.shape, c.shape)
+    _matrix(c)[...] = _matrix(a) @ b + bias.reshape(1, -1)
 
 
 def _nt_params(a_shape, b_shape, c_shape) -> tuple:

@@ -1,0 +1,35 @@
+"""Library entries of the generated fp32 GEMM (``backends/c/gemm``), as the graph level sees them:
+their names and how many rows the generated code keeps beside OpenBLAS, without importing a
+target folder from ``relaxscript`` (tests/test_target_boundary.py). Importing this module
+registers the entries (``generated.sgemm``, ``generated.sgemm_nt``, ``generated.sgemm_bias``)."""
+from __future__ import annotations
+
+import functools
+
+from .c.gemm import library as _gemm_library
+from .c.gemm.driver import skinny_limit as _skinny_limit
+
+SGEMM = _gemm_library.SGEMM
+SGEMM_NT = _gemm_library.SGEMM_NT
+SGEMM_BIAS = _gemm_library.SGEMM_BIAS
+
+
+@functools.lru_cache(maxsize=None)
+def _params():
+    """The generated kernel's tiles on this machine, or None when it cannot be built (no C
+    compiler: the interp target still dispatches)."""
+    from .c.compiler import CompileError
+    from .c.gemm.params import gemm_params
+    try:
+        return gemm_params()
+    except (CompileError, OSError):
+        return None
+
+
+def skinny_rows(width=None) -> int | None:
+    """Most rows the generated kernel keeps beside OpenBLAS for an output ``width`` (an int, or
+    None when symbolic: the smaller bound), or None without a C compiler."""
+    params = _params()
+    if params is None:
+        return None
+    return _skinny_limit(width, params) if isinstance(width, int) else params.mr

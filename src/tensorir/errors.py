@@ -47,6 +47,12 @@ class ShapeMismatchError(ValueError):
     """A runtime argument or check does not match its declared annotation."""
 
 
+class IndexOutOfRangeError(ShapeMismatchError, IndexError):
+    """An index read from data (take's, a gather's or a scatter's index tensor) lies outside the
+    axis it indexes. Every target raises it: the interpreters, and the compiled kernels through
+    their status word (``T.checked_index``). Also an ``IndexError``, as NumPy raises."""
+
+
 class AllocationError(ShapeMismatchError, MemoryError):
     """A tensor whose run-time shape cannot be allocated: a negative dimension, or more bytes
     than the machine can give. Also a ``MemoryError``, so code catching that still does."""

@@ -241,6 +241,22 @@ def address_of(load: "BufferLoad") -> Call:
     return Call("handle", ADDRESS_OF, [load])
 
 
+CHECKED_INDEX = "tir.checked_index"
+
+
+def checked_index(index, extent) -> Call:
+    """``T.checked_index(i, n)``: an index read from data (take's, a gather's or a scatter's
+    index tensor) into an axis of ``extent``, with NumPy's meaning: ``i + n`` for
+    ``-n <= i < 0``, ``i`` for ``0 <= i < n``; any other value stops the kernel with an
+    ``IndexOutOfRangeError`` naming it (the interpreter raises, the compiled targets report
+    it through their status word). Never clamped: a wrong index is an error, not a wrong answer."""
+    index, extent = convert(index), convert(extent)
+    for what, value in (("index", index), ("extent", extent)):
+        if not dt.is_int(value.dtype):
+            raise TypeError(f"T.checked_index: the {what} must be an integer, got a {value.dtype} one")
+    return Call("int64", CHECKED_INDEX, [cast("int64", index), cast("int64", extent)])
+
+
 def call_intrin(op: str, *args) -> Call:
     if op not in INTRINSICS:
         raise ValueError(f"unknown intrinsic T.{op}")

@@ -11,6 +11,7 @@ import functools
 
 import numpy as np
 
+from backends.c.status import DEVICE_STATUS_BYTES
 from tensorir.expr import Var
 
 
@@ -65,7 +66,7 @@ def run_opencl(gfunc, source: str, arrays: list[np.ndarray], scalars: dict | Non
                         np.zeros(1, np.uint8)) for a in arrays]
     workspaces = [cl.Buffer(ctx, flags.READ_WRITE, max(1, n * np.dtype(w.dtype).itemsize))
                   for w, n in zip(gfunc.workspaces, gfunc.workspace_sizes(values))]
-    status = np.zeros(1, np.int32)
+    status = np.zeros(DEVICE_STATUS_BYTES // 4, np.int32)   # a failed index check writes past the word
     status_buffer = cl.Buffer(ctx, flags.READ_WRITE | flags.COPY_HOST_PTR, hostbuf=status)
     syms = [np.int64(values[v]) for v in gfunc.sym_vars]
     for kernel, grid in zip(gfunc.kernels, gfunc.launch_grid(values)):

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 import relaxscript as rx
 from backends.c.compiler import find_compiler
 from backends.c.quantized_gemv import (AVX2, AVX512, SSE, MICRO_KERNEL_ATTR, VectorFeatures,
-                                       columns_per_task, detect_features, features_from_macros,
+                                       columns_per_tile, detect_features, features_from_macros,
                                        gemv_source)
 from relaxscript.quantization import dequantize_numpy, quantize_numpy
 from tensorir.schedule_rules.quantized import QUANTIZED_GEMV_ATTR, function_epilogue
@@ -112,9 +112,10 @@ def test_generated_gemv_equals_dequantize_then_matmul(fmt, blocks, cols, seed):
                                atol=2e-4 * np.sqrt(rows))
 
 
-def test_wide_layer_splits_columns_among_tasks():
-    """More columns than one task takes (several tasks, a ragged last one)."""
-    rows, cols = 64, 4 * columns_per_task(4000, detect_features()) + 5
+def test_wide_layer_splits_columns_among_threads_and_tiles():
+    """More columns than one tile takes (several tiles per thread, a ragged last one)."""
+    features = detect_features()
+    rows, cols = 64, 4 * columns_per_tile(100000, features.group, features.l1d_bytes) + 5
     mod = linear_module("q8_0", rows, cols, tokens="1")
     rng = np.random.default_rng(7)
     tensors = quantize_numpy(rng.standard_normal((rows, cols)), "q8_0")
@@ -164,17 +165,17 @@ def test_source_for_each_feature_set_compiles(tmp_path, kind, flags, fmt):
     assert features.accumulators * 2 <= features.registers
 
 
-def test_columns_per_task_are_whole_groups_within_l1():
-    """Accumulator and output run (8 bytes a column) in half of L1, whole groups, and
-    about 16 tasks where the layer is wide enough."""
+def test_columns_per_tile_are_whole_groups_within_a_quarter_of_l1():
+    """The output run and an epilogue's product run (8 bytes a column) in a quarter of L1,
+    whole groups, at most 2048 columns, no wider than the layer needs."""
     for l1d in (32 << 10, 48 << 10, 16 << 10):
-        features = VectorFeatures(*AVX2, l1d)
-        for cols in (1, 100, 576, 1536, 49152):
-            tile = columns_per_task(cols, features)
-            assert tile % features.group == 0 and tile * 8 <= max(l1d // 2, features.group * 8)
-    features = VectorFeatures(*AVX2, 32 << 10)
-    assert columns_per_task(49152, features) == 2048 and columns_per_task(1536, features) == 96
-    assert columns_per_task(16 * 2048 * 4, VectorFeatures(*AVX2, 16 << 10)) == 1024
+        for group in (16, 32, 64, 128):
+            for cols in (1, 100, 576, 1536, 49152):
+                tile = columns_per_tile(cols, group, l1d)
+                assert tile % group == 0 and tile * 8 <= max(l1d // 4, group * 8) and tile <= 2048
+                assert tile < cols + group
+    assert columns_per_tile(49152, 32, 32 << 10) == 1024 and columns_per_tile(192, 32, 32 << 10) == 192
+    assert columns_per_tile(49152, 64, 64 << 10) == 2048
 
 
 def test_unsupported_shapes_and_formats_are_errors():
@@ -300,3 +301,107 @@ def test_epilogue_the_scheduled_function_lost_compiles_the_loop_nest():
     assert " gemv " in generate_c({"k": lower(func)}, signatures={"k": func})[0]
     lost = func.with_attr(QUANTIZED_GEMV_ATTR, spec | {"epilogue": {**spec["epilogue"], "blocks": ["gone"]}})
     assert " gemv " not in generate_c({"k": lower(lost)}, signatures={"k": lost})[0]
+
+
+# ---------------------------------------------------------------- an input regrouped in front
+def regrouped_module(fmt: str, x_shape: tuple, regroup: list[str], cols: int):
+    """``y = regroup(x) @ dequantize(w) + h`` where ``regroup`` turns ``x`` into one row: the
+    decode step's attention output (heads, 1, head_dim) going into the output projection."""
+    rows = int(np.prod(x_shape))
+    mins, extra = (", qm", f', qm: R.Tensor(({rows // 32}, {cols}), "float32")') if fmt == "q4_1" else ("", "")
+    packed, dtype = (rows // 2, "uint8") if fmt.startswith("q4") else (rows, "int8")
+    body = "\n        ".join([*regroup, f'w = R.dequantize(qd, qs{mins}, format="{fmt}")',
+                               "y = R.matmul(r, w)", "y = R.add(h, y)"])
+    return rx.IRModule({"main": rx.from_source(f"""
+from relaxscript import R
+@R.function
+def main(x: R.Tensor({x_shape}, "float32"), qd: R.Tensor(({packed}, {cols}), "{dtype}"),
+         qs: R.Tensor(({rows // 32}, {cols}), "float32"){extra}, h: R.Tensor((1, {cols}), "float32")):
+    with R.dataflow():
+        {body}
+        R.output(y)
+    return y
+""")})
+
+
+# (x shape, Relax lines making ``r`` (1, rows), whether the memory order is kept)
+REGROUPS = {
+    "heads_to_row": ((3, 3, 64), ["r = R.reshape(x, (1, 576))"], True),
+    "unit_axis_permute": ((1, 3, 1, 64), ["t = R.permute_dims(x, (0, 2, 1, 3))", "r = R.reshape(t, (1, 192))"],
+                          True),
+    "grouped_heads": ((3, 3, 1, 32), ["t = R.permute_dims(x, (2, 0, 1, 3))", "r = R.reshape(t, (1, 288))"],
+                      True),
+    "transpose": ((2, 48), ["t = R.permute_dims(x, (1, 0))", "r = R.reshape(t, (1, 96))"], False),
+    "computed": ((1, 64), ["r = R.multiply(x, x)"], False),
+}
+
+
+@pytest.mark.parametrize("case", sorted(REGROUPS))
+@pytest.mark.parametrize("fmt", ["q4_1", "q8_0"])
+def test_input_regrouped_in_memory_order_is_read_in_place(case, fmt):
+    """Reshapes and permutes that keep the memory order leave the input where it is: the
+    generated kernel reads the parameter as the row (the fused kernel of the model's
+    attention output projection). A transpose or a computed input keeps the loop nest.
+    Both equal the NumPy reference, in C and in the interpreter."""
+    x_shape, regroup, in_place = REGROUPS[case]
+    rows, cols = int(np.prod(x_shape)), 72
+    mod = regrouped_module(fmt, x_shape, regroup, cols)
+    spec = marked_spec(mod)
+    assert (spec is not None) == in_place
+    if in_place:
+        func = next(iter(scheduled_module(mod).prim_funcs.values()))
+        assert func.buffer_params[spec["roles"]["x"]].name == "x"
+    rng = np.random.default_rng(len(case))
+    tensors = quantize_numpy(rng.standard_normal((rows, cols)), fmt)
+    x = rng.standard_normal(x_shape).astype(np.float32)
+    h = rng.standard_normal((1, cols)).astype(np.float32)
+    row = {"transpose": x.T, "computed": x * x}.get(case, x).reshape(1, rows).astype(np.float64)
+    expected = h + row @ dequantize_numpy(*tensors, format=fmt)
+    built = rx.build(mod, target="c")
+    assert (f"{fmt} gemv {rows} x {cols}" in built.c_library.source) == in_place
+    got = rx.VirtualMachine(built)["main"](x, *tensors, h)
+    np.testing.assert_allclose(got, expected, rtol=2e-4, atol=2e-4 * np.sqrt(rows))
+    np.testing.assert_allclose(rx.interpret(mod, "main", x, *tensors, h), expected, rtol=2e-4,
+                               atol=2e-4 * np.sqrt(rows))
+
+
+# ---------------------------------------------------------------- the split among threads
+def compiled_gemv(tmp_dir, fmt: str, rows: int, cols: int):
+    """The generated kernel for the detected features as a shared library whose team size a
+    test sets (``rs_set_team``), called through ctypes."""
+    import ctypes
+    roles = {"codes": 0, "scale": 1, "x": 2, "y": 3} | ({"min": 4} if fmt == "q4_1" else {})
+    prelude = ("#include <stdint.h>\n#include <string.h>\nstatic int rs_team_size = 1;\n"
+               "void rs_set_team(int n) { rs_team_size = n; }\n"
+               "static inline int rs_threads(void) { return rs_team_size; }\n")
+    path = tmp_dir / f"gemv_{fmt}_{rows}_{cols}.c"
+    path.write_text(prelude + gemv_source("rs_gemv", fmt, rows, cols, roles, detect_features()))
+    subprocess.run([find_compiler(), "-O2", "-march=native", "-fopenmp", "-shared", "-fPIC", str(path),
+                    "-o", str(path.with_suffix(".so"))], check=True, capture_output=True)
+    return ctypes.CDLL(str(path.with_suffix(".so"))), roles
+
+
+@settings(max_examples=8, deadline=None)
+@given(fmt=st.sampled_from(["q4_1", "q8_0", "q4_0"]), cols=st.sampled_from([1, 33, 577, 2053, 4100]),
+       team=st.integers(1, 5), seed=st.integers(0, 2**16))
+def test_any_team_size_covers_every_column_once(tmp_path_factory, fmt, cols, team, seed):
+    """Each thread takes a run of whole column groups, split at run time by the team's size;
+    the ragged columns go to the last thread. Teams larger than the groups, ragged widths and
+    widths of several tiles per thread all give dequantize-then-matmul (y starts as NaN: a
+    column no thread wrote would show)."""
+    import ctypes
+    rows = 64
+    library, roles = compiled_gemv(tmp_path_factory.mktemp("gemv"), fmt, rows, cols)
+    rng = np.random.default_rng(seed)
+    tensors = quantize_numpy(rng.standard_normal((rows, cols)), fmt)
+    x = rng.standard_normal(rows).astype(np.float32)
+    y = np.full(cols, np.nan, np.float32)
+    operands = {"codes": tensors[0], "scale": tensors[1], "x": x, "y": y} | \
+        ({"min": tensors[2]} if fmt == "q4_1" else {})
+    pointers = (ctypes.c_void_p * len(roles))()
+    for role, position in roles.items():
+        pointers[position] = operands[role].ctypes.data
+    library.rs_set_team(team)
+    assert library.rs_gemv(pointers, None) == 0
+    np.testing.assert_allclose(y, x.astype(np.float64) @ dequantize_numpy(*tensors, format=fmt),
+                               rtol=2e-4, atol=2e-4 * np.sqrt(rows))

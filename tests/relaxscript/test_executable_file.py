@@ -140,7 +140,7 @@ def test_a_foreign_format_version_is_named(saved, tmp_path):
     struct.pack_into("<I", newer, 8, 7)
     other = tmp_path / "newer.rsx"
     other.write_bytes(bytes(newer) + hashlib.sha256(newer).digest())
-    with pytest.raises(ExecutableFormatError, match="format version 7, this relaxscript reads version 3"):
+    with pytest.raises(ExecutableFormatError, match="format version 7, this relaxscript reads version 4"):
         Executable.load(other)
 
 
@@ -162,6 +162,11 @@ def test_trailing_data_is_a_clear_error(saved, tmp_path):
      "field 'actual.__class__"),
     (lambda m: _first(m, "CallKernel").update(sym_base=10 ** 6), "sym_base must be an int"),
     (lambda m: _first(m, "CallKernel").update(kernel="nowhere"), "unknown kernel 'nowhere'"),
+    # kernel variants: a condition is checked like any symbol code, a variant must be a built kernel
+    (lambda m: _first(m, "CallKernel").update(
+        variants={"tuple": [{"tuple": [{"tuple": ["bool", True]}, "nowhere"]}]}), "unknown kernel variant"),
+    (lambda m: _first(m, "CallKernel").update(variants={"tuple": [{"tuple": [
+        {"tuple": ["__import__", "os"]}, _first(m, "CallKernel")["kernel"]]}]}), "unknown operator '__import__'"),
     (lambda m: m["library"]["symbols"].update(exp="system"), "malformed library entry"),
     (lambda m: m["functions"][0]["record"].__setitem__(0, "Popen"), "unknown record 'Popen'"),
     (lambda m: m["library"].update(size=m["library"]["size"] - 1), "do not match their recorded sha256"),

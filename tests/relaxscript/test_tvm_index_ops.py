@@ -10,7 +10,8 @@ from hypothesis import strategies as st
 
 import relaxscript as rx
 from relaxscript.op.registry import OpAttributeError, OpDeductionError
-from tensorir.errors import ParseError, ShapeMismatchError
+from tensorir.errors import IndexOutOfRangeError, ParseError
+from tests.targets import VM_TARGETS
 
 from .tvm_compat import assert_round_trip, assert_runs_alike, module_of
 
@@ -96,17 +97,27 @@ def test_index_ops_round_trip(source):
     assert "R.cumsum(" in text or "R.scatter_elements(" in text
 
 
-def test_out_of_range_index_is_an_error_in_the_interpreter_and_safe_compiled():
+@pytest.mark.parametrize("target", VM_TARGETS)
+@pytest.mark.parametrize("bad", [7, -3])
+def test_out_of_range_index_is_an_error_on_every_target(target, bad):
+    """Never a read outside the input or a silently dropped update: the interpreter's error."""
     mod = module_of(SCATTERS)
     x = np.ones((2, 3), "float32")
-    far = np.array([[7]])
-    args = (x, far, np.full((1, 3), 5.0, "float32"), np.zeros((2, 3), "int64"),
+    args = (x, np.array([[bad]]), np.full((1, 3), 5.0, "float32"), np.zeros((2, 3), "int64"),
             np.zeros((2, 3), "float32"))
-    with pytest.raises(ShapeMismatchError, match="R.gather_nd failed .* index 7 is out of bounds"):
+    with pytest.raises(IndexOutOfRangeError, match=f"R.gather_nd failed .* index {bad} is out of bounds"):
         rx.interpret(mod, "main", *args)
-    picked, put, *_ = rx.VirtualMachine(rx.build(mod, target="c"))["main"](*args)
-    np.testing.assert_array_equal(picked, np.zeros((1, 3), "float32"))   # nothing read
-    np.testing.assert_array_equal(put, x)                               # nothing written
+    vm = rx.VirtualMachine(rx.build(mod, target=target))
+    with pytest.raises(IndexOutOfRangeError, match=f"kernel '.*': index {bad} is out of range for an axis "
+                                                   "of size 2"):
+        vm["main"](*args)
+    cols = np.zeros((2, 3), "int64")
+    cols[1, 2] = 2 * bad   # scatter_elements' index, checked by the kernel that scatters it
+    with pytest.raises(IndexOutOfRangeError, match=f"index {2 * bad} is out of range"):
+        vm["main"](x, np.array([[-2]]), args[2], cols, args[4])
+    picked, put, *_ = vm["main"](x, np.array([[-1]]), args[2], *args[3:])   # NumPy's negative index
+    np.testing.assert_array_equal(picked, x[-1:])
+    np.testing.assert_array_equal(put, np.array([[1, 1, 1], [5, 5, 5]], "float32"))
 
 
 @pytest.mark.parametrize("call, error, message", [

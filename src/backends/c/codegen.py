@@ -21,7 +21,7 @@ from tensorir import expr as E
 from tensorir import stmt as S
 from tensorir.arith import Analyzer
 from tensorir.buffer import Buffer
-from tensorir.dispatch import ClassDispatch, handles
+from tensorir.dispatch import handles
 from tensorir.errors import ScheduleError
 from tensorir.function import PrimFunc
 from tensorir.functor import collect, substitute
@@ -29,6 +29,8 @@ from tensorir.schedule_rules.quantized import function_epilogue
 from tensorir.schedule_rules.quantized_gemm import function_element_epilogue, function_row_operand
 
 from ..kernel_signature import kernel_sym_vars
+from ..source_emitter import SourceEmitter
+from ..source_names import Names, sanitize
 
 from .quantized_gemm import MICRO_KERNEL_ATTR as GEMM_KERNEL_ATTR
 from .quantized_gemm import gemm_source, generated_gemm_enabled
@@ -63,6 +65,20 @@ static inline int rs_threads(void) { int t = *rs_team; return t > 0 ? t : omp_ge
    cannot prove nonzero is tested, and a zero one records STATUS_ZERO_DIVISION and gives 0. */
 static inline int64_t rs_divided_by_zero(int32_t* status) {
   __atomic_store_n(status, STATUS_ZERO_DIVISION, __ATOMIC_RELAXED); return 0; }
+/* T.checked_index: NumPy's negative indices wrap; a value outside [-n, n) gives 0 and records
+   STATUS_INDEX_OUT_OF_RANGE with the value and n. A compare-and-swap from STATUS_OK: of the
+   threads of a parallel loop, the first failure's writer alone stores them (no data race); the
+   kernel copies them to rs_index_report (per calling thread) when it returns. */
+static _Thread_local int64_t rs_index_report[2];
+void rs_index_failure(int64_t* out) { out[0] = rs_index_report[0]; out[1] = rs_index_report[1]; }
+static int64_t rs_index_out_of_range(int32_t* status, int64_t* bad, int64_t i, int64_t n) {
+  int32_t ok = STATUS_OK;
+  if (__atomic_compare_exchange_n(status, &ok, STATUS_INDEX_OUT_OF_RANGE, 0, __ATOMIC_RELAXED,
+                                  __ATOMIC_RELAXED)) { bad[0] = i; bad[1] = n; }
+  return 0; }
+static inline int64_t rs_checked_index(int64_t i, int64_t n, int32_t* status, int64_t* bad) {
+  int64_t w = i < 0 ? i + n : i;
+  return __builtin_expect(w >= 0 && w < n, 1) ? w : rs_index_out_of_range(status, bad, i, n); }
 static inline int64_t rs_floordiv(int64_t a, int64_t b) {
   int64_t q = a / b; return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q; }
 static inline int64_t rs_floormod(int64_t a, int64_t b) {
@@ -138,14 +154,11 @@ _MATH = {
     "isinf": ("isinf({0})", "isinf({0})"),
 }
 
-_BINARY_C = {E.Add: "+", E.Sub: "-", E.Mul: "*", E.EQ: "==", E.NE: "!=", E.LT: "<",
-             E.LE: "<=", E.GT: ">", E.GE: ">=", E.And: "&&", E.Or: "||"}
-
 
 from .accumulate import OMP_OPS, match_accumulation  # noqa: E402
 from .guards import and_all, split_guard  # noqa: E402
 from .work import PARALLEL_MIN_ITERATIONS, nest_iterations  # noqa: E402
-from .hoist import expr_key, invariant_subexpressions  # noqa: E402
+from .hoist import certain_index_checks, expr_key, invariant_subexpressions  # noqa: E402
 from .invariant_values import invariant_values, reciprocal_of  # noqa: E402
 
 
@@ -168,53 +181,64 @@ def c_type(dtype: str) -> str:
         raise CodegenError(f"the C backend has no type for dtype {dtype!r}") from None
 
 
-def sanitize(name: str) -> str:
-    name = re.sub(r"[^0-9A-Za-z_]", "_", name)
-    return name if name and not name[0].isdigit() else "_" + name
+class CFunctionEmitter(SourceEmitter):
+    """One lowered function as a C kernel (OpenMP loops, scalar accumulators, hoisted
+    invariants); expressions and plain statements come from ``SourceEmitter``."""
+    LANGUAGE = "C"
 
-
-# C keywords and names the generated code uses: an IR name equal to one gets a suffix.
-C_RESERVED = frozenset((
-    "auto break case char const continue default do double else enum extern float for goto if "
-    "inline int long register restrict return short signed sizeof static struct switch typedef "
-    "union unsigned void volatile while _Bool _Complex _Imaginary bool true false NULL "
-    "int8_t int16_t int32_t int64_t uint8_t uint16_t uint32_t uint64_t size_t").split())
-
-
-class _Names:
-    """Unique, sanitised C identifiers for IR objects."""
-
-    def __init__(self):
-        self.by_id: dict[int, str] = {}
-        self.used: set[str] = set(C_RESERVED)
-
-    def get(self, obj, hint: str) -> str:
-        name = self.by_id.get(id(obj))
-        if name is None:
-            base = sanitize(hint)
-            name, k = base, 0
-            while name in self.used:
-                k += 1
-                name = f"{base}_{k}"
-            self.used.add(name)
-            self.by_id[id(obj)] = name
-        return name
-
-
-class CFunctionEmitter(ClassDispatch):
     def __init__(self, func: PrimFunc, symbol: str, signature: PrimFunc | None = None):
+        super().__init__(Names())
         self.func = func
         self.signature = signature or func
         self.symbol = symbol
-        self.names = _Names()
-        self.lines: list[str] = []
-        self.indent = 1
         self.in_parallel = 0
         self.hoisted: dict = {}       # expr_key -> C name of a loop-invariant local in scope
-        self.name_keys: list = []     # keep fresh-name keys alive
         self.accumulators: dict = {}  # id(store) -> (scalar name, Accumulation) inside a reduction loop
         self.safe_division = False    # emitting hoisted code: a zero divisor must not trap
         self.hoist_count = 0
+        self.checks_indices = False   # the body uses T.checked_index: rs_bad_index is declared
+
+    # ------------------------------------------------------------ spelling (SourceEmitter's hooks)
+    def error(self, message: str) -> Exception:
+        return CodegenError(f"{self.func.name!r}: {message}")
+
+    def value_type(self, dtype: str) -> str:
+        return c_type(dtype)
+
+    def int64_literal(self, value: int) -> str:
+        return f"INT64_C({value})" if value != -2 ** 63 else "(-INT64_C(9223372036854775807) - 1)"
+
+    def float_literal_text(self, value: float, dtype: str) -> str:
+        return self.float_literal(value, dtype)
+
+    def float_floor(self, dtype: str, text: str) -> str:
+        return f"{'floorf' if dtype == 'float32' else 'floor'}{text}"
+
+    def zero_divisor_report(self) -> str:
+        # hoisted code may run where the original would not: a zero there is no error
+        return "0" if self.safe_division else "rs_divided_by_zero(&rs_status)"
+
+    def divisor_known_nonzero(self, divisor) -> bool:
+        # bounds hold inside the loops; hoisted code does not rely on them
+        return not self.safe_division and super().divisor_known_nonzero(divisor)
+
+    def index_check(self, index: str, extent: str) -> str:
+        if self.safe_division:
+            raise CodegenError("T.checked_index may not be hoisted out of the code that checks it")
+        self.checks_indices = True
+        return f"rs_checked_index({index}, {extent}, &rs_status, rs_bad_index)"
+
+    def math_call(self, e: E.Call, args: list[str]) -> str:
+        spelling = _MATH.get(e.op)
+        if spelling is None:
+            raise CodegenError(f"the C backend has no implementation of intrinsic {e.op!r}")
+        arg_dtype = e.args[0].dtype if e.args else e.dtype
+        if e.op == "abs" and not dt.is_float(arg_dtype):
+            return f"llabs({args[0]})"
+        if arg_dtype == "float16":
+            args = [f"((float){a})" for a in args]
+            return f"(({c_type(e.dtype)}){spelling[0].format(*args)})"
+        return spelling[1 if arg_dtype == "float64" else 0].format(*args)
 
     # ------------------------------------------------------------ expressions
     def expr(self, e) -> str:
@@ -222,28 +246,7 @@ class CFunctionEmitter(ClassDispatch):
             name = self.hoisted.get(expr_key(e))
             if name is not None:
                 return name
-        handler = self.handler_for(type(e), "expr")
-        if handler is None:
-            raise CodegenError(f"the C backend cannot emit {type(e).__name__}")
-        return handler(self, e)
-
-    @handles(E.IntImm, table="expr")
-    def int_literal(self, e: E.IntImm) -> str:
-        if e.dtype == "bool":
-            return "true" if e.value else "false"
-        if e.dtype == "int64":
-            return f"INT64_C({e.value})"
-        return f"(({c_type(e.dtype)}){e.value})"
-
-    @handles(E.FloatImm, table="expr")
-    def float_imm(self, e: E.FloatImm) -> str:
-        return self.float_literal(e.value, e.dtype)
-
-    @handles(E.Var, table="expr")
-    def var(self, e: E.Var) -> str:
-        if id(e) not in self.names.by_id:
-            raise CodegenError(f"variable {e.name!r} is used but not defined in {self.func.name!r}")
-        return self.names.by_id[id(e)]
+        return super().expr(e)
 
     @handles(E.BufferLoad, table="expr")
     def load(self, e: E.BufferLoad) -> str:
@@ -254,28 +257,7 @@ class CFunctionEmitter(ClassDispatch):
         reciprocal = self.hoisted.get(expr_key(reciprocal_of(e))) if self.hoisted else None
         if reciprocal is not None:   # hoisted 1 / divisor (invariant_values.py)
             return f"({self.expr(e.a)} * {reciprocal})"
-        if dt.is_float(e.dtype):
-            return f"({self.expr(e.a)} / {self.expr(e.b)})"
-        b = self.expr(e.b)
-        return self.guard_divisor(e.b, b, f"({self.expr(e.a)} / {b})")
-
-    @handles(E.Min, E.Max, table="expr")
-    def min_max(self, e) -> str:
-        a, b = self.expr(e.a), self.expr(e.b)
-        fn = "rs_min_" if isinstance(e, E.Min) else "rs_max_"
-        return f"{fn}{e.dtype}({a}, {b})"
-
-    @handles(*_BINARY_C, table="expr")
-    def infix(self, e) -> str:
-        return f"({self.expr(e.a)} {_BINARY_C[type(e)]} {self.expr(e.b)})"
-
-    @handles(E.Not, table="expr")
-    def logical_not(self, e: E.Not) -> str:
-        return f"(!{self.expr(e.a)})"
-
-    @handles(E.Select, table="expr")
-    def select(self, e: E.Select) -> str:
-        return f"({self.expr(e.condition)} ? {self.expr(e.true_value)} : {self.expr(e.false_value)})"
+        return super().div(e)
 
     @handles(E.Cast, table="expr")
     def cast(self, e: E.Cast) -> str:
@@ -285,7 +267,7 @@ class CFunctionEmitter(ClassDispatch):
             index = self.flat_index(value.buffer, value.indices)
             bits = f"((const uint16_t*){self.buffer_name(value.buffer)})[{index}]"
             return f"(({c_type(e.dtype)})rs_half_to_float({bits}))"
-        return f"(({c_type(e.dtype)}){self.expr(value)})"
+        return super().cast(e)
 
     @staticmethod
     def float_literal(value: float, dtype: str) -> str:
@@ -300,74 +282,6 @@ class CFunctionEmitter(ClassDispatch):
             if dtype == "float32":
                 text += "f"
         return f"(({c_type(dtype)}){text})" if dtype != "float64" else text
-
-    @handles(E.FloorDiv, E.FloorMod, table="expr")
-    def floor_divmod(self, e) -> str:
-        a, b = self.expr(e.a), self.expr(e.b)
-        if dt.is_float(e.dtype):
-            fl = "floorf" if e.dtype == "float32" else "floor"
-            if isinstance(e, E.FloorDiv):
-                return f"{fl}({a} / {b})"
-            return f"({a} - {fl}({a} / {b}) * {b})"
-        # With a >= 0 and b >= 0, floor division is C division (b == 0 is an error either way).
-        if self.known_non_negative(e.a) and self.known_non_negative(e.b):
-            text = f"({a} {'/' if isinstance(e, E.FloorDiv) else '%'} {b})"
-        else:
-            fn = "rs_floordiv" if isinstance(e, E.FloorDiv) else "rs_floormod"
-            text = f"(({c_type(e.dtype)}){fn}({a}, {b}))"
-        return self.guard_divisor(e.b, b, text)
-
-    def guard_divisor(self, divisor, divisor_text: str, text: str) -> str:
-        """``text`` (an integer division by ``divisor``) unless the divisor is zero: 0 then, and
-        the kernel reports it (or, in hoisted code that may not run at all, just 0)."""
-        if isinstance(divisor, E.IntImm) and divisor.value != 0:
-            return text
-        if not self.safe_division:
-            lo, hi = self.bounds(divisor)
-            if (lo is not None and lo > 0) or (hi is not None and hi < 0):
-                return text
-        fallback = "0" if self.safe_division else "rs_divided_by_zero(&rs_status)"
-        return f"(({divisor_text}) != 0 ? {text} : {fallback})"
-
-    def known_non_negative(self, e) -> bool:
-        lo = self.bounds(e)[0]
-        return lo is not None and lo >= 0
-
-    def known_positive(self, e) -> bool:
-        lo = self.bounds(e)[0]
-        return lo is not None and lo > 0
-
-    def bounds(self, e):
-        analyzer = getattr(self, "analyzer", None)
-        if analyzer is None:
-            analyzer = self.analyzer = Analyzer()
-        try:
-            return analyzer.const_int_bound(e)
-        except Exception:  # noqa: BLE001 - bounds are an optimisation only
-            return (None, None)
-
-    @handles(E.Call, table="expr")
-    def call(self, e: E.Call) -> str:
-        spelling = _MATH.get(e.op)
-        if spelling is None:
-            raise CodegenError(f"the C backend has no implementation of intrinsic {e.op!r}")
-        args = [self.expr(a) for a in e.args]
-        arg_dtype = e.args[0].dtype if e.args else e.dtype
-        if e.op == "abs" and not dt.is_float(arg_dtype):
-            return f"llabs({args[0]})"
-        if arg_dtype == "float16":
-            args = [f"((float){a})" for a in args]
-            return f"(({c_type(e.dtype)}){spelling[0].format(*args)})"
-        return spelling[1 if arg_dtype == "float64" else 0].format(*args)
-
-    def buffer_name(self, buf: Buffer) -> str:
-        # A view (Buffer.data, e.g. flatten_buffers' flat view of a parameter) indexes the C
-        # pointer of the buffer owning its storage, with its own strides and elem_offset.
-        storage = buf.storage
-        if id(storage) not in self.names.by_id:
-            what = f"view {buf.name!r} of {storage.name!r}" if storage is not buf else f"buffer {buf.name!r}"
-            raise CodegenError(f"{what} is used but its storage is not defined in {self.func.name!r}")
-        return self.names.by_id[id(storage)]
 
     def flat_index(self, buf: Buffer, indices) -> str:
         if len(indices) == 1 and not buf.strides:
@@ -384,20 +298,6 @@ class CFunctionEmitter(ClassDispatch):
         return self.expr(flat)
 
     # ------------------------------------------------------------ statements
-    def emit(self, line: str) -> None:
-        self.lines.append("  " * self.indent + line)
-
-    def stmt(self, s) -> None:
-        handler = self.handler_for(type(s), "stmt")
-        if handler is None:
-            raise CodegenError(f"the C backend cannot emit {type(s).__name__}")
-        handler(self, s)
-
-    @handles(S.SeqStmt, table="stmt")
-    def seq(self, s: S.SeqStmt) -> None:
-        for sub in s.seq:
-            self.stmt(sub)
-
     @handles(S.BufferStore, table="stmt")
     def store(self, s: S.BufferStore) -> None:
         if id(s) in self.accumulators:
@@ -405,44 +305,6 @@ class CFunctionEmitter(ClassDispatch):
             return
         self.emit(f"{self.buffer_name(s.buffer)}[{self.flat_index(s.buffer, s.indices)}] = "
                   f"{self.cast_to(s.value, s.buffer.dtype)};")
-
-    @handles(S.IfThenElse, table="stmt")
-    def if_then_else(self, s: S.IfThenElse) -> None:
-        self.emit(f"if ({self.expr(s.condition)}) {{")
-        self.nested(s.then_case)
-        if s.else_case is not None:
-            self.emit("} else {")
-            self.nested(s.else_case)
-        self.emit("}")
-
-    @handles(S.LetStmt, table="stmt")
-    def let(self, s: S.LetStmt) -> None:
-        name = self.names.get(s.var, s.var.name)
-        self.emit("{")
-        self.indent += 1
-        self.emit(f"const {c_type(s.var.dtype)} {name} = {self.expr(s.value)};")
-        self.stmt(s.body)
-        self.indent -= 1
-        self.emit("}")
-
-    @handles(S.Evaluate, table="stmt")
-    def evaluate(self, s: S.Evaluate) -> None:
-        if not isinstance(s.value, (E.IntImm, E.FloatImm)):
-            self.emit(f"(void){self.expr(s.value)};")
-
-    @handles(S.Block, S.BlockRealize, table="stmt")
-    def unlowered_block(self, s) -> None:
-        raise CodegenError(f"function {self.func.name!r} still has blocks; lower it first "
-                           "(tensorir.transform.lower)")
-
-    def cast_to(self, value, dtype: str) -> str:
-        text = self.expr(value)
-        return text if value.dtype == dtype else f"(({c_type(dtype)}){text})"
-
-    def nested(self, body) -> None:
-        self.indent += 1
-        self.stmt(body)
-        self.indent -= 1
 
     @handles(S.For, table="stmt")
     def loop(self, s: S.For) -> None:
@@ -503,10 +365,8 @@ class CFunctionEmitter(ClassDispatch):
             del self.hoisted[key]
 
     def fresh_name(self, hint: str) -> str:
-        """A C local name unique in the function (the key object is kept alive: names map by id)."""
-        key = object()
-        self.name_keys.append(key)
-        return self.names.get(key, hint)
+        """A C local name unique in the function."""
+        return self.names.fresh(hint)
 
     def accumulation_loop(self, s: S.For, hi: str, acc, may_skip: bool = False) -> None:
         """A reduction into one element, kept in a scalar so the loop vectorizes (accumulate.py)."""
@@ -546,46 +406,38 @@ class CFunctionEmitter(ClassDispatch):
         else:
             self.emit(f"{name} = {name} {OMP_OPS[acc.op]} {operand};")
 
-    def bind_loop_var(self, s: S.For) -> None:
-        self.bounds(s.loop_var)  # creates the analyzer
-        analyzer = getattr(self, "analyzer", None)
-        if analyzer is not None:
-            try:
-                analyzer.bind(s.loop_var, S.Range(s.min, s.extent))
-            except Exception:  # noqa: BLE001 - bounds only make division cheaper
-                pass
-
     def hoist_invariants(self, s: S.For) -> None:
-        """Bind the body's loop-invariant index arithmetic to locals (see hoist.py)."""
+        """Bind the body's loop-invariant index arithmetic to locals (see hoist.py), and check
+        the indices read from data it is certain to check (``certain_index_checks``) once."""
+        for e in certain_index_checks(s, lambda loop: self.known_positive(loop.extent)):
+            self.bind_local(e, "rs_h")
         for e in invariant_subexpressions(s):
-            key = expr_key(e)
-            if key in self.hoisted:
-                continue
-            self.safe_division = True
-            try:
-                text = self.expr(e)
-            finally:
-                self.safe_division = False
-            name = self.fresh_name(f"rs_h{self.hoist_count}")
-            self.hoist_count += 1
-            self.emit(f"const {c_type(e.dtype)} {name} = {text};")
-            self.hoisted[key] = name
+            self.bind_local(e, "rs_h", safe=True)
 
     def hoist_values(self, s: S.For) -> list:
         """Bind the loop's invariant float values to locals before it (invariant_values.py);
         their keys, to forget once the loop is emitted."""
-        keys = []
-        for e in invariant_values(s, lambda loop: self.known_positive(loop.extent)):
-            key = expr_key(e)
-            if key in self.hoisted:
-                continue
+        return [key for key in (self.bind_local(e, "rs_f")
+                                for e in invariant_values(s, lambda loop: self.known_positive(loop.extent)))
+                if key is not None]
+
+    def bind_local(self, e, hint: str, safe: bool = False):
+        """Emit ``const T name = e;`` and let later uses of ``e`` read ``name``; its key, or None
+        when ``e`` is bound already. ``safe``: the local may be computed where ``e`` would not
+        be (a zero divisor gives 0 there, no error)."""
+        key = expr_key(e)
+        if key in self.hoisted:
+            return None
+        self.safe_division = safe
+        try:
             text = self.expr(e)
-            name = self.fresh_name(f"rs_f{self.hoist_count}")
-            self.hoist_count += 1
-            self.emit(f"const {c_type(e.dtype)} {name} = {text};")
-            self.hoisted[key] = name
-            keys.append(key)
-        return keys
+        finally:
+            self.safe_division = False
+        name = self.fresh_name(f"{hint}{self.hoist_count}")
+        self.hoist_count += 1
+        self.emit(f"const {c_type(e.dtype)} {name} = {text};")
+        self.hoisted[key] = name
+        return key
 
     @handles(S.Allocate, table="stmt")
     def allocate(self, s: S.Allocate) -> None:
@@ -626,7 +478,12 @@ class CFunctionEmitter(ClassDispatch):
         header.append("  int32_t rs_status = STATUS_OK;")
         header.append("  (void)rs_buffers; (void)rs_syms;")
         self.stmt(self.func.body)
-        body = header + self.lines + ["  return rs_status;", "}"]
+        footer = []
+        if self.checks_indices:
+            header.append("  int64_t rs_bad_index[2] = {0, 0};")
+            footer.append("  if (rs_status == STATUS_INDEX_OUT_OF_RANGE) "
+                          "memcpy(rs_index_report, rs_bad_index, sizeof rs_bad_index);")
+        body = header + self.lines + footer + ["  return rs_status;", "}"]
         return "\n".join(body), KernelInfo(self.symbol, list(self.signature.buffer_params), sym_vars)
 
 
@@ -651,7 +508,7 @@ def _input_declarations(emitter: CFunctionEmitter, inputs: dict) -> list[str]:
     expressions read, named as ``emitter`` names them."""
     declarations = []
     for position, buf in sorted(inputs.items()):
-        name, ctype = emitter.names.get(buf, f"rs_in_{buf.name}"), c_type(buf.dtype)
+        name, ctype = emitter.names.get(buf, f"rs_in_{buf.name}", internal=True), c_type(buf.dtype)
         declarations.append(f"const {ctype}* restrict {name} = (const {ctype}*)rs_buffers[{position}];")
     return declarations
 

@@ -81,9 +81,10 @@ def split_guard(loop: S.For) -> GuardSplit | None:
 
 
 def _may_trap(cond) -> bool:
-    """A load (its index may be out of bounds) or an integer division by a value that may be 0."""
+    """A load (its index may be out of bounds), an index check, or an integer division by a
+    value that may be 0."""
     def trapping(n):
-        if isinstance(n, E.BufferLoad):
+        if isinstance(n, E.BufferLoad) or (isinstance(n, E.Call) and n.op == E.CHECKED_INDEX):
             return True
         return isinstance(n, (E.Div, E.FloorDiv, E.FloorMod)) and not dt.is_float(n.dtype) and \
             not (isinstance(n.b, E.IntImm) and n.b.value != 0)

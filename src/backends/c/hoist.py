@@ -13,6 +13,7 @@ from __future__ import annotations
 from tensorir import dtype as dt
 from tensorir import expr as E
 from tensorir import stmt as S
+from tensorir.functor import collect
 
 # Expressions worth a local: they contain at least one of these operations.
 _COSTLY = (E.FloorDiv, E.FloorMod, E.Div, E.Mul, E.Min, E.Max)
@@ -80,6 +81,10 @@ class _Finder:
             for i in e.indices:
                 self.visit_child(i)
             return False, False   # memory may change inside the loop
+        if isinstance(e, E.Call) and e.op == E.CHECKED_INDEX:
+            for a in e.args:   # a check stays where it runs: hoisted, it would fail where the body
+                self.visit_child(a)   # would not have run
+            return False, False
         children = []
         for field in e._fields:
             value = getattr(e, field)
@@ -141,3 +146,41 @@ def invariant_subexpressions(loop: S.For) -> list:
     for e, _ in stmt_exprs(loop.body):
         finder.visit_child(e)
     return list(finder.found.values())
+
+
+def children_certain(e, certain: bool):
+    """(child, certain) for the PrimExpr children of ``e``: a child is evaluated whenever ``e``
+    is (``certain``), except a select's branches and the right operand of && / ||."""
+    for field in e._fields:
+        value = getattr(e, field)
+        branch = (isinstance(e, E.Select) and field != "condition") or \
+            (isinstance(e, (E.And, E.Or)) and field == "b")
+        for child in (value if isinstance(value, tuple) else (value,)):
+            if isinstance(child, E.PrimExpr):
+                yield child, certain and not branch
+
+
+def certain_index_checks(loop: S.For, runs_once) -> list:
+    """The ``T.checked_index`` calls of ``loop``'s body that every run of the body evaluates
+    (not under an ``if``, a select branch, the right of ``&&``/``||`` or in a loop that
+    ``runs_once`` does not promise to run) and that use no variable the body binds and no
+    buffer it writes. The emitter checks them once at the top of the body: a gather's inner
+    loop then copies a row with no check (and no call) per element, and vectorizes."""
+    bound, written = inner_scope(loop.body)
+
+    def invariant(e) -> bool:
+        return not collect(e, lambda n: (isinstance(n, E.Var) and id(n) in bound) or
+                           (isinstance(n, E.BufferLoad) and id(n.buffer.storage) in written))
+
+    found: dict = {}
+
+    def visit(e, certain: bool) -> None:
+        if isinstance(e, E.Call) and e.op == E.CHECKED_INDEX and certain and invariant(e):
+            found.setdefault(expr_key(e), e)
+            return
+        for child, child_certain in children_certain(e, certain):
+            visit(child, child_certain)
+
+    for e, certain in stmt_exprs(loop.body, runs_once):
+        visit(e, certain)
+    return list(found.values())

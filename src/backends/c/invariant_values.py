@@ -31,7 +31,7 @@ from tensorir import expr as E
 from tensorir.functor import collect
 from tensorir import stmt as S
 
-from .hoist import expr_key, inner_scope, stmt_exprs
+from .hoist import children_certain, expr_key, inner_scope, stmt_exprs
 
 _COSTLY_FLOAT = (E.Div, E.FloorDiv, E.FloorMod, E.Call)
 
@@ -52,15 +52,8 @@ class _Finder:
             indices = [(i, self.visit(i, certain)) for i in e.indices]
             invariant = id(e.buffer.storage) not in self.written and all(inv for _, (inv, _) in indices)
             return invariant, any(cost for _, (_, cost) in indices)
-        children = []
-        for field in e._fields:
-            value = getattr(e, field)
-            # a select's branches and the right operand of && / || run only sometimes
-            branch = (isinstance(e, E.Select) and field != "condition") or \
-                (isinstance(e, (E.And, E.Or)) and field == "b")
-            for child in (value if isinstance(value, tuple) else (value,)):
-                if isinstance(child, E.PrimExpr):
-                    children.append((child, certain and not branch, self.visit(child, certain and not branch)))
+        children = [(child, child_certain, self.visit(child, child_certain))
+                    for child, child_certain in children_certain(e, certain)]
         invariant = all(inv for _, _, (inv, _) in children)
         costly = isinstance(e, _COSTLY_FLOAT) or any(cost for _, _, (_, cost) in children)
         if not invariant:
@@ -89,7 +82,7 @@ class _Finder:
 
 
 def _unsafe_to_speculate(e) -> bool:
-    return isinstance(e, E.BufferLoad) or \
+    return isinstance(e, E.BufferLoad) or (isinstance(e, E.Call) and e.op == E.CHECKED_INDEX) or \
         (isinstance(e, (E.Div, E.FloorDiv, E.FloorMod)) and not dt.is_float(e.dtype))
 
 

@@ -7,15 +7,16 @@ interpreter runs it), and the C emitter replaces the body by the kernel
 generated here, with the same calling convention.
 
 Why a separate generator: the loop nest multiplies each code by its scale and
-adds its min. Here each parallel task sums ``x[r] * code[r, c]`` over one
-32-row block into an L1-resident accumulator run (each weight row read as one
-contiguous run of the task's columns, the next rows prefetched), then applies
-``y += scale * acc + min * sum_r x[r]`` once per block and column. Codes widen
-with the ISA's own zero/sign-extending loads. The shape is derived,
-not sampled (in the spirit of Vortex): vector width from the instruction set
-the compiler targets (``-march=native`` predefines: AVX-512 or AVX2 or SSE),
-the unroll (vector steps per group) from the register count, the columns per parallel task from the
-L1 data cache size the OS reports.
+adds its min. Here each thread of the team takes one contiguous run of whole
+column groups and, for each 32-row block and each group of columns (a few
+vector registers wide), sums ``x[r] * code[r, c]`` over the block's rows in
+registers, then adds ``scale * sum + min * sum_r x[r]`` to its output run once
+per block and column: per code, one widening, one conversion and one FMA, no
+memory traffic but the codes. Codes widen with the ISA's own zero/sign-extending
+loads. The shape is derived, not sampled (in the spirit of Vortex): vector width
+from the instruction set the compiler targets (``-march=native`` predefines:
+AVX-512 or AVX2 or SSE), the accumulators per group from the register count,
+the columns per tile from the L1 data cache size the OS reports.
 """
 from __future__ import annotations
 
@@ -27,11 +28,11 @@ from pathlib import Path
 
 MICRO_KERNEL_ATTR = "c.quantized_gemv"
 BLOCK = 32                       # rows sharing a scale in every supported format
-# Rows ahead whose run is prefetched (0: none). Consecutive rows are a whole weight width
-# apart, so the hardware stream prefetcher restarts on every run; measured (shared 2-core
-# machine, same process): 0 -> 8 rows ahead took 576x1536 from 2.4 to 5.2 GB/s and the
-# LM head from 1.9 to 2.8-4.7 GB/s; 12 and 16 were no better.
-PREFETCH_ROWS = 8
+# Bytes ahead along a weight row whose cache line is prefetched, when rows are a page or more apart
+PREFETCH_AHEAD_BYTES = 256
+PAGE_BYTES = 4096
+# Fewer weights than this run on one thread: a parallel region's start costs more than it saves
+PARALLEL_MIN_WEIGHTS = 65536
 FORMATS = {"q4_0": (2, -8, False), "q4_1": (2, 0, True), "q8_0": (1, 0, False)}
 # format -> (codes per byte, code offset, has a min)
 
@@ -109,17 +110,6 @@ def detect_features(march: str = "native") -> VectorFeatures:
     return features_from_macros(macros, _l1d_bytes())
 
 
-def columns_per_task(cols: int, features: VectorFeatures) -> int:
-    """About 16 tasks (load balance on a few cores), whole groups, at most 2048 columns, and
-    the task's block accumulator and ``y`` run (8 bytes a column) within half of L1. Each
-    weight row is read as one run of this many bytes: runs much shorter than a page cost a
-    TLB miss each on a wide weight (the 49152-column LM head)."""
-    group = features.group
-    cap = max(group, min(2048, features.l1d_bytes // 2 // 8) // group * group)
-    wanted = -(-cols // 16 // group) * group
-    return max(group, min(cap, wanted))
-
-
 _HELPERS = """#ifndef RS_QGEMV_HELPERS
 #define RS_QGEMV_HELPERS
 #include <immintrin.h>
@@ -127,6 +117,15 @@ typedef float rs_qf __attribute__((vector_size({vb})));
 typedef int32_t rs_qi __attribute__((vector_size({vb})));
 static inline rs_qf rs_qload_f(const float* p) {{ rs_qf v; memcpy(&v, p, sizeof v); return v; }}
 static inline void rs_qstore_f(float* p, rs_qf v) {{ memcpy(p, &v, sizeof v); }}
+static inline rs_qf rs_qsplat(float v) {{ return (rs_qf){{{splat}}}; }}
+#ifdef _OPENMP
+#include <omp.h>
+#define RS_QTEAM omp_get_num_threads()
+#define RS_QME omp_get_thread_num()
+#else
+#define RS_QTEAM 1
+#define RS_QME 0
+#endif
 {widen}
 #endif
 """
@@ -159,47 +158,81 @@ class ColumnEpilogue:
     result: str
 
 
+def columns_per_tile(cols: int, group: int, l1d_bytes: int) -> int:
+    """Columns a thread works on at a time: whole groups, at most 2048, and its output run
+    (4 bytes a column, with an epilogue's product run as many again) within a quarter of
+    L1, so that one block's rows of the tile (16 or 32 short runs, read group by group)
+    stay in L1 beside it. Each weight row is read as one run of this many codes: runs
+    much shorter than a page cost a TLB miss each on a wide weight (the LM head)."""
+    cap = max(group, min(2048, l1d_bytes // 4 // 8) // group * group)
+    return max(group, min(cap, -(-cols // group) * group))
+
+
 def gemv_source(symbol: str, fmt: str, rows: int, cols: int, roles: dict[str, int],
                 features: VectorFeatures, epilogue: ColumnEpilogue | None = None) -> str:
     """C source of ``int32_t symbol(void* const* buffers, const int64_t* syms)`` computing
     ``y[c] = epilogue(sum_r x[r] * dequantize(codes)[r, c])``; ``roles`` maps
-    codes/scale/min/x/y to the buffer's position. With an epilogue the product of a task's
-    columns is kept in a stack run (``prod``) and each column passes through the epilogue
-    once, after the last block: ``y`` is written once, in its final form."""
+    codes/scale/min/x/y to the buffer's position.
+
+    Each thread of the team takes a contiguous run of whole column groups (the ragged
+    columns go to the last one) and walks it a tile at a time; for each 32-row block and
+    each group of ``accumulators x lanes`` columns it sums ``x[r] * code[r, c]`` over the
+    block's rows in registers, then adds ``scale * sum (+ min * sum(x_block))`` to the
+    tile's output run. With an epilogue the product of a tile is kept in a stack run
+    (``prod``) and each column passes through the epilogue once: ``y`` is written once,
+    in its final form."""
     if fmt not in FORMATS:
         raise ValueError(f"quantized gemv: unsupported format {fmt!r} (have {sorted(FORMATS)})")
     per_byte, offset, has_min = FORMATS[fmt]
     if rows % BLOCK or rows <= 0 or cols <= 0:
         raise ValueError(f"quantized gemv: {rows} x {cols} is not whole {BLOCK}-row blocks")
-    lanes, units, group = features.lanes, features.accumulators, features.group
-    tile = columns_per_task(cols, features)
-    tasks = -(-cols // tile)
+    lanes = features.lanes
+    units = features.accumulators * (2 if per_byte == 1 else 1)
+    group = lanes * units
+    tile = columns_per_tile(cols, group, features.l1d_bytes)
+    blocks = rows // BLOCK
     code_t = "int8_t" if fmt == "q8_0" else "uint8_t"
     widen = "rs_qwiden_s8" if fmt == "q8_0" else "rs_qwiden_u8"
     byte_rows = BLOCK // per_byte       # rows of bytes per block
+    out = "prod[c - t0{}]" if epilogue else "y[c{}]"
 
-    def term(code: str, row: str) -> str:
-        return f"xb[{row}] * (float)({code})"
+    def at(k: int) -> str:
+        return out.format(f" + {k}" if k else "")
 
+    # two accumulator sets, so that each register's chain of dependent FMAs is half as
+    # long (a chain of one FMA per row and set waits on the FMA latency, not the ports):
+    # q4 sums the low and the high nibbles' rows apart; q8 walks twice the columns (a
+    # whole cache line of codes per row on AVX2)
     if per_byte == 2:
-        vec_step = [f"const rs_qi v{u} = {widen}(p + c + {u * lanes});" for u in range(units)] + \
-            [f"rs_qstore_f(acc + c - c0 + {u * lanes}, rs_qload_f(acc + c - c0 + {u * lanes})"
-             f" + xl * __builtin_convertvector(v{u} & 15, rs_qf)"
-             f" + xh * __builtin_convertvector(v{u} >> 4, rs_qf));"
-             for u in range(units)]
-        scalar_step = "acc[c - c0] += xl * (float)(p[c] & 15) + xh * (float)(p[c] >> 4);"
-        xs = f"const float xl = xb[r], xh = xb[r + {byte_rows}];"
+        xs = [f"const rs_qf xl = rs_qsplat(xb[r]), xh = rs_qsplat(xb[r + {byte_rows}]);"]
+        body = [f"const rs_qi v{u} = {widen}(p + {u * lanes});" for u in range(units)] + \
+            [line for u in range(units) for line in
+             (f"a{u} += xl * __builtin_convertvector(v{u} & 15, rs_qf);",
+              f"h{u} += xh * __builtin_convertvector(v{u} >> 4, rs_qf);")]
+        scalar = "a += xb[r] * (float)(p[0] & 15) + xb[r + %d] * (float)(p[0] >> 4);" % byte_rows
+        sums = [f"(a{u} + h{u})" for u in range(units)]
+        zero = ["a", "h"]
     else:
-        vec_step = [f"rs_qstore_f(acc + c - c0 + {u * lanes}, rs_qload_f(acc + c - c0 + {u * lanes})"
-                    f" + xl * __builtin_convertvector({widen}(p + c + {u * lanes}), rs_qf));"
-                    for u in range(units)]
-        scalar_step = "acc[c - c0] += xl * (float)p[c];"
-        xs = "const float xl = xb[r];"
+        xs = ["const rs_qf xl = rs_qsplat(xb[r]);"]
+        body = [f"a{u} += xl * __builtin_convertvector({widen}(p + {u * lanes}), rs_qf);"
+                for u in range(units)]
+        scalar = "a += xb[r] * (float)p[0];"
+        sums = [f"a{u}" for u in range(units)]
+        zero = ["a"]
+    # software prefetch, one per cache line of codes and row: rows a page or more apart are
+    # separate streams, fetched along the row; nearer rows make one region per block, and
+    # the next block's region follows it (measured, one thread: 576x1536 q4_1 7.2 -> 9.8
+    # GB/s with the next block's lines, LM head 49152 columns q8_0 11.2 -> 12.2 along the row)
+    target = f"p + {PREFETCH_AHEAD_BYTES}" if cols >= PAGE_BYTES else f"p + {byte_rows * cols}"
+    body.insert(0, f"if ((c & 63) < {group}) __builtin_prefetch({target}, 0, 3);")
     # the block's sum of x weighs the min (q4_1) and the code offset (q4_0)
-    shift = f" + (float)({offset}) * xsum[b]" if offset else ""
-    out = "prod[c - c0]" if epilogue else "y[c]"
-    update = (f"{out} += scale[mrow + c] * (acc[c - c0]" + shift + ")"
-              + (" + mins[mrow + c] * xsum[b]" if has_min else "") + ";")
+    shift = f" + rs_qsplat({float(offset)}f * xs)" if offset else ""
+    vec_update = [f"rs_qstore_f(&{at(u * lanes)}, rs_qload_f(&{at(u * lanes)})"
+                  f" + rs_qload_f(sb + c + {u * lanes}) * ({sums[u]}{shift})"
+                  + (f" + rs_qload_f(mb + c + {u * lanes}) * rs_qsplat(xs)" if has_min else "") + ");"
+                  for u in range(units)]
+    scalar_update = (f"{at(0)} += sb[c] * (a" + (f" + {float(offset)}f * xs" if offset else "") + ")"
+                     + (" + mb[c] * xs" if has_min else "") + ";")
     operands = [f"  const {code_t}* restrict codes = (const {code_t}*)rs_buffers[{roles['codes']}];",
                 f"  const float* restrict scale = (const float*)rs_buffers[{roles['scale']}];",
                 f"  const float* restrict x = (const float*)rs_buffers[{roles['x']}];",
@@ -208,55 +241,67 @@ def gemv_source(symbol: str, fmt: str, rows: int, cols: int, roles: dict[str, in
         operands.insert(2, f"  const float* restrict mins = (const float*)rs_buffers[{roles['min']}];")
     if epilogue:
         operands += [f"  {line}" for line in epilogue.declarations]
-        finish = ["    for (int64_t rs_col = c0; rs_col < c1; ++rs_col) {",
-                  "      const float rs_prod = prod[rs_col - c0];",
-                  *(f"      {line}" for line in epilogue.statements),
-                  f"      y[rs_col] = {epilogue.result};",
-                  "    }"]
+        finish = ["      for (int64_t rs_col = t0; rs_col < t1; ++rs_col) {",
+                  "        const float rs_prod = prod[rs_col - t0];",
+                  *(f"        {line}" for line in epilogue.statements),
+                  f"        y[rs_col] = {epilogue.result};",
+                  "      }"]
     else:
         finish = []
-    ind = "\n" + " " * 10
+    ind = "\n" + " " * 14
     lines = [
-        _HELPERS.format(vb=features.vector_bytes, widen=_WIDEN[features.name]),
-        f"/* {fmt} gemv {rows} x {cols} for {features.name}: steps of {units} x {lanes} lanes, "
-        f"{tile} columns per task */",
+        _HELPERS.format(vb=features.vector_bytes, widen=_WIDEN[features.name],
+                        splat=", ".join(["v"] * features.lanes)),
+        f"/* {fmt} gemv {rows} x {cols} for {features.name}: groups of {units} x {lanes} lanes, "
+        f"tiles of {tile} columns */",
         f"int32_t {symbol}(void* const* rs_buffers, const int64_t* rs_syms) {{",
         *operands,
         "  (void)rs_syms;",
-        f"  float xsum[{rows // BLOCK}];",
-        f"  for (int64_t b = 0; b < {rows // BLOCK}; ++b) {{",
+        f"  float xsum[{blocks}];",
+        f"  for (int64_t b = 0; b < {blocks}; ++b) {{",
         "    float s = 0.0f;",
         f"    for (int64_t r = 0; r < {BLOCK}; ++r) s += x[b * {BLOCK} + r];",
         "    xsum[b] = s;",
         "  }",
-        # one team for the whole call; static chunks: each thread streams its own columns,
-        # reading each weight row as one run; the block's sums stay in L1 (acc)
-        f"  #pragma omp parallel for schedule(static) if({tasks} > 1 && {rows * cols} >= 65536) "
-        "num_threads(rs_threads())",
-        f"  for (int64_t task = 0; task < {tasks}; ++task) {{",
-        f"    float acc[{tile}] __attribute__((aligned(64)));",
-        f"    const int64_t c0 = task * {tile};",
-        f"    const int64_t c1 = c0 + {tile} < {cols} ? c0 + {tile} : {cols};",
-        f"    const int64_t vec_end = c0 + (c1 - c0) / {group} * {group};",
+        # one region per call; each thread's columns are one contiguous run of whole groups,
+        # split at run time by the team's actual size (no idle thread at a ragged task count)
+        f"  #pragma omp parallel if({rows * cols} >= {PARALLEL_MIN_WEIGHTS}) num_threads(rs_threads())",
+        "  {",
+        "    const int64_t team = RS_QTEAM, me = RS_QME;",
+        f"    const int64_t c_begin = {cols // group} * me / team * {group};",
+        f"    const int64_t c_end = me == team - 1 ? {cols} : {cols // group} * (me + 1) / team * {group};",
         *([f"    float prod[{tile}] __attribute__((aligned(64)));"] if epilogue else []),
-        f"    for (int64_t c = c0; c < c1; ++c) {out} = 0.0f;",
-        f"    for (int64_t b = 0; b < {rows // BLOCK}; ++b) {{",
-        f"      const float* xb = x + b * {BLOCK};",
-        f"      const {code_t}* block = codes + b * {byte_rows * cols};",
-        f"      const int64_t mrow = b * {cols};",
-        "      for (int64_t c = c0; c < c1; ++c) acc[c - c0] = 0.0f;",
-        f"      for (int64_t r = 0; r < {byte_rows}; ++r) {{",
-        f"        const {code_t}* p = block + r * {cols};",
-        f"        {xs}",
-        f"        for (int64_t c = c0; c < vec_end; c += {group}) {{",
-        *([f"          __builtin_prefetch(p + c + {PREFETCH_ROWS * cols});"] if PREFETCH_ROWS else []),
-        "          " + ind.join(vec_step),
+        f"    for (int64_t t0 = c_begin; t0 < c_end; t0 += {tile}) {{",
+        f"      const int64_t t1 = t0 + {tile} < c_end ? t0 + {tile} : c_end;",
+        f"      const int64_t vec_end = t0 + (t1 - t0) / {group} * {group};",
+        f"      for (int64_t c = t0; c < t1; ++c) {at(0)} = 0.0f;",
+        f"      for (int64_t b = 0; b < {blocks}; ++b) {{",
+        f"        const float* xb = x + b * {BLOCK};",
+        "        const float xs = xsum[b];",
+        f"        const {code_t}* block = codes + b * {byte_rows * cols};",
+        f"        const float* sb = scale + b * {cols};",
+        *([f"        const float* mb = mins + b * {cols};"] if has_min else []),
+        f"        for (int64_t c = t0; c < vec_end; c += {group}) {{",
+        "          " + " ".join(f"rs_qf {z}{u} = {{0}};" for u in range(units) for z in zero),
+        f"          #pragma GCC unroll {byte_rows}",
+        f"          for (int64_t r = 0; r < {byte_rows}; ++r) {{",
+        f"            const {code_t}* p = block + r * {cols} + c;",
+        *(f"            {line}" for line in xs),
+        "            " + ind[:-2].join(body),
+        "          }",
+        "          " + ind[:-4].join(vec_update),
         "        }",
-        f"        for (int64_t c = vec_end; c < c1; ++c) {scalar_step}",
+        "        for (int64_t c = vec_end; c < t1; ++c) {",
+        "          float a = 0.0f;",
+        f"          for (int64_t r = 0; r < {byte_rows}; ++r) {{",
+        f"            const {code_t}* p = block + r * {cols} + c;",
+        f"            {scalar}",
+        "          }",
+        f"          {scalar_update}",
+        "        }",
         "      }",
-        f"      for (int64_t c = c0; c < c1; ++c) {update}",
-        "    }",
         *finish,
+        "    }",
         "  }",
         "  return 0;",
         "}",

@@ -83,6 +83,12 @@ class CKernelModule(KernelModule):
             cfunc.restype = ctypes.c_int32
             self.functions[name] = cfunc
 
+    def bad_index(self) -> tuple[int, int]:
+        """(value, extent) of the index the last failing kernel of this thread reported."""
+        report = (ctypes.c_int64 * 2)()
+        self.lib.rs_index_failure(report)
+        return int(report[0]), int(report[1])
+
     @property
     def path(self) -> str:
         return self.image.path
@@ -90,6 +96,7 @@ class CKernelModule(KernelModule):
     def link(self, ins, nxt: int, frame, prologue, where: str):
         regs, ptrs, t = frame.regs, frame.ptrs, frame.table
         cfunc = self.functions[ins.kernel]
+        bad_index = self.bad_index
         bufs = (ctypes.c_void_p * max(1, len(ins.buffers)))()
         syms = ctypes.c_void_p(ctypes.addressof(t) + 8 * ins.sym_base) if ins.sym_base >= 0 else None
         cached = tuple((i, r) for i, r in enumerate(ins.buffers) if r in frame.ptr_regs)
@@ -113,7 +120,7 @@ class CKernelModule(KernelModule):
                     seen[k] = value
             status = cfunc(bufs, syms)
             if status:
-                raise_for_status(status, label)
+                raise_for_status(status, label, bad_index)
             return nxt
         return step
 
@@ -134,6 +141,6 @@ class CKernelModule(KernelModule):
             finally:
                 if team is not None:
                     team.leave()
-            raise_for_status(status, f"kernel {name!r}")
+            raise_for_status(status, f"kernel {name!r}", self.bad_index)
         call.func = func
         return call

@@ -1,22 +1,36 @@
 """What a generated kernel returns, and the Python exception each failure becomes."""
 from __future__ import annotations
 
-from tensorir.errors import AllocationError, KernelDivisionByZeroError
+from tensorir.errors import AllocationError, IndexOutOfRangeError, KernelDivisionByZeroError
 
 STATUS_OK = 0
 STATUS_NO_MEMORY = -1        # a scratch buffer's malloc failed
 STATUS_ZERO_DIVISION = -2    # an integer divisor was zero (the kernel finished with 0 in its place)
+STATUS_INDEX_OUT_OF_RANGE = -3  # a T.checked_index value was outside its axis (the kernel finished
+#                                 reading index 0 in its place; the first bad value is reported)
 
 C_DEFINES = (f"#define STATUS_OK {STATUS_OK}\n#define STATUS_NO_MEMORY {STATUS_NO_MEMORY}\n"
-             f"#define STATUS_ZERO_DIVISION {STATUS_ZERO_DIVISION}\n")
+             f"#define STATUS_ZERO_DIVISION {STATUS_ZERO_DIVISION}\n"
+             f"#define STATUS_INDEX_OUT_OF_RANGE {STATUS_INDEX_OUT_OF_RANGE}\n")
 
 
-def raise_for_status(status: int, where: str) -> None:
-    """Raise the error a kernel's nonzero ``status`` stands for; ``where`` names function and kernel."""
+# A GPU kernel's status buffer: the int32 status word, 4 bytes of padding, then the int64 index
+# and extent a STATUS_INDEX_OUT_OF_RANGE recorded (read back only after that status).
+DEVICE_STATUS_BYTES = 24
+
+
+def raise_for_status(status: int, where: str, bad_index=None) -> None:
+    """Raise the error a kernel's nonzero ``status`` stands for; ``where`` names function and kernel;
+    ``bad_index()`` gives the (value, extent) an index failure recorded."""
     if status == STATUS_OK:
         return
     if status == STATUS_ZERO_DIVISION:
         raise KernelDivisionByZeroError(f"{where}: integer division by zero")
+    if status == STATUS_INDEX_OUT_OF_RANGE:
+        value, extent = bad_index() if bad_index is not None else (None, None)
+        if value is None:
+            raise IndexOutOfRangeError(f"{where}: an index is out of range")
+        raise IndexOutOfRangeError(f"{where}: index {value} is out of range for an axis of size {extent}")
     if status == STATUS_NO_MEMORY:
         raise AllocationError(f"{where} failed to allocate its scratch memory")
     raise RuntimeError(f"{where} returned the unknown status {status}")

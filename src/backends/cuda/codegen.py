@@ -37,6 +37,7 @@ class CUDAEmitter(KernelEmitter):
     SHARED = "__shared__"
     HELPER = "__device__ __forceinline__"
     BARRIER = "__syncthreads();"
+    COMPARE_AND_SWAP = "atomicCAS"
     TYPES = {"float32": "float", "float64": "double", "int8": "signed char", "int16": "short",
              "int32": "int", "int64": "long long", "uint8": "unsigned char", "uint16": "unsigned short",
              "uint32": "unsigned int", "uint64": "unsigned long long", "bool": "bool"}

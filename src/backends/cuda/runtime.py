@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..c.status import raise_for_status
+from ..c.status import DEVICE_STATUS_BYTES, raise_for_status
 from ..device_launch import direct_kernel_call, link_device_kernel
 from ..target import KernelImage, KernelModule, Target
 from .driver import check, cuda_context
@@ -53,7 +53,7 @@ class CudaKernelModule(KernelModule):
                     self.functions[launch.symbol] = check(
                         driver.cuModuleGetFunction(self.module, launch.symbol.encode()), "cuModuleGetFunction")
         self.workspaces: dict = {}
-        self.status_storage = self.memory.storage(4)
+        self.status_storage = self.memory.storage(DEVICE_STATUS_BYTES)
 
     def runner(self, name: str):
         plan = self.image.plans[name]
@@ -89,7 +89,13 @@ class CudaKernelModule(KernelModule):
                       f"cuLaunchKernel of {name!r}")
             check(driver.cuMemcpyDtoH(status.ctypes.data, driver.CUdeviceptr(status_address), 4), "cuMemcpyDtoH")
             if status[0]:
-                raise_for_status(int(status[0]), where)
+                raise_for_status(int(status[0]), where, bad_index)
+
+        def bad_index() -> tuple[int, int]:
+            report = np.zeros(DEVICE_STATUS_BYTES // 8, np.int64)
+            check(driver.cuMemcpyDtoH(report.ctypes.data, driver.CUdeviceptr(status_address), DEVICE_STATUS_BYTES),
+                  "cuMemcpyDtoH")
+            return int(report[1]), int(report[2])
         return run
 
     def link(self, ins, nxt: int, frame, prologue, where: str):

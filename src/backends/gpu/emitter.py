@@ -25,19 +25,19 @@ from tensorir import dtype as dt
 from tensorir import expr as E
 from tensorir import stmt as S
 from tensorir.arith import Analyzer
-from tensorir.dispatch import ClassDispatch, handles
+from tensorir.dispatch import handles
 from tensorir.functor import Visitor, collect
 from tensorir.structural import structural_equal
 
-from ..c.status import STATUS_ZERO_DIVISION
+from ..c.status import STATUS_INDEX_OUT_OF_RANGE, STATUS_ZERO_DIVISION
+from ..source_emitter import SourceEmitter
+from ..source_names import Names
 from .cross_thread_reduce import ThreadReduce, identity
 from .errors import GPULoweringError
 from .function import BLOCK_AXES, THREAD_AXES, DeviceKernel, GPUFunction
 from .launch import scratch_dtype
-from .names import Names
+from .names import RESERVED
 
-_INFIX = {E.Add: "+", E.Sub: "-", E.Mul: "*", E.EQ: "==", E.NE: "!=", E.LT: "<",
-          E.LE: "<=", E.GT: ">", E.GE: ">=", E.And: "&&", E.Or: "||"}
 _AXIS = {"x": 0, "y": 1, "z": 2}
 REDUCE_INFIX = {"sum": "+", "prod": "*"}
 
@@ -60,20 +60,6 @@ def _memory(stmt, local: bool = False) -> tuple[set, set, set]:
             if _storage_scope(node.buffer) == "shared":
                 read_shared.add(key)
     return written, read, read_shared
-
-
-def _parenthesized(text: str) -> str:
-    """``text`` in one pair of parentheses (not two: clang warns of ``if ((a == b))``)."""
-    if text.startswith("(") and text.endswith(")"):
-        depth = 0
-        for i, ch in enumerate(text):
-            depth += ch == "("
-            depth -= ch == ")"
-            if depth == 0 and i < len(text) - 1:
-                break
-        else:
-            return text
-    return f"({text})"
 
 
 class _ThreadOwnAccesses(Visitor):
@@ -124,7 +110,7 @@ class _ThreadOwnAccesses(Visitor):
         return out
 
 
-class KernelEmitter(ClassDispatch):
+class KernelEmitter(SourceEmitter):
     # ------------------------------------------------------------ dialect hooks
     LANGUAGE = "GPU"
     KERNEL = ""            # qualifier of a kernel function
@@ -132,6 +118,7 @@ class KernelEmitter(ClassDispatch):
     SHARED = ""            # qualifier of a shared-memory array
     HELPER = ""            # qualifier of a helper function
     BARRIER = ""
+    COMPARE_AND_SWAP = ""  # (int pointer, expected, new) -> the old value, atomically
     TYPES: dict = {}       # dtype -> value type name
     BOOL_STORAGE = "unsigned char"
 
@@ -161,17 +148,44 @@ class KernelEmitter(ClassDispatch):
 
     # ------------------------------------------------------------ setup
     def __init__(self, func: GPUFunction, kernel: DeviceKernel):
+        super().__init__(Names(RESERVED))
         self.func, self.kernel = func, kernel
-        self.names = Names()
-        self.lines: list[str] = []
-        self.indent = 1
         self.covered: set[str] = set()
         self.divergent = False
         self.thread_vars: set[int] = set()
-        self.analyzer = Analyzer()
 
     def where(self) -> str:
         return f"{self.func.name!r} (kernel {self.kernel.symbol})"
+
+    # ------------------------------------------------------------ spelling (SourceEmitter's hooks)
+    def error(self, message: str) -> Exception:
+        return GPULoweringError(f"{self.where()}: {message}")
+
+    def value_type(self, dtype: str) -> str:
+        return self.vtype(dtype)
+
+    def float_literal_text(self, value: float, dtype: str) -> str:
+        if value != value or value in (float("inf"), float("-inf")):
+            return self.float_special(value, dtype)
+        text = repr(float(value))
+        if "e" not in text and "." not in text:
+            text += ".0"
+        return text if dtype == "float64" else f"{text}f"
+
+    def math_call(self, e: E.Call, args: list[str]) -> str:
+        return self.math(e.op, e.args[0].dtype if e.args else e.dtype, args)
+
+    def float_floor(self, dtype: str, text: str) -> str:
+        return self.math("floor", dtype, [text])
+
+    def zero_divisor_report(self) -> str:
+        return "rs_divided_by_zero(rs_status)"
+
+    def index_check(self, index: str, extent: str) -> str:
+        return f"rs_checked_index({index}, {extent}, rs_status)"
+
+    def helper_suffix(self, dtype: str) -> str:
+        return "float32" if dtype == "float16" else dtype   # float16 computes in float32
 
     def vtype(self, dtype: str) -> str:
         """Type of a value of ``dtype`` (float16 computes in float32)."""
@@ -192,38 +206,6 @@ class KernelEmitter(ClassDispatch):
         return self.vtype(dtype)
 
     # ------------------------------------------------------------ expressions
-    def expr(self, e) -> str:
-        handler = self.handler_for(type(e), "expr")
-        if handler is None:
-            raise GPULoweringError(f"{self.where()}: cannot emit {type(e).__name__}")
-        return handler(self, e)
-
-    @handles(E.IntImm, table="expr")
-    def int_literal(self, e: E.IntImm) -> str:
-        if e.dtype == "bool":
-            return "true" if e.value else "false"
-        if e.dtype == "int64":
-            return self.int64_literal(e.value)
-        if e.dtype == "int32" and e.value == -2 ** 31:
-            return "((int)(-2147483647 - 1))"
-        return f"(({self.vtype(e.dtype)}){e.value})"
-
-    @handles(E.FloatImm, table="expr")
-    def float_literal(self, e: E.FloatImm) -> str:
-        value = e.value
-        if value != value or value in (float("inf"), float("-inf")):
-            return self.float_special(value, e.dtype)
-        text = repr(float(value))
-        if "e" not in text and "." not in text:
-            text += ".0"
-        return text if e.dtype == "float64" else f"{text}f"
-
-    @handles(E.Var, table="expr")
-    def var(self, e: E.Var) -> str:
-        if id(e) not in self.names.by_id:
-            raise GPULoweringError(f"{self.where()}: variable {e.name!r} is used but not defined")
-        return self.names.by_id[id(e)]
-
     @handles(E.BufferLoad, table="expr")
     def load(self, e: E.BufferLoad) -> str:
         name, index = self.buffer_name(e.buffer), self.flat_index(e.buffer, e.indices)
@@ -233,81 +215,6 @@ class KernelEmitter(ClassDispatch):
             return f"({name}[{index}] != 0)"
         return f"{name}[{index}]"
 
-    @handles(E.Div, table="expr")
-    def div(self, e: E.Div) -> str:
-        if dt.is_float(e.dtype):
-            return f"({self.expr(e.a)} / {self.expr(e.b)})"
-        b = self.expr(e.b)
-        return self.guard_divisor(e.b, b, f"({self.expr(e.a)} / {b})")
-
-    @handles(E.FloorDiv, E.FloorMod, table="expr")
-    def floor_divmod(self, e) -> str:
-        a, b = self.expr(e.a), self.expr(e.b)
-        if dt.is_float(e.dtype):
-            floor = self.math("floor", e.dtype, [f"({a} / {b})"])
-            return floor if isinstance(e, E.FloorDiv) else f"({a} - {floor} * {b})"
-        if self.known_non_negative(e.a) and self.known_non_negative(e.b):
-            text = f"({a} {'/' if isinstance(e, E.FloorDiv) else '%'} {b})"
-        else:
-            fn = "rs_floordiv" if isinstance(e, E.FloorDiv) else "rs_floormod"
-            text = f"(({self.vtype(e.dtype)}){fn}({a}, {b}))"
-        return self.guard_divisor(e.b, b, text)
-
-    def guard_divisor(self, divisor, divisor_text: str, text: str) -> str:
-        if isinstance(divisor, E.IntImm) and divisor.value != 0:
-            return text
-        lo, hi = self.bounds(divisor)
-        if (lo is not None and lo > 0) or (hi is not None and hi < 0):
-            return text
-        return f"(({divisor_text}) != 0 ? {text} : rs_divided_by_zero(rs_status))"
-
-    def bounds(self, e):
-        try:
-            return self.analyzer.const_int_bound(e)
-        except Exception:  # noqa: BLE001 - bounds only save a test
-            return (None, None)
-
-    def known_non_negative(self, e) -> bool:
-        lo = self.bounds(e)[0]
-        return lo is not None and lo >= 0
-
-    @handles(E.Min, E.Max, table="expr")
-    def min_max(self, e) -> str:
-        fn = "rs_min_" if isinstance(e, E.Min) else "rs_max_"
-        return f"{fn}{self.helper_suffix(e.dtype)}({self.expr(e.a)}, {self.expr(e.b)})"
-
-    @staticmethod
-    def helper_suffix(dtype: str) -> str:
-        return "float32" if dtype == "float16" else dtype
-
-    @handles(*_INFIX, table="expr")
-    def infix(self, e) -> str:
-        return f"({self.expr(e.a)} {_INFIX[type(e)]} {self.expr(e.b)})"
-
-    @handles(E.Not, table="expr")
-    def logical_not(self, e: E.Not) -> str:
-        return f"(!{self.expr(e.a)})"
-
-    @handles(E.Select, table="expr")
-    def select(self, e: E.Select) -> str:
-        return f"({self.expr(e.condition)} ? {self.expr(e.true_value)} : {self.expr(e.false_value)})"
-
-    @handles(E.Cast, table="expr")
-    def cast(self, e: E.Cast) -> str:
-        return f"(({self.vtype(e.dtype)}){self.expr(e.value)})"
-
-    @handles(E.Call, table="expr")
-    def call(self, e: E.Call) -> str:
-        args = [self.expr(a) for a in e.args]
-        arg_dtype = e.args[0].dtype if e.args else e.dtype
-        return self.math(e.op, arg_dtype, args)
-
-    def buffer_name(self, buf) -> str:
-        storage = buf.storage
-        if id(storage) not in self.names.by_id:
-            raise GPULoweringError(f"{self.where()}: buffer {storage.name!r} is used but not defined")
-        return self.names.by_id[id(storage)]
-
     def flat_index(self, buf, indices) -> str:
         if len(indices) != 1:
             raise GPULoweringError(f"{self.where()}: buffer {buf.name!r} is not flattened")
@@ -316,25 +223,7 @@ class KernelEmitter(ClassDispatch):
             flat = E.add(buf.elem_offset, flat)
         return self.expr(flat)
 
-    def cast_to(self, value, dtype: str) -> str:
-        text = self.expr(value)
-        return text if value.dtype == dtype else f"(({self.vtype(dtype)}){text})"
-
     # ------------------------------------------------------------ statements
-    def emit(self, line: str) -> None:
-        self.lines.append("  " * self.indent + line)
-
-    def stmt(self, s) -> None:
-        handler = self.handler_for(type(s), "stmt")
-        if handler is None:
-            raise GPULoweringError(f"{self.where()}: cannot emit {type(s).__name__}")
-        handler(self, s)
-
-    def nested(self, body) -> None:
-        self.indent += 1
-        self.stmt(body)
-        self.indent -= 1
-
     def barrier(self, reason: str, hazard: set) -> None:
         if not self.divergent:
             self.emit(self.BARRIER)
@@ -402,32 +291,8 @@ class KernelEmitter(ClassDispatch):
     def if_then_else(self, s: S.IfThenElse) -> None:
         saved = self.divergent
         self.divergent = saved or self.thread_dependent(s.condition)
-        self.emit(f"if {_parenthesized(self.expr(s.condition))} {{")
-        self.nested(s.then_case)
-        if s.else_case is not None:
-            self.emit("} else {")
-            self.nested(s.else_case)
-        self.emit("}")
+        super().if_then_else(s)
         self.divergent = saved
-
-    @handles(S.LetStmt, table="stmt")
-    def let(self, s: S.LetStmt) -> None:
-        name = self.names.get(s.var, s.var.name)
-        self.emit("{")
-        self.indent += 1
-        self.emit(f"const {self.vtype(s.var.dtype)} {name} = {self.expr(s.value)};")
-        self.stmt(s.body)
-        self.indent -= 1
-        self.emit("}")
-
-    @handles(S.Evaluate, table="stmt")
-    def evaluate(self, s: S.Evaluate) -> None:
-        if not isinstance(s.value, (E.IntImm, E.FloatImm)):
-            self.emit(f"(void){self.expr(s.value)};")
-
-    @handles(S.Block, S.BlockRealize, table="stmt")
-    def unlowered_block(self, s) -> None:
-        raise GPULoweringError(f"{self.where()}: blocks must be lowered first (lower_for_gpu does)")
 
     @handles(S.Allocate, table="stmt")
     def allocate(self, s: S.Allocate) -> None:
@@ -440,19 +305,11 @@ class KernelEmitter(ClassDispatch):
             raise GPULoweringError(f"{self.where()}: per-thread buffer {buf.name!r} has the symbolic "
                                    f"size {size!r}")
         name = self.names.get(buf, buf.name)
-        self.emit("{")
-        self.indent += 1
-        self.emit(f"{self.stype(buf.dtype)} {name}[{max(1, size.value)}];")
-        self.stmt(s.body)
-        self.indent -= 1
-        self.emit("}")
+        self.scoped(f"{self.stype(buf.dtype)} {name}[{max(1, size.value)}];", s.body)
 
     @handles(S.For, table="stmt")
     def loop(self, s: S.For) -> None:
-        try:
-            self.analyzer.bind(s.loop_var, S.Range(s.min, s.extent))
-        except Exception:  # noqa: BLE001 - bounds only save divisor tests
-            pass
+        self.bind_loop_var(s)
         if s.kind == "thread_binding":
             self.bound_loop(s)
             return
@@ -601,10 +458,20 @@ def helper_prelude(emitter_cls, dtypes) -> str:
     """Helpers every kernel may call: integer floor division, the zero-divisor report,
     NaN-propagating min/max per dtype (as NumPy's minimum/maximum)."""
     h, g, i64 = emitter_cls.HELPER, emitter_cls.GLOBAL, emitter_cls.TYPES["int64"]
+    status = f"{(g + ' int').strip()}* status"
     lines = [
         f"#define STATUS_ZERO_DIVISION ({STATUS_ZERO_DIVISION})",
-        f"{h} {i64} rs_divided_by_zero({(g + ' int').strip()}* status) "
+        f"#define STATUS_INDEX_OUT_OF_RANGE ({STATUS_INDEX_OUT_OF_RANGE})",
+        f"{h} {i64} rs_divided_by_zero({status}) "
         "{ *status = STATUS_ZERO_DIVISION; return 0; }".strip(),
+        # T.checked_index (see the C prelude): the first failing thread claims the status word
+        # and records the value and the extent after it (DEVICE_STATUS_BYTES)
+        f"{h} {i64} rs_index_out_of_range({status}, {i64} i, {i64} n) {{ "
+        f"if ({emitter_cls.COMPARE_AND_SWAP}(status, 0, STATUS_INDEX_OUT_OF_RANGE) == 0) {{ "
+        f"(({(g + ' ' + i64).strip()}*)status)[1] = i; (({(g + ' ' + i64).strip()}*)status)[2] = n; }} "
+        "return 0; }".strip(),
+        f"{h} {i64} rs_checked_index({i64} i, {i64} n, {status}) {{ {i64} w = i < 0 ? i + n : i; "
+        "return (w >= 0 && w < n) ? w : rs_index_out_of_range(status, i, n); }".strip(),
         f"{h} {i64} rs_floordiv({i64} a, {i64} b) {{ {i64} q = a / b; "
         "return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q; }".strip(),
         f"{h} {i64} rs_floormod({i64} a, {i64} b) {{ {i64} r = a % b; "

@@ -37,7 +37,7 @@ from .cross_thread_reduce import ThreadReduce, lower_cross_thread_reductions
 from .errors import GPULoweringError
 from .function import THREAD_AXES, DeviceKernel, GPUFunction, Workspace
 from .launch import launch_dims, reduce_scratch
-from .names import sanitize
+from ..source_names import sanitize
 from .uncache import copy_source, read_source_instead
 
 

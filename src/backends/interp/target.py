@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from tensorir.errors import IndexOutOfRangeError
+
 from ..kernel_signature import kernel_sym_vars
 from ..target import KernelImage, KernelModule, Target, TargetBackend
 
@@ -40,7 +42,10 @@ class InterpKernelModule(KernelModule):
         def step():
             if prologue is not None:
                 prologue()
-            tensorir.interpret(func, *[regs[r] for r in buffers], **{n: t[s] for n, s in zip(names, slots)})
+            try:
+                tensorir.interpret(func, *[regs[r] for r in buffers], **{n: t[s] for n, s in zip(names, slots)})
+            except IndexOutOfRangeError as err:   # named like the compiled targets' report
+                raise IndexOutOfRangeError(f"{where}: kernel '{ins.kernel}': {err}") from None
             return nxt
         return step
 

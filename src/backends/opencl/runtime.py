@@ -2,9 +2,10 @@
 
 The program is built by the OpenCL driver when the image is loaded (PoCL
 caches the binaries); kernels take, in order, every buffer, every workspace,
-then every symbolic var as a ``long``, and last the int32 status word (zeroed
-before a kernel's launches, read after them: a zero integer divisor raises
-as on C). Launch sizes come from the VM's
+then every symbolic var as a ``long``, and last the status buffer (its int32
+word zeroed before a kernel's launches, read after them: a zero integer
+divisor or an index out of range raises as on C; the bad index is read back
+only then). Launch sizes come from the VM's
 symbol vector (``device_launch.LaunchPlan``); a launch with an empty grid is
 skipped. Workspaces are device buffers of the module, grown when a call needs more.
 """
@@ -14,7 +15,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..c.status import raise_for_status
+from ..c.status import DEVICE_STATUS_BYTES, raise_for_status
 from ..device_launch import direct_kernel_call, link_device_kernel
 from ..target import KernelImage, KernelModule, Target
 from .device import opencl_device
@@ -62,7 +63,7 @@ class OpenCLKernelModule(KernelModule):
                     self.kernels[launch.symbol] = getattr(self.program, launch.symbol)
         self.workspaces: dict = {}      # (kernel, index) -> cl.Buffer, grown on demand
         self.status = np.zeros(1, np.int32)
-        self.status_buffer = self.memory._buffer(4)
+        self.status_buffer = self.memory._buffer(DEVICE_STATUS_BYTES)
 
     def runner(self, name: str):
         """``run(buffers, syms)``: every launch of kernel ``name`` on device buffers and a symbol tuple."""
@@ -91,7 +92,12 @@ class OpenCLKernelModule(KernelModule):
                 cl.enqueue_nd_range_kernel(queue, kernel, tuple(g * b for g, b in zip(grid, block)), block)
             cl.enqueue_copy(queue, status, status_buffer, is_blocking=True)
             if status[0]:
-                raise_for_status(int(status[0]), where)
+                raise_for_status(int(status[0]), where, bad_index)
+
+        def bad_index() -> tuple[int, int]:
+            report = np.zeros(DEVICE_STATUS_BYTES // 8, np.int64)
+            cl.enqueue_copy(queue, report, status_buffer, is_blocking=True)
+            return int(report[1]), int(report[2])
         return run
 
     def link(self, ins, nxt: int, frame, prologue, where: str):

@@ -16,6 +16,7 @@ import numpy as np
 from tensorir import dtype as dt
 from tensorir.errors import ShapeMismatchError
 from tensorir.function import PrimFunc
+from tensorir.variants import VARIANTS_ATTR
 
 from ..expr import Call, ExternFunc, GlobalVar, StringImm
 from ..struct_info import StructInfo, TensorStructInfo, TupleStructInfo
@@ -76,11 +77,11 @@ def as_value_list(value) -> list:
     return list(value) if isinstance(value, tuple) and not isinstance(value, ShapeTuple) else [value]
 
 
-def run_prim_func(func: PrimFunc, args: list) -> None:
+def run_prim_func(func: PrimFunc, args: list, mod=None) -> None:
     """Run a PrimFunc in destination-passing style: arrays fill the buffer
     parameters in order, scalars (and the ints of shape values) the scalar
-    parameters in order."""
-    import tensorir
+    parameters in order. A function with variants (``tensorir.variants``) runs
+    the one its conditions select among ``mod``'s functions."""
     arrays = [a for a in args if isinstance(a, np.ndarray)]
     scalars: list = []
     for a in args:
@@ -93,7 +94,14 @@ def run_prim_func(func: PrimFunc, args: list) -> None:
         raise ShapeMismatchError(
             f"prim_func '{func.name}' takes {len(func.buffer_params)} buffer(s) and "
             f"{len(scalar_params)} scalar(s), got {len(arrays)} array(s) and {len(scalars)} scalar(s)")
-    tensorir.interpret(func, *arrays, **{p.name: v for p, v in zip(scalar_params, scalars)})
+    import tensorir
+
+    from .kernel_variants import run_with_variants
+    named = {p.name: v for p, v in zip(scalar_params, scalars)}
+    if mod is not None and func.attrs.get(VARIANTS_ATTR):
+        run_with_variants(func, mod, arrays, named)
+    else:
+        tensorir.interpret(func, *arrays, **named)
 
 
 def _outputs_result(outputs: list[np.ndarray], call: Call):
@@ -115,7 +123,7 @@ def _call_tir(frame: "Frame", call: Call):
               for x in as_value_list(frame.eval(call.args[1]))]
     tir_vars = list(frame.eval(call.args[2])) if len(call.args) > 2 else []
     outputs = [allocate(frame, s, f"call_tir of '{func.name}'") for s in output_struct_infos(call)]
-    run_prim_func(func, inputs + outputs + tir_vars)
+    run_prim_func(func, inputs + outputs + tir_vars, frame.interp.mod)
     return _outputs_result(outputs, call)
 
 
@@ -133,7 +141,7 @@ def _call_tir_inplace(frame: "Frame", call: Call):
         if not isinstance(array, np.ndarray) or not array.flags.writeable or not array.flags.c_contiguous:
             raise ShapeMismatchError(f"function '{frame.func_name}': call_tir_inplace of '{func.name}' "
                                      f"updates an argument that is not a writeable C-contiguous array")
-    run_prim_func(func, inputs + tir_vars)
+    run_prim_func(func, inputs + tir_vars, frame.interp.mod)
     return _outputs_result(updated, call)
 
 

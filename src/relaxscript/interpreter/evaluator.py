@@ -15,7 +15,7 @@ import numpy as np
 
 from tensorir import dtype as dt
 from tensorir.dispatch import ClassDispatch, handles
-from tensorir.errors import IRError, ShapeMismatchError
+from tensorir.errors import IndexOutOfRangeError, IRError, ShapeMismatchError
 from tensorir.function import PrimFunc
 
 from .. import expr as rx
@@ -227,17 +227,17 @@ class Frame(ClassDispatch):
             if isinstance(err, MemoryError):
                 raise
             self._op_failed(name, args, err)
-        except IndexError as err:
-            self._op_failed(name, args, err)
+        except IndexError as err:   # an index tensor's value outside its axis
+            self._op_failed(name, args, err, IndexOutOfRangeError)
         if isinstance(result, np.generic) or (
                 isinstance(call.struct_info, TensorStructInfo) and not isinstance(result, np.ndarray)):
             result = np.asarray(result)
         return result
 
-    def _op_failed(self, name: str, args: list, err: Exception):
+    def _op_failed(self, name: str, args: list, err: Exception, error_type=ShapeMismatchError):
         """A data-dependent mismatch deduction could not rule out (e.g. broadcasting n with m)."""
         shapes = ", ".join(str(tuple(a.shape)) if isinstance(a, np.ndarray) else repr(a) for a in args)
-        raise ShapeMismatchError(f"function '{self.func_name}': R.{name[len('relax.'):]} failed "
+        raise error_type(f"function '{self.func_name}': R.{name[len('relax.'):]} failed "
                                  f"on arguments {shapes}: {err}") from err
 
     def _allocation_failure(self, call: rx.Call, err: Exception):

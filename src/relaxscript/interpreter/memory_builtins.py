@@ -249,7 +249,7 @@ def _call_tir_dps(frame: "Frame", call: Call):
                                  f"got {type(func).__name__}")
     args = as_value_list(frame.eval(call.args[1]))
     tir_vars = list(frame.eval(call.args[2])) if len(call.args) > 2 else []
-    run_prim_func(func, args + tir_vars)
+    run_prim_func(func, args + tir_vars, frame.interp.mod)
     return ()
 
 

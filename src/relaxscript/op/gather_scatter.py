@@ -7,9 +7,9 @@ of ``indices`` (a constant ``M``) indexes the leading ``M`` dims of ``data``
 after ``batch_dims``. Scatters with ``reduction="update"`` keep the last
 update written to a position, as NumPy's assignment does; ``"add"``,
 ``"mul"``, ``"max"``, ``"min"`` combine the data with every update. An index
-out of range is an error in the interpreter (the reference's ``IndexError``); compiled kernels
-read no memory outside the input for it (a gather gives 0, a scatter
-ignores that update).
+out of range is an ``IndexOutOfRangeError`` on every target: the interpreter
+(the reference's ``IndexError``) and the compiled kernels (``T.checked_index``)
+alike, naming the kernel and the value.
 """
 from __future__ import annotations
 

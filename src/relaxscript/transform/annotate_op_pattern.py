@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from tensorir.analysis import PatternKind, analyze_pattern
 from tensorir.function import PrimFunc
+from tensorir.variants import variant_names
 
 from ..irmodule import IRModule
 from .pass_infra import Pass
@@ -46,7 +47,9 @@ class AnnotateTIROpPattern(Pass):
         functions = dict(mod.functions)
         for name, func in mod.functions.items():
             if isinstance(func, PrimFunc):
-                kind = analyze_pattern(func).name
+                # fusion would build one new function from the default's body alone and lose the
+                # variants: a kernel with variants stays a call of its own
+                kind = PatternKind.Opaque.name if variant_names(func) else analyze_pattern(func).name
                 if func.attrs.get(ATTR) != kind:
                     functions[name] = func.with_attr(ATTR, kind)
         return IRModule(functions, mod.attrs)

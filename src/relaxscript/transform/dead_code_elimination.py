@@ -9,7 +9,7 @@ backwards once, nested SeqExprs (If branches, local functions) first, so a
 chain of dead bindings disappears in one run.
 
 Module functions survive when reachable, through GlobalVar references
-(calls, ``call_tir`` callees, functions passed as values), from the entry
+(calls, ``call_tir`` callees, functions passed as values, a prim_func's variants), from the entry
 functions: ``entry_functions`` when given; else the functions with a
 ``global_symbol`` attribute; else ``main``; else every graph function that
 no other function references. A module with no graph function is kept whole.
@@ -20,6 +20,7 @@ from typing import Iterable, Sequence
 
 from tensorir.function import PrimFunc
 from tensorir.functor import collect
+from tensorir.variants import variant_names
 
 from ..expr import (BindingBlock, Call, DataflowBlock, ExternFunc, Function, GlobalVar, If, MatchCast, Op, SeqExpr,
                     Var)
@@ -74,9 +75,9 @@ def default_entries(mod: IRModule) -> list[str]:
 
 
 def referenced_globals(func) -> set[str]:
-    """Names of module functions that ``func`` refers to (prim_funcs refer to none)."""
+    """Names of module functions that ``func`` refers to (a prim_func only to its variants)."""
     if isinstance(func, PrimFunc):
-        return set()
+        return set(variant_names(func))
     return {g.name_hint for g in collect(func, lambda n: isinstance(n, GlobalVar))}
 
 

@@ -26,6 +26,7 @@ from tensorir import expr as E
 from tensorir.buffer import Buffer
 from tensorir.function import PrimFunc
 from tensorir.functor import collect, iter_children, substitute
+from tensorir.variants import variant_names
 
 from ..block_builder import BlockBuilder
 from ..expr import (BindingBlock, Call, DataflowBlock, DataflowVar, Function, GlobalVar, Op,
@@ -188,7 +189,12 @@ class LiftWorkspace(Pass):
 
     def transform_module(self, mod: IRModule, ctx: PassContext) -> IRModule:
         lifted = {}
+        # a kernel with variants and the variants share one signature: their scratch stays inside
+        with_variants = {n for name, f in mod.prim_funcs.items() for n in [name, *variant_names(f)]
+                         if variant_names(f)}
         for name, func in mod.prim_funcs.items():
+            if name in with_variants:
+                continue
             new, workspaces = lift_prim_func(func)
             if not workspaces:
                 continue

@@ -75,6 +75,8 @@ class _Drawer:
         if ndim >= 1 and isinstance(var.struct_info.shape[-1], tir.IntImm):
             kinds += ["shared_matmul"]
         if self.only is not None:
+            if ndim >= 1:   # opt-in: its indices are often out of range (see _gather)
+                kinds += ["gather"]
             kinds = [k for k in kinds if k in self.only] or kinds
         kind = draw(st.sampled_from(kinds))
         if kind == "unary":
@@ -120,6 +122,8 @@ class _Drawer:
             return bb.emit(Call(self.helper, [var]))
         if kind == "shared_matmul":
             return self._shared_matmul(var)
+        if kind == "gather":
+            return self._gather(var)
         if kind == "concat_split":
             joined = bb.emit(op.concat([var, var], axis=0))
             parts = bb.emit(op.split(joined, 2, axis=0))
@@ -138,6 +142,33 @@ class _Drawer:
         if len(set(widths)) == 1:
             return bb.emit(op.add(products[0], products[-1]))
         return bb.emit(op.concat(products, axis=-1))
+
+    def _gather(self, var: Var) -> Var:
+        """take / gather_nd / scatter_nd / scatter_elements with int64 indices computed from
+        ``var``'s values (``astype(clip(var * scale))``, negative ones included): depending on the
+        inputs and the symbolic dims they are in range or not, and an index out of range must be
+        an ``IndexOutOfRangeError`` on every target, as in the interpreter."""
+        draw, bb = self.draw, self.bb
+        ndim = var.struct_info.ndim
+        scale = Constant(np.asarray(draw(st.sampled_from([0.5, 2.0, 4.0])), "float32"))
+        limit = draw(st.sampled_from([3, 6]))
+        scaled = bb.emit(op.clip(bb.emit(op.multiply(var, scale)), -limit, limit))
+        finite = bb.emit(op.where(bb.emit(op.isfinite(var)), scaled, Constant(np.asarray(0.0, "float32"))))
+        indices = bb.emit(op.astype(finite, "int64"))
+        flat = bb.emit(op.flatten(indices)) if ndim != 1 else indices
+        axis = draw(st.integers(0, ndim - 1))
+        form = draw(st.sampled_from(["take", "gather_nd", "scatter_nd", "scatter_elements"]))
+        if form == "take":
+            return bb.emit(op.take(var, flat, axis=axis))
+        if form == "scatter_elements":
+            reduction = draw(st.sampled_from(["update", "add"]))
+            return bb.emit(op.scatter_elements(var, indices, var, axis=axis, reduction=reduction))
+        column = bb.emit(op.expand_dims(flat, -1))
+        picked = bb.emit(op.gather_nd(var, column))
+        if form == "gather_nd":
+            return picked
+        reduction = draw(st.sampled_from(["update", "add"]))
+        return bb.emit(op.scatter_nd(var, column, picked, reduction=reduction))
 
     def _condition(self, var: Var, pool: list) -> Var:
         """A bool tensor: a comparison with a same-shaped var or a constant, maybe combined
@@ -193,12 +224,13 @@ class _Drawer:
 
 STEP_KINDS = ("unary", "binary", "broadcast", "const_chain", "copy", "tuple", "flatten", "logic",
               "integer", "reduce", "softmax", "match_cast", "concat_split", "permute", "matmul", "call",
-              "shared_matmul")
+              "shared_matmul", "gather")
 
 
 def random_dataflow_module(draw, max_blocks: int = 3, max_steps: int = 4, kinds=None) -> IRModule:
     """A random well-formed module (see the module docstring); ``draw`` is hypothesis' draw;
-    ``kinds`` (a subset of STEP_KINDS) restricts the steps drawn."""
+    ``kinds`` (a subset of STEP_KINDS) restricts the steps drawn; ``"gather"`` (data-dependent
+    indices, often out of range) is drawn only when ``kinds`` names it."""
     bb = BlockBuilder()
     helper = _add_helpers(bb)
     n = tir.size_var("n")

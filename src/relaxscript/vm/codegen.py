@@ -14,7 +14,10 @@ from __future__ import annotations
 
 from tensorir import expr as E
 from tensorir.dispatch import ClassDispatch, handles
+from tensorir.arith import simplify
 from tensorir.function import PrimFunc
+from tensorir.functor import substitute
+from tensorir.variants import VariantError, check_variant, variant_guards
 
 from .. import expr as rx
 from ..interpreter.values import ShapeTuple
@@ -313,10 +316,41 @@ class FunctionCompiler(ClassDispatch):
         base = self.sym_vector(exprs, site)
         scalar_names = tuple(v.name for v in prim.scalar_params)
         scalar_slots = tuple(base + use.sym_vars.index(v) for v in prim.scalar_params)
+        kernel_name, variants = self.kernel_variants(kernel_name, prim, use, exprs, site)
         call_site = site.build(self.defined)
         self.emit(I.CallKernel(kernel_name, tuple(r for r, _ in buffer_args), base, len(exprs),
                                scalar_names, scalar_slots, None if call_site.empty() else call_site,
-                               result, name))
+                               result, name, variants))
+
+    def kernel_variants(self, kernel_name: str, prim: PrimFunc, use: KernelUse, exprs, site) -> tuple:
+        """The kernel a call runs and its guarded alternatives (``tensorir.variants``): each
+        condition is rewritten over the caller's symbolic values; one that folds to a constant
+        decides at build time, the others become one test each in the call's step."""
+        try:
+            guards = variant_guards(prim)
+            for _, vname in guards:
+                check_variant(prim, vname, self.mod[vname] if vname in self.mod else None)
+        except VariantError as err:
+            raise VMBuildError(f"function '{self.name}': {err}") from None
+        values = dict(zip(use.sym_vars, exprs))
+        visible = self.defined | site.local
+        variants = []
+        for cond, vname in guards:
+            cond = simplify(substitute(cond, values))
+            if isinstance(cond, E.IntImm):
+                if cond.value:
+                    if not variants:   # holds for every call: the variant is the kernel
+                        kernel_name = vname
+                        break
+                    variants.append((("bool", True), vname))
+                    break
+                continue
+            variants.append((self.table.code(cond, visible), vname))
+        for _, vname in variants:
+            self.kernels.setdefault(vname, KernelUse(vname, self.mod[vname]))
+        if kernel_name != use.name:
+            self.kernels.setdefault(kernel_name, KernelUse(kernel_name, self.mod[kernel_name]))
+        return kernel_name, tuple(variants)
 
     def sym_vector(self, exprs, site: CallSiteBuilder) -> int:
         """Contiguous slots holding ``exprs``, filled where their vars get values."""

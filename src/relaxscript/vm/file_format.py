@@ -25,7 +25,8 @@ import tempfile
 from pathlib import Path
 
 MAGIC = b"\x89RSXVM\r\n"
-FORMAT_VERSION = 3          # 1: the pickle format; 2: before targets encoded their own kernel images
+FORMAT_VERSION = 4          # 1: the pickle format; 2: before targets encoded their own kernel images;
+                            # 3: before kernel calls carried variants
 _HEADER = struct.Struct("<8sIQQ")
 _DIGEST = 32
 

@@ -115,6 +115,9 @@ class CallKernel(Instr):
     call_site: CallSite | None = None
     dst: int | None = None           # register holding the call's result (outputs) for instruments
     name: str = ""
+    # ((condition tree over t, kernel name), ...): the first whose condition holds runs instead of
+    # ``kernel`` (tensorir/variants.py); tested after the call site's prologue filled the slots
+    variants: tuple = ()
 
     def produces(self):
         return None

@@ -10,6 +10,7 @@ by all frames.
 from __future__ import annotations
 
 import ctypes
+import dataclasses
 from math import prod
 
 import numpy as np
@@ -98,6 +99,8 @@ def _link(ins, pc: int, code: FunctionCode, frame: Frame, vm):
 
     if kind is I.CallKernel:
         prologue = link_call_site(ins, code, frame, memory.device_array_type if memory is not None else None)
+        if ins.variants:
+            return _link_variants(ins, nxt, code, frame, vm, prologue)
         return vm.kernels.link(ins, nxt, frame, prologue, f"function '{code.func.name}'")
 
     if kind is I.CallLibrary:
@@ -234,6 +237,36 @@ def _link(ins, pc: int, code: FunctionCode, frame: Frame, vm):
         return step
 
     raise TypeError(f"unknown VM instruction {kind.__name__}")
+
+
+def _link_variants(ins: I.CallKernel, nxt: int, code: FunctionCode, frame: Frame, vm, prologue):
+    """A kernel call with guarded variants: after the call site's symbol work, the first
+    condition that holds picks its kernel's step (each linked like a plain call)."""
+    t = frame.table
+    where = f"function '{code.func.name}'"
+
+    def linked(kernel: str):
+        return vm.kernels.link(dataclasses.replace(ins, kernel=kernel, call_site=None, variants=()),
+                               nxt, frame, None, where)
+    default = linked(ins.kernel)
+    choices = tuple((code.expr(tree), linked(name)) for tree, name in ins.variants)
+    if len(choices) == 1:   # the common case: one test, no loop
+        ((cond, chosen),) = choices
+
+        def step():
+            if prologue is not None:
+                prologue()
+            return chosen() if cond(t) else default()
+        return step
+
+    def step():
+        if prologue is not None:
+            prologue()
+        for cond, run in choices:
+            if cond(t):
+                return run()
+        return default()
+    return step
 
 
 def _link_alloc_tensor(ins: I.AllocTensor, nxt: int, code: FunctionCode, frame: Frame):

@@ -256,6 +256,12 @@ def check_function(func, kernels) -> None:
                 _int(ins.sym_count, f"{at}: sym_count", slots - ins.sym_base + 1)
             for slot in ins.scalar_slots:
                 _int(slot, f"{at}: a scalar slot", slots)
+            if not isinstance(ins.variants, tuple):
+                raise ValueError(f"{at}: malformed kernel variants")
+            for entry in ins.variants:
+                if not (isinstance(entry, tuple) and len(entry) == 2 and entry[1] in kernels):
+                    raise ValueError(f"{at}: malformed or unknown kernel variant {entry!r:.60}")
+                render_expr(entry[0])
             site = ins.call_site
             if site is not None:
                 for reg, ndim, dtype, _ in site.structure:

@@ -13,6 +13,7 @@ import numpy as np
 
 from .. import expr as E
 from ..dispatch import ClassDispatch, handles
+from ..errors import IndexOutOfRangeError
 from .errors import InterpretError
 from .intrinsics import INTRINSIC_IMPLS
 
@@ -178,11 +179,28 @@ class ExprEvaluator(ClassDispatch):
 
     @handles(E.Call)
     def _call(self, e, mask):
+        if e.op == E.CHECKED_INDEX:
+            return self._checked_index(e, mask)
         impl = INTRINSIC_IMPLS.get(e.op)
         if impl is None:
             raise InterpretError(f"the interpreter has no implementation of call {e.op!r}")
         args = [self.eval(a, mask) for a in e.args]
         return as_dtype(impl(*args), e.dtype)
+
+    def _checked_index(self, e, mask):
+        """``T.checked_index``: NumPy's negative indices wrap; an active lane outside
+        ``[-n, n)`` raises (inactive lanes, a branch not taken, may hold anything)."""
+        index, extent = (np.asarray(self.eval(a, mask), dtype=np.int64) for a in e.args)
+        bad = np.logical_or(index < -extent, index >= extent)
+        if mask is not None:
+            bad = np.logical_and(bad, mask)
+        if np.any(bad):
+            shape = np.broadcast(index, extent, bad).shape
+            first = tuple(np.argwhere(np.broadcast_to(bad, shape))[0])
+            value = int(np.broadcast_to(index, shape)[first])
+            size = int(np.broadcast_to(extent, shape)[first])
+            raise IndexOutOfRangeError(f"index {value} is out of range for an axis of size {size}")
+        return np.where(index < 0, index + extent, index)
 
     @handles(E.BufferLoad)
     def _load(self, e, mask):

@@ -15,6 +15,7 @@ from .common import attempt, is_reduction_block, leaf_block_names, loop_kinds
 from .attention import ATTENTION_ATTR, schedule_attention
 from .elementwise import schedule_elementwise
 from .gemm import schedule_gemm
+from .gemv import schedule_gemv
 from .quantized import schedule_quantized_gemm
 from .reduction import schedule_reduction
 
@@ -38,12 +39,12 @@ def rules_for(func: PrimFunc) -> list:
     if kind <= PatternKind.Injective:
         return [schedule_elementwise, schedule_outer_parallel]
     if kind == PatternKind.OutputWiseFusible:
-        return [schedule_quantized_gemm, schedule_gemm, schedule_reduction, schedule_outer_parallel]
+        return [schedule_quantized_gemm, schedule_gemv, schedule_gemm, schedule_reduction, schedule_outer_parallel]
     if kind == PatternKind.Reduction:
         return [schedule_reduction, schedule_outer_parallel]
     sch = Schedule(func)  # Opaque: a mix; rules by block kinds
     if any(is_reduction_block(sch, n) for n in leaf_block_names(sch)):
-        return [schedule_gemm, schedule_reduction, schedule_outer_parallel]
+        return [schedule_gemv, schedule_gemm, schedule_reduction, schedule_outer_parallel]
     return [schedule_elementwise, schedule_outer_parallel]
 
 

@@ -21,7 +21,10 @@ neither case is the float32 weight stored.
 """
 from __future__ import annotations
 
+import math
+
 from .. import expr as E
+from ..arith.evaluate import EvaluationError, evaluate
 from ..errors import ScheduleError
 from ..functor import collect, substitute
 from ..schedule import Schedule
@@ -38,6 +41,8 @@ CODE_DTYPES = ("uint8", "int8")
 QUANTIZED_GEMV_ATTR = "c.quantized_gemv"
 GEMV_FORMATS = ("q4_0", "q4_1", "q8_0")
 TILE_J = 64        # weight columns per tile (vector lanes)
+# most elements of a one-token product's input that ``flat_copy_source`` checks one by one
+FLAT_CHECK_LIMIT = 1 << 15
 TILE_K = 64        # weight rows per tile: TILE_K x TILE_J float32 = 16 KB, a stack array
 
 
@@ -89,15 +94,20 @@ def quantized_gemv_spec(sch: Schedule) -> dict | None:
     ``y(1.., N) = x(1.., K) @ dequantize(codes, scale[, min])`` with float32 operands, else None
     (then the loop nest is compiled as scheduled)."""
     names = leaf_block_names(sch)
-    if len(names) < 2:
-        return None
     index = StmtIndex(sch.func)
-    decoder, product, *epilogues = (index.realize(n).block for n in names)
-    fmt = decoder.name.rsplit("_", 2)[-2:]
-    fmt = "_".join(fmt)
-    if fmt not in GEMV_FORMATS or not isinstance(decoder.body, BufferStore):
+    blocks = [index.realize(n).block for n in names]
+    reductions = [i for i, b in enumerate(blocks) if any(iv.kind == "R" for iv in b.iter_vars)]
+    if len(reductions) != 1:
         return None
+    product, epilogues = blocks[reductions[0]], blocks[reductions[0] + 1:]
     params = {id(b): i for i, b in enumerate(sch.func.buffer_params)}
+    decoders = [b for b in blocks[:reductions[0]] if "_".join(b.name.rsplit("_", 2)[-2:]) in GEMV_FORMATS
+                and any(id(r.buffer) in params and r.buffer.dtype in CODE_DTYPES for r in b.reads)]
+    if len(decoders) != 1 or not isinstance(decoders[0].body, BufferStore):
+        return None
+    decoder = decoders[0]
+    fmt = "_".join(decoder.name.rsplit("_", 2)[-2:])
+    prologue = [b for b in blocks[:reductions[0]] if b is not decoder]
     codes = [r.buffer for r in decoder.reads if id(r.buffer) in params and r.buffer.dtype in CODE_DTYPES]
     value = decoder.body.value
     if fmt == "q4_1":
@@ -111,9 +121,13 @@ def quantized_gemv_spec(sch: Schedule) -> dict | None:
     weight = decoder.writes[0].buffer
     outputs = [w.buffer for w in product.writes]
     others = [r.buffer for r in product.reads if r.buffer is not weight and r.buffer not in outputs]
-    if len(others) != 1 or len(outputs) != 1 or id(others[0]) not in params:
+    if len(others) != 1 or len(outputs) != 1:
         return None
     x, product_out = others[0], outputs[0]
+    if prologue or id(x) not in params:
+        x = flat_copy_source(x, prologue, params)
+        if x is None:
+            return None
     epilogue = column_epilogue(epilogues, product_out, params) if epilogues else None
     if epilogue is None and (epilogues or id(product_out) not in params):
         return None
@@ -121,9 +135,9 @@ def quantized_gemv_spec(sch: Schedule) -> dict | None:
     if weight.ndim != 2 or x.dtype != "float32" or y.dtype != "float32":
         return None
     rows, cols = (const_int(d) for d in weight.shape)
-    lead = [const_int(d) for d in (*x.shape[:-1], *y.shape[:-1])]
+    lead = [const_int(d) for d in y.shape[:-1]]
     if rows is None or cols is None or rows % 32 or any(d != 1 for d in lead) \
-            or const_int(x.shape[-1]) != rows or const_int(y.shape[-1]) != cols:
+            or _elements(x.shape) != rows or const_int(y.shape[-1]) != cols:
         return None
     roles = {"codes": params[id(codes[0])], "scale": params[id(scales[0])], "x": params[id(x)],
              "y": params[id(y)]}
@@ -136,6 +150,55 @@ def quantized_gemv_spec(sch: Schedule) -> dict | None:
     if epilogue and len({product.name, *names["blocks"]}) != len(epilogues) + 1:
         return None   # names that do not find the blocks again
     return spec | ({"epilogue": names} if epilogue else {})
+
+
+def _elements(shape) -> int | None:
+    dims = [const_int(d) for d in shape]
+    return None if any(d is None for d in dims) else math.prod(dims)
+
+
+def flat_copy_source(x, blocks, params: dict):
+    """The parameter whose elements, in memory order, are ``x``'s when ``blocks`` (the
+    function's blocks before the product, but the weight's decoder) are exactly a chain of
+    copies from it to ``x`` that keeps the memory order (reshapes, permutes of unit axes:
+    the attention output regrouped from heads to one row); else None.
+
+    Checked by evaluating the chain's indices for every element (``x`` has as many as the
+    weight has rows, a few thousand): regrouping a row is simple to recognize this way and
+    hard to prove symbolically (``(k // 64 % 3) * 64 + k // 192 * 192 + k % 64 == k``)."""
+    size = _elements(x.shape)
+    if size is None or size > FLAT_CHECK_LIMIT or x.dtype != "float32":
+        return None
+    writers = {id(b.writes[0].buffer): b for b in blocks if len(b.writes) == 1}
+    flat = E.Var("rs_flat", "int64")
+    indices, buffer, chain = _unflatten(flat, x.shape), x, []
+    while id(buffer) not in params:
+        block = writers.get(id(buffer))
+        store = block.body if block is not None else None
+        if not isinstance(store, BufferStore) or block.init is not None or \
+                any(b is block for b in chain) or not isinstance(store.value, E.BufferLoad) or \
+                len(store.indices) != len(block.iter_vars) or \
+                any(i is not iv.var for i, iv in zip(store.indices, block.iter_vars)):
+            return None
+        chain.append(block)
+        indices = substitute(list(store.value.indices), dict(zip(store.indices, indices)))
+        buffer = store.value.buffer
+    if len(chain) != len(blocks) or buffer.dtype != "float32" or _elements(buffer.shape) != size:
+        return None
+    strides = [math.prod(const_int(d) for d in buffer.shape[i + 1:]) for i in range(len(buffer.shape))]
+    offset = sum((index * stride for index, stride in zip(indices, strides)), E.IntImm(0, "int64"))
+    try:
+        if any(evaluate(offset, {flat: k}) != k for k in range(size)):
+            return None
+    except EvaluationError:
+        return None
+    return buffer
+
+
+def _unflatten(flat, shape) -> list:
+    dims = [const_int(d) for d in shape]
+    return [(flat // math.prod(dims[i + 1:])) % d if d != 1 else E.IntImm(0, "int64")
+            for i, d in enumerate(dims)]
 
 
 def function_epilogue(func, names: dict) -> dict:

@@ -338,6 +338,13 @@ class ExprParser(ClassDispatch):
             if not isinstance(load, E.BufferLoad):
                 raise self.error("T.address_of takes a buffer element such as A[i, 0]", args[0])
             return E.address_of(load)
+        if name == "checked_index":
+            self.expect_args(node, 2)
+            index, extent = (self.expr(a) for a in args)
+            for what, value, arg in (("index", index, args[0]), ("extent", extent, args[1])):
+                if not dt.is_int(value.dtype):
+                    raise self.error(f"T.checked_index: the {what} must be an integer, got {value.dtype}", arg)
+            return E.checked_index(index, extent)
         if name in ("int", "float"):
             raise self.error(f"unknown function 'T.{name}'; use a sized type such as T.int64", node)
         raise self.error(f"unknown function 'T.{name}'", node)

@@ -174,6 +174,9 @@ class ExprPrinter(ClassDispatch):
         if e.op == E.ADDRESS_OF and e.dtype == "handle" and len(e.args) == 1 \
                 and isinstance(e.args[0], E.BufferLoad):
             return f"T.address_of({args})"
+        if e.op == E.CHECKED_INDEX and e.dtype == "int64" and len(e.args) == 2 \
+                and all(a.dtype == "int64" for a in e.args):
+            return f"T.checked_index({args})"
         if e.op in E.INTRINSICS:
             from ..structural import structural_equal
             try:

@@ -106,6 +106,7 @@ class _Namespace:
         from .parser import prim_func
         return prim_func(func, **options)
 
+    checked_index = staticmethod(E.checked_index)
     max = staticmethod(E.max_)
     min = staticmethod(E.min_)
     floordiv = staticmethod(E.floordiv)

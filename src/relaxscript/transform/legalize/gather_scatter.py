@@ -2,7 +2,9 @@
 
 Scatters are written in gather form: each output element searches the
 updates aimed at it (``O(elements x updates)``), so a kernel never writes
-through a data-dependent index, and an out-of-range index touches nothing.
+through a data-dependent index. Every index read from data goes through
+``T.checked_index`` (NumPy's negative indices; a value outside its axis is
+an ``IndexOutOfRangeError`` on every target, as in the interpreter).
 ``cumsum`` sums a masked full row per element (``O(n^2)`` along the axis).
 """
 from __future__ import annotations
@@ -13,16 +15,6 @@ from tensorir.compute import compute, reduce_axis, reduce_max, reduce_sum
 from ...struct_info import PrimStructInfo
 from .common import product, unravel
 from .registry import register_legalize
-
-
-def _wrapped(index, dim):
-    """NumPy's negative indices count from the end."""
-    index = E.cast("int64", index)
-    return E.Select(E.LT(index, 0), index + dim, index)
-
-
-def _in_range(index, dim):
-    return E.And(E.GE(index, 0), E.LT(index, dim))
 
 
 def _all(conditions):
@@ -80,10 +72,8 @@ def _gather_nd(ctx, call):
 
     def body(*i):
         lead = i[:indices.ndim - 1]
-        picked = [_wrapped(indices[(*lead, E.IntImm(d))], data.shape[batch + d]) for d in range(depth)]
-        inside = _all(_in_range(p, data.shape[batch + d]) for d, p in enumerate(picked))
-        load = data[(*lead[:batch], *picked, *i[indices.ndim - 1:])]
-        return E.select(inside, load, E.const(0, data.dtype))
+        picked = [E.checked_index(indices[(*lead, E.IntImm(d))], data.shape[batch + d]) for d in range(depth)]
+        return data[(*lead[:batch], *picked, *i[indices.ndim - 1:])]
 
     return te.emit("gather_nd", compute(te.out_shape(), body, "T_gather_nd"))
 
@@ -152,7 +142,7 @@ def _scatter_nd(ctx, call):
     lead = indices.ndim - 1
 
     def aims_at(p, u):
-        conds = [E.EQ(_wrapped(indices[(*u[:lead], E.IntImm(d))], data.shape[d]), p[d])
+        conds = [E.EQ(E.checked_index(indices[(*u[:lead], E.IntImm(d))], data.shape[d]), p[d])
                  for d in range(depth)]
         conds += [E.EQ(u[lead + k], p[depth + k]) for k in range(data.ndim - depth)]
         return _all(conds)
@@ -172,7 +162,7 @@ def _scatter_elements(ctx, call):
     axis = call.attrs["axis"] % data.ndim
 
     def aims_at(p, u):
-        conds = [E.EQ(_wrapped(indices[tuple(u)], data.shape[axis]), p[axis])]
+        conds = [E.EQ(E.checked_index(indices[tuple(u)], data.shape[axis]), p[axis])]
         conds += [E.EQ(u[d], p[d]) for d in range(data.ndim) if d != axis]
         return _all(conds)
 

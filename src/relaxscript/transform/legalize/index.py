@@ -99,18 +99,13 @@ def _take(ctx, call):
     indices = te.placeholder(call.args[1], "indices")
     axis = call.attrs.get("axis")
 
-    def wrapped(position, dim):
-        """NumPy take: a negative index counts from the end."""
-        position = E.cast("int64", position)
-        return E.Select(E.LT(position, 0), position + dim, position)
-
     def body(*idx):
         if axis is None:
             total = product(x.shape)
-            return x[unravel(wrapped(indices[idx], total), x.shape)]
+            return x[unravel(E.checked_index(indices[idx], total), x.shape)]
         a = axis % x.ndim
         inner = idx[a:a + indices.ndim]
-        picked = wrapped(indices[tuple(inner)], x.shape[a])
+        picked = E.checked_index(indices[tuple(inner)], x.shape[a])
         return x[(*idx[:a], picked, *idx[a + indices.ndim:])]
 
     return te.emit("take", compute(te.out_shape(), body, "T_take", x.dtype))

@@ -1,0 +1,255 @@
+"""What the C and the GPU (OpenCL, CUDA) kernel emitters share: expressions and statements of
+lowered TensorIR written as C-family source.
+
+``SourceEmitter`` holds the handlers (one ``@handles`` table for expressions, one for
+statements) whose text is the same in every C dialect: literals, variables, arithmetic,
+comparisons, logic, selects, casts, integer division with its zero-divisor test, index
+checks, if/let/evaluate/sequence. A target subclass supplies the spelling through hooks:
+type names (``value_type``), int64 literals, math calls, the zero-divisor and index-check
+reports, its error class; and it adds or extends the handlers that really differ (loops:
+OpenMP pragmas vs thread indices and barriers; stores; allocations).
+"""
+from __future__ import annotations
+
+from tensorir import dtype as dt
+from tensorir import expr as E
+from tensorir import stmt as S
+from tensorir.arith import Analyzer
+from tensorir.dispatch import ClassDispatch, handles
+
+INFIX = {E.Add: "+", E.Sub: "-", E.Mul: "*", E.EQ: "==", E.NE: "!=", E.LT: "<",
+         E.LE: "<=", E.GT: ">", E.GE: ">=", E.And: "&&", E.Or: "||"}
+
+
+class SourceEmitter(ClassDispatch):
+    LANGUAGE = "C"
+
+    def __init__(self, names):
+        self.names = names
+        self.lines: list[str] = []
+        self.indent = 1
+        self.analyzer = Analyzer()
+
+    # ------------------------------------------------------------ target hooks
+    def error(self, message: str) -> Exception:
+        """The target's exception for a construct it cannot emit."""
+        raise NotImplementedError
+
+    def value_type(self, dtype: str) -> str:
+        """The type of a value (a local, a cast) of ``dtype``."""
+        raise NotImplementedError
+
+    def int64_literal(self, value: int) -> str:
+        raise NotImplementedError
+
+    def float_literal_text(self, value: float, dtype: str) -> str:
+        raise NotImplementedError
+
+    def math_call(self, e: E.Call, args: list[str]) -> str:
+        """A math intrinsic (``INTRINSICS``) of already emitted arguments."""
+        raise NotImplementedError
+
+    def float_floor(self, dtype: str, text: str) -> str:
+        raise NotImplementedError
+
+    def zero_divisor_report(self) -> str:
+        """The value of an integer division by a zero divisor (it reports the error, see status.py)."""
+        raise NotImplementedError
+
+    def index_check(self, index: str, extent: str) -> str:
+        """``T.checked_index`` of emitted operands (a failure reports itself, see status.py)."""
+        raise NotImplementedError
+
+    def helper_suffix(self, dtype: str) -> str:
+        """The dtype whose ``rs_min_``/``rs_max_`` helper serves ``dtype``."""
+        return dtype
+
+    def divisor_known_nonzero(self, divisor) -> bool:
+        lo, hi = self.bounds(divisor)
+        return (lo is not None and lo > 0) or (hi is not None and hi < 0)
+
+    # ------------------------------------------------------------ analysis
+    def bounds(self, e):
+        try:
+            return self.analyzer.const_int_bound(e)
+        except Exception:  # noqa: BLE001 - bounds only save a test
+            return (None, None)
+
+    def known_non_negative(self, e) -> bool:
+        lo = self.bounds(e)[0]
+        return lo is not None and lo >= 0
+
+    def known_positive(self, e) -> bool:
+        lo = self.bounds(e)[0]
+        return lo is not None and lo > 0
+
+    def bind_loop_var(self, s: S.For) -> None:
+        try:
+            self.analyzer.bind(s.loop_var, S.Range(s.min, s.extent))
+        except Exception:  # noqa: BLE001 - bounds only make division cheaper
+            pass
+
+    # ------------------------------------------------------------ expressions
+    def expr(self, e) -> str:
+        handler = self.handler_for(type(e), "expr")
+        if handler is None:
+            raise self.error(f"the {self.LANGUAGE} target cannot emit {type(e).__name__}")
+        return handler(self, e)
+
+    @handles(E.IntImm, table="expr")
+    def int_literal(self, e: E.IntImm) -> str:
+        if e.dtype == "bool":
+            return "true" if e.value else "false"
+        if e.dtype == "int64":
+            return self.int64_literal(e.value)
+        if e.dtype == "int32" and e.value == -2 ** 31:   # 2147483648 has no int32 type
+            return f"(({self.value_type('int32')})(-2147483647 - 1))"
+        return f"(({self.value_type(e.dtype)}){e.value})"
+
+    @handles(E.FloatImm, table="expr")
+    def float_imm(self, e: E.FloatImm) -> str:
+        return self.float_literal_text(e.value, e.dtype)
+
+    @handles(E.Var, table="expr")
+    def var(self, e: E.Var) -> str:
+        if id(e) not in self.names.by_id:
+            raise self.error(f"variable {e.name!r} is used but not defined")
+        return self.names.by_id[id(e)]
+
+    @handles(E.Div, table="expr")
+    def div(self, e: E.Div) -> str:
+        if dt.is_float(e.dtype):
+            return f"({self.expr(e.a)} / {self.expr(e.b)})"
+        b = self.expr(e.b)
+        return self.guard_divisor(e.b, b, f"({self.expr(e.a)} / {b})")
+
+    @handles(E.FloorDiv, E.FloorMod, table="expr")
+    def floor_divmod(self, e) -> str:
+        a, b = self.expr(e.a), self.expr(e.b)
+        if dt.is_float(e.dtype):
+            floor = self.float_floor(e.dtype, f"({a} / {b})")
+            return floor if isinstance(e, E.FloorDiv) else f"({a} - {floor} * {b})"
+        # With a >= 0 and b >= 0, floor division is C division (b == 0 is an error either way).
+        if self.known_non_negative(e.a) and self.known_non_negative(e.b):
+            text = f"({a} {'/' if isinstance(e, E.FloorDiv) else '%'} {b})"
+        else:
+            fn = "rs_floordiv" if isinstance(e, E.FloorDiv) else "rs_floormod"
+            text = f"(({self.value_type(e.dtype)}){fn}({a}, {b}))"
+        return self.guard_divisor(e.b, b, text)
+
+    def guard_divisor(self, divisor, divisor_text: str, text: str) -> str:
+        """``text`` (an integer division by ``divisor``) unless the divisor is zero: then the
+        target's report (0 takes the quotient's place)."""
+        if isinstance(divisor, E.IntImm) and divisor.value != 0:
+            return text
+        if self.divisor_known_nonzero(divisor):
+            return text
+        return f"(({divisor_text}) != 0 ? {text} : {self.zero_divisor_report()})"
+
+    @handles(E.Min, E.Max, table="expr")
+    def min_max(self, e) -> str:
+        fn = "rs_min_" if isinstance(e, E.Min) else "rs_max_"
+        return f"{fn}{self.helper_suffix(e.dtype)}({self.expr(e.a)}, {self.expr(e.b)})"
+
+    @handles(*INFIX, table="expr")
+    def infix(self, e) -> str:
+        return f"({self.expr(e.a)} {INFIX[type(e)]} {self.expr(e.b)})"
+
+    @handles(E.Not, table="expr")
+    def logical_not(self, e: E.Not) -> str:
+        return f"(!{self.expr(e.a)})"
+
+    @handles(E.Select, table="expr")
+    def select(self, e: E.Select) -> str:
+        return f"({self.expr(e.condition)} ? {self.expr(e.true_value)} : {self.expr(e.false_value)})"
+
+    @handles(E.Cast, table="expr")
+    def cast(self, e: E.Cast) -> str:
+        return f"(({self.value_type(e.dtype)}){self.expr(e.value)})"
+
+    @handles(E.Call, table="expr")
+    def call(self, e: E.Call) -> str:
+        args = [self.expr(a) for a in e.args]
+        if e.op == E.CHECKED_INDEX:
+            return self.index_check(*args)
+        return self.math_call(e, args)
+
+    def cast_to(self, value, dtype: str) -> str:
+        text = self.expr(value)
+        return text if value.dtype == dtype else f"(({self.value_type(dtype)}){text})"
+
+    def buffer_name(self, buf) -> str:
+        # A view (Buffer.data, e.g. flatten_buffers' flat view of a parameter) indexes the
+        # pointer of the buffer owning its storage, with its own strides and elem_offset.
+        storage = buf.storage
+        if id(storage) not in self.names.by_id:
+            what = f"view {buf.name!r} of {storage.name!r}" if storage is not buf else f"buffer {buf.name!r}"
+            raise self.error(f"{what} is used but its storage is not defined")
+        return self.names.by_id[id(storage)]
+
+    # ------------------------------------------------------------ statements
+    def emit(self, line: str) -> None:
+        self.lines.append("  " * self.indent + line)
+
+    def stmt(self, s) -> None:
+        handler = self.handler_for(type(s), "stmt")
+        if handler is None:
+            raise self.error(f"the {self.LANGUAGE} target cannot emit {type(s).__name__}")
+        handler(self, s)
+
+    def nested(self, body) -> None:
+        self.indent += 1
+        self.stmt(body)
+        self.indent -= 1
+
+    @handles(S.SeqStmt, table="stmt")
+    def seq(self, s: S.SeqStmt) -> None:
+        for sub in s.seq:
+            self.stmt(sub)
+
+    @handles(S.IfThenElse, table="stmt")
+    def if_then_else(self, s: S.IfThenElse) -> None:
+        self.emit(f"if {parenthesized(self.expr(s.condition))} {{")
+        self.nested(s.then_case)
+        if s.else_case is not None:
+            self.emit("} else {")
+            self.nested(s.else_case)
+        self.emit("}")
+
+    @handles(S.LetStmt, table="stmt")
+    def let(self, s: S.LetStmt) -> None:
+        name = self.names.get(s.var, s.var.name)
+        self.scoped(f"const {self.value_type(s.var.dtype)} {name} = {self.expr(s.value)};", s.body)
+
+    def scoped(self, declaration: str, body) -> None:
+        """``{ declaration body }``: a local only ``body`` sees."""
+        self.emit("{")
+        self.indent += 1
+        self.emit(declaration)
+        self.stmt(body)
+        self.indent -= 1
+        self.emit("}")
+
+    @handles(S.Evaluate, table="stmt")
+    def evaluate(self, s: S.Evaluate) -> None:
+        if not isinstance(s.value, (E.IntImm, E.FloatImm)):
+            self.emit(f"(void){self.expr(s.value)};")
+
+    @handles(S.Block, S.BlockRealize, table="stmt")
+    def unlowered_block(self, s) -> None:
+        raise self.error("the function still has blocks; lower it first (tensorir.transform.lower, "
+                         "or lower_for_gpu for a GPU target)")
+
+
+def parenthesized(text: str) -> str:
+    """``text`` in one pair of parentheses (not two: clang warns of ``if ((a == b))``)."""
+    if text.startswith("(") and text.endswith(")"):
+        depth = 0
+        for i, ch in enumerate(text):
+            depth += ch == "("
+            depth -= ch == ")"
+            if depth == 0 and i < len(text) - 1:
+                break
+        else:
+            return text
+    return f"({text})"

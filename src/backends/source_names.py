@@ -1,0 +1,44 @@
+"""Unique identifiers for IR objects in generated C-family source (the C, OpenCL and CUDA emitters)."""
+from __future__ import annotations
+
+import re
+
+# C keywords and names the generated code uses: an IR name equal to one gets a suffix.
+C_RESERVED = frozenset((
+    "auto break case char const continue default do double else enum extern float for goto if "
+    "inline int long register restrict return short signed sizeof static struct switch typedef "
+    "union unsigned void volatile while _Bool _Complex _Imaginary bool true false NULL "
+    "int8_t int16_t int32_t int64_t uint8_t uint16_t uint32_t uint64_t size_t").split())
+
+
+def sanitize(name: str) -> str:
+    name = re.sub(r"[^0-9A-Za-z_]", "_", name)
+    return name if name and not name[0].isdigit() else "_" + name
+
+
+class Names:
+    """One sanitised, unique name per IR object (by identity); ``rs_`` names stay the emitter's."""
+
+    def __init__(self, reserved=C_RESERVED):
+        self.by_id: dict[int, str] = {}
+        self.used: set[str] = set(reserved)
+        self.keep: list = []   # the named objects stay alive, so their ids stay theirs
+
+    def get(self, obj, hint: str, internal: bool = False) -> str:
+        name = self.by_id.get(id(obj))
+        if name is None:
+            base = sanitize(hint)
+            if base.startswith("rs_") and not internal:
+                base = "v_" + base
+            name, k = base, 0
+            while name in self.used:
+                k += 1
+                name = f"{base}_{k}"
+            self.used.add(name)
+            self.by_id[id(obj)] = name
+            self.keep.append(obj)
+        return name
+
+    def fresh(self, hint: str) -> str:
+        """A new local name; ``hint`` starts with ``rs_`` (IR names never do)."""
+        return self.get(object(), hint, internal=True)

@@ -266,22 +266,3 @@ def test_rows_gathered_through_a_transpose_equal_numpy(fmt, heads, cols, tokens,
         np.testing.assert_allclose(rx.VirtualMachine(built)["main"](a, *tensors, h), expected, **tol)
         np.testing.assert_allclose(rx.interpret(mod, "main", a, *tensors, h), expected, **tol)
 
-
-@pytest.mark.parametrize("fmt", ["q4_1", "q8_0"])
-def test_one_token_gathered_through_a_transpose_runs_the_gemv_on_the_gathered_row(fmt):
-    """A decode step's attention output projection: one token, ``x`` a transpose + reshape of
-    the heads. The GEMV cannot read it in place; the GEMM's kernel gathers the row and calls
-    the GEMV (emitted beside it, the residual applied per column) on it."""
-    heads, head_dim, cols = 3, 32, 50
-    mod = heads_module(fmt, heads, head_dim, cols, tokens="1")
-    [func] = marked(mod)
-    assert func.attrs.get("c.quantized_gemv") is None
-    built = rx.build(mod, target="c")
-    source = built.c_library.source
-    assert f"{fmt} gemm n x 96 x {cols}" in source and f"{fmt} gemv 96 x {cols}" in source
-    rng = np.random.default_rng(5)
-    tensors = quantize_numpy(rng.standard_normal((96, cols)), fmt)
-    a = rng.standard_normal((heads, 1, head_dim)).astype(np.float32)
-    h = rng.standard_normal((1, cols)).astype(np.float32)
-    expected = h + a.transpose(1, 0, 2).reshape(1, 96).astype(np.float64) @ dequantize_numpy(*tensors, format=fmt)
-    np.testing.assert_allclose(rx.VirtualMachine(built)["main"](a, *tensors, h), expected, rtol=2e-4, atol=4e-3)

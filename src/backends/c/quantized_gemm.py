@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from .gemm.machine import MachineParams, machine_params
 from .gemm.microkernel import emit_microkernel, vector_type, vector_typedefs
 from .gemm.params import GemmParams, derive_params
-from .quantized_gemv import _HELPERS, _WIDEN, BLOCK, FORMATS, ColumnEpilogue, VectorFeatures, gemv_source
+from .quantized_gemv import BLOCK, FORMATS, ColumnEpilogue, VectorFeatures, gemv_source
 
 MICRO_KERNEL_ATTR = "c.quantized_gemm"
 MAX_CHUNK_ROWS = 256     # rows per task: the accumulator run (rows x nr floats) is a stack array
@@ -195,8 +195,7 @@ def gemm_source(symbol: str, fmt: str, rows: int, cols: int, roles: dict[str, in
     else:
         store = [f"          y[rs_row * {cols} + rs_col] = run[(int64_t)(rs_row - r0) * {nr} + j];"]
     return "\n".join([
-        _HELPERS.format(vb=features.vector_bytes, widen=_WIDEN[features.name]),
-        one_row,
+        one_row,   # first: its helpers (rs_qf, rs_qwiden_*) serve the panel decoder too
         f"#ifndef RS_QGEMM_{vector_type(params)}",   # the typedefs once per translation unit
         f"#define RS_QGEMM_{vector_type(params)}",
         vector_typedefs(params),

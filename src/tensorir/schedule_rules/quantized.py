@@ -73,11 +73,7 @@ def schedule_quantized_gemm(sch: Schedule):
     from .quantized_gemm import QUANTIZED_GEMM_ATTR, quantized_gemm_spec
     if const_int(rows) == 1:
         spec = quantized_gemv_spec(sch)
-        # one token whose x is gathered through a reshape/transpose: the GEMM's gather
-        gemm = None if spec else quantized_gemm_spec(sch)
         _schedule_single_row(sch)
-        if gemm:
-            return lambda func: func.with_attr(QUANTIZED_GEMM_ATTR, gemm)
         return (lambda func: func.with_attr(QUANTIZED_GEMV_ATTR, spec)) if spec else None
     gemm = quantized_gemm_spec(sch)
     tiles = _schedule_weight_tiles(sch, name)

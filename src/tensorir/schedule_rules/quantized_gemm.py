@@ -82,8 +82,8 @@ def quantized_gemm_spec(sch: Schedule) -> dict | None:
             not all(_same(a, b) for a, b in zip(y.shape, product_out.shape)) or \
             not all(_same(a, b) for a, b in zip(x.shape[:-1], y.shape[:-1])):
         return None
-    if id(x) in params and all(const_int(d) == 1 for d in x.shape[:-1]):
-        return None   # one token of a parameter: the GEMV's
+    if all(const_int(d) == 1 for d in y.shape[:-1]):
+        return None   # one token: the GEMV's
     roles = {"codes": params[id(codes[0])], "scale": params[id(scales[0])], "y": params[id(y)]}
     if mins:
         roles["min"] = params[id(mins[0])]

@@ -5,7 +5,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import relaxscript as rx
-from relaxscript import nn
+from relaxscript import R, nn
 
 
 class Block(nn.Module):
@@ -224,3 +224,26 @@ def test_quantized_embedding_dequantizes_only_the_picked_rows(fmt):
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(rx.interpret(exported.mod, "forward", ids, *packed, norm_weight), want,
                                rtol=1e-5, atol=1e-5)
+
+
+def test_lower_bound_of_a_dim_is_a_fact_checked_at_the_call():
+    """``lower={"n": 1}``: the last row's slice has one row (the simplifier proves it), and a
+    call with n = 0 is refused with the dim named."""
+    class LastRow(nn.Module):
+        def forward(self, x):
+            (n, _) = x.struct_info.shape
+            return R.strided_slice(x, [0], [n - 1], [n])
+
+    spec = nn.ExportSpec({"forward": {"x": nn.Tensor(("n", 4))}}, dims={"n": 8}, lower={"n": 1})
+    exported = nn.export(LastRow(), spec)
+    out = exported.mod["forward"].ret_struct_info
+    assert [int(d.value) for d in out.shape] == [1, 4]
+    vm = rx.VirtualMachine(rx.build(exported.mod, target="c"))
+    x = np.arange(12, dtype=np.float32).reshape(3, 4)
+    np.testing.assert_array_equal(vm["forward"](x), x[2:])
+    with pytest.raises(ValueError, match="n"):
+        vm["forward"](np.zeros((0, 4), np.float32))
+    with pytest.raises(ValueError, match="lower bound of dim 'n'"):
+        nn.ExportSpec({}, dims={"n": 8}, lower={"n": 9})
+    with pytest.raises(ValueError, match="which dims does not declare"):
+        nn.ExportSpec({}, dims={"n": 8}, lower={"m": 1})

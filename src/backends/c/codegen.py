@@ -19,16 +19,21 @@ from dataclasses import dataclass
 from tensorir import dtype as dt
 from tensorir import expr as E
 from tensorir import stmt as S
+from tensorir.arith import Analyzer
 from tensorir.buffer import Buffer
 from tensorir.dispatch import handles
 from tensorir.errors import ScheduleError
 from tensorir.function import PrimFunc
+from tensorir.functor import collect, substitute
 from tensorir.schedule_rules.quantized import function_epilogue
+from tensorir.schedule_rules.quantized_gemm import function_element_epilogue, function_row_operand
 
 from ..kernel_signature import kernel_sym_vars
 from ..source_emitter import SourceEmitter
 from ..source_names import Names, sanitize
 
+from .quantized_gemm import MICRO_KERNEL_ATTR as GEMM_KERNEL_ATTR
+from .quantized_gemm import gemm_source, generated_gemm_enabled
 from .quantized_gemv import (MICRO_KERNEL_ATTR, ColumnEpilogue, detect_features, gemv_source,
                              generated_kernels_enabled)
 from .status import C_DEFINES
@@ -488,14 +493,34 @@ def column_epilogue_c(func: PrimFunc, symbol: str, epilogue: dict) -> ColumnEpil
     column_epilogue``: per-column scalar steps over the product ``rs_prod`` and the
     column ``rs_col``), through the same expression emitter as any loop nest."""
     emitter = CFunctionEmitter(func, symbol)
-    emitter.names.used.update({"rs_buffers", "rs_syms", "prod", "c0", "c1", "y", "x", "codes",
-                               "scale", "mins", "xsum", "acc", "task", "rs_col", "rs_prod"})
-    emitter.names.by_id[id(epilogue["column"])] = "rs_col"
-    emitter.names.by_id[id(epilogue["product"])] = "rs_prod"
+    emitter.names.used.update(_KERNEL_LOCALS)
+    return _epilogue_c(emitter, epilogue)
+
+
+# names the generated gemv/gemm kernels declare, which an epilogue's names must avoid
+_KERNEL_LOCALS = {"rs_buffers", "rs_syms", "prod", "c0", "c1", "y", "x", "codes", "scale", "mins",
+                  "xsum", "acc", "task", "rs_col", "rs_prod", "rs_row", "rs_rows", "rs_status", "run",
+                  "panel", "chunk", "chunks", "tasks", "width", "r0", "r1", "k0", "depth", "i", "j",
+                  "rs_k", "rs_xrows", "rs_args"}
+
+
+def _input_declarations(emitter: CFunctionEmitter, inputs: dict) -> list[str]:
+    """C pointers to the parameters ``inputs`` (position -> buffer) that a generated kernel's
+    expressions read, named as ``emitter`` names them."""
     declarations = []
-    for position, buf in sorted(epilogue["inputs"].items()):
+    for position, buf in sorted(inputs.items()):
         name, ctype = emitter.names.get(buf, f"rs_in_{buf.name}", internal=True), c_type(buf.dtype)
         declarations.append(f"const {ctype}* restrict {name} = (const {ctype}*)rs_buffers[{position}];")
+    return declarations
+
+
+def _epilogue_c(emitter: CFunctionEmitter, epilogue: dict) -> ColumnEpilogue:
+    """An epilogue chain (``column_epilogue`` or ``element_epilogue``) as C statements."""
+    emitter.names.by_id[id(epilogue["column"])] = "rs_col"
+    emitter.names.by_id[id(epilogue["product"])] = "rs_prod"
+    if "row" in epilogue:
+        emitter.names.by_id[id(epilogue["row"])] = "rs_row"
+    declarations = _input_declarations(emitter, epilogue["inputs"])
     statements = []
     for var, value in epilogue["steps"]:
         name = emitter.names.get(var, var.name)
@@ -512,6 +537,61 @@ def _gemv_epilogue(func: PrimFunc, symbol: str, gemv: dict):
         return column_epilogue_c(func, symbol, function_epilogue(func, gemv["epilogue"]))
     except ScheduleError:
         return False
+
+
+def _symbol_declarations(emitter: CFunctionEmitter, func: PrimFunc) -> list[str]:
+    """C locals for the kernel's symbolic values (``rs_syms``), named as ``emitter`` names them."""
+    lines = []
+    for position, var in enumerate(kernel_sym_vars(func)):
+        name, ctype = emitter.names.get(var, var.name), c_type(var.dtype)
+        lines.append(f"const {ctype} {name} = ({ctype})rs_syms[{position}]; (void){name};")
+    return lines
+
+
+def _quantized_gemm_c(func: PrimFunc, symbol: str, gemm: dict) -> str | None:
+    """The generated several-token GEMM for a marked function, or None when the scheduled
+    function no longer has its epilogue in elementwise form (then its loop nest is compiled)."""
+    chain = None
+    if "epilogue" in gemm:
+        try:
+            chain = function_element_epilogue(func, gemm["epilogue"])
+        except ScheduleError:
+            return None
+    emitter = CFunctionEmitter(func, symbol)
+    emitter.names.used.update(_KERNEL_LOCALS)
+    symbol_lines = _symbol_declarations(emitter, func)
+    row_operand = None
+    if "x" not in gemm["roles"]:   # x gathered from parameters through layout blocks
+        operand = function_row_operand(func, gemm)
+        if operand is None:
+            return None
+        emitter.names.by_id[id(operand["row"])] = "rs_row"
+        emitter.names.by_id[id(operand["k"])] = "rs_k"
+        positions = {id(b): i for i, b in enumerate(func.buffer_params)}
+        loads = collect(operand["value"], lambda n: isinstance(n, E.BufferLoad))
+        symbol_lines += _input_declarations(emitter, {positions[id(ld.buffer)]: ld.buffer for ld in loads})
+        row_operand = emitter.cast_to(operand["value"], "float32")
+    y = func.buffer_params[gemm["roles"]["y"]]
+    row_count = E.IntImm(1, "int64")
+    for dim in y.shape[:-1]:
+        row_count = E.mul(row_count, E.cast("int64", dim) if dim.dtype != "int64" else dim)
+    epilogue = one_row = None
+    if chain is not None:
+        epilogue = _epilogue_c(emitter, chain)
+        epilogue = ColumnEpilogue(tuple(d for d in epilogue.declarations if d not in symbol_lines),
+                                  epilogue.statements, epilogue.result)
+    if chain is not None:
+        at_row_zero = {chain["row"]: E.IntImm(0, "int64")}
+        first_row = chain | {"steps": [(var, substitute(value, at_row_zero)) for var, value in chain["steps"]]}
+        # the one-token GEMV's epilogue: its own function scope, so its own names
+        row_emitter = CFunctionEmitter(func, f"{symbol}_one_row")
+        row_emitter.names.used.update(_KERNEL_LOCALS)
+        declared = _symbol_declarations(row_emitter, func)
+        at_zero = _epilogue_c(row_emitter, first_row)
+        one_row = ColumnEpilogue(tuple(declared) + at_zero.declarations, at_zero.statements, at_zero.result)
+    return gemm_source(symbol, gemm["format"], gemm["rows"], gemm["cols"], gemm["roles"], detect_features(),
+                       f"(int64_t)({emitter.expr(Analyzer().simplify(row_count))})", tuple(symbol_lines),
+                       epilogue, one_row, row_operand, buffer_count=len(func.buffer_params))
 
 
 def _row_major_strides(shape):
@@ -542,7 +622,13 @@ def generate_c(funcs: dict[str, PrimFunc], signatures: dict[str, PrimFunc] | Non
         signature = (signatures or {}).get(name, func)
         gemv = signature.attrs.get(MICRO_KERNEL_ATTR) or func.attrs.get(MICRO_KERNEL_ATTR)
         epilogue = _gemv_epilogue(signature, symbol, gemv) if gemv is not None else None
-        if gemv is not None and epilogue is not False and generated_kernels_enabled():
+        gemm = signature.attrs.get(GEMM_KERNEL_ATTR) or func.attrs.get(GEMM_KERNEL_ATTR)
+        gemm_text = _quantized_gemm_c(signature, symbol, gemm) \
+            if gemm is not None and generated_kernels_enabled() and generated_gemm_enabled() else None
+        if gemm_text is not None:
+            text = gemm_text
+            info = KernelInfo(symbol, list(signature.buffer_params), kernel_sym_vars(signature))
+        elif gemv is not None and epilogue is not False and generated_kernels_enabled():
             # the loop nest's replacement
             text = gemv_source(symbol, gemv["format"], gemv["rows"], gemv["cols"], gemv["roles"],
                                detect_features(), epilogue)

@@ -205,7 +205,7 @@ class LlamaForCausalLM(nn.Module):
         return nn.ExportSpec(
             methods={"prefill": {"tokens": nn.Tensor(("n",), "int64"), "pos": pos, **caches},
                      "decode": {"token": nn.Tensor((1,), "int64"), "pos": pos, **caches}},
-            dims={"n": self.capacity, "t": self.capacity})
+            dims={"n": self.capacity, "t": self.capacity}, lower={"n": 1})
 
     def prefill(self, tokens, pos, *caches):
         (n,) = tokens.struct_info.shape

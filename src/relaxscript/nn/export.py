@@ -108,7 +108,7 @@ def export(module: Module, spec: ExportSpec | dict, dims: dict | None = None) ->
                 raise ValueError(f"nn.export: {where} uses symbolic dim {d!r}, which the spec's "
                                  f"dims do not declare (with its upper bound)")
             if d not in sym:
-                sym[d] = size_var(d, upper=spec.dims[d])
+                sym[d] = size_var(d, upper=spec.dims[d], lower=spec.lower.get(d, 0))
             return sym[d]
 
         input_vars = []

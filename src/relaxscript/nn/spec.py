@@ -4,7 +4,8 @@
 
     spec = nn.ExportSpec(
         methods={"forward": {"x": nn.Tensor(("n", 64), "float32")}},
-        dims={"n": 128})           # every symbolic dim with its upper bound
+        dims={"n": 128},           # every symbolic dim with its upper bound
+        lower={"n": 1})            # optional lower bounds (default 0)
 
 Each method becomes a function of the IRModule taking the inputs (in the
 order given) and then every Parameter of the module. A dim name is one
@@ -46,12 +47,21 @@ class Shape:
 class ExportSpec:
     methods: dict
     dims: dict = field(default_factory=dict)
+    # lower bounds of some dims (default 0): a token count of at least 1 lets the simplifier
+    # prove the last token's slice ``x[n - 1 : n]`` has one row (checked at each call)
+    lower: dict = field(default_factory=dict)
 
     def __post_init__(self):
         for name, bound in self.dims.items():
             if not isinstance(bound, int) or isinstance(bound, bool) or bound < 0:
                 raise ValueError(f"ExportSpec: the upper bound of dim {name!r} must be a "
                                  f"non-negative int, got {bound!r}")
+        for name, bound in self.lower.items():
+            if name not in self.dims:
+                raise ValueError(f"ExportSpec: lower bound for {name!r}, which dims does not declare")
+            if not isinstance(bound, int) or isinstance(bound, bool) or not 0 <= bound <= self.dims[name]:
+                raise ValueError(f"ExportSpec: the lower bound of dim {name!r} must be an int in "
+                                 f"0 .. {self.dims[name]} (its upper bound), got {bound!r}")
         for method, inputs in self.methods.items():
             if not isinstance(inputs, dict):
                 raise TypeError(f"ExportSpec: inputs of method {method!r} must be a dict "

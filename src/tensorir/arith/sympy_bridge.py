@@ -44,6 +44,15 @@ class _ToSympy:
             self.table[v] = sym
         return sym
 
+    def floormod(self, a, b):
+        """``Mod(a, b)``, except around a nested ``Mod``: sympy 1.14 rewrites
+        ``Mod(2*Mod(k, 3), 3)`` to ``2*Mod(k, 3)`` (wrong for k = 2), so that form is
+        spelled ``a - b*floor(a/b)``, which it keeps exact."""
+        sp = self.sp
+        if isinstance(a, sp.Basic) and a.has(sp.Mod):
+            return a - b * sp.floor(a / b)
+        return sp.Mod(a, b)
+
     def convert(self, e):
         sp = self.sp
         c = self.convert
@@ -54,7 +63,7 @@ class _ToSympy:
         if isinstance(e, Var):
             return self.symbol(e)
         simple = {Add: lambda a, b: a + b, Sub: lambda a, b: a - b, Mul: lambda a, b: a * b,
-                  FloorDiv: lambda a, b: sp.floor(a / b), FloorMod: sp.Mod, Min: sp.Min,
+                  FloorDiv: lambda a, b: sp.floor(a / b), FloorMod: self.floormod, Min: sp.Min,
                   Max: sp.Max, LT: sp.Lt, LE: sp.Le, GT: sp.Gt, GE: sp.Ge, EQ: sp.Eq, NE: sp.Ne,
                   And: sp.And, Or: sp.Or}
         fn = simple.get(type(e))

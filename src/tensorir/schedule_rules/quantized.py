@@ -68,11 +68,16 @@ def schedule_quantized_gemm(sch: Schedule):
         raise ScheduleError("quantized gemm rule: no block reads 8-bit integer codes")
     name = _product_block(sch)
     rows = loop_extents(sch, sch.get_loops(sch.get_block(name)))[-3]
+    # the loop nest stays the meaning; the C emitter puts the generated GEMV or GEMM
+    # (backends/c/quantized_gemv.py, quantized_gemm.py) in its place where the function matches
+    from .quantized_gemm import QUANTIZED_GEMM_ATTR, quantized_gemm_spec
     if const_int(rows) == 1:
         spec = quantized_gemv_spec(sch)
         _schedule_single_row(sch)
         return (lambda func: func.with_attr(QUANTIZED_GEMV_ATTR, spec)) if spec else None
-    return _schedule_weight_tiles(sch, name)
+    gemm = quantized_gemm_spec(sch)
+    tiles = _schedule_weight_tiles(sch, name)
+    return (lambda func: tiles(func).with_attr(QUANTIZED_GEMM_ATTR, gemm)) if gemm else tiles
 
 
 def _float_param_loads(expr, params) -> list:

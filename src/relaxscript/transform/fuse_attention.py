@@ -266,7 +266,9 @@ def _plan(block, uses: dict, analyzer: Analyzer, max_query_rows: int | None = No
           bound: dict | None = None) -> tuple[dict, set[int]]:
     """root var id -> (match, fusion) for the block's attentions, and the ids of consumed vars."""
     matcher = _BlockMatcher(block, uses, analyzer)
-    context = _Context(bound if bound is not None else {key: b.value for key, b in matcher.bound.items()}, uses, analyzer)
+    if bound is None:
+        bound = {key: b.value for key, b in matcher.bound.items()}
+    context = _Context(bound, uses, analyzer)
     plans, consumed = {}, set()
     for binding in reversed(block.bindings):
         if id(binding.var) in consumed or not isinstance(binding, VarBinding) or \

@@ -16,6 +16,7 @@ from ..block_builder import BlockBuilder
 from ..expr import BindingBlock, DataflowBlock, If, SeqExpr, Var, VarBinding
 from ..irmodule import IRModule
 from ..op import memory as mem
+from .dead_code_elimination import drop_empty_blocks
 from .liveness import analyze_scope, op_name
 from .pass_infra import Pass, PassContext
 
@@ -39,7 +40,8 @@ def insert_kills(blocks: list, result, builder: BlockBuilder) -> list:
         out.append(type(block)(current))
         if deferred:
             out.append(BindingBlock(deferred))
-    return out
+    # a deferred kill block beside a plain block prints as one block: merge them, as the parser reads it back
+    return list(drop_empty_blocks(out))
 
 
 def _kill(obj: Var, live, builder: BlockBuilder):

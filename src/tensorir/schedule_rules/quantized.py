@@ -229,8 +229,27 @@ def column_epilogue(blocks, product_out, params: dict) -> dict | None:
         return all(const_int(i) == 0 for i in lead) and \
             (last is column or (cols == 1 and const_int(last) == 0))
 
+    def fits(spatial, out) -> bool:
+        return bool(spatial) and const_int(out.shape[-1]) == cols and \
+            all(const_int(d) == 1 for d in out.shape[:-1])
+
+    def position(spatial) -> dict:
+        return {**{v: E.IntImm(0, v.dtype) for v in spatial[:-1]}, spatial[-1]: column}
+
+    chain = elementwise_steps(blocks, product_out, product, params, fits, position, at_column)
+    return None if chain is None else {"column": column, "product": product, **chain}
+
+
+def elementwise_steps(blocks, product_out, product, params: dict, fits, position, at_position) -> dict | None:
+    """The shared walk of ``column_epilogue`` and the GEMM's ``element_epilogue``: each block
+    as one scalar step at an output position, or None when the chain is not elementwise.
+
+    ``fits(spatial, out)`` accepts a block's iter vars and output buffer, ``position(spatial)``
+    maps its iter vars onto the position's vars, and ``at_position(indices)`` says whether
+    indices (after that mapping) name the position itself. Returns ``steps``, ``inputs``
+    (parameter index -> buffer read) and ``output`` (the last step's buffer, a parameter)."""
     scalars = {id(product_out): product}
-    steps, inputs = [], {}
+    steps, inputs, out = [], {}, None
     for number, block in enumerate(blocks):
         store = block.body
         if not isinstance(store, BufferStore) or block.init is not None or \
@@ -238,18 +257,17 @@ def column_epilogue(blocks, product_out, params: dict) -> dict | None:
             return None
         spatial = [iv.var for iv in block.iter_vars]
         out = store.buffer
-        if not spatial or out.dtype != "float32" or const_int(out.shape[-1]) != cols or \
-                any(const_int(d) != 1 for d in out.shape[:-1]):
+        if out.dtype != "float32" or not fits(spatial, out):
             return None
-        to_row = {**{v: E.IntImm(0, v.dtype) for v in spatial[:-1]}, spatial[-1]: column}
-        if not at_column(substitute(list(store.indices), to_row)):
+        to_position = position(spatial)
+        if not at_position(substitute(list(store.indices), to_position)):
             return None
-        bound = substitute(store.value, to_row)
+        bound = substitute(store.value, to_position)
         replaced = {}
         for load in collect(bound, lambda n: isinstance(n, E.BufferLoad)):
             if id(load.buffer) in scalars:
-                if not at_column(load.indices):
-                    return None   # reads the row at another column: not elementwise
+                if not at_position(load.indices):
+                    return None   # reads the product at another position: not elementwise
                 replaced[load] = scalars[id(load.buffer)]
             elif id(load.buffer) in params:
                 inputs[params[id(load.buffer)]] = load.buffer
@@ -258,9 +276,9 @@ def column_epilogue(blocks, product_out, params: dict) -> dict | None:
         value = E.Var(f"rs_ep{number}", "float32")
         steps.append((value, substitute(bound, replaced)))
         scalars[id(out)] = value
-    if id(out) not in params:
+    if out is None or id(out) not in params:
         return None
-    return {"column": column, "product": product, "steps": steps, "inputs": inputs, "output": out}
+    return {"steps": steps, "inputs": inputs, "output": out}
 
 
 def single_row_tile(columns: int) -> int:

@@ -20,7 +20,7 @@ from ..schedule.state import StmtIndex
 from ..stmt import Block, BufferStore
 from ..structural import structural_equal
 from .common import const_int, leaf_block_names
-from .quantized import CODE_DTYPES, GEMV_FORMATS, _float_param_loads
+from .quantized import CODE_DTYPES, GEMV_FORMATS, _float_param_loads, elementwise_steps
 
 QUANTIZED_GEMM_ATTR = "c.quantized_gemm"
 
@@ -193,38 +193,12 @@ def element_epilogue(blocks, product_out, params: dict) -> dict | None:
             (r is row or (const_int(shape[-2]) == 1 and const_int(r) == 0)) and \
             (c is column or (const_int(shape[-1]) == 1 and const_int(c) == 0))
 
-    scalars = {id(product_out): product}
-    steps, inputs = [], {}
-    out = None
-    for number, block in enumerate(blocks):
-        store = block.body
-        if not isinstance(store, BufferStore) or block.init is not None or \
-                any(iv.kind != "S" for iv in block.iter_vars) or len(block.writes) != 1:
-            return None
-        spatial = [iv.var for iv in block.iter_vars]
-        out = store.buffer
-        if len(spatial) != len(shape) or out.dtype != "float32" or len(out.shape) != len(shape) or \
-                not all(_same(a, b) for a, b in zip(out.shape, shape)):
-            return None
-        to_element = {**{v: E.IntImm(0, v.dtype) for v in spatial[:-2]}, spatial[-2]: row,
-                      spatial[-1]: column}
-        if not at_element(substitute(list(store.indices), to_element)):
-            return None
-        bound = substitute(store.value, to_element)
-        replaced = {}
-        for load in collect(bound, lambda n: isinstance(n, E.BufferLoad)):
-            if id(load.buffer) in scalars:
-                if not at_element(load.indices):
-                    return None   # reads the product at another element: not elementwise
-                replaced[load] = scalars[id(load.buffer)]
-            elif id(load.buffer) in params:
-                inputs[params[id(load.buffer)]] = load.buffer
-            else:
-                return None
-        value = E.Var(f"rs_ep{number}", "float32")
-        steps.append((value, substitute(bound, replaced)))
-        scalars[id(out)] = value
-    if out is None or id(out) not in params:
-        return None
-    return {"row": row, "column": column, "product": product, "steps": steps, "inputs": inputs,
-            "output": out}
+    def fits(spatial, out) -> bool:
+        return len(spatial) == len(shape) and len(out.shape) == len(shape) and \
+            all(_same(a, b) for a, b in zip(out.shape, shape))
+
+    def position(spatial) -> dict:
+        return {**{v: E.IntImm(0, v.dtype) for v in spatial[:-2]}, spatial[-2]: row, spatial[-1]: column}
+
+    chain = elementwise_steps(blocks, product_out, product, params, fits, position, at_element)
+    return None if chain is None else {"row": row, "column": column, "product": product, **chain}

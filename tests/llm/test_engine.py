@@ -161,3 +161,12 @@ def test_decode_attention_is_fused_and_reads_the_caches_in_place(f32_engine):
             assert producer.op.name == "relax.call_tir_inplace"
             assert "kv_cache_write" in producer.args[0].name_hint
     assert "sgemm_batched" not in decode.script() and "softmax" not in decode.script()
+
+
+def test_prefill_last_row_is_one_row_by_deduction(f32_engine):
+    # the spec's lower bound n >= 1 makes the last-token slice a constant (1, hidden) row, so the
+    # LM head gets the one-token GEMV without a run-time match_cast
+    text = f32_engine.exported.mod["prefill"].script()
+    hidden = f32_engine.config.hidden_size
+    assert f'last: R.Tensor((1, {hidden}), dtype="float32") = R.strided_slice(' in text
+    assert "R.match_cast" not in text.split("last:")[1].split("\n")[0]

@@ -102,24 +102,11 @@ def quantized_gemv_spec(sch: Schedule) -> dict | None:
     if len(decoders) != 1 or not isinstance(decoders[0].body, BufferStore):
         return None
     decoder = decoders[0]
-    fmt = "_".join(decoder.name.rsplit("_", 2)[-2:])
     prologue = [b for b in blocks[:reductions[0]] if b is not decoder]
-    codes = [r.buffer for r in decoder.reads if id(r.buffer) in params and r.buffer.dtype in CODE_DTYPES]
-    value = decoder.body.value
-    if fmt == "q4_1":
-        if not isinstance(value, E.Add):
-            return None
-        scales, mins = _float_param_loads(value.a, params), _float_param_loads(value.b, params)
-    else:
-        scales, mins = _float_param_loads(value, params), []
-    if len(codes) != 1 or len(scales) != 1 or len(mins) != (fmt == "q4_1"):
+    operands = decoded_product(decoder, product, params)
+    if operands is None:
         return None
-    weight = decoder.writes[0].buffer
-    outputs = [w.buffer for w in product.writes]
-    others = [r.buffer for r in product.reads if r.buffer is not weight and r.buffer not in outputs]
-    if len(others) != 1 or len(outputs) != 1:
-        return None
-    x, product_out = others[0], outputs[0]
+    fmt, codes, scales, mins, weight, x, product_out = operands
     if prologue or id(x) not in params:
         x = flat_copy_source(x, prologue, params)
         if x is None:
@@ -196,6 +183,31 @@ def _unflatten(flat, shape) -> list:
     return [(flat // math.prod(dims[i + 1:])) % d if d != 1 else E.IntImm(0, "int64")
             for i, d in enumerate(dims)]
 
+
+
+def decoded_product(decoder, product, params: dict):
+    """``(format, codes, scales, mins, weight, x, product_out)`` of a dequantize block (its name
+    ends in the format) feeding ``product`` = ``x @ weight``, each of codes/scales/mins a list of
+    parameter buffers; None when the decoder or the product has another form."""
+    fmt = "_".join(decoder.name.rsplit("_", 2)[-2:])
+    if fmt not in GEMV_FORMATS or not isinstance(decoder.body, BufferStore):
+        return None
+    codes = [r.buffer for r in decoder.reads if id(r.buffer) in params and r.buffer.dtype in CODE_DTYPES]
+    value = decoder.body.value
+    if fmt == "q4_1":
+        if not isinstance(value, E.Add):
+            return None
+        scales, mins = _float_param_loads(value.a, params), _float_param_loads(value.b, params)
+    else:
+        scales, mins = _float_param_loads(value, params), []
+    if len(codes) != 1 or len(scales) != 1 or len(mins) != (fmt == "q4_1"):
+        return None
+    weight = decoder.writes[0].buffer
+    outputs = [w.buffer for w in product.writes]
+    others = [r.buffer for r in product.reads if r.buffer is not weight and r.buffer not in outputs]
+    if len(others) != 1 or len(outputs) != 1:
+        return None
+    return fmt, codes, scales, mins, weight, others[0], outputs[0]
 
 def function_epilogue(func, names: dict) -> dict:
     """The epilogue chain (``column_epilogue``) of a marked function, from the names of the

@@ -20,7 +20,7 @@ from ..schedule.state import StmtIndex
 from ..stmt import Block, BufferStore
 from ..structural import structural_equal
 from .common import const_int, leaf_block_names
-from .quantized import CODE_DTYPES, GEMV_FORMATS, _float_param_loads, elementwise_steps
+from .quantized import CODE_DTYPES, decoded_product, elementwise_steps
 
 QUANTIZED_GEMM_ATTR = "c.quantized_gemm"
 
@@ -47,25 +47,10 @@ def quantized_gemm_spec(sch: Schedule) -> dict | None:
         return None
     decoder = decoders[0]
     prologue = [b for b in blocks[:products[0]] if b is not decoder]
-    fmt = "_".join(decoder.name.rsplit("_", 2)[-2:])
-    if fmt not in GEMV_FORMATS or not isinstance(decoder.body, BufferStore):
+    operands = decoded_product(decoder, product, params)
+    if operands is None or operands[4].ndim != 2:
         return None
-    codes = [r.buffer for r in decoder.reads if id(r.buffer) in params and r.buffer.dtype in CODE_DTYPES]
-    value = decoder.body.value
-    if fmt == "q4_1":
-        if not isinstance(value, E.Add):
-            return None
-        scales, mins = _float_param_loads(value.a, params), _float_param_loads(value.b, params)
-    else:
-        scales, mins = _float_param_loads(value, params), []
-    if len(codes) != 1 or len(scales) != 1 or len(mins) != (fmt == "q4_1"):
-        return None
-    weight = decoder.writes[0].buffer
-    outputs = [w.buffer for w in product.writes]
-    others = [r.buffer for r in product.reads if r.buffer is not weight and r.buffer not in outputs]
-    if len(others) != 1 or len(outputs) != 1 or weight.ndim != 2:
-        return None
-    x, product_out = others[0], outputs[0]
+    fmt, codes, scales, mins, weight, x, product_out = operands
     # x is a parameter, or computed from parameters by elementwise/layout blocks (the
     # attention output's reshape and transpose): the kernel then gathers its rows first
     if (id(x) in params) == bool(prologue) or not all(_is_layout_block(b) for b in prologue):

@@ -37,12 +37,12 @@ def test_team_size_counts_a_share_of_the_others_when_pinned_to_some_cpus():
     assert threads.team_size(2, 1, 16, 2, 0) == 2
 
 
-def _fake_team(tmp_path, running: int, max_threads: int = 4):
+def _fake_team(tmp_path, running: int, max_threads: int = 4, **options):
     loadavg = tmp_path / "loadavg"
     loadavg.write_text(f"0.50 0.40 0.30 {running}/321 4567\n")
     applied = []
     team = threads.TeamSize(applied.append, max_threads, adaptive=True, loadavg=str(loadavg),
-                            cpus_in_machine=max_threads)
+                            cpus_in_machine=max_threads, **options)
     return team, loadavg, applied
 
 
@@ -112,7 +112,9 @@ class Module:
 ''')
     vm = rx.VirtualMachine(rx.build(mod, target="c"))
     assert vm.team is threads.team()
-    team, _, applied = _fake_team(tmp_path, running=4)   # three others on four cores
+    # three others on four cores; no spin window: a fast second call would otherwise start within
+    # it and count our own (fake) spinning threads among the four
+    team, _, applied = _fake_team(tmp_path, running=4, spin_window_s=0.0)
     vm.team = team
     x, w = np.ones((3, 64), np.float32), np.ones((64, 32), np.float32)
     np.testing.assert_allclose(vm["main"](x, w), x @ w)

@@ -24,19 +24,13 @@ from workloads import WORKLOADS  # noqa: E402
 import numpy as np  # noqa: E402
 
 import relaxscript as rx  # noqa: E402
-from relaxscript.transform import BindParams, MergeParallelMatmul  # noqa: E402
+from relaxscript.transform import MergeParallelMatmul  # noqa: E402
 from relaxscript.transform.merge_parallel_matmul import merge_module  # noqa: E402
 
 
 def bound_module(workload):
     """The workload's module with its weights bound as constants, and its activation count."""
-    mod = rx.from_source(workload.source)
-    mod = mod if isinstance(mod, rx.IRModule) else rx.IRModule({"main": mod})
-    params = mod["main"].params
-    weights = workload.inputs(1)[len(params) - len(workload._weights):]
-    activations = len(params) - len(weights)
-    named = {p.name_hint: w for p, w in zip(params[activations:], weights)}
-    return BindParams("main", named)(mod), activations
+    return workload.module(bound_weights=True), len(workload.activations(1))
 
 
 def merged_groups(mod) -> int:

@@ -10,6 +10,9 @@ its column out and says why.
 
     python benchmarks/bench_models.py [--workloads mlp,llama] [--sizes 1,128] [--peers relaxscript,numpy,torch]
 
+relaxscript's weights are constants of its build by default (``--relax-weights bound``), as
+onnxruntime's are initializers; ``--relax-weights args`` passes them on every call instead.
+
 Each peer runs in its own fresh worker process (``--isolation peer``, the
 issue's protocol: relaxscript alone in its process, each peer in its own),
 ``--processes`` times (default 3), the order rotating, on the same input
@@ -46,6 +49,11 @@ import relaxscript as rx  # noqa: E402
 RTOL, ATOL = 2e-3, 2e-3
 COMPILE_TARGET_COLD_S, COMPILE_TARGET_WARM_S = 5.0, 1.0
 WARMUP_S = 0.25
+
+
+# relaxscript's weights: "bound" makes them constants of the build (BindParams), as onnxruntime's
+# initializers are (which lets MergeParallelMatmul join Q/K/V and gate/up); "args" passes them per call.
+RELAX_WEIGHTS = "bound"
 
 
 def build(source: str):
@@ -94,7 +102,11 @@ def time_peer(peer: str, workload, sizes, budget_s: float) -> dict:
     """Median ms per n for one peer (run in its own process: see ``run_workload``)."""
     out = {"ms": {}, "max_err": {}, "build_s": None}
     start = time.perf_counter()
-    if peer == "relaxscript":
+    if peer == "relaxscript" and RELAX_WEIGHTS == "bound":
+        run = rx.VirtualMachine(rx.build(workload.module(bound_weights=True), target="c"))["main"]
+        activations = len(workload.activations(1))
+        main = lambda *args: run(*args[:activations])   # noqa: E731  (the weights are in the build)
+    elif peer == "relaxscript":
         main = rx.VirtualMachine(build(workload.source))["main"]
     elif peer == "numpy":
         main = workload.numpy_fn
@@ -117,7 +129,7 @@ def run_worker(peers: list[str], name: str, sizes, budget_s: float, isolate: boo
     if not isolate:
         return {peer: time_peer(peer, WORKLOADS[name], sizes, budget_s) for peer in peers}
     cmd = [sys.executable, os.path.abspath(__file__), "--worker", ",".join(peers), "--workloads", name,
-           "--sizes", ",".join(map(str, sizes)), "--budget", str(budget_s)]
+           "--sizes", ",".join(map(str, sizes)), "--budget", str(budget_s), "--relax-weights", RELAX_WEIGHTS]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode != 0:
         raise AssertionError(f"worker ({', '.join(peers)}) for {name} failed:\n{proc.stderr[-3000:]}")
@@ -206,6 +218,9 @@ def parse_args(argv):
     parser.add_argument("--isolation", choices=("peer", "shared", "none"), default="peer",
                         help="peer: each peer in its own fresh process (default); shared: all peers in one "
                              "fresh process per turn; none: in this process")
+    parser.add_argument("--relax-weights", choices=("bound", "args"), default="bound",
+                        help="relaxscript's weights: constants of the build (default; onnxruntime's are "
+                             "initializers) or arguments of every call")
     parser.add_argument("--measure-compile", metavar="NAME", help=argparse.SUPPRESS)
     parser.add_argument("--worker", help=argparse.SUPPRESS)   # comma-separated peers, timed in this order
     return parser.parse_args(argv)
@@ -213,6 +228,8 @@ def parse_args(argv):
 
 def main(argv=None) -> int:
     args = parse_args(argv)
+    global RELAX_WEIGHTS
+    RELAX_WEIGHTS = args.relax_weights
     if args.measure_compile:
         print(json.dumps(measure_compile(args.measure_compile)))
         return 0
@@ -232,7 +249,7 @@ def main(argv=None) -> int:
         if peer in peers and why:
             left_out[peer] = why
     peers = [peer for peer in peers if peer not in left_out]
-    print("relaxscript model benchmarks (float32, 2 threads per peer; "
+    print(f"relaxscript model benchmarks (float32, 2 threads per peer, relaxscript weights {RELAX_WEIGHTS}; "
           + ", ".join(f"{k} {v}" for k, v in third_party.versions().items() if not left_out.get(k)) + ")")
     for peer, why in left_out.items():
         print(f"  {peer}: column left out ({why})")

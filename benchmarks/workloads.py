@@ -42,9 +42,30 @@ class Workload:
     _weights: list = field(default=None, repr=False)
 
     def inputs(self, n: int, seed: int = 0) -> list[np.ndarray]:
+        return self.activations(n, seed) + self.weights()
+
+    def weights(self) -> list[np.ndarray]:
         if self._weights is None:
             self._weights = self.make_weights()
-        return self.make_activations(n, np.random.default_rng(seed + n)) + self._weights
+        return self._weights
+
+    def activations(self, n: int, seed: int = 0) -> list[np.ndarray]:
+        """The leading (non-weight) arguments of ``main`` for ``n`` rows."""
+        return self.make_activations(n, np.random.default_rng(seed + n))
+
+    def module(self, bound_weights: bool):
+        """The relaxscript module; with ``bound_weights`` its weights are constants (``BindParams``)
+        and ``main`` takes only the activations, as onnxruntime's initializers are."""
+        import relaxscript as rx
+        from relaxscript.transform import BindParams
+        mod = rx.from_source(self.source)
+        mod = mod if isinstance(mod, rx.IRModule) else rx.IRModule({"main": mod})
+        if not bound_weights:
+            return mod
+        params = mod["main"].params
+        weights = self.weights()
+        names = [p.name_hint for p in params[len(params) - len(weights):]]
+        return BindParams("main", dict(zip(names, weights)))(mod)
 
 
 def _randn(rng, shape, scale=1.0):

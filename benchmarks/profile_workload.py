@@ -1,0 +1,85 @@
+"""Per-instruction profile of one benchmark workload (benchmarks/workloads.py) through the VM.
+
+Wraps each linked step of ``main``'s frame with a timer and prints, per instruction
+(kernel or library name), the mean time per call of ``main``, next to the plain call's
+median. Where the time of a small workload goes: kernels, library calls, checks
+(MatchValues), allocations and the VM between them.
+
+    python benchmarks/profile_workload.py llama 1 [--calls 200] [--top 25]
+"""
+from __future__ import annotations
+
+import argparse
+import collections
+import functools
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from timing import median_ms  # noqa: E402
+from workloads import WORKLOADS  # noqa: E402
+
+import relaxscript as rx  # noqa: E402
+from relaxscript.vm.linker import Frame  # noqa: E402
+
+
+def step_label(ins) -> str:
+    """An instruction's class and the kernel or library it calls."""
+    target = getattr(ins, "kernel", "") or getattr(ins, "library", "") or getattr(ins, "name", "") or ""
+    return f"{type(ins).__name__}:{target}" if isinstance(target, str) else type(ins).__name__
+
+
+def profile(name: str, n: int, calls: int, pipeline=None) -> tuple[float, float, list]:
+    """(median ms of a plain call, instrumented ms per call, [(label, ms per call, count)])."""
+    workload = WORKLOADS[name]
+    vm = rx.VirtualMachine(rx.build(rx.from_source(workload.source), target="c", pipeline=pipeline))
+    main, args = vm["main"], workload.inputs(n)
+    plain = median_ms(functools.partial(main, *args), budget_s=1.0, warmup_s=0.25)
+    spent, counts = collections.defaultdict(float), collections.Counter()
+
+    def timed(step, label):
+        def run():
+            start = time.perf_counter()
+            nxt = step()
+            spent[label] += time.perf_counter() - start
+            counts[label] += 1
+            return nxt
+        return run
+    for func_name in vm.exe.functions:   # every function: main calls others (the Llama layers)
+        runtime = vm.function(func_name)
+        frame = runtime.pool.pop() if runtime.pool else Frame(runtime.code, vm)
+        labels = [f"{func_name}/{step_label(ins)}" for ins in runtime.func.code]
+        frame.steps[:] = [timed(step, labels[pc]) for pc, step in enumerate(frame.steps)]
+        runtime.pool.append(frame)
+    for _ in range(5):
+        main(*args)
+    spent.clear()
+    counts.clear()
+    start = time.perf_counter()
+    for _ in range(calls):
+        main(*args)
+    instrumented = (time.perf_counter() - start) / calls * 1e3
+    rows = sorted(((label, spent[label] / calls * 1e3, counts[label] // calls) for label in spent),
+                  key=lambda row: -row[1])
+    return plain, instrumented, rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("workload", choices=sorted(WORKLOADS))
+    parser.add_argument("n", type=int)
+    parser.add_argument("--calls", type=int, default=200)
+    parser.add_argument("--top", type=int, default=25)
+    args = parser.parse_args()
+    plain, instrumented, rows = profile(args.workload, args.n, args.calls)
+    print(f"{args.workload} n={args.n}: {plain:.3f} ms per call (median), instrumented {instrumented:.3f} ms, "
+          f"sum of steps {sum(ms for label, ms, _ in rows if '/CallFunc' not in label):.3f} ms "
+          f"(calls of functions include their steps), {sum(c for _, _, c in rows)} steps per call")
+    for label, ms, count in rows[:args.top]:
+        print(f"{ms:8.4f} ms  x{count:3d}  {label}")
+
+
+if __name__ == "__main__":
+    main()

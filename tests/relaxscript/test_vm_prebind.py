@@ -94,3 +94,18 @@ def test_a_call_never_runs_a_prebound_instruction(chain_vm):
         want = want + want if i % 2 else want * want
     np.testing.assert_allclose(first, want, rtol=1e-6)   # not overwritten by the second call
     assert not np.allclose(second, first)
+
+
+def test_prebind_switch_off_runs_every_allocation_with_the_same_results(chain_vm):
+    plain = rx.VirtualMachine(chain_vm.exe, prebind=False)
+    x = np.full(4, 0.75, F32)
+    got = plain["main"](x)
+    frame = plain.function("main").pool[-1]
+    assert not frame.fixed_ptr_regs   # nothing bound ahead: every allocation runs per call
+    np.testing.assert_array_equal(got, chain_vm["main"](x))
+    np.testing.assert_array_equal(plain["main"](x), got)   # a second call on the pooled frame
+
+
+def test_prebind_switch_must_be_a_bool(chain_vm):
+    with pytest.raises(TypeError, match="prebind must be True or False"):
+        rx.VirtualMachine(chain_vm.exe, prebind="no")

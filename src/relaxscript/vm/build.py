@@ -30,8 +30,23 @@ from .instructions import VMBuildError
 
 
 
-def get_pipeline(target="c") -> list[Pass]:
-    """The default passes for ``target`` (edit the list freely before ``build``)."""
+def get_pipeline(target="c", skip=()) -> list[Pass]:
+    """The default passes for ``target`` (edit the list freely before ``build``).
+
+    ``skip``: names of passes to leave out (``["FuseOps", "FuseTIR"]``), e.g. to measure what one
+    optimization gains; a name that is not in this target's pipeline is a ``VMBuildError``."""
+    if isinstance(skip, str):
+        skip = (skip,)
+    passes = _default_passes(target)
+    known = [p.name for p in passes]
+    unknown = [name for name in skip if name not in known]
+    if unknown:
+        raise VMBuildError(f"get_pipeline: no pass named {', '.join(map(repr, unknown))} in the "
+                           f"{target!s} pipeline (its passes: {', '.join(known)})")
+    return [p for p in passes if p.name not in skip]
+
+
+def _default_passes(target) -> list[Pass]:
     backend = get_backend(_check_target(target))
     # Schedules only matter to generated code; the loop interpreter runs the unscheduled blocks.
     schedules = {"cpu": [DefaultCPUSchedule()], "gpu": _gpu_schedules(), None: []}[backend.schedule]

@@ -65,8 +65,8 @@ class Frame:
         self.storages: dict[int, np.ndarray] = {}
         self.result = [None]
         # static storages and views: made now, in the template every call starts from (host only)
-        skipped = (prebind_static_allocations(func, self.template, self.ptrs) if vm.memory is None
-                   else frozenset())
+        skipped = (prebind_static_allocations(func, self.template, self.ptrs)
+                   if vm.memory is None and vm.prebind else frozenset())
         self.regs = list(self.template)
         self.fixed_ptr_regs = frozenset(func.code[pc].dst for pc in skipped)
         runs_next = next_pcs(len(func.code), skipped)

@@ -103,12 +103,18 @@ def _reports(ins, func, allocated: set) -> tuple:
 
 
 class VirtualMachine:
-    """``VirtualMachine(exe)``; ``vm["main"](*arrays)``; ``vm.set_instrument(fn)``."""
+    """``VirtualMachine(exe)``; ``vm["main"](*arrays)``; ``vm.set_instrument(fn)``.
 
-    def __init__(self, exe: Executable):
+    ``prebind=False`` makes every static allocation per call instead of once per frame
+    (``vm/prebind.py``): the same results, to measure what prebinding saves."""
+
+    def __init__(self, exe: Executable, prebind: bool = True):
         if not isinstance(exe, Executable):
             raise TypeError(f"VirtualMachine needs an Executable (from rx.build), got {type(exe).__name__}")
+        if not isinstance(prebind, bool):
+            raise TypeError(f"VirtualMachine's prebind must be True or False, got {prebind!r}")
         self.exe = exe
+        self.prebind = prebind
         self.instrument: Instrument | None = None
         self.team = None
         backend = get_backend(exe.target_info)

@@ -1,4 +1,5 @@
-"""Run every benchmark script in this folder, one after another, in one process each."""
+"""Run every benchmark script in this folder, one after another, in one process each, then the
+ablation report (each optimization switched on and off, per workload)."""
 from __future__ import annotations
 
 import pathlib
@@ -13,6 +14,8 @@ def main() -> int:
     for script in sorted(HERE.glob("bench_*.py")):
         print(f"\n=== {script.name}", flush=True)
         failures += subprocess.call([sys.executable, str(script), *sys.argv[1:]]) != 0
+    print("\n=== ablation_report.py", flush=True)
+    failures += subprocess.call([sys.executable, str(HERE / "ablation_report.py")]) != 0
     return 1 if failures else 0
 
 

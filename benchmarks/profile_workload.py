@@ -5,7 +5,7 @@ Wraps each linked step of ``main``'s frame with a timer and prints, per instruct
 median. Where the time of a small workload goes: kernels, library calls, checks
 (MatchValues), allocations and the VM between them.
 
-    python benchmarks/profile_workload.py llama 1 [--calls 200] [--top 25]
+    python benchmarks/profile_workload.py llama 1 [--calls 200] [--top 25] [--relax-weights args]
 """
 from __future__ import annotations
 
@@ -31,11 +31,12 @@ def step_label(ins) -> str:
     return f"{type(ins).__name__}:{target}" if isinstance(target, str) else type(ins).__name__
 
 
-def profile(name: str, n: int, calls: int, pipeline=None) -> tuple[float, float, list]:
+def profile(name: str, n: int, calls: int, bound_weights: bool = True, pipeline=None) -> tuple[float, float, list]:
     """(median ms of a plain call, instrumented ms per call, [(label, ms per call, count)])."""
     workload = WORKLOADS[name]
-    vm = rx.VirtualMachine(rx.build(rx.from_source(workload.source), target="c", pipeline=pipeline))
-    main, args = vm["main"], workload.inputs(n)
+    vm = rx.VirtualMachine(rx.build(workload.module(bound_weights), target="c", pipeline=pipeline))
+    main = vm["main"]
+    args = workload.activations(n) if bound_weights else workload.inputs(n)
     plain = median_ms(functools.partial(main, *args), budget_s=1.0, warmup_s=0.25)
     spent, counts = collections.defaultdict(float), collections.Counter()
 
@@ -72,8 +73,10 @@ def main() -> None:
     parser.add_argument("n", type=int)
     parser.add_argument("--calls", type=int, default=200)
     parser.add_argument("--top", type=int, default=25)
+    parser.add_argument("--relax-weights", choices=("bound", "args"), default="bound",
+                        help="weights as constants of the build (as bench_models.py) or per-call arguments")
     args = parser.parse_args()
-    plain, instrumented, rows = profile(args.workload, args.n, args.calls)
+    plain, instrumented, rows = profile(args.workload, args.n, args.calls, args.relax_weights == "bound")
     print(f"{args.workload} n={args.n}: {plain:.3f} ms per call (median), instrumented {instrumented:.3f} ms, "
           f"sum of steps {sum(ms for label, ms, _ in rows if '/CallFunc' not in label):.3f} ms "
           f"(calls of functions include their steps), {sum(c for _, _, c in rows)} steps per call")

@@ -161,6 +161,26 @@ def test_symbolic_inner_extent_gets_a_guarded_vector_split():
         np.testing.assert_allclose(out, a + 1, rtol=1e-6)
 
 
+def test_symbolic_inner_extent_under_many_constant_trips_keeps_its_chunk_loop_serial():
+    # a transpose writing (heads, d, m): fusing the chunk loop into the parallel one made its guard
+    # divide by (m + 63) // 64, which stays a masked 64-lane guard in C (64x the work at m = 1)
+    from tensorir import size_var
+    from tensorir.compute import compute, create_prim_func, placeholder
+    m = size_var("m")
+    x = placeholder((m, 4, 8), "float32", "x")
+    y = compute((4, 8, m), lambda h, d, i: x[i, h, d] * 2.0, "y")
+    func = default_cpu_schedule(create_prim_func([x, y], name="transpose2x"))
+    loops = _loops(func)
+    assert [lp.kind for lp in loops] == ["parallel", "serial", "vectorized"]
+    assert loops[0].extent.value == 32 and loops[2].extent.value == 64
+    module = build_kernels("c", func)
+    for value in (1, 63, 64, 130):
+        a = np.random.default_rng(value).standard_normal((value, 4, 8)).astype(np.float32)
+        out = np.zeros((4, 8, value), np.float32)
+        module["transpose2x"](a, out)
+        np.testing.assert_array_equal(out, 2 * a.transpose(1, 2, 0))
+
+
 def test_already_scheduled_and_blockless_functions_are_left_alone():
     func = _elementwise(64).with_attr(SCHEDULED_ATTR, True)
     assert default_cpu_schedule(func) is func

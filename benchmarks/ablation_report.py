@@ -134,8 +134,8 @@ def main(argv=None) -> int:
     parser.add_argument("--settings", default=None,
                         help="comma-separated labels of the optimizations to switch off (default: all)")
     parser.add_argument("--relax-weights", choices=("bound", "args"), default="bound")
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--budget", type=float, default=0.3, help="seconds per timing")
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--budget", type=float, default=0.15, help="seconds per timing")
     args = parser.parse_args(argv)
     names = [w.strip() for w in args.workloads.split(",") if w.strip()]
     unknown = [w for w in names if w not in WORKLOADS]

@@ -15,7 +15,9 @@ next to builds with one optimization off at a time:
 - VM prebinding: ``VirtualMachine(exe, prebind=False)``.
 
 The weights are constants of the build by default (as in ``bench_models.py``; onnxruntime's are
-initializers), ``--relax-weights args`` passes them per call. All builds run in this one process
+initializers), ``--relax-weights args`` passes them per call. ``--cpu-time`` runs on one thread
+and measures this thread's CPU time (``time.thread_time``), which a loaded machine does not
+stretch (wall-clock medians there swing by 2-5x). All builds run in this one process
 on the same inputs, interleaved round by round, each keeping its best median, so load from
 other processes hits all alike; every build's result is checked against NumPy first. The gain
 of an optimization is (time with it off) / (time with everything on): above 1 it helps. On a
@@ -29,6 +31,7 @@ import argparse
 import dataclasses
 import os
 import sys
+import time
 from dataclasses import dataclass
 from typing import Callable
 
@@ -88,7 +91,8 @@ SETTINGS = (
 )
 
 
-def measure(name: str, sizes, settings, bound_weights: bool, rounds: int, budget_s: float) -> dict:
+def measure(name: str, sizes, settings, bound_weights: bool, rounds: int, budget_s: float,
+            clock=time.perf_counter) -> dict:
     """``{(setting label, n): best median ms}`` for one workload."""
     workload = WORKLOADS[name]
     mod = workload.module(bound_weights)
@@ -111,7 +115,7 @@ def measure(name: str, sizes, settings, bound_weights: bool, rounds: int, budget
                                      f"(max abs error {np.abs(got - want).max():.3e})")
         for _ in range(rounds):   # interleaved: load from other processes hits every build alike
             for label, run in runs.items():
-                ms = median_ms(lambda: run(*args), budget_s=budget_s, warmup_s=0.05)
+                ms = median_ms(lambda: run(*args), budget_s=budget_s, warmup_s=0.05, clock=clock)
                 times[label, n] = min(times.get((label, n), float("inf")), ms)
     return times
 
@@ -136,7 +140,13 @@ def main(argv=None) -> int:
     parser.add_argument("--relax-weights", choices=("bound", "args"), default="bound")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--budget", type=float, default=0.15, help="seconds per timing")
+    parser.add_argument("--cpu-time", action="store_true",
+                        help="one thread, timed by its CPU time (steady on a loaded machine)")
     args = parser.parse_args(argv)
+    clock = time.perf_counter
+    if args.cpu_time:
+        os.environ["RELAXSCRIPT_NUM_THREADS"] = "1"   # read by the VM at every call
+        clock = time.thread_time
     names = [w.strip() for w in args.workloads.split(",") if w.strip()]
     unknown = [w for w in names if w not in WORKLOADS]
     by_label = {s.label: s for s in SETTINGS}
@@ -149,10 +159,11 @@ def main(argv=None) -> int:
     for name in names:
         sizes = tuple(int(s) for s in args.sizes.split(",")) if args.sizes else SIZES[name]
         print(f"{name}: {WORKLOADS[name].description}", flush=True)
-        times[name] = measure(name, sizes, chosen, args.relax_weights == "bound", args.rounds, args.budget)
+        times[name] = measure(name, sizes, chosen, args.relax_weights == "bound", args.rounds, args.budget, clock)
         cells += [(name, n) for n in sizes]
+    timed = "CPU time of one thread" if args.cpu_time else "wall time"
     print(f"\nEach optimization's own gain: time with it off / time with everything on (weights "
-          f"{args.relax_weights}; best of {args.rounds} interleaved medians)\n")
+          f"{args.relax_weights}; {timed}; best of {args.rounds} interleaved medians)\n")
     print(markdown_table(cells, times, chosen))
     return 0
 

@@ -40,3 +40,12 @@ def test_ablation_report_runs_and_checks_every_build():
     assert len(rows) == 2 + len(report.SETTINGS)
     gains = [float(cell.strip().rstrip("x")) for row in rows[2:] for cell in row.split("|")[2:-1]]
     assert all(np.isfinite(g) and g > 0 for g in gains)
+
+
+def test_profile_workload_times_every_step_of_every_function():
+    from benchmarks import profile_workload
+    plain, instrumented, rows = profile_workload.profile("norm_softmax", 2, calls=3)
+    assert plain > 0 and instrumented > 0
+    labels = [label for label, _, _ in rows]
+    assert any(label.startswith("main/CallKernel:") for label in labels), labels
+    assert all(ms >= 0 and count >= 1 for _, ms, count in rows)

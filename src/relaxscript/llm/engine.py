@@ -53,6 +53,10 @@ class Engine:
         shapes = (kv_cache.key_shape(*dims), kv_cache.value_shape(*dims))
         self._caches = [np.zeros(shapes[i % 2], np.float32) for i in range(2 * config.num_layers)]
         self._token = np.zeros((1,), np.int64)
+        # caches and weights are the same arrays on every step: checked once (vm.bind), not per token
+        fixed = dict(enumerate(self._caches + self._weights, start=2))
+        self._prefill_step = self._vm.bind("prefill", fixed)
+        self._decode_step = self._vm.bind("decode", fixed)
         self.position = 0
         self.last_stats = GenerationStats()
 
@@ -110,7 +114,7 @@ class Engine:
             raise ValueError("prefill: needs a non-empty list of token ids")
         self._check_ids(tokens)
         self._check_room(tokens.size)
-        logits = self._prefill(tokens, (self.position,), *self._caches, *self._weights)
+        logits = self._prefill_step(tokens, (self.position,))
         self.position += int(tokens.size)
         return logits
 
@@ -119,7 +123,7 @@ class Engine:
         self._token[0] = int(token)
         self._check_ids(self._token)
         self._check_room(1)
-        logits = self._decode(self._token, (self.position,), *self._caches, *self._weights)
+        logits = self._decode_step(self._token, (self.position,))
         self.position += 1
         return logits
 

@@ -26,7 +26,7 @@ from ..quantization.repack import repack
 from .generation import GenerationStats, generate
 from . import kv_cache
 from .kv_cache import CacheOverflowError
-from .model import LlamaForCausalLM, gguf_name, rope_tables
+from .model import LlamaForCausalLM, gguf_tensor, rope_tables
 from .sampling import Sampler, SamplingParams, greedy
 from .tokenizer import Tokenizer
 
@@ -225,7 +225,7 @@ def load_parameters(gguf: GGUFFile, param_names, config, capacity: int) -> dict:
     for name in param_names:
         if name in arrays:
             continue
-        tensor = gguf.tensor(gguf_name(name))
+        tensor = gguf_tensor(gguf, name)
         part = name.rsplit(".", 1)[-1]
         if part in ("data", "scale", "min"):
             if tensor.name not in repacked:

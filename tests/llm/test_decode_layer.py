@@ -113,3 +113,11 @@ def test_separate_projections_follow_the_reference(tiny_gguf_q4):
     engine, reference = _engine(tiny_gguf_q4, False, "f32"), NumpyLlama(tiny_gguf_q4, max_context=32)
     prompt = [1, 2, 3, 40]
     assert engine.generate(prompt, max_new_tokens=6) == generate(reference, prompt, 6)
+
+
+def test_caches_are_views_of_one_block():
+    caches = kv_cache.allocate_caches(3, 16, 2, 8)
+    assert [c.shape for c in caches[:2]] == [kv_cache.key_shape(16, 2, 8), kv_cache.value_shape(16, 2, 8)]
+    assert len(caches) == 6 and all(c.base is caches[0].base and c.flags.c_contiguous for c in caches)
+    assert not any(np.shares_memory(a, b) for i, a in enumerate(caches) for b in caches[i + 1:])
+    assert all(not c.any() for c in caches)

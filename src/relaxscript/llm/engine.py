@@ -49,9 +49,8 @@ class Engine:
         self._vm = rx.VirtualMachine(executable)
         self._prefill, self._decode = self._vm["prefill"], self._vm["decode"]
         self._weights = [arrays[name] for name in exported.param_names]
-        dims = (capacity, config.num_kv_heads, config.head_dim)
-        shapes = (kv_cache.key_shape(*dims), kv_cache.value_shape(*dims))
-        self._caches = [np.zeros(shapes[i % 2], np.float32) for i in range(2 * config.num_layers)]
+        self._caches = kv_cache.allocate_caches(config.num_layers, capacity, config.num_kv_heads,
+                                                config.head_dim)
         self._token = np.zeros((1,), np.int64)
         # caches and weights are the same arrays on every step: checked once (vm.bind), not per token
         fixed = dict(enumerate(self._caches + self._weights, start=2))

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from .gemv import emit_gemv
 from .microkernel import emit_microkernel, vector_typedefs
 from .params import GemmParams
 
@@ -74,8 +75,10 @@ def skinny_limit(n: int, params: GemmParams) -> int:
 def variant_for(m: int, params: GemmParams, threads: int, blas: bool = False, n: int = 1) -> str:
     """The variant ``rs_gen_gemm`` runs for ``m`` rows of width ``n`` (the same conditions as the C
     code); with ``blas`` (policy 1, OpenBLAS bound) only 2..``skinny_limit`` rows stay generated."""
-    if blas and (m == 1 or m > skinny_limit(n, params)):
+    if blas and m > skinny_limit(n, params):
         return "openblas"
+    if m == 1:
+        return "gemv"
     if m <= params.skinny_rows:
         return "skinny"
     return "large" if m >= threads * params.mc else "medium"
@@ -212,6 +215,7 @@ static void apply_epilogue(float* c, long ldc, int rows, int cols, const float* 
 
 static int has_epilogue(const epilogue_t* e) {{ return e->bias != NULL || e->residual != NULL || e->act != 0; }}
 
+{emit_gemv(params)}
 /* one thread's share: rows [i0, i0+h) x columns [j0, j0+w) of c, A read in place (skinny) */
 static int block_skinny(long h, long w, long k, const float* a, const float* b, int trans_b, float* c,
                         long n, long i0, long j0, const epilogue_t* e) {{
@@ -321,8 +325,9 @@ int rs_gen_gemm_variant(long m, long n, int threads, int policy) {{
   if (policy == 1 && rs_blas_gemm != NULL) {{
     const int aliased = (n * (long)sizeof(float)) % ALIAS_BYTES == 0;
     const long skinny_limit = aliased ? MR : min_long(2 * MR, SKINNY_ROWS);
-    if (m == 1 || m > skinny_limit) return 3;
+    if (m > skinny_limit) return 3;
   }}
+  if (m == 1) return 4;
   if (m <= SKINNY_ROWS) return 0;
   return m >= (long)threads * MC ? 2 : 1;
 }}
@@ -347,6 +352,7 @@ int rs_gen_gemm(long m, long n, long k, const float* a, const float* b, int tran
         apply_epilogue(c + i * n, n, 1, (int)n, NULL, residual == NULL ? NULL : residual + i * n, act);
     return 0;
   }}
+  if (variant == 4) return gemv(n, k, a, b, trans_b, c, &e, threads);
   if (2.0 * m * n * k < MIN_FLOPS_TO_SPLIT) threads = 1;
   int status = 0;
   /* columns are split in whole NR panels; rows (large) in whole MC blocks */

@@ -227,6 +227,7 @@ static int block_skinny(long h, long w, long k, const float* a, const float* b, 
        k block (half of L1) the next tiles re-read from cache: over whole rows of a power-of-two
        width, the second tile measured up to 6x slower. */
     float edge[SKINNY_KC * NR];
+    static __thread float block[SKINNY_KC * SKINNY_CHUNK] __attribute__((aligned(64)));
     const long chunk = h > MR ? SKINNY_CHUNK : w;
     for (long pc = 0; pc < k; pc += SKINNY_KC) {{
       const int kcb = (int)min_long(SKINNY_KC, k - pc);
@@ -234,11 +235,19 @@ static int block_skinny(long h, long w, long k, const float* a, const float* b, 
       for (long jc = 0; jc < w; jc += chunk) {{
         const long wc = min_long(chunk, w - jc), full = wc / NR * NR;
         if (full < wc) pack_b(kcb, (int)(wc - full), b, n, 0, pc, j0 + jc + full, edge);
+        /* several row tiles re-read the block: copy it (whole panels, row-major, rows SKINNY_CHUNK
+           apart) so its rows do not share L1 sets as rows of a power-of-two width do */
+        const float* bk = b + pc * n + j0 + jc;
+        long ldb = n;
+        if (h > MR && full > 0) {{
+          for (int p = 0; p < kcb; ++p) memcpy(block + (long)p * SKINNY_CHUNK, bk + p * n, full * sizeof(float));
+          bk = block; ldb = SKINNY_CHUNK;
+        }}
         for (long ir = 0; ir < h; ir += MR) {{
           const int rows = (int)min_long(MR, h - ir);
           float* ct = c + (i0 + ir) * n + j0 + jc;
           const float* at = a + (i0 + ir) * k + pc;
-          sweep_rows(rows, kcb, at, (int)k, b + pc * n + j0 + jc, (int)n, ct, (int)n, (int)full, pc > 0);
+          sweep_rows(rows, kcb, at, (int)k, bk, (int)ldb, ct, (int)n, (int)full, pc > 0);
           if (full < wc)
             kernel_rows(rows, kcb, at, (int)k, edge, ct + full, (int)n, (int)(wc - full), pc > 0);
           if (last && has_epilogue(e))

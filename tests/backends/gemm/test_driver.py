@@ -139,11 +139,11 @@ def test_gemv_one_row_split_over_threads_with_ragged_edges(which, trans_b):
 def test_skinny_row_tiles_over_copied_blocks_wider_than_one_copy(which):
     """More rows than one register tile: the skinny variant copies B's blocks (half of L2 wide)
     and every tile sweeps the copy; outputs wider than one copy, ragged columns, k over several
-    16-row blocks."""
-    from backends.c.gemm.driver import SKINNY_KC, skinny_block_cols
+    copied blocks."""
+    from backends.c.gemm.driver import SKINNY_COPY_KC, skinny_block_cols
     params = PARAMS if which == "machine" else SMALL
     n = 2 * skinny_block_cols(params) + params.nr + 5
     for m in (params.mr + 1, params.skinny_rows):
         assert variant_for(m, params, 2) == "skinny"
         for threads in (1, 2):
-            _run(m, n, 2 * SKINNY_KC + 3, False, ("bias", "residual"), "relu", threads, params, m)
+            _run(m, n, 2 * SKINNY_COPY_KC + 3, False, ("bias", "residual"), "relu", threads, params, m)

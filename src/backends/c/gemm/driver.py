@@ -38,8 +38,10 @@ ALIAS_BYTES = 4096
 # 2 * m * n * k below this: one thread (a parallel region costs ~5-10 us on this class of machine)
 MIN_FLOPS_TO_SPLIT = 1 << 21
 # Rows of B the skinny variant streams at once (contiguous runs, one per row, swept across the
-# columns): few enough for the hardware prefetchers to follow every stream.
-SKINNY_KC = 16
+# columns): few enough for the hardware prefetchers to follow every stream. One thread, CPU time,
+# MLP shapes (1024x4096, 4096x1024) at m = 2/4/6: 8 rows 0.49-0.65/0.75-0.86/1.13-1.22 ms against
+# 1.20-1.22/1.24-1.33/1.35-1.38 with 16 and worse with 4 or 12; the Llama shapes level.
+SKINNY_KC = 8
 # Rows of B per copied block when several row tiles share it: each tile loads and stores its part
 # of c once per block, and the block's width (half of L2 over these rows) is the copy's run length.
 # One thread, m = 8..16, CPU time: 32 rows 5-15% faster than 16 (c traffic), 128 as slow as 16
@@ -234,14 +236,14 @@ static int block_skinny(long h, long w, long k, const float* a, const float* b, 
   if (!trans_b) {{
     /* B read in place: SKINNY_KC rows at a time, each swept left to right across the thread's
        columns (that many contiguous streams, which the prefetchers follow), accumulating into c.
-       One call per row tile sweeps a run of panels (a call per panel cost more than its 16 k
+       One call per row tile sweeps a run of panels (a call per panel cost more than its few k
        steps). With several row tiles each SKINNY_COPY_KC-row block is first copied (one long
        contiguous run per row, SKINNY_BLOCK columns: half of L2) to a buffer whose rows are a
        cache line more than their width apart, and every tile sweeps the copy: over whole rows of
        a power-of-two width the rows share L1 sets, and a second tile reading B in place measured
        up to 6x slower; copying in L1-sized chunks of 256 columns cut the prefetchers' runs short
        (4096x1024 at m = 8..16: 0.66-0.73x OpenBLAS with chunks, 0.83-0.87x with the L2 block). */
-    float edge[SKINNY_COPY_KC * NR];
+    float edge[(SKINNY_KC > SKINNY_COPY_KC ? SKINNY_KC : SKINNY_COPY_KC) * NR];
     const long chunk = h > MR ? SKINNY_BLOCK : w, depth = h > MR ? SKINNY_COPY_KC : SKINNY_KC;
     float* block = NULL;
     if (h > MR) {{

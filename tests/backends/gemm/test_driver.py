@@ -136,14 +136,15 @@ def test_gemv_one_row_split_over_threads_with_ragged_edges(which, trans_b):
 
 
 @pytest.mark.parametrize("which", ["machine", "small"])
-def test_skinny_row_tiles_over_copied_blocks_wider_than_one_copy(which):
-    """More rows than one register tile: the skinny variant copies B's blocks (half of L2 wide)
-    and every tile sweeps the copy; outputs wider than one copy, ragged columns, k over several
-    copied blocks."""
-    from backends.c.gemm.driver import SKINNY_COPY_KC, skinny_block_cols
+def test_skinny_row_tiles_over_chunks_of_the_width(which):
+    """More rows than one register tile: the skinny variant sweeps B in chunks of columns that
+    the next tiles re-read from L1; outputs wider than several chunks, ragged columns, k over
+    several SKINNY_KC-row blocks, power-of-two widths (rows sharing L1 sets) and others."""
+    from backends.c.gemm.driver import SKINNY_KC, skinny_chunk_cols
     params = PARAMS if which == "machine" else SMALL
-    n = 2 * skinny_block_cols(params) + params.nr + 5
-    for m in (params.mr + 1, params.skinny_rows):
-        assert variant_for(m, params, 2) == "skinny"
-        for threads in (1, 2):
-            _run(m, n, 2 * SKINNY_COPY_KC + 3, False, ("bias", "residual"), "relu", threads, params, m)
+    chunk = skinny_chunk_cols(params)
+    for n in (4 * chunk, 3 * chunk + params.nr + 5):
+        for m in (params.mr + 1, params.skinny_rows):
+            assert variant_for(m, params, 2) == "skinny"
+            for threads in (1, 2):
+                _run(m, n, 2 * SKINNY_KC + 3, False, ("bias", "residual"), "relu", threads, params, m)

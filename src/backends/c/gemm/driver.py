@@ -42,11 +42,6 @@ MIN_FLOPS_TO_SPLIT = 1 << 21
 # MLP shapes (1024x4096, 4096x1024) at m = 2/4/6: 8 rows 0.49-0.65/0.75-0.86/1.13-1.22 ms against
 # 1.20-1.22/1.24-1.33/1.35-1.38 with 16 and worse with 4 or 12; the Llama shapes level.
 SKINNY_KC = 8
-# Rows of B per copied block when several row tiles share it: each tile loads and stores its part
-# of c once per block, and the block's width (half of L2 over these rows) is the copy's run length.
-# One thread, m = 8..16, CPU time: 32 rows 5-15% faster than 16 (c traffic), 128 as slow as 16
-# (runs of 512 columns), 64 level with 32.
-SKINNY_COPY_KC = 32
 
 
 def _row_kernels(params: GemmParams) -> str:
@@ -74,10 +69,10 @@ def _row_kernels(params: GemmParams) -> str:
     return "\n".join(out)
 
 
-def skinny_block_cols(params: GemmParams) -> int:
-    """Columns of the ``SKINNY_COPY_KC``-row block of B the skinny variant copies when several row tiles
-    re-read it: half of L2 (the size ``skinny_nc`` gives a ``kc``-row block), in whole panels."""
-    return max(params.nr, params.skinny_nc * params.kc // SKINNY_COPY_KC // params.nr * params.nr)
+def skinny_chunk_cols(params: GemmParams) -> int:
+    """Columns of the ``SKINNY_KC``-row block of B that several row tiles of the skinny variant
+    re-read from L1: half of it, in whole panels."""
+    return max(params.nr, params.kc * params.nr // SKINNY_KC // params.nr * params.nr)
 
 
 def skinny_limit(n: int, params: GemmParams) -> int:
@@ -116,8 +111,7 @@ def emit_gemm_library(params: GemmParams) -> str:
 #define ALIAS_BYTES {ALIAS_BYTES}
 #define SKINNY_NC {params.skinny_nc}
 #define SKINNY_KC {SKINNY_KC}
-#define SKINNY_COPY_KC {SKINNY_COPY_KC}
-#define SKINNY_BLOCK {skinny_block_cols(params)}
+#define SKINNY_CHUNK {skinny_chunk_cols(params)}
 #define MIN_FLOPS_TO_SPLIT {MIN_FLOPS_TO_SPLIT}L
 
 {emit_microkernel("rs_gemm_kernel_packed", params)}
@@ -237,33 +231,21 @@ static int block_skinny(long h, long w, long k, const float* a, const float* b, 
     /* B read in place: SKINNY_KC rows at a time, each swept left to right across the thread's
        columns (that many contiguous streams, which the prefetchers follow), accumulating into c.
        One call per row tile sweeps a run of panels (a call per panel cost more than its few k
-       steps). With several row tiles each SKINNY_COPY_KC-row block is first copied (one long
-       contiguous run per row, SKINNY_BLOCK columns: half of L2) to a buffer whose rows are a
-       cache line more than their width apart, and every tile sweeps the copy: over whole rows of
-       a power-of-two width the rows share L1 sets, and a second tile reading B in place measured
-       up to 6x slower; copying in L1-sized chunks of 256 columns cut the prefetchers' runs short
-       (4096x1024 at m = 8..16: 0.66-0.73x OpenBLAS with chunks, 0.83-0.87x with the L2 block). */
-    float edge[(SKINNY_KC > SKINNY_COPY_KC ? SKINNY_KC : SKINNY_COPY_KC) * NR];
-    const long chunk = h > MR ? SKINNY_BLOCK : w, depth = h > MR ? SKINNY_COPY_KC : SKINNY_KC;
-    float* block = NULL;
-    if (h > MR) {{
-      block = grow(&rs_pack_b, &rs_pack_b_cap, (size_t)SKINNY_COPY_KC * (min_long(chunk, w) + 16));
-      if (block == NULL) return -1;
-    }}
-    for (long pc = 0; pc < k; pc += depth) {{
-      const int kcb = (int)min_long(depth, k - pc);
+       steps). With several row tiles the sweep goes in chunks of SKINNY_CHUNK columns, whose
+       SKINNY_KC rows (half of L1) the next tiles re-read from L1: SKINNY_KC rows of a
+       power-of-two width share L1 sets, which 8 rows fit (L1 is 8-way here) and 16 did not
+       (the second tile then re-read them from memory, up to 6x slower). Copying the block to a
+       padded buffer instead measured 10-20% slower at 8 rows and level at 12. */
+    float edge[SKINNY_KC * NR];
+    const long chunk = h > MR ? SKINNY_CHUNK : w;
+    for (long pc = 0; pc < k; pc += SKINNY_KC) {{
+      const int kcb = (int)min_long(SKINNY_KC, k - pc);
       const int last = pc + kcb >= k;
       for (long jc = 0; jc < w; jc += chunk) {{
         const long wc = min_long(chunk, w - jc), full = wc / NR * NR;
         if (full < wc) pack_b(kcb, (int)(wc - full), b, n, 0, pc, j0 + jc + full, edge);
-        /* several row tiles re-read the block: copy its whole panels (see above) */
         const float* bk = b + pc * n + j0 + jc;
-        long ldb = n;
-        if (h > MR && full > 0) {{
-          ldb = full + 16;   /* a cache line of padding: rows of the copy fall in different L1 sets */
-          for (int p = 0; p < kcb; ++p) memcpy(block + (long)p * ldb, bk + p * n, full * sizeof(float));
-          bk = block;
-        }}
+        const long ldb = n;
         for (long ir = 0; ir < h; ir += MR) {{
           const int rows = (int)min_long(MR, h - ir);
           float* ct = c + (i0 + ir) * n + j0 + jc;

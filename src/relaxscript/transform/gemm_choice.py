@@ -11,8 +11,9 @@ ARCHITECTURE.md, "Generated fp32 GEMM"):
 - rows (``n``, the product of ``x``'s leading dims) provably 1: the generated GEMV (no packing,
   B streamed once, threads split its rows; level with OpenBLAS's sgemv on one thread, ahead of
   the threaded split by up to 1.3x on weights of 1-2 MB);
-- rows provably above the skinny limit (``backends.library_gemm.skinny_rows``: one register tile of rows,
-  ``mr``, or two where the output width avoids 4 KiB cache-set aliasing): OpenBLAS;
+- rows provably above the skinny limit (``backends.library_gemm.skinny_rows``: the rows of A that
+  stay in L1 beside a panel of B, one fewer where the output width is a multiple of 4 KiB and
+  rows share L1 sets): OpenBLAS;
 - otherwise (rows may be 2..limit, e.g. a symbolic ``n``): the generated kernel. Its run-time
   choice runs the GEMV for 1 row, the skinny variant (A read in place) for 2..limit rows and
   hands more to OpenBLAS, so a symbolic ``n`` gets the faster of the two at every value with one

@@ -99,7 +99,7 @@ def test_run_time_choice_with_openblas_at_its_boundaries(trans_b, n):
     from backends import blas
     from backends.c.gemm.driver import skinny_limit
     limit = skinny_limit(n, PARAMS)
-    assert limit == (PARAMS.mr if n == 1024 else min(2 * PARAMS.mr, PARAMS.skinny_rows))
+    assert limit == (PARAMS.skinny_rows - 1 if n == 1024 and PARAMS.skinny_rows > PARAMS.mr else PARAMS.skinny_rows)
     has_blas = blas.backend() == "openblas"
     for m in (1, 2, limit, limit + 1):
         expected = "openblas" if has_blas and m > limit else variant_for(m, PARAMS, 2)

@@ -77,7 +77,8 @@ def skinny_chunk_cols(params: GemmParams) -> int:
 
 def skinny_limit(n: int, params: GemmParams) -> int:
     """Most rows the skinny variant keeps under the WITH_BLAS policy (see ``rs_gen_gemm_variant``)."""
-    return params.mr if (n * 4) % ALIAS_BYTES == 0 else min(2 * params.mr, params.skinny_rows)
+    aliased = (n * 4) % ALIAS_BYTES == 0
+    return params.skinny_rows - 1 if aliased and params.skinny_rows > params.mr else params.skinny_rows
 
 
 def variant_for(m: int, params: GemmParams, threads: int, blas: bool = False, n: int = 1) -> str:
@@ -326,17 +327,17 @@ typedef int (*rs_blas_gemm_fn)(int, int, long, long, long, float, const float*, 
 static rs_blas_gemm_fn rs_blas_gemm;
 void rs_gen_bind_blas(rs_blas_gemm_fn f) {{ rs_blas_gemm = f; }}
 
-/* Which variant runs for m rows of width n: 0 skinny, 1 medium, 2 large (the documented
-   conditions), 3 OpenBLAS. With policy 1 and OpenBLAS bound, the generated code keeps only the
-   row counts where it measured faster: 2..MR rows (one register tile), and up to 2 * MR when rows
-   of n floats are not a multiple of ALIAS_BYTES apart (otherwise B's and c's rows share L1 sets
-   and a second row tile re-reads them from memory). One row (OpenBLAS's sgemv path streams the
-   weight) and everything else go to OpenBLAS. Policy 0 always runs the generated code. */
+/* Which variant runs for m rows of width n: 4 gemv (one row), 0 skinny, 1 medium, 2 large (the
+   documented conditions), 3 OpenBLAS. With policy 1 and OpenBLAS bound, the generated code keeps
+   the rows A can be read in place for (SKINNY_ROWS, from L1's size), except the last of them
+   when rows of n floats are a multiple of ALIAS_BYTES apart (they share L1 sets; OpenBLAS's
+   packed kernels measured 2-14% faster there); more rows go to OpenBLAS. Policy 0 always runs
+   the generated code. */
 int rs_gen_gemm_variant(long m, long n, int threads, int policy) {{
   threads = team_threads(threads);
   if (policy == 1 && rs_blas_gemm != NULL) {{
     const int aliased = (n * (long)sizeof(float)) % ALIAS_BYTES == 0;
-    const long skinny_limit = aliased ? MR : min_long(2 * MR, SKINNY_ROWS);
+    const long skinny_limit = aliased && SKINNY_ROWS > MR ? SKINNY_ROWS - 1 : SKINNY_ROWS;
     if (m > skinny_limit) return 3;
   }}
   if (m == 1) return 4;

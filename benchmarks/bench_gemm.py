@@ -26,6 +26,7 @@ import argparse
 import ctypes
 import os
 import sys
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
@@ -57,6 +58,27 @@ def native(address: int):
     return _CALL(address)
 
 
+def thread_cpu_ms(fn, budget_s: float = 0.1) -> float:
+    """The calling thread's CPU time per call, in ms (best of three batches): with one thread it
+    leaves out the time other processes hold the core, which a loaded machine adds at random to
+    wall times (their cache traffic still counts)."""
+    fn()
+    calls, start = 0, time.thread_time()
+    while calls < 3 or time.thread_time() - start < budget_s:
+        fn()
+        calls += 1
+    best = float("inf")
+    for _ in range(3):
+        start = time.thread_time()
+        for _ in range(calls):
+            fn()
+        best = min(best, (time.thread_time() - start) / calls)
+    return best * 1e3
+
+
+CPU_TIME = False   # set by --cpu-time
+
+
 def time_call(fn, a, weights, c, m, n, k, threads) -> float:
     """The native entry's median, each call on the next of ``weights`` (one, or copies to keep
     the weight out of cache); params {m, n, k, threads, policy 0: generated code only} (the
@@ -67,6 +89,8 @@ def time_call(fn, a, weights, c, m, n, k, threads) -> float:
 
     def call():
         fn(operands[next(turn) % len(operands)], params)
+    if CPU_TIME:
+        return thread_cpu_ms(call)
     return median_ms(call, min_runs=5, max_runs=200, budget_s=0.3, warmup_s=0.05)
 
 
@@ -120,10 +144,16 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--square", action="store_true", help="also square 1024 and 2048 at m = their size")
     parser.add_argument("--cold", action="store_true", help="weights streamed from memory (copies over 2x L3)")
+    parser.add_argument("--cpu-time", action="store_true",
+                        help="time by the thread's CPU time (needs --threads 1): steadier on a loaded machine")
     args = parser.parse_args()
     if args.workloads:
         run_workloads(args.sizes, args.rounds, args.budget)
         return
+    if args.cpu_time and args.threads != 1:
+        sys.exit("--cpu-time measures the calling thread only: use it with --threads 1")
+    global CPU_TIME
+    CPU_TIME = args.cpu_time
     params = gemm_params()
     print(f"generated kernel: {params.describe()}; load average {os.getloadavg()[0]:.2f}")
     l3_bytes = machine_params().l3_bytes
@@ -157,7 +187,8 @@ def main() -> None:
                      f"{best_blas:.3f}", f"{gflop / best_gen * 1e3:.1f}", f"{gflop / best_blas * 1e3:.1f}",
                      f"{best_blas / best_gen:.2f}"])
         print("  ".join(rows[-1]), flush=True)
-    print(f"\n{'cold' if args.cold else 'warm'} weights, {args.threads} threads; load average now "
+    print(f"\n{'cold' if args.cold else 'warm'} weights, {args.threads} threads, "
+          f"{'thread CPU time' if args.cpu_time else 'wall time'}; load average now "
           f"{os.getloadavg()[0]:.2f}")
     print(format_table(["matmul", "m", "variant", "generated ms", "openblas ms", "gen GFLOP/s",
                         "blas GFLOP/s", "gen speedup"], rows))

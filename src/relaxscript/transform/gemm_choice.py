@@ -12,8 +12,8 @@ ARCHITECTURE.md, "Generated fp32 GEMM"):
   B streamed once, threads split its rows; level with OpenBLAS's sgemv on one thread, ahead of
   the threaded split by up to 1.3x on weights of 1-2 MB);
 - rows provably above the skinny limit (``backends.library_gemm.skinny_rows``: the rows of A that
-  stay in L1 beside a panel of B, one fewer where the output width is a multiple of 4 KiB and
-  rows share L1 sets): OpenBLAS;
+  stay in L1 beside a panel of B, fewer where the output width is a multiple of 4 KiB and rows
+  share L1 sets): OpenBLAS;
 - otherwise (rows may be 2..limit, e.g. a symbolic ``n``): the generated kernel. Its run-time
   choice runs the GEMV for 1 row, the skinny variant (A read in place) for 2..limit rows and
   hands more to OpenBLAS, so a symbolic ``n`` gets the faster of the two at every value with one

@@ -35,6 +35,11 @@ ACTIVATIONS = {"none": 0, "relu": 1, "silu": 2}
 # x86's L1 is indexed by the address bits inside a 4 KiB page: rows a multiple of this apart
 # fall into the same cache sets
 ALIAS_BYTES = 4096
+# Most rows the skinny variant keeps beside OpenBLAS on such widths. One thread, thread CPU time,
+# the MLP's 1024x4096 and 4096x1024 (load average 6-8 from other sessions): 1.4-2.2x OpenBLAS at
+# 4 rows, 0.97-1.33x at 8, 0.61-0.99x at 12 and 0.79-0.92x at 16 (OpenBLAS's own tiles are 4
+# rows, so it is slower at 9..11 and 13..15; not kept: one rule, no parity games).
+ALIASED_ROWS = 8
 # 2 * m * n * k below this: one thread (a parallel region costs ~5-10 us on this class of machine)
 MIN_FLOPS_TO_SPLIT = 1 << 21
 # Rows of B the skinny variant streams at once (contiguous runs, one per row, swept across the
@@ -78,7 +83,7 @@ def skinny_chunk_cols(params: GemmParams) -> int:
 def skinny_limit(n: int, params: GemmParams) -> int:
     """Most rows the skinny variant keeps under the WITH_BLAS policy (see ``rs_gen_gemm_variant``)."""
     aliased = (n * 4) % ALIAS_BYTES == 0
-    return params.skinny_rows - 1 if aliased and params.skinny_rows > params.mr else params.skinny_rows
+    return min(ALIASED_ROWS, params.skinny_rows) if aliased else params.skinny_rows
 
 
 def variant_for(m: int, params: GemmParams, threads: int, blas: bool = False, n: int = 1) -> str:
@@ -110,6 +115,7 @@ def emit_gemm_library(params: GemmParams) -> str:
 #define NC {nc}
 #define SKINNY_ROWS {params.skinny_rows}
 #define ALIAS_BYTES {ALIAS_BYTES}
+#define ALIASED_ROWS {ALIASED_ROWS}
 #define SKINNY_NC {params.skinny_nc}
 #define SKINNY_KC {SKINNY_KC}
 #define SKINNY_CHUNK {skinny_chunk_cols(params)}
@@ -329,15 +335,15 @@ void rs_gen_bind_blas(rs_blas_gemm_fn f) {{ rs_blas_gemm = f; }}
 
 /* Which variant runs for m rows of width n: 4 gemv (one row), 0 skinny, 1 medium, 2 large (the
    documented conditions), 3 OpenBLAS. With policy 1 and OpenBLAS bound, the generated code keeps
-   the rows A can be read in place for (SKINNY_ROWS, from L1's size), except the last of them
-   when rows of n floats are a multiple of ALIAS_BYTES apart (they share L1 sets; OpenBLAS's
-   packed kernels measured 2-14% faster there); more rows go to OpenBLAS. Policy 0 always runs
-   the generated code. */
+   the rows A can be read in place for (SKINNY_ROWS, from L1's size), but at most ALIASED_ROWS
+   when rows of n floats are a multiple of ALIAS_BYTES apart (B's and c's rows then share L1
+   sets, and a second full row tile loses to OpenBLAS's packed kernels); more rows go to
+   OpenBLAS. Policy 0 always runs the generated code. */
 int rs_gen_gemm_variant(long m, long n, int threads, int policy) {{
   threads = team_threads(threads);
   if (policy == 1 && rs_blas_gemm != NULL) {{
     const int aliased = (n * (long)sizeof(float)) % ALIAS_BYTES == 0;
-    const long skinny_limit = aliased && SKINNY_ROWS > MR ? SKINNY_ROWS - 1 : SKINNY_ROWS;
+    const long skinny_limit = aliased ? min_long(ALIASED_ROWS, SKINNY_ROWS) : SKINNY_ROWS;
     if (m > skinny_limit) return 3;
   }}
   if (m == 1) return 4;

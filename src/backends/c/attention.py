@@ -37,8 +37,10 @@ from __future__ import annotations
 
 from tensorir.schedule_rules.attention import ATTENTION_LAYOUT_ATTR
 
-KEY_BLOCK = 64          # keys per block: a score block per row fits a few cache lines
-ROW_TILE = 4            # query rows per task: 4 x 2 vectors of accumulators fit 16 registers
+KEY_BLOCK = 32          # keys per block: a packed key block and value block (8 KiB each at
+                        # head dim 64) and the tile's scores and output stay in L1 together
+MICRO_ROWS = 4          # rows of a micro tile: 4 x 2 vectors of accumulators fit 16 registers
+ROW_TILE = 16           # query rows per task: 4 micro tiles share each packed key block
 CHUNK_KEYS = 128        # decode: keys per chunk when the tiles alone are too few tasks
 FEW_TILES = 16          # fewer (head, row tile) tasks than this split the keys into chunks
 MAX_TASKS = 64          # ... into at most this many tasks
@@ -67,7 +69,7 @@ def _micro_kernels(lanes: int) -> str:
              "static inline float rs_af_sum(rs_af v) { float s = 0.0f; for (int i = 0; i < "
              f"{lanes}; ++i) s += v[i]; return s; }}"]
     step = 2 * lanes
-    for rows in range(1, ROW_TILE + 1):
+    for rows in range(1, MICRO_ROWS + 1):
         rr = range(rows)
         # c[r][j] += sum_k a[r*lda + k*ak] * b[k*ldb + j], j contiguous in b and c
         parts += [
@@ -129,10 +131,10 @@ def _micro_kernels(lanes: int) -> str:
             ("dot", "float* restrict c, int64_t ldc, const float* restrict a, int64_t lda, "
                     "const float* restrict b, int64_t ldb, int64_t K, int64_t cols",
              "c + r * ldc, ldc, a + r * lda, lda, b, ldb, K, cols")):
-        cases = " ".join(f"case {n}: rs_att_{kind}{n}({args}); break;" for n in range(1, ROW_TILE + 1))
+        cases = " ".join(f"case {n}: rs_att_{kind}{n}({args}); break;" for n in range(1, MICRO_ROWS + 1))
         parts += [f"static inline void rs_att_{kind}(int64_t rows, {params}) {{",
-                  f"  for (int64_t r = 0; r < rows; r += {ROW_TILE}) {{",
-                  f"    switch (rows - r < {ROW_TILE} ? rows - r : {ROW_TILE}) {{ {cases} }}",
+                  f"  for (int64_t r = 0; r < rows; r += {MICRO_ROWS}) {{",
+                  f"    switch (rows - r < {MICRO_ROWS} ? rows - r : {MICRO_ROWS}) {{ {cases} }}",
                   "  }", "}"]
     parts.append("#endif")
     return "\n".join(parts)
@@ -145,7 +147,7 @@ class AttentionC:
     def __init__(self, *, symbol: str, lanes: int, head_dim: int, value_dim: int, declarations: list[str],
                  heads: str, rows: str, keys_used: str, key_strides: dict, value_strides: dict,
                  q: str, keys: str, values: str, out: str, score: str, mask_kind: str,
-                 live: str | None, fill: float):
+                 live: str | None, fill: float, row_locals: list[str]):
         self.__dict__.update(locals())
         del self.__dict__["self"]
 
@@ -173,25 +175,45 @@ def attention_c_source(k: AttentionC, key_axes: str, value_axes: str) -> str:
     ks, vs = k.key_strides, k.value_strides
     key_kind = _layout_kind("M", "D", key_axes)      # scores: columns are keys, reduced over D
     value_kind = _layout_kind("DV", "M", value_axes)  # output: columns are DV, reduced over keys
-    # scores s[r][j] (ld KEY_BLOCK) = q rows (ld D) x keys kb .. kb + w
-    key_base = f"{k.keys} + h * ({ks['B']}) + kb * ({ks['M']})"
-    if key_kind == "gather":
-        score_product = [
-            f"for (int64_t x = 0; x < {d}; ++x) for (int64_t j = 0; j < w; ++j) "
-            f"kpack[x * {kb} + j] = {key_base}[x * ({ks['D']}) + j * ({ks['M']})];",
-            _product("outer", "rows", "s", str(kb), "qt", str(d), "kpack", str(kb), "1", str(d), "w")]
+    # keys: "outer" reads (D, keys) rows along the keys; otherwise, when several micro tiles
+    # share a block (pack) or the layout has neither axis innermost, the used keys are first
+    # copied transposed, once per call, into kt_t (heads, D, used)
+    key_transposed = key_kind != "outer"
+    value_transposed = value_kind != "outer"
+    key_source = f"{k.keys} + h * ({ks['B']})"
+    value_source = f"{k.values} + h * ({vs['B']})"
+    key_block = [
+        "const float* restrict kblock; int64_t kld;",
+        *([f"if (kt_t) {{ kblock = kt_t + h * {d} * used + kb; kld = used; }} else"] if key_transposed else []),
+        f"{{ kblock = {key_source} + kb * ({ks['M']}); kld = {ks['D']}; }}",
+        "if (pack) {  /* the block in L1, its rows one after another: every micro tile reads it */",
+        f"  for (int64_t x = 0; x < {d}; ++x) memcpy(kpack + x * {kb}, kblock + x * kld, (size_t)w * sizeof(float));",
+        f"  rs_att_outer(rows, s, {kb}, qt, {d}, 1, kpack, {kb}, {d}, w);",
+        "}",
+    ]
+    if key_kind == "dot":
+        key_block += ["else if (!kt_t) " + _product("dot", "rows", "s", str(kb), "qt", str(d),
+                                                   f"{key_source} + kb * ({ks['M']})", ks["D"], ks["M"], str(d), "w"),
+                      f"else rs_att_outer(rows, s, {kb}, qt, {d}, 1, kblock, kld, {d}, w);"]
     else:
-        score_product = [_product(key_kind, "rows", "s", str(kb), "qt", str(d), key_base,
-                                  ks["D"], ks["M"], str(d), "w")]
-    value_base = f"{k.values} + h * ({vs['B']}) + kb * ({vs['M']})"
-    if value_kind == "gather":
-        value_product = [
-            f"for (int64_t j = 0; j < w; ++j) for (int64_t x = 0; x < {dv}; ++x) "
-            f"vpack[j * {dv} + x] = {value_base}[j * ({vs['M']}) + x * ({vs['DV']})];",
-            _product("outer", "rows", "o", str(dv), "s", str(kb), "vpack", str(dv), "1", "w", str(dv))]
+        key_block += [f"else rs_att_outer(rows, s, {kb}, qt, {d}, 1, kblock, kld, {d}, w);"]
+    value_block = [
+        "const float* restrict vblock; int64_t vld;",
+        *([f"if (v_t) {{ vblock = v_t + (h * used + kb) * {dv}; vld = {dv}; }} else"] if value_transposed else []),
+        f"{{ vblock = {value_source} + kb * ({vs['M']}); vld = {vs['M']}; }}",
+    ]
+    if value_kind == "dot":
+        value_block += ["if (!v_t) " + _product("dot", "rows", "o", str(dv), "s", str(kb),
+                                               f"{value_source} + kb * ({vs['M']})", vs["M"], vs["DV"], "w", str(dv)),
+                        f"else rs_att_outer(rows, o, {dv}, s, {kb}, 1, vblock, vld, w, {dv});"]
     else:
-        value_product = [_product(value_kind, "rows", "o", str(dv), "s", str(kb), value_base,
-                                  vs["M"], vs["DV"], "w", str(dv))]
+        value_block += [
+            f"if (pack && vld != {dv}) {{",
+            f"  for (int64_t j = 0; j < w; ++j) memcpy(vpack + j * {dv}, vblock + j * vld, {dv} * sizeof(float));",
+            f"  vblock = vpack; vld = {dv};",
+            "}",
+            f"rs_att_outer(rows, o, {dv}, s, {kb}, 1, vblock, vld, w, {dv});"]
+    row_locals = [f"  {line}" for line in k.row_locals]
     if k.live is None:
         skip = []
     else:
@@ -202,6 +224,7 @@ def attention_c_source(k: AttentionC, key_axes: str, value_axes: str) -> str:
             "int dead = 1;",
             "for (int64_t r = 0; r < rows && dead; ++r) {",
             "  const int64_t rs_row = i0 + r;",
+            *row_locals,
             "  if (!(rmax[r] > " + floor + ")) { dead = 0; break; }",
             "  for (int64_t j = 0; j < w; ++j) {",
             "    const int64_t rs_key = kb + j;",
@@ -209,27 +232,51 @@ def attention_c_source(k: AttentionC, key_axes: str, value_axes: str) -> str:
             "  }",
             "}",
             "if (dead) continue;"]
+    transposes = []
+    if key_transposed:
+        transposes += [
+            "if (kt_t) {",
+            "  #pragma omp for schedule(static)",
+            f"  for (int64_t hx = 0; hx < heads * {d}; ++hx) {{",
+            f"    const int64_t h = hx / {d}, x = hx % {d};",
+            f"    float* restrict dst = kt_t + hx * used;",
+            f"    const float* src = {key_source} + x * ({ks['D']});",
+            f"    for (int64_t j = 0; j < used; ++j) dst[j] = src[j * ({ks['M']})];",
+            "  }",
+            "}"]
+    if value_transposed:
+        transposes += [
+            "if (v_t) {",
+            "  #pragma omp for schedule(static)",
+            "  for (int64_t hj = 0; hj < heads * used; ++hj) {",
+            "    const int64_t h = hj / used, j = hj % used;",
+            f"    float* restrict dst = v_t + hj * {dv};",
+            f"    const float* src = {value_source} + j * ({vs['M']});",
+            f"    for (int64_t x = 0; x < {dv}; ++x) dst[x] = src[x * ({vs['DV']})];",
+            "  }",
+            "}"]
     task = [
         "const int64_t tile = task / chunks, chunk = task % chunks;",
         f"const int64_t h = tile / row_tiles, i0 = tile % row_tiles * {rt};",
-        f"const int64_t rows = {k.rows} - i0 < {rt} ? {k.rows} - i0 : {rt};",
+        f"const int64_t rows = head_rows - i0 < {rt} ? head_rows - i0 : {rt};",
         "const int64_t k0 = chunk * chunk_keys;",
-        f"const int64_t k1 = k0 + chunk_keys < {k.keys_used} ? k0 + chunk_keys : {k.keys_used};",
-        f"const float* restrict qt = {k.q} + (h * ({k.rows}) + i0) * {d};",
+        "const int64_t k1 = k0 + chunk_keys < used ? k0 + chunk_keys : used;",
+        f"const float* restrict qt = {k.q} + (h * head_rows + i0) * {d};",
         f"float s[{rt} * {kb}] __attribute__((aligned(64)));",
         f"float o[{rt} * {dv}] __attribute__((aligned(64)));",
+        f"float kpack[{d} * {kb}] __attribute__((aligned(64)));",
+        *([f"float vpack[{kb} * {dv}] __attribute__((aligned(64)));"] if not value_transposed else []),
         f"float rmax[{rt}], rsum[{rt}];",
-        *([f"float kpack[{d} * {kb}];"] if key_kind == "gather" else []),
-        *([f"float vpack[{kb} * {dv}];"] if value_kind == "gather" else []),
         f"for (int64_t r = 0; r < {rt}; ++r) rmax[r] = -INFINITY, rsum[r] = 0.0f;",
         "memset(o, 0, sizeof o);",
         f"for (int64_t kb = k0; kb < k1; kb += {kb}) {{",
         f"  const int64_t w = k1 - kb < {kb} ? k1 - kb : {kb};",
         *(f"  {line}" for line in skip),
         "  memset(s, 0, sizeof s);",
-        *(f"  {line}" for line in score_product),
+        *(f"  {line}" for line in key_block),
         "  for (int64_t r = 0; r < rows; ++r) {",
         "    const int64_t rs_row = i0 + r;",
+        *(f"  {line}" for line in row_locals),
         f"    float* restrict sr = s + r * {kb};",
         "    for (int64_t j = 0; j < w; ++j) {",
         "      const int64_t rs_key = kb + j;",
@@ -246,12 +293,12 @@ def attention_c_source(k: AttentionC, key_axes: str, value_axes: str) -> str:
         "    rmax[r] = mx;",
         f"    if (alpha != 1.0f) for (int64_t x = 0; x < {dv}; ++x) o[r * {dv} + x] *= alpha;",
         "  }",
-        *(f"  {line}" for line in value_product),
+        *(f"  {line}" for line in value_block),
         "}",
         "if (chunks == 1) {",
         "  for (int64_t r = 0; r < rows; ++r) {",
         "    const float inv = 1.0f / rsum[r];",
-        f"    float* restrict dst = {k.out} + (h * ({k.rows}) + i0 + r) * {dv};",
+        f"    float* restrict dst = {k.out} + (h * head_rows + i0 + r) * {dv};",
         f"    for (int64_t x = 0; x < {dv}; ++x) dst[x] = o[r * {dv} + x] * inv;",
         "  }",
         "} else {",
@@ -263,7 +310,7 @@ def attention_c_source(k: AttentionC, key_axes: str, value_axes: str) -> str:
         "}",
     ]
     combine = [
-        f"const int64_t h = item / ({k.rows}), i = item % ({k.rows});",
+        "const int64_t h = item / head_rows, i = item % head_rows;",
         f"const int64_t tile = h * row_tiles + i / {rt}, r = i % {rt};",
         "float mx = -INFINITY;",
         "for (int64_t c = 0; c < chunks; ++c) {",
@@ -279,10 +326,12 @@ def attention_c_source(k: AttentionC, key_axes: str, value_axes: str) -> str:
         f"  for (int64_t x = 0; x < {dv}; ++x) acc[x] += weight * part[2 + x];",
         "}",
         "const float inv = 1.0f / total;",
-        f"float* restrict dst = {k.out} + (h * ({k.rows}) + i) * {dv};",
+        f"float* restrict dst = {k.out} + (h * head_rows + i) * {dv};",
         f"for (int64_t x = 0; x < {dv}; ++x) dst[x] = acc[x] * inv;",
     ]
     ind = lambda lines, n: [" " * n + line for line in lines]  # noqa: E731
+    need_kt = ("pack" if key_kind == "dot" else "1") if key_transposed else "0"
+    need_v = ("pack" if value_kind == "dot" else "1") if value_transposed else "0"
     return "\n".join([
         f"/* fused attention: keys {key_axes} ({key_kind}), values {value_axes} ({value_kind}), "
         f"blocks of {kb} keys, tiles of {rt} rows */",
@@ -290,46 +339,87 @@ def attention_c_source(k: AttentionC, key_axes: str, value_axes: str) -> str:
         *ind(k.declarations, 2),
         "  int32_t rs_status = STATUS_OK;",
         "  (void)rs_buffers; (void)rs_syms;",
-        f"  const int64_t row_tiles = ({k.rows} + {rt - 1}) / {rt}, tiles = ({k.heads}) * row_tiles;",
-        f"  const int64_t used = {k.keys_used};",
+        f"  const int64_t heads = {k.heads}, head_rows = {k.rows}, used = {k.keys_used};",
+        f"  const int64_t row_tiles = (head_rows + {rt - 1}) / {rt}, tiles = heads * row_tiles;",
         "  if (tiles <= 0) return rs_status;",
         "  if (used <= 0) {  /* no keys: the product with an empty softmax is 0 */",
-        f"    memset({k.out}, 0, (size_t)(({k.heads}) * ({k.rows}) * {dv}) * sizeof(float));",
+        f"    memset({k.out}, 0, (size_t)(heads * head_rows * {dv}) * sizeof(float));",
         "    return rs_status;",
         "  }",
-        # few tiles: split the keys (decode); the count depends on the shape alone
+        # several micro tiles of rows share each key block: copy it into L1 once
+        f"  const int pack = head_rows > {MICRO_ROWS};",
+        # few tiles (decode): split the keys; the count depends on the shape alone
         "  int64_t chunks = 1;",
-        f"  if (tiles < {FEW_TILES} && used > {CHUNK_KEYS}) {{",
+        f"  if (head_rows <= {rt} && tiles < {FEW_TILES} && used > {CHUNK_KEYS}) {{",
         f"    chunks = (used + {CHUNK_KEYS - 1}) / {CHUNK_KEYS};",
         f"    if (tiles * chunks > {MAX_TASKS}) chunks = {MAX_TASKS} / tiles > 1 ? {MAX_TASKS} / tiles : 1;",
         "  }",
-        f"  int64_t chunk_keys = (used + chunks - 1) / chunks;",
+        "  int64_t chunk_keys = (used + chunks - 1) / chunks;",
         f"  chunk_keys = (chunk_keys + {kb - 1}) / {kb} * {kb};",
         "  chunks = (used + chunk_keys - 1) / chunk_keys;",
         "  const int64_t tasks = tiles * chunks;",
         "  float* partials = NULL;",
-        "  if (chunks > 1) {",
-        f"    partials = (float*)malloc((size_t)(tasks * {rt} * ({dv} + 2)) * sizeof(float));",
-        "    if (partials == NULL) return STATUS_NO_MEMORY;",
+        "  float* kt_t = NULL;",
+        "  float* v_t = NULL;",
+        "  if (chunks > 1) partials = (float*)malloc((size_t)(tasks * "
+        f"{rt} * ({dv} + 2)) * sizeof(float));",
+        f"  if ({need_kt}) kt_t = (float*)malloc((size_t)(heads * {d} * used) * sizeof(float));",
+        f"  if ({need_v}) v_t = (float*)malloc((size_t)(heads * used * {dv}) * sizeof(float));",
+        f"  if ((chunks > 1 && !partials) || (({need_kt}) && !kt_t) || (({need_v}) && !v_t)) {{",
+        "    free(partials); free(kt_t); free(v_t);",
+        "    return STATUS_NO_MEMORY;",
         "  }",
-        f"  const int parallel = ({k.heads}) * ({k.rows}) * used * {d + dv} >= {PARALLEL_MIN_WORK} && tasks > 1;",
+        f"  const int parallel = heads * head_rows * used * {d + dv} >= {PARALLEL_MIN_WORK} && tasks > 1;",
         "  #pragma omp parallel if(parallel) num_threads(rs_threads())",
         "  {",
+        *ind(transposes, 4),
         "    #pragma omp for schedule(dynamic, 1)",
         "    for (int64_t task = 0; task < tasks; ++task) {",
         *ind(task, 6),
         "    }",
         "    if (chunks > 1) {",
         "      #pragma omp for schedule(static)",
-        f"      for (int64_t item = 0; item < ({k.heads}) * ({k.rows}); ++item) {{",
+        "      for (int64_t item = 0; item < heads * head_rows; ++item) {",
         *ind(combine, 8),
         "      }",
         "    }",
         "  }",
-        "  free(partials);",
+        "  free(partials); free(kt_t); free(v_t);",
         "  return rs_status;",
         "}",
     ])
+
+
+def _row_invariant_locals(value, key_vars: tuple, emitter) -> tuple:
+    """(``value`` with its maximal subexpressions that do not read the key or the score
+    replaced by per-row locals, the locals' C declarations): an integer division by the
+    rows of a group then runs once per row and block instead of once per score. Branches of
+    a select stay in place (hoisted, a division there could run where it would not)."""
+    from tensorir import expr as E
+    from tensorir.functor import collect, iter_children, substitute
+
+    hoisted, declarations = {}, []
+
+    def reads_key(node) -> bool:
+        return bool(collect(node, lambda n: any(n is v for v in key_vars) or isinstance(n, E.BufferLoad)))
+
+    def walk(node):
+        if isinstance(node, (E.Var, E.IntImm, E.FloatImm)) or not isinstance(node, E.PrimExpr):
+            return
+        if not reads_key(node):
+            var = E.Var(f"rs_rowv{len(hoisted)}", node.dtype)
+            hoisted[node] = var
+            return
+        children = [node.condition] if isinstance(node, E.Select) else list(iter_children(node))
+        for child in children:
+            walk(child)
+
+    walk(value)
+    for node, var in hoisted.items():
+        name = emitter.names.get(var, var.name, internal=True)
+        declarations.append(f"const {'float' if node.dtype == 'float32' else 'int64_t' if node.dtype == 'int64' else 'int32_t' if node.dtype == 'int32' else 'bool'} "
+                            f"{name} = {emitter.expr(node)}; (void){name};")
+    return substitute(value, hoisted), declarations
 
 
 def attention_c(func, symbol: str, layout: dict, lanes: int) -> str | None:
@@ -377,7 +467,8 @@ def attention_c(func, symbol: str, layout: dict, lanes: int) -> str | None:
     vmap = {load: named["rs_s"] for load in tile_loads}
     vmap.update({iters["vh"]: named["h"], iters["vi"]: named["rs_row"], iters["vt"]: named["rs_key"],
                  iters["vo"]: E.IntImm(0, iters["vo"].dtype)})
-    value = substitute(store.value, vmap)
+    value, row_locals = _row_invariant_locals(substitute(store.value, vmap),
+                                              (named["rs_key"], named["rs_s"]), emitter)
     score = emitter.cast_to(value, "float32")
     live = None
     kind = layout["mask"]
@@ -411,5 +502,5 @@ def attention_c(func, symbol: str, layout: dict, lanes: int) -> str | None:
         value_strides=strides(values, layout["values"]), q=emitter.names.by_id[id(q)],
         keys=emitter.names.by_id[id(keys)], values=emitter.names.by_id[id(values)],
         out=emitter.names.by_id[id(out)], score=score, mask_kind=kind, live=live,
-        fill=float(layout.get("fill", 0.0)))
+        fill=float(layout.get("fill", 0.0)), row_locals=row_locals)
     return _micro_kernels(lanes) + "\n" + attention_c_source(pieces, layout["keys"], layout["values"])

@@ -184,9 +184,14 @@ def attention_c_source(k: AttentionC, key_axes: str, value_axes: str) -> str:
     value_source = f"{k.values} + h * ({vs['B']})"
     key_block = [
         "const float* restrict kblock; int64_t kld;",
-        *([f"if (kt_t) {{ kblock = kt_t + h * {d} * used + kb; kld = used; }} else"] if key_transposed else []),
+        *([f"if (kt_t) {{ kblock = kt_t + (h * key_blocks + kb / {kb}) * {d} * {kb}; kld = {kb}; }} else"]
+          if key_transposed else []),
         f"{{ kblock = {key_source} + kb * ({ks['M']}); kld = {ks['D']}; }}",
-        "if (pack) {  /* the block in L1, its rows one after another: every micro tile reads it */",
+        # rows a cache's capacity apart are as many streams as the head dim: the hardware
+        # prefetcher does not follow them, so the next block's lines are asked for here
+        f"if (kld != {kb} && kb + {kb} < k1) for (int64_t x = 0; x < {d}; ++x) {{",
+        f"  __builtin_prefetch(kblock + x * kld + {kb}, 0, 3); __builtin_prefetch(kblock + x * kld + {kb + 16}, 0, 3); }}",
+        f"if (pack && kld != {kb}) {{  /* the block in L1, rows one after another: every micro tile reads it */",
         f"  for (int64_t x = 0; x < {d}; ++x) memcpy(kpack + x * {kb}, kblock + x * kld, (size_t)w * sizeof(float));",
         f"  rs_att_outer(rows, s, {kb}, qt, {d}, 1, kpack, {kb}, {d}, w);",
         "}",
@@ -234,14 +239,18 @@ def attention_c_source(k: AttentionC, key_axes: str, value_axes: str) -> str:
             "if (dead) continue;"]
     transposes = []
     if key_transposed:
+        # blocked: each key block's (D, KEY_BLOCK) tile is contiguous, the packed layout itself;
+        # a block of keys is read as whole rows (their D values) and written as short runs
         transposes += [
             "if (kt_t) {",
             "  #pragma omp for schedule(static)",
-            f"  for (int64_t hx = 0; hx < heads * {d}; ++hx) {{",
-            f"    const int64_t h = hx / {d}, x = hx % {d};",
-            f"    float* restrict dst = kt_t + hx * used;",
-            f"    const float* src = {key_source} + x * ({ks['D']});",
-            f"    for (int64_t j = 0; j < used; ++j) dst[j] = src[j * ({ks['M']})];",
+            "  for (int64_t hb = 0; hb < heads * key_blocks; ++hb) {",
+            f"    const int64_t h = hb / key_blocks, j0 = hb % key_blocks * {kb};",
+            f"    const int64_t w = used - j0 < {kb} ? used - j0 : {kb};",
+            f"    float* restrict dst = kt_t + hb * {d} * {kb};",
+            f"    const float* src = {key_source} + j0 * ({ks['M']});",
+            f"    for (int64_t x = 0; x < {d}; ++x)",
+            f"      for (int64_t j = 0; j < w; ++j) dst[x * {kb} + j] = src[j * ({ks['M']}) + x * ({ks['D']})];",
             "  }",
             "}"]
     if value_transposed:
@@ -284,6 +293,7 @@ def attention_c_source(k: AttentionC, key_axes: str, value_axes: str) -> str:
         f"      sr[j] = {k.score};",
         "    }",
         "    float mx = rmax[r];",
+        "    #pragma omp simd reduction(max:mx)",
         "    for (int64_t j = 0; j < w; ++j) mx = sr[j] > mx ? sr[j] : mx;",
         "    const float alpha = rs_expf(rmax[r] - mx);",
         "    float sum = 0.0f;",
@@ -363,7 +373,8 @@ def attention_c_source(k: AttentionC, key_axes: str, value_axes: str) -> str:
         "  float* v_t = NULL;",
         "  if (chunks > 1) partials = (float*)malloc((size_t)(tasks * "
         f"{rt} * ({dv} + 2)) * sizeof(float));",
-        f"  if ({need_kt}) kt_t = (float*)malloc((size_t)(heads * {d} * used) * sizeof(float));",
+        f"  const int64_t key_blocks = (used + {kb - 1}) / {kb};",
+        f"  if ({need_kt}) kt_t = (float*)malloc((size_t)(heads * key_blocks * {d} * {kb}) * sizeof(float));",
         f"  if ({need_v}) v_t = (float*)malloc((size_t)(heads * used * {dv}) * sizeof(float));",
         f"  if ((chunks > 1 && !partials) || (({need_kt}) && !kt_t) || (({need_v}) && !v_t)) {{",
         "    free(partials); free(kt_t); free(v_t);",

@@ -112,6 +112,9 @@ def _alone_builds(source: str) -> dict:
     return built
 
 
+CLOCK = time.perf_counter
+
+
 def _time_alone(label: str, mains: dict, inputs: list, rounds: int) -> None:
     results = {name: np.asarray(run(*inputs)) for name, run in mains.items()}
     for name, value in results.items():
@@ -119,9 +122,9 @@ def _time_alone(label: str, mains: dict, inputs: list, rounds: int) -> None:
     times = {name: [] for name in mains}
     for _ in range(rounds):
         for name, run in mains.items():
-            start = time.perf_counter()
+            start = CLOCK()
             run(*inputs)
-            times[name].append(time.perf_counter() - start)
+            times[name].append(CLOCK() - start)
     us = {name: 1e6 * float(np.median(t)) for name, t in times.items()}
     print(f"{label:>22} " + " ".join(f"{us[name]:>10.1f}" for name in mains)
           + f" {us['unfused'] / us['generated']:>8.2f}x {us['loop nest'] / us['generated']:>8.2f}x", flush=True)
@@ -131,7 +134,8 @@ def alone(rounds: int) -> None:
     rng = np.random.default_rng(0)
     f = lambda *shape: rng.standard_normal(shape).astype(np.float32)  # noqa: E731
     header = (f"{'':>22} {'generated':>10} {'loop nest':>10} {'unfused':>10} {'vs unf.':>9} {'vs nest':>9}")
-    print(f"attention alone, median us over {rounds} interleaved rounds")
+    clock = "CPU" if CLOCK is time.process_time else "wall"
+    print(f"attention alone, median {clock} us over {rounds} interleaved rounds")
     print(f"Llama workload form ({HEADS} heads x {HEAD_DIM}, causal additive mask)\n{header}")
     mains = _alone_builds(PREFILL_ALONE)
     for n in (1, 32, 128, 512):
@@ -151,8 +155,13 @@ def main(argv=None) -> None:
     parser.add_argument("--sizes", default="1,32,128,512")
     parser.add_argument("--rounds", type=int, default=15)
     parser.add_argument("--alone", action="store_true", help="time the attention by itself (see above)")
+    parser.add_argument("--cpu-time", action="store_true",
+                        help="with --alone: the process's CPU time instead of wall time (on a loaded machine, "
+                             "with RELAXSCRIPT_NUM_THREADS=1, the work one thread does, waiting excluded)")
     args = parser.parse_args(argv)
     if args.alone:
+        global CLOCK
+        CLOCK = time.process_time if args.cpu_time else time.perf_counter
         alone(args.rounds)
         return
     workload = WORKLOADS["llama"]

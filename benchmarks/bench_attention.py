@@ -8,7 +8,7 @@ kernel workspaces included, sized at the bound of n).
 
 ``--alone`` times the attention by itself, three ways: the generated C kernel
 (backends/c/attention.py), the fused loop nest it replaces
-(``RELAXSCRIPT_GENERATED_KERNELS=0``) and the unfused BLAS path; on the
+(``RELAXSCRIPT_GENERATED_ATTENTION=0``) and the unfused BLAS path; on the
 workload's form (8 heads x 64, causal additive mask, prefill n) and on the
 SmolLM2 form (3 kv heads x 3 query heads x 64 over a KV cache of 2048, causal
 ``where``): decode at contexts 16/256/1024 and prefill of 16/64/256 tokens.
@@ -100,15 +100,15 @@ def _alone_builds(source: str) -> dict:
     built = {}
     for name, pipeline, generated in (("generated", plans["fused"], "1"), ("loop nest", plans["fused"], "0"),
                                       ("unfused", plans["unfused"], "1")):
-        previous = os.environ.get("RELAXSCRIPT_GENERATED_KERNELS")
-        os.environ["RELAXSCRIPT_GENERATED_KERNELS"] = generated
+        previous = os.environ.get("RELAXSCRIPT_GENERATED_ATTENTION")
+        os.environ["RELAXSCRIPT_GENERATED_ATTENTION"] = generated
         try:
             built[name] = rx.VirtualMachine(rx.build(mod, target="c", pipeline=list(pipeline)))["main"]
         finally:
             if previous is None:
-                del os.environ["RELAXSCRIPT_GENERATED_KERNELS"]
+                del os.environ["RELAXSCRIPT_GENERATED_ATTENTION"]
             else:
-                os.environ["RELAXSCRIPT_GENERATED_KERNELS"] = previous
+                os.environ["RELAXSCRIPT_GENERATED_ATTENTION"] = previous
     return built
 
 

@@ -35,6 +35,8 @@ the C expression emitter, so both forms compute the same scores.
 """
 from __future__ import annotations
 
+import os
+
 from tensorir.schedule_rules.attention import ATTENTION_LAYOUT_ATTR
 
 KEY_BLOCK = 32          # keys per block: a packed key block and value block (8 KiB each at
@@ -47,6 +49,13 @@ MAX_TASKS = 64          # ... into at most this many tasks
 DEAD_MASK = -1e8        # an additive mask at most this removes a score
 # fewer multiply-adds than this run on the calling thread: a parallel region costs more
 PARALLEL_MIN_WORK = 1 << 15
+
+
+def generated_attention_enabled() -> bool:
+    """False when ``RELAXSCRIPT_GENERATED_ATTENTION=0``: compile the fused attention's loop nest
+    instead (to measure this kernel's own gain; ``RELAXSCRIPT_GENERATED_KERNELS=0`` turns off
+    every generated kernel)."""
+    return os.environ.get("RELAXSCRIPT_GENERATED_ATTENTION", "1") != "0"
 
 
 def _axis_strides(shape: list[str]) -> list[str]:

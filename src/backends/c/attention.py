@@ -41,9 +41,11 @@ from tensorir.schedule_rules.attention import ATTENTION_LAYOUT_ATTR
 
 KEY_BLOCK = 32          # keys per block: a packed key block and value block (8 KiB each at
                         # head dim 64) and the tile's scores and output stay in L1 together
+DIRECT_BLOCK = 256      # keys per block when the keys are read in place (decode)
 MICRO_ROWS = 4          # rows of a micro tile: 4 x 2 vectors of accumulators fit 16 registers
 ROW_TILE = 16           # query rows per task: 4 micro tiles share each packed key block
-CHUNK_KEYS = 128        # decode: keys per chunk when the tiles alone are too few tasks
+CHUNK_KEYS = 256        # decode: keys per chunk when the tiles alone are too few tasks
+MIN_TASKS = 6           # ... but at least this many tasks (a whole number of rounds for 2 or 3 threads)
 FEW_TILES = 16          # fewer (head, row tile) tasks than this split the keys into chunks
 MAX_TASKS = 64          # ... into at most this many tasks
 DEAD_MASK = -1e8        # an additive mask at most this removes a score
@@ -191,61 +193,6 @@ def attention_c_source(k: AttentionC, key_axes: str, value_axes: str) -> str:
     value_transposed = value_kind != "outer"
     key_source = f"{k.keys} + h * ({ks['B']})"
     value_source = f"{k.values} + h * ({vs['B']})"
-    key_block = [
-        "const float* restrict kblock; int64_t kld;",
-        *([f"if (kt_t) {{ kblock = kt_t + (h * key_blocks + kb / {kb}) * {d} * {kb}; kld = {kb}; }} else"]
-          if key_transposed else []),
-        f"{{ kblock = {key_source} + kb * ({ks['M']}); kld = {ks['D']}; }}",
-        # rows a cache's capacity apart are as many streams as the head dim: the hardware
-        # prefetcher does not follow them, so the next block's lines are asked for here
-        f"if (kld != {kb} && kb + {kb} < k1) for (int64_t x = 0; x < {d}; ++x) {{",
-        f"  __builtin_prefetch(kblock + x * kld + {kb}, 0, 3); __builtin_prefetch(kblock + x * kld + {kb + 16}, 0, 3); }}",
-        f"if (pack && kld != {kb}) {{  /* the block in L1, rows one after another: every micro tile reads it */",
-        f"  for (int64_t x = 0; x < {d}; ++x) memcpy(kpack + x * {kb}, kblock + x * kld, (size_t)w * sizeof(float));",
-        f"  rs_att_outer(rows, s, {kb}, qt, {d}, 1, kpack, {kb}, {d}, w);",
-        "}",
-    ]
-    if key_kind == "dot":
-        key_block += ["else if (!kt_t) " + _product("dot", "rows", "s", str(kb), "qt", str(d),
-                                                   f"{key_source} + kb * ({ks['M']})", ks["D"], ks["M"], str(d), "w"),
-                      f"else rs_att_outer(rows, s, {kb}, qt, {d}, 1, kblock, kld, {d}, w);"]
-    else:
-        key_block += [f"else rs_att_outer(rows, s, {kb}, qt, {d}, 1, kblock, kld, {d}, w);"]
-    value_block = [
-        "const float* restrict vblock; int64_t vld;",
-        *([f"if (v_t) {{ vblock = v_t + (h * used + kb) * {dv}; vld = {dv}; }} else"] if value_transposed else []),
-        f"{{ vblock = {value_source} + kb * ({vs['M']}); vld = {vs['M']}; }}",
-    ]
-    if value_kind == "dot":
-        value_block += ["if (!v_t) " + _product("dot", "rows", "o", str(dv), "s", str(kb),
-                                               f"{value_source} + kb * ({vs['M']})", vs["M"], vs["DV"], "w", str(dv)),
-                        f"else rs_att_outer(rows, o, {dv}, s, {kb}, 1, vblock, vld, w, {dv});"]
-    else:
-        value_block += [
-            f"if (pack && vld != {dv}) {{",
-            f"  for (int64_t j = 0; j < w; ++j) memcpy(vpack + j * {dv}, vblock + j * vld, {dv} * sizeof(float));",
-            f"  vblock = vpack; vld = {dv};",
-            "}",
-            f"rs_att_outer(rows, o, {dv}, s, {kb}, 1, vblock, vld, w, {dv});"]
-    row_locals = [f"  {line}" for line in k.row_locals]
-    if k.live is None:
-        skip = []
-    else:
-        # the block is skipped when no score of the tile survives the mask and the weights
-        # of the removed ones are exactly 0 at every row's running max
-        floor = (f"{k.fill!r}f + 104.0f" if k.mask_kind == "where" else f"{DEAD_MASK / 10!r}f")
-        skip = [
-            "int dead = 1;",
-            "for (int64_t r = 0; r < rows && dead; ++r) {",
-            "  const int64_t rs_row = i0 + r;",
-            *row_locals,
-            "  if (!(rmax[r] > " + floor + ")) { dead = 0; break; }",
-            "  for (int64_t j = 0; j < w; ++j) {",
-            "    const int64_t rs_key = kb + j;",
-            f"    if ({k.live}) {{ dead = 0; break; }}",
-            "  }",
-            "}",
-            "if (dead) continue;"]
     transposes = []
     if key_transposed:
         # blocked: each key block's (D, KEY_BLOCK) tile is contiguous, the packed layout itself;
@@ -273,61 +220,124 @@ def attention_c_source(k: AttentionC, key_axes: str, value_axes: str) -> str:
             f"    for (int64_t x = 0; x < {dv}; ++x) dst[x] = src[x * ({vs['DV']})];",
             "  }",
             "}"]
-    task = [
-        "const int64_t tile = task / chunks, chunk = task % chunks;",
-        f"const int64_t h = tile / row_tiles, i0 = tile % row_tiles * {rt};",
-        f"const int64_t rows = head_rows - i0 < {rt} ? head_rows - i0 : {rt};",
-        "const int64_t k0 = chunk * chunk_keys;",
-        "const int64_t k1 = k0 + chunk_keys < used ? k0 + chunk_keys : used;",
-        f"const float* restrict qt = {k.q} + (h * head_rows + i0) * {d};",
-        f"float s[{rt} * {kb}] __attribute__((aligned(64)));",
-        f"float o[{rt} * {dv}] __attribute__((aligned(64)));",
-        f"float kpack[{d} * {kb}] __attribute__((aligned(64)));",
-        *([f"float vpack[{kb} * {dv}] __attribute__((aligned(64)));"] if not value_transposed else []),
-        f"float rmax[{rt}], rsum[{rt}];",
-        f"for (int64_t r = 0; r < {rt}; ++r) rmax[r] = -INFINITY, rsum[r] = 0.0f;",
-        "memset(o, 0, sizeof o);",
-        f"for (int64_t kb = k0; kb < k1; kb += {kb}) {{",
-        f"  const int64_t w = k1 - kb < {kb} ? k1 - kb : {kb};",
-        *(f"  {line}" for line in skip),
-        "  memset(s, 0, sizeof s);",
-        *(f"  {line}" for line in key_block),
-        "  for (int64_t r = 0; r < rows; ++r) {",
-        "    const int64_t rs_row = i0 + r;",
-        *(f"  {line}" for line in row_locals),
-        f"    float* restrict sr = s + r * {kb};",
-        "    for (int64_t j = 0; j < w; ++j) {",
-        "      const int64_t rs_key = kb + j;",
-        "      const float rs_s = sr[j];",
-        f"      sr[j] = {k.score};",
-        "    }",
-        "    float mx = rmax[r];",
-        "    #pragma omp simd reduction(max:mx)",
-        "    for (int64_t j = 0; j < w; ++j) mx = sr[j] > mx ? sr[j] : mx;",
-        "    const float alpha = rs_expf(rmax[r] - mx);",
-        "    float sum = 0.0f;",
-        "    #pragma omp simd reduction(+:sum)",
-        "    for (int64_t j = 0; j < w; ++j) { const float p = rs_expf(sr[j] - mx); sr[j] = p; sum += p; }",
-        "    rsum[r] = rsum[r] * alpha + sum;",
-        "    rmax[r] = mx;",
-        f"    if (alpha != 1.0f) for (int64_t x = 0; x < {dv}; ++x) o[r * {dv} + x] *= alpha;",
-        "  }",
-        *(f"  {line}" for line in value_block),
-        "}",
-        "if (chunks == 1) {",
-        "  for (int64_t r = 0; r < rows; ++r) {",
-        "    const float inv = 1.0f / rsum[r];",
-        f"    float* restrict dst = {k.out} + (h * head_rows + i0 + r) * {dv};",
-        f"    for (int64_t x = 0; x < {dv}; ++x) dst[x] = o[r * {dv} + x] * inv;",
-        "  }",
-        "} else {",
-        "  for (int64_t r = 0; r < rows; ++r) {",
-        f"    float* restrict part = partials + (task * {rt} + r) * ({dv} + 2);",
-        "    part[0] = rmax[r]; part[1] = rsum[r];",
-        f"    memcpy(part + 2, o + r * {dv}, {dv} * sizeof(float));",
-        "  }",
-        "}",
-    ]
+
+    def task_body(kb: int) -> list[str]:
+        """One task's C statements with blocks of ``kb`` keys."""
+        key_block = [
+            "const float* restrict kblock; int64_t kld;",
+            *([f"if (kt_t) {{ kblock = kt_t + (h * key_blocks + kb / {kb}) * {d} * {kb}; kld = {kb}; }} else"]
+              if key_transposed else []),
+            f"{{ kblock = {key_source} + kb * ({ks['M']}); kld = {ks['D']}; }}",
+            # rows a cache's capacity apart are as many streams as the head dim: the hardware
+            # prefetcher does not follow them, so the next block's lines are asked for here
+            f"if (kld != {kb} && kb + {kb} < k1) for (int64_t x = 0; x < {d}; ++x) {{",
+            f"  __builtin_prefetch(kblock + x * kld + {kb}, 0, 3); __builtin_prefetch(kblock + x * kld + {kb + 16}, 0, 3); }}",
+            f"if (pack && kld != {kb}) {{  /* the block in L1, rows one after another: every micro tile reads it */",
+            f"  for (int64_t x = 0; x < {d}; ++x) memcpy(kpack + x * {kb}, kblock + x * kld, (size_t)w * sizeof(float));",
+            f"  rs_att_outer(rows, s, {kb}, qt, {d}, 1, kpack, {kb}, {d}, w);",
+            "}",
+        ]
+        if key_kind == "dot":
+            key_block += ["else if (!kt_t) " + _product("dot", "rows", "s", str(kb), "qt", str(d),
+                                                       f"{key_source} + kb * ({ks['M']})", ks["D"], ks["M"], str(d), "w"),
+                          f"else rs_att_outer(rows, s, {kb}, qt, {d}, 1, kblock, kld, {d}, w);"]
+        else:
+            key_block += [f"else rs_att_outer(rows, s, {kb}, qt, {d}, 1, kblock, kld, {d}, w);"]
+        value_block = [
+            "const float* restrict vblock; int64_t vld;",
+            *([f"if (v_t) {{ vblock = v_t + (h * used + kb) * {dv}; vld = {dv}; }} else"] if value_transposed else []),
+            f"{{ vblock = {value_source} + kb * ({vs['M']}); vld = {vs['M']}; }}",
+        ]
+        if value_kind == "dot":
+            value_block += ["if (!v_t) " + _product("dot", "rows", "o", str(dv), "s", str(kb),
+                                                   f"{value_source} + kb * ({vs['M']})", vs["M"], vs["DV"], "w", str(dv)),
+                            f"else rs_att_outer(rows, o, {dv}, s, {kb}, 1, vblock, vld, w, {dv});"]
+        else:
+            value_block += [
+                f"if (pack && vld != {dv}) {{",
+                f"  for (int64_t j = 0; j < w; ++j) memcpy(vpack + j * {dv}, vblock + j * vld, {dv} * sizeof(float));",
+                f"  vblock = vpack; vld = {dv};",
+                "}",
+                f"rs_att_outer(rows, o, {dv}, s, {kb}, 1, vblock, vld, w, {dv});"]
+        row_locals = [f"  {line}" for line in k.row_locals]
+        if k.live is None:
+            skip = []
+        else:
+            # the block is skipped when no score of the tile survives the mask and the weights
+            # of the removed ones are exactly 0 at every row's running max
+            floor = (f"{k.fill!r}f + 104.0f" if k.mask_kind == "where" else f"{DEAD_MASK / 10!r}f")
+            skip = [
+                "int dead = 1;",
+                "for (int64_t r = 0; r < rows && dead; ++r) {",
+                "  const int64_t rs_row = i0 + r;",
+                *row_locals,
+                "  if (!(rmax[r] > " + floor + ")) { dead = 0; break; }",
+                "  for (int64_t j = 0; j < w; ++j) {",
+                "    const int64_t rs_key = kb + j;",
+                f"    if ({k.live}) {{ dead = 0; break; }}",
+                "  }",
+                "}",
+                "if (dead) continue;"]
+        task = [
+            "const int64_t tile = task / chunks, chunk = task % chunks;",
+            f"const int64_t h = tile / row_tiles, i0 = tile % row_tiles * {rt};",
+            f"const int64_t rows = head_rows - i0 < {rt} ? head_rows - i0 : {rt};",
+            "const int64_t k0 = chunk * chunk_keys;",
+            "const int64_t k1 = k0 + chunk_keys < used ? k0 + chunk_keys : used;",
+            f"const float* restrict qt = {k.q} + (h * head_rows + i0) * {d};",
+            f"float s[{rt if kb == KEY_BLOCK else MICRO_ROWS} * {kb}] __attribute__((aligned(64)));",
+            f"float o[{rt} * {dv}] __attribute__((aligned(64)));",
+            # packed blocks: only with the short blocks (in place, pack is 0 and they are unused)
+            (f"float kpack[{d} * {kb}] __attribute__((aligned(64)));" if kb == KEY_BLOCK
+             else "float* const kpack = NULL; const int pack = 0; (void)pack;"),
+            *([f"float vpack[{kb} * {dv}] __attribute__((aligned(64)));" if kb == KEY_BLOCK
+               else "float* const vpack = NULL;"] if not value_transposed else []),
+            f"float rmax[{rt}], rsum[{rt}];",
+            f"for (int64_t r = 0; r < {rt}; ++r) rmax[r] = -INFINITY, rsum[r] = 0.0f;",
+            "memset(o, 0, sizeof o);",
+            f"for (int64_t kb = k0; kb < k1; kb += {kb}) {{",
+            f"  const int64_t w = k1 - kb < {kb} ? k1 - kb : {kb};",
+            *(f"  {line}" for line in skip),
+            "  memset(s, 0, sizeof s);",
+            *(f"  {line}" for line in key_block),
+            "  for (int64_t r = 0; r < rows; ++r) {",
+            "    const int64_t rs_row = i0 + r;",
+            *(f"  {line}" for line in row_locals),
+            f"    float* restrict sr = s + r * {kb};",
+            "    for (int64_t j = 0; j < w; ++j) {",
+            "      const int64_t rs_key = kb + j;",
+            "      const float rs_s = sr[j];",
+            f"      sr[j] = {k.score};",
+            "    }",
+            "    float mx = rmax[r];",
+            "    #pragma omp simd reduction(max:mx)",
+            "    for (int64_t j = 0; j < w; ++j) mx = sr[j] > mx ? sr[j] : mx;",
+            "    const float alpha = rs_expf(rmax[r] - mx);",
+            "    float sum = 0.0f;",
+            "    #pragma omp simd reduction(+:sum)",
+            "    for (int64_t j = 0; j < w; ++j) { const float p = rs_expf(sr[j] - mx); sr[j] = p; sum += p; }",
+            "    rsum[r] = rsum[r] * alpha + sum;",
+            "    rmax[r] = mx;",
+            f"    if (alpha != 1.0f) for (int64_t x = 0; x < {dv}; ++x) o[r * {dv} + x] *= alpha;",
+            "  }",
+            *(f"  {line}" for line in value_block),
+            "}",
+            "if (chunks == 1) {",
+            "  for (int64_t r = 0; r < rows; ++r) {",
+            "    const float inv = 1.0f / rsum[r];",
+            f"    float* restrict dst = {k.out} + (h * head_rows + i0 + r) * {dv};",
+            f"    for (int64_t x = 0; x < {dv}; ++x) dst[x] = o[r * {dv} + x] * inv;",
+            "  }",
+            "} else {",
+            "  for (int64_t r = 0; r < rows; ++r) {",
+            f"    float* restrict part = partials + (task * {rt} + r) * ({dv} + 2);",
+            "    part[0] = rmax[r]; part[1] = rsum[r];",
+            f"    memcpy(part + 2, o + r * {dv}, {dv} * sizeof(float));",
+            "  }",
+            "}",
+        ]
+        return task
+
     combine = [
         "const int64_t h = item / head_rows, i = item % head_rows;",
         f"const int64_t tile = h * row_tiles + i / {rt}, r = i % {rt};",
@@ -369,8 +379,9 @@ def attention_c_source(k: AttentionC, key_axes: str, value_axes: str) -> str:
         f"  const int pack = head_rows > {MICRO_ROWS};",
         # few tiles (decode): split the keys; the count depends on the shape alone
         "  int64_t chunks = 1;",
-        f"  if (head_rows <= {rt} && tiles < {FEW_TILES} && used > {CHUNK_KEYS}) {{",
+        f"  if (head_rows <= {rt} && tiles < {FEW_TILES} && used > {2 * kb}) {{",
         f"    chunks = (used + {CHUNK_KEYS - 1}) / {CHUNK_KEYS};",
+        f"    if (tiles * chunks < {MIN_TASKS}) chunks = ({MIN_TASKS} + tiles - 1) / tiles;",
         f"    if (tiles * chunks > {MAX_TASKS}) chunks = {MAX_TASKS} / tiles > 1 ? {MAX_TASKS} / tiles : 1;",
         "  }",
         "  int64_t chunk_keys = (used + chunks - 1) / chunks;",
@@ -395,7 +406,15 @@ def attention_c_source(k: AttentionC, key_axes: str, value_axes: str) -> str:
         *ind(transposes, 4),
         "    #pragma omp for schedule(dynamic, 1)",
         "    for (int64_t task = 0; task < tasks; ++task) {",
-        *ind(task, 6),
+        "      if (pack || kt_t || v_t) {",
+        *ind(task_body(kb), 8),
+        # decode (a micro tile per head, keys read in place): long blocks, so that each row
+        # of a cache laid out (kv, D, capacity) is read in long runs (the stride between rows
+        # is the capacity: short runs are as many scattered streams as the head dim)
+        "      } else {",
+        "        float* const kt_t = NULL; float* const v_t = NULL; (void)kt_t; (void)v_t;",
+        *ind(task_body(DIRECT_BLOCK), 8),
+        "      }",
         "    }",
         "    if (chunks > 1) {",
         "      #pragma omp for schedule(static)",

@@ -41,10 +41,10 @@ from tensorir.schedule_rules.attention import ATTENTION_LAYOUT_ATTR
 
 KEY_BLOCK = 32          # keys per block: a packed key block and value block (8 KiB each at
                         # head dim 64) and the tile's scores and output stay in L1 together
-DIRECT_BLOCK = 256      # keys per block when the keys are read in place (decode)
+DIRECT_BLOCK = 512      # keys per block when the keys are read in place (decode)
 MICRO_ROWS = 4          # rows of a micro tile: 4 x 2 vectors of accumulators fit 16 registers
 ROW_TILE = 16           # query rows per task: 4 micro tiles share each packed key block
-CHUNK_KEYS = 256        # decode: keys per chunk when the tiles alone are too few tasks
+CHUNK_KEYS = 512        # decode: keys per chunk when the tiles alone are too few tasks
 MIN_TASKS = 6           # ... but at least this many tasks (a whole number of rounds for 2 or 3 threads)
 FEW_TILES = 16          # fewer (head, row tile) tasks than this split the keys into chunks
 MAX_TASKS = 64          # ... into at most this many tasks
@@ -147,6 +147,24 @@ def _micro_kernels(lanes: int) -> str:
                   f"  for (int64_t r = 0; r < rows; r += {MICRO_ROWS}) {{",
                   f"    switch (rows - r < {MICRO_ROWS} ? rows - r : {MICRO_ROWS}) {{ {cases} }}",
                   "  }", "}"]
+    # c[r][j] += sum_k a[r*lda + k*ak] * b[k*ldb + j], one row of b at a time from end to end:
+    # few rows (decode), whose operands stream from memory once; the rows of c stay in L1
+    parts += ["static inline void rs_att_stream(int64_t rows, float* restrict c, int64_t ldc, "
+              "const float* restrict a, int64_t lda, int64_t ak, const float* restrict b, int64_t ldb, "
+              "int64_t K, int64_t cols) {",
+              "  for (int64_t k = 0; k < K; ++k) {",
+              "    const float* restrict bk = b + k * ldb;",
+              # each row's run starts where the hardware prefetcher has not yet seen a stream
+              "    if (k + 4 < K) for (int64_t j = 0; j < cols && j < 64; j += 16) "
+              "__builtin_prefetch(bk + 4 * ldb + j, 0, 3);",
+              "    for (int64_t r = 0; r < rows; ++r) {",
+              "      const float x = a[r * lda + k * ak];",
+              "      float* restrict cr = c + r * ldc;",
+              "      #pragma omp simd",
+              "      for (int64_t j = 0; j < cols; ++j) cr[j] += x * bk[j];",
+              "    }",
+              "  }",
+              "}"]
     parts.append("#endif")
     return "\n".join(parts)
 
@@ -222,7 +240,10 @@ def attention_c_source(k: AttentionC, key_axes: str, value_axes: str) -> str:
             "}"]
 
     def task_body(kb: int) -> list[str]:
-        """One task's C statements with blocks of ``kb`` keys."""
+        """One task's C statements with blocks of ``kb`` keys: packed blocks for several
+        micro tiles, else (``kb`` > KEY_BLOCK: decode) in place, each operand row read once
+        from end to end (``rs_att_stream``) so that the hardware prefetcher follows it."""
+        product = "rs_att_outer" if kb == KEY_BLOCK else "rs_att_stream"
         key_block = [
             "const float* restrict kblock; int64_t kld;",
             *([f"if (kt_t) {{ kblock = kt_t + (h * key_blocks + kb / {kb}) * {d} * {kb}; kld = {kb}; }} else"]
@@ -242,7 +263,7 @@ def attention_c_source(k: AttentionC, key_axes: str, value_axes: str) -> str:
                                                        f"{key_source} + kb * ({ks['M']})", ks["D"], ks["M"], str(d), "w"),
                           f"else rs_att_outer(rows, s, {kb}, qt, {d}, 1, kblock, kld, {d}, w);"]
         else:
-            key_block += [f"else rs_att_outer(rows, s, {kb}, qt, {d}, 1, kblock, kld, {d}, w);"]
+            key_block += [f"else {product}(rows, s, {kb}, qt, {d}, 1, kblock, kld, {d}, w);"]
         value_block = [
             "const float* restrict vblock; int64_t vld;",
             *([f"if (v_t) {{ vblock = v_t + (h * used + kb) * {dv}; vld = {dv}; }} else"] if value_transposed else []),
@@ -258,7 +279,7 @@ def attention_c_source(k: AttentionC, key_axes: str, value_axes: str) -> str:
                 f"  for (int64_t j = 0; j < w; ++j) memcpy(vpack + j * {dv}, vblock + j * vld, {dv} * sizeof(float));",
                 f"  vblock = vpack; vld = {dv};",
                 "}",
-                f"rs_att_outer(rows, o, {dv}, s, {kb}, 1, vblock, vld, w, {dv});"]
+                f"{product}(rows, o, {dv}, s, {kb}, 1, vblock, vld, w, {dv});"]
         row_locals = [f"  {line}" for line in k.row_locals]
         if k.live is None:
             skip = []

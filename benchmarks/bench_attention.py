@@ -86,7 +86,8 @@ class Module:
             query_pos = R.reshape(R.arange(R.prim_value(t), R.prim_value(t + n), R.prim_value(1), dtype="int64"),
                                   R.shape([n, 1]))
             scores = R.where(R.less_equal(key_pos, query_pos), scores, R.const(-1e30, "float32"))
-            probs = R.reshape(R.nn.softmax(scores, axis=-1), R.shape([{KV_HEADS}, {GROUP} * n, T.min(t + n, {CAPACITY})]))
+            probs = R.reshape(R.nn.softmax(scores, axis=-1),
+                              R.shape([{KV_HEADS}, {GROUP} * n, T.min(t + n, {CAPACITY})]))
             out = R.matmul(probs, values)
             R.output(out)
         return out

@@ -252,15 +252,19 @@ def attention_c_source(k: AttentionC, key_axes: str, value_axes: str) -> str:
             # rows a cache's capacity apart are as many streams as the head dim: the hardware
             # prefetcher does not follow them, so the next block's lines are asked for here
             f"if (kld != {kb} && kb + {kb} < k1) for (int64_t x = 0; x < {d}; ++x) {{",
-            f"  __builtin_prefetch(kblock + x * kld + {kb}, 0, 3); __builtin_prefetch(kblock + x * kld + {kb + 16}, 0, 3); }}",
-            f"if (pack && kld != {kb}) {{  /* the block in L1, rows one after another: every micro tile reads it */",
-            f"  for (int64_t x = 0; x < {d}; ++x) memcpy(kpack + x * {kb}, kblock + x * kld, (size_t)w * sizeof(float));",
+            f"  __builtin_prefetch(kblock + x * kld + {kb}, 0, 3);",
+            f"  __builtin_prefetch(kblock + x * kld + {kb + 16}, 0, 3); }}",
+            # the block in L1, rows one after another: every micro tile reads it
+            f"if (pack && kld != {kb}) {{",
+            f"  for (int64_t x = 0; x < {d}; ++x)",
+            f"    memcpy(kpack + x * {kb}, kblock + x * kld, (size_t)w * sizeof(float));",
             f"  rs_att_outer(rows, s, {kb}, qt, {d}, 1, kpack, {kb}, {d}, w);",
             "}",
         ]
         if key_kind == "dot":
+            in_place = f"{key_source} + kb * ({ks['M']})"
             key_block += ["else if (!kt_t) " + _product("dot", "rows", "s", str(kb), "qt", str(d),
-                                                       f"{key_source} + kb * ({ks['M']})", ks["D"], ks["M"], str(d), "w"),
+                                                       in_place, ks["D"], ks["M"], str(d), "w"),
                           f"else rs_att_outer(rows, s, {kb}, qt, {d}, 1, kblock, kld, {d}, w);"]
         else:
             key_block += [f"else {product}(rows, s, {kb}, qt, {d}, 1, kblock, kld, {d}, w);"]
@@ -270,8 +274,9 @@ def attention_c_source(k: AttentionC, key_axes: str, value_axes: str) -> str:
             f"{{ vblock = {value_source} + kb * ({vs['M']}); vld = {vs['M']}; }}",
         ]
         if value_kind == "dot":
+            in_place = f"{value_source} + kb * ({vs['M']})"
             value_block += ["if (!v_t) " + _product("dot", "rows", "o", str(dv), "s", str(kb),
-                                                   f"{value_source} + kb * ({vs['M']})", vs["M"], vs["DV"], "w", str(dv)),
+                                                   in_place, vs["M"], vs["DV"], "w", str(dv)),
                             f"else rs_att_outer(rows, o, {dv}, s, {kb}, 1, vblock, vld, w, {dv});"]
         else:
             value_block += [
@@ -458,6 +463,8 @@ def _row_invariant_locals(value, key_vars: tuple, emitter) -> tuple:
     from tensorir import expr as E
     from tensorir.functor import collect, iter_children, substitute
 
+    from .codegen import c_type
+
     hoisted, declarations = {}, []
 
     def reads_key(node) -> bool:
@@ -477,8 +484,7 @@ def _row_invariant_locals(value, key_vars: tuple, emitter) -> tuple:
     walk(value)
     for node, var in hoisted.items():
         name = emitter.names.get(var, var.name, internal=True)
-        declarations.append(f"const {'float' if node.dtype == 'float32' else 'int64_t' if node.dtype == 'int64' else 'int32_t' if node.dtype == 'int32' else 'bool'} "
-                            f"{name} = {emitter.expr(node)}; (void){name};")
+        declarations.append(f"const {c_type(node.dtype)} {name} = {emitter.expr(node)}; (void){name};")
     return substitute(value, hoisted), declarations
 
 
@@ -564,3 +570,6 @@ def attention_c(func, symbol: str, layout: dict, lanes: int) -> str | None:
         out=emitter.names.by_id[id(out)], score=score, mask_kind=kind, live=live,
         fill=float(layout.get("fill", 0.0)), row_locals=row_locals)
     return _micro_kernels(lanes) + "\n" + attention_c_source(pieces, layout["keys"], layout["values"])
+
+
+__all__ = ["ATTENTION_LAYOUT_ATTR", "attention_c", "attention_c_source", "generated_attention_enabled"]

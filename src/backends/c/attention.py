@@ -239,6 +239,27 @@ def attention_c_source(k: AttentionC, key_axes: str, value_axes: str) -> str:
             "  }",
             "}"]
 
+    combine = [    # the rows of tile ``tile``: their chunks' partials merged
+        "for (int64_t r = 0; r < rows; ++r) {",
+        "  float mx = -INFINITY;",
+        "  for (int64_t c = 0; c < chunks; ++c) {",
+        f"    const float m = partials[((tile * chunks + c) * {rt} + r) * ({dv} + 2)];",
+        "    mx = m > mx ? m : mx;",
+        "  }",
+        f"  float acc[{dv}] = {{0}};",
+        "  float total = 0.0f;",
+        "  for (int64_t c = 0; c < chunks; ++c) {",
+        f"    const float* part = partials + ((tile * chunks + c) * {rt} + r) * ({dv} + 2);",
+        "    const float weight = rs_expf(part[0] - mx);",
+        "    total += weight * part[1];",
+        f"    for (int64_t x = 0; x < {dv}; ++x) acc[x] += weight * part[2 + x];",
+        "  }",
+        "  const float inv = 1.0f / total;",
+        f"  float* restrict dst = {k.out} + (h * head_rows + i0 + r) * {dv};",
+        f"  for (int64_t x = 0; x < {dv}; ++x) dst[x] = acc[x] * inv;",
+        "}",
+    ]
+
     def task_body(kb: int) -> list[str]:
         """One task's C statements with blocks of ``kb`` keys: packed blocks for several
         micro tiles, else (``kb`` > KEY_BLOCK: decode) in place, each operand row read once
@@ -360,30 +381,15 @@ def attention_c_source(k: AttentionC, key_axes: str, value_axes: str) -> str:
             "    part[0] = rmax[r]; part[1] = rsum[r];",
             f"    memcpy(part + 2, o + r * {dv}, {dv} * sizeof(float));",
             "  }",
+            # the tile's last chunk to finish combines them: no barrier between the phases
+            # (each one costs a scheduler slice when a team thread waits for its core)
+            "  if (__atomic_add_fetch(&finished[tile], 1, __ATOMIC_ACQ_REL) == chunks) {",
+            *("    " + line for line in combine),
+            "  }",
             "}",
         ]
         return task
 
-    combine = [
-        "const int64_t h = item / head_rows, i = item % head_rows;",
-        f"const int64_t tile = h * row_tiles + i / {rt}, r = i % {rt};",
-        "float mx = -INFINITY;",
-        "for (int64_t c = 0; c < chunks; ++c) {",
-        f"  const float m = partials[((tile * chunks + c) * {rt} + r) * ({dv} + 2)];",
-        "  mx = m > mx ? m : mx;",
-        "}",
-        f"float acc[{dv}] = {{0}};",
-        "float total = 0.0f;",
-        "for (int64_t c = 0; c < chunks; ++c) {",
-        f"  const float* part = partials + ((tile * chunks + c) * {rt} + r) * ({dv} + 2);",
-        "  const float weight = rs_expf(part[0] - mx);",
-        "  total += weight * part[1];",
-        f"  for (int64_t x = 0; x < {dv}; ++x) acc[x] += weight * part[2 + x];",
-        "}",
-        "const float inv = 1.0f / total;",
-        f"float* restrict dst = {k.out} + (h * head_rows + i) * {dv};",
-        f"for (int64_t x = 0; x < {dv}; ++x) dst[x] = acc[x] * inv;",
-    ]
     ind = lambda lines, n: [" " * n + line for line in lines]  # noqa: E731
     need_kt = ("pack" if key_kind == "dot" else "1") if key_transposed else "0"
     need_v = ("pack" if value_kind == "dot" else "1") if value_transposed else "0"
@@ -415,6 +421,7 @@ def attention_c_source(k: AttentionC, key_axes: str, value_axes: str) -> str:
         "  chunks = (used + chunk_keys - 1) / chunk_keys;",
         "  const int64_t tasks = tiles * chunks;",
         "  float* partials = NULL;",
+        "  int64_t* finished = NULL;   /* per tile: its chunks done */",
         "  float* kt_t = NULL;",
         "  float* v_t = NULL;",
         "  if (chunks > 1) partials = (float*)malloc((size_t)(tasks * "
@@ -422,15 +429,16 @@ def attention_c_source(k: AttentionC, key_axes: str, value_axes: str) -> str:
         f"  const int64_t key_blocks = (used + {kb - 1}) / {kb};",
         f"  if ({need_kt}) kt_t = (float*)malloc((size_t)(heads * key_blocks * {d} * {kb}) * sizeof(float));",
         f"  if ({need_v}) v_t = (float*)malloc((size_t)(heads * used * {dv}) * sizeof(float));",
-        f"  if ((chunks > 1 && !partials) || (({need_kt}) && !kt_t) || (({need_v}) && !v_t)) {{",
-        "    free(partials); free(kt_t); free(v_t);",
+        "  if (chunks > 1) finished = (int64_t*)calloc((size_t)tiles, sizeof(int64_t));",
+        f"  if ((chunks > 1 && (!partials || !finished)) || (({need_kt}) && !kt_t) || (({need_v}) && !v_t)) {{",
+        "    free(partials); free(finished); free(kt_t); free(v_t);",
         "    return STATUS_NO_MEMORY;",
         "  }",
         f"  const int parallel = heads * head_rows * used * {d + dv} >= {PARALLEL_MIN_WORK} && tasks > 1;",
         "  #pragma omp parallel if(parallel) num_threads(rs_threads())",
         "  {",
         *ind(transposes, 4),
-        "    #pragma omp for schedule(dynamic, 1)",
+        "    #pragma omp for schedule(dynamic, 1) nowait",
         "    for (int64_t task = 0; task < tasks; ++task) {",
         "      if (pack || kt_t || v_t) {",
         *ind(task_body(kb), 8),
@@ -442,14 +450,8 @@ def attention_c_source(k: AttentionC, key_axes: str, value_axes: str) -> str:
         *ind(task_body(DIRECT_BLOCK), 8),
         "      }",
         "    }",
-        "    if (chunks > 1) {",
-        "      #pragma omp for schedule(static)",
-        "      for (int64_t item = 0; item < heads * head_rows; ++item) {",
-        *ind(combine, 8),
-        "      }",
-        "    }",
         "  }",
-        "  free(partials); free(kt_t); free(v_t);",
+        "  free(partials); free(finished); free(kt_t); free(v_t);",
         "  return rs_status;",
         "}",
     ])

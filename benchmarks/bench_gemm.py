@@ -9,8 +9,12 @@ gate/up and down projections) at several row counts ``m`` (the workloads' symbol
 plus square products for the large-``m`` target. Prints GFLOP/s, the generated kernel's
 variant, and generated/OpenBLAS. On a shared machine the numbers are noisy.
 
-    python benchmarks/bench_gemm.py [--rows 1 4 16 64 128 512 1024] [--threads 2]
+    python benchmarks/bench_gemm.py [--rows 1 4 16 64 128 512 1024] [--threads 2] [--cold]
     python benchmarks/bench_gemm.py --workloads [--sizes 1 4 8 16 32]
+
+``--cold`` rotates each call among copies of the weight that together exceed twice the L3, so
+every call streams it from memory (the decode situation); without it the weight stays in cache
+between calls. The load average is printed before and after: other processes slow both sides.
 
 ``--workloads`` builds each workload of workloads.py (weights bound) twice, with the default
 DispatchLibrary (its per-matmul choice, gemm_choice.py) and with every float32 matmul sent to
@@ -22,6 +26,7 @@ import argparse
 import ctypes
 import os
 import sys
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
@@ -31,6 +36,7 @@ import numpy as np  # noqa: E402
 
 from backends.blas import native_address as blas_address  # noqa: E402
 from backends.c.gemm import library as gemm_library  # noqa: E402
+from backends.c.gemm.machine import machine_params  # noqa: E402
 from backends.c.gemm.params import gemm_params  # noqa: E402
 
 # (label, k, n, weight stored (out, in) and read transposed)
@@ -52,12 +58,40 @@ def native(address: int):
     return _CALL(address)
 
 
-def time_call(fn, a, b, c, m, n, k, threads) -> float:
-    """The native entry's median; params {m, n, k, threads, policy 0: generated code only} (the
+def thread_cpu_ms(fn, budget_s: float = 0.1) -> float:
+    """The calling thread's CPU time per call, in ms (best of three batches): with one thread it
+    leaves out the time other processes hold the core, which a loaded machine adds at random to
+    wall times (their cache traffic still counts)."""
+    fn()
+    calls, start = 0, time.thread_time()
+    while calls < 3 or time.thread_time() - start < budget_s:
+        fn()
+        calls += 1
+    best = float("inf")
+    for _ in range(3):
+        start = time.thread_time()
+        for _ in range(calls):
+            fn()
+        best = min(best, (time.thread_time() - start) / calls)
+    return best * 1e3
+
+
+CPU_TIME = False   # set by --cpu-time
+
+
+def time_call(fn, a, weights, c, m, n, k, threads) -> float:
+    """The native entry's median, each call on the next of ``weights`` (one, or copies to keep
+    the weight out of cache); params {m, n, k, threads, policy 0: generated code only} (the
     OpenBLAS shim reads the first four)."""
-    operands = (ctypes.c_void_p * 3)(a.ctypes.data, b.ctypes.data, c.ctypes.data)
+    operands = [(ctypes.c_void_p * 3)(a.ctypes.data, b.ctypes.data, c.ctypes.data) for b in weights]
     params = (ctypes.c_int64 * 5)(m, n, k, threads, 0)
-    return median_ms(lambda: fn(operands, params), min_runs=5, max_runs=200, budget_s=0.3, warmup_s=0.05)
+    turn = iter(range(1 << 62))
+
+    def call():
+        fn(operands[next(turn) % len(operands)], params)
+    if CPU_TIME:
+        return thread_cpu_ms(call)
+    return median_ms(call, min_runs=5, max_runs=200, budget_s=0.3, warmup_s=0.05)
 
 
 def openblas_only_pipeline() -> list:
@@ -109,12 +143,20 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--square", action="store_true", help="also square 1024 and 2048 at m = their size")
+    parser.add_argument("--cold", action="store_true", help="weights streamed from memory (copies over 2x L3)")
+    parser.add_argument("--cpu-time", action="store_true",
+                        help="time by the thread's CPU time (needs --threads 1): steadier on a loaded machine")
     args = parser.parse_args()
     if args.workloads:
         run_workloads(args.sizes, args.rounds, args.budget)
         return
+    if args.cpu_time and args.threads != 1:
+        sys.exit("--cpu-time measures the calling thread only: use it with --threads 1")
+    global CPU_TIME
+    CPU_TIME = args.cpu_time
     params = gemm_params()
-    print(f"generated kernel: {params.describe()}")
+    print(f"generated kernel: {params.describe()}; load average {os.getloadavg()[0]:.2f}")
+    l3_bytes = machine_params().l3_bytes
     blas_nn, blas_nt = blas_address("rs_sgemm_native"), blas_address("rs_sgemm_nt_native")
     if blas_nn is None:
         sys.exit("OpenBLAS is not available: nothing to compare against")
@@ -127,20 +169,27 @@ def main() -> None:
     rows = []
     for label, m, k, n, nt in cases:
         a = rng.standard_normal((m, k), dtype=np.float32)
-        b = rng.standard_normal((n, k) if nt else (k, n), dtype=np.float32)
+        copies = -(-2 * l3_bytes // (4 * k * n)) if args.cold else 1
+        weights = [rng.standard_normal((n, k) if nt else (k, n), dtype=np.float32) for _ in range(copies)]
+        b = weights[-1]
         c_gen, c_blas = np.empty((m, n), np.float32), np.empty((m, n), np.float32)
         generated, blas = peers[nt]
         best_gen = best_blas = float("inf")
         for _ in range(args.rounds):
-            best_gen = min(best_gen, time_call(generated, a, b, c_gen, m, n, k, args.threads))
-            best_blas = min(best_blas, time_call(blas, a, b, c_blas, m, n, k, args.threads))
+            best_gen = min(best_gen, time_call(generated, a, weights, c_gen, m, n, k, args.threads))
+            best_blas = min(best_blas, time_call(blas, a, weights, c_blas, m, n, k, args.threads))
+        for fn, c in ((generated, c_gen), (blas, c_blas)):   # both on the same weight for the check
+            fn((ctypes.c_void_p * 3)(a.ctypes.data, b.ctypes.data, c.ctypes.data),
+               (ctypes.c_int64 * 5)(m, n, k, args.threads, 0))
         np.testing.assert_allclose(c_gen, c_blas, rtol=1e-3, atol=1e-3 * np.sqrt(k))
         gflop = 2.0 * m * n * k / 1e9
         rows.append([label, str(m), gemm_library.variant(m, args.threads, n=n), f"{best_gen:.3f}",
                      f"{best_blas:.3f}", f"{gflop / best_gen * 1e3:.1f}", f"{gflop / best_blas * 1e3:.1f}",
                      f"{best_blas / best_gen:.2f}"])
         print("  ".join(rows[-1]), flush=True)
-    print()
+    print(f"\n{'cold' if args.cold else 'warm'} weights, {args.threads} threads, "
+          f"{'thread CPU time' if args.cpu_time else 'wall time'}; load average now "
+          f"{os.getloadavg()[0]:.2f}")
     print(format_table(["matmul", "m", "variant", "generated ms", "openblas ms", "gen GFLOP/s",
                         "blas GFLOP/s", "gen speedup"], rows))
 

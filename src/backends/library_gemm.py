@@ -7,6 +7,7 @@ from __future__ import annotations
 import functools
 
 from .c.gemm import library as _gemm_library
+from .c.gemm.driver import ALIAS_BYTES as _ALIAS_BYTES
 from .c.gemm.driver import skinny_limit as _skinny_limit
 
 SGEMM = _gemm_library.SGEMM
@@ -32,4 +33,6 @@ def skinny_rows(width=None) -> int | None:
     params = _params()
     if params is None:
         return None
-    return _skinny_limit(width, params) if isinstance(width, int) else params.mr
+    if isinstance(width, int):
+        return _skinny_limit(width, params)
+    return min(_skinny_limit(w, params) for w in (1, _ALIAS_BYTES // 4))   # the smaller of its two values

@@ -19,9 +19,9 @@ from hypothesis import strategies as st
 import relaxscript as rx
 from relaxscript.expr import Call
 from relaxscript.transform import FuseAttention
-from relaxscript.transform.attention_kernel import (TILE, AttentionMask, AttentionSpec, KeySource,
+from relaxscript.transform.attention_kernel import (TILE, AttentionMask, AttentionSpec, KeySource, attention_layout,
                                                     attention_kernel, attention_source)
-from tensorir.schedule_rules.attention import ATTENTION_ATTR
+from tensorir.schedule_rules.attention import ATTENTION_ATTR, ATTENTION_LAYOUT_ATTR
 
 HEADS, HEAD_DIM, VALUE_DIM = 2, 8, 4
 
@@ -105,7 +105,8 @@ def _ops(mod) -> list[str]:
 def _expected(body: str, params: str, spec: AttentionSpec, shape_vars=("n", "m")):
     kernel = textwrap.indent(attention_source(spec), "    ")
     mod = rx.from_source(_module(body, params, shape_vars, extra=kernel))
-    return mod.with_function("fused_attention", mod["fused_attention"].with_attr(ATTENTION_ATTR, True))
+    kernel = mod["fused_attention"].with_attr(ATTENTION_ATTR, True)
+    return mod.with_function("fused_attention", kernel.with_attr(ATTENTION_LAYOUT_ATTR, attention_layout(spec)))
 
 
 def _spec(mask=None, scale=None, **dims):
@@ -274,9 +275,16 @@ def test_fused_module_interpreted_matches_numpy(kind, n, m, seed):
     np.testing.assert_allclose(np.asarray(rx.interpret(mod, "main", *args)), expected, rtol=1e-4, atol=1e-5)
 
 
-def test_pipeline_fuses_only_short_queries():
-    # The default pipeline's FuseAttention takes decode-shaped attention (a constant query of at
-    # most 16 rows) and leaves a symbolic-length prefill to the BLAS matmuls, which measured faster.
+def test_pipeline_fuses_every_query_length():
+    # The default pipeline's FuseAttention takes prefill (symbolic query) as well as decode: the
+    # generated C kernel measured faster than the BLAS matmuls around a softmax at every n.
+    (fuse,) = [p for p in rx.get_pipeline("c") if isinstance(p, FuseAttention)]
+    assert fuse.max_query_rows is None
+    assert "fused_attention" in fuse(rx.from_source(GQA_DECODE)).script()
+
+
+def test_max_query_rows_fuses_only_short_queries():
+    # The bound still selects decode-shaped attention (a constant query of at most 16 rows).
     gated = FuseAttention(max_query_rows=16)
     one_token = (GQA_DECODE.replace('("n", 4, 8)', '(1, 4, 8)').replace("[n, 2, 2, 8]", "[1, 2, 2, 8]")
                  .replace("[2, 2 * n, 8]", "[2, 2, 8]"))

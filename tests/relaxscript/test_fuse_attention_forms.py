@@ -23,7 +23,7 @@ from relaxscript.interpreter import ShapeTuple
 from relaxscript.transform import DeadCodeElimination, FuseAttention
 from relaxscript.transform.attention_kernel import (TILE, AttentionMask, AttentionSpec, KeySource,
                                                     attention_source)
-from tensorir.schedule_rules.attention import ATTENTION_ATTR
+from tensorir.schedule_rules.attention import ATTENTION_ATTR, ATTENTION_LAYOUT_ATTR
 
 KV, D, CAPACITY = 2, 8, 150
 FILL = -1e30
@@ -239,7 +239,12 @@ class Module:
             R.output(out)
         return out
 ''')
-    expected = expected.with_function("fused_attention", expected["fused_attention"].with_attr(ATTENTION_ATTR, True))
+    # the layout the C target's generated kernel reads: operand positions, the cache's axis
+    # orders, the key count from the scalar m, the where-mask's fill
+    layout = {"q": 0, "kt": 1, "v": 2, "out": 3, "keys": "B,D,M", "values": "B,M,DV", "m": "param",
+              "mask": "where", "fill": float(np.float32(FILL))}
+    kernel = expected["fused_attention"].with_attr(ATTENTION_ATTR, True).with_attr(ATTENTION_LAYOUT_ATTR, layout)
+    expected = expected.with_function("fused_attention", kernel)
     rx.assert_structural_equal(after, expected)
 
 

@@ -53,7 +53,7 @@ needs_blas = pytest.mark.skipif(blas.backend() != "openblas", reason="scipy-open
 @pytest.mark.parametrize("rows, bias, library", [
     ('"n"', False, "generated.sgemm"),        # n may be 2..16: the skinny variant's range
     ('"n"', True, "generated.sgemm_bias"),
-    ("1", False, "openblas.sgemm"),           # one row: OpenBLAS's sgemv path
+    ("1", False, "generated.sgemm"),          # one row: the generated GEMV
     ("64", True, "openblas.sgemm_bias"),      # provably above skinny_rows: OpenBLAS's packed kernels
     ("4", False, "generated.sgemm"),
 ])
@@ -71,7 +71,7 @@ def test_transposed_weight_stays_with_openblas_and_the_report_says_why():
     assert (choice.function, choice.binding, choice.library) == ("main", "y", "openblas.sgemm_nt")
     assert "transposed" in choice.reason
     (choice,) = gemm_dispatch_report(rx.from_source(_module('"n"')))
-    assert choice.rows == "n" and f"2..{skinny_rows(8)}" in choice.reason
+    assert choice.rows == "n" and f"2..{skinny_rows(8)}" in choice.reason and "GEMV" in choice.reason
 
 
 def test_without_blas_every_matmul_gets_the_generated_kernel(monkeypatch):

@@ -33,6 +33,7 @@ from ..source_emitter import SourceEmitter
 from ..source_names import Names, sanitize
 
 from .quantized_gemm import MICRO_KERNEL_ATTR as GEMM_KERNEL_ATTR
+from .attention import ATTENTION_LAYOUT_ATTR, attention_c, generated_attention_enabled
 from .quantized_gemm import gemm_source, generated_gemm_enabled
 from .quantized_gemv import (MICRO_KERNEL_ATTR, ColumnEpilogue, detect_features, gemv_source,
                              generated_kernels_enabled)
@@ -625,7 +626,13 @@ def generate_c(funcs: dict[str, PrimFunc], signatures: dict[str, PrimFunc] | Non
         gemm = signature.attrs.get(GEMM_KERNEL_ATTR) or func.attrs.get(GEMM_KERNEL_ATTR)
         gemm_text = _quantized_gemm_c(signature, symbol, gemm) \
             if gemm is not None and generated_kernels_enabled() and generated_gemm_enabled() else None
-        if gemm_text is not None:
+        layout = signature.attrs.get(ATTENTION_LAYOUT_ATTR) or func.attrs.get(ATTENTION_LAYOUT_ATTR)
+        attention_text = attention_c(signature, symbol, layout, detect_features().lanes) \
+            if layout is not None and generated_kernels_enabled() and generated_attention_enabled() else None
+        if attention_text is not None:
+            text = attention_text
+            info = KernelInfo(symbol, list(signature.buffer_params), kernel_sym_vars(signature))
+        elif gemm_text is not None:
             text = gemm_text
             info = KernelInfo(symbol, list(signature.buffer_params), kernel_sym_vars(signature))
         elif gemv is not None and epilogue is not False and generated_kernels_enabled():

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tensorir.schedule_rules.attention import ATTENTION_ATTR
+from tensorir.schedule_rules.attention import ATTENTION_ATTR, ATTENTION_LAYOUT_ATTR
 from tensorir.script import from_source
 
 ROLES = ("B", "N", "D", "M", "DV")          # heads, query rows, head dim, keys, value dim
@@ -263,6 +263,24 @@ def scalar_names(spec: AttentionSpec) -> list[str]:
     return names + [f"s{i}" for i in range(spec.scalars)]
 
 
+def attention_layout(spec: AttentionSpec) -> dict:
+    """What a target's generated kernel needs beyond the PrimFunc's buffers: the operands'
+    positions, the key and value buffers' axis orders, where the key count comes from
+    ("param": the scalar ``m``; an int; "axis": the keys' M axis) and the mask's kind."""
+    has_mask = spec.mask is not None and spec.mask.expr is None
+    layout = {"q": 0, "kt": 1, "v": 2, "out": 4 if has_mask else 3,
+              "keys": ",".join(spec.keys.axes), "values": ",".join(spec.values.axes),
+              "m": ("param" if spec.dims["M"] is None else spec.dims["M"]) if spec.sliced() else "axis",
+              "mask": spec.mask.kind if spec.mask is not None else "none"}
+    if has_mask:
+        layout["mask_operand"] = 3
+    if spec.mask is not None and spec.mask.kind == "where":
+        layout["fill"] = float(spec.mask.fill)
+    return layout
+
+
 def attention_kernel(spec: AttentionSpec):
-    """The kernel's PrimFunc, marked for the attention schedule rule."""
-    return from_source(attention_source(spec)).with_attr(ATTENTION_ATTR, True)
+    """The kernel's PrimFunc, marked for the attention schedule rule and with its layout for
+    a target's generated kernel (``backends/c/attention.py``)."""
+    return from_source(attention_source(spec)).with_attr(ATTENTION_ATTR, True) \
+        .with_attr(ATTENTION_LAYOUT_ATTR, attention_layout(spec))

@@ -333,9 +333,10 @@ class FuseAttention(Pass):
     """Replace each matched attention by one call of a fused online-softmax kernel.
 
     ``max_query_rows``: fuse only attentions whose query rows per head are a known constant
-    at most this (decode); None fuses every match. The default pipeline passes 16: with a
-    symbolic or long query the one-row-at-a-time kernel measured 1.2-1.6x slower than the
-    BLAS matmuls around a softmax (Llama prefill, n = 32-512), and 1.0-3.6x faster at n = 1."""
+    at most this (decode); None (the default pipeline's choice) fuses every match. On the C
+    target the kernel is generated (backends/c/attention.py) and measured faster than the BLAS
+    matmuls around a softmax at every query length; the loop nest alone (other targets,
+    ``RELAXSCRIPT_GENERATED_KERNELS=0``) is fast only for short queries, hence the bound."""
     name = "FuseAttention"
 
     def __init__(self, max_query_rows: int | None = None):

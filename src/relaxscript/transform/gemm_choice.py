@@ -8,13 +8,16 @@ ARCHITECTURE.md, "Generated fp32 GEMM"):
 - no BLAS on the target (scipy-openblas32 missing): the generated kernel, for every ``n``;
 - a weight read transposed (``x @ w.T``): OpenBLAS, whose kernels read ``w`` in place (the
   generated kernel packs it through strided writes);
-- rows (``n``, the product of ``x``'s leading dims) provably 1: OpenBLAS (its sgemv path streams
-  the weight at the memory's rate);
-- rows provably above the skinny limit (``backends.library_gemm.skinny_rows``: one register tile of rows,
-  ``mr``, or two where the output width avoids 4 KiB cache-set aliasing): OpenBLAS;
+- rows (``n``, the product of ``x``'s leading dims) provably 1: the generated GEMV (no packing,
+  B streamed once, threads split its rows; level with OpenBLAS's sgemv on one thread, ahead of
+  the threaded split by up to 1.3x on weights of 1-2 MB);
+- rows provably above the skinny limit (``backends.library_gemm.skinny_rows``: the rows of A that
+  stay in L1 beside a panel of B, fewer where the output width is a multiple of 4 KiB and rows
+  share L1 sets): OpenBLAS;
 - otherwise (rows may be 2..limit, e.g. a symbolic ``n``): the generated kernel. Its run-time
-  choice runs the skinny variant (A read in place) for 2..limit rows and hands 1 row and more
-  to OpenBLAS, so a symbolic ``n`` gets the faster of the two at every value with one branch.
+  choice runs the GEMV for 1 row, the skinny variant (A read in place) for 2..limit rows and
+  hands more to OpenBLAS, so a symbolic ``n`` gets the faster of the two at every value with one
+  branch.
 """
 from __future__ import annotations
 
@@ -59,11 +62,11 @@ def choose_gemm_library(kind: str, rows, analyzer: Analyzer, width=None) -> tupl
         return library, "weight read transposed: OpenBLAS reads it in place, the generated kernel would pack it"
     lo, hi = analyzer.const_int_bound(rows)
     if hi is not None and hi <= 1:
-        return library, "one row: OpenBLAS's sgemv path streams the weight at the memory's rate"
+        return generated, "one row: the generated GEMV streams the weight once, no packing"
     if lo is not None and lo > skinny:
         return library, f"at least {lo} rows (> {skinny}): OpenBLAS's packed kernels"
-    return generated, (f"rows may be 2..{skinny}: the skinny variant (A read in place) at run time for "
-                       f"2..{skinny} rows, OpenBLAS for 1 and more than {skinny}")
+    return generated, (f"rows may be 1..{skinny}: at run time the GEMV for 1 row, the skinny variant "
+                       f"(A read in place) for 2..{skinny}, OpenBLAS for more than {skinny}")
 
 
 __all__ = ["GemmChoice", "choose_gemm_library", "product_rows", "skinny_rows"]

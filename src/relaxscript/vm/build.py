@@ -53,8 +53,9 @@ def _default_passes(target) -> list[Pass]:
     # GPU targets have no BLAS: their matmuls stay generated kernels.
     dispatch = [DispatchLibrary()] if backend.library_dispatch else []
     # The fused attention kernel has a CPU schedule rule only; GPU targets keep the unfused ops.
-    # It pays only for short queries (decode); longer ones keep the BLAS matmuls (see FuseAttention).
-    attention = [FuseAttention(max_query_rows=16)] if backend.schedule != "gpu" else []
+    # Every query length: the C kernel (backends/c/attention.py) beat the BLAS matmuls around a
+    # softmax at n = 1..512 (docs/ARCHITECTURE.md, "Generated attention kernel").
+    attention = [FuseAttention()] if backend.schedule != "gpu" else []
     return [InlineFunctions(), ApplyShapeConstraints(), MergeParallelMatmul(), *attention, *dispatch, LegalizeOps(),
             AnnotateTIROpPattern(), FuseOps(), FuseTIR(), *schedules, LiftWorkspace(), DeadCodeElimination(),
             CallTIRRewrite(),

@@ -11,6 +11,9 @@ from ..errors import ScheduleError
 from ..schedule import Schedule
 
 ATTENTION_ATTR = "relax.fused_attention"
+# buffer positions, key/value axis orders and mask kind, for a target's generated kernel
+# (backends/c/attention.py); the loop nest stays the function's meaning
+ATTENTION_LAYOUT_ATTR = "c.fused_attention"
 
 
 def schedule_attention(sch: Schedule) -> None:

@@ -56,7 +56,7 @@ def test_random_shapes_match_numpy(m, n, k, trans_b, epilogue, act, threads, sma
 
 def _boundaries(params, threads):
     s, large = params.skinny_rows, threads * params.mc
-    return {1: "skinny", s: "skinny", s + 1: "medium", large - 1: "medium", large: "large"}
+    return {1: "gemv", 2: "skinny", s: "skinny", s + 1: "medium", large - 1: "medium", large: "large"}
 
 
 @pytest.mark.parametrize("which", ["machine", "small"])
@@ -94,15 +94,15 @@ def test_bad_operands_raise():
 @pytest.mark.parametrize("trans_b", [False, True])
 @pytest.mark.parametrize("n", [21, 1024])   # rows of 1024 floats are 4 KiB apart (cache-set aliasing)
 def test_run_time_choice_with_openblas_at_its_boundaries(trans_b, n):
-    """Policy WITH_BLAS: one row and more than skinny_limit rows go to OpenBLAS (when the target
-    has it), the rest to the skinny variant; results equal NumPy either way, epilogues included."""
+    """Policy WITH_BLAS: more than skinny_limit rows go to OpenBLAS (when the target has it), one
+    row to the GEMV, the rest to the skinny variant; results equal NumPy either way, epilogues included."""
     from backends import blas
-    from backends.c.gemm.driver import skinny_limit
+    from backends.c.gemm.driver import ALIASED_ROWS, skinny_limit
     limit = skinny_limit(n, PARAMS)
-    assert limit == (PARAMS.mr if n == 1024 else min(2 * PARAMS.mr, PARAMS.skinny_rows))
+    assert limit == (min(ALIASED_ROWS, PARAMS.skinny_rows) if n == 1024 else PARAMS.skinny_rows)
     has_blas = blas.backend() == "openblas"
     for m in (1, 2, limit, limit + 1):
-        expected = "openblas" if has_blas and (m == 1 or m > limit) else variant_for(m, PARAMS, 2)
+        expected = "openblas" if has_blas and m > limit else variant_for(m, PARAMS, 2)
         assert variant_for(m, PARAMS, 2, blas=has_blas, n=n) == expected
         assert gemm_library.variant(m, 2, policy=gemm_library.WITH_BLAS, n=n) == expected
         rng = np.random.default_rng(m)
@@ -115,3 +115,36 @@ def test_run_time_choice_with_openblas_at_its_boundaries(trans_b, n):
             gemm_library.gemm(aa, bb, c, trans_b=trans_b, bias=bias, residual=residual, act="silu",
                               policy=gemm_library.WITH_BLAS)
             np.testing.assert_allclose(c, _reference(aa, bb, trans_b, bias, residual, "silu"), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("which", ["machine", "small"])
+@pytest.mark.parametrize("trans_b", [False, True])
+def test_gemv_one_row_split_over_threads_with_ragged_edges(which, trans_b):
+    """m = 1 runs the GEMV: below the split size on one thread, above it B's rows (or, transposed,
+    its output columns) split over the threads; k and n no tile, vector or GEMV_ROWS divides, k
+    smaller than GEMV_ROWS per thread, and an output wider than one L1 chunk."""
+    from backends.c.gemm.gemv import GEMV_ROWS
+    params = PARAMS if which == "machine" else SMALL
+    split_floats = params.gemv_split_bytes // 4
+    n_wide = params.gemv_cols + params.lanes + 3
+    shapes = [(7, 5), (GEMV_ROWS * 2 - 1, 37), (split_floats // 517 + 29, 517), (61, n_wide), (5, n_wide)]
+    for seed, (k, n) in enumerate(shapes):
+        assert variant_for(1, params, 2) == "gemv" and gemm_library.variant(1, 2, params) == "gemv"
+        for threads in (1, 2):
+            _run(1, n, k, trans_b, ("bias", "residual"), "silu", threads, params, seed)
+            _run(1, n, k, trans_b, (), "none", threads, params, seed)
+
+
+@pytest.mark.parametrize("which", ["machine", "small"])
+def test_skinny_row_tiles_over_chunks_of_the_width(which):
+    """More rows than one register tile: the skinny variant sweeps B in chunks of columns that
+    the next tiles re-read from L1; outputs wider than several chunks, ragged columns, k over
+    several SKINNY_KC-row blocks, power-of-two widths (rows sharing L1 sets) and others."""
+    from backends.c.gemm.driver import SKINNY_KC, skinny_chunk_cols
+    params = PARAMS if which == "machine" else SMALL
+    chunk = skinny_chunk_cols(params)
+    for n in (4 * chunk, 3 * chunk + params.nr + 5):
+        for m in (params.mr + 1, params.skinny_rows):
+            assert variant_for(m, params, 2) == "skinny"
+            for threads in (1, 2):
+                _run(m, n, 2 * SKINNY_KC + 3, False, ("bias", "residual"), "relu", threads, params, m)

@@ -88,3 +88,27 @@ def test_register_tile_uses_the_register_file(isa):
     accumulators = params.mr * params.vectors_per_row
     assert source.count(" = {0}") == accumulators
     assert accumulators + params.vectors_per_row + 1 <= {"avx2": 16, "avx512": 32, "sse": 16}[isa]
+
+
+def test_b_vectors_stay_in_registers_on_this_machine(tmp_path):
+    """The register pin: compiled for this machine, the 4-row tile (where GCC had folded B's loads
+    into every row's FMA) multiplies registers only, one load per B vector and k step."""
+    import re
+    import subprocess
+    from dataclasses import replace
+
+    from backends.c.compiler import DEFAULT_FLAGS, find_compiler
+    from backends.c.gemm.params import gemm_params
+    params = gemm_params()
+    if params.isa not in ("avx2", "avx512"):
+        pytest.skip(f"FMA tiles are x86 AVX2/AVX-512 only; this machine has {params.isa}")
+    source = vector_typedefs(params) + emit_microkernel("mk", replace(params, mr=4), a_packed=False,
+                                                        b_packed=False)
+    source += "void call(int kc, const float* a, int lda, const float* b, int ldb, float* c, int ldc) " \
+              "{ mk(kc, a, lda, b, ldb, c, ldc, 4, " + str(params.nr) + ", 1); }\n"
+    (tmp_path / "mk.c").write_text(source)
+    flags = [f for f in DEFAULT_FLAGS if f not in ("-shared", "-fopenmp")]
+    subprocess.run([find_compiler(), *flags, "-S", "-o", str(tmp_path / "mk.s"), str(tmp_path / "mk.c")],
+                   check=True, capture_output=True)
+    fmas = [line for line in (tmp_path / "mk.s").read_text().splitlines() if re.search(r"\bvfmadd\w*ps\b", line)]
+    assert fmas and not [line for line in fmas if "(" in line]   # no memory operand

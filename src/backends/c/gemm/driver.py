@@ -27,6 +27,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from .gemv import emit_gemv
 from .microkernel import emit_microkernel, vector_typedefs
 from .params import GemmParams
 
@@ -34,11 +35,18 @@ ACTIVATIONS = {"none": 0, "relu": 1, "silu": 2}
 # x86's L1 is indexed by the address bits inside a 4 KiB page: rows a multiple of this apart
 # fall into the same cache sets
 ALIAS_BYTES = 4096
+# Most rows the skinny variant keeps beside OpenBLAS on such widths. One thread, thread CPU time,
+# the MLP's 1024x4096 and 4096x1024 (load average 6-8 from other sessions): 1.4-2.2x OpenBLAS at
+# 4 rows, 0.97-1.33x at 8, 0.61-0.99x at 12 and 0.79-0.92x at 16 (OpenBLAS's own tiles are 4
+# rows, so it is slower at 9..11 and 13..15; not kept: one rule, no parity games).
+ALIASED_ROWS = 8
 # 2 * m * n * k below this: one thread (a parallel region costs ~5-10 us on this class of machine)
 MIN_FLOPS_TO_SPLIT = 1 << 21
 # Rows of B the skinny variant streams at once (contiguous runs, one per row, swept across the
-# columns): few enough for the hardware prefetchers to follow every stream.
-SKINNY_KC = 16
+# columns): few enough for the hardware prefetchers to follow every stream. One thread, CPU time,
+# MLP shapes (1024x4096, 4096x1024) at m = 2/4/6: 8 rows 0.49-0.65/0.75-0.86/1.13-1.22 ms against
+# 1.20-1.22/1.24-1.33/1.35-1.38 with 16 and worse with 4 or 12; the Llama shapes level.
+SKINNY_KC = 8
 
 
 def _row_kernels(params: GemmParams) -> str:
@@ -66,16 +74,25 @@ def _row_kernels(params: GemmParams) -> str:
     return "\n".join(out)
 
 
+def skinny_chunk_cols(params: GemmParams) -> int:
+    """Columns of the ``SKINNY_KC``-row block of B that several row tiles of the skinny variant
+    re-read from L1: half of it, in whole panels."""
+    return max(params.nr, params.kc * params.nr // SKINNY_KC // params.nr * params.nr)
+
+
 def skinny_limit(n: int, params: GemmParams) -> int:
     """Most rows the skinny variant keeps under the WITH_BLAS policy (see ``rs_gen_gemm_variant``)."""
-    return params.mr if (n * 4) % ALIAS_BYTES == 0 else min(2 * params.mr, params.skinny_rows)
+    aliased = (n * 4) % ALIAS_BYTES == 0
+    return min(ALIASED_ROWS, params.skinny_rows) if aliased else params.skinny_rows
 
 
 def variant_for(m: int, params: GemmParams, threads: int, blas: bool = False, n: int = 1) -> str:
     """The variant ``rs_gen_gemm`` runs for ``m`` rows of width ``n`` (the same conditions as the C
     code); with ``blas`` (policy 1, OpenBLAS bound) only 2..``skinny_limit`` rows stay generated."""
-    if blas and (m == 1 or m > skinny_limit(n, params)):
+    if blas and m > skinny_limit(n, params):
         return "openblas"
+    if m == 1:
+        return "gemv"
     if m <= params.skinny_rows:
         return "skinny"
     return "large" if m >= threads * params.mc else "medium"
@@ -98,9 +115,10 @@ def emit_gemm_library(params: GemmParams) -> str:
 #define NC {nc}
 #define SKINNY_ROWS {params.skinny_rows}
 #define ALIAS_BYTES {ALIAS_BYTES}
+#define ALIASED_ROWS {ALIASED_ROWS}
 #define SKINNY_NC {params.skinny_nc}
 #define SKINNY_KC {SKINNY_KC}
-#define SKINNY_CHUNK {max(params.nr, params.kc * params.nr // SKINNY_KC // params.nr * params.nr)}
+#define SKINNY_CHUNK {skinny_chunk_cols(params)}
 #define MIN_FLOPS_TO_SPLIT {MIN_FLOPS_TO_SPLIT}L
 
 {emit_microkernel("rs_gemm_kernel_packed", params)}
@@ -212,16 +230,19 @@ static void apply_epilogue(float* c, long ldc, int rows, int cols, const float* 
 
 static int has_epilogue(const epilogue_t* e) {{ return e->bias != NULL || e->residual != NULL || e->act != 0; }}
 
+{emit_gemv(params)}
 /* one thread's share: rows [i0, i0+h) x columns [j0, j0+w) of c, A read in place (skinny) */
 static int block_skinny(long h, long w, long k, const float* a, const float* b, int trans_b, float* c,
                         long n, long i0, long j0, const epilogue_t* e) {{
   if (!trans_b) {{
     /* B read in place: SKINNY_KC rows at a time, each swept left to right across the thread's
        columns (that many contiguous streams, which the prefetchers follow), accumulating into c.
-       One call per row tile sweeps a run of panels (a call per panel cost more than its 16 k
+       One call per row tile sweeps a run of panels (a call per panel cost more than its few k
        steps). With several row tiles the sweep goes in chunks of SKINNY_CHUNK columns, whose
-       k block (half of L1) the next tiles re-read from cache: over whole rows of a power-of-two
-       width, the second tile measured up to 6x slower. */
+       SKINNY_KC rows (half of L1) the next tiles re-read from L1: SKINNY_KC rows of a
+       power-of-two width share L1 sets, which 8 rows fit (L1 is 8-way here) and 16 did not
+       (the second tile then re-read them from memory, up to 6x slower). Copying the block to a
+       padded buffer instead measured 10-20% slower at 8 rows and level at 12. */
     float edge[SKINNY_KC * NR];
     const long chunk = h > MR ? SKINNY_CHUNK : w;
     for (long pc = 0; pc < k; pc += SKINNY_KC) {{
@@ -230,11 +251,13 @@ static int block_skinny(long h, long w, long k, const float* a, const float* b, 
       for (long jc = 0; jc < w; jc += chunk) {{
         const long wc = min_long(chunk, w - jc), full = wc / NR * NR;
         if (full < wc) pack_b(kcb, (int)(wc - full), b, n, 0, pc, j0 + jc + full, edge);
+        const float* bk = b + pc * n + j0 + jc;
+        const long ldb = n;
         for (long ir = 0; ir < h; ir += MR) {{
           const int rows = (int)min_long(MR, h - ir);
           float* ct = c + (i0 + ir) * n + j0 + jc;
           const float* at = a + (i0 + ir) * k + pc;
-          sweep_rows(rows, kcb, at, (int)k, b + pc * n + j0 + jc, (int)n, ct, (int)n, (int)full, pc > 0);
+          sweep_rows(rows, kcb, at, (int)k, bk, (int)ldb, ct, (int)n, (int)full, pc > 0);
           if (full < wc)
             kernel_rows(rows, kcb, at, (int)k, edge, ct + full, (int)n, (int)(wc - full), pc > 0);
           if (last && has_epilogue(e))
@@ -310,19 +333,20 @@ typedef int (*rs_blas_gemm_fn)(int, int, long, long, long, float, const float*, 
 static rs_blas_gemm_fn rs_blas_gemm;
 void rs_gen_bind_blas(rs_blas_gemm_fn f) {{ rs_blas_gemm = f; }}
 
-/* Which variant runs for m rows of width n: 0 skinny, 1 medium, 2 large (the documented
-   conditions), 3 OpenBLAS. With policy 1 and OpenBLAS bound, the generated code keeps only the
-   row counts where it measured faster: 2..MR rows (one register tile), and up to 2 * MR when rows
-   of n floats are not a multiple of ALIAS_BYTES apart (otherwise B's and c's rows share L1 sets
-   and a second row tile re-reads them from memory). One row (OpenBLAS's sgemv path streams the
-   weight) and everything else go to OpenBLAS. Policy 0 always runs the generated code. */
+/* Which variant runs for m rows of width n: 4 gemv (one row), 0 skinny, 1 medium, 2 large (the
+   documented conditions), 3 OpenBLAS. With policy 1 and OpenBLAS bound, the generated code keeps
+   the rows A can be read in place for (SKINNY_ROWS, from L1's size), but at most ALIASED_ROWS
+   when rows of n floats are a multiple of ALIAS_BYTES apart (B's and c's rows then share L1
+   sets, and a second full row tile loses to OpenBLAS's packed kernels); more rows go to
+   OpenBLAS. Policy 0 always runs the generated code. */
 int rs_gen_gemm_variant(long m, long n, int threads, int policy) {{
   threads = team_threads(threads);
   if (policy == 1 && rs_blas_gemm != NULL) {{
     const int aliased = (n * (long)sizeof(float)) % ALIAS_BYTES == 0;
-    const long skinny_limit = aliased ? MR : min_long(2 * MR, SKINNY_ROWS);
-    if (m == 1 || m > skinny_limit) return 3;
+    const long skinny_limit = aliased ? min_long(ALIASED_ROWS, SKINNY_ROWS) : SKINNY_ROWS;
+    if (m > skinny_limit) return 3;
   }}
+  if (m == 1) return 4;
   if (m <= SKINNY_ROWS) return 0;
   return m >= (long)threads * MC ? 2 : 1;
 }}
@@ -347,6 +371,7 @@ int rs_gen_gemm(long m, long n, long k, const float* a, const float* b, int tran
         apply_epilogue(c + i * n, n, 1, (int)n, NULL, residual == NULL ? NULL : residual + i * n, act);
     return 0;
   }}
+  if (variant == 4) return gemv(n, k, a, b, trans_b, c, &e, threads);
   if (2.0 * m * n * k < MIN_FLOPS_TO_SPLIT) threads = 1;
   int status = 0;
   /* columns are split in whole NR panels; rows (large) in whole MC blocks */

@@ -48,7 +48,7 @@ def compiled(params: GemmParams | None = None) -> ctypes.CDLL:
     return lib
 
 
-VARIANTS = ("skinny", "medium", "large", "openblas")
+VARIANTS = ("skinny", "medium", "large", "openblas", "gemv")
 GENERATED_ONLY, WITH_BLAS = 0, 1   # the run-time policy: see driver.py
 
 

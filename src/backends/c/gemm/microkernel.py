@@ -46,6 +46,25 @@ static inline void {vt}_store(float *p, {vt} v) {{ memcpy(p, &v, {size}); }}
 """
 
 
+# The asm constraint naming a vector register of the ISA, and the macro of the compiler's target
+# that must hold for a register of that width to exist (x86 only; elsewhere no pin)
+_VECTOR_REGISTER = {"avx512": ("v", "__AVX512F__"), "avx2": ("x", "__AVX__"), "avx": ("x", "__AVX__"),
+                    "sse": ("x", "__SSE2__")}
+
+
+def register_pin(params: GemmParams, names: list[str]) -> str:
+    """An empty asm statement that makes the compiler hold ``names`` in registers. Without it GCC
+    folds a B vector's load into each row's FMA as a memory operand (it did at 4 rows): the tile
+    then loads B once per row instead of once per k step, and the load ports, not the FMAs,
+    bound it (4 rows of 1024x4096 ran slower than 5)."""
+    if params.isa not in _VECTOR_REGISTER:
+        return ""
+    constraint, macro = _VECTOR_REGISTER[params.isa]
+    operands = ", ".join(f'"+{constraint}"({name})' for name in names)
+    return f'\n#if defined({macro})\n  __asm__("" : {operands});\n#endif\n'
+
+
+
 def k_splits(params: GemmParams) -> int:
     """Independent accumulator sets over alternating k steps. A tile of fewer rows than the
     register file allows (the skinny variant's 1..mr-row kernels) has too few accumulators to
@@ -75,7 +94,10 @@ def emit_microkernel(name: str, params: GemmParams, a_packed: bool = True, b_pac
     def step(u: int, indent: str) -> None:
         lines.append(f"{indent}{{ const float *restrict bp = {b_row};")
         for v in range(nv):
-            lines.append(f"{indent}  const {vt} b{v} = {vt}_load(bp + {v * lanes});")
+            lines.append(f"{indent}  {vt} b{v} = {vt}_load(bp + {v * lanes});")
+        pin = register_pin(params, [f"b{v}" for v in range(nv)])
+        if pin:
+            lines.append(f"{indent}  {pin}")
         for i in range(mr):
             scalar = f"a_pack[(long)p * {mr} + {i}]" if a_packed else f"a{i}[p]"
             lines.append(f"{indent}  {{ const float s = {scalar}; const {vt} ai = {{" + ", ".join(["s"] * lanes) + "};")

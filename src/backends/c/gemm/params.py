@@ -14,6 +14,11 @@ The derivation is the analytical model of Goto/BLIS that Vortex builds on
 - **nc**: the packed ``kc x nc`` block of B stays in half of L3 (shared by the cores);
 - **skinny_nc**: without packed A, B is packed in chunks of ``kc x skinny_nc`` that stay
   in half of L2;
+- **gemv_cols**: one row of A (``m == 1``, ``gemv.py``) accumulates into this many output
+  columns at a time, kept in half of L1 while rows of B stream past (wider chunks measured
+  faster: 1024x4096 one thread 0.36 ms at 4096 columns, 0.41 at 2048, 0.45 at 1024);
+- **gemv_split_bytes**: a B smaller than half of one core's L2 is streamed by one thread (from
+  there it takes less time than handing work to another thread costs);
 - **skinny_rows**: up to this many rows of A (``rows x kc`` floats) fit in half of
   L1 beside the B panel, so A is read in place instead of packed (packing would
   cost as much as the product for so few rows).
@@ -44,6 +49,8 @@ class GemmParams:
     skinny_nc: int
     cores: int
     registers: int = 16     # vector registers of the ISA (the micro-kernel's accumulator budget)
+    gemv_cols: int = 2048   # output columns the GEMV keeps in L1 at once
+    gemv_split_bytes: int = 1 << 19   # a GEMV's B from this size on is split over the threads
 
     @property
     def vectors_per_row(self) -> int:
@@ -68,8 +75,9 @@ def derive_params(machine: MachineParams) -> GemmParams:
     nc = min(MAX_NC, _round_down(machine.l3_bytes // 2 // (kc * 4), nr, nr))
     skinny_rows = max(1, machine.l1d_bytes // 2 // (kc * 4))
     skinny_nc = min(MAX_NC, _round_down(machine.l2_bytes // 2 // (kc * 4), nr, nr))
+    gemv_cols = max(nr, machine.l1d_bytes // 2 // 4 // nr * nr)
     return GemmParams(isa.name, lanes, mr, nr, kc, mc, nc, skinny_rows, skinny_nc, machine.cores,
-                      isa.registers)
+                      isa.registers, gemv_cols, machine.l2_bytes // 2)
 
 
 def gemm_params() -> GemmParams:

@@ -1,0 +1,577 @@
+"""Generated C kernel of a fused attention (``transform/attention_kernel.py``'s loop nest).
+
+The fused attention PrimFunc carries ``ATTENTION_LAYOUT_ATTR`` (buffer positions, the key
+and value buffers' axis orders, the mask kind); its loop nest stays the function's meaning
+(the interpreter and other targets run it) and the C emitter puts this kernel in its place,
+with the same calling convention, the way the generated quantized GEMV replaces its nest.
+
+Why a separate generator: the loop nest walks one row block at a time with scalar loops
+that gcc vectorizes only in part. Here:
+
+- **Work items are (head, tile of rows, chunk of keys).** Prefill has many row tiles and
+  one chunk; decode has few rows (the query heads of one kv head), so the keys are split
+  into chunks as well (flash-decoding): each task runs an online softmax over its chunk
+  and leaves a partial (max, sum, unnormalized output) per row, and a combine step merges
+  the partials. The chunk count is a function of the key count and the tiles only (not
+  of the team size, which follows the machine's load per call), so results do not depend
+  on the thread count, and a team of any size gets several equal tasks per thread.
+- **Register-tiled products.** Scores ``s = q @ keys`` and the output ``o += p @ values``
+  are small matrix products over a block of ``KEY_BLOCK`` keys, done by two micro-kernels
+  chosen by the buffers' layouts at generation time: "outer" (the output's axis is
+  contiguous in the operand: broadcast-multiply-add of whole vectors, up to 4 rows x 2
+  vectors of accumulators) and "dot" (the reduced axis is contiguous: vector dot
+  products, summed across lanes at the end). A layout with neither axis contiguous is
+  gathered into a packed block first.
+- **Blocks masked out are skipped.** A key block whose mask removes every score of the
+  row tile is not computed when its weights are exactly 0 anyway: a ``where`` mask whose
+  condition is false everywhere in the block with ``fill`` at least 104 below every row's
+  running max (``exp`` of that is 0 in float32), or an additive mask at most
+  ``DEAD_MASK`` everywhere in the block while every row's running max is above
+  ``DEAD_MASK / 10`` (the weights are then below ``exp(-9e7)``: exactly 0 unless a score
+  exceeds the others by about 1e8). A causal prefill so computes about half the products.
+
+The score expression (scale, mask) is the loop nest's own "mask" block, emitted through
+the C expression emitter, so both forms compute the same scores.
+"""
+from __future__ import annotations
+
+import os
+
+from tensorir.schedule_rules.attention import ATTENTION_LAYOUT_ATTR
+
+KEY_BLOCK = 32          # keys per block: a packed key block and value block (8 KiB each at
+                        # head dim 64) and the tile's scores and output stay in L1 together
+DIRECT_BLOCK = 512      # keys per block when the keys are read in place (decode)
+MICRO_ROWS = 4          # rows of a micro tile: 4 x 2 vectors of accumulators fit 16 registers
+ROW_TILE = 16           # query rows per task: 4 micro tiles share each packed key block
+CHUNK_KEYS = 512        # decode: keys per chunk when the tiles alone are too few tasks
+MIN_TASKS = 6           # ... but at least this many tasks (a whole number of rounds for 2 or 3 threads)
+FEW_TILES = 16          # fewer (head, row tile) tasks than this split the keys into chunks
+MAX_TASKS = 64          # ... into at most this many tasks
+DEAD_MASK = -1e8        # an additive mask at most this removes a score
+# fewer multiply-adds than this run on the calling thread: a parallel region costs more
+PARALLEL_MIN_WORK = 1 << 15
+
+
+def generated_attention_enabled() -> bool:
+    """False when ``RELAXSCRIPT_GENERATED_ATTENTION=0``: compile the fused attention's loop nest
+    instead (to measure this kernel's own gain; ``RELAXSCRIPT_GENERATED_KERNELS=0`` turns off
+    every generated kernel)."""
+    return os.environ.get("RELAXSCRIPT_GENERATED_ATTENTION", "1") != "0"
+
+
+def _axis_strides(shape: list[str]) -> list[str]:
+    """Row-major element strides of a buffer whose dims are the C expressions ``shape``."""
+    strides, acc = [], "INT64_C(1)"
+    for dim in reversed(shape):
+        strides.append(acc)
+        acc = f"{acc} * (int64_t)({dim})"
+    return list(reversed(strides))
+
+
+def _micro_kernels(lanes: int) -> str:
+    """The outer and dot micro-kernels for 1..ROW_TILE rows (one function per row count,
+    fully unrolled), helpers shared by every attention kernel of the translation unit."""
+    parts = ["#ifndef RS_ATT_HELPERS", "#define RS_ATT_HELPERS",
+             f"typedef float rs_af __attribute__((vector_size({lanes * 4})));",
+             "static inline rs_af rs_af_load(const float* p) { rs_af v; memcpy(&v, p, sizeof v); return v; }",
+             "static inline void rs_af_store(float* p, rs_af v) { memcpy(p, &v, sizeof v); }",
+             "static inline rs_af rs_af_splat(float x) { return (rs_af){" + ", ".join(["x"] * lanes) + "}; }",
+             "static inline float rs_af_sum(rs_af v) { float s = 0.0f; for (int i = 0; i < "
+             f"{lanes}; ++i) s += v[i]; return s; }}"]
+    step = 2 * lanes
+    for rows in range(1, MICRO_ROWS + 1):
+        rr = range(rows)
+        # c[r][j] += sum_k a[r*lda + k*ak] * b[k*ldb + j], j contiguous in b and c
+        parts += [
+            f"static inline void rs_att_outer{rows}(float* restrict c, int64_t ldc, const float* restrict a, "
+            "int64_t lda, int64_t ak, const float* restrict b, int64_t ldb, int64_t K, int64_t cols) {",
+            "  int64_t j = 0;",
+            f"  for (; j + {step} <= cols; j += {step}) {{",
+            *(f"    rs_af c{r}0 = rs_af_load(c + {r} * ldc + j), c{r}1 = rs_af_load(c + {r} * ldc + j + {lanes});"
+              for r in rr),
+            "    for (int64_t k = 0; k < K; ++k) {",
+            f"      const rs_af b0 = rs_af_load(b + k * ldb + j), b1 = rs_af_load(b + k * ldb + j + {lanes});",
+            *(f"      {{ const rs_af x = rs_af_splat(a[{r} * lda + k * ak]); c{r}0 += x * b0; c{r}1 += x * b1; }}"
+              for r in rr),
+            "    }",
+            *(f"    rs_af_store(c + {r} * ldc + j, c{r}0); rs_af_store(c + {r} * ldc + j + {lanes}, c{r}1);"
+              for r in rr),
+            "  }",
+            "  for (; j < cols; ++j) {",
+            *(f"    float s{r} = c[{r} * ldc + j];" for r in rr),
+            "    for (int64_t k = 0; k < K; ++k) {",
+            "      const float bk = b[k * ldb + j];",
+            *(f"      s{r} += a[{r} * lda + k * ak] * bk;" for r in rr),
+            "    }",
+            *(f"    c[{r} * ldc + j] = s{r};" for r in rr),
+            "  }",
+            "}",
+            # c[r][j] += sum_k a[r*lda + k] * b[j*ldb + k], k contiguous in a and b
+            f"static inline void rs_att_dot{rows}(float* restrict c, int64_t ldc, const float* restrict a, "
+            "int64_t lda, const float* restrict b, int64_t ldb, int64_t K, int64_t cols) {",
+            f"  const int64_t kv = K / {lanes} * {lanes};",
+            "  int64_t j = 0;",
+            "  for (; j + 2 <= cols; j += 2) {",
+            "    " + " ".join(f"rs_af d{r}0 = {{0}}, d{r}1 = {{0}};" for r in rr),
+            f"    for (int64_t k = 0; k < kv; k += {lanes}) {{",
+            "      const rs_af b0 = rs_af_load(b + j * ldb + k), b1 = rs_af_load(b + (j + 1) * ldb + k);",
+            *(f"      {{ const rs_af x = rs_af_load(a + {r} * lda + k); d{r}0 += x * b0; d{r}1 += x * b1; }}"
+              for r in rr),
+            "    }",
+            *(f"    float s{r}0 = rs_af_sum(d{r}0), s{r}1 = rs_af_sum(d{r}1);" for r in rr),
+            "    for (int64_t k = kv; k < K; ++k) {",
+            *(f"      s{r}0 += a[{r} * lda + k] * b[j * ldb + k]; s{r}1 += a[{r} * lda + k] * b[(j + 1) * ldb + k];"
+              for r in rr),
+            "    }",
+            *(f"    c[{r} * ldc + j] += s{r}0; c[{r} * ldc + j + 1] += s{r}1;" for r in rr),
+            "  }",
+            "  for (; j < cols; ++j) {",
+            *(f"    float s{r} = 0.0f;" for r in rr),
+            "    for (int64_t k = 0; k < K; ++k) {",
+            *(f"      s{r} += a[{r} * lda + k] * b[j * ldb + k];" for r in rr),
+            "    }",
+            *(f"    c[{r} * ldc + j] += s{r};" for r in rr),
+            "  }",
+            "}",
+        ]
+    for kind, params, args in (
+            ("outer", "float* restrict c, int64_t ldc, const float* restrict a, int64_t lda, int64_t ak, "
+                      "const float* restrict b, int64_t ldb, int64_t K, int64_t cols",
+             "c + r * ldc, ldc, a + r * lda, lda, ak, b, ldb, K, cols"),
+            ("dot", "float* restrict c, int64_t ldc, const float* restrict a, int64_t lda, "
+                    "const float* restrict b, int64_t ldb, int64_t K, int64_t cols",
+             "c + r * ldc, ldc, a + r * lda, lda, b, ldb, K, cols")):
+        cases = " ".join(f"case {n}: rs_att_{kind}{n}({args}); break;" for n in range(1, MICRO_ROWS + 1))
+        parts += [f"static inline void rs_att_{kind}(int64_t rows, {params}) {{",
+                  f"  for (int64_t r = 0; r < rows; r += {MICRO_ROWS}) {{",
+                  f"    switch (rows - r < {MICRO_ROWS} ? rows - r : {MICRO_ROWS}) {{ {cases} }}",
+                  "  }", "}"]
+    # c[r][j] += sum_k a[r*lda + k*ak] * b[k*ldb + j], one row of b at a time from end to end:
+    # few rows (decode), whose operands stream from memory once; the rows of c stay in L1
+    parts += ["static inline void rs_att_stream(int64_t rows, float* restrict c, int64_t ldc, "
+              "const float* restrict a, int64_t lda, int64_t ak, const float* restrict b, int64_t ldb, "
+              "int64_t K, int64_t cols) {",
+              "  for (int64_t k = 0; k < K; ++k) {",
+              "    const float* restrict bk = b + k * ldb;",
+              # each row's run starts where the hardware prefetcher has not yet seen a stream
+              "    if (k + 4 < K) for (int64_t j = 0; j < cols && j < 64; j += 16) "
+              "__builtin_prefetch(bk + 4 * ldb + j, 0, 3);",
+              "    for (int64_t r = 0; r < rows; ++r) {",
+              "      const float x = a[r * lda + k * ak];",
+              "      float* restrict cr = c + r * ldc;",
+              "      #pragma omp simd",
+              "      for (int64_t j = 0; j < cols; ++j) cr[j] += x * bk[j];",
+              "    }",
+              "  }",
+              "}"]
+    parts.append("#endif")
+    return "\n".join(parts)
+
+
+class AttentionC:
+    """The pieces of one kernel's C text that come from its PrimFunc (names, dims, strides,
+    the score expression); ``attention_c_source`` assembles them."""
+
+    def __init__(self, *, symbol: str, lanes: int, head_dim: int, value_dim: int, declarations: list[str],
+                 heads: str, rows: str, keys_used: str, key_strides: dict, value_strides: dict,
+                 q: str, keys: str, values: str, out: str, score: str, mask_kind: str,
+                 live: str | None, fill: float, row_locals: list[str]):
+        self.__dict__.update(locals())
+        del self.__dict__["self"]
+
+
+def _product(kind: str, rows: str, c: str, ldc: str, a: str, lda: str, b: str, b_outer: str,
+             b_inner: str, depth: str, cols: str) -> str:
+    """One call of a micro-kernel: ``c[r][j] += sum_k a[r][k] * B(k, j)`` where B's element
+    (k, j) is at ``b + k * b_outer + j * b_inner``; ``kind`` "outer" when j is contiguous
+    (b_inner 1), "dot" when k is (b_outer 1)."""
+    if kind == "outer":
+        return f"rs_att_outer({rows}, {c}, {ldc}, {a}, {lda}, 1, {b}, {b_outer}, {depth}, {cols});"
+    return f"rs_att_dot({rows}, {c}, {ldc}, {a}, {lda}, {b}, {b_inner}, {depth}, {cols});"
+
+
+def _layout_kind(inner_role: str, outer_role: str, axes: str) -> str:
+    """'outer' when the product's column role is the buffer's last axis, 'dot' when the
+    reduced role is, else 'gather'."""
+    last = axes.split(",")[-1]
+    return "outer" if last == inner_role else "dot" if last == outer_role else "gather"
+
+
+def attention_c_source(k: AttentionC, key_axes: str, value_axes: str) -> str:
+    """``int32_t symbol(void* const* rs_buffers, const int64_t* rs_syms)``: the fused attention."""
+    kb, rt, d, dv = KEY_BLOCK, ROW_TILE, k.head_dim, k.value_dim
+    ks, vs = k.key_strides, k.value_strides
+    key_kind = _layout_kind("M", "D", key_axes)      # scores: columns are keys, reduced over D
+    value_kind = _layout_kind("DV", "M", value_axes)  # output: columns are DV, reduced over keys
+    # keys: "outer" reads (D, keys) rows along the keys; otherwise, when several micro tiles
+    # share a block (pack) or the layout has neither axis innermost, the used keys are first
+    # copied transposed, once per call, into kt_t (heads, D, used)
+    key_transposed = key_kind != "outer"
+    value_transposed = value_kind != "outer"
+    key_source = f"{k.keys} + h * ({ks['B']})"
+    value_source = f"{k.values} + h * ({vs['B']})"
+    transposes = []
+    if key_transposed:
+        # blocked: each key block's (D, KEY_BLOCK) tile is contiguous, the packed layout itself;
+        # a block of keys is read as whole rows (their D values) and written as short runs
+        transposes += [
+            "if (kt_t) {",
+            "  #pragma omp for schedule(static)",
+            "  for (int64_t hb = 0; hb < heads * key_blocks; ++hb) {",
+            f"    const int64_t h = hb / key_blocks, j0 = hb % key_blocks * {kb};",
+            f"    const int64_t w = used - j0 < {kb} ? used - j0 : {kb};",
+            f"    float* restrict dst = kt_t + hb * {d} * {kb};",
+            f"    const float* src = {key_source} + j0 * ({ks['M']});",
+            f"    for (int64_t x = 0; x < {d}; ++x)",
+            f"      for (int64_t j = 0; j < w; ++j) dst[x * {kb} + j] = src[j * ({ks['M']}) + x * ({ks['D']})];",
+            "  }",
+            "}"]
+    if value_transposed:
+        transposes += [
+            "if (v_t) {",
+            "  #pragma omp for schedule(static)",
+            "  for (int64_t hj = 0; hj < heads * used; ++hj) {",
+            "    const int64_t h = hj / used, j = hj % used;",
+            f"    float* restrict dst = v_t + hj * {dv};",
+            f"    const float* src = {value_source} + j * ({vs['M']});",
+            f"    for (int64_t x = 0; x < {dv}; ++x) dst[x] = src[x * ({vs['DV']})];",
+            "  }",
+            "}"]
+
+    combine = [    # the rows of tile ``tile``: their chunks' partials merged
+        "for (int64_t r = 0; r < rows; ++r) {",
+        "  float mx = -INFINITY;",
+        "  for (int64_t c = 0; c < chunks; ++c) {",
+        f"    const float m = partials[((tile * chunks + c) * {rt} + r) * ({dv} + 2)];",
+        "    mx = m > mx ? m : mx;",
+        "  }",
+        f"  float acc[{dv}] = {{0}};",
+        "  float total = 0.0f;",
+        "  for (int64_t c = 0; c < chunks; ++c) {",
+        f"    const float* part = partials + ((tile * chunks + c) * {rt} + r) * ({dv} + 2);",
+        "    const float weight = rs_expf(part[0] - mx);",
+        "    total += weight * part[1];",
+        f"    for (int64_t x = 0; x < {dv}; ++x) acc[x] += weight * part[2 + x];",
+        "  }",
+        "  const float inv = 1.0f / total;",
+        f"  float* restrict dst = {k.out} + (h * head_rows + i0 + r) * {dv};",
+        f"  for (int64_t x = 0; x < {dv}; ++x) dst[x] = acc[x] * inv;",
+        "}",
+    ]
+
+    def task_body(kb: int) -> list[str]:
+        """One task's C statements with blocks of ``kb`` keys: packed blocks for several
+        micro tiles, else (``kb`` > KEY_BLOCK: decode) in place, each operand row read once
+        from end to end (``rs_att_stream``) so that the hardware prefetcher follows it."""
+        product = "rs_att_outer" if kb == KEY_BLOCK else "rs_att_stream"
+        key_block = [
+            "const float* restrict kblock; int64_t kld;",
+            *([f"if (kt_t) {{ kblock = kt_t + (h * key_blocks + kb / {kb}) * {d} * {kb}; kld = {kb}; }} else"]
+              if key_transposed else []),
+            f"{{ kblock = {key_source} + kb * ({ks['M']}); kld = {ks['D']}; }}",
+            # rows a cache's capacity apart are as many streams as the head dim: the hardware
+            # prefetcher does not follow them, so the next block's lines are asked for here
+            f"if (kld != {kb} && kb + {kb} < k1) for (int64_t x = 0; x < {d}; ++x) {{",
+            f"  __builtin_prefetch(kblock + x * kld + {kb}, 0, 3);",
+            f"  __builtin_prefetch(kblock + x * kld + {kb + 16}, 0, 3); }}",
+            # the block in L1, rows one after another: every micro tile reads it
+            f"if (pack && kld != {kb}) {{",
+            f"  for (int64_t x = 0; x < {d}; ++x)",
+            f"    memcpy(kpack + x * {kb}, kblock + x * kld, (size_t)w * sizeof(float));",
+            f"  rs_att_outer(rows, s, {kb}, qt, {d}, 1, kpack, {kb}, {d}, w);",
+            "}",
+        ]
+        if key_kind == "dot":
+            in_place = f"{key_source} + kb * ({ks['M']})"
+            key_block += ["else if (!kt_t) " + _product("dot", "rows", "s", str(kb), "qt", str(d),
+                                                       in_place, ks["D"], ks["M"], str(d), "w"),
+                          f"else rs_att_outer(rows, s, {kb}, qt, {d}, 1, kblock, kld, {d}, w);"]
+        else:
+            key_block += [f"else {product}(rows, s, {kb}, qt, {d}, 1, kblock, kld, {d}, w);"]
+        value_block = [
+            "const float* restrict vblock; int64_t vld;",
+            *([f"if (v_t) {{ vblock = v_t + (h * used + kb) * {dv}; vld = {dv}; }} else"] if value_transposed else []),
+            f"{{ vblock = {value_source} + kb * ({vs['M']}); vld = {vs['M']}; }}",
+        ]
+        if value_kind == "dot":
+            in_place = f"{value_source} + kb * ({vs['M']})"
+            value_block += ["if (!v_t) " + _product("dot", "rows", "o", str(dv), "s", str(kb),
+                                                   in_place, vs["M"], vs["DV"], "w", str(dv)),
+                            f"else rs_att_outer(rows, o, {dv}, s, {kb}, 1, vblock, vld, w, {dv});"]
+        else:
+            value_block += [
+                f"if (pack && vld != {dv}) {{",
+                f"  for (int64_t j = 0; j < w; ++j) memcpy(vpack + j * {dv}, vblock + j * vld, {dv} * sizeof(float));",
+                f"  vblock = vpack; vld = {dv};",
+                "}",
+                f"{product}(rows, o, {dv}, s, {kb}, 1, vblock, vld, w, {dv});"]
+        row_locals = [f"  {line}" for line in k.row_locals]
+        if k.live is None:
+            skip = []
+        else:
+            # the block is skipped when no score of the tile survives the mask and the weights
+            # of the removed ones are exactly 0 at every row's running max
+            floor = (f"{k.fill!r}f + 104.0f" if k.mask_kind == "where" else f"{DEAD_MASK / 10!r}f")
+            skip = [
+                "int dead = 1;",
+                "for (int64_t r = 0; r < rows && dead; ++r) {",
+                "  const int64_t rs_row = i0 + r;",
+                *row_locals,
+                "  if (!(rmax[r] > " + floor + ")) { dead = 0; break; }",
+                "  for (int64_t j = 0; j < w; ++j) {",
+                "    const int64_t rs_key = kb + j;",
+                f"    if ({k.live}) {{ dead = 0; break; }}",
+                "  }",
+                "}",
+                "if (dead) continue;"]
+        task = [
+            "const int64_t tile = task / chunks, chunk = task % chunks;",
+            f"const int64_t h = tile / row_tiles, i0 = tile % row_tiles * {rt};",
+            f"const int64_t rows = head_rows - i0 < {rt} ? head_rows - i0 : {rt};",
+            "const int64_t k0 = chunk * chunk_keys;",
+            "const int64_t k1 = k0 + chunk_keys < used ? k0 + chunk_keys : used;",
+            f"const float* restrict qt = {k.q} + (h * head_rows + i0) * {d};",
+            f"float s[{rt if kb == KEY_BLOCK else MICRO_ROWS} * {kb}] __attribute__((aligned(64)));",
+            f"float o[{rt} * {dv}] __attribute__((aligned(64)));",
+            # packed blocks: only with the short blocks (in place, pack is 0 and they are unused)
+            (f"float kpack[{d} * {kb}] __attribute__((aligned(64)));" if kb == KEY_BLOCK
+             else "float* const kpack = NULL; const int pack = 0; (void)pack;"),
+            *([f"float vpack[{kb} * {dv}] __attribute__((aligned(64)));" if kb == KEY_BLOCK
+               else "float* const vpack = NULL;"] if not value_transposed else []),
+            f"float rmax[{rt}], rsum[{rt}];",
+            f"for (int64_t r = 0; r < {rt}; ++r) rmax[r] = -INFINITY, rsum[r] = 0.0f;",
+            "memset(o, 0, sizeof o);",
+            f"for (int64_t kb = k0; kb < k1; kb += {kb}) {{",
+            f"  const int64_t w = k1 - kb < {kb} ? k1 - kb : {kb};",
+            *(f"  {line}" for line in skip),
+            "  memset(s, 0, sizeof s);",
+            *(f"  {line}" for line in key_block),
+            "  for (int64_t r = 0; r < rows; ++r) {",
+            "    const int64_t rs_row = i0 + r;",
+            *(f"  {line}" for line in row_locals),
+            f"    float* restrict sr = s + r * {kb};",
+            "    for (int64_t j = 0; j < w; ++j) {",
+            "      const int64_t rs_key = kb + j;",
+            "      const float rs_s = sr[j];",
+            f"      sr[j] = {k.score};",
+            "    }",
+            "    float mx = rmax[r];",
+            "    #pragma omp simd reduction(max:mx)",
+            "    for (int64_t j = 0; j < w; ++j) mx = sr[j] > mx ? sr[j] : mx;",
+            "    const float alpha = rs_expf(rmax[r] - mx);",
+            "    float sum = 0.0f;",
+            "    #pragma omp simd reduction(+:sum)",
+            "    for (int64_t j = 0; j < w; ++j) { const float p = rs_expf(sr[j] - mx); sr[j] = p; sum += p; }",
+            "    rsum[r] = rsum[r] * alpha + sum;",
+            "    rmax[r] = mx;",
+            f"    if (alpha != 1.0f) for (int64_t x = 0; x < {dv}; ++x) o[r * {dv} + x] *= alpha;",
+            "  }",
+            *(f"  {line}" for line in value_block),
+            "}",
+            "if (chunks == 1) {",
+            "  for (int64_t r = 0; r < rows; ++r) {",
+            "    const float inv = 1.0f / rsum[r];",
+            f"    float* restrict dst = {k.out} + (h * head_rows + i0 + r) * {dv};",
+            f"    for (int64_t x = 0; x < {dv}; ++x) dst[x] = o[r * {dv} + x] * inv;",
+            "  }",
+            "} else {",
+            "  for (int64_t r = 0; r < rows; ++r) {",
+            f"    float* restrict part = partials + (task * {rt} + r) * ({dv} + 2);",
+            "    part[0] = rmax[r]; part[1] = rsum[r];",
+            f"    memcpy(part + 2, o + r * {dv}, {dv} * sizeof(float));",
+            "  }",
+            # the tile's last chunk to finish combines them: no barrier between the phases
+            # (each one costs a scheduler slice when a team thread waits for its core)
+            "  if (__atomic_add_fetch(&finished[tile], 1, __ATOMIC_ACQ_REL) == chunks) {",
+            *("    " + line for line in combine),
+            "  }",
+            "}",
+        ]
+        return task
+
+    ind = lambda lines, n: [" " * n + line for line in lines]  # noqa: E731
+    need_kt = ("pack" if key_kind == "dot" else "1") if key_transposed else "0"
+    need_v = ("pack" if value_kind == "dot" else "1") if value_transposed else "0"
+    return "\n".join([
+        f"/* fused attention: keys {key_axes} ({key_kind}), values {value_axes} ({value_kind}), "
+        f"blocks of {kb} keys, tiles of {rt} rows */",
+        f"int32_t {k.symbol}(void* const* rs_buffers, const int64_t* rs_syms) {{",
+        *ind(k.declarations, 2),
+        "  int32_t rs_status = STATUS_OK;",
+        "  (void)rs_buffers; (void)rs_syms;",
+        f"  const int64_t heads = {k.heads}, head_rows = {k.rows}, used = {k.keys_used};",
+        f"  const int64_t row_tiles = (head_rows + {rt - 1}) / {rt}, tiles = heads * row_tiles;",
+        "  if (tiles <= 0) return rs_status;",
+        "  if (used <= 0) {  /* no keys: the product with an empty softmax is 0 */",
+        f"    memset({k.out}, 0, (size_t)(heads * head_rows * {dv}) * sizeof(float));",
+        "    return rs_status;",
+        "  }",
+        # several micro tiles of rows share each key block: copy it into L1 once
+        f"  const int pack = head_rows > {MICRO_ROWS};",
+        # few tiles (decode): split the keys; the count depends on the shape alone
+        "  int64_t chunks = 1;",
+        f"  if (head_rows <= {rt} && tiles < {FEW_TILES} && used > {2 * kb}) {{",
+        f"    chunks = (used + {CHUNK_KEYS - 1}) / {CHUNK_KEYS};",
+        f"    if (tiles * chunks < {MIN_TASKS}) chunks = ({MIN_TASKS} + tiles - 1) / tiles;",
+        f"    if (tiles * chunks > {MAX_TASKS}) chunks = {MAX_TASKS} / tiles > 1 ? {MAX_TASKS} / tiles : 1;",
+        "  }",
+        "  int64_t chunk_keys = (used + chunks - 1) / chunks;",
+        f"  chunk_keys = (chunk_keys + {kb - 1}) / {kb} * {kb};",
+        "  chunks = (used + chunk_keys - 1) / chunk_keys;",
+        "  const int64_t tasks = tiles * chunks;",
+        "  float* partials = NULL;",
+        "  int64_t* finished = NULL;   /* per tile: its chunks done */",
+        "  float* kt_t = NULL;",
+        "  float* v_t = NULL;",
+        "  if (chunks > 1) partials = (float*)malloc((size_t)(tasks * "
+        f"{rt} * ({dv} + 2)) * sizeof(float));",
+        f"  const int64_t key_blocks = (used + {kb - 1}) / {kb};",
+        f"  if ({need_kt}) kt_t = (float*)malloc((size_t)(heads * key_blocks * {d} * {kb}) * sizeof(float));",
+        f"  if ({need_v}) v_t = (float*)malloc((size_t)(heads * used * {dv}) * sizeof(float));",
+        "  if (chunks > 1) finished = (int64_t*)calloc((size_t)tiles, sizeof(int64_t));",
+        f"  if ((chunks > 1 && (!partials || !finished)) || (({need_kt}) && !kt_t) || (({need_v}) && !v_t)) {{",
+        "    free(partials); free(finished); free(kt_t); free(v_t);",
+        "    return STATUS_NO_MEMORY;",
+        "  }",
+        f"  const int parallel = heads * head_rows * used * {d + dv} >= {PARALLEL_MIN_WORK} && tasks > 1;",
+        "  #pragma omp parallel if(parallel) num_threads(rs_threads())",
+        "  {",
+        *ind(transposes, 4),
+        "    #pragma omp for schedule(dynamic, 1) nowait",
+        "    for (int64_t task = 0; task < tasks; ++task) {",
+        "      if (pack || kt_t || v_t) {",
+        *ind(task_body(kb), 8),
+        # decode (a micro tile per head, keys read in place): long blocks, so that each row
+        # of a cache laid out (kv, D, capacity) is read in long runs (the stride between rows
+        # is the capacity: short runs are as many scattered streams as the head dim)
+        "      } else {",
+        "        float* const kt_t = NULL; float* const v_t = NULL; (void)kt_t; (void)v_t;",
+        *ind(task_body(DIRECT_BLOCK), 8),
+        "      }",
+        "    }",
+        "  }",
+        "  free(partials); free(finished); free(kt_t); free(v_t);",
+        "  return rs_status;",
+        "}",
+    ])
+
+
+def _row_invariant_locals(value, key_vars: tuple, emitter) -> tuple:
+    """(``value`` with its maximal subexpressions that do not read the key or the score
+    replaced by per-row locals, the locals' C declarations): an integer division by the
+    rows of a group then runs once per row and block instead of once per score. Branches of
+    a select stay in place (hoisted, a division there could run where it would not)."""
+    from tensorir import expr as E
+    from tensorir.functor import collect, iter_children, substitute
+
+    from .codegen import c_type
+
+    hoisted, declarations = {}, []
+
+    def reads_key(node) -> bool:
+        return bool(collect(node, lambda n: any(n is v for v in key_vars) or isinstance(n, E.BufferLoad)))
+
+    def walk(node):
+        if isinstance(node, (E.Var, E.IntImm, E.FloatImm)) or not isinstance(node, E.PrimExpr):
+            return
+        if not reads_key(node):
+            var = E.Var(f"rs_rowv{len(hoisted)}", node.dtype)
+            hoisted[node] = var
+            return
+        children = [node.condition] if isinstance(node, E.Select) else list(iter_children(node))
+        for child in children:
+            walk(child)
+
+    walk(value)
+    for node, var in hoisted.items():
+        name = emitter.names.get(var, var.name, internal=True)
+        declarations.append(f"const {c_type(node.dtype)} {name} = {emitter.expr(node)}; (void){name};")
+    return substitute(value, hoisted), declarations
+
+
+def attention_c(func, symbol: str, layout: dict, lanes: int) -> str | None:
+    """The generated kernel for the marked fused attention ``func`` (the function before
+    lowering), or None when its head dims are not constants (then the loop nest is compiled)."""
+    from tensorir import expr as E
+    from tensorir import stmt as S
+    from tensorir.functor import collect, substitute
+
+    from .codegen import _KERNEL_LOCALS, CFunctionEmitter, _symbol_declarations
+
+    buffers = func.buffer_params
+    q, keys, values, out = (buffers[layout[role]] for role in ("q", "kt", "v", "out"))
+    head_dim, value_dim = q.shape[2], out.shape[2]
+    if not (isinstance(head_dim, E.IntImm) and isinstance(value_dim, E.IntImm)):
+        return None
+    blocks = collect(func.body, lambda n: isinstance(n, S.Block) and n.name == "mask")
+    if len(blocks) != 1 or not isinstance(blocks[0].body, S.BufferStore):
+        return None
+    block = blocks[0]
+    emitter = CFunctionEmitter(func, symbol)
+    emitter.names.used.update(_KERNEL_LOCALS | {"rs_s", "rs_row", "rs_key", "h", "kb", "w", "s", "o", "r",
+                                                "rows", "i0", "k0", "k1", "qt", "rmax", "rsum", "kpack",
+                                                "vpack", "dead", "sr", "mx", "alpha", "sum", "dst", "inv",
+                                                "part", "partials", "tile", "tiles", "row_tiles", "used",
+                                                "chunk_keys", "item", "total", "weight", "parallel", "m"})
+    declarations = []
+    for position, buf in enumerate(buffers):
+        name = emitter.names.get(buf, f"rs_in_{buf.name}", internal=True)
+        ctype = "float" if buf.dtype == "float32" else "bool" if buf.dtype == "bool" else None
+        if ctype is None:
+            return None
+        const = "" if buf is out else "const "
+        declarations.append(f"{const}{ctype}* restrict {name} = ({const}{ctype}*)rs_buffers[{position}];")
+    declarations += _symbol_declarations(emitter, func)
+    # the score of (head, row, key) from the nest's "mask" block: its tile load is the product
+    store = block.body
+    tile_loads = collect(store.value, lambda n: isinstance(n, E.BufferLoad) and n.buffer is store.buffer)
+    iters = {iv.var.name: iv.var for iv in block.iter_vars}
+    named = {"rs_s": E.Var("rs_s", "float32"), "h": E.Var("h", "int64"),
+             "rs_row": E.Var("rs_row", "int64"), "rs_key": E.Var("rs_key", "int64")}
+    for name, var in named.items():
+        emitter.names.by_id[id(var)] = name
+        emitter.names.keep.append(var)
+    vmap = {load: named["rs_s"] for load in tile_loads}
+    vmap.update({iters["vh"]: named["h"], iters["vi"]: named["rs_row"], iters["vt"]: named["rs_key"],
+                 iters["vo"]: E.IntImm(0, iters["vo"].dtype)})
+    value, row_locals = _row_invariant_locals(substitute(store.value, vmap),
+                                              (named["rs_key"], named["rs_s"]), emitter)
+    score = emitter.cast_to(value, "float32")
+    live = None
+    kind = layout["mask"]
+    if kind == "where" and isinstance(value, E.Select):
+        live = emitter.expr(value.condition)
+    elif kind == "add" and isinstance(value, E.Add):
+        product_side = [side for side in (value.a, value.b)
+                        if collect(side, lambda n: n is named["rs_s"])]
+        if len(product_side) == 1:
+            term = value.b if product_side[0] is value.a else value.a
+            live = f"({emitter.cast_to(term, 'float32')}) > {DEAD_MASK!r}f"
+
+    def dims(buf):
+        return [emitter.expr(dim) for dim in buf.shape]
+
+    def strides(buf, axes: str) -> dict:
+        return dict(zip(axes.split(","), _axis_strides(dims(buf))))
+
+    if layout["m"] == "param":
+        (used,) = [p for p in func.params if isinstance(p, E.Var) and p.name == "m"]
+        keys_used = emitter.names.get(used, used.name)
+    elif isinstance(layout["m"], int):
+        keys_used = str(layout["m"])
+    else:
+        keys_used = f"(int64_t)({dims(keys)[layout['keys'].split(',').index('M')]})"
+    q_dims = dims(q)
+    pieces = AttentionC(
+        symbol=symbol, lanes=lanes, head_dim=int(head_dim.value), value_dim=int(value_dim.value),
+        declarations=declarations, heads=f"(int64_t)({q_dims[0]})", rows=f"(int64_t)({q_dims[1]})",
+        keys_used=f"(int64_t)({keys_used})", key_strides=strides(keys, layout["keys"]),
+        value_strides=strides(values, layout["values"]), q=emitter.names.by_id[id(q)],
+        keys=emitter.names.by_id[id(keys)], values=emitter.names.by_id[id(values)],
+        out=emitter.names.by_id[id(out)], score=score, mask_kind=kind, live=live,
+        fill=float(layout.get("fill", 0.0)), row_locals=row_locals)
+    return _micro_kernels(lanes) + "\n" + attention_c_source(pieces, layout["keys"], layout["values"])
+
+
+__all__ = ["ATTENTION_LAYOUT_ATTR", "attention_c", "attention_c_source", "generated_attention_enabled"]

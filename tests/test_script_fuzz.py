@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 
 import relaxscript as rx
 import tensorir as tir
+from tensorir.errors import ParseError
 from tests.relaxscript import script_sources
 from tests.relaxscript.design_module import DESIGN_TEXT
 from tests.relaxscript.test_script_random import random_modules
@@ -247,3 +248,12 @@ def test_mutated_scripts_parse_or_raise_parse_error_many(text):
 @given(text=odd_prim_func_texts())
 def test_prim_funcs_with_odd_names_and_attributes_round_trip_many(text):
     assert check_text(text, tir.from_source) == "parsed"
+
+
+def test_an_operator_as_a_tuple_field_is_a_parse_error():
+    # found by the mutation fuzz: `R.exp, (x)` built a tuple holding an operator, whose missing
+    # annotation then crashed the error message
+    text = ('@R.function\ndef main(x: R.Tensor((4,), dtype="float32")):\n'
+            '    y: R.Tensor((4,), dtype="float32") = R.exp, (x)\n    return y\n')
+    with pytest.raises(ParseError, match=r"the operator R\.exp \(call it"):
+        rx.from_source(text)

@@ -129,6 +129,11 @@ class Normalizer(ClassDispatch):
     # ---------------------------------------------------------------- composites
     @handles(Tuple)
     def _normalize_Tuple(self, tup: Tuple):
+        for field in tup.fields:
+            if isinstance(field, Op):   # `R.exp, (x)`: an operator is no value (the parser reports it)
+                spelled = field.name.replace("relax.", "R.", 1)
+                raise TypeError(f"a tuple field must be a value, got the operator {spelled} "
+                                f"(call it: {spelled}(...))")
         fields = tuple(self.normalize_argument(f) for f in tup.fields)
         new = tup if _same(fields, tup.fields) else tup.replace(fields=fields)
         return self._annotate(new, TupleStructInfo([f.struct_info for f in fields]))

@@ -631,7 +631,7 @@ def generate_c(funcs: dict[str, PrimFunc], signatures: dict[str, PrimFunc] | Non
         elif gemv is not None and epilogue is not False and generated_kernels_enabled():
             # the loop nest's replacement
             text = gemv_source(symbol, gemv["format"], gemv["rows"], gemv["cols"], gemv["roles"],
-                               detect_features(), epilogue)
+                               detect_features(), epilogue, gemv.get("activations"))
             info = KernelInfo(symbol, list(signature.buffer_params), kernel_sym_vars(signature))
         else:
             text, info = CFunctionEmitter(func, symbol, signature).function()

@@ -188,7 +188,7 @@ def gemv_source(symbol: str, fmt: str, rows: int, cols: int, roles: dict[str, in
     kernel rounds ``x`` to codes once per call and, where the compiler targets AVX2, uses
     integer dot products (``quantized_gemv_int8``); elsewhere the float kernel below runs on
     the rounded values."""
-    from .quantized_gemv_int8 import (ACTIVATION_FORMATS, GROUP, activation_codes_c, int8_dot_enabled,
+    from .quantized_gemv_int8 import (ACTIVATION_FORMATS, activation_codes_c, group_of, int8_dot_enabled,
                                       int8_region_c)
     if activations is not None and activations not in ACTIVATION_FORMATS:
         raise ValueError(f"quantized gemv: unsupported activation format {activations!r} "
@@ -324,7 +324,7 @@ def gemv_source(symbol: str, fmt: str, rows: int, cols: int, roles: dict[str, in
     else:
         rounded = activation_codes_c(rows, "x_in") + ["  const float* restrict x = xq;"]
         if int8_dot_enabled() and features.name in ("avx2", "avx512"):
-            int8_tile = columns_per_tile(cols, GROUP, features.l1d_bytes)
+            int8_tile = columns_per_tile(cols, group_of(fmt), features.l1d_bytes)
             region = int8_region_c(fmt, rows, cols, int8_tile, PARALLEL_MIN_WEIGHTS, epilogue is not None, finish)
             kernel = [*rounded, "#ifdef __AVX2__", *region, "#else", *float_body, "#endif"]
         else:

@@ -141,3 +141,32 @@ def features_name(flags) -> str:
 def test_unknown_activation_format_is_an_error():
     with pytest.raises(ValueError, match="unsupported activation format 'q4_1'"):
         gemv_source("f", "q8_0", 64, 8, {}, VectorFeatures(*AVX2, 32 << 10), activations="q4_1")
+
+
+def test_prefill_gemm_rounds_rows_gathered_through_layout_blocks():
+    """The attention output's regrouping ``(heads, n, d) -> (n, heads * d)`` in front of the
+    rounding and the product (o_proj + residual): the kernel gathers the unrounded rows and
+    rounds each 32-value block once, for one token (the GEMV) and several."""
+    mod = QuantizeActivations()(rx.IRModule({"main": rx.from_source('''
+from relaxscript import R
+@R.function
+def main(a: R.Tensor((3, "n", 32), "float32"), qd: R.Tensor((48, 40), "uint8"), qs: R.Tensor((3, 40), "float32"),
+         qm: R.Tensor((3, 40), "float32"), h: R.Tensor(("n", 40), "float32")):
+    n = T.int64()
+    with R.dataflow():
+        x = R.reshape(R.permute_dims(a, [1, 0, 2]), (n, 96))
+        y = R.add(h, R.matmul(x, R.dequantize(qd, qs, qm, format="q4_1")))
+        R.output(y)
+    return y
+''')}))
+    built = rx.build(mod, target="c")
+    assert "activations rounded to q8_0" in built.c_library.source and "rs_xq" in built.c_library.source
+    vm = rx.VirtualMachine(built)
+    rng = np.random.default_rng(0)
+    tensors = quantize_numpy(rng.standard_normal((96, 40)), "q4_1")
+    for n in (1, 2, 7):
+        a = rng.standard_normal((3, n, 32)).astype(np.float32)
+        h = rng.standard_normal((n, 40)).astype(np.float32)
+        x = a.transpose(1, 0, 2).reshape(n, 96)
+        np.testing.assert_allclose(vm["main"](a, *tensors, h), h + expected_product(x, tensors, "q4_1"),
+                                   rtol=2e-4, atol=2e-3)

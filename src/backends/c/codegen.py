@@ -591,7 +591,8 @@ def _quantized_gemm_c(func: PrimFunc, symbol: str, gemm: dict) -> str | None:
         one_row = ColumnEpilogue(tuple(declared) + at_zero.declarations, at_zero.statements, at_zero.result)
     return gemm_source(symbol, gemm["format"], gemm["rows"], gemm["cols"], gemm["roles"], detect_features(),
                        f"(int64_t)({emitter.expr(Analyzer().simplify(row_count))})", tuple(symbol_lines),
-                       epilogue, one_row, row_operand, buffer_count=len(func.buffer_params))
+                       epilogue, one_row, row_operand, buffer_count=len(func.buffer_params),
+                       activations=gemm.get("activations"))
 
 
 def _row_major_strides(shape):

@@ -72,6 +72,24 @@ def activation_codes_c(rows: int, x_pointer: str) -> list[str]:
     ]
 
 
+def round_rows_c(row_count: str, width: int, source: str, target: str) -> list[str]:
+    """C lines writing ``target[i, :]`` = ``source[i, :]`` rounded to its 8-bit codes' values (the
+    op's meaning, as ``activation_codes_c``) for ``row_count`` rows of ``width`` values: the
+    several-token GEMM's input, rounded once per call before its float micro-kernel."""
+    return [
+        f"  #pragma omp parallel for schedule(static) if({row_count} * {width} >= 65536) num_threads(rs_threads())",
+        f"  for (int64_t rs_block = 0; rs_block < {row_count} * {width // BLOCK}; ++rs_block) {{",
+        f"    const float* xb = {source} + rs_block * {BLOCK};",
+        f"    float* qb = {target} + rs_block * {BLOCK};",
+        "    float amax = 0.0f;",
+        f"    for (int r = 0; r < {BLOCK}; ++r) {{ const float a = fabsf(xb[r]); amax = a > amax ? a : amax; }}",
+        "    const float inv = amax > 0.0f ? 127.0f / amax : 0.0f;",
+        "    const float d = amax * (1.0f / 127.0f);",
+        f"    for (int r = 0; r < {BLOCK}; ++r) qb[r] = nearbyintf(xb[r] * inv) * d;",
+        "  }",
+    ]
+
+
 def int8_region_c(fmt: str, rows: int, cols: int, tile: int, parallel_min: int,
                   has_epilogue: bool, finish: list[str]) -> list[str]:
     """The AVX2 parallel region (column runs per thread, tiles, blocks, 32-column steps)."""

@@ -110,7 +110,7 @@ def quantized_gemv_spec(sch: Schedule) -> dict | None:
     if operands is None:
         return None
     fmt, codes, scales, mins, weight, x, product_out = operands
-    rounding = _activation_rounding(x, prologue)
+    rounding = activation_rounding(x, prologue)
     if rounding is not None:       # x = fake_quantize(source): the kernel rounds it itself
         prologue = [b for b in prologue if b is not rounding]
         x = rounding.reads[0].buffer
@@ -144,7 +144,7 @@ def quantized_gemv_spec(sch: Schedule) -> dict | None:
     return spec | ({"epilogue": names} if epilogue else {})
 
 
-def _activation_rounding(x, blocks):
+def activation_rounding(x, blocks):
     """The block computing ``x`` as ``R.fake_quantize`` of one other buffer (legalized into a
     block named ``T_fake_quantize_<format>``: one spatial store at its own iter vars, reading
     only that buffer, shaped like ``x``), or None."""

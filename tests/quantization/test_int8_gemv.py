@@ -170,3 +170,9 @@ def main(a: R.Tensor((3, "n", 32), "float32"), qd: R.Tensor((48, 40), "uint8"), 
         x = a.transpose(1, 0, 2).reshape(n, 96)
         np.testing.assert_allclose(vm["main"](a, *tensors, h), h + expected_product(x, tensors, "q4_1"),
                                    rtol=2e-4, atol=2e-3)
+
+
+@pytest.mark.parametrize("tokens", ['"n"', "1"])
+def test_every_pipeline_stage_of_a_rounded_quantized_linear_round_trips(tokens):
+    from tests.relaxscript.test_pipeline_roundtrip import assert_every_stage_round_trips
+    assert_every_stage_round_trips(rounded(linear_module("q4_1", 64, 72, bias=True, activation=True, tokens=tokens)))

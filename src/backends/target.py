@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import importlib
 from dataclasses import dataclass
+from math import prod
 
 import numpy as np
 
@@ -73,6 +74,38 @@ class KernelImage:
     def encode(self, encoder) -> dict:
         """The image as manifest data; large bytes go through ``encoder.payload``."""
         raise NotImplementedError
+
+
+class DeviceArray:
+    """What every target's device tensor shares: C-contiguous ``.shape``/``.dtype`` over device
+    memory, ``.numpy()`` (the one copy a target writes), and NumPy conversion through it."""
+    class _Flags:
+        c_contiguous = True
+
+    flags = _Flags()
+    device_name = "device"
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def size(self) -> int:
+        return prod(self.shape)
+
+    @property
+    def nbytes(self) -> int:
+        return self.size * self.dtype.itemsize
+
+    def numpy(self) -> np.ndarray:
+        raise NotImplementedError
+
+    def __array__(self, dtype=None, copy=None):
+        host = self.numpy()
+        return host if dtype is None else host.astype(dtype)
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} shape={self.shape} dtype={self.dtype.name}>"
 
 
 class DeviceMemory:

@@ -6,12 +6,8 @@ from math import prod
 
 import numpy as np
 
-from ..target import DeviceMemory
+from ..target import DeviceArray, DeviceMemory
 from .driver import check
-
-
-class _Flags:
-    c_contiguous = True
 
 
 class _Allocation:
@@ -31,9 +27,8 @@ class _Allocation:
         return int(self.pointer)
 
 
-class CudaArray:
+class CudaArray(DeviceArray):
     """A C-contiguous tensor in CUDA device memory: ``.shape``, ``.dtype``, ``.ndim``, ``.numpy()``."""
-    flags = _Flags()
     device_name = "cuda"
 
     def __init__(self, memory: "CudaMemory", allocation: _Allocation, offset: int, shape, dtype,
@@ -45,14 +40,6 @@ class CudaArray:
         self.dtype = np.dtype(dtype)
         self.is_view = is_view
 
-    @property
-    def ndim(self) -> int:
-        return len(self.shape)
-
-    @property
-    def nbytes(self) -> int:
-        return prod(self.shape) * self.dtype.itemsize
-
     def numpy(self) -> np.ndarray:
         host = np.empty(self.shape, self.dtype)
         if host.nbytes:
@@ -60,13 +47,6 @@ class CudaArray:
             check(driver.cuMemcpyDtoH(host.ctypes.data, driver.CUdeviceptr(self.address), host.nbytes),
                   "cuMemcpyDtoH")
         return host
-
-    def __array__(self, dtype=None, copy=None):
-        host = self.numpy()
-        return host if dtype is None else host.astype(dtype)
-
-    def __repr__(self) -> str:
-        return f"<CudaArray shape={self.shape} dtype={self.dtype.name}>"
 
 
 class CudaStorage:

@@ -10,16 +10,11 @@ from math import prod
 
 import numpy as np
 
-from ..target import DeviceMemory
+from ..target import DeviceArray, DeviceMemory
 
 
-class _Flags:
-    c_contiguous = True
-
-
-class OpenCLArray:
+class OpenCLArray(DeviceArray):
     """A C-contiguous tensor in OpenCL device memory: ``.shape``, ``.dtype``, ``.ndim``, ``.numpy()``."""
-    flags = _Flags()
     device_name = "opencl"
 
     def __init__(self, memory: "OpenCLMemory", buffer, shape: tuple, dtype, is_view: bool = False):
@@ -34,31 +29,12 @@ class OpenCLArray:
         """The handle of the device memory the array starts at (shared by views of one storage)."""
         return self.buffer.int_ptr
 
-    @property
-    def ndim(self) -> int:
-        return len(self.shape)
-
-    @property
-    def size(self) -> int:
-        return prod(self.shape)
-
-    @property
-    def nbytes(self) -> int:
-        return self.size * self.dtype.itemsize
-
     def numpy(self) -> np.ndarray:
         """A NumPy copy of the array (waits for the kernels writing it)."""
         host = np.empty(self.shape, self.dtype)
         if host.nbytes:
             self.memory.cl.enqueue_copy(self.memory.queue, host, self.buffer, is_blocking=True)
         return host
-
-    def __array__(self, dtype=None, copy=None):
-        host = self.numpy()
-        return host if dtype is None else host.astype(dtype)
-
-    def __repr__(self) -> str:
-        return f"<OpenCLArray shape={self.shape} dtype={self.dtype.name}>"
 
 
 class OpenCLStorage:

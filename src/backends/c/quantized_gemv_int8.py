@@ -90,6 +90,16 @@ def round_rows_c(row_count: str, width: int, source: str, target: str) -> list[s
     ]
 
 
+def widen_rows(address: str) -> str:
+    """16 signed codes at ``address`` as 16-bit lanes."""
+    return f"_mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i*)({address})))"
+
+
+def accumulate(total: str, unpack: str, even: str, odd: str) -> str:
+    """``total`` plus the two rows' interleaved codes times the broadcast code pair ``xv``."""
+    return f"_mm256_add_epi32({total}, _mm256_madd_epi16(_mm256_{unpack}_epi16({even}, {odd}), xv))"
+
+
 def int8_region_c(fmt: str, rows: int, cols: int, tile: int, parallel_min: int,
                   has_epilogue: bool, finish: list[str]) -> list[str]:
     """The AVX2 parallel region (column runs per thread, tiles, blocks, 32-column steps)."""
@@ -116,18 +126,20 @@ def int8_region_c(fmt: str, rows: int, cols: int, tile: int, parallel_min: int,
             "            const __m256i xv = _mm256_set1_epi32(xp[r]);",
         ]
         for i in range(pieces):
+            even, odd = f"e{i}", f"o{i}"
             steps += [
-                f"            const __m256i e{i} = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i*)(p + {16 * i})));",
-                f"            const __m256i o{i} = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i*)(p + {cols + 16 * i})));",
-                f"            s{2 * i} = _mm256_add_epi32(s{2 * i}, _mm256_madd_epi16(_mm256_unpacklo_epi16(e{i}, o{i}), xv));",
-                f"            s{2 * i + 1} = _mm256_add_epi32(s{2 * i + 1}, _mm256_madd_epi16(_mm256_unpackhi_epi16(e{i}, o{i}), xv));"]
+                f"            const __m256i {even} = {widen_rows(f'p + {16 * i}')};",
+                f"            const __m256i {odd} = {widen_rows(f'p + {cols + 16 * i}')};",
+                f"            s{2 * i} = {accumulate(f's{2 * i}', 'unpacklo', even, odd)};",
+                f"            s{2 * i + 1} = {accumulate(f's{2 * i + 1}', 'unpackhi', even, odd)};"]
         # piece i's lanes hold columns (16i + 0-3 | 16i + 8-11) in s2i and (16i + 4-7 | 16i + 12-15) in s2i+1
         steps += ["          }",
                   "          const __m256i sum[%d] = {%s};" % (2 * pieces, ", ".join(
                       f"_mm256_permute2x128_si256(s{2 * i}, s{2 * i + 1}, {mask})"
                       for i in range(pieces) for mask in ("0x20", "0x31")))]
         scalar = ["          int32_t s = 0;",
-                  f"          for (int64_t r = 0; r < {BLOCK}; ++r) s += (int32_t)block[r * {cols} + c] * qx[b * {BLOCK} + r];"]
+                  f"          for (int64_t r = 0; r < {BLOCK}; ++r)",
+                  f"            s += (int32_t)block[r * {cols} + c] * qx[b * {BLOCK} + r];"]
         xp_decl = "        const int32_t* xp = xpair + b * 16;"
     else:
         pairs = [f"  int16_t xpair[{blocks * 16}];",

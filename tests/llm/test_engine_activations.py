@@ -61,3 +61,11 @@ def test_reference_rounds_only_quantized_matmuls(tiny_gguf_q4):
 def test_unknown_activations_mode(tiny_gguf_q4):
     with pytest.raises(ValueError, match="activations must be 'q8'"):
         Engine.from_gguf(tiny_gguf_q4, weights="q4", activations="int4")
+
+
+@pytest.mark.slow
+def test_real_model_q8_follows_the_rounded_reference(real_model_path):
+    engine = Engine.from_gguf(real_model_path, weights="q4", max_context=128)
+    reference = NumpyLlama(real_model_path, max_context=128, activations="q8")
+    prompt = engine.chat_prompt("What is the capital of France?")
+    assert engine.generate(prompt, 8) == generate(reference, prompt, 8)

@@ -149,11 +149,11 @@ def test_static_plan_shrinks_decode_activations(f32_engine):
 
 
 def test_decode_attention_is_fused_and_reads_the_caches_in_place(f32_engine):
-    # per layer one fused attention kernel whose key and value operands are the cache writes'
+    # per layer one fused attention kernel whose key and value operands are the cache write's
     # in-place results themselves (no slice/permute copy of the used cache per step), and no
     # batched GEMM around a materialized softmax
     import tensorir as tir
-    from relaxscript.expr import Call, VarBinding
+    from relaxscript.expr import Call, TupleGetItem, VarBinding
     decode = f32_engine.lowered_mod["decode"]
     bound = {id(b.var): b.value for b in tir.collect(decode, lambda e: isinstance(e, VarBinding))}
     fused = tir.collect(decode, lambda e: isinstance(e, Call) and len(e.args) > 1
@@ -161,10 +161,12 @@ def test_decode_attention_is_fused_and_reads_the_caches_in_place(f32_engine):
     assert len(fused) == f32_engine.config.num_layers
     for call in fused:
         keys, values = call.args[1].fields[1:3]
-        for operand in (keys, values):
-            producer = bound[id(operand)]
+        for index, operand in enumerate((keys, values)):
+            item = bound[id(operand)]
+            assert isinstance(item, TupleGetItem) and item.index == index
+            producer = bound[id(item.tuple_value)]
             assert producer.op.name == "relax.call_tir_inplace"
-            assert "kv_cache_write" in producer.args[0].name_hint
+            assert "kv_cache_append_rotated" in producer.args[0].name_hint
     assert "sgemm_batched" not in decode.script() and "softmax" not in decode.script()
 
 

@@ -76,3 +76,58 @@ def test_inplace_index_out_of_range():
     text = SOURCE.replace("inplace_indices=[0]", "inplace_indices=[5]")
     with pytest.raises((OpDeductionError, rx.ParseError), match="not an argument position"):
         rx.from_source(text)
+
+
+TWO_CACHES = '''
+@R.ir_module
+class M:
+    @T.prim_func
+    def write_both(a: T.Buffer((8, 2), "float32"), b: T.Buffer((8, 2), "float32"),
+                   new: T.Buffer(("n", 2), "float32"), t: T.int64):
+        n = T.int64()
+        for i, j in T.grid(n, 2):
+            with T.block("write_a"):
+                vi, vj = T.axis.remap("SS", [i, j])
+                T.where(t + i < 8)
+                a[t + vi, vj] = new[vi, vj]
+        for i, j in T.grid(n, 2):
+            with T.block("write_b"):
+                vi, vj = T.axis.remap("SS", [i, j])
+                T.where(t + i < 8)
+                b[t + vi, vj] = new[vi, vj] * T.float32(-1)
+
+    @R.function
+    def main(a: R.Tensor((8, 2), "float32"), b: R.Tensor((8, 2), "float32"), x: R.Tensor(("n", 2), "float32"),
+             pos: R.Shape(["t"])) -> R.Tensor((8, 2), "float32"):
+        n = T.int64()
+        t = T.int64()
+        with R.dataflow():
+            both = R.call_tir_inplace(M.write_both, (a, b, x), inplace_indices=[0, 1],
+                                      out_sinfo=[R.Tensor((8, 2), "float32"), R.Tensor((8, 2), "float32")],
+                                      tir_vars=R.shape([t]))
+            new_a = both[0]
+            new_b = both[1]
+            s = R.add(new_a, new_b)
+            R.output(s)
+        return s
+'''
+
+
+@pytest.mark.parametrize("target", ["reference"] + VM_TARGETS)
+def test_two_updated_arguments_read_field_by_field(target):
+    mod = rx.from_source(TWO_CACHES)
+    rng = np.random.default_rng(5)
+    a, b = (rng.standard_normal((8, 2)).astype("float32") for _ in range(2))
+    x = rng.standard_normal((3, 2)).astype("float32")
+    want_a, want_b = a.copy(), b.copy()
+    want_a[6:8], want_b[6:8] = x[:2], -x[:2]
+    if target == "reference":
+        out = rx.interpret(mod, "main", a, b, x, (6,))
+    else:
+        exe = rx.build(mod, target=target)
+        # the result tuple is only read field by field: no tuple is built at run time
+        assert not any(type(ins).__name__ == "MakeTuple" for ins in exe.functions["main"].code)
+        out = rx.VirtualMachine(exe)["main"](a, b, x, (6,))
+    np.testing.assert_array_equal(a, want_a)
+    np.testing.assert_array_equal(b, want_b)
+    np.testing.assert_allclose(out, want_a + want_b, rtol=1e-6)

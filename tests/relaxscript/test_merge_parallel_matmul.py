@@ -272,3 +272,80 @@ def test_no_constant_caller_leaves_no_copy_behind():
     after = MergeParallelMatmul()(mod)
     assert list(after.relax_functions) == ["layer", "main"]
     assert after.script() == mod.script()
+
+
+# ---------------------------------------------------------------- block-quantized constant weights
+def _qconst(array) -> str:
+    return f"R.const({array.tolist()!r}, \"{array.dtype}\")"
+
+
+def _quantized(seed: int, cols: int, fmt: str):
+    from relaxscript.quantization.formats import quantize_numpy
+    matrix = np.random.default_rng(seed).standard_normal((64, cols)).astype("float32")
+    return quantize_numpy(matrix, fmt)
+
+
+def _dequantize_text(arrays, fmt: str) -> str:
+    return f"R.dequantize({', '.join(_qconst(a) for a in arrays)}, format=\"{fmt}\")"
+
+
+def _quantized_before(fmt_k: str = "q4_1") -> str:
+    q, k, v = _quantized(1, 3, "q4_1"), _quantized(2, 5, fmt_k), _quantized(3, 2, "q4_1")
+    return f'''
+@R.function
+def main(x: R.Tensor(("n", 64), "float32")):
+    n = T.int64()
+    with R.dataflow():
+        wq = {_dequantize_text(q, "q4_1")}
+        q = R.matmul(x, wq)
+        wk = {_dequantize_text(k, fmt_k)}
+        k = R.matmul(x, wk)
+        v = R.matmul(x, {_dequantize_text(v, "q4_1")})
+        gv = R.concat([q, k, v], axis=1)
+        R.output(gv)
+    return gv
+'''
+
+
+def test_quantized_projections_merge_with_their_blocks_joined_by_column():
+    q, k, v = _quantized(1, 3, "q4_1"), _quantized(2, 5, "q4_1"), _quantized(3, 2, "q4_1")
+    joined = [np.concatenate(parts, axis=-1) for parts in zip(q, k, v)]
+    expected = f'''
+@R.function
+def main(x: R.Tensor(("n", 64), "float32")):
+    n = T.int64()
+    with R.dataflow():
+        wq = {_dequantize_text(q, "q4_1")}
+        merged_weight = {_dequantize_text(joined, "q4_1")}
+        merged_matmul = R.matmul(x, merged_weight)
+        q = R.strided_slice(merged_matmul, R.shape([1]), R.shape([0]), R.shape([3]), R.shape([1]))
+        wk = {_dequantize_text(k, "q4_1")}
+        k = R.strided_slice(merged_matmul, R.shape([1]), R.shape([3]), R.shape([8]), R.shape([1]))
+        lv = {_dequantize_text(v, "q4_1")}
+        v = R.strided_slice(merged_matmul, R.shape([1]), R.shape([8]), R.shape([10]), R.shape([1]))
+        gv = R.concat([q, k, v], axis=1)
+        R.output(gv)
+    return gv
+'''
+    after = assert_pass_preserves(MergeParallelMatmul(), _module(_quantized_before()))
+    rx.assert_structural_equal(after, _module(expected))
+
+
+def test_quantized_formats_merge_only_with_their_own_format():
+    after = MergeParallelMatmul()(_module(_quantized_before("q8_0"))).script()
+    assert after.count("R.matmul") == 2 and "R.strided_slice" in after   # q and v merged, k alone
+
+
+@pytest.mark.parametrize("fmt_k", ["q4_1", "q8_0"])
+def test_merged_quantized_module_builds_and_matches_numpy(fmt_k):
+    from relaxscript.quantization.formats import dequantize_numpy
+    mod = _module(_quantized_before(fmt_k))
+    weights = [dequantize_numpy(*_quantized(1, 3, "q4_1"), format="q4_1"),
+               dequantize_numpy(*_quantized(2, 5, fmt_k), format=fmt_k),
+               dequantize_numpy(*_quantized(3, 2, "q4_1"), format="q4_1")]
+    vm = rx.VirtualMachine(rx.build(mod))
+    rng = np.random.default_rng(4)
+    for n in (1, 3):
+        x = rng.standard_normal((n, 64)).astype("float32")
+        np.testing.assert_allclose(vm["main"](x), np.concatenate([x @ w for w in weights], axis=1),
+                                   rtol=1e-4, atol=1e-4)

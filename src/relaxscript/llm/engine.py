@@ -29,7 +29,7 @@ from ..quantization.repack import repack
 from .generation import GenerationStats, generate
 from . import kv_cache
 from .kv_cache import CacheOverflowError
-from .model import LlamaForCausalLM, gguf_name, rope_tables
+from .model import LlamaForCausalLM, gguf_tensor, rope_tables
 from .sampling import Sampler, SamplingParams, greedy
 from .tokenizer import Tokenizer
 
@@ -54,10 +54,13 @@ class Engine:
         self._vm = rx.VirtualMachine(executable)
         self._prefill, self._decode = self._vm["prefill"], self._vm["decode"]
         self._weights = [arrays[name] for name in exported.param_names]
-        dims = (capacity, config.num_kv_heads, config.head_dim)
-        shapes = (kv_cache.key_shape(*dims), kv_cache.value_shape(*dims))
-        self._caches = [np.zeros(shapes[i % 2], np.float32) for i in range(2 * config.num_layers)]
+        self._caches = kv_cache.allocate_caches(config.num_layers, capacity, config.num_kv_heads,
+                                                config.head_dim)
         self._token = np.zeros((1,), np.int64)
+        # caches and weights are the same arrays on every step: checked once (vm.bind), not per token
+        fixed = dict(enumerate(self._caches + self._weights, start=2))
+        self._prefill_step = self._vm.bind("prefill", fixed)
+        self._decode_step = self._vm.bind("decode", fixed)
         self.position = 0
         self.last_stats = GenerationStats()
 
@@ -123,7 +126,7 @@ class Engine:
             raise ValueError("prefill: needs a non-empty list of token ids")
         self._check_ids(tokens)
         self._check_room(tokens.size)
-        logits = self._prefill(tokens, (self.position,), *self._caches, *self._weights)
+        logits = self._prefill_step(tokens, (self.position,))
         self.position += int(tokens.size)
         return logits
 
@@ -132,7 +135,7 @@ class Engine:
         self._token[0] = int(token)
         self._check_ids(self._token)
         self._check_room(1)
-        logits = self._decode(self._token, (self.position,), *self._caches, *self._weights)
+        logits = self._decode_step(self._token, (self.position,))
         self.position += 1
         return logits
 
@@ -234,7 +237,7 @@ def load_parameters(gguf: GGUFFile, param_names, config, capacity: int) -> dict:
     for name in param_names:
         if name in arrays:
             continue
-        tensor = gguf.tensor(gguf_name(name))
+        tensor = gguf_tensor(gguf, name)
         part = name.rsplit(".", 1)[-1]
         if part in ("data", "scale", "min"):
             if tensor.name not in repacked:

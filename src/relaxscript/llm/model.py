@@ -15,6 +15,8 @@ filled by ``rope_tables`` so that every path uses the same float64-rounded value
 """
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
 from .. import nn
@@ -61,24 +63,45 @@ class Rotary(nn.Module):
         return R.reshape(R.concat((out_even, out_odd), axis=3), (n, heads, self.head_dim))
 
 
+def _same_format(formats) -> bool:
+    names = {None if f is None else f.format.name for f in formats}
+    return len(names) == 1
+
+
 class Attention(nn.Module):
-    def __init__(self, cfg, formats):
+    """``merge_qkv``: when q, k and v have one weight format, one ``qkv_proj`` Linear holds the
+    three weights stacked along the output axis (rows q, then k, then v; exact for block
+    formats, whose blocks run along the input axis): one GEMV reads ``x`` once instead of
+    three launches, and the new keys and values are read in place from its output."""
+
+    def __init__(self, cfg, formats, merge_qkv: bool = True):
         super().__init__()
         h, d = cfg.hidden_size, cfg.head_dim
         self.heads, self.kv_heads, self.head_dim = cfg.num_heads, cfg.num_kv_heads, d
-        self.q_proj = nn.Linear(h, cfg.num_heads * d, weight_format=formats("q_proj"))
-        self.k_proj = nn.Linear(h, cfg.num_kv_heads * d, weight_format=formats("k_proj"))
-        self.v_proj = nn.Linear(h, cfg.num_kv_heads * d, weight_format=formats("v_proj"))
+        kinds = [formats(p) for p in ("q_proj", "k_proj", "v_proj")]
+        self.merged = merge_qkv and _same_format(kinds)
+        if self.merged:
+            self.qkv_proj = nn.Linear(h, (cfg.num_heads + 2 * cfg.num_kv_heads) * d, weight_format=kinds[0])
+        else:
+            self.q_proj = nn.Linear(h, cfg.num_heads * d, weight_format=kinds[0])
+            self.k_proj = nn.Linear(h, cfg.num_kv_heads * d, weight_format=kinds[1])
+            self.v_proj = nn.Linear(h, cfg.num_kv_heads * d, weight_format=kinds[2])
         self.o_proj = nn.Linear(cfg.num_heads * d, h, weight_format=formats("o_proj"))
 
     def forward(self, x, rotary, cos, sin, cache_k, cache_v, t, n):
         heads, kv, d = self.heads, self.kv_heads, self.head_dim
         group = heads // kv
-        q = rotary(R.reshape(self.q_proj(x), (n, heads, d)), cos, sin, n, heads)
-        k = rotary(R.reshape(self.k_proj(x), (n, kv, d)), cos, sin, n, kv)
-        v = R.reshape(self.v_proj(x), (n, kv, d))
-        cache_k = nn.emit(kv_cache.append_keys(cache_k, k, t), "cache_k")
-        cache_v = nn.emit(kv_cache.append_values(cache_v, v, t), "cache_v")
+        if self.merged:
+            qkv = self.qkv_proj(x)
+            q = R.strided_slice(qkv, [1], [0], [heads * d])
+            keys, key_offset, values, value_offset = qkv, heads * d, qkv, (heads + kv) * d
+        else:
+            q = self.q_proj(x)
+            keys, key_offset, values, value_offset = self.k_proj(x), 0, self.v_proj(x), 0
+        q = rotary(R.reshape(q, (n, heads, d)), cos, sin, n, heads)
+        # one kernel rotates the new keys and writes keys and values into the caches (in place)
+        cache_k, cache_v = kv_cache.append_rotated(cache_k, cache_v, keys, key_offset,
+                                                   values, value_offset, cos, sin, t)
         total = t + n
         keys = nn.emit(kv_cache.key_view(cache_k, total), "keys")          # (kv, d, total)
         values = nn.emit(kv_cache.value_view(cache_v, total), "values")    # (kv, total, d)
@@ -112,10 +135,10 @@ class MLP(nn.Module):
 
 
 class DecoderLayer(nn.Module):
-    def __init__(self, cfg, formats):
+    def __init__(self, cfg, formats, merge_qkv: bool = True):
         super().__init__()
         self.input_layernorm = nn.RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
-        self.self_attn = Attention(cfg, formats)
+        self.self_attn = Attention(cfg, formats, merge_qkv)
         self.post_attention_layernorm = nn.RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
         self.mlp = MLP(cfg, formats)
 
@@ -143,6 +166,42 @@ _GGUF_NAMES = {
 }
 
 
+# a merged parameter -> the GGUF tensors stacked along the output axis (rows), in order
+_MERGED = {"layers.{i}.self_attn.qkv_proj.weight": ("layers.{i}.self_attn.q_proj.weight",
+                                                    "layers.{i}.self_attn.k_proj.weight",
+                                                    "layers.{i}.self_attn.v_proj.weight")}
+
+
+def gguf_sources(param_name: str) -> tuple[str, ...]:
+    """The GGUF tensors parameter ``param_name`` is made of: one, or the rows of several stacked
+    (a merged projection)."""
+    parts = param_name.split(".")
+    if parts[0] == "layers" and len(parts) > 2:
+        key = ".".join(["layers", "{i}"] + parts[2:])
+        for merged, members in _MERGED.items():
+            if key == merged or (key.startswith(merged + ".") and key[len(merged):] in (".data", ".scale", ".min")):
+                suffix = key[len(merged):]
+                return tuple(gguf_name(m.format(i=parts[1]) + suffix) for m in members)
+    return (gguf_name(param_name),)
+
+
+def gguf_tensor(gguf, param_name: str):
+    """The GGUF tensor of parameter ``param_name``; a merged one is its sources' rows stacked
+    (the block bytes of each row are copied as they are, so any row-blocked type stays exact)."""
+    names = gguf_sources(param_name)
+    tensors = [gguf.tensor(name) for name in names]
+    if len(tensors) == 1:
+        return tensors[0]
+    first = tensors[0]
+    for other in tensors[1:]:
+        if other.qtype != first.qtype or other.shape[1:] != first.shape[1:]:
+            raise ValueError(f"{param_name}: cannot stack {other.name} ({other.qtype}, {other.shape}) "
+                             f"under {first.name} ({first.qtype}, {first.shape})")
+    raw = np.concatenate([t.raw for t in tensors], axis=0)
+    shape = (sum(t.shape[0] for t in tensors),) + tuple(first.shape[1:])
+    return dataclasses.replace(first, name="+".join(names), shape=shape, raw=raw)
+
+
 def gguf_name(param_name: str) -> str:
     """The GGUF tensor holding parameter ``param_name`` (a quantized weight's ``.data`` /
     ``.scale`` / ``.min`` all come from that tensor)."""
@@ -165,10 +224,11 @@ class LlamaForCausalLM(nn.Module):
     """Llama with a KV cache of ``capacity`` positions.
 
     ``weight_formats`` maps a GGUF tensor name to an ``nn.Quantized`` format
-    (or None for a float32 weight); absent names are float32.
+    (or None for a float32 weight); absent names are float32. ``merge_qkv``: one
+    ``qkv_proj`` per layer where q, k and v share a format (``gguf_tensor`` stacks them).
     """
 
-    def __init__(self, cfg, capacity: int, weight_formats: dict | None = None):
+    def __init__(self, cfg, capacity: int, weight_formats: dict | None = None, merge_qkv: bool = True):
         super().__init__()
         weight_formats = weight_formats or {}
         self.cfg, self.capacity = cfg, capacity
@@ -180,7 +240,7 @@ class LlamaForCausalLM(nn.Module):
             def formats(proj, i=i):
                 key = next(k for k in _GGUF_NAMES if k.endswith(f".{proj}.weight"))
                 return weight_formats.get(_GGUF_NAMES[key].format(i=i))
-            layers.append(DecoderLayer(cfg, formats))
+            layers.append(DecoderLayer(cfg, formats, merge_qkv))
         self.layers = nn.ModuleList(layers)
         self.norm = nn.RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
         if cfg.tie_word_embeddings:

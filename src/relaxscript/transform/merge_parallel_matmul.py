@@ -25,6 +25,14 @@ constants joined at build time. The original function is left as it was (other
 callers and the VM's entry points keep its signature); DeadCodeElimination
 drops it from a build once nothing reaches it.
 
+Block-quantized constant weights merge the same way: ``R.matmul(x, w_i)`` with
+``w_i = R.dequantize(data_i, scale_i[, min_i], format=f)`` of constants (one
+format, one depth) becomes one matmul of ``R.dequantize`` of the arrays joined
+along their columns. Blocks run along rows (``quantization.formats``: every
+array is ``(row blocks..., cols)``), so a column of each array belongs to one
+output column and the join is exact; the dequantize still fuses into the
+generated GEMV/GEMM.
+
 Not merged: the same weight twice in a group (nothing to gain), weights whose
 shapes are not static, matmuls whose left operand is not a var, and groups
 whose merged weight would exceed ``max_elements`` elements.
@@ -155,6 +163,7 @@ class _Merger(PassMutator):
         self.joined = joined or {}        # group of parameters -> the variant's joined-weight parameter
         self.variants = variants or {}    # callee name -> (variant GlobalVar, groups as parameter positions)
         self.constant_of: dict[Var, Constant] = {}
+        self.quantized_of: dict[Var, _QuantizedWeight] = {}
         self.groups = 0  # merged groups of constants, for reports
         self.calls_redirected: dict[str, int] = {}  # callee name -> calls now going to its variant
 
@@ -167,8 +176,11 @@ class _Merger(PassMutator):
                 continue
             group, offset, width = member
             if group.merged is None:
+                weight = group.weight
+                if isinstance(weight, Call):   # a joined quantized weight: bound, so it prints as a step
+                    weight = self.builder.emit(weight, "merged_weight")
                 group.merged = self.builder.emit(
-                    op.matmul(self.visit_expr(group.lhs), group.weight, group.out_dtype), "merged_matmul")
+                    op.matmul(self.visit_expr(group.lhs), weight, group.out_dtype), "merged_matmul")
             last = group.merged.struct_info.ndim - 1
             sliced = op.strided_slice(group.merged, [last], [offset], [offset + width], [1])
             self.var_remap[binding.var] = self._rebind(binding.var, self.visit_expr(sliced))
@@ -178,6 +190,9 @@ class _Merger(PassMutator):
         for binding in bindings:
             if isinstance(binding, VarBinding) and isinstance(binding.value, Constant):
                 self.constant_of[binding.var] = binding.value
+            quantized = isinstance(binding, VarBinding) and self._quantized(binding)
+            if quantized:
+                self.quantized_of[binding.var] = quantized
         plan = {}
         for members in _groups(bindings, self._weight_of):
             sources = tuple(source for _, source in members)
@@ -186,6 +201,11 @@ class _Merger(PassMutator):
                 if sum(s.size for s in sources) > self.max_elements:
                     continue
                 weight = Constant(np.concatenate(sources, axis=1))
+                self.groups += 1
+            elif isinstance(sources[0], _QuantizedWeight):
+                if sum(s.depth * s.width for s in sources) > self.max_elements:
+                    continue
+                weight = _QuantizedWeight.joined(sources)
                 self.groups += 1
             elif sources in self.joined:
                 weight = self.joined[sources]
@@ -199,14 +219,39 @@ class _Merger(PassMutator):
                 offset += width
         return plan
 
+    def _quantized(self, binding):
+        """A ``dequantize`` of constants (or vars bound to them) as a ``_QuantizedWeight``, else None."""
+        value = binding.value
+        if not (isinstance(value, Call) and isinstance(value.op, Op) and value.op.name == "relax.dequantize"):
+            return None
+        arrays = []
+        for arg in value.args:
+            arg = self.constant_of.get(arg, arg) if isinstance(arg, Var) else arg
+            if not isinstance(arg, Constant) or arg.data.ndim < 1:
+                return None
+            arrays.append(arg.data)
+        sinfo = binding.var.struct_info
+        if not _static_matrix(sinfo):
+            return None
+        depth, width = (int(d.value) for d in sinfo.shape)
+        if any(a.shape[-1] != width for a in arrays):
+            return None
+        return _QuantizedWeight(value.attrs["format"], tuple(arrays), depth, width)
+
     @staticmethod
     def _width(source) -> int:
+        if isinstance(source, _QuantizedWeight):
+            return source.width
         if isinstance(source, np.ndarray):
             return source.shape[1]
         return int(source.struct_info.shape[1].value)
 
     def _weight_of(self, rhs):
-        """(source, dtype, K) for a constant 2-D right operand or a parameter the variant joins."""
+        """(source, dtype, K) for a constant 2-D right operand, a dequantize of constants
+        (dtype: the format) or a parameter the variant joins."""
+        if isinstance(rhs, Var) and rhs in self.quantized_of:
+            source = self.quantized_of[rhs]
+            return source, source.format, source.depth
         if isinstance(rhs, Var) and rhs in self.constant_of:
             rhs = self.constant_of[rhs]
         if isinstance(rhs, Constant):
@@ -267,6 +312,22 @@ class _Renewer(ExprMutator):
         new = type(var)(var.name_hint, self.visit_value(var.struct_info))
         self.var_remap[var] = new
         return new
+
+
+class _QuantizedWeight:
+    """The constant arrays of one ``R.dequantize`` (a (depth, width) float32 matrix)."""
+    __slots__ = ("format", "arrays", "depth", "width")
+
+    def __init__(self, format_name: str, arrays: tuple, depth: int, width: int):
+        self.format, self.arrays, self.depth, self.width = format_name, arrays, depth, width
+
+    @staticmethod
+    def joined(members) -> Call:
+        """``R.dequantize`` of the members' arrays joined along their columns (the last axis)."""
+        arrays = [Constant(np.concatenate([m.arrays[i] for m in members], axis=-1))
+                  for i in range(len(members[0].arrays))]
+        scale_min = arrays[1:] if len(arrays) == 3 else arrays[1:] + [None]
+        return op.dequantize(arrays[0], *scale_min, format=members[0].format)
 
 
 class _Group:

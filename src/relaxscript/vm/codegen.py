@@ -451,7 +451,8 @@ def _call_tir_inplace(c: FunctionCompiler, call: rx.Call, name: str) -> int:
     c.written_regs.update(c.arg_reg(f)[0] for f in updated)
     if isinstance(call.sinfo_args[0], TensorStructInfo):
         return c.arg_reg(updated[0])[0]
-    return c.materialize(rx.Tuple(updated))
+    # built, not materialized: a tuple only read field by field is dropped (no MakeTuple per call)
+    return c.make_tuple(tuple(c.arg_reg(f)[0] for f in updated), name)
 
 
 def _call_tir_dps(c: FunctionCompiler, call: rx.Call, name: str) -> int:

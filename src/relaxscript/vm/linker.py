@@ -33,6 +33,7 @@ class FunctionCode:
 
     def __init__(self, func: I.VMFunction, device_array_type=None):
         self.func = func
+        self.device_array_type = device_array_type
         self.matchers = {}
         self.exprs = {}
         for pc, ins in enumerate(func.code):

@@ -1,7 +1,7 @@
 """The virtual machine: runs an Executable's functions on NumPy arrays.
 
 ``vm["main"](*arrays)`` checks the arguments (all checks before any kernel
-runs), executes the function's instructions in a tight loop over linked
+runs; ``vm.bind`` fixes arguments checked once), executes the function's instructions in a tight loop over linked
 closures, and returns NumPy arrays (tuples as tuples). Each function keeps
 a pool of frames (registers, symbol table, storages, prebuilt ctypes
 arrays), so a call allocates nothing but the tensors it creates; recursion
@@ -17,6 +17,7 @@ from tensorir.errors import ShapeMismatchError
 
 from backends.target import get_backend
 
+from .bound_call import BoundFunction
 from .executable import Executable
 from .linker import Frame, FunctionCode
 from .instructions import AllocStorage, AllocTensor, CallKernel, CallLibrary, Kill
@@ -40,7 +41,15 @@ class FunctionRuntime:
             raise ShapeMismatchError(
                 f"function '{self.func.name}' takes {self.num_params} argument(s) "
                 f"({', '.join(self.func.params)}), got {len(args)}")
-        frame = self.pool.pop() if self.pool else Frame(self.code, self.vm)
+        return self.run(args, self.code, self.pool)
+
+    def bind(self, fixed: dict) -> BoundFunction:
+        """This function with the arguments ``{index: value}`` fixed (checked once, see bound_call)."""
+        return BoundFunction(self, fixed)
+
+    def run(self, args, code: FunctionCode, pool: list):
+        """Run with ``len(args) == num_params`` on a frame of ``pool`` linked from ``code``."""
+        frame = pool.pop() if pool else Frame(code, self.vm)
         regs = frame.regs
         regs[:self.num_params] = args
         team = self.vm.team
@@ -63,7 +72,7 @@ class FunctionRuntime:
                 team.leave()
             regs[:] = frame.template   # drop references to this call's values
             frame.result[0] = None
-            self.pool.append(frame)
+            pool.append(frame)
         return result
 
     def _copy_back(self, args, regs) -> None:
@@ -137,6 +146,12 @@ class VirtualMachine:
 
     def invoke(self, name: str, *args):
         return self.function(name).invoke(args)
+
+    def bind(self, name: str, fixed: dict) -> BoundFunction:
+        """``vm.bind("decode", {2: w, 3: b})(x, y)`` calls ``decode`` with ``w`` and ``b`` in argument
+        places 2 and 3: they are checked now, once, and each call checks only the other arguments.
+        Fixed arrays are held as private views (their elements may still change)."""
+        return self.function(name).bind(fixed)
 
     def memory_result(self, result, args):
         """A device target's result: device arrays when the caller passed any, NumPy otherwise."""

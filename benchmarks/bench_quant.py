@@ -103,6 +103,35 @@ def decode_rows(budget: float, times: dict, generated: bool = True) -> list[list
     return rows
 
 
+def activation_rows(budget: float) -> list[list[str]]:
+    """Float32 input against 8-bit activations (``R.fake_quantize`` in front: the kernel rounds
+    x and uses integer dot products), built side by side and timed in alternation, each call
+    on a different copy of the weight (a copy the other variant just read would be cached)."""
+    from relaxscript.transform.quantize_activations import QuantizeActivations
+    rng = np.random.default_rng(3)
+    rows = []
+    for name, k, n, fmt in SHAPES:
+        mod = linear_module(fmt, k, n, "1")
+        runs = [rx.VirtualMachine(rx.build(m, target="c"))["main"] for m in (mod, QuantizeActivations()(mod))]
+        tensors = quantize_numpy(rng.standard_normal((k, n)).astype(np.float32), fmt, "float32")
+        nbytes = sum(t.nbytes for t in tensors)
+        copies = [tuple(t.copy() for t in tensors) for _ in range(max(2, STREAM_BYTES // nbytes))]
+        x = rng.standard_normal((1, k)).astype(np.float32)
+        turn = iter(range(1 << 62))
+        samples: list[list[float]] = [[], []]
+        deadline = time.perf_counter() + 2 * budget
+        while time.perf_counter() < deadline or len(samples[1]) < 20:
+            for run, taken in zip(runs, samples):
+                weights = copies[next(turn) % len(copies)]
+                start = time.perf_counter()
+                run(x, *weights)
+                taken.append(time.perf_counter() - start)
+        ms = [float(np.median(t)) * 1e3 for t in samples]
+        rows.append([name, fmt, f"{k}x{n}", f"{ms[0] * 1e3:.0f}", f"{nbytes / ms[0] / 1e6:.1f}",
+                     f"{ms[1] * 1e3:.0f}", f"{nbytes / ms[1] / 1e6:.1f}", f"{ms[0] / ms[1]:.2f}x"])
+    return rows
+
+
 def epilogue_rows(budget: float) -> list[list[str]]:
     """The fused kernels with an epilogue, loop nest and generated kernel side by side."""
     rng = np.random.default_rng(2)
@@ -148,6 +177,8 @@ def main(argv=None) -> None:
     parser.add_argument("--tokens", type=int, nargs="+", default=[16, 64, 256])
     parser.add_argument("--budget", type=float, default=1.0, help="seconds per measurement")
     parser.add_argument("--decode-only", action="store_true", help="skip the prefill table")
+    parser.add_argument("--activations-only", action="store_true",
+                        help="only the float32-input vs 8-bit-activation decode table")
     parser.add_argument("--quick", action="store_true", help="prefill at 16 and 64 tokens, short budgets")
     args, _ = parser.parse_known_args(argv)
     if args.quick:
@@ -158,6 +189,11 @@ def main(argv=None) -> None:
     start = time.perf_counter()
     bandwidth = read_bandwidth_gbs()
     print(f"machine read bandwidth (NumPy sum over 512 MB): {bandwidth:.1f} GB/s")
+    if args.activations_only:
+        print("\ndecode GEMV, float32 input vs 8-bit activations (integer dot products), same run:")
+        print(format_table(["layer", "format", "in x out", "f32 us", "GB/s", "q8 us", "GB/s", "speedup"],
+                           activation_rows(args.budget)))
+        return
     for generated in (False, True):
         kind = "generated micro-kernel" if generated else "scheduled loop nest"
         print(f"\ndecode GEMV ({kind}), x (1, in) @ quantized (in, out), weights streamed from memory:")
@@ -165,6 +201,9 @@ def main(argv=None) -> None:
         rows = decode_rows(args.budget, times, generated)
         print(format_table(["layer", "format", "in x out", "MB", "us", "GB/s", "vs f32 bytes"], rows))
         whole_model(bandwidth, times)
+    print("\ndecode GEMV, float32 input vs 8-bit activations (integer dot products), same run:")
+    print(format_table(["layer", "format", "in x out", "f32 us", "GB/s", "q8 us", "GB/s", "speedup"],
+                       activation_rows(args.budget)))
     print("\ndecode GEMV with a fused epilogue (the model's MLP and residual kernels), same run:")
     print(format_table(["kernel", "in x out", "loop nest us", "GB/s", "generated us", "GB/s", "speedup"],
                        epilogue_rows(args.budget)))

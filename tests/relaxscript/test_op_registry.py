@@ -71,6 +71,7 @@ def sample_calls():
         op.dequantize(tensor_var("q4", (32, n), "uint8"), tensor_var("s4", (2, n)),
                       tensor_var("m4", (2, n)), format="q4_1"),
         op.dequantize(tensor_var("q8", (64, m), "int8"), tensor_var("s8", (2, m)), format="q8_0"),
+        op.fake_quantize(tensor_var("a8", (n, 64)), format="q8_0"),
         op.call_tir(GlobalVar("exp"), [X], TensorStructInfo((n, 4), "float32")),
         op.call_tir_inplace(GlobalVar("exp_inplace"), [X], [0], TensorStructInfo((n, 4), "float32")),
         op.call_dps_library("numpy.negative", [X], TensorStructInfo((n, 4), "float32")),

@@ -129,7 +129,7 @@ def gemm_source(symbol: str, fmt: str, rows: int, cols: int, roles: dict[str, in
                 features: VectorFeatures, row_count: str, symbol_lines: tuple[str, ...] = (),
                 epilogue: ColumnEpilogue | None = None, one_row_epilogue: ColumnEpilogue | None = None,
                 row_operand: str | None = None, machine: MachineParams | None = None,
-                buffer_count: int = 0) -> str:
+                buffer_count: int = 0, activations: str | None = None) -> str:
     """C source of ``int32_t symbol(void* const* buffers, const int64_t* syms)`` computing
     ``y[i, c] = epilogue(sum_r x[i, r] * dequantize(codes)[r, c])`` for the run-time row count
     ``row_count`` (a C expression over the names ``symbol_lines`` declare from ``rs_syms``).
@@ -139,7 +139,10 @@ def gemm_source(symbol: str, fmt: str, rows: int, cols: int, roles: dict[str, in
     role, ``row_operand`` is ``x[rs_row, rs_k]`` as a C expression over the parameters (a
     reshape/transpose in front of the product): the kernel gathers ``x``'s rows first (a few
     tokens, a small buffer); one token then calls the GEMV with that buffer as ``x``, one
-    position past the function's ``buffer_count`` buffers."""
+    position past the function's ``buffer_count`` buffers. ``activations="q8_0"``: ``x`` is to
+    be rounded to 8-bit block codes first (``R.fake_quantize``): one token passes it to the
+    GEMV unrounded (it rounds and multiplies integer codes), several are rounded once into a
+    buffer the micro-kernel reads."""
     if fmt not in FORMATS:
         raise ValueError(f"quantized gemm: unsupported format {fmt!r} (have {sorted(FORMATS)})")
     if rows % BLOCK or rows <= 0 or cols <= 0:
@@ -158,7 +161,8 @@ def gemm_source(symbol: str, fmt: str, rows: int, cols: int, roles: dict[str, in
     if ("x" in roles) == (row_operand is not None):
         raise ValueError("quantized gemm: give x either as a buffer role or as a row operand")
     gemv_roles = roles if row_operand is None else roles | {"x": buffer_count}
-    one_row = gemv_source(f"{symbol}_one_row", fmt, rows, cols, gemv_roles, features, one_row_epilogue)
+    one_row = gemv_source(f"{symbol}_one_row", fmt, rows, cols, gemv_roles, features, one_row_epilogue,
+                          activations)
     operands = [f"  const {code_t}* restrict codes = (const {code_t}*)rs_buffers[{roles['codes']}];",
                 f"  const float* restrict scale = (const float*)rs_buffers[{roles['scale']}];",
                 "  const float* restrict mins = "
@@ -187,6 +191,18 @@ def gemm_source(symbol: str, fmt: str, rows: int, cols: int, roles: dict[str, in
             "    return rs_status;",
             "  }"]
         release = ["  free(rs_xrows);"]
+    if activations is not None:
+        from .quantized_gemv_int8 import round_rows_c
+        rows_of_x += [
+            f"  float* restrict rs_xq = (float*)malloc(sizeof(float) * (size_t)rs_rows * {rows} + 64);",
+            "  if (rs_xq == NULL) {" + " ".join(release) + " return STATUS_NO_MEMORY; }",
+            *round_rows_c("rs_rows", rows, "x", "rs_xq"),
+            "  x = rs_xq;"]
+        release = release + ["  free(rs_xq);"]
+        # x is reassigned to the rounded rows
+        operands = [line.replace("const float* restrict x =", "const float* x =") for line in operands]
+        rows_of_x = [line.replace("const float* restrict x = rs_xrows;", "const float* x = rs_xrows;")
+                     for line in rows_of_x]
     if epilogue:
         operands += [f"  {line}" for line in epilogue.declarations]
         store = ["          const float rs_prod = run[(int64_t)(rs_row - r0) * " + str(nr) + " + j];",

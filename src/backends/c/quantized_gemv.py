@@ -113,6 +113,7 @@ def detect_features(march: str = "native") -> VectorFeatures:
 _HELPERS = """#ifndef RS_QGEMV_HELPERS
 #define RS_QGEMV_HELPERS
 #include <immintrin.h>
+#include <math.h>
 typedef float rs_qf __attribute__((vector_size({vb})));
 typedef int32_t rs_qi __attribute__((vector_size({vb})));
 static inline rs_qf rs_qload_f(const float* p) {{ rs_qf v; memcpy(&v, p, sizeof v); return v; }}
@@ -169,7 +170,8 @@ def columns_per_tile(cols: int, group: int, l1d_bytes: int) -> int:
 
 
 def gemv_source(symbol: str, fmt: str, rows: int, cols: int, roles: dict[str, int],
-                features: VectorFeatures, epilogue: ColumnEpilogue | None = None) -> str:
+                features: VectorFeatures, epilogue: ColumnEpilogue | None = None,
+                activations: str | None = None) -> str:
     """C source of ``int32_t symbol(void* const* buffers, const int64_t* syms)`` computing
     ``y[c] = epilogue(sum_r x[r] * dequantize(codes)[r, c])``; ``roles`` maps
     codes/scale/min/x/y to the buffer's position.
@@ -180,7 +182,17 @@ def gemv_source(symbol: str, fmt: str, rows: int, cols: int, roles: dict[str, in
     block's rows in registers, then adds ``scale * sum (+ min * sum(x_block))`` to the
     tile's output run. With an epilogue the product of a tile is kept in a stack run
     (``prod``) and each column passes through the epilogue once: ``y`` is written once,
-    in its final form."""
+    in its final form.
+
+    ``activations="q8_0"``: the function is ``x``'s ``fake_quantize`` then the product. The
+    kernel rounds ``x`` to codes once per call and, where the compiler targets AVX2, uses
+    integer dot products (``quantized_gemv_int8``); elsewhere the float kernel below runs on
+    the rounded values."""
+    from .quantized_gemv_int8 import (ACTIVATION_FORMATS, activation_codes_c, group_of, int8_dot_enabled,
+                                      int8_region_c)
+    if activations is not None and activations not in ACTIVATION_FORMATS:
+        raise ValueError(f"quantized gemv: unsupported activation format {activations!r} "
+                         f"(have {list(ACTIVATION_FORMATS)})")
     if fmt not in FORMATS:
         raise ValueError(f"quantized gemv: unsupported format {fmt!r} (have {sorted(FORMATS)})")
     per_byte, offset, has_min = FORMATS[fmt]
@@ -235,7 +247,7 @@ def gemv_source(symbol: str, fmt: str, rows: int, cols: int, roles: dict[str, in
                      + (" + mb[c] * xs" if has_min else "") + ";")
     operands = [f"  const {code_t}* restrict codes = (const {code_t}*)rs_buffers[{roles['codes']}];",
                 f"  const float* restrict scale = (const float*)rs_buffers[{roles['scale']}];",
-                f"  const float* restrict x = (const float*)rs_buffers[{roles['x']}];",
+                f"  const float* restrict {'x_in' if activations else 'x'} = (const float*)rs_buffers[{roles['x']}];",
                 f"  float* restrict y = (float*)rs_buffers[{roles['y']}];"]
     if has_min:
         operands.insert(2, f"  const float* restrict mins = (const float*)rs_buffers[{roles['min']}];")
@@ -254,9 +266,12 @@ def gemv_source(symbol: str, fmt: str, rows: int, cols: int, roles: dict[str, in
                         splat=", ".join(["v"] * features.lanes)),
         f"/* {fmt} gemv {rows} x {cols} for {features.name}: groups of {units} x {lanes} lanes, "
         f"tiles of {tile} columns */",
+        *([f"/* activations rounded to {activations} codes in the kernel */"] if activations else []),
         f"int32_t {symbol}(void* const* rs_buffers, const int64_t* rs_syms) {{",
         *operands,
         "  (void)rs_syms;",
+    ]
+    float_body = [
         f"  float xsum[{blocks}];",
         f"  for (int64_t b = 0; b < {blocks}; ++b) {{",
         "    float s = 0.0f;",
@@ -303,7 +318,15 @@ def gemv_source(symbol: str, fmt: str, rows: int, cols: int, roles: dict[str, in
         *finish,
         "    }",
         "  }",
-        "  return 0;",
-        "}",
     ]
-    return "\n".join(lines)
+    if activations is None:
+        kernel = float_body
+    else:
+        rounded = activation_codes_c(rows, "x_in") + ["  const float* restrict x = xq;"]
+        if int8_dot_enabled() and features.name in ("avx2", "avx512"):
+            int8_tile = columns_per_tile(cols, group_of(fmt), features.l1d_bytes)
+            region = int8_region_c(fmt, rows, cols, int8_tile, PARALLEL_MIN_WEIGHTS, epilogue is not None, finish)
+            kernel = [*rounded, "#ifdef __AVX2__", *region, "#else", *float_body, "#endif"]
+        else:
+            kernel = [*rounded, *float_body]
+    return "\n".join([*lines, *kernel, "  return 0;", "}"])

@@ -3,6 +3,8 @@
 ::
 
     engine = Engine.from_gguf(path, target="c", weights="q4")   # or weights="f32"
+    # weights="q4" rounds the matmuls' inputs to 8-bit codes (activations="q8", as llama.cpp);
+    # activations="f32" keeps them exact
     engine.generate(engine.tokenizer.encode("Hello"), max_new_tokens=32)   # greedy token ids
     print(engine.chat("What is the capital of France?"))
 
@@ -15,6 +17,7 @@ drives both the same way.
 """
 from __future__ import annotations
 
+import dataclasses
 import time
 from typing import Iterator
 
@@ -39,10 +42,12 @@ class Engine:
     """A compiled Llama model with KV caches, tokenizer and generation."""
 
     def __init__(self, config, exported: nn.Exported, executable, arrays: dict, *,
-                 capacity: int, tokenizer: Tokenizer | None = None, lowered_mod=None):
+                 capacity: int, tokenizer: Tokenizer | None = None, lowered_mod=None,
+                 activations: str = "f32"):
         import relaxscript as rx
         self.config, self.exported, self.executable = config, exported, executable
         self.lowered_mod = lowered_mod    # the module after the pipeline (memory plan, kernels)
+        self.activations = activations    # "q8": quantized matmuls' inputs rounded to 8-bit codes
         self.tokenizer = tokenizer
         self.max_context = capacity
         self.eos_id = config.eos_id
@@ -62,25 +67,33 @@ class Engine:
     # ---------------------------------------------------------------- construction
     @classmethod
     def from_gguf(cls, path, target: str = "c", weights: str = "q4", max_context: int | None = None,
-                  tokenizer: bool = True) -> "Engine":
+                  tokenizer: bool = True, activations: str | None = None) -> "Engine":
         """Read, build and compile a Llama GGUF file.
 
         ``weights="q4"`` keeps the file's Q4_1/Q8_0 blocks and computes with them;
         ``"f32"`` dequantizes every tensor once at load (the checking path).
         ``max_context`` bounds the KV cache (default: the file's context length,
-        at most 2048)."""
+        at most 2048). ``activations="q8"`` (the default with q4 weights, what llama.cpp
+        computes) rounds the input of every quantized matmul to 8-bit block codes, so the
+        decode GEMVs use integer dot products; ``"f32"`` (the default with f32 weights) keeps
+        the inputs exact."""
         import relaxscript as rx
         gguf = path if isinstance(path, GGUFFile) else read_gguf(path)
         config = llama_config(gguf)
         if weights not in ("q4", "f32"):
             raise ValueError(f"Engine.from_gguf: weights must be 'q4' (the file's quantized blocks) or "
                              f"'f32', got {weights!r}")
+        if activations is None:
+            activations = "q8" if weights == "q4" else "f32"
+        if activations not in ("q8", "f32"):
+            raise ValueError(f"Engine.from_gguf: activations must be 'q8' (8-bit block codes) or 'f32', "
+                             f"got {activations!r}")
         capacity = max_context if max_context is not None else min(config.context_length, DEFAULT_MAX_CONTEXT)
         if not isinstance(capacity, int) or capacity < 1:
             raise ValueError(f"Engine.from_gguf: max_context must be a positive int, got {max_context!r}")
         formats = _weight_formats(gguf) if weights == "q4" else {}
         model = LlamaForCausalLM(config, capacity, formats)
-        exported = nn.export(model, model.export_spec())
+        exported = nn.export(model, dataclasses.replace(model.export_spec(), activations=activations))
         arrays = load_parameters(gguf, exported.param_names, config, capacity)
         lowered = exported.mod
         for step in rx.get_pipeline(target):
@@ -88,7 +101,7 @@ class Engine:
         executable = rx.build(lowered, target=target, pipeline=[])
         tok = Tokenizer.from_gguf(gguf) if tokenizer else None
         return cls(config, exported, executable, arrays, capacity=capacity, tokenizer=tok,
-                   lowered_mod=lowered)
+                   lowered_mod=lowered, activations=activations)
 
     def activation_memory(self) -> dict:
         """Per function (prefill, decode): activation bytes with the static plan and without."""

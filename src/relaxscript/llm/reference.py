@@ -10,12 +10,20 @@ adjacent pairs ``(2i, 2i+1)`` of each head; query head ``h`` reads key/value
 head ``h // (num_heads // num_kv_heads)``; RMSNorm is
 ``x / sqrt(mean(x**2) + eps) * weight``; the MLP is
 ``down(silu(gate(x)) * up(x))``.
+
+``activations="q8"`` rounds the input of every matmul with a quantized weight to 8-bit
+block codes first (``quantization.fake_quantize_numpy``), as the engine's default q4 path
+does: which weights are quantized comes from the file's tensor types (or ``quantized``).
 """
 from __future__ import annotations
 
 import numpy as np
 
 from relaxscript.frontend.gguf import GGUFFile, LlamaConfig, expected_tensor_shapes, llama_config, read_gguf
+from relaxscript.quantization.activations import fake_quantize_numpy
+
+ACTIVATIONS = ("f32", "q8")
+_QUANTIZED_TYPES = ("Q4_0", "Q4_1", "Q8_0")   # the GGUF types the engine computes with directly
 
 __all__ = ["NumpyLlama", "ContextOverflowError", "rope_tables", "apply_rope"]
 
@@ -51,11 +59,15 @@ class NumpyLlama:
     ``weights`` maps llama.cpp's tensor names to float32 arrays of row-major
     shape (a GGUF file's tensors are dequantized once). ``max_context``
     bounds the KV cache (default: the model's context length); a prefill or
-    decode past it raises ``ContextOverflowError``.
+    decode past it raises ``ContextOverflowError``. ``activations="q8"`` rounds the
+    inputs of the matmuls whose weights are quantized (the file's Q4_0/Q4_1/Q8_0
+    tensors, or the names in ``quantized``; default with a config: every matmul).
     """
 
     def __init__(self, source: GGUFFile | LlamaConfig | str, weights: dict[str, np.ndarray] | None = None,
-                 *, max_context: int | None = None):
+                 *, max_context: int | None = None, activations: str = "f32", quantized=None):
+        if activations not in ACTIVATIONS:
+            raise ValueError(f"NumpyLlama: activations must be one of {ACTIVATIONS}, got {activations!r}")
         if isinstance(source, str):
             source = read_gguf(source)
         if isinstance(source, GGUFFile):
@@ -63,6 +75,9 @@ class NumpyLlama:
                 raise TypeError("NumpyLlama: pass weights only with a LlamaConfig")
             config = llama_config(source)
             weights = {name: source.tensor(name).dequantize() for name in expected_tensor_shapes(config)}
+            if quantized is None:
+                quantized = {name for name in weights if source.tensor(name).qtype in _QUANTIZED_TYPES
+                             and len(source.tensor(name).shape) == 2}
         elif isinstance(source, LlamaConfig):
             if weights is None:
                 raise TypeError("NumpyLlama(config, weights): the weights are missing")
@@ -77,7 +92,10 @@ class NumpyLlama:
                                  f"expected {shape}")
         self.config = config
         self.weights = {name: np.ascontiguousarray(value, dtype=np.float32) for name, value in weights.items()}
-        self.lm_head = self.weights.get("output.weight", self.weights["token_embd.weight"])
+        self.lm_head_name = "output.weight" if "output.weight" in self.weights else "token_embd.weight"
+        self.lm_head = self.weights[self.lm_head_name]
+        self.activations = activations
+        self._rounded = set(self.weights if quantized is None else quantized) if activations == "q8" else set()
         self.max_context = config.context_length if max_context is None else int(max_context)
         if not 1 <= self.max_context <= config.context_length:
             raise ValueError(f"NumpyLlama: max_context {max_context} must be in 1..{config.context_length}")
@@ -85,6 +103,12 @@ class NumpyLlama:
         self._keys: list[np.ndarray] = []
         self._values: list[np.ndarray] = []
         self.reset()
+
+    def _linear(self, x: np.ndarray, name: str) -> np.ndarray:
+        """``x @ weight.T`` (the named weight), its input rounded first where it is quantized."""
+        if name in self._rounded:
+            x = fake_quantize_numpy(np.ascontiguousarray(x, dtype=np.float32))
+        return x @ self.weights[name].T
 
     def reset(self) -> None:
         """Empty the KV cache."""
@@ -136,9 +160,9 @@ class NumpyLlama:
         for layer in range(c.num_layers):
             p = f"blk.{layer}."
             h = _rms_norm(x, w[p + "attn_norm.weight"], c.rms_norm_eps)
-            q = (h @ w[p + "attn_q.weight"].T).reshape(n, c.num_heads, c.head_dim)
-            k = (h @ w[p + "attn_k.weight"].T).reshape(n, c.num_kv_heads, c.head_dim)
-            v = (h @ w[p + "attn_v.weight"].T).reshape(n, c.num_kv_heads, c.head_dim)
+            q = self._linear(h, p + "attn_q.weight").reshape(n, c.num_heads, c.head_dim)
+            k = self._linear(h, p + "attn_k.weight").reshape(n, c.num_kv_heads, c.head_dim)
+            v = self._linear(h, p + "attn_v.weight").reshape(n, c.num_kv_heads, c.head_dim)
             q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
             self._keys[layer][:, start:end] = k.transpose(1, 0, 2)
             self._values[layer][:, start:end] = v.transpose(1, 0, 2)
@@ -149,15 +173,15 @@ class NumpyLlama:
             scores = np.exp(scores - scores.max(axis=-1, keepdims=True))
             probs = (scores / scores.sum(axis=-1, keepdims=True)).reshape(c.num_kv_heads, group * n, end)
             attn = (probs @ values).reshape(c.num_heads, n, c.head_dim).transpose(1, 0, 2).reshape(n, -1)
-            x = x + attn @ w[p + "attn_output.weight"].T
+            x = x + self._linear(attn, p + "attn_output.weight")
             h = _rms_norm(x, w[p + "ffn_norm.weight"], c.rms_norm_eps)
-            gate = h @ w[p + "ffn_gate.weight"].T
-            up = h @ w[p + "ffn_up.weight"].T
-            x = x + (gate / (1.0 + np.exp(-gate)) * up) @ w[p + "ffn_down.weight"].T
+            gate = self._linear(h, p + "ffn_gate.weight")
+            up = self._linear(h, p + "ffn_up.weight")
+            x = x + self._linear(gate / (1.0 + np.exp(-gate)) * up, p + "ffn_down.weight")
         self.position = end
         if last_only:
             x = x[-1:]
-        return _rms_norm(x, w["output_norm.weight"], c.rms_norm_eps) @ self.lm_head.T
+        return self._linear(_rms_norm(x, w["output_norm.weight"], c.rms_norm_eps), self.lm_head_name)
 
     def prefill(self, ids: list[int]) -> np.ndarray:
         """Logits ``(vocab,)`` of the last of ``ids``, run after what the cache holds."""

@@ -22,7 +22,7 @@ from ..irmodule import IRModule
 from ..struct_info import ShapeStructInfo, TensorStructInfo
 from ..transform.static_plan_block_memory import UPPER_BOUND_ATTR
 from .module import Module
-from .spec import ExportSpec, Tensor
+from .spec import ACTIVATIONS, ExportSpec, Tensor
 
 NUM_INPUT_ATTR = "num_input"
 
@@ -135,7 +135,11 @@ def export(module: Module, spec: ExportSpec | dict, dims: dict | None = None) ->
                 out = bb.emit_output(result, "out")
             bb.emit_func_output(out)
         num_inputs[method] = len(input_vars)
-    return Exported(bb.get(), tuple(name for name, _ in named), num_inputs)
+    mod = bb.get()
+    if ACTIVATIONS[spec.activations] is not None:
+        from ..transform.quantize_activations import QuantizeActivations
+        mod = QuantizeActivations(ACTIVATIONS[spec.activations])(mod)
+    return Exported(mod, tuple(name for name, _ in named), num_inputs)
 
 
 @contextlib.contextmanager

@@ -5,7 +5,8 @@
     spec = nn.ExportSpec(
         methods={"forward": {"x": nn.Tensor(("n", 64), "float32")}},
         dims={"n": 128},           # every symbolic dim with its upper bound
-        lower={"n": 1})            # optional lower bounds (default 0)
+        lower={"n": 1},            # optional lower bounds (default 0)
+        activations="q8")          # optional: round inputs of quantized-weight matmuls (default "f32")
 
 Each method becomes a function of the IRModule taking the inputs (in the
 order given) and then every Parameter of the module. A dim name is one
@@ -18,6 +19,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from tensorir import dtype as dt
+
+# ExportSpec.activations -> the R.fake_quantize format the matmuls' inputs get (None: exact)
+ACTIVATIONS = {"f32": None, "q8": "q8_0"}
 
 
 @dataclass(frozen=True)
@@ -50,8 +54,14 @@ class ExportSpec:
     # lower bounds of some dims (default 0): a token count of at least 1 lets the simplifier
     # prove the last token's slice ``x[n - 1 : n]`` has one row (checked at each call)
     lower: dict = field(default_factory=dict)
+    # "q8": every matmul whose weight is an R.dequantize gets its input rounded to 8-bit block
+    # codes (transform.QuantizeActivations), as llama.cpp computes; "f32" keeps it exact
+    activations: str = "f32"
 
     def __post_init__(self):
+        if self.activations not in ACTIVATIONS:
+            raise ValueError(f"ExportSpec: activations must be one of {', '.join(ACTIVATIONS)}, "
+                             f"got {self.activations!r}")
         for name, bound in self.dims.items():
             if not isinstance(bound, int) or isinstance(bound, bool) or bound < 0:
                 raise ValueError(f"ExportSpec: the upper bound of dim {name!r} must be a "

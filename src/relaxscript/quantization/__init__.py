@@ -9,7 +9,9 @@ into the consumer's loop, so no float32 copy of the weight exists at run
 time (see docs/ARCHITECTURE.md, "Quantized weights").
 """
 from .formats import FORMATS, SCALE_DTYPES, QuantFormat, check_arrays, dequantize_numpy, get_format, quantize_numpy
+from .activations import fake_quantize_numpy, quantize_activations_numpy
 from .repack import repack, repack_blocks
 
 __all__ = ["FORMATS", "SCALE_DTYPES", "QuantFormat", "check_arrays", "get_format", "dequantize_numpy", "quantize_numpy",
-           "repack", "repack_blocks"]
+           "repack", "repack_blocks",
+           "fake_quantize_numpy", "quantize_activations_numpy"]

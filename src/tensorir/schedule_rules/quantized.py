@@ -40,6 +40,9 @@ CODE_DTYPES = ("uint8", "int8")
 # (backends/c/quantized_gemv.py; the loop nest stays the meaning, for the interpreter)
 QUANTIZED_GEMV_ATTR = "c.quantized_gemv"
 GEMV_FORMATS = ("q4_0", "q4_1", "q8_0")
+# the block ``R.fake_quantize`` legalizes to is named this plus the activation format
+FAKE_QUANTIZE_BLOCK = "T_fake_quantize_"
+ACTIVATION_FORMATS = ("q8_0",)
 TILE_J = 64        # weight columns per tile (vector lanes)
 # most elements of a one-token product's input that ``flat_copy_source`` checks one by one
 FLAT_CHECK_LIMIT = 1 << 15
@@ -107,6 +110,10 @@ def quantized_gemv_spec(sch: Schedule) -> dict | None:
     if operands is None:
         return None
     fmt, codes, scales, mins, weight, x, product_out = operands
+    rounding = activation_rounding(x, prologue)
+    if rounding is not None:       # x = fake_quantize(source): the kernel rounds it itself
+        prologue = [b for b in prologue if b is not rounding]
+        x = rounding.reads[0].buffer
     if prologue or id(x) not in params:
         x = flat_copy_source(x, prologue, params)
         if x is None:
@@ -127,12 +134,32 @@ def quantized_gemv_spec(sch: Schedule) -> dict | None:
     if mins:
         roles["min"] = params[id(mins[0])]
     spec = {"format": fmt, "rows": rows, "cols": cols, "roles": roles}
+    if rounding is not None:
+        spec["activations"] = rounding.name[len(FAKE_QUANTIZE_BLOCK):]
     # by name: an attribute holds printable values; the emitter rebuilds the chain from the
     # scheduled function's blocks (``function_epilogue``), whose bodies scheduling keeps
     names = {"blocks": [b.name for b in epilogues], "product": product.name}
     if epilogue and len({product.name, *names["blocks"]}) != len(epilogues) + 1:
         return None   # names that do not find the blocks again
     return spec | ({"epilogue": names} if epilogue else {})
+
+
+def activation_rounding(x, blocks):
+    """The block computing ``x`` as ``R.fake_quantize`` of one other buffer (legalized into a
+    block named ``T_fake_quantize_<format>``: one spatial store at its own iter vars, reading
+    only that buffer, shaped like ``x``), or None."""
+    for block in blocks:
+        store = block.body
+        if not block.name.startswith(FAKE_QUANTIZE_BLOCK) or not isinstance(store, BufferStore) or \
+                store.buffer is not x or block.init is not None or len(block.reads) != 1 or \
+                any(iv.kind != "S" for iv in block.iter_vars) or \
+                list(store.indices) != [iv.var for iv in block.iter_vars]:
+            continue
+        source = block.reads[0].buffer
+        if block.name[len(FAKE_QUANTIZE_BLOCK):] in ACTIVATION_FORMATS and source.dtype == "float32" and \
+                len(source.shape) == len(x.shape) and _elements(source.shape) == _elements(x.shape):
+            return block
+    return None
 
 
 def _elements(shape) -> int | None:

@@ -20,7 +20,8 @@ from ..schedule.state import StmtIndex
 from ..stmt import Block, BufferStore
 from ..structural import structural_equal
 from .common import const_int, leaf_block_names
-from .quantized import CODE_DTYPES, decoded_product, elementwise_steps
+from .quantized import (CODE_DTYPES, FAKE_QUANTIZE_BLOCK, activation_rounding, decoded_product,
+                        elementwise_steps)
 
 QUANTIZED_GEMM_ATTR = "c.quantized_gemm"
 
@@ -51,6 +52,10 @@ def quantized_gemm_spec(sch: Schedule) -> dict | None:
     if operands is None or operands[4].ndim != 2:
         return None
     fmt, codes, scales, mins, weight, x, product_out = operands
+    rounding = activation_rounding(x, prologue)
+    if rounding is not None:       # x = fake_quantize(source): the kernel rounds the rows itself
+        prologue = [b for b in prologue if b is not rounding]
+        x = rounding.reads[0].buffer
     # x is a parameter, or computed from parameters by elementwise/layout blocks (the
     # attention output's reshape and transpose): the kernel then gathers its rows first
     if (id(x) in params) == bool(prologue) or not all(_is_layout_block(b) for b in prologue):
@@ -75,6 +80,8 @@ def quantized_gemm_spec(sch: Schedule) -> dict | None:
     if id(x) in params:
         roles["x"] = params[id(x)]
     spec = {"format": fmt, "rows": rows, "cols": cols, "roles": roles, "product": product.name}
+    if rounding is not None:
+        spec["activations"] = rounding.name[len(FAKE_QUANTIZE_BLOCK):]
     if epilogue:
         names = {"blocks": [b.name for b in epilogues], "product": product.name}
         if len({product.name, *names["blocks"]}) != len(epilogues) + 1:
@@ -106,6 +113,11 @@ def function_row_operand(func, spec: dict) -> dict | None:
     if len(terms) != 1 or not isinstance(terms[0], E.Mul):
         return None
     written = {id(w.buffer) for b in blocks for w in b.writes}
+    # with rounded activations the operand is the rounding block's own element before rounding
+    # (the kernel rounds the gathered rows itself); scheduling may have inlined layout blocks
+    # into the rounding block, so the element is taken from its body, not its read buffer
+    rounded = {id(b.writes[0].buffer): b for b in blocks
+               if spec.get("activations") and b.name.startswith(FAKE_QUANTIZE_BLOCK)}
     producers = {id(b.writes[0].buffer): b for b in blocks
                  if _is_layout_block(b) and [i for i in b.body.indices] == [iv.var for iv in b.iter_vars]}
 
@@ -114,6 +126,16 @@ def function_row_operand(func, spec: dict) -> dict | None:
         when it reads another block's output or anything but float32."""
         replaced = {}
         for load in collect(expr, lambda n: isinstance(n, E.BufferLoad)):
+            if id(load.buffer) in rounded:
+                block = rounded[id(load.buffer)]
+                element = _unrounded_element(block)
+                ivs = [iv.var for iv in block.iter_vars]
+                inner = composed(substitute(element, dict(zip(ivs, load.indices))), depth + 1) \
+                    if element is not None and depth <= 16 else None
+                if inner is None:
+                    return None
+                replaced[load] = inner
+                continue
             producer = producers.get(id(load.buffer))
             if producer is None:
                 if id(load.buffer) in written or load.buffer.dtype != "float32":
@@ -137,6 +159,18 @@ def function_row_operand(func, spec: dict) -> dict | None:
         if found is not None and collect(found, lambda n: isinstance(n, E.BufferLoad)):
             return {"row": row, "k": k, "value": substitute(found, mapping)}
     return None
+
+
+def _unrounded_element(block):
+    """The value a ``T_fake_quantize_*`` block rounds (``round(element * inverse) * scale``), or None."""
+    if not isinstance(block.body, BufferStore):
+        return None
+    rounds = collect(block.body.value, lambda n: isinstance(n, E.Call) and n.op == "round")
+    if len(rounds) != 1 or not isinstance(rounds[0].args[0], E.Mul):
+        return None
+    product = rounds[0].args[0]
+    plain = [t for t in (product.a, product.b) if not collect(t, lambda n: isinstance(n, E.Select))]
+    return plain[0] if len(plain) == 1 else None
 
 
 def function_element_epilogue(func, names: dict) -> dict:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from tensorir import expr as E
 from tensorir.compute import compute
 
+from ...quantization.activations import CODE_LIMIT, SCALE_PER_AMAX, activation_block
 from ...quantization.formats import get_format
 from .registry import register_legalize
 
@@ -45,3 +46,31 @@ def _dequantize(ctx, call):
         return value + E.cast("float32", minimum[block, c]) if minimum is not None else value
 
     return te.emit(f"dequantize_{fmt.name}", compute(te.out_shape(), body, f"T_dequantize_{fmt.name}", "float32"))
+
+
+def fake_quantize_value(load, last, block: int) -> E.PrimExpr:
+    """``x[..., last]`` rounded to its block's 8-bit code, as float32: ``load(j)`` reads ``x`` at
+    last-axis index ``j``. The block's ``max |x|`` is written out over its 32 values, so the
+    op stays one injective block (FuseOps puts it in front of the matmul like a dequantize)."""
+    start = E.floordiv(last, block) * block
+    amax = E.call_intrin("abs", load(start))
+    for offset in range(1, block):
+        amax = E.max_(amax, E.call_intrin("abs", load(start + offset)))
+    limit, zero = E.const(float(CODE_LIMIT), "float32"), E.const(0.0, "float32")
+    inverse = E.Select(E.GT(amax, zero), limit / amax, zero)
+    code = E.call_intrin("round", load(last) * inverse)
+    return code * (amax * E.const(SCALE_PER_AMAX, "float32"))
+
+
+@register_legalize("relax.fake_quantize")
+def _fake_quantize(ctx, call):
+    fmt = call.attrs["format"]
+    block = activation_block(fmt)
+    te = ctx.te(call)
+    x = te.placeholder(call.args[0], "x")
+
+    def body(*indices):
+        *lead, last = indices
+        return fake_quantize_value(lambda j: x[(*lead, j)], last, block)
+
+    return te.emit(f"fake_quantize_{fmt}", compute(te.out_shape(), body, f"T_fake_quantize_{fmt}", "float32"))

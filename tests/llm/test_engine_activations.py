@@ -1,0 +1,71 @@
+"""Engine with 8-bit activations (the default for the file's quantized weights): the compiled
+model follows the NumPy reference with the same rounding (``NumpyLlama(activations="q8")``)
+token for token, its logits stay close to exact float32 activations, and bad options are
+clear errors."""
+import numpy as np
+import pytest
+
+from relaxscript.llm.engine import Engine
+from relaxscript.llm.generation import generate
+from relaxscript.llm.reference import NumpyLlama
+
+PROMPTS = ([1, 2, 3], [5, 17, 33, 60, 2, 9, 11], [40])
+
+
+@pytest.fixture(scope="module")
+def q8_engine(tiny_gguf_q4):
+    return Engine.from_gguf(tiny_gguf_q4, target="c", weights="q4", max_context=48)
+
+
+def test_quantized_weights_default_to_rounded_activations(q8_engine):
+    assert q8_engine.activations == "q8"
+    source = q8_engine.executable.c_library.source
+    # every decode projection and the LM head multiply 8-bit codes
+    assert source.count("activations rounded to q8_0") >= 5
+
+
+@pytest.mark.parametrize("prompt", PROMPTS)
+def test_greedy_q8_equals_the_reference_with_the_same_rounding(q8_engine, tiny_gguf_q4, prompt):
+    reference = NumpyLlama(tiny_gguf_q4, max_context=48, activations="q8")
+    assert q8_engine.generate(prompt, max_new_tokens=8) == generate(reference, prompt, 8)
+    reference.reset()
+    q8_engine.reset()
+    want, got = reference.prefill(prompt), q8_engine.prefill(prompt)
+    scale = np.abs(want).max()
+    # a code whose rounding differs by float noise upstream can flip; it moves logits by far less
+    np.testing.assert_allclose(got, want, atol=2e-2 * scale)
+    for token in (4, 8):
+        np.testing.assert_allclose(q8_engine.decode(token), reference.decode(token), atol=2e-2 * scale)
+
+
+def test_rounded_activations_stay_close_to_exact_ones(q8_engine, tiny_gguf_q4):
+    exact = NumpyLlama(tiny_gguf_q4, max_context=48)
+    rounded = NumpyLlama(tiny_gguf_q4, max_context=48, activations="q8")
+    prompt = PROMPTS[1]
+    q8_engine.reset()
+    got, want, reference = q8_engine.prefill(prompt), exact.prefill(prompt), rounded.prefill(prompt)
+    scale = np.abs(want).max()
+    assert 0 < np.abs(reference - want).max() < 3e-2 * scale    # the rounding changes something, a little
+    assert np.abs(got - want).max() < 3e-2 * scale
+
+
+def test_reference_rounds_only_quantized_matmuls(tiny_gguf_q4):
+    rounded = NumpyLlama(tiny_gguf_q4, activations="q8")
+    assert rounded._rounded and all(name.endswith(".weight") for name in rounded._rounded)
+    assert not any("norm" in name for name in rounded._rounded)
+    assert not NumpyLlama(tiny_gguf_q4)._rounded
+    with pytest.raises(ValueError, match="activations must be one of"):
+        NumpyLlama(tiny_gguf_q4, activations="int8")
+
+
+def test_unknown_activations_mode(tiny_gguf_q4):
+    with pytest.raises(ValueError, match="activations must be 'q8'"):
+        Engine.from_gguf(tiny_gguf_q4, weights="q4", activations="int4")
+
+
+@pytest.mark.slow
+def test_real_model_q8_follows_the_rounded_reference(real_model_path):
+    engine = Engine.from_gguf(real_model_path, weights="q4", max_context=128)
+    reference = NumpyLlama(real_model_path, max_context=128, activations="q8")
+    prompt = engine.chat_prompt("What is the capital of France?")
+    assert engine.generate(prompt, 8) == generate(reference, prompt, 8)

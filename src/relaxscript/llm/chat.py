@@ -26,7 +26,8 @@ __all__ = ["load_model", "stop_ids", "answer", "main"]
 END_OF_TURN = "<|im_end|>"
 
 
-def load_model(path: str, *, target: str = "c", weights: str = "q4", max_context: int | None = None):
+def load_model(path: str, *, target: str = "c", weights: str = "q4", max_context: int | None = None,
+               activations: str | None = None):
     """A model with the step protocol (``prefill``/``decode``/``reset``) for ``path``, and its tokenizer."""
     from relaxscript.frontend.gguf import read_gguf
     gguf = read_gguf(path)
@@ -34,10 +35,11 @@ def load_model(path: str, *, target: str = "c", weights: str = "q4", max_context
     if target == "numpy":
         from .reference import NumpyLlama
         # the reference always computes in float32 from the dequantized blocks, whatever ``weights`` says
-        model = NumpyLlama(gguf, max_context=max_context)
+        model = NumpyLlama(gguf, max_context=max_context, activations=activations or "f32")
     else:
         from .engine import Engine
-        model = Engine.from_gguf(gguf, target=target, weights=weights, max_context=max_context)
+        model = Engine.from_gguf(gguf, target=target, weights=weights, max_context=max_context,
+                                 activations=activations)
     return model, tokenizer
 
 
@@ -100,6 +102,8 @@ def main(argv: list[str] | None = None, out: TextIO = sys.stdout, inp: TextIO = 
     parser.add_argument("--target", default="c", help="'c' (compiled, the default) or 'numpy' (the reference)")
     parser.add_argument("--weights", default="q4", choices=("q4", "f32"),
                         help="compute with the file's quantized blocks (q4) or float32 copies (f32)")
+    parser.add_argument("--activations", choices=("q8", "f32"),
+                        help="matmul inputs: 8-bit rounded (the default with q4 weights, as llama.cpp) or exact")
     parser.add_argument("--prompt", help="one question; without it, read questions line by line")
     parser.add_argument("--system", help="a system message (default: the chat template's own, if any)")
     parser.add_argument("--max-new-tokens", type=int, default=256)
@@ -117,7 +121,8 @@ def main(argv: list[str] | None = None, out: TextIO = sys.stdout, inp: TextIO = 
     start = time.perf_counter()
     from relaxscript.frontend.gguf import llama_config, read_gguf
     context = min(args.max_context, llama_config(read_gguf(path)).context_length)
-    model, tokenizer = load_model(path, target=args.target, weights=args.weights, max_context=context)
+    model, tokenizer = load_model(path, target=args.target, weights=args.weights, max_context=context,
+                                  activations=args.activations)
     out.write(f"[{path}: loaded for target {args.target!r} ({args.weights}) in "
               f"{time.perf_counter() - start:.1f} s]\n")
     sampling = {"temperature": args.temperature, "top_k": args.top_k, "top_p": args.top_p, "seed": args.seed}

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import re
 
+from tensorir.identity_names import IdentityNames
+
 # C keywords and names the generated code uses: an IR name equal to one gets a suffix.
 C_RESERVED = frozenset((
     "auto break case char const continue default do double else enum extern float for goto if "
@@ -16,27 +18,19 @@ def sanitize(name: str) -> str:
     return name if name and not name[0].isdigit() else "_" + name
 
 
-class Names:
+class Names(IdentityNames):
     """One sanitised, unique name per IR object (by identity); ``rs_`` names stay the emitter's."""
 
     def __init__(self, reserved=C_RESERVED):
-        self.by_id: dict[int, str] = {}
-        self.used: set[str] = set(reserved)
-        self.keep: list = []   # the named objects stay alive, so their ids stay theirs
+        super().__init__(reserved)
 
     def get(self, obj, hint: str, internal: bool = False) -> str:
-        name = self.by_id.get(id(obj))
+        name = self.lookup(obj)
         if name is None:
             base = sanitize(hint)
             if base.startswith("rs_") and not internal:
                 base = "v_" + base
-            name, k = base, 0
-            while name in self.used:
-                k += 1
-                name = f"{base}_{k}"
-            self.used.add(name)
-            self.by_id[id(obj)] = name
-            self.keep.append(obj)
+            name = self.assign(obj, base)
         return name
 
     def fresh(self, hint: str) -> str:

@@ -530,8 +530,7 @@ def attention_c(func, symbol: str, layout: dict, lanes: int) -> str | None:
     named = {"rs_s": E.Var("rs_s", "float32"), "h": E.Var("h", "int64"),
              "rs_row": E.Var("rs_row", "int64"), "rs_key": E.Var("rs_key", "int64")}
     for name, var in named.items():
-        emitter.names.by_id[id(var)] = name
-        emitter.names.keep.append(var)
+        emitter.names.pin(var, name)
     vmap = {load: named["rs_s"] for load in tile_loads}
     vmap.update({iters["vh"]: named["h"], iters["vi"]: named["rs_row"], iters["vt"]: named["rs_key"],
                  iters["vo"]: E.IntImm(0, iters["vo"].dtype)})

@@ -4,6 +4,8 @@ from __future__ import annotations
 import keyword
 import re
 
+from tensorir.identity_names import IdentityNames
+
 # Names the printed text needs for itself.
 RESERVED = frozenset({"R", "T", "cls", "metadata", "True", "False", "None"})
 
@@ -17,32 +19,19 @@ def sanitize(hint: str) -> str:
     return name
 
 
-class Namer:
+class Namer(IdentityNames):
     """Assigns each node (by identity) one name, unique within the namer.
 
     Clashes are resolved deterministically in first-use order: the first
     ``lv`` keeps its name, later ones become ``lv_1``, ``lv_2``, ...
     """
 
-    def __init__(self, taken=()):
-        self.names: dict[int, str] = {}
-        self.used: set[str] = set(taken)
-        self._keep_alive: list = []  # ids stay valid while the namer lives
-
     def name(self, node, hint: str) -> str:
-        found = self.names.get(id(node))
+        found = self.lookup(node)
         if found is not None:
             return found
         base = sanitize(hint)
-        name, k = base, 0
-        sep = "" if base.endswith("_") else "_"
-        while name in self.used:
-            k += 1
-            name = f"{base}{sep}{k}"
-        self.used.add(name)
-        self.names[id(node)] = name
-        self._keep_alive.append(node)
-        return name
+        return self.assign(node, base, "" if base.endswith("_") else "_")
 
     def get(self, node) -> str | None:
-        return self.names.get(id(node))
+        return self.lookup(node)

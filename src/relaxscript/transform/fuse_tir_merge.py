@@ -20,6 +20,7 @@ from tensorir.buffer import Buffer
 from tensorir.dispatch import handles
 from tensorir.function import PrimFunc
 from tensorir.functor import Mutator
+from tensorir.identity_names import first_free
 from tensorir.stmt import Block, BlockRealize, seq
 
 from ..expr import Function, ShapeExpr, Tuple, Var, VarBinding
@@ -49,10 +50,7 @@ class _Names:
         self.used: set[str] = set()
 
     def fresh(self, hint: str) -> str:
-        name, suffix = hint, 0
-        while name in self.used:
-            suffix += 1
-            name = f"{hint}_{suffix}"
+        name = first_free(hint, self.used)
         self.used.add(name)
         return name
 

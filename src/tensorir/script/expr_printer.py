@@ -13,6 +13,7 @@ import math
 from .. import expr as E
 from ..buffer import Buffer
 from ..dispatch import ClassDispatch, handles
+from ..identity_names import IdentityNames
 from ..operators import PREC_ATOM as _ATOM, PREC_NOT as _NOT, PREC_UNARY as _UNARY
 from ..operators import PYTHON_INFIX, SCRIPT_CALLS, left_min_prec
 from .literals import string_literal
@@ -21,29 +22,20 @@ RESERVED = frozenset(keyword.kwlist) | {"T", "range", "min", "max", "abs", "True
                                         "prim_func", "tensorir", "R"}
 
 
-class Namer:
+class Namer(IdentityNames):
     """Unique, deterministic, valid Python names for Vars and Buffers."""
 
     def __init__(self):
-        self.names: dict[int, str] = {}
-        self.used: set[str] = set(RESERVED)
-        self._keep: list = []  # keep named nodes alive so ids stay unique
+        super().__init__(RESERVED)
 
     def __call__(self, node) -> str:
-        name = self.names.get(id(node))
+        name = self.lookup(node)
         if name is not None:
             return name
         base = "".join(c if c.isascii() and (c.isalnum() or c == "_") else "_" for c in (node.name or "v"))
         if not base or base[0].isdigit():
             base = "v_" + base
-        name, k = base, 0
-        while name in self.used:
-            k += 1
-            name = f"{base}_{k}"
-        self.used.add(name)
-        self.names[id(node)] = name
-        self._keep.append(node)
-        return name
+        return self.assign(node, base)
 
 
 def py_literal(value) -> str:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from tensorir.function import PrimFunc
+from tensorir.identity_names import first_free
 from tensorir.structural import structural_equal, structural_hash
 
 from ...block_builder import BlockBuilder
@@ -47,9 +48,4 @@ class LegalizeContext:
 
 def _unique_name(mod, hint: str) -> str:
     """``hint``, else ``hint1``, ``hint2``, ... (the first one free in ``mod``)."""
-    if hint not in mod:
-        return hint
-    suffix = 1
-    while f"{hint}{suffix}" in mod:
-        suffix += 1
-    return f"{hint}{suffix}"
+    return first_free(hint, mod, separator="")

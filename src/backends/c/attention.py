@@ -169,6 +169,58 @@ def _micro_kernels(lanes: int) -> str:
     return "\n".join(parts)
 
 
+HALF_ROW = 512          # float16 operand elements widened at a time into an L1 buffer
+
+
+def _half_helpers() -> str:
+    """float16 operands (a half-precision KV cache): rows widened to float32 into an L1 buffer,
+    8 at a time with F16C's ``vcvtph2ps``; without F16C by the prelude's exact bit conversion
+    ``rs_half_to_float`` (integer and float operations gcc vectorizes; ``RS_ATT_NO_F16C`` forces
+    it). The products then run on float32 as for a float32 cache, accumulating in float32."""
+    return "\n".join([
+        "#ifndef RS_ATT_HALF_HELPERS", "#define RS_ATT_HALF_HELPERS",
+        "#if defined(__F16C__) && defined(__AVX__) && !defined(RS_ATT_NO_F16C)",
+        "#include <immintrin.h>",
+        "#define RS_ATT_F16C 1",
+        "#endif",
+        "static inline void rs_att_widen(float* restrict dst, const uint16_t* restrict src, int64_t n) {",
+        "  int64_t j = 0;",
+        "#ifdef RS_ATT_F16C",
+        "  for (; j + 16 <= n; j += 16) {",
+        "    const __m256 lo = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)(src + j)));",
+        "    const __m256 hi = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)(src + j + 8)));",
+        "    _mm256_storeu_ps(dst + j, lo); _mm256_storeu_ps(dst + j + 8, hi);",
+        "  }",
+        "  for (; j + 8 <= n; j += 8) _mm256_storeu_ps(dst + j, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)(src + j))));",
+        "#endif",
+        "  #pragma omp simd",
+        "  for (int64_t i = j; i < n; ++i) dst[i] = rs_half_to_float(src[i]);",
+        "}",
+        # rs_att_stream with a float16 b: each row of b widened (in pieces of HALF_ROW) once for
+        # all the rows of c
+        "static inline void rs_att_stream_h(int64_t rows, float* restrict c, int64_t ldc, "
+        "const float* restrict a, int64_t lda, int64_t ak, const uint16_t* restrict b, int64_t ldb, "
+        "int64_t K, int64_t cols) {",
+        f"  float wide[{HALF_ROW}] __attribute__((aligned(64)));",
+        "  for (int64_t k = 0; k < K; ++k) {",
+        "    const uint16_t* restrict bk = b + k * ldb;",
+        "    if (k + 4 < K) for (int64_t j = 0; j < cols && j < 128; j += 32) "
+        "__builtin_prefetch(bk + 4 * ldb + j, 0, 3);",
+        f"    for (int64_t j0 = 0; j0 < cols; j0 += {HALF_ROW}) {{",
+        f"      const int64_t n = cols - j0 < {HALF_ROW} ? cols - j0 : {HALF_ROW};",
+        "      rs_att_widen(wide, bk + j0, n);",
+        "      for (int64_t r = 0; r < rows; ++r) {",
+        "        const float x = a[r * lda + k * ak];",
+        "        float* restrict cr = c + r * ldc + j0;",
+        "        #pragma omp simd",
+        "        for (int64_t j = 0; j < n; ++j) cr[j] += x * wide[j];",
+        "      }",
+        "    }",
+        "  }",
+        "}",
+        "#endif"])
+
+
 class AttentionC:
     """The pieces of one kernel's C text that come from its PrimFunc (names, dims, strides,
     the score expression); ``attention_c_source`` assembles them."""
@@ -176,7 +228,8 @@ class AttentionC:
     def __init__(self, *, symbol: str, lanes: int, head_dim: int, value_dim: int, declarations: list[str],
                  heads: str, rows: str, keys_used: str, key_strides: dict, value_strides: dict,
                  q: str, keys: str, values: str, out: str, score: str, mask_kind: str,
-                 live: str | None, fill: float, row_locals: list[str]):
+                 live: str | None, fill: float, row_locals: list[str], half_keys: bool = False,
+                 half_values: bool = False):
         self.__dict__.update(locals())
         del self.__dict__["self"]
 
@@ -282,7 +335,19 @@ def attention_c_source(k: AttentionC, key_axes: str, value_axes: str) -> str:
             f"  rs_att_outer(rows, s, {kb}, qt, {d}, 1, kpack, {kb}, {d}, w);",
             "}",
         ]
-        if key_kind == "dot":
+        if k.half_keys:   # float16 keys, "outer" layout (attention_c checks it)
+            key_block = [
+                f"const uint16_t* restrict kblock = {key_source} + kb * ({ks['M']});",
+                f"const int64_t kld = {ks['D']};",
+                f"if (kb + {kb} < k1) for (int64_t x = 0; x < {d}; ++x) {{",
+                f"  __builtin_prefetch(kblock + x * kld + {kb}, 0, 3);",
+                f"  __builtin_prefetch(kblock + x * kld + {kb + 32}, 0, 3); }}"]
+            if kb == KEY_BLOCK:
+                key_block += [f"for (int64_t x = 0; x < {d}; ++x) rs_att_widen(kpack + x * {kb}, kblock + x * kld, w);",
+                              f"rs_att_outer(rows, s, {kb}, qt, {d}, 1, kpack, {kb}, {d}, w);"]
+            else:
+                key_block += [f"rs_att_stream_h(rows, s, {kb}, qt, {d}, 1, kblock, kld, {d}, w);"]
+        elif key_kind == "dot":
             in_place = f"{key_source} + kb * ({ks['M']})"
             key_block += ["else if (!kt_t) " + _product("dot", "rows", "s", str(kb), "qt", str(d),
                                                        in_place, ks["D"], ks["M"], str(d), "w"),
@@ -294,7 +359,15 @@ def attention_c_source(k: AttentionC, key_axes: str, value_axes: str) -> str:
             *([f"if (v_t) {{ vblock = v_t + (h * used + kb) * {dv}; vld = {dv}; }} else"] if value_transposed else []),
             f"{{ vblock = {value_source} + kb * ({vs['M']}); vld = {vs['M']}; }}",
         ]
-        if value_kind == "dot":
+        if k.half_values:   # float16 values, "outer" layout
+            value_block = [f"const uint16_t* restrict vblock = {value_source} + kb * ({vs['M']});",
+                           f"const int64_t vld = {vs['M']};"]
+            if kb == KEY_BLOCK:
+                value_block += [f"for (int64_t j = 0; j < w; ++j) rs_att_widen(vpack + j * {dv}, vblock + j * vld, {dv});",
+                                f"rs_att_outer(rows, o, {dv}, s, {kb}, 1, vpack, {dv}, w, {dv});"]
+            else:
+                value_block += [f"rs_att_stream_h(rows, o, {dv}, s, {kb}, 1, vblock, vld, w, {dv});"]
+        elif value_kind == "dot":
             in_place = f"{value_source} + kb * ({vs['M']})"
             value_block += ["if (!v_t) " + _product("dot", "rows", "o", str(dv), "s", str(kb),
                                                    in_place, vs["M"], vs["DV"], "w", str(dv)),
@@ -395,7 +468,9 @@ def attention_c_source(k: AttentionC, key_axes: str, value_axes: str) -> str:
     need_v = ("pack" if value_kind == "dot" else "1") if value_transposed else "0"
     return "\n".join([
         f"/* fused attention: keys {key_axes} ({key_kind}), values {value_axes} ({value_kind}), "
-        f"blocks of {kb} keys, tiles of {rt} rows */",
+        f"blocks of {kb} keys, tiles of {rt} rows"
+        + "".join(f", float16 {name}" for name, half in (("keys", k.half_keys), ("values", k.half_values)) if half)
+        + " */",
         f"int32_t {k.symbol}(void* const* rs_buffers, const int64_t* rs_syms) {{",
         *ind(k.declarations, 2),
         "  int32_t rs_status = STATUS_OK;",
@@ -517,8 +592,8 @@ def attention_c(func, symbol: str, layout: dict, lanes: int) -> str | None:
     declarations = []
     for position, buf in enumerate(buffers):
         name = emitter.names.get(buf, f"rs_in_{buf.name}", internal=True)
-        ctype = "float" if buf.dtype == "float32" else "bool" if buf.dtype == "bool" else None
-        if ctype is None:
+        ctype = {"float32": "float", "bool": "bool", "float16": "uint16_t"}.get(buf.dtype)
+        if ctype is None or (buf.dtype == "float16" and buf is not keys and buf is not values):
             return None
         const = "" if buf is out else "const "
         declarations.append(f"{const}{ctype}* restrict {name} = ({const}{ctype}*)rs_buffers[{position}];")
@@ -554,6 +629,11 @@ def attention_c(func, symbol: str, layout: dict, lanes: int) -> str | None:
     def strides(buf, axes: str) -> dict:
         return dict(zip(axes.split(","), _axis_strides(dims(buf))))
 
+    # float16 keys/values are widened row by row: only along the layout's contiguous axis ("outer")
+    half_keys, half_values = keys.dtype == "float16", values.dtype == "float16"
+    if (half_keys and _layout_kind("M", "D", layout["keys"]) != "outer") or \
+            (half_values and _layout_kind("DV", "M", layout["values"]) != "outer"):
+        return None
     if layout["m"] == "param":
         (used,) = [p for p in func.params if isinstance(p, E.Var) and p.name == "m"]
         keys_used = emitter.names.get(used, used.name)
@@ -569,8 +649,10 @@ def attention_c(func, symbol: str, layout: dict, lanes: int) -> str | None:
         value_strides=strides(values, layout["values"]), q=emitter.names.by_id[id(q)],
         keys=emitter.names.by_id[id(keys)], values=emitter.names.by_id[id(values)],
         out=emitter.names.by_id[id(out)], score=score, mask_kind=kind, live=live,
-        fill=float(layout.get("fill", 0.0)), row_locals=row_locals)
-    return _micro_kernels(lanes) + "\n" + attention_c_source(pieces, layout["keys"], layout["values"])
+        fill=float(layout.get("fill", 0.0)), row_locals=row_locals, half_keys=half_keys,
+        half_values=half_values)
+    helpers = _micro_kernels(lanes) + ("\n" + _half_helpers() if half_keys or half_values else "")
+    return helpers + "\n" + attention_c_source(pieces, layout["keys"], layout["values"])
 
 
 __all__ = ["ATTENTION_LAYOUT_ATTR", "attention_c", "attention_c_source", "generated_attention_enabled"]

@@ -3,6 +3,7 @@
 ::
 
     engine = Engine.from_gguf(path, target="c", weights="q4")   # or weights="f32"
+    # weights="q4" keeps the KV cache in float16 (kv_cache="f16", as llama.cpp); "f32" with f32 weights
     # weights="q4" rounds the matmuls' inputs to 8-bit codes (activations="q8", as llama.cpp);
     # activations="f32" keeps them exact
     engine.generate(engine.tokenizer.encode("Hello"), max_new_tokens=32)   # greedy token ids
@@ -29,6 +30,7 @@ from ..quantization.repack import repack
 from .generation import GenerationStats, generate
 from . import kv_cache
 from .kv_cache import CacheOverflowError
+from .kv_cache import cache_dtype as _cache_dtype
 from .model import LlamaForCausalLM, gguf_tensor, rope_tables
 from .sampling import Sampler, SamplingParams, greedy
 from .tokenizer import Tokenizer
@@ -48,19 +50,20 @@ class Engine:
 
     def __init__(self, config, exported: nn.Exported, executable, arrays: dict, *,
                  capacity: int, tokenizer: Tokenizer | None = None, lowered_mod=None,
-                 activations: str = "f32"):
+                 activations: str = "f32", kv_cache_dtype: str = "f32"):
         import relaxscript as rx
         self.config, self.exported, self.executable = config, exported, executable
         self.lowered_mod = lowered_mod    # the module after the pipeline (memory plan, kernels)
         self.activations = activations    # "q8": quantized matmuls' inputs rounded to 8-bit codes
         self.tokenizer = tokenizer
+        self.kv_cache = kv_cache_dtype    # "f16" / "f32": the cache tensors' dtype
         self.max_context = capacity
         self.eos_id = config.eos_id
         self._vm = rx.VirtualMachine(executable)
         self._prefill, self._decode = self._vm["prefill"], self._vm["decode"]
         self._weights = [arrays[name] for name in exported.param_names]
         self._caches = kv_cache.allocate_caches(config.num_layers, capacity, config.num_kv_heads,
-                                                config.head_dim)
+                                                config.head_dim, kv_cache.cache_dtype(kv_cache_dtype))
         self._token = np.zeros((1,), np.int64)
         # caches and weights are the same arrays on every step: checked once (vm.bind), not per token
         fixed = dict(enumerate(self._caches + self._weights, start=2))
@@ -73,7 +76,7 @@ class Engine:
     @classmethod
     def from_gguf(cls, path, target: str = "c", weights: str = "q4", max_context: int | None = None,
                   tokenizer: bool = True, activations: str | None = None,
-                  warm_up: bool | None = None) -> "Engine":
+                  warm_up: bool | None = None, kv_cache: str | None = None) -> "Engine":
         """Read, build and compile a Llama GGUF file.
 
         ``weights="q4"`` keeps the file's Q4_1/Q8_0 blocks and computes with them;
@@ -82,8 +85,11 @@ class Engine:
         at most 2048). ``activations="q8"`` (the default with q4 weights, what llama.cpp
         computes) rounds the input of every quantized matmul to 8-bit block codes, so the
         decode GEMVs use integer dot products; ``"f32"`` (the default with f32 weights) keeps
-        the inputs exact. ``warm_up`` (default: on for the C target) runs one placeholder prefill
-        and decode step before returning (see ``warm_up``)."""
+        the inputs exact. ``kv_cache="f16"`` (the default with q4 weights, as llama.cpp) keeps the
+        KV cache in float16 (keys and values rounded to nearest even as they are written; half
+        the bytes attention reads per step), ``"f32"`` (the default with f32 weights: the exact
+        checking path) in float32. ``warm_up`` (default: on for the C target) runs one placeholder
+        prefill and decode step before returning (see ``warm_up``)."""
         import relaxscript as rx
         gguf = path if isinstance(path, GGUFFile) else read_gguf(path)
         config = llama_config(gguf)
@@ -95,11 +101,16 @@ class Engine:
         if activations not in ("q8", "f32"):
             raise ValueError(f"Engine.from_gguf: activations must be 'q8' (8-bit block codes) or 'f32', "
                              f"got {activations!r}")
+        if kv_cache is None:
+            kv_cache_option = "f16" if weights == "q4" else "f32"
+        else:
+            kv_cache_option = kv_cache
+        _cache_dtype(kv_cache_option, "Engine.from_gguf: kv_cache")
         capacity = max_context if max_context is not None else min(config.context_length, DEFAULT_MAX_CONTEXT)
         if not isinstance(capacity, int) or capacity < 1:
             raise ValueError(f"Engine.from_gguf: max_context must be a positive int, got {max_context!r}")
         formats = _weight_formats(gguf) if weights == "q4" else {}
-        model = LlamaForCausalLM(config, capacity, formats)
+        model = LlamaForCausalLM(config, capacity, formats, kv_cache_dtype=kv_cache_option)
         exported = nn.export(model, dataclasses.replace(model.export_spec(), activations=activations))
         arrays = load_parameters(gguf, exported.param_names, config, capacity)
         lowered = exported.mod
@@ -108,7 +119,7 @@ class Engine:
         executable = rx.build(lowered, target=target, pipeline=[])
         tok = Tokenizer.from_gguf(gguf) if tokenizer else None
         engine = cls(config, exported, executable, arrays, capacity=capacity, tokenizer=tok,
-                     lowered_mod=lowered, activations=activations)
+                     lowered_mod=lowered, activations=activations, kv_cache_dtype=kv_cache_option)
         if warm_up if warm_up is not None else target == "c":
             engine.warm_up()
         return engine

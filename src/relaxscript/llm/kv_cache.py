@@ -1,5 +1,11 @@
-"""The KV cache of one attention layer: float32 tensors the model updates in place with
-``R.call_tir_inplace``, laid out so that attention reads them in place.
+"""The KV cache of one attention layer: float16 or float32 tensors the model updates in place
+with ``R.call_tir_inplace``, laid out so that attention reads them in place.
+
+The cache dtype (``CACHE_DTYPES``: "f16" or "f32") is a graph-level dtype: the cache
+parameters are ``R.Tensor(..., "float16")``, the write kernels round the new keys and values
+to it (``T.cast``: round to nearest even, as NumPy's ``astype``), and readers widen the used
+prefix with ``R.astype(view, "float32")``, which FuseAttention folds into the kernel's loads
+(the cache is read in place as float16, half the bytes of a decode step's attention).
 
 Keys are stored transposed, ``(kv_heads, head_dim, capacity)``, and values as
 ``(kv_heads, capacity, head_dim)``: the used prefix of either is a prefix slice
@@ -34,6 +40,16 @@ class CacheOverflowError(ValueError):
     """A prefill or decode would write past the KV cache's capacity."""
 
 
+CACHE_DTYPES = {"f16": "float16", "f32": "float32"}   # option name -> the cache tensors' dtype
+
+
+def cache_dtype(option: str, where: str = "kv_cache") -> str:
+    """The tensor dtype of cache option ``option`` ("f16" / "f32"); a clear error otherwise."""
+    if option not in CACHE_DTYPES:
+        raise ValueError(f"{where} must be one of {', '.join(repr(k) for k in CACHE_DTYPES)}, got {option!r}")
+    return CACHE_DTYPES[option]
+
+
 def key_shape(capacity: int, kv_heads: int, head_dim: int) -> tuple:
     return (kv_heads, head_dim, capacity)
 
@@ -42,7 +58,8 @@ def value_shape(capacity: int, kv_heads: int, head_dim: int) -> tuple:
     return (kv_heads, capacity, head_dim)
 
 
-def allocate_caches(num_layers: int, capacity: int, kv_heads: int, head_dim: int) -> list[np.ndarray]:
+def allocate_caches(num_layers: int, capacity: int, kv_heads: int, head_dim: int,
+                    dtype: str = "float32") -> list[np.ndarray]:
     """Zeroed caches ``[keys_0, values_0, keys_1, ...]``, views of one allocation. One block is
     large enough for the OS to back it with 2 MB pages (NumPy asks for them from 4 MB up; a
     layer's cache alone is smaller): a decode step writes each layer's new key column into
@@ -50,36 +67,42 @@ def allocate_caches(num_layers: int, capacity: int, kv_heads: int, head_dim: int
     with small pages every value cost a TLB miss (a C loop of the same writes measured 4.8 us
     a layer with 4 KB pages, 1.7 us in one block). Attention reads the same rows."""
     size = kv_heads * head_dim * capacity
-    block = np.zeros((2 * num_layers, size), np.float32)
+    block = np.zeros((2 * num_layers, size), np.dtype(dtype))
     dims = (capacity, kv_heads, head_dim)
     return [block[i].reshape(key_shape(*dims) if i % 2 == 0 else value_shape(*dims))
             for i in range(2 * num_layers)]
 
 
-def write_kernel(capacity: int, kv_heads: int, head_dim: int, keys: bool):
+def _stored(value: str, dtype: str) -> str:
+    """``value`` (float32 script text) as the cache stores it."""
+    return value if dtype == "float32" else f'T.cast({value}, "{dtype}")'
+
+
+def write_kernel(capacity: int, kv_heads: int, head_dim: int, keys: bool, dtype: str = "float32"):
     """The prim_func writing ``new`` (n, kv_heads, head_dim) into positions ``t ..`` of a
-    key cache (transposed) or a value cache."""
+    key cache (transposed) or a value cache of ``dtype``."""
     shape = (key_shape if keys else value_shape)(capacity, kv_heads, head_dim)
     target = "cache[vh, vj, t + vi]" if keys else "cache[vh, t + vi, vj]"
     return prim_func_from_source(f'''
 @T.prim_func
-def kv_cache_write(cache: T.Buffer({shape}, "float32"),
+def kv_cache_write(cache: T.Buffer({shape}, "{dtype}"),
                    new: T.Buffer(("n", {kv_heads}, {head_dim}), "float32"), t: T.int64):
     n = T.int64()
     for h, i, j in T.grid({kv_heads}, n, {head_dim}):
         with T.block("write"):
             vh, vi, vj = T.axis.remap("SSS", [h, i, j])
             T.where(t + i < {capacity})
-            {target} = new[vi, vh, vj]
+            {target} = {_stored("new[vi, vh, vj]", dtype)}
 ''', "<kv_cache_write>")
 
 
 def rotated_append_kernel(capacity: int, kv_heads: int, head_dim: int, key_columns: tuple[int, int],
-                          value_columns: tuple[int, int]):
+                          value_columns: tuple[int, int], dtype: str = "float32"):
     """The prim_func writing positions ``t .. t+n-1`` of a key cache (rotated pairwise by
     ``cos``/``sin``, as ``model.Rotary``) and a value cache, from columns
     ``offset .. offset + kv_heads * head_dim`` of ``keys`` and ``values`` (n, width)
-    (``*_columns``: (width, offset))."""
+    (``*_columns``: (width, offset)); the caches hold ``dtype`` (float16: the rotated float32
+    value rounded once)."""
     (kw, ko), (vw, vo) = key_columns, value_columns
     half = head_dim // 2
     k_shape, v_shape = key_shape(capacity, kv_heads, head_dim), value_shape(capacity, kv_heads, head_dim)
@@ -87,7 +110,7 @@ def rotated_append_kernel(capacity: int, kv_heads: int, head_dim: int, key_colum
     odd = f"keys[vi, {ko} + vh * {head_dim} + vp * 2 + 1]"
     return prim_func_from_source(f'''
 @T.prim_func
-def kv_cache_append_rotated(cache_k: T.Buffer({k_shape}, "float32"), cache_v: T.Buffer({v_shape}, "float32"),
+def kv_cache_append_rotated(cache_k: T.Buffer({k_shape}, "{dtype}"), cache_v: T.Buffer({v_shape}, "{dtype}"),
                             keys: T.Buffer(("n", {kw}), "float32"), values: T.Buffer(("n", {vw}), "float32"),
                             cos: T.Buffer(("n", {half}), "float32"), sin: T.Buffer(("n", {half}), "float32"),
                             t: T.int64):
@@ -96,17 +119,17 @@ def kv_cache_append_rotated(cache_k: T.Buffer({k_shape}, "float32"), cache_v: T.
         with T.block("keys_even"):
             vh, vi, vp = T.axis.remap("SSS", [h, i, p])
             T.where(t + i < {capacity})
-            cache_k[vh, vp * 2, t + vi] = {even} * cos[vi, vp] - {odd} * sin[vi, vp]
+            cache_k[vh, vp * 2, t + vi] = {_stored(f"{even} * cos[vi, vp] - {odd} * sin[vi, vp]", dtype)}
     for h, i, p in T.grid({kv_heads}, n, {half}):
         with T.block("keys_odd"):
             vh, vi, vp = T.axis.remap("SSS", [h, i, p])
             T.where(t + i < {capacity})
-            cache_k[vh, vp * 2 + 1, t + vi] = {even} * sin[vi, vp] + {odd} * cos[vi, vp]
+            cache_k[vh, vp * 2 + 1, t + vi] = {_stored(f"{even} * sin[vi, vp] + {odd} * cos[vi, vp]", dtype)}
     for h, i, j in T.grid({kv_heads}, n, {head_dim}):
         with T.block("values"):
             vh, vi, vj = T.axis.remap("SSS", [h, i, j])
             T.where(t + i < {capacity})
-            cache_v[vh, t + vi, vj] = values[vi, {vo} + vh * {head_dim} + vj]
+            cache_v[vh, t + vi, vj] = {_stored(f"values[vi, {vo} + vh * {head_dim} + vj]", dtype)}
 ''', "<kv_cache_append_rotated>")
 
 
@@ -128,7 +151,10 @@ def append_rotated(cache_k, cache_v, keys, key_offset: int, values, value_offset
                              f"{total} columns of the source")
         columns.append((total, offset))
     name = "kv_cache_append_rotated"
-    gvar = bb.add_func(rotated_append_kernel(capacity, kv_heads, head_dim, *columns), name)
+    if k_sinfo.dtype != v_sinfo.dtype or k_sinfo.dtype not in CACHE_DTYPES.values():
+        raise ValueError(f"append_rotated: the caches must both be float16 or float32, got "
+                         f"{k_sinfo.dtype} and {v_sinfo.dtype}")
+    gvar = bb.add_func(rotated_append_kernel(capacity, kv_heads, head_dim, *columns, k_sinfo.dtype), name)
     out = [TensorStructInfo(k_sinfo.shape, k_sinfo.dtype), TensorStructInfo(v_sinfo.shape, v_sinfo.dtype)]
     result = bb.emit(R.call_tir_inplace(gvar, (cache_k, cache_v, keys, values, cos, sin), [0, 1], out,
                                         tir_vars=[t]), "caches")
@@ -141,7 +167,7 @@ def _append(cache, new, t, keys: bool):
     capacity, kv_heads, head_dim = (dims[2], dims[0], dims[1]) if keys else (dims[1], dims[0], dims[2])
     bb = builder()
     name = "kv_cache_write_keys" if keys else "kv_cache_write_values"
-    gvar = bb.add_func(write_kernel(capacity, kv_heads, head_dim, keys), name)
+    gvar = bb.add_func(write_kernel(capacity, kv_heads, head_dim, keys, sinfo.dtype), name)
     return R.call_tir_inplace(gvar, (cache, new), [0], TensorStructInfo(sinfo.shape, sinfo.dtype),
                               tir_vars=[t])
 
@@ -164,3 +190,9 @@ def key_view(cache, length):
 def value_view(cache, length):
     """The first ``length`` positions of the value cache: ``(kv_heads, length, head_dim)``."""
     return R.strided_slice(cache, [1], [0], [length])
+
+
+def widened(view):
+    """A cache view as float32 (the values attention computes with): ``R.astype`` of a float16
+    view (FuseAttention reads the float16 cache in place through it), the view itself otherwise."""
+    return view if view.struct_info.dtype == "float32" else R.astype(view, "float32")

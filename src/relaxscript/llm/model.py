@@ -109,6 +109,8 @@ class Attention(nn.Module):
         # match_cast); written as the views give it, the shapes below are provably equal,
         # which lets FuseAttention read the caches in place
         total = keys.struct_info.shape[2]
+        # a float16 cache is widened for the products (FuseAttention reads it in place as float16)
+        keys, values = kv_cache.widened(keys), kv_cache.widened(values)
         # query head h uses kv head h // group: group the queries of one kv head as rows
         qg = R.reshape(R.permute_dims(R.reshape(q, (n, kv, group, d)), [1, 2, 0, 3]), (kv, group * n, d))
         scores = R.multiply(R.matmul(qg, keys), constant(np.float32(1.0 / np.sqrt(d))))
@@ -226,12 +228,15 @@ class LlamaForCausalLM(nn.Module):
     ``weight_formats`` maps a GGUF tensor name to an ``nn.Quantized`` format
     (or None for a float32 weight); absent names are float32. ``merge_qkv``: one
     ``qkv_proj`` per layer where q, k and v share a format (``gguf_tensor`` stacks them).
+    ``kv_cache_dtype``: "f32" or "f16" (the cache tensors' dtype, see kv_cache.py).
     """
 
-    def __init__(self, cfg, capacity: int, weight_formats: dict | None = None, merge_qkv: bool = True):
+    def __init__(self, cfg, capacity: int, weight_formats: dict | None = None, merge_qkv: bool = True,
+                 kv_cache_dtype: str = "f32"):
         super().__init__()
         weight_formats = weight_formats or {}
         self.cfg, self.capacity = cfg, capacity
+        self.cache_dtype = kv_cache.cache_dtype(kv_cache_dtype, "LlamaForCausalLM: kv_cache_dtype")
         self.embed_tokens = nn.Embedding(cfg.vocab_size, cfg.hidden_size,
                                          weight_format=weight_formats.get("token_embd.weight"))
         self.rope = Rotary(capacity, cfg.head_dim)
@@ -255,8 +260,8 @@ class LlamaForCausalLM(nn.Module):
         dims = (self.capacity, self.cfg.num_kv_heads, self.cfg.head_dim)
         spec = {}
         for i in range(self.cfg.num_layers):
-            spec[f"cache_k_{i}"] = nn.Tensor(kv_cache.key_shape(*dims), "float32")
-            spec[f"cache_v_{i}"] = nn.Tensor(kv_cache.value_shape(*dims), "float32")
+            spec[f"cache_k_{i}"] = nn.Tensor(kv_cache.key_shape(*dims), self.cache_dtype)
+            spec[f"cache_v_{i}"] = nn.Tensor(kv_cache.value_shape(*dims), self.cache_dtype)
         return spec
 
     def export_spec(self) -> nn.ExportSpec:

@@ -14,6 +14,9 @@ head ``h // (num_heads // num_kv_heads)``; RMSNorm is
 ``activations="q8"`` rounds the input of every matmul with a quantized weight to 8-bit
 block codes first (``quantization.fake_quantize_numpy``), as the engine's default q4 path
 does: which weights are quantized comes from the file's tensor types (or ``quantized``).
+``kv_cache="f16"`` stores the keys (after rotation) and values rounded to float16 (NumPy's
+``astype``: round to nearest even), as the engine's float16 cache does; attention computes
+with them widened back to float32.
 """
 from __future__ import annotations
 
@@ -23,6 +26,7 @@ from relaxscript.frontend.gguf import GGUFFile, LlamaConfig, expected_tensor_sha
 from relaxscript.quantization.activations import fake_quantize_numpy
 
 ACTIVATIONS = ("f32", "q8")
+KV_CACHE_DTYPES = {"f32": np.float32, "f16": np.float16}
 _QUANTIZED_TYPES = ("Q4_0", "Q4_1", "Q8_0")   # the GGUF types the engine computes with directly
 
 __all__ = ["NumpyLlama", "ContextOverflowError", "rope_tables", "apply_rope"]
@@ -62,12 +66,17 @@ class NumpyLlama:
     decode past it raises ``ContextOverflowError``. ``activations="q8"`` rounds the
     inputs of the matmuls whose weights are quantized (the file's Q4_0/Q4_1/Q8_0
     tensors, or the names in ``quantized``; default with a config: every matmul).
+    ``kv_cache="f16"`` keeps the cache in float16 (the engine's default with q4 weights).
     """
 
     def __init__(self, source: GGUFFile | LlamaConfig | str, weights: dict[str, np.ndarray] | None = None,
-                 *, max_context: int | None = None, activations: str = "f32", quantized=None):
+                 *, max_context: int | None = None, activations: str = "f32", quantized=None,
+                 kv_cache: str = "f32"):
         if activations not in ACTIVATIONS:
             raise ValueError(f"NumpyLlama: activations must be one of {ACTIVATIONS}, got {activations!r}")
+        if kv_cache not in KV_CACHE_DTYPES:
+            raise ValueError(f"NumpyLlama: kv_cache must be one of {tuple(KV_CACHE_DTYPES)}, got {kv_cache!r}")
+        self.kv_cache = kv_cache
         if isinstance(source, str):
             source = read_gguf(source)
         if isinstance(source, GGUFFile):
@@ -125,7 +134,7 @@ class NumpyLlama:
         c = self.config
         for store in (self._keys, self._values):
             for layer in range(c.num_layers):
-                grown = np.zeros((c.num_kv_heads, new_capacity, c.head_dim), dtype=np.float32)
+                grown = np.zeros((c.num_kv_heads, new_capacity, c.head_dim), dtype=KV_CACHE_DTYPES[self.kv_cache])
                 if store[layer:layer + 1]:
                     grown[:, :capacity] = store[layer]
                     store[layer] = grown
@@ -166,8 +175,9 @@ class NumpyLlama:
             q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
             self._keys[layer][:, start:end] = k.transpose(1, 0, 2)
             self._values[layer][:, start:end] = v.transpose(1, 0, 2)
-            keys = self._keys[layer][:, :end]       # (kv_heads, end, head_dim)
-            values = self._values[layer][:, :end]
+            # (kv_heads, end, head_dim), widened from a float16 cache (its writes rounded above)
+            keys = self._keys[layer][:, :end].astype(np.float32, copy=False)
+            values = self._values[layer][:, :end].astype(np.float32, copy=False)
             qg = q.transpose(1, 0, 2).reshape(c.num_kv_heads, group * n, c.head_dim)
             scores = (qg @ keys.transpose(0, 2, 1)).reshape(c.num_kv_heads, group, n, end) * scale + mask
             scores = np.exp(scores - scores.max(axis=-1, keepdims=True))

@@ -11,7 +11,8 @@ script text and parsed, so it is exactly what the printer shows.
 
 Keys and values may be read in place from a larger buffer in any axis order
 (``KeySource``): a KV cache of ``capacity`` rows of which the first ``M`` are
-used, ``M`` then being a scalar parameter. Rows may be groups of query heads
+used, ``M`` then being a scalar parameter; a float16 buffer is widened to float32
+as it is loaded (``T.cast``), the products accumulate in float32. Rows may be groups of query heads
 sharing one key head (``groups``: row ``i`` is group ``i // (N / groups)``,
 query ``i % (N / groups)``); a mask computed from positions is an expression
 over the row/key indices and scalar parameters ``s0, s1, ...`` (``mask.expr``).
@@ -42,6 +43,8 @@ class KeySource:
     axes: tuple                # the buffer's axes as roles, e.g. ("B", "D", "M") or a cache's ("M", "B", "D")
     capacity: object = False   # False: the buffer's M axis is the keys; an int (None: symbolic) is
                                # that axis's length, of which the first M rows are the keys
+    dtype: str = "float32"     # the buffer's dtype: float16 (a half-precision KV cache) is widened
+                               # as it is loaded
 
 
 KEYS = KeySource(("B", "D", "M"))
@@ -119,7 +122,8 @@ def _score_expr(spec: AttentionSpec, key: str) -> str:
 
 
 def _load(name: str, source: KeySource, index: dict) -> str:
-    return f"{name}[" + ", ".join(index[r] for r in source.axes) + "]"
+    load = f"{name}[" + ", ".join(index[r] for r in source.axes) + "]"
+    return load if source.dtype == "float32" else f'T.cast({load}, "float32")'
 
 
 def _source_shape(spec: AttentionSpec, source: KeySource, capacity_name: str) -> str:
@@ -219,8 +223,8 @@ def attention_source(spec: AttentionSpec) -> str:
     """Script text of the kernel for ``spec``: per head and block of rows, whole tiles of
     TILE keys, then the rest."""
     params = [f'q: T.Buffer({_shape(spec, ("B", "N", "D"))}, "float32")',
-              f'kt: T.Buffer({_source_shape(spec, spec.keys, "kcap")}, "float32")',
-              f'v: T.Buffer({_source_shape(spec, spec.values, "vcap")}, "float32")']
+              f'kt: T.Buffer({_source_shape(spec, spec.keys, "kcap")}, "{spec.keys.dtype}")',
+              f'v: T.Buffer({_source_shape(spec, spec.values, "vcap")}, "{spec.values.dtype}")']
     if spec.mask is not None and spec.mask.expr is None:
         params.append(f'mask: T.Buffer({_shape(spec, spec.mask.dims)}, "{spec.mask.dtype}")')
     params.append(f'out: T.Buffer({_shape(spec, ("B", "N", "DV"))}, "float32")')
@@ -271,6 +275,7 @@ def attention_layout(spec: AttentionSpec) -> dict:
     layout = {"q": 0, "kt": 1, "v": 2, "out": 4 if has_mask else 3,
               "keys": ",".join(spec.keys.axes), "values": ",".join(spec.values.axes),
               "m": ("param" if spec.dims["M"] is None else spec.dims["M"]) if spec.sliced() else "axis",
+              "keys_dtype": spec.keys.dtype, "values_dtype": spec.values.dtype,
               "mask": spec.mask.kind if spec.mask is not None else "none"}
     if has_mask:
         layout["mask_operand"] = 3

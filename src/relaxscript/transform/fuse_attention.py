@@ -147,8 +147,9 @@ def _mask(match: PatternMatch, dims: dict, grouped: dict, context) -> tuple | No
 
 def _key_source(expr, roles: tuple, context) -> tuple:
     """(buffer, KeySource, vars made dead): keys or values read through at most one
-    ``permute_dims`` and one prefix ``strided_slice`` of the key axis, in place."""
-    axes, capacity, walked, seen = list(roles), False, [], set()
+    ``permute_dims``, one prefix ``strided_slice`` of the key axis and one ``astype`` from
+    float16 (a half-precision cache, widened by the kernel's loads), in place."""
+    axes, capacity, walked, seen, dtype = list(roles), False, [], set(), "float32"
     while isinstance(expr, Var) and isinstance(context.bound.get(id(expr)), Call):
         call = context.bound[id(expr)]
         name = call.op.name if isinstance(call.op, Op) else None
@@ -169,12 +170,16 @@ def _key_source(expr, roles: tuple, context) -> tuple:
                 break
             capacity = sinfo.shape[prefix]
             capacity = int(capacity.value) if isinstance(capacity, E.IntImm) else None
+        elif name == "relax.astype":
+            if sinfo.dtype != "float16" or call.struct_info.dtype != "float32":
+                break
+            dtype = "float16"
         else:
             break
         seen.add(name)
         walked.append(expr)
         expr = source
-    return expr, KeySource(tuple(axes), capacity), context.dead_chain(walked)
+    return expr, KeySource(tuple(axes), capacity, dtype), context.dead_chain(walked)
 
 
 def _prefix_slice_axis(call: Call, analyzer: Analyzer) -> int | None:
@@ -230,7 +235,7 @@ def _fusion(match: PatternMatch, analyzer: Analyzer, context=None):
     v, values, dead_v = _key_source(match.values["v"], ("B", "M", "DV"), context)
     static = {r: (int(d.value) if isinstance(d, E.IntImm) else None) for r, d in dims.items()}
     if keys.capacity is not False or values.capacity is not False:   # both take M as a scalar
-        keys, values = (s if s.capacity is not False else KeySource(s.axes, static["M"])
+        keys, values = (s if s.capacity is not False else KeySource(s.axes, static["M"], s.dtype)
                         for s in (keys, values))
     spec = AttentionSpec(static, None if scale is None else float(np.float32(scale)), mask,
                          groups, keys, values, len(context.scalars.values))

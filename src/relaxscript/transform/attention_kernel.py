@@ -275,7 +275,6 @@ def attention_layout(spec: AttentionSpec) -> dict:
     layout = {"q": 0, "kt": 1, "v": 2, "out": 4 if has_mask else 3,
               "keys": ",".join(spec.keys.axes), "values": ",".join(spec.values.axes),
               "m": ("param" if spec.dims["M"] is None else spec.dims["M"]) if spec.sliced() else "axis",
-              "keys_dtype": spec.keys.dtype, "values_dtype": spec.values.dtype,
               "mask": spec.mask.kind if spec.mask is not None else "none"}
     if has_mask:
         layout["mask_operand"] = 3

@@ -169,56 +169,89 @@ def _micro_kernels(lanes: int) -> str:
     return "\n".join(parts)
 
 
-HALF_ROW = 512          # float16 operand elements widened at a time into an L1 buffer
+HALF_AHEAD = 2          # column blocks of a float16 operand's row prefetched ahead
 
 
-def _half_helpers() -> str:
-    """float16 operands (a half-precision KV cache): rows widened to float32 into an L1 buffer,
-    8 at a time with F16C's ``vcvtph2ps``; without F16C by the prelude's exact bit conversion
-    ``rs_half_to_float`` (integer and float operations gcc vectorizes; ``RS_ATT_NO_F16C`` forces
-    it). The products then run on float32 as for a float32 cache, accumulating in float32."""
-    return "\n".join([
-        "#ifndef RS_ATT_HALF_HELPERS", "#define RS_ATT_HALF_HELPERS",
-        "#if defined(__F16C__) && defined(__AVX__) && !defined(RS_ATT_NO_F16C)",
-        "#include <immintrin.h>",
-        "#define RS_ATT_F16C 1",
+def _half_helpers(lanes: int) -> str:
+    """float16 operands (a half-precision KV cache), widened to float32 as they are loaded: 8
+    at a time with F16C's ``vcvtph2ps`` (16 with AVX-512F), else by the prelude's exact bit
+    conversion ``rs_half_to_float`` (``RS_ATT_NO_F16C`` forces it); products accumulate in
+    float32.
+
+    ``rs_att_outer_h`` is ``rs_att_outer`` with a float16 ``b``, register-tiled for few rows
+    (decode: the query heads of one kv head): a block of columns x all rows stays in registers
+    over the whole reduction, so each float16 element is loaded and converted once and the
+    accumulators are never stored in between (the float32 stream kernel loads and stores its
+    output rows per element of the reduction: bound by L1 stores). For the keys (rows of a
+    cache ``(kv, D, capacity)`` a capacity apart, each on its own page, where the hardware
+    prefetcher stops) the next column blocks of every row are prefetched."""
+    vec = {8: ("__m256", "_mm256_cvtph_ps", "__m128i", "_mm_loadu_si128", "defined(__F16C__) && defined(__AVX__)"),
+           16: ("__m512", "_mm512_cvtph_ps", "__m256i", "_mm256_loadu_si256", "defined(__AVX512F__)")}.get(lanes)
+    parts = ["#ifndef RS_ATT_HALF_HELPERS", "#define RS_ATT_HALF_HELPERS"]
+    if vec is not None:
+        wide, convert, narrow, load, guard = vec
+        parts += [f"#if {guard} && !defined(RS_ATT_NO_F16C)", "#include <immintrin.h>", "#define RS_ATT_F16C 1", "#endif"]
+    parts += [
+        "static inline rs_af rs_att_hload(const uint16_t* p) {",
+        "#ifdef RS_ATT_F16C",
+        f"  const {wide} x = {convert}({load}((const {narrow}*)p));",
+        "  rs_af v; memcpy(&v, &x, sizeof v); return v;",
+        "#else",
+        f"  rs_af v; for (int i = 0; i < {lanes}; ++i) v[i] = rs_half_to_float(p[i]); return v;",
         "#endif",
+        "}",
         "static inline void rs_att_widen(float* restrict dst, const uint16_t* restrict src, int64_t n) {",
         "  int64_t j = 0;",
-        "#ifdef RS_ATT_F16C",
-        "  for (; j + 16 <= n; j += 16) {",
-        "    const __m256 lo = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)(src + j)));",
-        "    const __m256 hi = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)(src + j + 8)));",
-        "    _mm256_storeu_ps(dst + j, lo); _mm256_storeu_ps(dst + j + 8, hi);",
-        "  }",
-        "  for (; j + 8 <= n; j += 8) _mm256_storeu_ps(dst + j, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)(src + j))));",
-        "#endif",
-        "  #pragma omp simd",
-        "  for (int64_t i = j; i < n; ++i) dst[i] = rs_half_to_float(src[i]);",
-        "}",
-        # rs_att_stream with a float16 b: each row of b widened (in pieces of HALF_ROW) once for
-        # all the rows of c
-        "static inline void rs_att_stream_h(int64_t rows, float* restrict c, int64_t ldc, "
-        "const float* restrict a, int64_t lda, int64_t ak, const uint16_t* restrict b, int64_t ldb, "
-        "int64_t K, int64_t cols) {",
-        f"  float wide[{HALF_ROW}] __attribute__((aligned(64)));",
-        "  for (int64_t k = 0; k < K; ++k) {",
-        "    const uint16_t* restrict bk = b + k * ldb;",
-        "    if (k + 4 < K) for (int64_t j = 0; j < cols && j < 128; j += 32) "
-        "__builtin_prefetch(bk + 4 * ldb + j, 0, 3);",
-        f"    for (int64_t j0 = 0; j0 < cols; j0 += {HALF_ROW}) {{",
-        f"      const int64_t n = cols - j0 < {HALF_ROW} ? cols - j0 : {HALF_ROW};",
-        "      rs_att_widen(wide, bk + j0, n);",
-        "      for (int64_t r = 0; r < rows; ++r) {",
-        "        const float x = a[r * lda + k * ak];",
-        "        float* restrict cr = c + r * ldc + j0;",
-        "        #pragma omp simd",
-        "        for (int64_t j = 0; j < n; ++j) cr[j] += x * wide[j];",
-        "      }",
-        "    }",
-        "  }",
-        "}",
-        "#endif"])
+        f"  for (; j + {lanes} <= n; j += {lanes}) rs_af_store(dst + j, rs_att_hload(src + j));",
+        "  for (; j < n; ++j) dst[j] = rs_half_to_float(src[j]);",
+        "}"]
+    for rows in range(1, MICRO_ROWS + 1):
+        nv = 4 if rows < MICRO_ROWS else 3          # rows x nv accumulators + nv loads <= 16 registers
+        width = nv * lanes
+        rr, vv = range(rows), range(nv)
+        parts += [
+            f"static inline void rs_att_outer_h{rows}(float* restrict c, int64_t ldc, const float* restrict a, "
+            "int64_t lda, int64_t ak, const uint16_t* restrict b, int64_t ldb, int64_t K, int64_t cols) {",
+            "  int64_t j = 0;",
+            # rows far apart (keys): the first blocks of every row, before the loop asks for them
+            f"  if (ldb > cols) for (int64_t k = 0; k < K; ++k) for (int64_t x = 0; x < {HALF_AHEAD * width} "
+            "&& x < cols; x += 32) __builtin_prefetch(b + k * ldb + x, 0, 3);",
+            f"  for (; j + {width} <= cols; j += {width}) {{",
+            *(f"    rs_af c{r}{v} = rs_af_load(c + {r} * ldc + j + {v * lanes});" for r in rr for v in vv),
+            "    for (int64_t k = 0; k < K; ++k) {",
+            "      const uint16_t* restrict bk = b + k * ldb + j;",
+            f"      __builtin_prefetch(bk + {HALF_AHEAD * width}, 0, 3);",
+            *(f"      const rs_af b{v} = rs_att_hload(bk + {v * lanes});" for v in vv),
+            *(f"      {{ const rs_af x = rs_af_splat(a[{r} * lda + k * ak]); "
+              + " ".join(f"c{r}{v} += x * b{v};" for v in vv) + " }" for r in rr),
+            "    }",
+            *(f"    rs_af_store(c + {r} * ldc + j + {v * lanes}, c{r}{v});" for r in rr for v in vv),
+            "  }",
+            f"  for (; j + {lanes} <= cols; j += {lanes}) {{",     # one vector of columns
+            *(f"    rs_af c{r}0 = rs_af_load(c + {r} * ldc + j);" for r in rr),
+            "    for (int64_t k = 0; k < K; ++k) {",
+            "      const rs_af b0 = rs_att_hload(b + k * ldb + j);",
+            *(f"      c{r}0 += rs_af_splat(a[{r} * lda + k * ak]) * b0;" for r in rr),
+            "    }",
+            *(f"    rs_af_store(c + {r} * ldc + j, c{r}0);" for r in rr),
+            "  }",
+            "  for (; j < cols; ++j) {",
+            *(f"    float s{r} = c[{r} * ldc + j];" for r in rr),
+            "    for (int64_t k = 0; k < K; ++k) {",
+            "      const float bk = rs_half_to_float(b[k * ldb + j]);",
+            *(f"      s{r} += a[{r} * lda + k * ak] * bk;" for r in rr),
+            "    }",
+            *(f"    c[{r} * ldc + j] = s{r};" for r in rr),
+            "  }",
+            "}"]
+    cases = " ".join(f"case {n}: rs_att_outer_h{n}(c + r * ldc, ldc, a + r * lda, lda, ak, b, ldb, K, cols); break;"
+                     for n in range(1, MICRO_ROWS + 1))
+    parts += ["static inline void rs_att_outer_h(int64_t rows, float* restrict c, int64_t ldc, const float* restrict a, "
+              "int64_t lda, int64_t ak, const uint16_t* restrict b, int64_t ldb, int64_t K, int64_t cols) {",
+              f"  for (int64_t r = 0; r < rows; r += {MICRO_ROWS}) {{",
+              f"    switch (rows - r < {MICRO_ROWS} ? rows - r : {MICRO_ROWS}) {{ {cases} }}",
+              "  }", "}", "#endif"]
+    return "\n".join(parts)
 
 
 class AttentionC:
@@ -346,7 +379,7 @@ def attention_c_source(k: AttentionC, key_axes: str, value_axes: str) -> str:
                 key_block += [f"for (int64_t x = 0; x < {d}; ++x) rs_att_widen(kpack + x * {kb}, kblock + x * kld, w);",
                               f"rs_att_outer(rows, s, {kb}, qt, {d}, 1, kpack, {kb}, {d}, w);"]
             else:
-                key_block += [f"rs_att_stream_h(rows, s, {kb}, qt, {d}, 1, kblock, kld, {d}, w);"]
+                key_block += [f"rs_att_outer_h(rows, s, {kb}, qt, {d}, 1, kblock, kld, {d}, w);"]
         elif key_kind == "dot":
             in_place = f"{key_source} + kb * ({ks['M']})"
             key_block += ["else if (!kt_t) " + _product("dot", "rows", "s", str(kb), "qt", str(d),
@@ -366,7 +399,7 @@ def attention_c_source(k: AttentionC, key_axes: str, value_axes: str) -> str:
                 value_block += [f"for (int64_t j = 0; j < w; ++j) rs_att_widen(vpack + j * {dv}, vblock + j * vld, {dv});",
                                 f"rs_att_outer(rows, o, {dv}, s, {kb}, 1, vpack, {dv}, w, {dv});"]
             else:
-                value_block += [f"rs_att_stream_h(rows, o, {dv}, s, {kb}, 1, vblock, vld, w, {dv});"]
+                value_block += [f"rs_att_outer_h(rows, o, {dv}, s, {kb}, 1, vblock, vld, w, {dv});"]
         elif value_kind == "dot":
             in_place = f"{value_source} + kb * ({vs['M']})"
             value_block += ["if (!v_t) " + _product("dot", "rows", "o", str(dv), "s", str(kb),
@@ -424,6 +457,7 @@ def attention_c_source(k: AttentionC, key_axes: str, value_axes: str) -> str:
             "    const int64_t rs_row = i0 + r;",
             *(f"  {line}" for line in row_locals),
             f"    float* restrict sr = s + r * {kb};",
+            "    #pragma omp simd",
             "    for (int64_t j = 0; j < w; ++j) {",
             "      const int64_t rs_key = kb + j;",
             "      const float rs_s = sr[j];",
@@ -651,7 +685,7 @@ def attention_c(func, symbol: str, layout: dict, lanes: int) -> str | None:
         out=emitter.names.by_id[id(out)], score=score, mask_kind=kind, live=live,
         fill=float(layout.get("fill", 0.0)), row_locals=row_locals, half_keys=half_keys,
         half_values=half_values)
-    helpers = _micro_kernels(lanes) + ("\n" + _half_helpers() if half_keys or half_values else "")
+    helpers = _micro_kernels(lanes) + ("\n" + _half_helpers(lanes) if half_keys or half_values else "")
     return helpers + "\n" + attention_c_source(pieces, layout["keys"], layout["values"])
 
 

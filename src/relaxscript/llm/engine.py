@@ -140,6 +140,11 @@ class Engine:
             self.decode(0)
         self.reset()
 
+    def kv_cache_bytes(self) -> int:
+        """Bytes of the KV caches (every layer's keys and values at the capacity)."""
+        from .memory_report import kv_cache_bytes
+        return kv_cache_bytes(self.exported.mod, "decode")
+
     def activation_memory(self) -> dict:
         """Per function (prefill, decode): activation bytes with the static plan and without."""
         from .memory_report import activation_memory

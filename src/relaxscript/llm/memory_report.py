@@ -5,14 +5,20 @@ StaticPlanBlockMemory assigned (sized at the symbolic bounds: the cache
 length ``t`` at its capacity); without it, every intermediate is its own
 allocation. Both are byte counts at the bounds; tensors the plan leaves
 to ``alloc_tensor`` (results, escaping values) count on both sides. The KV
-caches and the weights are arguments, not activations, and are not counted.
+caches and the weights are arguments, not activations, and are not counted
+there; ``kv_cache_bytes`` sizes the caches a function takes (half as many bytes
+with a float16 cache).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from ..analysis.memory_plan import memory_plan_info
 from ..irmodule import IRModule
+
+CACHE_PARAM_PREFIX = "cache_"    # the model's cache parameters: cache_k_<layer>, cache_v_<layer>
 
 
 @dataclass(frozen=True)
@@ -42,3 +48,15 @@ def activation_memory(lowered: IRModule) -> dict[str, ActivationMemory]:
         without = None if None in sizes else sum(sizes)
         report[name] = ActivationMemory(name, with_plan, without, len(plan.storages), len(sizes))
     return report
+
+
+def kv_cache_bytes(mod: IRModule, function: str = "decode") -> int:
+    """Bytes of the KV cache tensors ``function`` takes (its ``cache_*`` parameters, sized from
+    their static shapes and dtype)."""
+    total = 0
+    for param in mod[function].params:
+        if not param.name_hint.startswith(CACHE_PARAM_PREFIX):
+            continue
+        sinfo = param.struct_info
+        total += int(np.prod([int(d.value) for d in sinfo.shape])) * np.dtype(sinfo.dtype).itemsize
+    return total

@@ -120,14 +120,15 @@ class _LlamaCppPeer:
         self.llm.eval([int(token)])
 
 
-def _make_peer(name: str, path: str, threads: int, context: int, activations: str = "q8"):
+def _make_peer(name: str, path: str, threads: int, context: int, activations: str = "q8",
+               kv_cache: str = "f16"):
     if name == "relaxscript":
         from relaxscript.llm.engine import Engine
         return Engine.from_gguf(path, target="c", weights="q4", max_context=context,
-                                activations=activations)
+                                activations=activations, kv_cache=kv_cache)
     if name == "numpy":
         from relaxscript.llm.reference import NumpyLlama
-        return NumpyLlama(path, max_context=context)
+        return NumpyLlama(path, max_context=context)   # the plain float32 model, whatever the engine's cache
     if name == "llama.cpp":
         return _LlamaCppPeer(path, threads, context)
     raise ValueError(f"unknown peer {name!r} (known: {', '.join(PEERS)})")
@@ -165,7 +166,7 @@ def run_worker(args) -> dict:
     ids = json.loads(pathlib.Path(args.ids).read_text())
     result = {"peer": args.worker}
     start = time.perf_counter()
-    peer = _make_peer(args.worker, args.model, args.threads, context, args.activations)
+    peer = _make_peer(args.worker, args.model, args.threads, context, args.activations, args.kv_cache)
     result["load_s"] = time.perf_counter() - start
     if args.worker == "relaxscript":   # bytes at the bounds, static plan vs one allocation per tensor
         result["activation_memory"] = {name: [m.planned_bytes, m.unplanned_bytes]
@@ -201,7 +202,7 @@ def _spawn(peer: str, args, env_extra: dict, logits_out: str | None) -> tuple[di
     python = args.llama_cpp_python if peer == "llama.cpp" else sys.executable
     command = [python, __file__, "--worker", peer, "--model", args.model, "--threads", str(args.threads),
                "--contexts", args.contexts, "--prompts", args.prompts, "--ids", args.ids,
-               "--activations", args.activations] \
+               "--activations", args.activations, "--kv-cache", args.kv_cache] \
         + (["--quick"] if args.quick else [])
     if logits_out:
         command += ["--logits-out", logits_out]
@@ -239,6 +240,8 @@ def main() -> int:
     parser.add_argument("--contexts", default="16,256,1024")
     parser.add_argument("--prompts", default="16,256")
     parser.add_argument("--quick", action="store_true", help="fewer repetitions")
+    parser.add_argument("--kv-cache", choices=("f16", "f32"), default="f16",
+                        help="relaxscript's (and the NumPy reference's) KV cache dtype; llama.cpp's is f16")
     parser.add_argument("--activations", choices=("q8", "f32"), default="q8",
                         help="relaxscript's matmul inputs: 8-bit rounded (default, as llama.cpp) or exact")
     parser.add_argument("--llama-cpp-python", default=os.environ.get("RELAXSCRIPT_BENCH_LLAMA_CPP_PYTHON",

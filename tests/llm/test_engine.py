@@ -122,7 +122,7 @@ def test_unknown_weights_mode(tiny_gguf_q4):
 @pytest.mark.slow
 def test_q4_engine_follows_the_reference(tiny_gguf_q4, reference):
     # exact activations: the reference's float32 inputs (test_engine_activations.py: rounded ones)
-    engine = Engine.from_gguf(tiny_gguf_q4, weights="q4", activations="f32", max_context=48)
+    engine = Engine.from_gguf(tiny_gguf_q4, weights="q4", activations="f32", kv_cache="f32", max_context=48)
     for prompt in PROMPTS:
         assert engine.generate(prompt, max_new_tokens=8) == generate(reference, prompt, 8)
 

@@ -18,7 +18,7 @@ def q8_engine(tiny_gguf_q4):
 
 
 def test_quantized_weights_default_to_rounded_activations(q8_engine):
-    assert q8_engine.activations == "q8"
+    assert q8_engine.activations == "q8" and q8_engine.kv_cache == "f16"
     source = q8_engine.executable.c_library.source
     # every decode projection and the LM head multiply 8-bit codes
     assert source.count("activations rounded to q8_0") >= 5
@@ -26,7 +26,8 @@ def test_quantized_weights_default_to_rounded_activations(q8_engine):
 
 @pytest.mark.parametrize("prompt", PROMPTS)
 def test_greedy_q8_equals_the_reference_with_the_same_rounding(q8_engine, tiny_gguf_q4, prompt):
-    reference = NumpyLlama(tiny_gguf_q4, max_context=48, activations="q8")
+    # the engine's q4 defaults: 8-bit activations and a float16 KV cache
+    reference = NumpyLlama(tiny_gguf_q4, max_context=48, activations="q8", kv_cache="f16")
     assert q8_engine.generate(prompt, max_new_tokens=8) == generate(reference, prompt, 8)
     reference.reset()
     q8_engine.reset()
@@ -66,6 +67,6 @@ def test_unknown_activations_mode(tiny_gguf_q4):
 @pytest.mark.slow
 def test_real_model_q8_follows_the_rounded_reference(real_model_path):
     engine = Engine.from_gguf(real_model_path, weights="q4", max_context=128)
-    reference = NumpyLlama(real_model_path, max_context=128, activations="q8")
+    reference = NumpyLlama(real_model_path, max_context=128, activations="q8", kv_cache="f16")
     prompt = engine.chat_prompt("What is the capital of France?")
     assert engine.generate(prompt, 8) == generate(reference, prompt, 8)

@@ -27,7 +27,7 @@ END_OF_TURN = "<|im_end|>"
 
 
 def load_model(path: str, *, target: str = "c", weights: str = "q4", max_context: int | None = None,
-               activations: str | None = None):
+               activations: str | None = None, kv_cache: str | None = None):
     """A model with the step protocol (``prefill``/``decode``/``reset``) for ``path``, and its tokenizer."""
     from relaxscript.frontend.gguf import read_gguf
     gguf = read_gguf(path)
@@ -35,11 +35,12 @@ def load_model(path: str, *, target: str = "c", weights: str = "q4", max_context
     if target == "numpy":
         from .reference import NumpyLlama
         # the reference always computes in float32 from the dequantized blocks, whatever ``weights`` says
-        model = NumpyLlama(gguf, max_context=max_context, activations=activations or "f32")
+        model = NumpyLlama(gguf, max_context=max_context, activations=activations or "f32",
+                           kv_cache=kv_cache or "f32")
     else:
         from .engine import Engine
         model = Engine.from_gguf(gguf, target=target, weights=weights, max_context=max_context,
-                                 activations=activations)
+                                 activations=activations, kv_cache=kv_cache)
     return model, tokenizer
 
 
@@ -104,6 +105,8 @@ def main(argv: list[str] | None = None, out: TextIO = sys.stdout, inp: TextIO = 
                         help="compute with the file's quantized blocks (q4) or float32 copies (f32)")
     parser.add_argument("--activations", choices=("q8", "f32"),
                         help="matmul inputs: 8-bit rounded (the default with q4 weights, as llama.cpp) or exact")
+    parser.add_argument("--kv-cache", choices=("f16", "f32"),
+                        help="KV cache dtype: float16 (the default with q4 weights, as llama.cpp) or float32")
     parser.add_argument("--prompt", help="one question; without it, read questions line by line")
     parser.add_argument("--system", help="a system message (default: the chat template's own, if any)")
     parser.add_argument("--max-new-tokens", type=int, default=256)
@@ -122,7 +125,7 @@ def main(argv: list[str] | None = None, out: TextIO = sys.stdout, inp: TextIO = 
     from relaxscript.frontend.gguf import llama_config, read_gguf
     context = min(args.max_context, llama_config(read_gguf(path)).context_length)
     model, tokenizer = load_model(path, target=args.target, weights=args.weights, max_context=context,
-                                  activations=args.activations)
+                                  activations=args.activations, kv_cache=args.kv_cache)
     out.write(f"[{path}: loaded for target {args.target!r} ({args.weights}) in "
               f"{time.perf_counter() - start:.1f} s]\n")
     sampling = {"temperature": args.temperature, "top_k": args.top_k, "top_p": args.top_p, "seed": args.seed}

@@ -170,6 +170,7 @@ def _micro_kernels(lanes: int) -> str:
 
 
 HALF_AHEAD = 2          # column blocks of a float16 operand's row prefetched ahead
+HALF_GROUP = 8          # rows of a float16 operand far apart (keys) swept together
 
 
 def _half_helpers(lanes: int) -> str:
@@ -206,19 +207,23 @@ def _half_helpers(lanes: int) -> str:
         "  for (; j < n; ++j) dst[j] = rs_half_to_float(src[j]);",
         "}"]
     for rows in range(1, MICRO_ROWS + 1):
-        nv = 4 if rows < MICRO_ROWS else 3          # rows x nv accumulators + nv loads <= 16 registers
+        # rows x nv accumulators + nv loads + a broadcast within 16 registers: one more (3 rows x 4)
+        # spilled an accumulator to the stack, a store-to-load round trip per step of the reduction
+        nv = {1: 4, 2: 4, 3: 3}.get(rows, 2)
         width = nv * lanes
         rr, vv = range(rows), range(nv)
         parts += [
             f"static inline void rs_att_outer_h{rows}(float* restrict c, int64_t ldc, const float* restrict a, "
             "int64_t lda, int64_t ak, const uint16_t* restrict b, int64_t ldb, int64_t K, int64_t cols) {",
+            # rows far apart (keys): a group of HALF_GROUP rows swept together, a few streams the
+            # hardware prefetcher follows (all K rows at once were K streams: stalled on loads)
+            f"  const int64_t kstep = ldb > cols ? {HALF_GROUP} : K;",
+            "  for (int64_t k0 = 0; k0 < K; k0 += kstep) {",
+            "  const int64_t k1 = k0 + kstep < K ? k0 + kstep : K;",
             "  int64_t j = 0;",
-            # rows far apart (keys): the first blocks of every row, before the loop asks for them
-            f"  if (ldb > cols) for (int64_t k = 0; k < K; ++k) for (int64_t x = 0; x < {HALF_AHEAD * width} "
-            "&& x < cols; x += 32) __builtin_prefetch(b + k * ldb + x, 0, 3);",
             f"  for (; j + {width} <= cols; j += {width}) {{",
             *(f"    rs_af c{r}{v} = rs_af_load(c + {r} * ldc + j + {v * lanes});" for r in rr for v in vv),
-            "    for (int64_t k = 0; k < K; ++k) {",
+            "    for (int64_t k = k0; k < k1; ++k) {",
             "      const uint16_t* restrict bk = b + k * ldb + j;",
             f"      __builtin_prefetch(bk + {HALF_AHEAD * width}, 0, 3);",
             *(f"      const rs_af b{v} = rs_att_hload(bk + {v * lanes});" for v in vv),
@@ -229,7 +234,7 @@ def _half_helpers(lanes: int) -> str:
             "  }",
             f"  for (; j + {lanes} <= cols; j += {lanes}) {{",     # one vector of columns
             *(f"    rs_af c{r}0 = rs_af_load(c + {r} * ldc + j);" for r in rr),
-            "    for (int64_t k = 0; k < K; ++k) {",
+            "    for (int64_t k = k0; k < k1; ++k) {",
             "      const rs_af b0 = rs_att_hload(b + k * ldb + j);",
             *(f"      c{r}0 += rs_af_splat(a[{r} * lda + k * ak]) * b0;" for r in rr),
             "    }",
@@ -237,11 +242,12 @@ def _half_helpers(lanes: int) -> str:
             "  }",
             "  for (; j < cols; ++j) {",
             *(f"    float s{r} = c[{r} * ldc + j];" for r in rr),
-            "    for (int64_t k = 0; k < K; ++k) {",
+            "    for (int64_t k = k0; k < k1; ++k) {",
             "      const float bk = rs_half_to_float(b[k * ldb + j]);",
             *(f"      s{r} += a[{r} * lda + k * ak] * bk;" for r in rr),
             "    }",
             *(f"    c[{r} * ldc + j] = s{r};" for r in rr),
+            "  }",
             "  }",
             "}"]
     cases = " ".join(f"case {n}: rs_att_outer_h{n}(c + r * ldc, ldc, a + r * lda, lda, ak, b, ldb, K, cols); break;"

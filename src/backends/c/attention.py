@@ -73,6 +73,11 @@ def _micro_kernels(lanes: int) -> str:
     """The outer and dot micro-kernels for 1..ROW_TILE rows (one function per row count,
     fully unrolled), helpers shared by every attention kernel of the translation unit."""
     parts = ["#ifndef RS_ATT_HELPERS", "#define RS_ATT_HELPERS",
+             # both values computed (as call arguments), one chosen by a bit mask: see _select_score
+             "static inline float rs_att_select(int c, float a, float b) {",
+             "  uint32_t x, y; memcpy(&x, &a, 4); memcpy(&y, &b, 4);",
+             "  const uint32_t m = 0u - (uint32_t)(c != 0), r = (x & m) | (y & ~m);",
+             "  float f; memcpy(&f, &r, 4); return f; }",
              f"typedef float rs_af __attribute__((vector_size({lanes * 4})));",
              "static inline rs_af rs_af_load(const float* p) { rs_af v; memcpy(&v, p, sizeof v); return v; }",
              "static inline void rs_af_store(float* p, rs_af v) { memcpy(p, &v, sizeof v); }",
@@ -605,6 +610,24 @@ def _row_invariant_locals(value, key_vars: tuple, emitter) -> tuple:
     return substitute(value, hoisted), declarations
 
 
+def _select_score(value, emitter) -> str | None:
+    """A ``where`` score ``cond ? a : b`` as ``rs_att_select(cond, a, b)`` when both values are
+    float arithmetic that cannot fault (no division, call or load): the score loop then vectorizes.
+    Written as a C conditional, gcc does not if-convert it (the multiply in its branch could raise
+    a floating-point exception where the source would not run it) and the loop stays scalar."""
+    from tensorir import expr as E
+    from tensorir.functor import collect
+
+    safe = (E.Var, E.IntImm, E.FloatImm, E.Add, E.Sub, E.Mul, E.Min, E.Max, E.Cast)
+    if not isinstance(value, E.Select) or value.dtype != "float32":
+        return None
+    for branch in (value.true_value, value.false_value):
+        if collect(branch, lambda n: isinstance(n, E.PrimExpr) and not isinstance(n, safe)):
+            return None
+    return (f"rs_att_select({emitter.expr(value.condition)}, {emitter.cast_to(value.true_value, 'float32')}, "
+            f"{emitter.cast_to(value.false_value, 'float32')})")
+
+
 def attention_c(func, symbol: str, layout: dict, lanes: int) -> str | None:
     """The generated kernel for the marked fused attention ``func`` (the function before
     lowering), or None when its head dims are not constants (then the loop nest is compiled)."""
@@ -651,7 +674,7 @@ def attention_c(func, symbol: str, layout: dict, lanes: int) -> str | None:
                  iters["vo"]: E.IntImm(0, iters["vo"].dtype)})
     value, row_locals = _row_invariant_locals(substitute(store.value, vmap),
                                               (named["rs_key"], named["rs_s"]), emitter)
-    score = emitter.cast_to(value, "float32")
+    score = _select_score(value, emitter) or emitter.cast_to(value, "float32")
     live = None
     kind = layout["mask"]
     if kind == "where" and isinstance(value, E.Select):

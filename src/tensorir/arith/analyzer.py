@@ -151,9 +151,17 @@ class Analyzer:
 
     def can_prove(self, condition, use_sympy: bool = False) -> bool:
         condition = as_bool(condition)
-        result = self.simplify(condition)
-        if isinstance(result, IntImm):
-            return bool(result.value)
+        if type(condition) in _NEGATED and dt.is_int(condition.a.dtype):
+            # what simplify decides for an integer comparison, without rendering an undecided one
+            simplifier = Simplifier(self)
+            decided = simplifier._decide(type(condition), simplifier.poly(condition.a),
+                                         simplifier.poly(condition.b))
+            if decided is not None:
+                return bool(decided)
+        else:
+            result = self.simplify(condition)
+            if isinstance(result, IntImm):
+                return bool(result.value)
         if use_sympy:
             from .sympy_bridge import prove_with_sympy
             return prove_with_sympy(condition, self)

@@ -27,9 +27,9 @@ typedef void (*sgemm_fn)(int, int, int, int, int, int, float, const float*, int,
 typedef void (*sgemv_fn)(int, int, int, int, float, const float*, int, const float*, int, float,
                          float*, int);
 
-/* Where column block i of `blocks` starts: an equal share rounded down to whole 64-byte lines
-   (16 floats), so each block's columns of b and c start on a cache line of their own rows and no
-   line of c is written by two threads */
+/* Where column block i of `blocks` starts: an equal share rounded down to a multiple of 16 floats
+   (64 bytes), so on rows that start on a cache line (widths that are multiples of 16) each block
+   starts on a line of its own and no line of c is written by two threads */
 #define COLUMN_ALIGN 16
 static int column_block_start(int n, int i, int blocks) {
   if (i >= blocks) return n;

@@ -30,16 +30,16 @@ def regrouping_divisor(sch: Schedule, name: str, inner_extent) -> int | None:
     extent = const_int(inner_extent)
     if extent is None:
         return None
-    realize = StmtIndex(sch.func).realize(name)
-    loops = StmtIndex(sch.func).loops_of(realize)
-    inner_var = loops[-1].loop_var
+    index = StmtIndex(sch.func)
+    realize = index.realize(name)
+    inner_var = index.loops_of(realize)[-1].loop_var
     bound = [iv.var for iv, value in zip(realize.block.iter_vars, realize.iter_values) if value is inner_var]
     if len(bound) != 1:
         return None
     divisors = set()
     for load in collect(realize.block.body, lambda node: isinstance(node, E.BufferLoad)):
-        for index in load.indices:
-            for op in collect(index, lambda node: isinstance(node, (E.FloorDiv, E.FloorMod))):
+        for position in load.indices:
+            for op in collect(position, lambda node: isinstance(node, (E.FloorDiv, E.FloorMod))):
                 d = const_int(op.b)
                 if op.a is bound[0] and d is not None and VECTOR_LANES <= d < extent and extent % d == 0:
                     divisors.add(d)

@@ -86,9 +86,10 @@ def _eager(torch, fn):
     return run
 
 
-def onnxruntime_session(torch, workload, threads: int = THREADS, profile_prefix: str | None = None):
-    """(InferenceSession, input names) for ``workload`` exported from its PyTorch version; with
-    ``profile_prefix`` onnxruntime records per-node times (``session.end_profiling()`` writes them)."""
+def onnxruntime_session(torch, workload, threads: int | None = None, profile_prefix: str | None = None):
+    """(InferenceSession, input names) for ``workload`` exported from its PyTorch version, on
+    ``threads`` intra-op threads (default ``THREADS``); with ``profile_prefix`` onnxruntime records
+    per-node times (``session.end_profiling()`` writes them)."""
     import onnxruntime
     example_args = workload.inputs(3)
     activations = len(example_args) - len(workload._weights)
@@ -113,7 +114,7 @@ def onnxruntime_session(torch, workload, threads: int = THREADS, profile_prefix:
                           output_names=["out"], opset_version=17,
                           dynamic_axes={**{name: {0: "n"} for name in names}, "out": {0: "n"}})
     options = onnxruntime.SessionOptions()
-    options.intra_op_num_threads = threads
+    options.intra_op_num_threads = THREADS if threads is None else threads
     options.inter_op_num_threads = 1
     if profile_prefix is not None:
         options.enable_profiling = True

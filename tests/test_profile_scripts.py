@@ -29,3 +29,10 @@ def test_cpu_clock_profile_lists_every_kernel_once_per_call():
     labels = [label for label, _, _ in rows]
     assert any("CallKernel" in label for label in labels)
     assert all(ms >= 0 and count >= 1 for _, ms, count in rows)
+
+
+def test_bench_models_cpu_clock_runs_every_peer_on_one_thread():
+    from tests.test_examples import run_script
+    proc = run_script(ROOT / "benchmarks" / "bench_models.py", "--sizes", "1,7", "--no-torch", "--budget", "0.05",
+                      "--workloads", "mlp", "--processes", "1", "--clock", "cpu", timeout=600)
+    assert "1 thread per peer, its thread's CPU time" in proc.stdout

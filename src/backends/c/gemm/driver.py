@@ -9,9 +9,10 @@ Variants, chosen per call by the actual ``m`` (the symbolic row count, ``n`` tok
 
 - **skinny** (``m <= skinny_rows``, 16 with a 32 KiB L1): A is not packed; the micro-kernel
   reads its rows in place (``m x kc`` floats stay in L1 beside the B panel, so packing would
-  only add a copy as large as the product's reads). B is packed ``kc`` rows at a time in
-  chunks of L2's size, reading each row as one contiguous run, so one pass over the weight
-  serves every row of A. Threads split the columns.
+  only add a copy as large as the product's reads). While one register tile covers the rows
+  (``m <= mr``) B is read in place too, streamed once; with more rows B is packed ``kc`` rows
+  at a time in chunks of L2's size (each row read as one contiguous run) and the row tiles
+  re-read each packed panel from L1. Threads split the columns.
 - **medium** (``skinny_rows < m < threads * mc``): A and B packed (Goto/BLIS loops
   ``jc -> pc -> ic -> jr -> ir``); threads split the columns, each packing the whole (small)
   A block itself rather than waiting at a barrier for a shared one.
@@ -40,12 +41,14 @@ ALIAS_BYTES = 4096
 # 4 rows, 0.97-1.33x at 8, 0.61-0.99x at 12 and 0.79-0.92x at 16 (OpenBLAS's own tiles are 4
 # rows, so it is slower at 9..11 and 13..15; not kept: one rule, no parity games).
 ALIASED_ROWS = 8
-# Most rows the skinny variant keeps beside OpenBLAS at all: with 2 threads (wall time, weights in
-# cache, quiet machine, bench_gemm.py over the 7 workload shapes) it was 1.2-3.4x OpenBLAS at 2
-# rows and 1.1-1.9x at 4 on 5 of 7 shapes, but 0.46-1.15x at 8, 0.31-1.04x at 12 and 0.24-0.78x
-# at 16: its split of B's columns over the team scales worse than OpenBLAS's (the one-thread
-# numbers above do not show it).
-BLAS_SKINNY_ROWS = 4
+# Most rows the skinny variant keeps beside OpenBLAS at all. Session 5 (B packed once a thread's
+# rows need more than one register tile, see block_skinny), 2 threads, best of 30 interleaved calls
+# on a loaded machine (load average 2.5-4): 1.24-2.24x OpenBLAS at 5 rows, 1.32-1.91x at 6 and
+# 1.22-1.51x at 7 on the six workload shapes, 0.88-1.12x at 8; one thread, thread CPU time:
+# 0.85-1.10x at 8..16. OpenBLAS's register tile spans 4 of our rows (it computes the transposed
+# product), so 5..7 rows leave its tiles ragged while 8, 12 and 16 fill them; there the two are
+# level and OpenBLAS keeps them (a weight packed once at build time changes that: prepacked.py).
+BLAS_SKINNY_ROWS = 7
 # 2 * m * n * k below this: one thread (a parallel region costs ~5-10 us on this class of machine)
 MIN_FLOPS_TO_SPLIT = 1 << 21
 # Rows of B the skinny variant streams at once (contiguous runs, one per row, swept across the
@@ -125,6 +128,7 @@ def emit_gemm_library(params: GemmParams) -> str:
 #define BLAS_SKINNY_ROWS {BLAS_SKINNY_ROWS}
 #define SKINNY_NC {params.skinny_nc}
 #define SKINNY_KC {SKINNY_KC}
+#define SKINNY_DIRECT_ROWS {params.mr}
 #define SKINNY_CHUNK {skinny_chunk_cols(params)}
 #define MIN_FLOPS_TO_SPLIT {MIN_FLOPS_TO_SPLIT}L
 
@@ -241,8 +245,11 @@ static int has_epilogue(const epilogue_t* e) {{ return e->bias != NULL || e->res
 /* one thread's share: rows [i0, i0+h) x columns [j0, j0+w) of c, A read in place (skinny) */
 static int block_skinny(long h, long w, long k, const float* a, const float* b, int trans_b, float* c,
                         long n, long i0, long j0, const epilogue_t* e) {{
-  if (!trans_b) {{
-    /* B read in place: SKINNY_KC rows at a time, each swept left to right across the thread's
+  if (!trans_b && h <= SKINNY_DIRECT_ROWS) {{
+    /* One register tile covers the rows: each B vector serves all of them once, so B is read
+       where it lies. (With several row tiles, below, B is packed: reading it in place, 2 threads
+       ran 0.6-0.8x OpenBLAS at 12 and 16 rows of 1408x512, packed 1.0x.)
+       B read in place: SKINNY_KC rows at a time, each swept left to right across the thread's
        columns (that many contiguous streams, which the prefetchers follow), accumulating into c.
        One call per row tile sweeps a run of panels (a call per panel cost more than its few k
        steps). With several row tiles the sweep goes in chunks of SKINNY_CHUNK columns, whose
@@ -275,7 +282,7 @@ static int block_skinny(long h, long w, long k, const float* a, const float* b, 
     }}
     return 0;
   }}
-  /* b is (n x k): pack kc x SKINNY_NC chunks, reading each of its rows as one contiguous run */
+  /* B packed in kc x SKINNY_NC chunks, reading each of its rows as one contiguous run */
   float* bp = grow(&rs_pack_b, &rs_pack_b_cap, (size_t)KC * SKINNY_NC);
   if (bp == NULL) return -1;
   for (long jc = 0; jc < w; jc += SKINNY_NC) {{
@@ -283,7 +290,7 @@ static int block_skinny(long h, long w, long k, const float* a, const float* b, 
     for (long pc = 0; pc < k; pc += KC) {{
       const int kcb = (int)min_long(KC, k - pc);
       const int last = pc + kcb >= k;
-      pack_b(kcb, wc, b, k, 1, pc, j0 + jc, bp);
+      pack_b(kcb, wc, b, trans_b ? k : n, trans_b, pc, j0 + jc, bp);
       for (int jr = 0; jr < wc; jr += NR) {{
         const int cols = wc - jr < NR ? wc - jr : NR;
         for (long ir = 0; ir < h; ir += MR) {{

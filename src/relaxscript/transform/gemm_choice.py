@@ -5,6 +5,11 @@ records the answer with its reason (``GemmChoice``; ``gemm_dispatch_report`` lis
 module). The rule, from ``benchmarks/bench_gemm.py`` on the workloads' shapes (see
 ARCHITECTURE.md, "Generated fp32 GEMM"):
 
+- a weight that is a constant (``x @ W`` with ``W`` bound, as onnxruntime gets initializers): the
+  generated kernel's prepacked entry for every ``n``; DispatchLibrary packs ``W`` once at build
+  time (``backends.library_gemm.pack_constant_weight``), so no call packs B (2 threads: 1.0-3x
+  OpenBLAS at 2..16 rows, 0.96-1.17x at 64..512, 0.85-1.3x at 1 row on the MLP's 16 MB weights);
+
 - no BLAS on the target (scipy-openblas32 missing): the generated kernel, for every ``n``;
 - a weight read transposed (``x @ w.T``): OpenBLAS, whose kernels read ``w`` in place (the
   generated kernel packs it through strided writes);
@@ -33,6 +38,7 @@ from tensorir.arith import Analyzer
 BLAS_NAMES = {"sgemm": SGEMM, "sgemm_bias": SGEMM_BIAS, "sgemm_nt": SGEMM_NT}
 GENERATED_NAMES = {"sgemm": gemm_library.SGEMM, "sgemm_bias": gemm_library.SGEMM_BIAS,
                    "sgemm_nt": gemm_library.SGEMM_NT}
+PREPACKED_NAMES = {"sgemm": gemm_library.SGEMM_PREPACKED, "sgemm_bias": gemm_library.SGEMM_BIAS_PREPACKED}
 
 
 @dataclass(frozen=True)
@@ -49,10 +55,15 @@ def product_rows(a_shape) -> object:
     return prod(a_shape[:-1]) if len(a_shape) > 2 else a_shape[0]
 
 
-def choose_gemm_library(kind: str, rows, analyzer: Analyzer, width=None) -> tuple[str, str]:
+def choose_gemm_library(kind: str, rows, analyzer: Analyzer, width=None,
+                        constant_weight: bool = False) -> tuple[str, str]:
     """``(library, reason)`` for a matmul of ``kind`` ("sgemm", "sgemm_bias", "sgemm_nt") with
-    ``rows`` rows and output ``width`` (columns; an int when constant)."""
+    ``rows`` rows and output ``width`` (columns; an int when constant); ``constant_weight``: the
+    weight is a float32 ``Constant`` (bound parameters), which the prepacked entries take packed."""
     generated, library = GENERATED_NAMES[kind], BLAS_NAMES[kind]
+    if constant_weight and kind in PREPACKED_NAMES and skinny_rows(width) is not None:
+        return PREPACKED_NAMES[kind], ("constant weight: packed once at build time into the generated kernel's "
+                                       "panels, so no call packs it (OpenBLAS packs its share every call)")
     if blas.backend() != "openblas":
         return generated, "no BLAS on this target: the generated kernel serves every n"
     skinny = skinny_rows(width)

@@ -29,10 +29,15 @@ from __future__ import annotations
 from dataclasses import replace
 
 from .gemv import emit_gemv
-from .microkernel import emit_microkernel, vector_typedefs
+from .microkernel import emit_microkernel, vector_type, vector_typedefs
 from .params import GemmParams
 
 ACTIVATIONS = {"none": 0, "relu": 1, "silu": 2}
+# rs_gen_gemm's trans_b for a B packed at build time into panels (prepacked.py)
+B_PREPACKED = 2
+# Prepacked panels one row of A reads at once (separate sequential streams; see row_panels). One
+# thread, CPU time, MLP weights from memory: 1 panel at a time 0.67-0.77 ms, 4 at once 0.51-0.56, 8 0.54-0.55
+PANEL_STREAMS = 4
 # x86's L1 is indexed by the address bits inside a 4 KiB page: rows a multiple of this apart
 # fall into the same cache sets
 ALIAS_BYTES = 4096
@@ -110,6 +115,7 @@ def variant_for(m: int, params: GemmParams, threads: int, blas: bool = False, n:
 def emit_gemm_library(params: GemmParams) -> str:
     """The whole translation unit: micro-kernels, packing, drivers and the VM's native entries."""
     mr, nr, kc, mc, nc = params.mr, params.nr, params.kc, params.mc, params.nc
+    vt, lanes, broadcast = vector_type(params), params.lanes, ", ".join(["s"] * params.lanes)
     return f"""/* generated fp32 GEMM: {params.describe()} */
 #include <stddef.h>
 #include <stdint.h>
@@ -131,6 +137,9 @@ def emit_gemm_library(params: GemmParams) -> str:
 #define SKINNY_DIRECT_ROWS {params.mr}
 #define SKINNY_CHUNK {skinny_chunk_cols(params)}
 #define MIN_FLOPS_TO_SPLIT {MIN_FLOPS_TO_SPLIT}L
+#define B_PREPACKED {B_PREPACKED}
+#define PANEL_STREAMS {PANEL_STREAMS}
+#define NRV {params.vectors_per_row}
 
 {emit_microkernel("rs_gemm_kernel_packed", params)}
 {_row_kernels(params)}
@@ -341,6 +350,114 @@ static int block_packed(long h, long w, long k, const float* a, const float* b, 
   return 0;
 }}
 
+/* One row of A against PANEL_STREAMS whole prepacked panels at once, over all k: that many
+   sequential streams of B (one stream, a panel at a time, ran 2x slower than the GEMV's eight on
+   weights streamed from memory), PANEL_STREAMS * NR/lanes accumulators. c = the panels' columns. */
+static void row_panels(long k, const float* restrict a, const float* restrict panel, long ldp, float* restrict c) {{
+  {vt} acc[PANEL_STREAMS][NRV];
+  for (int g = 0; g < PANEL_STREAMS; ++g) for (int v = 0; v < NRV; ++v) acc[g][v] = ({vt}){{0}};
+  for (long p = 0; p < k; ++p) {{
+    const float s = a[p];
+    const {vt} sv = ({vt}){{{broadcast}}};
+    for (int g = 0; g < PANEL_STREAMS; ++g)
+      for (int v = 0; v < NRV; ++v)
+        acc[g][v] += sv * {vt}_load(panel + g * ldp + p * NR + v * {lanes});
+  }}
+  for (int g = 0; g < PANEL_STREAMS; ++g)
+    for (int v = 0; v < NRV; ++v) {vt}_store(c + g * NR + v * {lanes}, acc[g][v]);
+}}
+
+/* B packed at build time (prepacked.py, a constant weight): panel q holds columns
+   [q*NR, q*NR+NR) as K x NR floats, k-major, zero-padded past n. One thread's share: rows
+   [i0, i0+h) x columns [j0, j0+w), j0 a multiple of NR. Nothing of B is packed per call; A is read
+   in place up to SKINNY_ROWS rows (one register tile's rows over the whole k at once: the panel
+   streams past once, no partial sums of c), else packed per (row block, kc block) with the row
+   blocks evened out in whole MR (a ragged last block would stream all of B again for few rows). */
+static int block_prepacked(long h, long w, long k, const float* a, const float* bp, float* c, long n, long i0,
+                           long j0, const epilogue_t* e) {{
+  const long ldp = k * NR;   /* floats per panel */
+  long jstart = 0;
+  if (h == 1) {{   /* groups of PANEL_STREAMS whole panels; the rest below */
+    const long groups = w / (PANEL_STREAMS * NR);
+    for (long q = 0; q < groups; ++q) {{
+      const long jr = q * PANEL_STREAMS * NR;
+      float* ct = c + i0 * n + j0 + jr;
+      row_panels(k, a + i0 * k, bp + (j0 + jr) / NR * ldp, ldp, ct);
+      if (has_epilogue(e))
+        apply_epilogue(ct, n, 1, PANEL_STREAMS * NR, e->bias == NULL ? NULL : e->bias + j0 + jr,
+                       e->residual == NULL ? NULL : e->residual + i0 * n + j0 + jr, e->act);
+    }}
+    jstart = groups * PANEL_STREAMS * NR;
+  }}
+  if (h <= SKINNY_ROWS) {{
+    const long kstep = h <= MR ? k : KC;
+    for (long pc = 0; pc < k; pc += kstep) {{
+      const int kcb = (int)min_long(kstep, k - pc);
+      const int last = pc + kcb >= k;
+      for (long jr = jstart; jr < w; jr += NR) {{
+        const int cols = (int)min_long(NR, w - jr);
+        const float* panel = bp + (j0 + jr) / NR * ldp + pc * NR;
+        for (long ir = 0; ir < h; ir += MR) {{
+          const int rows = (int)min_long(MR, h - ir);
+          float* ct = c + (i0 + ir) * n + j0 + jr;
+          kernel_rows(rows, kcb, a + (i0 + ir) * k + pc, (int)k, panel, ct, (int)n, cols, pc > 0);
+          if (last && has_epilogue(e))
+            apply_epilogue(ct, n, rows, cols, e->bias == NULL ? NULL : e->bias + j0 + jr,
+                           e->residual == NULL ? NULL : e->residual + (i0 + ir) * n + j0 + jr, e->act);
+        }}
+      }}
+    }}
+    return 0;
+  }}
+  float* ap = grow(&rs_pack_a, &rs_pack_a_cap, (size_t)KC * MC);
+  if (ap == NULL) return -1;
+  const long blocks = (h + MC - 1) / MC, tiles = (h + MR - 1) / MR;
+  for (long q = 0; q < blocks; ++q) {{
+    const long ic = tiles * q / blocks * MR, hc = min_long(h, tiles * (q + 1) / blocks * MR) - ic;
+    for (long pc = 0; pc < k; pc += KC) {{
+      const int kcb = (int)min_long(KC, k - pc);
+      const int last = pc + kcb >= k;
+      pack_a(kcb, (int)hc, a, k, i0 + ic, pc, ap);
+      for (long jr = 0; jr < w; jr += NR) {{
+        const int cols = (int)min_long(NR, w - jr);
+        const float* panel = bp + (j0 + jr) / NR * ldp + pc * NR;
+        for (long ir = 0; ir < hc; ir += MR) {{
+          const int rows = (int)min_long(MR, hc - ir);
+          float* ct = c + (i0 + ic + ir) * n + j0 + jr;
+          rs_gemm_kernel_packed(kcb, ap + ir * kcb, panel, ct, (int)n, rows, cols, pc > 0);
+          if (last && has_epilogue(e))
+            apply_epilogue(ct, n, rows, cols, e->bias == NULL ? NULL : e->bias + j0 + jr,
+                           e->residual == NULL ? NULL : e->residual + (i0 + ic + ir) * n + j0 + jr, e->act);
+        }}
+      }}
+    }}
+  }}
+  return 0;
+}}
+
+/* c = act(a @ B + bias + residual) with B prepacked (block_prepacked); threads split the columns in
+   whole panels, or the rows in whole MR tiles once each thread has MC of them */
+static int gemm_prepacked(long m, long n, long k, const float* a, const float* bp, float* c, const epilogue_t* e,
+                          int threads) {{
+  if (2.0 * m * n * k < MIN_FLOPS_TO_SPLIT) threads = 1;
+  const int by_rows = m >= (long)threads * MC;
+  const long col_units = (n + NR - 1) / NR, row_units = (m + MR - 1) / MR;
+  const int parts = (int)min_long(threads, by_rows ? row_units : col_units);
+  int status = 0;
+  #pragma omp parallel num_threads(parts) if(parts > 1) reduction(|:status)
+  {{
+    const int t = omp_get_thread_num(), count = omp_get_num_threads();
+    long i0 = 0, h = m, j0 = 0, w = n;
+    if (by_rows) {{
+      i0 = row_units * t / count * MR; h = min_long(m, row_units * (t + 1) / count * MR) - i0;
+    }} else {{
+      j0 = col_units * t / count * NR; w = min_long(n, col_units * (t + 1) / count * NR) - j0;
+    }}
+    if (h > 0 && w > 0) status |= block_prepacked(h, w, k, a, bp, c, n, i0, j0, e);
+  }}
+  return status;
+}}
+
 /* OpenBLAS through its shim (backends/blas_parallel.py's rs_sgemm), bound at load when the
    target has it: the run-time choice hands it the row counts its packed kernels serve better */
 typedef int (*rs_blas_gemm_fn)(int, int, long, long, long, float, const float*, const float*, float, float*, int);
@@ -370,6 +487,7 @@ int rs_gen_gemm(long m, long n, long k, const float* a, const float* b, int tran
   threads = team_threads(threads);
   if (m <= 0 || n <= 0) return 0;
   const epilogue_t e = {{bias, residual, act}};
+  if (trans_b == B_PREPACKED && k > 0) return gemm_prepacked(m, n, k, a, b, c, &e, threads);
   const int variant = rs_gen_gemm_variant(m, n, threads, policy);
   if (k <= 0 || variant == 3) {{
     if (k > 0) {{   /* c starts as the bias (or zero) and OpenBLAS adds the product (beta = 1) */
@@ -416,6 +534,15 @@ int rs_gen_sgemm_native(void* const* o, const int64_t* p) {{
 int rs_gen_sgemm_nt_native(void* const* o, const int64_t* p) {{
   return rs_gen_gemm(p[0], p[1], p[2], (const float*)o[0], (const float*)o[1], 1, (float*)o[2], NULL, NULL, 0,
                      (int)p[3], (int)p[4]);
+}}
+/* B prepacked (prepacked.py): operands {{a, packed b[, bias], c}}, the same params */
+int rs_gen_sgemm_prepacked_native(void* const* o, const int64_t* p) {{
+  return rs_gen_gemm(p[0], p[1], p[2], (const float*)o[0], (const float*)o[1], B_PREPACKED, (float*)o[2], NULL,
+                     NULL, 0, (int)p[3], (int)p[4]);
+}}
+int rs_gen_sgemm_bias_prepacked_native(void* const* o, const int64_t* p) {{
+  return rs_gen_gemm(p[0], p[1], p[2], (const float*)o[0], (const float*)o[1], B_PREPACKED, (float*)o[3],
+                     (const float*)o[2], NULL, 0, (int)p[3], (int)p[4]);
 }}
 int rs_gen_sgemm_bias_native(void* const* o, const int64_t* p) {{
   return rs_gen_gemm(p[0], p[1], p[2], (const float*)o[0], (const float*)o[1], 0, (float*)o[3],

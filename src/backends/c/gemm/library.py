@@ -19,12 +19,15 @@ from ... import blas
 from ...blas import native_params, product_dims
 from ...library import NativeCall, register_library
 from ..compiler import compile_shared
-from .driver import ACTIVATIONS, emit_gemm_library
+from .driver import ACTIVATIONS, B_PREPACKED, emit_gemm_library
 from .params import GemmParams, gemm_params
+from .prepacked import prepacked_dims, unpack_weight
 
 SGEMM = "generated.sgemm"
 SGEMM_NT = "generated.sgemm_nt"
 SGEMM_BIAS = "generated.sgemm_bias"
+SGEMM_PREPACKED = "generated.sgemm_prepacked"
+SGEMM_BIAS_PREPACKED = "generated.sgemm_bias_prepacked"
 
 _P, _L, _I = ctypes.c_void_p, ctypes.c_long, ctypes.c_int
 
@@ -71,15 +74,20 @@ def _checked(name: str, array: np.ndarray | None, shape: tuple | None = None) ->
 
 def gemm(a: np.ndarray, b: np.ndarray, c: np.ndarray, trans_b: bool = False, bias: np.ndarray | None = None,
          residual: np.ndarray | None = None, act: str = "none", threads: int = 0,
-         params: GemmParams | None = None, policy: int = GENERATED_ONLY) -> None:
+         params: GemmParams | None = None, policy: int = GENERATED_ONLY, prepacked: bool = False) -> None:
     """``c = act(a @ op(b) + bias + residual)`` in place, through the generated kernel. ``a``'s leading
-    dims are flattened into rows as in ``backends.blas.sgemm``."""
+    dims are flattened into rows as in ``backends.blas.sgemm``. ``prepacked``: ``b`` is
+    ``prepacked.pack_weight``'s panels (of ``params.nr`` columns)."""
     if act not in ACTIVATIONS:
         raise ValueError(f"generated gemm: unknown activation {act!r} (known: {sorted(ACTIVATIONS)})")
-    m, n, k = product_dims(a.shape, b.shape, c.shape, trans_b=trans_b)
+    if prepacked:
+        m, n, k = prepacked_dims(a.shape, b.shape, c.shape, (gemm_params() if params is None else params).nr)
+    else:
+        m, n, k = product_dims(a.shape, b.shape, c.shape, trans_b=trans_b)
     ptrs = [_checked("a", a), _checked("b", b), _checked("c", c), _checked("bias", bias, (n,)),
             _checked("residual", residual, (m, n))]
-    status = compiled(params).rs_gen_gemm(m, n, k, ptrs[0], ptrs[1], int(trans_b), ptrs[2], ptrs[3], ptrs[4],
+    layout = B_PREPACKED if prepacked else int(trans_b)
+    status = compiled(params).rs_gen_gemm(m, n, k, ptrs[0], ptrs[1], layout, ptrs[2], ptrs[3], ptrs[4],
                                           ACTIVATIONS[act], threads, policy)
     if status != 0:
         raise MemoryError("generated gemm: cannot allocate its packing buffers")
@@ -143,3 +151,32 @@ register_library(SGEMM_NT, _sgemm_nt_numpy, dps=True, c=_sgemm_nt_numpy,
                  native=NativeCall(lambda: native_address("rs_gen_sgemm_nt_native"), _nt_params, "float32"))
 register_library(SGEMM_BIAS, _sgemm_bias_numpy, dps=True, c=_sgemm_bias_numpy,
                  native=NativeCall(lambda: native_address("rs_gen_sgemm_bias_native"), _bias_params, "float32"))
+
+
+def _sgemm_prepacked_numpy(a, packed, c) -> None:
+    prepacked_dims(a.shape, packed.shape, c.shape)
+    _matrix(c)[...] = _matrix(a) @ unpack_weight(packed, c.shape[-1])
+
+
+def _sgemm_bias_prepacked_numpy(a, packed, bias, c) -> None:
+    _check_bias(bias.shape, c.shape)
+    prepacked_dims(a.shape, packed.shape, c.shape)
+    _matrix(c)[...] = _matrix(a) @ unpack_weight(packed, c.shape[-1]) + bias.reshape(1, -1)
+
+
+def _prepacked_params(a_shape, packed_shape, c_shape) -> tuple:
+    """``(m, n, k, threads, policy)``; the packed panels must have this machine's width."""
+    return (*prepacked_dims(a_shape, packed_shape, c_shape, gemm_params().nr), 0, GENERATED_ONLY)
+
+
+def _bias_prepacked_params(a_shape, packed_shape, bias_shape, c_shape) -> tuple:
+    _check_bias(bias_shape, c_shape)
+    return _prepacked_params(a_shape, packed_shape, c_shape)
+
+
+register_library(SGEMM_PREPACKED, _sgemm_prepacked_numpy, dps=True, c=_sgemm_prepacked_numpy,
+                 native=NativeCall(lambda: native_address("rs_gen_sgemm_prepacked_native"), _prepacked_params,
+                                   "float32"))
+register_library(SGEMM_BIAS_PREPACKED, _sgemm_bias_prepacked_numpy, dps=True, c=_sgemm_bias_prepacked_numpy,
+                 native=NativeCall(lambda: native_address("rs_gen_sgemm_bias_prepacked_native"),
+                                   _bias_prepacked_params, "float32"))

@@ -412,11 +412,11 @@ static int block_prepacked(long h, long w, long k, const float* a, const float* 
   float* ap = grow(&rs_pack_a, &rs_pack_a_cap, (size_t)KC * MC);
   if (ap == NULL) return -1;
   const long blocks = (h + MC - 1) / MC, tiles = (h + MR - 1) / MR;
-  for (long q = 0; q < blocks; ++q) {{
-    const long ic = tiles * q / blocks * MR, hc = min_long(h, tiles * (q + 1) / blocks * MR) - ic;
-    for (long pc = 0; pc < k; pc += KC) {{
-      const int kcb = (int)min_long(KC, k - pc);
-      const int last = pc + kcb >= k;
+  for (long pc = 0; pc < k; pc += KC) {{   /* a kc slab of B (in L3) serves every row block */
+    const int kcb = (int)min_long(KC, k - pc);
+    const int last = pc + kcb >= k;
+    for (long q = 0; q < blocks; ++q) {{
+      const long ic = tiles * q / blocks * MR, hc = min_long(h, tiles * (q + 1) / blocks * MR) - ic;
       pack_a(kcb, (int)hc, a, k, i0 + ic, pc, ap);
       for (long jr = 0; jr < w; jr += NR) {{
         const int cols = (int)min_long(NR, w - jr);

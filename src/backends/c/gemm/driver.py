@@ -328,8 +328,12 @@ static int block_packed(long h, long w, long k, const float* a, const float* b, 
       const int kcb = (int)min_long(KC, k - pc);
       const int last = pc + kcb >= k;
       pack_b(kcb, wc, b, trans_b ? k : n, trans_b, pc, j0 + jc, bp);
-      for (long ic = 0; ic < h; ic += MC) {{
-        const int hc = (int)min_long(MC, h - ic);
+      /* row blocks of at most MC evened out in whole MR (a ragged last block of a few rows would
+         cost a whole pass over the packed B for little work) */
+      const long blocks = (h + MC - 1) / MC, tiles = (h + MR - 1) / MR;
+      for (long q = 0; q < blocks; ++q) {{
+        const long ic = tiles * q / blocks * MR;
+        const int hc = (int)(min_long(h, tiles * (q + 1) / blocks * MR) - ic);
         pack_a(kcb, hc, a, k, i0 + ic, pc, ap);
         for (int jr = 0; jr < wc; jr += NR) {{
           const int cols = wc - jr < NR ? wc - jr : NR;
@@ -506,15 +510,16 @@ int rs_gen_gemm(long m, long n, long k, const float* a, const float* b, int tran
   if (variant == 4) return gemv(n, k, a, b, trans_b, c, &e, threads);
   if (2.0 * m * n * k < MIN_FLOPS_TO_SPLIT) threads = 1;
   int status = 0;
-  /* columns are split in whole NR panels; rows (large) in whole MC blocks */
+  /* columns are split in whole NR panels; rows (large) in whole MR tiles */
   const long col_units = (n + NR - 1) / NR, row_units = (m + MC - 1) / MC;
   const int parts = (int)min_long(threads, variant == 2 ? row_units : col_units);
   #pragma omp parallel num_threads(parts) if(parts > 1) reduction(|:status)
   {{
     const int t = omp_get_thread_num(), count = omp_get_num_threads();
     long i0 = 0, h = m, j0 = 0, w = n;
-    if (variant == 2) {{
-      i0 = row_units * t / count * MC; h = min_long(m, row_units * (t + 1) / count * MC) - i0;
+    if (variant == 2) {{   /* even shares in whole MR tiles (whole MC blocks left one thread 8 rows more at 512) */
+      const long tiles = (m + MR - 1) / MR;
+      i0 = tiles * t / count * MR; h = min_long(m, tiles * (t + 1) / count * MR) - i0;
     }} else {{
       j0 = col_units * t / count * NR; w = min_long(n, col_units * (t + 1) / count * NR) - j0;
     }}

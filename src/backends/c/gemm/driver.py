@@ -70,7 +70,8 @@ def _row_kernels(params: GemmParams) -> str:
     out, packed_cases, sweep_cases = [], [], []
     for rows in range(1, params.mr + 1):
         tile = replace(params, mr=rows)
-        out.append(emit_microkernel(f"rs_gemm_kernel_rows{rows}", tile, a_packed=False, b_packed=True))
+        out.append(emit_microkernel(f"rs_gemm_kernel_rows{rows}", tile, a_packed=False, b_packed=True,
+                                    prefetch_c=True))
         out.append(emit_microkernel(f"rs_gemm_kernel_rows{rows}_direct_b", tile, a_packed=False, b_packed=False))
         out.append(f"static void sweep_rows{rows}(int kc, const float* a, int lda, const float* b, int ldb, "
                    f"float* c, int ldc, int w, int acc) {{\n"
@@ -141,7 +142,7 @@ def emit_gemm_library(params: GemmParams) -> str:
 #define PANEL_STREAMS {PANEL_STREAMS}
 #define NRV {params.vectors_per_row}
 
-{emit_microkernel("rs_gemm_kernel_packed", params)}
+{emit_microkernel("rs_gemm_kernel_packed", params, prefetch_c=True)}
 {_row_kernels(params)}
 static int* rs_team_cell;
 void rs_bind_team(int* cell) {{ rs_team_cell = cell; }}

@@ -9,6 +9,7 @@ import functools
 
 from .c.gemm import library as _gemm_library
 from .c.gemm.driver import ALIAS_BYTES as _ALIAS_BYTES
+from .c.gemm.driver import PREPACKED_ROWS  # noqa: F401 - rows a prepacked weight runs on its panels
 from .c.gemm.driver import skinny_limit as _skinny_limit
 
 SGEMM = _gemm_library.SGEMM

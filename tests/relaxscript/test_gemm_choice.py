@@ -137,9 +137,11 @@ def test_constant_weight_is_packed_once_for_the_prepacked_entry(bias):
         (binding,) = after["main"].body.blocks[0].bindings
         library, operands = binding.value.args[0].global_symbol, binding.value.args[1].fields
         assert library == ("generated.sgemm_bias_prepacked" if bias else "generated.sgemm_prepacked")
-        assert isinstance(operands[1], Constant)
+        assert isinstance(operands[1], Constant) and isinstance(operands[2], Constant)
         np.testing.assert_array_equal(operands[1].data, pack_constant_weight(weight))
         np.testing.assert_array_equal(operands[1].data, pack_weight(weight, operands[1].data.shape[-1]))
+        np.testing.assert_array_equal(operands[2].data, weight)   # beside it, for OpenBLAS's rows
+        assert len(operands) == (4 if bias else 3)
         (choice,) = gemm_dispatch_report(mod)
         assert "constant weight" in choice.reason
     (choice,) = gemm_dispatch_report(rx.from_source(_module('"n"', bias=bias)))
@@ -148,13 +150,16 @@ def test_constant_weight_is_packed_once_for_the_prepacked_entry(bias):
 
 def test_prepacked_c_build_equals_numpy_across_the_run_time_boundaries(numpy_calls):
     """A bound weight's C build (the prepacked entry's native call) at the row counts where its
-    paths change: one row, one register tile and one more, A packed, rows split over threads."""
+    paths change: one row, one register tile and one more, A packed, OpenBLAS from PREPACKED_ROWS
+    + 1 rows (the generated kernel's row split over threads from 2 * mc is reached only without
+    BLAS: test_prepacked.py)."""
+    from backends.c.gemm.driver import PREPACKED_ROWS
     from backends.c.gemm.params import gemm_params
     p = gemm_params()
     mod, weight, bias = _bound('"n"', bias=True, seed=1)
     vm = rx.VirtualMachine(rx.build(mod, target="c"))
     rng = np.random.default_rng(2)
-    for n in (1, 2, p.mr, p.mr + 1, p.skinny_rows + 1, 2 * p.mc + 1):
+    for n in (1, 2, p.mr, p.mr + 1, p.skinny_rows + 1, PREPACKED_ROWS, PREPACKED_ROWS + 1, 2 * p.mc + 1):
         x = rng.standard_normal((n, 16)).astype(np.float32)
         expected = x.astype(np.float64) @ weight + bias
         np.testing.assert_allclose(vm["main"](x), expected, rtol=1e-4, atol=1e-4)

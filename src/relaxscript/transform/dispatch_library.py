@@ -358,8 +358,8 @@ class _Dispatcher(PassMutator):
             rows = product_rows(a.shape) if a.shape is not None else "?"
             self.choices.append(GemmChoice(self.function_name, binding.var.name_hint, str(rows), library, reason))
         args = [self.visit_expr(m.values[name]) for name in lib_pattern.args]
-        if library in gemm_library.PREPACKED:   # the constant weight, packed once here
-            args[1] = Constant(gemm_library.pack_constant_weight(m.values["b"].data))
+        if library in gemm_library.PREPACKED:   # the constant weight packed once here, before itself
+            args.insert(1, Constant(gemm_library.pack_constant_weight(m.values["b"].data)))
         call = self.builder.normalize(call_dps_library(library, args, binding.var.struct_info))
         new_var = self._rebind(binding.var, call)
         if new_var is not binding.var:

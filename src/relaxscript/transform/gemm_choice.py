@@ -6,9 +6,11 @@ module). The rule, from ``benchmarks/bench_gemm.py`` on the workloads' shapes (s
 ARCHITECTURE.md, "Generated fp32 GEMM"):
 
 - a weight that is a constant (``x @ W`` with ``W`` bound, as onnxruntime gets initializers): the
-  generated kernel's prepacked entry for every ``n``; DispatchLibrary packs ``W`` once at build
-  time (``backends.library_gemm.pack_constant_weight``), so no call packs B (2 threads: 1.0-3x
-  OpenBLAS at 2..16 rows, 0.96-1.17x at 64..512, 0.85-1.3x at 1 row on the MLP's 16 MB weights);
+  prepacked entry; DispatchLibrary packs ``W`` once at build time
+  (``backends.library_gemm.pack_constant_weight``) and passes the panels and ``W``; at run time up
+  to ``PREPACKED_ROWS`` rows run the generated kernel on the panels (no call packs B: 2 threads
+  1.0-3x OpenBLAS at 2..16 rows, level at 32..96), more run OpenBLAS on ``W`` (its micro-kernel
+  is 3-7% faster at 128..512 rows);
 
 - no BLAS on the target (scipy-openblas32 missing): the generated kernel, for every ``n``;
 - a weight read transposed (``x @ w.T``): OpenBLAS, whose kernels read ``w`` in place (the
@@ -32,7 +34,7 @@ from math import prod
 from backends import blas
 from backends import library_gemm as gemm_library
 from backends.library_blas import SGEMM, SGEMM_BIAS, SGEMM_NT
-from backends.library_gemm import skinny_rows
+from backends.library_gemm import PREPACKED_ROWS, skinny_rows
 from tensorir.arith import Analyzer
 
 BLAS_NAMES = {"sgemm": SGEMM, "sgemm_bias": SGEMM_BIAS, "sgemm_nt": SGEMM_NT}
@@ -62,8 +64,9 @@ def choose_gemm_library(kind: str, rows, analyzer: Analyzer, width=None,
     weight is a float32 ``Constant`` (bound parameters), which the prepacked entries take packed."""
     generated, library = GENERATED_NAMES[kind], BLAS_NAMES[kind]
     if constant_weight and kind in PREPACKED_NAMES and skinny_rows(width) is not None:
-        return PREPACKED_NAMES[kind], ("constant weight: packed once at build time into the generated kernel's "
-                                       "panels, so no call packs it (OpenBLAS packs its share every call)")
+        return PREPACKED_NAMES[kind], (f"constant weight: packed once at build time into the generated kernel's "
+                                       f"panels, so no call packs it; at run time up to {PREPACKED_ROWS} rows "
+                                       f"run on the panels, more on OpenBLAS with the weight itself")
     if blas.backend() != "openblas":
         return generated, "no BLAS on this target: the generated kernel serves every n"
     skinny = skinny_rows(width)

@@ -77,3 +77,30 @@ def test_packed_operand_checks():
         prepacked_dims((2, 5), (5, 24), (2, 24))
     with pytest.raises(ShapeMismatchError, match="float32"):
         pack_weight(np.ones((3, 4)), 8)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_run_time_choice_beside_openblas_at_its_boundary(threads):
+    """Policy WITH_BLAS with the unpacked weight given: up to PREPACKED_ROWS rows run the panels,
+    more run OpenBLAS on the weight (where the target has it); without the weight, or under
+    GENERATED_ONLY, always the panels. Results equal NumPy on both sides, epilogue included."""
+    from backends import blas
+    from backends.c.gemm.driver import PREPACKED_ROWS
+    has_blas = blas.backend() == "openblas"
+    rng = np.random.default_rng(threads)
+    k, n = 130, 37
+    w = rng.standard_normal((k, n)).astype(np.float32)
+    bias = rng.standard_normal(n).astype(np.float32)
+    for m in (1, PREPACKED_ROWS, PREPACKED_ROWS + 1):
+        expected = "openblas" if has_blas and m > PREPACKED_ROWS else "prepacked"
+        assert gemm_library.prepacked_variant(m, gemm_library.WITH_BLAS) == expected
+        assert gemm_library.prepacked_variant(m, gemm_library.WITH_BLAS, has_unpacked=False) == "prepacked"
+        assert gemm_library.prepacked_variant(m, gemm_library.GENERATED_ONLY) == "prepacked"
+        a = rng.standard_normal((m, k)).astype(np.float32)
+        residual = rng.standard_normal((m, n)).astype(np.float32)
+        for unpacked in (w, None):
+            c = np.full((m, n), np.nan, np.float32)
+            gemm_library.gemm(a, pack_weight(w, PARAMS.nr), c, bias=bias, residual=residual, act="silu",
+                              threads=threads, prepacked=True, unpacked=unpacked, policy=gemm_library.WITH_BLAS)
+            ref = a.astype(np.float64) @ w + bias + residual
+            np.testing.assert_allclose(c, ref / (1 + np.exp(-ref)), rtol=2e-4, atol=2e-3)

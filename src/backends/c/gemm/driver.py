@@ -35,6 +35,11 @@ from .params import GemmParams
 ACTIVATIONS = {"none": 0, "relu": 1, "silu": 2}
 # rs_gen_gemm's trans_b for a B packed at build time into panels (prepacked.py)
 B_PREPACKED = 2
+# Most rows a prepacked weight serves beside OpenBLAS (policy WITH_BLAS, the unpacked weight kept
+# too): one thread, thread CPU time, the six workload shapes, prepacked / OpenBLAS's sgemm: 32 rows
+# 0.95-1.13x, 64 0.98-1.10x, 96 0.98-1.08x, 128 0.96-1.0x, 512 0.93-0.97x (the whole workloads at
+# n = 128/512 0.92-0.98x on a loaded machine); from there OpenBLAS's micro-kernel is the faster.
+PREPACKED_ROWS = 64
 # Prepacked panels one row of A reads at once (separate sequential streams; see row_panels). One
 # thread, CPU time, MLP weights from memory: 1 panel at a time 0.67-0.77 ms, 4 at once 0.51-0.56, 8 0.54-0.55
 PANEL_STREAMS = 4
@@ -139,6 +144,7 @@ def emit_gemm_library(params: GemmParams) -> str:
 #define SKINNY_CHUNK {skinny_chunk_cols(params)}
 #define MIN_FLOPS_TO_SPLIT {MIN_FLOPS_TO_SPLIT}L
 #define B_PREPACKED {B_PREPACKED}
+#define PREPACKED_ROWS {PREPACKED_ROWS}
 #define PANEL_STREAMS {PANEL_STREAMS}
 #define NRV {params.vectors_per_row}
 
@@ -531,6 +537,19 @@ int rs_gen_gemm(long m, long n, long k, const float* a, const float* b, int tran
   return status;
 }}
 
+/* c = act(a @ B + bias + residual) with B prepacked, its unpacked form `b` (k x n) beside it (or
+   NULL): under policy 1 with OpenBLAS bound, more than PREPACKED_ROWS rows go to OpenBLAS on `b`
+   (one branch on m); fewer run the prepacked kernel. */
+int rs_gen_gemm_prepacked_variant(long m, int policy, int has_unpacked) {{
+  return policy == 1 && has_unpacked && rs_blas_gemm != NULL && m > PREPACKED_ROWS ? 3 : 5;
+}}
+int rs_gen_gemm_prepacked(long m, long n, long k, const float* a, const float* packed, const float* b, float* c,
+                          const float* bias, const float* residual, int act, int threads, int policy) {{
+  if (rs_gen_gemm_prepacked_variant(m, policy, b != NULL) == 3)
+    return rs_gen_gemm(m, n, k, a, b, 0, c, bias, residual, act, threads, 1);
+  return rs_gen_gemm(m, n, k, a, packed, B_PREPACKED, c, bias, residual, act, threads, policy);
+}}
+
 /* The VM's native calls (library.NativeCall): operands {{a, b[, bias], c}}, params
    {{m, n, k, threads, policy}}; threads 0 follows the team size. */
 int rs_gen_sgemm_native(void* const* o, const int64_t* p) {{
@@ -541,14 +560,14 @@ int rs_gen_sgemm_nt_native(void* const* o, const int64_t* p) {{
   return rs_gen_gemm(p[0], p[1], p[2], (const float*)o[0], (const float*)o[1], 1, (float*)o[2], NULL, NULL, 0,
                      (int)p[3], (int)p[4]);
 }}
-/* B prepacked (prepacked.py): operands {{a, packed b[, bias], c}}, the same params */
+/* B prepacked (prepacked.py): operands {{a, packed b, b[, bias], c}}, the same params */
 int rs_gen_sgemm_prepacked_native(void* const* o, const int64_t* p) {{
-  return rs_gen_gemm(p[0], p[1], p[2], (const float*)o[0], (const float*)o[1], B_PREPACKED, (float*)o[2], NULL,
-                     NULL, 0, (int)p[3], (int)p[4]);
+  return rs_gen_gemm_prepacked(p[0], p[1], p[2], (const float*)o[0], (const float*)o[1], (const float*)o[2],
+                               (float*)o[3], NULL, NULL, 0, (int)p[3], (int)p[4]);
 }}
 int rs_gen_sgemm_bias_prepacked_native(void* const* o, const int64_t* p) {{
-  return rs_gen_gemm(p[0], p[1], p[2], (const float*)o[0], (const float*)o[1], B_PREPACKED, (float*)o[3],
-                     (const float*)o[2], NULL, 0, (int)p[3], (int)p[4]);
+  return rs_gen_gemm_prepacked(p[0], p[1], p[2], (const float*)o[0], (const float*)o[1], (const float*)o[2],
+                               (float*)o[4], (const float*)o[3], NULL, 0, (int)p[3], (int)p[4]);
 }}
 int rs_gen_sgemm_bias_native(void* const* o, const int64_t* p) {{
   return rs_gen_gemm(p[0], p[1], p[2], (const float*)o[0], (const float*)o[1], 0, (float*)o[3],

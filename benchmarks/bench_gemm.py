@@ -119,8 +119,10 @@ def run_workloads(sizes, rounds: int, budget: float) -> None:
     for name in ("mlp", "llama"):
         workload = WORKLOADS[name]
         mod, activations = bound_module(workload)
-        for choice in gemm_dispatch_report(MergeParallelMatmul()(InlineFunctions()(mod))):
+        choices = gemm_dispatch_report(MergeParallelMatmul()(InlineFunctions()(mod)))
+        for choice in choices:
             print(f"{name}: {choice.function}.{choice.binding} rows={choice.rows} -> {choice.library}: {choice.reason}")
+        prepacked = any(choice.library.endswith("_prepacked") for choice in choices)
         chosen = rx.VirtualMachine(rx.build(mod))["main"]
         blas_only = rx.VirtualMachine(rx.build(mod, pipeline=openblas_only_pipeline()))["main"]
         for n in sizes:
@@ -130,8 +132,12 @@ def run_workloads(sizes, rounds: int, budget: float) -> None:
             for _ in range(rounds):   # alternate, keep each side's best median: load comes and goes
                 off = min(off, median_ms(lambda: blas_only(*inputs), budget_s=budget, warmup_s=0.1))
                 on = min(on, median_ms(lambda: chosen(*inputs), budget_s=budget, warmup_s=0.1))
-            rows.append([name, str(n), ",".join(sorted({gemm_library.variant(n, 0, policy=gemm_library.WITH_BLAS, n=w)
-                                                         for w in widths[name]})),
+            if prepacked:   # bound weights: the prepacked entries' run-time choice
+                variant = gemm_library.prepacked_variant(n, gemm_library.WITH_BLAS)
+            else:
+                variant = ",".join(sorted({gemm_library.variant(n, 0, policy=gemm_library.WITH_BLAS, n=w)
+                                           for w in widths[name]}))
+            rows.append([name, str(n), variant,
                          f"{off:.3f}", f"{on:.3f}", f"{off / on:.2f}x"])
             print("  ".join(rows[-1]), flush=True)
     print(format_table(["workload", "n", "variant", "openblas only ms", "with choice ms", "gain"], rows))

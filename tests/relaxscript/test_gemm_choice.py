@@ -148,6 +148,17 @@ def test_constant_weight_is_packed_once_for_the_prepacked_entry(bias):
     assert "prepacked" not in choice.library
 
 
+@needs_blas
+def test_constant_weight_with_rows_provably_above_the_prepacked_limit_goes_to_openblas_unpacked():
+    from backends.c.gemm.driver import PREPACKED_ROWS
+    for rows, library in ((PREPACKED_ROWS, "generated.sgemm_prepacked"), (PREPACKED_ROWS + 1, "openblas.sgemm")):
+        mod, weight, _ = _bound(str(rows), bias=False)
+        (binding,) = DispatchLibrary()(mod)["main"].body.blocks[0].bindings
+        assert binding.value.args[0].global_symbol == library
+        if library.startswith("openblas"):
+            np.testing.assert_array_equal(binding.value.args[1].fields[1].data, weight)   # not packed
+
+
 def test_prepacked_c_build_equals_numpy_across_the_run_time_boundaries(numpy_calls):
     """A bound weight's C build (the prepacked entry's native call) at the row counts where its
     paths change: one row, one register tile and one more, A packed, OpenBLAS from PREPACKED_ROWS

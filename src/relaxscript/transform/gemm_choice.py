@@ -10,7 +10,8 @@ ARCHITECTURE.md, "Generated fp32 GEMM"):
   (``backends.library_gemm.pack_constant_weight``) and passes the panels and ``W``; at run time up
   to ``PREPACKED_ROWS`` rows run the generated kernel on the panels (no call packs B: 2 threads
   1.0-3x OpenBLAS at 2..16 rows, level at 32..96), more run OpenBLAS on ``W`` (its micro-kernel
-  is 3-7% faster at 128..512 rows);
+  is 3-7% faster at 128..512 rows); rows provably above ``PREPACKED_ROWS`` skip the packing and
+  follow the rules below (OpenBLAS);
 
 - no BLAS on the target (scipy-openblas32 missing): the generated kernel, for every ``n``;
 - a weight read transposed (``x @ w.T``): OpenBLAS, whose kernels read ``w`` in place (the
@@ -63,7 +64,9 @@ def choose_gemm_library(kind: str, rows, analyzer: Analyzer, width=None,
     ``rows`` rows and output ``width`` (columns; an int when constant); ``constant_weight``: the
     weight is a float32 ``Constant`` (bound parameters), which the prepacked entries take packed."""
     generated, library = GENERATED_NAMES[kind], BLAS_NAMES[kind]
-    if constant_weight and kind in PREPACKED_NAMES and skinny_rows(width) is not None:
+    lo, hi = analyzer.const_int_bound(rows)
+    always_blas = blas.backend() == "openblas" and lo is not None and lo > PREPACKED_ROWS
+    if constant_weight and kind in PREPACKED_NAMES and skinny_rows(width) is not None and not always_blas:
         return PREPACKED_NAMES[kind], (f"constant weight: packed once at build time into the generated kernel's "
                                        f"panels, so no call packs it; at run time up to {PREPACKED_ROWS} rows "
                                        f"run on the panels, more on OpenBLAS with the weight itself")
@@ -74,7 +77,6 @@ def choose_gemm_library(kind: str, rows, analyzer: Analyzer, width=None,
         return library, "the generated kernel cannot be built here (no C compiler)"
     if kind == "sgemm_nt":
         return library, "weight read transposed: OpenBLAS reads it in place, the generated kernel would pack it"
-    lo, hi = analyzer.const_int_bound(rows)
     if hi is not None and hi <= 1:
         return generated, "one row: the generated GEMV streams the weight once, no packing"
     if lo is not None and lo > skinny:

@@ -46,8 +46,10 @@ static inline int rs_threads(void) { return rs_team_size; }
 """
 
 DRIVER = r"""
-static double now_us(void) { struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t); return t.tv_sec * 1e6 + t.tv_nsec * 1e-3; }
-static int cmp(const void* a, const void* b) { double x = *(const double*)a, y = *(const double*)b; return x < y ? -1 : x > y; }
+static double now_us(void) {
+  struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t); return t.tv_sec * 1e6 + t.tv_nsec * 1e-3; }
+static int cmp(const void* a, const void* b) {
+  double x = *(const double*)a, y = *(const double*)b; return x < y ? -1 : x > y; }
 static volatile uint64_t sink;
 
 static uint64_t read_words(const uint64_t* p, int64_t n) {
@@ -160,7 +162,7 @@ def main(argv=None) -> None:
     binary = build(shapes, workdir)
     print(f"{'shape':10s} {'thr':>3s} {'MB':>6s} | {'cached us':>9s} {'GB/s':>5s} | {'stream us':>9s} {'GB/s':>5s}"
           f" | {'old us':>9s} {'GB/s':>5s} | {'read us':>8s} {'GB/s':>5s} | {'fork us':>7s}")
-    for index, (name, rows, cols, fmt) in enumerate(SHAPES):
+    for name, rows, cols, fmt in SHAPES:
         if (name, rows, cols, fmt) not in shapes:
             continue
         which = shapes.index((name, rows, cols, fmt))
@@ -171,15 +173,16 @@ def main(argv=None) -> None:
         copies = max(2, (args.stream_mb << 20) // nbytes)
         for threads in [int(t) for t in args.threads.split(",")]:
             env = dict(os.environ, OMP_WAIT_POLICY="active", OMP_PROC_BIND="true")
-            out = subprocess.run([str(binary), str(which), str(which + 100), str(rows), str(cols), str(code_bytes), str(scales),
-                                  str(int(has_min)), str(copies), str(args.calls), str(threads)],
+            out = subprocess.run([str(binary), str(which), str(which + 100), str(rows), str(cols), str(code_bytes),
+                                  str(scales), str(int(has_min)), str(copies), str(args.calls), str(threads)],
                                  capture_output=True, text=True, check=True, env=env).stdout
             result = {line.split()[0]: (float(line.split()[1]), float(line.split()[2]))
                       for line in out.splitlines()}
 
             def rate(us: float) -> float:
                 return nbytes / us / 1e3
-            print(f"{name:10s} {threads:3d} {nbytes / 1e6:6.2f} | {result['cached'][0]:9.1f} {rate(result['cached'][0]):5.1f}"
+            print(f"{name:10s} {threads:3d} {nbytes / 1e6:6.2f}"
+                  f" | {result['cached'][0]:9.1f} {rate(result['cached'][0]):5.1f}"
                   f" | {result['stream'][0]:9.1f} {rate(result['stream'][0]):5.1f}"
                   f" | {result['stream_baseline'][0]:9.1f} {rate(result['stream_baseline'][0]):5.1f}"
                   f" | {result['read'][0]:8.1f} {rate(result['read'][0]):5.1f} | {result['empty'][0]:7.2f}",

@@ -327,11 +327,13 @@ def gemv_source(symbol: str, fmt: str, rows: int, cols: int, roles: dict[str, in
         if int8_dot_enabled() and features.name in ("avx2", "avx512"):
             int8_tile = columns_per_tile(cols, group_of(fmt), features.l1d_bytes)
             if fmt != "q8_0" and fits_row_walk(cols, features.l1d_bytes) and row_walk_enabled():
+                # the row walk rounds each block in the thread that reads it
                 region = rows_region_c(fmt, rows, cols, PARALLEL_MIN_WEIGHTS, epilogue is not None, finish, int8_tile)
+                kernel = ["#ifdef __AVX2__", *region, "#else", *rounded, *float_body, "#endif"]
             else:
                 region = int8_region_c(fmt, rows, cols, int8_tile, PARALLEL_MIN_WEIGHTS, epilogue is not None,
                                        finish)
-            kernel = [*rounded, "#ifdef __AVX2__", *region, "#else", *float_body, "#endif"]
+                kernel = [*rounded, "#ifdef __AVX2__", *region, "#else", *float_body, "#endif"]
         else:
             kernel = [*rounded, *float_body]
     return "\n".join([*lines, *kernel, "  return 0;", "}"])

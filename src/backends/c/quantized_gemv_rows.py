@@ -23,6 +23,8 @@ from __future__ import annotations
 
 import os
 
+from .quantized_gemv_int8 import block_rounding_c
+
 BLOCK = 32
 GROUP = 32                # columns per 32-byte load of a byte row (each byte holds rows r and r + 16)
 ROW_WALK_MARK = "row walk"   # named in the generated source's comment (tests look for it)
@@ -61,8 +63,8 @@ def add_epi16_chain(terms: str) -> str:
 def rows_region_c(fmt: str, rows: int, cols: int, parallel_min: int, has_epilogue: bool,
                   finish: list[str], tile: int, rows_per_pass: int = ROWS_PER_PASS,
                   prefetch_bytes: int = PREFETCH_BYTES) -> list[str]:
-    """C lines of the region (after ``activation_codes_c`` and the q4 ``xpair`` table): reads
-    ``codes``, ``scale`` (and ``mins``), ``xpair``, ``dx``, ``qsum``; writes ``y``, or, with an
+    """C lines of the region: reads ``codes``, ``scale`` (and ``mins``) and the unrounded input
+    ``x_in`` (each thread rounds its own blocks' 32 values); writes ``y``, or, with an
     epilogue, fills ``prod[c - t0]`` for tiles ``[t0, t1)`` of at most ``tile`` columns and runs
     ``finish`` on each."""
     if fmt not in ("q4_0", "q4_1"):
@@ -85,7 +87,8 @@ def rows_region_c(fmt: str, rows: int, cols: int, parallel_min: int, has_epilogu
             lines += [f"              __builtin_prefetch(p + g * {GROUP} + {ahead}, 0, 3);"]
         for j in range(rows_per_pass):
             lines += [
-                f"              const __m256i v{j} = _mm256_loadu_si256((const __m256i*)(p + {j * cols} + g * {GROUP}));",
+                f"              const __m256i v{j} = "
+                f"_mm256_loadu_si256((const __m256i*)(p + {j * cols} + g * {GROUP}));",
                 f"              const __m256i lo{j} = _mm256_and_si256(v{j}, rs_m4), "
                 f"hi{j} = _mm256_and_si256(_mm256_srli_epi16(v{j}, 4), rs_m4);"]
         lo_sum = " + ".join(f"_mm256_maddubs_epi16(_mm256_unpacklo_epi8(lo{j}, hi{j}), xv{j})"
@@ -146,13 +149,13 @@ def rows_region_c(fmt: str, rows: int, cols: int, parallel_min: int, has_epilogu
     ]
     scalar = [
         f"          for (int64_t c = {vec_end}; c < {cols}; ++c) {{",
-        "            int32_t s = 0;",
+        "            int32_t t = 0;",
         "            for (int64_t r = 0; r < 16; ++r) {",
         f"              const int32_t byte = block[r * {cols} + c];",
-        f"              s += (byte & 15) * qx[b * {BLOCK} + r] + (byte >> 4) * qx[b * {BLOCK} + r + 16];",
+        "              t += (byte & 15) * qb[r] + (byte >> 4) * qb[r + 16];",
         "            }",
-        "            const float v = sb[c] * (d * (float)(s" + (" + off" if offset else "") + "))"
-        + (" + mb[c] * (d * (float)qsum[b])" if has_min else "") + ";",
+        "            const float v = sb[c] * (d * (float)(t" + (" + off" if offset else "") + "))"
+        + (" + mb[c] * (d * (float)qs)" if has_min else "") + ";",
         "            part[c] = first_block ? v : part[c] + v;",
         "          }",
     ]
@@ -171,11 +174,6 @@ def rows_region_c(fmt: str, rows: int, cols: int, parallel_min: int, has_epilogu
         reduce = [f"    for (int64_t c = c_begin; c < c_end; ++c) {{ float s = {reduce_sum}; y[c] = s; }}"]
     return [
         f"  /* {ROW_WALK_MARK}: threads split the {blocks} blocks, {rows_per_pass} byte row(s) per pass */",
-        f"  int16_t xpair[{blocks * 16}];",
-        f"  for (int64_t b = 0; b < {blocks}; ++b)",
-        "    for (int64_t r = 0; r < 16; ++r)",
-        f"      xpair[b * 16 + r] = (int16_t)((uint16_t)(uint8_t)qx[b * {BLOCK} + r]"
-        f" | ((uint16_t)(uint8_t)qx[b * {BLOCK} + r + 16] << 8));",
         f"  float rs_part[{min(MAX_PARTS, blocks)}][{stride}] __attribute__((aligned(64)));",
         f"  #pragma omp parallel if({rows * cols} >= {parallel_min}) num_threads(rs_threads())",
         "  {",
@@ -189,15 +187,22 @@ def rows_region_c(fmt: str, rows: int, cols: int, parallel_min: int, has_epilogu
         "      for (int64_t b = b_begin; b < b_end; ++b) {",
         "        const int first_block = b == b_begin;",
         f"        const uint8_t* block = codes + b * {16 * cols};",
-        "        const int16_t* xp = xpair + b * 16;",
+        # this block's input codes, rounded here by the thread that reads the block (no serial
+        # pass over x before the team starts)
+        f"        const float* xb = x_in + b * {BLOCK};",
+        f"        int8_t qb[{BLOCK}];",
+        *block_rounding_c("xb", "qb[r] = (int8_t)q;", "        "),
+        "        const int32_t qs = s;",
+        "        int16_t xp[16];     /* byte row r's code pair (qb[r], qb[r + 16]) */",
+        "        for (int64_t r = 0; r < 16; ++r)",
+        "          xp[r] = (int16_t)((uint16_t)(uint8_t)qb[r] | ((uint16_t)(uint8_t)qb[r + 16] << 8));",
         f"        const float* sb = scale + b * {cols};",
         *([f"        const float* mb = mins + b * {cols};"] if has_min else []),
-        "        const float d = dx[b];",
-        *([f"        const int32_t off = -8 * qsum[b];"] if offset else []),
+        *(["        const int32_t off = -8 * qs;"] if offset else []),
         *(half_rows if groups else []),
         "        {",
         "          const __m256 dv = _mm256_set1_ps(d);",
-        *(["          const __m256 mq = _mm256_set1_ps(d * (float)qsum[b]);"] if has_min else []),
+        *(["          const __m256 mq = _mm256_set1_ps(d * (float)qs);"] if has_min else []),
         *(["          const __m256i shift = _mm256_set1_epi32(off);"] if offset else []),
         f"          for (int64_t g = 0; g < {groups}; ++g) {{",
         *widen,

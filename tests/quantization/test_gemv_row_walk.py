@@ -18,6 +18,7 @@ import relaxscript as rx
 from backends.c.compiler import find_compiler
 from backends.c.quantized_gemv import AVX2, ColumnEpilogue, VectorFeatures, detect_features, gemv_source
 from backends.c.quantized_gemv_rows import MAX_PARTS, ROW_WALK_MARK, fits_row_walk, rows_region_c
+from backends.c.quantized_gemv_rows_q8 import ROW_WALK_Q8_MARK, TILE
 from relaxscript.quantization import dequantize_numpy, fake_quantize_numpy, quantize_numpy
 from relaxscript.transform.quantize_activations import QuantizeActivations
 
@@ -78,9 +79,36 @@ def test_any_team_size_sums_every_block_once(tmp_path_factory, fmt, blocks, cols
     np.testing.assert_allclose(y, expected, rtol=2e-4, atol=2e-4 * np.sqrt(rows))
 
 
+@needs_avx2
+@settings(max_examples=8, deadline=None)
+@given(blocks=st.sampled_from([1, 2, 18]), cols=st.sampled_from([15, 16, 45, TILE + 37, 2 * TILE + 4096 + 5]),
+       team=st.integers(1, 5), epilogue=st.booleans(), seed=st.integers(0, 2**16))
+def test_q8_pair_walk_any_team_size_equals_numpy(tmp_path_factory, blocks, cols, team, epilogue, seed):
+    """q8_0: column runs per thread, several tiles per thread, ragged ends (the scalar tail),
+    teams larger than the 16-column groups; y starts as NaN."""
+    rows = 32 * blocks
+    library, roles, source = compiled(tmp_path_factory.mktemp("q8rows"), "q8_0", rows, cols, epilogue)
+    assert ROW_WALK_Q8_MARK in source
+    rng = np.random.default_rng(seed)
+    tensors = quantize_numpy(rng.standard_normal((rows, cols)), "q8_0")
+    x = (rng.standard_normal(rows) * 3).astype(np.float32)
+    h = rng.standard_normal(cols).astype(np.float32)
+    y = np.full(cols, np.nan, np.float32)
+    pointers = (ctypes.c_void_p * 6)()
+    for role, value in {"codes": tensors[0], "scale": tensors[1], "x": x, "y": y}.items():
+        pointers[roles[role]] = value.ctypes.data
+    pointers[5] = h.ctypes.data
+    library.rs_set_team(team)
+    assert library.rs_gemv(pointers, None) == 0
+    expected = fake_quantize_numpy(x[None]).astype(np.float64) @ dequantize_numpy(*tensors, format="q8_0")
+    expected = expected[0] + (2.0 * h if epilogue else 0.0)
+    np.testing.assert_allclose(y, expected, rtol=2e-4, atol=2e-4 * np.sqrt(rows))
+
+
 def test_row_walk_serves_narrow_q4_layers_only():
-    """Narrow q4 layers (per-column state within half of L1) walk rows; q8_0, the wide LM head
-    and layers narrower than one 32-column group keep the register-blocked column split."""
+    """Narrow q4 layers (per-column state within half of L1) walk rows split by blocks; q8_0 walks
+    row pairs over column tiles; wide q4 layers and layers narrower than one 32-column group keep
+    the register-blocked column split."""
     features = VectorFeatures(*AVX2, 32 << 10)
     roles = {"codes": 0, "scale": 1, "min": 2, "x": 3, "y": 4}
     q8_roles = {"codes": 0, "scale": 1, "x": 2, "y": 3}
@@ -88,8 +116,10 @@ def test_row_walk_serves_narrow_q4_layers_only():
     assert not fits_row_walk(2049, 32 << 10) and not fits_row_walk(31, 32 << 10)
     assert ROW_WALK_MARK in gemv_source("f", "q4_1", 576, 1536, roles, features, activations="q8_0")
     assert ROW_WALK_MARK in gemv_source("f", "q4_0", 1536, 576, q8_roles, features, activations="q8_0")
-    assert ROW_WALK_MARK not in gemv_source("f", "q8_0", 576, 1536, q8_roles, features, activations="q8_0")
-    assert ROW_WALK_MARK not in gemv_source("f", "q4_1", 576, 4096, roles, features, activations="q8_0")
+    q8 = gemv_source("f", "q8_0", 576, 1536, q8_roles, features, activations="q8_0")
+    assert ROW_WALK_MARK not in q8 and ROW_WALK_Q8_MARK in q8
+    wide = gemv_source("f", "q4_1", 576, 4096, roles, features, activations="q8_0")
+    assert ROW_WALK_MARK not in wide and ROW_WALK_Q8_MARK not in wide
     assert ROW_WALK_MARK not in gemv_source("f", "q4_1", 576, 20, roles, features, activations="q8_0")
     assert ROW_WALK_MARK not in gemv_source("f", "q4_1", 576, 1536, roles, features)   # float activations
 
@@ -100,6 +130,8 @@ def test_row_walk_can_be_switched_off(monkeypatch):
     roles = {"codes": 0, "scale": 1, "min": 2, "x": 3, "y": 4}
     monkeypatch.setenv("RELAXSCRIPT_GEMV_ROW_WALK", "0")
     assert ROW_WALK_MARK not in gemv_source("f", "q4_1", 576, 1536, roles, features, activations="q8_0")
+    q8_roles = {"codes": 0, "scale": 1, "x": 2, "y": 3}
+    assert ROW_WALK_Q8_MARK not in gemv_source("f", "q8_0", 576, 1536, q8_roles, features, activations="q8_0")
 
 
 def test_row_walk_rejects_what_it_cannot_compute():

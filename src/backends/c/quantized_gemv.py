@@ -191,6 +191,7 @@ def gemv_source(symbol: str, fmt: str, rows: int, cols: int, roles: dict[str, in
     from .quantized_gemv_int8 import (ACTIVATION_FORMATS, activation_codes_c, group_of, int8_dot_enabled,
                                       int8_region_c)
     from .quantized_gemv_rows import fits_row_walk, row_walk_enabled, rows_region_c
+    from .quantized_gemv_rows_q8 import q8_rows_region_c
     if activations is not None and activations not in ACTIVATION_FORMATS:
         raise ValueError(f"quantized gemv: unsupported activation format {activations!r} "
                          f"(have {list(ACTIVATION_FORMATS)})")
@@ -331,8 +332,11 @@ def gemv_source(symbol: str, fmt: str, rows: int, cols: int, roles: dict[str, in
                 region = rows_region_c(fmt, rows, cols, PARALLEL_MIN_WEIGHTS, epilogue is not None, finish, int8_tile)
                 kernel = ["#ifdef __AVX2__", *region, "#else", *rounded, *float_body, "#endif"]
             else:
-                region = int8_region_c(fmt, rows, cols, int8_tile, PARALLEL_MIN_WEIGHTS, epilogue is not None,
-                                       finish)
+                if fmt == "q8_0" and row_walk_enabled():
+                    region = q8_rows_region_c(rows, cols, PARALLEL_MIN_WEIGHTS, epilogue is not None, finish)
+                else:
+                    region = int8_region_c(fmt, rows, cols, int8_tile, PARALLEL_MIN_WEIGHTS, epilogue is not None,
+                                           finish)
                 kernel = [*rounded, "#ifdef __AVX2__", *region, "#else", *float_body, "#endif"]
         else:
             kernel = [*rounded, *float_body]

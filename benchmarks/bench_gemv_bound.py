@@ -7,6 +7,8 @@ For each shape the driver times, with the team sizes given (1 and 2 threads by d
 - ``cached``: one weight copy called again and again (it stays in L2/L3): the kernel's compute rate;
 - ``stream``: enough copies cycled (``--stream-mb``) that every call reads from DRAM, as in a real
   decode step where 96 MB of weights pass per token;
+- ``old``: the same, for the kernel generated with ``RELAXSCRIPT_GEMV_ROW_WALK=0`` (the register-
+  blocked column split), its calls alternating with ``stream``'s so both see the same load;
 - ``read``: an OpenMP sum of 64-bit words over the same copies with the same thread split and one
   parallel region per call: what streaming those bytes costs with no compute;
 - ``empty``: a parallel region doing nothing: the team's fork/join cost per call.

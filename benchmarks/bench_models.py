@@ -13,6 +13,10 @@ its column out and says why.
 relaxscript's weights are constants of its build by default (``--relax-weights bound``), as
 onnxruntime's are initializers; ``--relax-weights args`` passes them on every call instead.
 
+``--clock cpu`` runs every peer on one thread and times it in that thread's CPU time, which other
+processes' load does not stretch: on a loaded machine the ratios between peers stay readable
+(the 2-thread wall times are not), though not each peer's own 2-thread scaling.
+
 Each peer runs in its own fresh worker process (``--isolation peer``, the
 issue's protocol: relaxscript alone in its process, each peer in its own),
 ``--processes`` times (default 3), the order rotating, on the same input
@@ -54,6 +58,20 @@ WARMUP_S = 0.25
 # relaxscript's weights: "bound" makes them constants of the build (BindParams), as onnxruntime's
 # initializers are (which lets MergeParallelMatmul join Q/K/V and gate/up); "args" passes them per call.
 RELAX_WEIGHTS = "bound"
+# "wall" (2 threads per peer, wall time) or "cpu" (one thread per peer, that thread's CPU time)
+CLOCK = "wall"
+# what one thread means to each peer's runtime (set before they start: every worker is a fresh process)
+ONE_THREAD_ENV = {"RELAXSCRIPT_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1",
+                  "MKL_NUM_THREADS": "1"}
+
+
+def use_clock(clock: str) -> None:
+    """Set the module's clock; "cpu" also makes every peer started after this single-threaded."""
+    global CLOCK
+    CLOCK = clock
+    if clock == "cpu":
+        os.environ.update(ONE_THREAD_ENV)
+        third_party.THREADS = 1
 
 
 def build(source: str):
@@ -119,7 +137,8 @@ def time_peer(peer: str, workload, sizes, budget_s: float) -> dict:
         out["max_err"][n] = check(f"{workload.name} ({peer})", n, main(*args), workload.numpy_fn(*args))
         if peer == "torch.compile":   # Inductor recompiles once for a second n (a dynamic n): not timed
             main(*args)
-        out["ms"][n] = median_ms(functools.partial(main, *args), budget_s=budget_s, warmup_s=WARMUP_S)
+        out["ms"][n] = median_ms(functools.partial(main, *args), budget_s=budget_s, warmup_s=WARMUP_S,
+                                 clock=time.thread_time if CLOCK == "cpu" else time.perf_counter)
     return out
 
 
@@ -129,7 +148,8 @@ def run_worker(peers: list[str], name: str, sizes, budget_s: float, isolate: boo
     if not isolate:
         return {peer: time_peer(peer, WORKLOADS[name], sizes, budget_s) for peer in peers}
     cmd = [sys.executable, os.path.abspath(__file__), "--worker", ",".join(peers), "--workloads", name,
-           "--sizes", ",".join(map(str, sizes)), "--budget", str(budget_s), "--relax-weights", RELAX_WEIGHTS]
+           "--sizes", ",".join(map(str, sizes)), "--budget", str(budget_s), "--relax-weights", RELAX_WEIGHTS,
+           "--clock", CLOCK]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode != 0:
         raise AssertionError(f"worker ({', '.join(peers)}) for {name} failed:\n{proc.stderr[-3000:]}")
@@ -221,6 +241,8 @@ def parse_args(argv):
     parser.add_argument("--relax-weights", choices=("bound", "args"), default="bound",
                         help="relaxscript's weights: constants of the build (default; onnxruntime's are "
                              "initializers) or arguments of every call")
+    parser.add_argument("--clock", choices=("wall", "cpu"), default="wall",
+                        help="cpu: every peer on one thread, timed in its thread's CPU time (a loaded machine)")
     parser.add_argument("--measure-compile", metavar="NAME", help=argparse.SUPPRESS)
     parser.add_argument("--worker", help=argparse.SUPPRESS)   # comma-separated peers, timed in this order
     return parser.parse_args(argv)
@@ -230,6 +252,7 @@ def main(argv=None) -> int:
     args = parse_args(argv)
     global RELAX_WEIGHTS
     RELAX_WEIGHTS = args.relax_weights
+    use_clock(args.clock)
     if args.measure_compile:
         print(json.dumps(measure_compile(args.measure_compile)))
         return 0
@@ -249,7 +272,9 @@ def main(argv=None) -> int:
         if peer in peers and why:
             left_out[peer] = why
     peers = [peer for peer in peers if peer not in left_out]
-    print(f"relaxscript model benchmarks (float32, 2 threads per peer, relaxscript weights {RELAX_WEIGHTS}; "
+    timing = ("1 thread per peer, its thread's CPU time" if CLOCK == "cpu"
+              else f"{third_party.THREADS} threads per peer, wall time")
+    print(f"relaxscript model benchmarks (float32, {timing}, relaxscript weights {RELAX_WEIGHTS}; "
           + ", ".join(f"{k} {v}" for k, v in third_party.versions().items() if not left_out.get(k)) + ")")
     for peer, why in left_out.items():
         print(f"  {peer}: column left out ({why})")

@@ -86,7 +86,10 @@ def _eager(torch, fn):
     return run
 
 
-def _onnxruntime(torch, workload):
+def onnxruntime_session(torch, workload, threads: int | None = None, profile_prefix: str | None = None):
+    """(InferenceSession, input names) for ``workload`` exported from its PyTorch version, on
+    ``threads`` intra-op threads (default ``THREADS``); with ``profile_prefix`` onnxruntime records
+    per-node times (``session.end_profiling()`` writes them)."""
     import onnxruntime
     example_args = workload.inputs(3)
     activations = len(example_args) - len(workload._weights)
@@ -111,9 +114,17 @@ def _onnxruntime(torch, workload):
                           output_names=["out"], opset_version=17,
                           dynamic_axes={**{name: {0: "n"} for name in names}, "out": {0: "n"}})
     options = onnxruntime.SessionOptions()
-    options.intra_op_num_threads = THREADS
+    options.intra_op_num_threads = THREADS if threads is None else threads
     options.inter_op_num_threads = 1
-    session = onnxruntime.InferenceSession(buffer.getvalue(), options, providers=["CPUExecutionProvider"])
+    if profile_prefix is not None:
+        options.enable_profiling = True
+        options.profile_file_prefix = profile_prefix
+    return onnxruntime.InferenceSession(buffer.getvalue(), options, providers=["CPUExecutionProvider"]), names
+
+
+def _onnxruntime(torch, workload):
+    session, names = onnxruntime_session(torch, workload)
+    activations = len(names)
 
     def run(args):
         return session.run(None, dict(zip(names, args[:activations])))[0]

@@ -5,7 +5,11 @@ Wraps each linked step of ``main``'s frame with a timer and prints, per instruct
 median. Where the time of a small workload goes: kernels, library calls, checks
 (MatchValues), allocations and the VM between them.
 
-    python benchmarks/profile_workload.py llama 1 [--calls 200] [--top 25] [--relax-weights args]
+    python benchmarks/profile_workload.py llama 1 [--calls 200] [--top 25] [--relax-weights args] [--clock cpu]
+
+``--clock cpu`` times each step in this thread's CPU time and runs one thread
+(RELAXSCRIPT_NUM_THREADS=1, set before the first kernel runs): on a machine
+other processes load, wall time counts their slices, CPU time does not.
 """
 from __future__ import annotations
 
@@ -31,8 +35,10 @@ def step_label(ins) -> str:
     return f"{type(ins).__name__}:{target}" if isinstance(target, str) else type(ins).__name__
 
 
-def profile(name: str, n: int, calls: int, bound_weights: bool = True, pipeline=None) -> tuple[float, float, list]:
-    """(median ms of a plain call, instrumented ms per call, [(label, ms per call, count)])."""
+def profile(name: str, n: int, calls: int, bound_weights: bool = True, pipeline=None,
+            clock=time.perf_counter) -> tuple[float, float, list]:
+    """(median ms of a plain call, instrumented ms per call, [(label, ms per call, count)]);
+    ``clock`` times the steps and the instrumented calls."""
     workload = WORKLOADS[name]
     vm = rx.VirtualMachine(rx.build(workload.module(bound_weights), target="c", pipeline=pipeline))
     main = vm["main"]
@@ -42,9 +48,9 @@ def profile(name: str, n: int, calls: int, bound_weights: bool = True, pipeline=
 
     def timed(step, label):
         def run():
-            start = time.perf_counter()
+            start = clock()
             nxt = step()
-            spent[label] += time.perf_counter() - start
+            spent[label] += clock() - start
             counts[label] += 1
             return nxt
         return run
@@ -58,10 +64,10 @@ def profile(name: str, n: int, calls: int, bound_weights: bool = True, pipeline=
         main(*args)
     spent.clear()
     counts.clear()
-    start = time.perf_counter()
+    start = clock()
     for _ in range(calls):
         main(*args)
-    instrumented = (time.perf_counter() - start) / calls * 1e3
+    instrumented = (clock() - start) / calls * 1e3
     rows = sorted(((label, spent[label] / calls * 1e3, counts[label] // calls) for label in spent),
                   key=lambda row: -row[1])
     return plain, instrumented, rows
@@ -75,9 +81,17 @@ def main() -> None:
     parser.add_argument("--top", type=int, default=25)
     parser.add_argument("--relax-weights", choices=("bound", "args"), default="bound",
                         help="weights as constants of the build (as bench_models.py) or per-call arguments")
+    parser.add_argument("--clock", choices=("wall", "cpu"), default="wall",
+                        help="cpu: this thread's CPU time on one thread (robust to other processes' load)")
     args = parser.parse_args()
-    plain, instrumented, rows = profile(args.workload, args.n, args.calls, args.relax_weights == "bound")
-    print(f"{args.workload} n={args.n}: {plain:.3f} ms per call (median), instrumented {instrumented:.3f} ms, "
+    clock = time.perf_counter
+    if args.clock == "cpu":
+        os.environ["RELAXSCRIPT_NUM_THREADS"] = "1"
+        clock = time.thread_time
+    plain, instrumented, rows = profile(args.workload, args.n, args.calls, args.relax_weights == "bound",
+                                        clock=clock)
+    print(f"{args.workload} n={args.n}: {plain:.3f} ms per call (median, wall), instrumented {instrumented:.3f} ms "
+          f"({args.clock}), "
           f"sum of steps {sum(ms for label, ms, _ in rows if '/CallFunc' not in label):.3f} ms "
           f"(calls of functions include their steps), {sum(c for _, _, c in rows)} steps per call")
     for label, ms, count in rows[:args.top]:

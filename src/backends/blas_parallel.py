@@ -27,12 +27,21 @@ typedef void (*sgemm_fn)(int, int, int, int, int, int, float, const float*, int,
 typedef void (*sgemv_fn)(int, int, int, int, float, const float*, int, const float*, int, float,
                          float*, int);
 
+/* Where column block i of `blocks` starts: an equal share rounded down to a multiple of 16 floats
+   (64 bytes), so on rows that start on a cache line (widths that are multiples of 16) each block
+   starts on a line of its own and no line of c is written by two threads */
+#define COLUMN_ALIGN 16
+static int column_block_start(int n, int i, int blocks) {
+  if (i >= blocks) return n;
+  return (int)((long)n * i / blocks) / COLUMN_ALIGN * COLUMN_ALIGN;
+}
+
 /* c[:, lo:hi] = alpha * a @ op(b)[:, lo:hi] + beta * c[:, lo:hi], blocks of columns in parallel */
 void rs_sgemm_columns(sgemm_fn f, int trans_b, int m, int n, int k, float alpha, const float* a, int lda,
                       const float* b, int ldb, float beta, float* c, int ldc, int blocks) {
   #pragma omp parallel for schedule(static) num_threads(blocks)
   for (int i = 0; i < blocks; ++i) {
-    int lo = (int)((long)n * i / blocks), hi = (int)((long)n * (i + 1) / blocks);
+    int lo = column_block_start(n, i, blocks), hi = column_block_start(n, i + 1, blocks);
     const float* bb = trans_b == 112 ? b + (size_t)lo * ldb : b + lo;
     f(101, 111, trans_b, m, hi - lo, k, alpha, a, lda, bb, ldb, beta, c + lo, ldc);
   }
@@ -114,9 +123,13 @@ static sgemv_fn bound_sgemv;
 
 void rs_blas_bind(sgemm_fn gemm, sgemv_fn gemv) { bound_sgemm = gemm; bound_sgemv = gemv; }
 
-/* Splits over threads, measured on 2 cores with the models' weights (512..4096 square-ish):
-   below MIN_ROWS_TO_SPLIT_ROWS rows of a, splitting b's columns beat splitting a's rows by 5-15%
-   (each thread packs only its part of b); from there on the two are level. */
+/* Splits over threads. OpenBLAS packs the operands of every call: a thread with a block of a's rows
+   packs all of b again, a thread with a block of b's columns packs all of a again. So the split
+   that repeats the smaller operand wins (a has m rows, b n columns, both k deep): columns when
+   2 m <= n, and always below MIN_ROWS_TO_SPLIT_ROWS rows (packing b dominates there). Measured as
+   each half's thread CPU time on one core (the slower half is the 2-thread call's critical path),
+   Llama/MLP weights 512..4096 wide: at m = 128 rows 0.53-0.55 of the whole call, columns 0.50-0.52;
+   at m = 32..64 rows 0.56-0.64, columns 0.51-0.55; at m >= 2n the two are level (0.50-0.53). */
 #define MIN_ROWS_TO_SPLIT_ROWS 128
 #define MIN_ROWS_PER_BLOCK 16
 #define MIN_FLOPS_TO_SPLIT (1L << 21)
@@ -141,6 +154,21 @@ int rs_team_threads = 0;
 static int team_threads(int threads) {
   return threads > 0 ? threads : rs_team_threads > 0 ? rs_team_threads : omp_get_max_threads(); }
 static long max_long(long x, long y) { return x > y ? x : y; }
+
+enum { SPLIT_NONE = 0, SPLIT_ROWS = 1, SPLIT_COLUMNS = 2 };
+
+/* How rs_sgemm splits an (m x k) @ (k x n) product with m > 1 over `threads` threads: SPLIT_NONE
+   (one call), SPLIT_ROWS or SPLIT_COLUMNS, with the block count in *blocks. */
+int rs_sgemm_split(long m, long n, long k, int threads, int* blocks) {
+  *blocks = 1;
+  if (threads <= 1 || 2 * m * n * k < MIN_FLOPS_TO_SPLIT) return SPLIT_NONE;
+  if (n >= 2 * MIN_COLUMNS_PER_BLOCK && (m < MIN_ROWS_TO_SPLIT_ROWS || 2 * m <= n)) {
+    *blocks = (int)min_long(threads, n / MIN_COLUMNS_PER_BLOCK);
+    return SPLIT_COLUMNS;
+  }
+  *blocks = (int)min_long(threads, max_long(1, m / MIN_ROWS_PER_BLOCK));
+  return SPLIT_ROWS;
+}
 
 /* c (m x n) = alpha * op(a) @ op(b) + beta * c, all row-major and contiguous; a is (m x k), or
    (k x m) when trans_a; b is (k x n), or (n x k) when trans_b. Picks OpenBLAS's sgemm or sgemv and
@@ -176,14 +204,14 @@ int rs_sgemm(int trans_a, int trans_b, long m, long n, long k, float alpha, cons
       bound_sgemv(ROW_MAJOR, TRANS, (int)k, (int)n, alpha, b, ldb, a, 1, beta, c, 1);
     return 0;
   }
-  if (threads <= 1 || 2 * m * n * k < MIN_FLOPS_TO_SPLIT)
+  int blocks;
+  const int split = rs_sgemm_split(m, n, k, threads, &blocks);
+  if (split == SPLIT_ROWS)
+    rs_sgemm_rows(bound_sgemm, tb, (int)m, (int)n, (int)k, alpha, a, lda, b, ldb, beta, c, (int)n, blocks);
+  else if (split == SPLIT_COLUMNS)
+    rs_sgemm_columns(bound_sgemm, tb, (int)m, (int)n, (int)k, alpha, a, lda, b, ldb, beta, c, (int)n, blocks);
+  else
     bound_sgemm(ROW_MAJOR, NO_TRANS, tb, (int)m, (int)n, (int)k, alpha, a, lda, b, ldb, beta, c, (int)n);
-  else if (m >= MIN_ROWS_TO_SPLIT_ROWS || n < 2 * MIN_COLUMNS_PER_BLOCK)
-    rs_sgemm_rows(bound_sgemm, tb, (int)m, (int)n, (int)k, alpha, a, lda, b, ldb, beta, c, (int)n,
-                  (int)min_long(threads, max_long(1, m / MIN_ROWS_PER_BLOCK)));
-  else   /* few rows of a: packing b dominates, so each thread packs only its share of the columns */
-    rs_sgemm_columns(bound_sgemm, tb, (int)m, (int)n, (int)k, alpha, a, lda, b, ldb, beta, c, (int)n,
-                     (int)min_long(threads, n / MIN_COLUMNS_PER_BLOCK));
   return 0;
 }
 
@@ -259,9 +287,25 @@ def shim():
     lib.rs_sgemv_rows.restype = _I
     lib.rs_blas_bind.argtypes = [_P, _P]
     lib.rs_blas_bind.restype = None
+    lib.rs_sgemm_split.argtypes = [ctypes.c_long, ctypes.c_long, ctypes.c_long, _I, ctypes.POINTER(_I)]
+    lib.rs_sgemm_split.restype = _I
     lib.rs_sgemm.argtypes = [_I, _I, ctypes.c_long, ctypes.c_long, ctypes.c_long, _F, _P, _P, _F, _P, _I]
     lib.rs_sgemm.restype = _I
     return lib
+
+
+SPLITS = ("none", "rows", "columns")   # rs_sgemm_split's answers, in order
+
+
+def sgemm_split(m: int, n: int, k: int, threads: int) -> tuple[str, int]:
+    """How the shim splits an (m x k) @ (k x n) product (m > 1) over ``threads``: ("none" | "rows" |
+    "columns", blocks). Raises RuntimeError when no C compiler built the shim."""
+    lib = shim()
+    if lib is None:
+        raise RuntimeError("the BLAS shim is not built (no C compiler)")
+    blocks = _I(0)
+    split = lib.rs_sgemm_split(m, n, k, threads, ctypes.byref(blocks))
+    return SPLITS[split], blocks.value
 
 
 def function_address(cfunc) -> int:

@@ -71,6 +71,7 @@ class ShapeFacts:
         self._pairs: list[tuple[E.PrimExpr, E.PrimExpr]] = []   # composite equalities
         self._parent: dict[str, str] = {}
         self._member: dict[str, E.PrimExpr] = {}     # key -> expression (first one seen)
+        self._keys: dict[int, tuple] = {}            # id(expr) -> (expr, key) until a var is bound
 
     def __len__(self) -> int:
         return len(self.facts)
@@ -88,6 +89,7 @@ class ShapeFacts:
                     not any(v is var for v in symbolic_vars_of(value)):
                 self._prover.bind(var, value)
                 self.bound[var] = value
+                self._keys.clear()
                 self._rebuild_classes()    # keys change once a var has a value
                 return True
         self._pairs.append((a, b))
@@ -101,7 +103,10 @@ class ShapeFacts:
             self._union(self._key(a), self._key(b), a, b)
 
     def _key(self, expr) -> str:
-        return format_prim(self._prover.simplify(expr))
+        hit = self._keys.get(id(expr))
+        if hit is None:   # printed once per expression: deduction asks about the same dims again
+            hit = self._keys[id(expr)] = (expr, format_prim(self._prover.simplify(expr)))
+        return hit[1]
 
     def _find(self, key: str) -> str:
         while self._parent.get(key, key) != key:

@@ -13,19 +13,28 @@ from .node import Node
 
 
 def iter_children(node: Node) -> Iterator[Node]:
+    """The child nodes of ``node`` in field order (tuples, lists and dict values flattened)."""
+    return iter(children(node))
+
+
+def children(node: Node) -> list[Node]:
+    """``iter_children`` as a list, built without generators (walks call this per node)."""
+    out: list[Node] = []
     for field in node._fields:
-        yield from _iter_value(getattr(node, field))
+        value = getattr(node, field)
+        if isinstance(value, Node):
+            out.append(value)
+        elif isinstance(value, (tuple, list, dict)):
+            _flatten_into(out, value)
+    return out
 
 
-def _iter_value(value) -> Iterator[Node]:
-    if isinstance(value, Node):
-        yield value
-    elif isinstance(value, (tuple, list)):
-        for v in value:
-            yield from _iter_value(v)
-    elif isinstance(value, dict):
-        for v in value.values():
-            yield from _iter_value(v)
+def _flatten_into(out: list, value) -> None:
+    for v in (value.values() if isinstance(value, dict) else value):
+        if isinstance(v, Node):
+            out.append(v)
+        elif isinstance(v, (tuple, list, dict)):
+            _flatten_into(out, v)
 
 
 class Visitor(ClassDispatch):
@@ -125,19 +134,25 @@ def collect(node: Node, predicate: Callable[[Node], bool]) -> list[Node]:
     # grow with the number of paths rather than the number of nodes. A node
     # popped again was finished already (the IR is acyclic), so the first-
     # occurrence post order, and hence the result, is the same as a full walk.
+    # The stack holds nodes to expand and 1-tuples marking a node whose children are done
+    # (no generators or pairs per node: collect is the compiler's most frequent walk).
     started: set[int] = set()
     out: list[Node] = []
-    stack: list[tuple[Node, bool]] = [(node, False)]
+    stack: list = [node]
+    kids = children(node)   # a non-node fails here, as it always did
+    push, pop, extend = stack.append, stack.pop, stack.extend
     while stack:
-        cur, expanded = stack.pop()
-        if expanded:
-            if predicate(cur):
-                out.append(cur)
+        cur = pop()
+        if type(cur) is tuple:
+            if predicate(cur[0]):
+                out.append(cur[0])
             continue
-        if id(cur) in started:
+        key = id(cur)
+        if key in started:
             continue
-        started.add(id(cur))
-        stack.append((cur, True))
-        for child in reversed(list(iter_children(cur))):
-            stack.append((child, False))
+        started.add(key)
+        push((cur,))
+        kids = children(cur) if cur is not node else kids
+        kids.reverse()
+        extend(kids)
     return out

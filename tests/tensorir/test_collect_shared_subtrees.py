@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from tensorir import functor
 from tensorir.expr import Add, Mul, Var
-from tensorir.functor import collect, iter_children, post_order
+from tensorir.functor import children, collect, post_order
 from tensorir.schedule.state import used_names
 
 
@@ -32,10 +32,10 @@ def _collect_every_occurrence(node, predicate):
 def test_collect_expands_each_distinct_node_once(monkeypatch):
     calls = []
 
-    def counting_iter_children(node):
+    def counting_children(node):
         calls.append(node)
-        return iter_children(node)
-    monkeypatch.setattr(functor, "iter_children", counting_iter_children)
+        return children(node)
+    monkeypatch.setattr(functor, "children", counting_children)   # collect's child lists
     expr = _doubling_chain(40)  # 2**40 paths: a walk over every occurrence would never end
     found = collect(expr, lambda n: True)
     assert len(found) == 41

@@ -26,7 +26,7 @@ from ..irmodule import IRModule
 from ..op import call_tir
 from ..struct_info import TensorStructInfo
 from .attention_kernel import (MASK_INDEX_TOKENS, AttentionMask, AttentionSpec, KeySource,
-                               attention_kernel)
+                               attention_kernel, attention_layout, attention_source)
 from .attention_mask import MaskScalars, inline_mask
 from .dispatch_library import PatternMatch, _BlockMatcher, _UseCounter, is_op, wildcard
 from .pass_infra import Pass
@@ -286,6 +286,12 @@ def _plan(block, uses: dict, analyzer: Analyzer, max_query_rows: int | None = No
     return plans, consumed
 
 
+def kernel_key(spec: AttentionSpec) -> tuple:
+    """Everything ``attention_kernel(spec)`` is made of: its script text and layout attribute
+    (``repr`` keeps a -0.0 fill apart from 0.0)."""
+    return attention_source(spec), repr(sorted(attention_layout(spec).items()))
+
+
 class _AttentionFuser(PassMutator):
     def __init__(self, mod: IRModule, max_query_rows: int | None):
         super().__init__(mod)
@@ -294,6 +300,7 @@ class _AttentionFuser(PassMutator):
         self.consumed: set[int] = set()
         self.uses: dict[int, int] = {}
         self.bound: dict[int, object] = {}
+        self.kernels: dict = {}   # kernel_key(spec) -> GlobalVar: 30 layers' equal kernels parsed once
 
     @handles(Function)
     def visit_Function(self, func):
@@ -320,7 +327,10 @@ class _AttentionFuser(PassMutator):
             return super().visit_binding(binding)
         match, (spec, operands, tir_vars, _) = planned
         args = [self.visit_expr(operand) for operand in operands]
-        kernel = self.builder.add_func(attention_kernel(spec), "fused_attention")
+        key = kernel_key(spec)
+        kernel = self.kernels.get(key)
+        if kernel is None:
+            kernel = self.kernels[key] = self.builder.add_func(attention_kernel(spec), "fused_attention")
         call = self.builder.normalize(call_tir(kernel, args, binding.var.struct_info,
                                                tir_vars=tir_vars or None))
         new_var = self._rebind(binding.var, call)

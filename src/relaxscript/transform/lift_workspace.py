@@ -116,9 +116,14 @@ def _is_call_tir_of(node, name: str) -> bool:
             and isinstance(node.args[0], GlobalVar) and node.args[0].name_hint == name)
 
 
-def _call_tir_sites(mod: IRModule, name: str):
-    """(whether every reference to ``name`` is a rewritable call_tir callee, those calls)."""
-    calls = []
+def _call_tir_sites(mod: IRModule) -> dict:
+    """Per global name: (whether every reference is a rewritable call_tir callee, those calls).
+
+    One walk of the graph functions serves every prim_func (one walk per lifted kernel was
+    most of the pass on a 30-layer model). A name referenced other than as a call_tir callee
+    (used as a value, or anywhere inside a local function) is not rewritable."""
+    calls: dict[str, list] = {}
+    refused: set[str] = set()
     for func in mod.relax_functions.values():
         stack, seen = [func.body], set()
         while stack:
@@ -126,18 +131,24 @@ def _call_tir_sites(mod: IRModule, name: str):
             if id(node) in seen:
                 continue
             seen.add(id(node))
-            if isinstance(node, GlobalVar) and node.name_hint == name:
-                return False, []  # used as a value, or inside a local function
-            if isinstance(node, Function):
-                if collect(node, lambda n: isinstance(n, GlobalVar) and n.name_hint == name):
-                    return False, []  # call sites inside local functions are not rewritten
+            if isinstance(node, GlobalVar):
+                refused.add(node.name_hint)
                 continue
-            if _is_call_tir_of(node, name):
-                calls.append(node)
+            if isinstance(node, Function):
+                refused.update(n.name_hint for n in collect(node, lambda n: isinstance(n, GlobalVar)))
+                continue
+            if _is_call_tir_callee(node):
+                calls.setdefault(node.args[0].name_hint, []).append(node)
                 stack.extend(node.args[1:])
                 continue
             stack.extend(iter_children(node))
-    return True, calls
+    names = set(calls) | refused
+    return {name: (False, []) if name in refused else (True, calls[name]) for name in names}
+
+
+def _is_call_tir_callee(node) -> bool:
+    return (isinstance(node, Call) and isinstance(node.op, Op) and node.op.name == "relax.call_tir"
+            and isinstance(node.args[0], GlobalVar))
 
 
 class _CallSiteRewriter:
@@ -189,6 +200,7 @@ class LiftWorkspace(Pass):
 
     def transform_module(self, mod: IRModule, ctx: PassContext) -> IRModule:
         lifted = {}
+        sites = None
         # a kernel with variants and the variants share one signature: their scratch stays inside
         with_variants = {n for name, f in mod.prim_funcs.items() for n in [name, *variant_names(f)]
                          if variant_names(f)}
@@ -198,7 +210,9 @@ class LiftWorkspace(Pass):
             new, workspaces = lift_prim_func(func)
             if not workspaces:
                 continue
-            only_call_tir, calls = _call_tir_sites(mod, name)
+            if sites is None:
+                sites = _call_tir_sites(mod)
+            only_call_tir, calls = sites.get(name, (True, []))
             if only_call_tir and all(_workspace_sinfos(func, workspaces, c) is not None for c in calls):
                 lifted[name] = (new, func, workspaces)
         if not lifted:

@@ -37,6 +37,10 @@ class Analyzer:
         self._symbolic_vars: set = set()
         self._known: list = []                    # polys known to be >= 0
         self._divisors: dict[Var, int] = {}       # var -> known divisor from constraints
+        # poly key -> whether prove_nonneg proved it under the current state: hull and
+        # min/max chains ask the same questions again with every new Simplifier
+        self._proofs: dict = {}
+        self._polys: dict[int, tuple] = {}        # id(expr) -> (expr, poly), shared by Simplifiers
 
     # ------------------------------------------------------------ state
     def bind(self, var: Var, value, override: bool = False) -> None:
@@ -54,7 +58,17 @@ class Analyzer:
             if any(v is var for v in _vars_of(value)):
                 raise ArithError(f"cannot bind {var.name!r} to an expression that contains it")
             self._bindings[var] = value
+        self._state_changed()
+
+    def _state_changed(self) -> None:
+        """Forget what depended on the bindings, ranges and constraints."""
         self._bounds.clear()
+        self._forget_derived()
+
+    def _forget_derived(self) -> None:
+        """Drop the proofs and polynomials computed under the state before a change."""
+        self._proofs.clear()
+        self._polys.clear()
 
     def _add_bounds(self, var: Var, lo: dict | None, hi: dict | None) -> None:
         if lo is not None:
@@ -62,6 +76,7 @@ class Analyzer:
         if hi is not None:
             self._upper_polys.setdefault(var, []).append(hi)
         self._symbolic_vars.add(var)
+        self._forget_derived()
 
     @contextmanager
     def constraint_scope(self, condition):
@@ -73,12 +88,12 @@ class Analyzer:
         try:
             for conjunct in _conjuncts(self.simplify(as_bool(condition))):
                 self._assume(conjunct)
-            self._bounds.clear()
+            self._state_changed()
             yield self
         finally:
             (self._lower_polys, self._upper_polys, self._symbolic_vars, self._known,
              self._divisors) = saved
-            self._bounds.clear()
+            self._state_changed()
 
     def _assume(self, cond: PrimExpr) -> None:
         """Record one comparison; anything else is ignored (which is sound)."""
@@ -97,6 +112,7 @@ class Analyzer:
             self._assume_divisible(cond)
         for fact in facts:
             self._known.append(fact)
+            self._forget_derived()
             self._derive_var_bound(fact)
 
     def _assume_divisible(self, cond: EQ) -> None:
@@ -106,6 +122,7 @@ class Analyzer:
                     isinstance(lhs.b, IntImm) and isinstance(rhs, IntImm) and rhs.value == 0 \
                     and lhs.b.value > 0:
                 self._divisors[lhs.a] = lhs.b.value
+                self._forget_derived()
 
     def _derive_var_bound(self, fact: dict) -> None:
         """From ``p >= 0`` where var v occurs once as ``+-v``: a bound on v."""
@@ -134,9 +151,17 @@ class Analyzer:
 
     def can_prove(self, condition, use_sympy: bool = False) -> bool:
         condition = as_bool(condition)
-        result = self.simplify(condition)
-        if isinstance(result, IntImm):
-            return bool(result.value)
+        if type(condition) in _NEGATED and dt.is_int(condition.a.dtype):
+            # what simplify decides for an integer comparison, without rendering an undecided one
+            simplifier = Simplifier(self)
+            decided = simplifier._decide(type(condition), simplifier.poly(condition.a),
+                                         simplifier.poly(condition.b))
+            if decided is not None:
+                return bool(decided)
+        else:
+            result = self.simplify(condition)
+            if isinstance(result, IntImm):
+                return bool(result.value)
         if use_sympy:
             from .sympy_bridge import prove_with_sympy
             return prove_with_sympy(condition, self)

@@ -18,6 +18,14 @@ _SUBSTITUTION_ROUNDS = 4
 
 
 def prove_nonneg(analyzer, p: dict) -> bool:
+    key = P.key(p)
+    known = analyzer._proofs.get(key)
+    if known is None:
+        known = analyzer._proofs[key] = _prove_nonneg(analyzer, p)
+    return known
+
+
+def _prove_nonneg(analyzer, p: dict) -> bool:
     bounds = analyzer._bounds
     if bounds.of_poly(p)[0] >= 0:
         return True

@@ -3,7 +3,9 @@ boolean expressions by deciding comparisons, everything else by recursing
 into children and folding constants.
 
 One Simplifier serves one ``simplify`` call; it memoises per node so shared
-subtrees are visited once and the walk stays linear in expression size.
+subtrees are visited once and the walk stays linear in expression size. The
+polynomials of integer nodes are memoised in the analyzer (until its state
+changes), so a min/max chain that grows one term per query is not rebuilt.
 """
 from __future__ import annotations
 
@@ -34,7 +36,7 @@ class Simplifier(ClassDispatch):
         self.analyzer = analyzer
         self.atoms = analyzer._atoms
         self.bounds = analyzer._bounds
-        self._polys: dict[int, tuple] = {}   # id(expr) -> (expr, poly)
+        self._polys: dict[int, tuple] = analyzer._polys   # id(expr) -> (expr, poly), per analyzer state
         self._exprs: dict[int, tuple] = {}   # id(expr) -> (expr, simplified)
         self._keys: dict[int, tuple] = {}    # id(expr) -> (expr, structural key)
 

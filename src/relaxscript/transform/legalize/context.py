@@ -7,6 +7,7 @@ from tensorir.structural import structural_equal, structural_hash
 
 from ...block_builder import BlockBuilder
 from ...expr import Call, GlobalVar
+from .call_cache import LegalizationCache
 from .te_call import TECall
 
 
@@ -22,6 +23,8 @@ class LegalizeContext:
     def __init__(self, bb: BlockBuilder):
         self.bb = bb
         self._by_hash: dict[int, list[str]] | None = None
+        self.emitted: list = []            # TECall.emit records, read by the legalization cache
+        self.cache = LegalizationCache()
 
     def te(self, call: Call) -> TECall:
         return TECall(self, call)

@@ -18,6 +18,7 @@ from ...expr_functor import PassMutator
 from ...struct_info import (PrimStructInfo, ShapeStructInfo, StructInfo, TensorStructInfo,
                             TupleStructInfo)
 from ..pass_infra import Pass
+from .call_cache import CacheStats, call_signature
 from .context import LegalizeContext
 from .registry import get_legalize
 
@@ -34,9 +35,13 @@ class LegalizeOps(Pass):
                 raise TypeError("LegalizeOps(customize=...) maps op names such as 'relax.add' to "
                                 f"functions fn(ctx, call); got {op_name!r}: {fn!r}")
         self.customize = customize
+        self.cache_stats = CacheStats()   # of the last run: calls served by an earlier equal call
 
     def transform_module(self, mod, ctx):
-        return _Legalizer(self.customize).transform_module(mod)
+        legalizer = _Legalizer(self.customize)
+        result = legalizer.transform_module(mod)
+        self.cache_stats = legalizer.context().cache.stats
+        return result
 
 
 class _Legalizer(PassMutator):
@@ -62,8 +67,28 @@ class _Legalizer(PassMutator):
         new = self.builder.normalize(new)
         if custom is None and not _fully_known(new):
             return new
-        result = legalize(self.context(), new)
+        result = self._legalize(legalize, new)
         return new if result is None else result
+
+    def _legalize(self, legalize, call: Call):
+        """``legalize(ctx, call)``, or its earlier result for an equal call (``call_cache``)."""
+        ctx = self.context()
+        signature = call_signature(legalize, call)
+        hit = ctx.cache.lookup(signature, call)
+        if hit is not None:
+            return hit
+        module, bindings = self.builder.get(), self._binding_count()
+        first_emit = len(ctx.emitted)
+        result = legalize(ctx, call)
+        if signature is not None:
+            ctx.cache.remember(signature, call, result, ctx.emitted[first_emit:], module,
+                               self.builder.get(), self._binding_count() == bindings)
+        del ctx.emitted[first_emit:]
+        return result
+
+    def _binding_count(self) -> tuple[int, int]:
+        frames = self.builder._frames
+        return len(frames), len(frames[-1].bindings) if frames else 0
 
 
 def _fully_known(call: Call) -> bool:

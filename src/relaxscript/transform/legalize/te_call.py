@@ -10,6 +10,7 @@ caller's var for it through ``tir_vars``.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Sequence
 
 from tensorir import expr as E
@@ -19,7 +20,7 @@ from tensorir.functor import collect, substitute
 from tensorir.stmt import Range
 
 from ... import op as rx_op
-from ...expr import Call, Expr
+from ...expr import Call, Expr, GlobalVar
 from ...struct_info import TensorStructInfo, TupleStructInfo
 
 
@@ -57,6 +58,16 @@ class SymbolicMap:
 
     def caller_of(self, fresh: E.Var) -> E.Var:
         return self._caller[fresh]
+
+
+@dataclass
+class EmitRecord:
+    """One ``TECall.emit``: what the legalization cache needs to call the prim_func again."""
+    gvar: GlobalVar
+    args: list
+    tir_vars: list | None
+    result: Call
+    make_call: object
 
 
 class TECall:
@@ -122,7 +133,10 @@ class TECall:
             func = func.replace(params=func.params + tuple(scalars))
         gvar = self.ctx.add_prim_func(func, name)
         tir_vars = [self.sym.caller_of(v) for v in scalars] or None
-        return rx_op.call_tir(gvar, [arg for arg, _ in self._inputs], expected, tir_vars=tir_vars)
+        args = [arg for arg, _ in self._inputs]
+        result = rx_op.call_tir(gvar, args, expected, tir_vars=tir_vars)
+        self.ctx.emitted.append(EmitRecord(gvar, args, tir_vars, result, rx_op.call_tir))
+        return result
 
     def _scalar_params(self, func) -> list[E.Var]:
         fresh = self.sym.fresh_vars()

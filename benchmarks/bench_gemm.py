@@ -7,7 +7,9 @@ load from other processes hits both alike. Shapes are the matmuls of the benchma
 (workloads.py: the MLP's 1024->4096->1024, the Llama prefill's merged QKV, output, merged
 gate/up and down projections) at several row counts ``m`` (the workloads' symbolic ``n``),
 plus square products for the large-``m`` target. Prints GFLOP/s, the generated kernel's
-variant, and generated/OpenBLAS. On a shared machine the numbers are noisy.
+variant, and generated/OpenBLAS; for weights stored (in, out) also the generated kernel on the
+weight packed once (``rs_gen_sgemm_prepacked_native``, what a bound weight runs). On a shared
+machine the numbers are noisy.
 
     python benchmarks/bench_gemm.py [--rows 1 4 16 64 128 512 1024] [--threads 2] [--cold]
     python benchmarks/bench_gemm.py --workloads [--sizes 1 4 8 16 32]
@@ -38,6 +40,7 @@ from backends.blas import native_address as blas_address  # noqa: E402
 from backends.c.gemm import library as gemm_library  # noqa: E402
 from backends.c.gemm.machine import machine_params  # noqa: E402
 from backends.c.gemm.params import gemm_params  # noqa: E402
+from backends.c.gemm.prepacked import pack_weight  # noqa: E402
 
 # (label, k, n, weight stored (out, in) and read transposed)
 SHAPES = [
@@ -116,8 +119,10 @@ def run_workloads(sizes, rounds: int, budget: float) -> None:
     for name in ("mlp", "llama"):
         workload = WORKLOADS[name]
         mod, activations = bound_module(workload)
-        for choice in gemm_dispatch_report(MergeParallelMatmul()(InlineFunctions()(mod))):
+        choices = gemm_dispatch_report(MergeParallelMatmul()(InlineFunctions()(mod)))
+        for choice in choices:
             print(f"{name}: {choice.function}.{choice.binding} rows={choice.rows} -> {choice.library}: {choice.reason}")
+        prepacked = any(choice.library.endswith("_prepacked") for choice in choices)
         chosen = rx.VirtualMachine(rx.build(mod))["main"]
         blas_only = rx.VirtualMachine(rx.build(mod, pipeline=openblas_only_pipeline()))["main"]
         for n in sizes:
@@ -127,8 +132,12 @@ def run_workloads(sizes, rounds: int, budget: float) -> None:
             for _ in range(rounds):   # alternate, keep each side's best median: load comes and goes
                 off = min(off, median_ms(lambda: blas_only(*inputs), budget_s=budget, warmup_s=0.1))
                 on = min(on, median_ms(lambda: chosen(*inputs), budget_s=budget, warmup_s=0.1))
-            rows.append([name, str(n), ",".join(sorted({gemm_library.variant(n, 0, policy=gemm_library.WITH_BLAS, n=w)
-                                                         for w in widths[name]})),
+            if prepacked:   # bound weights: the prepacked entries' run-time choice
+                variant = gemm_library.prepacked_variant(n, gemm_library.WITH_BLAS)
+            else:
+                variant = ",".join(sorted({gemm_library.variant(n, 0, policy=gemm_library.WITH_BLAS, n=w)
+                                           for w in widths[name]}))
+            rows.append([name, str(n), variant,
                          f"{off:.3f}", f"{on:.3f}", f"{off / on:.2f}x"])
             print("  ".join(rows[-1]), flush=True)
     print(format_table(["workload", "n", "variant", "openblas only ms", "with choice ms", "gain"], rows))
@@ -160,6 +169,7 @@ def main() -> None:
     blas_nn, blas_nt = blas_address("rs_sgemm_native"), blas_address("rs_sgemm_nt_native")
     if blas_nn is None:
         sys.exit("OpenBLAS is not available: nothing to compare against")
+    prepacked = native(gemm_library.native_address("rs_gen_sgemm_prepacked_native"))
     peers = {False: (native(gemm_library.native_address("rs_gen_sgemm_native")), native(blas_nn)),
              True: (native(gemm_library.native_address("rs_gen_sgemm_nt_native")), native(blas_nt))}
     cases = [(label, m, k, n, nt) for label, k, n, nt in SHAPES for m in args.rows]
@@ -174,24 +184,33 @@ def main() -> None:
         b = weights[-1]
         c_gen, c_blas = np.empty((m, n), np.float32), np.empty((m, n), np.float32)
         generated, blas = peers[nt]
-        best_gen = best_blas = float("inf")
+        packed = None if nt else [pack_weight(w, params.nr) for w in weights]
+        c_pre = np.empty((m, n), np.float32)
+        best_gen = best_blas = best_pre = float("inf")
         for _ in range(args.rounds):
             best_gen = min(best_gen, time_call(generated, a, weights, c_gen, m, n, k, args.threads))
             best_blas = min(best_blas, time_call(blas, a, weights, c_blas, m, n, k, args.threads))
+            if packed is not None:
+                best_pre = min(best_pre, time_call(prepacked, a, packed, c_pre, m, n, k, args.threads))
         for fn, c in ((generated, c_gen), (blas, c_blas)):   # both on the same weight for the check
             fn((ctypes.c_void_p * 3)(a.ctypes.data, b.ctypes.data, c.ctypes.data),
                (ctypes.c_int64 * 5)(m, n, k, args.threads, 0))
         np.testing.assert_allclose(c_gen, c_blas, rtol=1e-3, atol=1e-3 * np.sqrt(k))
+        if packed is not None:
+            prepacked((ctypes.c_void_p * 3)(a.ctypes.data, packed[-1].ctypes.data, c_pre.ctypes.data),
+                      (ctypes.c_int64 * 5)(m, n, k, args.threads, 0))
+            np.testing.assert_allclose(c_pre, c_blas, rtol=1e-3, atol=1e-3 * np.sqrt(k))
         gflop = 2.0 * m * n * k / 1e9
         rows.append([label, str(m), gemm_library.variant(m, args.threads, n=n), f"{best_gen:.3f}",
                      f"{best_blas:.3f}", f"{gflop / best_gen * 1e3:.1f}", f"{gflop / best_blas * 1e3:.1f}",
-                     f"{best_blas / best_gen:.2f}"])
+                     f"{best_blas / best_gen:.2f}",
+                     "-" if packed is None else f"{best_pre:.3f}", "-" if packed is None else f"{best_blas / best_pre:.2f}"])
         print("  ".join(rows[-1]), flush=True)
     print(f"\n{'cold' if args.cold else 'warm'} weights, {args.threads} threads, "
           f"{'thread CPU time' if args.cpu_time else 'wall time'}; load average now "
           f"{os.getloadavg()[0]:.2f}")
     print(format_table(["matmul", "m", "variant", "generated ms", "openblas ms", "gen GFLOP/s",
-                        "blas GFLOP/s", "gen speedup"], rows))
+                        "blas GFLOP/s", "gen speedup", "prepacked ms", "prepacked speedup"], rows))
 
 
 if __name__ == "__main__":

@@ -1,18 +1,23 @@
 """Library entries of the generated fp32 GEMM (``backends/c/gemm``), as the graph level sees them:
 their names and how many rows the generated code keeps beside OpenBLAS, without importing a
 target folder from ``relaxscript`` (tests/test_target_boundary.py). Importing this module
-registers the entries (``generated.sgemm``, ``generated.sgemm_nt``, ``generated.sgemm_bias``)."""
+registers the entries (``generated.sgemm``, ``generated.sgemm_nt``, ``generated.sgemm_bias`` and, for a
+constant weight packed at build time, ``generated.sgemm_prepacked``, ``generated.sgemm_bias_prepacked``)."""
 from __future__ import annotations
 
 import functools
 
 from .c.gemm import library as _gemm_library
 from .c.gemm.driver import ALIAS_BYTES as _ALIAS_BYTES
+from .c.gemm.driver import PREPACKED_ROWS  # noqa: F401 - rows a prepacked weight runs on its panels
 from .c.gemm.driver import skinny_limit as _skinny_limit
 
 SGEMM = _gemm_library.SGEMM
 SGEMM_NT = _gemm_library.SGEMM_NT
 SGEMM_BIAS = _gemm_library.SGEMM_BIAS
+SGEMM_PREPACKED = _gemm_library.SGEMM_PREPACKED
+SGEMM_BIAS_PREPACKED = _gemm_library.SGEMM_BIAS_PREPACKED
+PREPACKED = (SGEMM_PREPACKED, SGEMM_BIAS_PREPACKED)
 
 
 @functools.lru_cache(maxsize=None)
@@ -36,3 +41,11 @@ def skinny_rows(width=None) -> int | None:
     if isinstance(width, int):
         return _skinny_limit(width, params)
     return min(_skinny_limit(w, params) for w in (1, _ALIAS_BYTES // 4))   # the smaller of its two values
+
+
+def pack_constant_weight(weight):
+    """A constant ``(k, n)`` float32 weight in the panels ``generated.sgemm[_bias]_prepacked`` read
+    (this machine's panel width), or None without a C compiler."""
+    from .c.gemm.prepacked import pack_weight
+    params = _params()
+    return None if params is None else pack_weight(weight, params.nr)

@@ -86,7 +86,8 @@ def test_without_blas_every_matmul_gets_the_generated_kernel(monkeypatch):
 @pytest.fixture
 def numpy_calls(monkeypatch):
     calls = []
-    for name in ("generated.sgemm", "generated.sgemm_bias", "generated.sgemm_nt"):
+    for name in ("generated.sgemm", "generated.sgemm_bias", "generated.sgemm_nt", "generated.sgemm_prepacked",
+                 "generated.sgemm_bias_prepacked"):
         entry = get_library(name)
 
         def counted(*args, _impl=entry.numpy_impl, _name=name):
@@ -112,3 +113,66 @@ def test_c_build_equals_the_interpreter_across_the_run_time_boundaries(no_blas, 
                     rng.standard_normal(8).astype(np.float32)]
             np.testing.assert_allclose(vm["main"](*args), rx.interpret(module, "main", *args), rtol=1e-4, atol=1e-4)
     assert numpy_calls == []    # the VM called the native entries
+
+
+def _bound(rows: str, bias: bool, seed: int = 0):
+    """``_module`` with its weight and bias bound as constants, and their values."""
+    rng = np.random.default_rng(seed)
+    weight = rng.standard_normal((16, 8)).astype(np.float32)
+    bias_value = rng.standard_normal(8).astype(np.float32)
+    mod = rx.transform.BindParams("main", {"w": weight, "b": bias_value})(rx.from_source(_module(rows, bias=bias)))
+    return mod, weight, bias_value
+
+
+@pytest.mark.parametrize("bias", [False, True])
+def test_constant_weight_is_packed_once_for_the_prepacked_entry(bias):
+    """Before/Expected: a bound weight goes to generated.sgemm[_bias]_prepacked whatever the rows,
+    with the weight replaced by its packed panels; a weight passed at run time does not."""
+    from backends.c.gemm.prepacked import pack_weight
+    from backends.library_gemm import pack_constant_weight
+    from relaxscript.expr import Constant
+    for rows in ('"n"', "1", "64"):
+        mod, weight, _ = _bound(rows, bias)
+        after = DispatchLibrary()(mod)
+        (binding,) = after["main"].body.blocks[0].bindings
+        library, operands = binding.value.args[0].global_symbol, binding.value.args[1].fields
+        assert library == ("generated.sgemm_bias_prepacked" if bias else "generated.sgemm_prepacked")
+        assert isinstance(operands[1], Constant) and isinstance(operands[2], Constant)
+        np.testing.assert_array_equal(operands[1].data, pack_constant_weight(weight))
+        np.testing.assert_array_equal(operands[1].data, pack_weight(weight, operands[1].data.shape[-1]))
+        np.testing.assert_array_equal(operands[2].data, weight)   # beside it, for OpenBLAS's rows
+        assert len(operands) == (4 if bias else 3)
+        (choice,) = gemm_dispatch_report(mod)
+        assert "constant weight" in choice.reason
+    (choice,) = gemm_dispatch_report(rx.from_source(_module('"n"', bias=bias)))
+    assert "prepacked" not in choice.library
+
+
+@needs_blas
+def test_constant_weight_with_rows_provably_above_the_prepacked_limit_goes_to_openblas_unpacked():
+    from backends.c.gemm.driver import PREPACKED_ROWS
+    for rows, library in ((PREPACKED_ROWS, "generated.sgemm_prepacked"), (PREPACKED_ROWS + 1, "openblas.sgemm")):
+        mod, weight, _ = _bound(str(rows), bias=False)
+        (binding,) = DispatchLibrary()(mod)["main"].body.blocks[0].bindings
+        assert binding.value.args[0].global_symbol == library
+        if library.startswith("openblas"):
+            np.testing.assert_array_equal(binding.value.args[1].fields[1].data, weight)   # not packed
+
+
+def test_prepacked_c_build_equals_numpy_across_the_run_time_boundaries(numpy_calls):
+    """A bound weight's C build (the prepacked entry's native call) at the row counts where its
+    paths change: one row, one register tile and one more, A packed, OpenBLAS from PREPACKED_ROWS
+    + 1 rows (the generated kernel's row split over threads from 2 * mc is reached only without
+    BLAS: test_prepacked.py)."""
+    from backends.c.gemm.driver import PREPACKED_ROWS
+    from backends.c.gemm.params import gemm_params
+    p = gemm_params()
+    mod, weight, bias = _bound('"n"', bias=True, seed=1)
+    vm = rx.VirtualMachine(rx.build(mod, target="c"))
+    rng = np.random.default_rng(2)
+    for n in (1, 2, p.mr, p.mr + 1, p.skinny_rows + 1, PREPACKED_ROWS, PREPACKED_ROWS + 1, 2 * p.mc + 1):
+        x = rng.standard_normal((n, 16)).astype(np.float32)
+        expected = x.astype(np.float64) @ weight + bias
+        np.testing.assert_allclose(vm["main"](x), expected, rtol=1e-4, atol=1e-4)
+        np.testing.assert_allclose(rx.interpret(mod, "main", x), expected, rtol=1e-4, atol=1e-4)
+    assert numpy_calls == []

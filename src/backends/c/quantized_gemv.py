@@ -190,6 +190,8 @@ def gemv_source(symbol: str, fmt: str, rows: int, cols: int, roles: dict[str, in
     the rounded values."""
     from .quantized_gemv_int8 import (ACTIVATION_FORMATS, activation_codes_c, group_of, int8_dot_enabled,
                                       int8_region_c)
+    from .quantized_gemv_rows import fits_row_walk, row_walk_enabled, rows_region_c
+    from .quantized_gemv_rows_q8 import q8_rows_region_c
     if activations is not None and activations not in ACTIVATION_FORMATS:
         raise ValueError(f"quantized gemv: unsupported activation format {activations!r} "
                          f"(have {list(ACTIVATION_FORMATS)})")
@@ -325,8 +327,17 @@ def gemv_source(symbol: str, fmt: str, rows: int, cols: int, roles: dict[str, in
         rounded = activation_codes_c(rows, "x_in") + ["  const float* restrict x = xq;"]
         if int8_dot_enabled() and features.name in ("avx2", "avx512"):
             int8_tile = columns_per_tile(cols, group_of(fmt), features.l1d_bytes)
-            region = int8_region_c(fmt, rows, cols, int8_tile, PARALLEL_MIN_WEIGHTS, epilogue is not None, finish)
-            kernel = [*rounded, "#ifdef __AVX2__", *region, "#else", *float_body, "#endif"]
+            if fmt != "q8_0" and fits_row_walk(cols, features.l1d_bytes) and row_walk_enabled():
+                # the row walk rounds each block in the thread that reads it
+                region = rows_region_c(fmt, rows, cols, PARALLEL_MIN_WEIGHTS, epilogue is not None, finish, int8_tile)
+                kernel = ["#ifdef __AVX2__", *region, "#else", *rounded, *float_body, "#endif"]
+            else:
+                if fmt == "q8_0" and row_walk_enabled():
+                    region = q8_rows_region_c(rows, cols, PARALLEL_MIN_WEIGHTS, epilogue is not None, finish)
+                else:
+                    region = int8_region_c(fmt, rows, cols, int8_tile, PARALLEL_MIN_WEIGHTS, epilogue is not None,
+                                           finish)
+                kernel = [*rounded, "#ifdef __AVX2__", *region, "#else", *float_body, "#endif"]
         else:
             kernel = [*rounded, *float_body]
     return "\n".join([*lines, *kernel, "  return 0;", "}"])

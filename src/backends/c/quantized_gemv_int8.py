@@ -47,9 +47,26 @@ def group_of(fmt: str) -> int:
     return Q8_GROUP if fmt == "q8_0" else GROUP
 
 
+def block_rounding_c(xb: str, store: str, indent: str) -> list[str]:
+    """C lines rounding the 32 values at ``xb`` to their codes exactly as the op defines them
+    (float32 ops; ``nearbyintf`` is round-half-even in the default rounding mode): declare the
+    block's scale ``d`` and code sum ``s``, and run ``store`` (a statement reading ``r`` and the
+    code ``q``, a float) for each value."""
+    return [indent + line for line in (
+        "float amax = 0.0f;",
+        f"for (int64_t r = 0; r < {BLOCK}; ++r) {{ const float a = fabsf({xb}[r]); amax = a > amax ? a : amax; }}",
+        "const float inv = amax > 0.0f ? 127.0f / amax : 0.0f;",
+        "const float d = amax * (1.0f / 127.0f);",
+        "int32_t s = 0;",
+        f"for (int64_t r = 0; r < {BLOCK}; ++r) {{",
+        f"  const float q = nearbyintf({xb}[r] * inv);",
+        f"  {store} s += (int32_t)q;",
+        "}")]
+
+
 def activation_codes_c(rows: int, x_pointer: str) -> list[str]:
-    """C lines computing the input's codes exactly as the op defines them (float32 ops,
-    ``nearbyintf`` is round-half-even in the default rounding mode)."""
+    """C lines computing the input's codes ``qx``, per-block scale ``dx`` and code sum ``qsum``,
+    and the rounded values ``xq`` (for the float kernel)."""
     blocks = rows // BLOCK
     return [
         f"  int8_t qx[{rows}] __attribute__((aligned(32)));",
@@ -58,15 +75,7 @@ def activation_codes_c(rows: int, x_pointer: str) -> list[str]:
         f"  int32_t qsum[{blocks}];",
         f"  for (int64_t b = 0; b < {blocks}; ++b) {{",
         f"    const float* xb = {x_pointer} + b * {BLOCK};",
-        "    float amax = 0.0f;",
-        f"    for (int64_t r = 0; r < {BLOCK}; ++r) {{ const float a = fabsf(xb[r]); amax = a > amax ? a : amax; }}",
-        "    const float inv = amax > 0.0f ? 127.0f / amax : 0.0f;",
-        "    const float d = amax * (1.0f / 127.0f);",
-        "    int32_t s = 0;",
-        f"    for (int64_t r = 0; r < {BLOCK}; ++r) {{",
-        "      const float q = nearbyintf(xb[r] * inv);",
-        f"      qx[b * {BLOCK} + r] = (int8_t)q; xq[b * {BLOCK} + r] = q * d; s += (int32_t)q;",
-        "    }",
+        *block_rounding_c("xb", f"qx[b * {BLOCK} + r] = (int8_t)q; xq[b * {BLOCK} + r] = q * d;", "    "),
         "    dx[b] = d; qsum[b] = s;",
         "  }",
     ]

@@ -30,8 +30,9 @@ from tensorir.arith import Analyzer
 from tensorir.dispatch import handles
 
 import backends.library_blas as blas_library
+import backends.library_gemm as gemm_library
 
-from ..expr import Call, DataflowBlock, DataflowVar, Expr, Function, Op, SeqExpr, Var, VarBinding
+from ..expr import Call, Constant, DataflowBlock, DataflowVar, Expr, Function, Op, SeqExpr, Var, VarBinding
 from ..expr_functor import ExprVisitor, PassMutator
 from ..irmodule import IRModule
 from ..op import call_dps_library
@@ -177,7 +178,10 @@ def _choose(kind: str):
         weight = match.sinfo("b").shape
         width = weight[0] if kind == "sgemm_nt" else weight[-1]
         width = int(width.value) if hasattr(width, "value") else None
-        return choose_gemm_library(kind, product_rows(match.sinfo("a").shape), analyzer, width)
+        weight_value = match.values["b"]
+        constant = (isinstance(weight_value, Constant) and weight_value.data.ndim == 2
+                    and weight_value.data.dtype == "float32")
+        return choose_gemm_library(kind, product_rows(match.sinfo("a").shape), analyzer, width, constant)
     return choose
 
 
@@ -354,6 +358,8 @@ class _Dispatcher(PassMutator):
             rows = product_rows(a.shape) if a.shape is not None else "?"
             self.choices.append(GemmChoice(self.function_name, binding.var.name_hint, str(rows), library, reason))
         args = [self.visit_expr(m.values[name]) for name in lib_pattern.args]
+        if library in gemm_library.PREPACKED:   # the constant weight packed once here, before itself
+            args.insert(1, Constant(gemm_library.pack_constant_weight(m.values["b"].data)))
         call = self.builder.normalize(call_dps_library(library, args, binding.var.struct_info))
         new_var = self._rebind(binding.var, call)
         if new_var is not binding.var:

@@ -5,6 +5,14 @@ records the answer with its reason (``GemmChoice``; ``gemm_dispatch_report`` lis
 module). The rule, from ``benchmarks/bench_gemm.py`` on the workloads' shapes (see
 ARCHITECTURE.md, "Generated fp32 GEMM"):
 
+- a weight that is a constant (``x @ W`` with ``W`` bound, as onnxruntime gets initializers): the
+  prepacked entry; DispatchLibrary packs ``W`` once at build time
+  (``backends.library_gemm.pack_constant_weight``) and passes the panels and ``W``; at run time up
+  to ``PREPACKED_ROWS`` rows run the generated kernel on the panels (no call packs B: 2 threads
+  1.0-3x OpenBLAS at 2..16 rows, level at 32..96), more run OpenBLAS on ``W`` (its micro-kernel
+  is 3-7% faster at 128..512 rows); rows provably above ``PREPACKED_ROWS`` skip the packing and
+  follow the rules below (OpenBLAS);
+
 - no BLAS on the target (scipy-openblas32 missing): the generated kernel, for every ``n``;
 - a weight read transposed (``x @ w.T``): OpenBLAS, whose kernels read ``w`` in place (the
   generated kernel packs it through strided writes);
@@ -27,12 +35,13 @@ from math import prod
 from backends import blas
 from backends import library_gemm as gemm_library
 from backends.library_blas import SGEMM, SGEMM_BIAS, SGEMM_NT
-from backends.library_gemm import skinny_rows
+from backends.library_gemm import PREPACKED_ROWS, skinny_rows
 from tensorir.arith import Analyzer
 
 BLAS_NAMES = {"sgemm": SGEMM, "sgemm_bias": SGEMM_BIAS, "sgemm_nt": SGEMM_NT}
 GENERATED_NAMES = {"sgemm": gemm_library.SGEMM, "sgemm_bias": gemm_library.SGEMM_BIAS,
                    "sgemm_nt": gemm_library.SGEMM_NT}
+PREPACKED_NAMES = {"sgemm": gemm_library.SGEMM_PREPACKED, "sgemm_bias": gemm_library.SGEMM_BIAS_PREPACKED}
 
 
 @dataclass(frozen=True)
@@ -49,10 +58,18 @@ def product_rows(a_shape) -> object:
     return prod(a_shape[:-1]) if len(a_shape) > 2 else a_shape[0]
 
 
-def choose_gemm_library(kind: str, rows, analyzer: Analyzer, width=None) -> tuple[str, str]:
+def choose_gemm_library(kind: str, rows, analyzer: Analyzer, width=None,
+                        constant_weight: bool = False) -> tuple[str, str]:
     """``(library, reason)`` for a matmul of ``kind`` ("sgemm", "sgemm_bias", "sgemm_nt") with
-    ``rows`` rows and output ``width`` (columns; an int when constant)."""
+    ``rows`` rows and output ``width`` (columns; an int when constant); ``constant_weight``: the
+    weight is a float32 ``Constant`` (bound parameters), which the prepacked entries take packed."""
     generated, library = GENERATED_NAMES[kind], BLAS_NAMES[kind]
+    lo, hi = analyzer.const_int_bound(rows)
+    always_blas = blas.backend() == "openblas" and lo is not None and lo > PREPACKED_ROWS
+    if constant_weight and kind in PREPACKED_NAMES and skinny_rows(width) is not None and not always_blas:
+        return PREPACKED_NAMES[kind], (f"constant weight: packed once at build time into the generated kernel's "
+                                       f"panels, so no call packs it; at run time up to {PREPACKED_ROWS} rows "
+                                       f"run on the panels, more on OpenBLAS with the weight itself")
     if blas.backend() != "openblas":
         return generated, "no BLAS on this target: the generated kernel serves every n"
     skinny = skinny_rows(width)
@@ -60,7 +77,6 @@ def choose_gemm_library(kind: str, rows, analyzer: Analyzer, width=None) -> tupl
         return library, "the generated kernel cannot be built here (no C compiler)"
     if kind == "sgemm_nt":
         return library, "weight read transposed: OpenBLAS reads it in place, the generated kernel would pack it"
-    lo, hi = analyzer.const_int_bound(rows)
     if hi is not None and hi <= 1:
         return generated, "one row: the generated GEMV streams the weight once, no packing"
     if lo is not None and lo > skinny:

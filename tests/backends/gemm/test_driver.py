@@ -149,3 +149,16 @@ def test_skinny_row_tiles_over_chunks_of_the_width(which):
             assert variant_for(m, params, 2) == "skinny"
             for threads in (1, 2):
                 _run(m, n, 2 * SKINNY_KC + 3, False, ("bias", "residual"), "relu", threads, params, m)
+
+
+@pytest.mark.parametrize("which", ["machine", "small"])
+@pytest.mark.parametrize("threads", [1, 2])
+def test_skinny_reads_b_in_place_up_to_one_register_tile_then_packs_it(which, threads):
+    """The skinny variant reads B in place for up to mr rows (one register tile) and packs it from
+    mr + 1 rows: both sides of that boundary, and the last skinny row count, with widths no panel
+    divides and k over two kc blocks, equal NumPy."""
+    params = PARAMS if which == "machine" else SMALL
+    for m in (params.mr, params.mr + 1, params.skinny_rows):
+        assert variant_for(m, params, threads) == "skinny"
+        _run(m, params.nr * 3 + 5, params.kc + 9, False, ("bias", "residual"), "silu", threads, params, m)
+        _run(m, params.skinny_nc + params.nr + 1, 2 * params.kc + 1, False, (), "none", threads, params, m + 1)

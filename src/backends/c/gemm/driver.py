@@ -9,9 +9,10 @@ Variants, chosen per call by the actual ``m`` (the symbolic row count, ``n`` tok
 
 - **skinny** (``m <= skinny_rows``, 16 with a 32 KiB L1): A is not packed; the micro-kernel
   reads its rows in place (``m x kc`` floats stay in L1 beside the B panel, so packing would
-  only add a copy as large as the product's reads). B is packed ``kc`` rows at a time in
-  chunks of L2's size, reading each row as one contiguous run, so one pass over the weight
-  serves every row of A. Threads split the columns.
+  only add a copy as large as the product's reads). While one register tile covers the rows
+  (``m <= mr``) B is read in place too, streamed once; with more rows B is packed ``kc`` rows
+  at a time in chunks of L2's size (each row read as one contiguous run) and the row tiles
+  re-read each packed panel from L1. Threads split the columns.
 - **medium** (``skinny_rows < m < threads * mc``): A and B packed (Goto/BLIS loops
   ``jc -> pc -> ic -> jr -> ir``); threads split the columns, each packing the whole (small)
   A block itself rather than waiting at a barrier for a shared one.
@@ -28,10 +29,20 @@ from __future__ import annotations
 from dataclasses import replace
 
 from .gemv import emit_gemv
-from .microkernel import emit_microkernel, vector_typedefs
+from .microkernel import emit_microkernel, vector_type, vector_typedefs
 from .params import GemmParams
 
 ACTIVATIONS = {"none": 0, "relu": 1, "silu": 2}
+# rs_gen_gemm's trans_b for a B packed at build time into panels (prepacked.py)
+B_PREPACKED = 2
+# Most rows a prepacked weight serves beside OpenBLAS (policy WITH_BLAS, the unpacked weight kept
+# too): one thread, thread CPU time, the six workload shapes, prepacked / OpenBLAS's sgemm: 32 rows
+# 0.95-1.13x, 64 0.98-1.10x, 96 0.98-1.08x, 128 0.96-1.0x, 512 0.93-0.97x (the whole workloads at
+# n = 128/512 0.92-0.98x on a loaded machine); from there OpenBLAS's micro-kernel is the faster.
+PREPACKED_ROWS = 64
+# Prepacked panels one row of A reads at once (separate sequential streams; see row_panels). One
+# thread, CPU time, MLP weights from memory: 1 panel at a time 0.67-0.77 ms, 4 at once 0.51-0.56, 8 0.54-0.55
+PANEL_STREAMS = 4
 # x86's L1 is indexed by the address bits inside a 4 KiB page: rows a multiple of this apart
 # fall into the same cache sets
 ALIAS_BYTES = 4096
@@ -40,12 +51,14 @@ ALIAS_BYTES = 4096
 # 4 rows, 0.97-1.33x at 8, 0.61-0.99x at 12 and 0.79-0.92x at 16 (OpenBLAS's own tiles are 4
 # rows, so it is slower at 9..11 and 13..15; not kept: one rule, no parity games).
 ALIASED_ROWS = 8
-# Most rows the skinny variant keeps beside OpenBLAS at all: with 2 threads (wall time, weights in
-# cache, quiet machine, bench_gemm.py over the 7 workload shapes) it was 1.2-3.4x OpenBLAS at 2
-# rows and 1.1-1.9x at 4 on 5 of 7 shapes, but 0.46-1.15x at 8, 0.31-1.04x at 12 and 0.24-0.78x
-# at 16: its split of B's columns over the team scales worse than OpenBLAS's (the one-thread
-# numbers above do not show it).
-BLAS_SKINNY_ROWS = 4
+# Most rows the skinny variant keeps beside OpenBLAS at all. Session 5 (B packed once a thread's
+# rows need more than one register tile, see block_skinny), 2 threads, best of 30 interleaved calls
+# on a loaded machine (load average 2.5-4): 1.24-2.24x OpenBLAS at 5 rows, 1.32-1.91x at 6 and
+# 1.22-1.51x at 7 on the six workload shapes, 0.88-1.12x at 8; one thread, thread CPU time:
+# 0.85-1.10x at 8..16. OpenBLAS's register tile spans 4 of our rows (it computes the transposed
+# product), so 5..7 rows leave its tiles ragged while 8, 12 and 16 fill them; there the two are
+# level and OpenBLAS keeps them (a weight packed once at build time changes that: prepacked.py).
+BLAS_SKINNY_ROWS = 7
 # 2 * m * n * k below this: one thread (a parallel region costs ~5-10 us on this class of machine)
 MIN_FLOPS_TO_SPLIT = 1 << 21
 # Rows of B the skinny variant streams at once (contiguous runs, one per row, swept across the
@@ -62,7 +75,8 @@ def _row_kernels(params: GemmParams) -> str:
     out, packed_cases, sweep_cases = [], [], []
     for rows in range(1, params.mr + 1):
         tile = replace(params, mr=rows)
-        out.append(emit_microkernel(f"rs_gemm_kernel_rows{rows}", tile, a_packed=False, b_packed=True))
+        out.append(emit_microkernel(f"rs_gemm_kernel_rows{rows}", tile, a_packed=False, b_packed=True,
+                                    prefetch_c=True))
         out.append(emit_microkernel(f"rs_gemm_kernel_rows{rows}_direct_b", tile, a_packed=False, b_packed=False))
         out.append(f"static void sweep_rows{rows}(int kc, const float* a, int lda, const float* b, int ldb, "
                    f"float* c, int ldc, int w, int acc) {{\n"
@@ -107,6 +121,7 @@ def variant_for(m: int, params: GemmParams, threads: int, blas: bool = False, n:
 def emit_gemm_library(params: GemmParams) -> str:
     """The whole translation unit: micro-kernels, packing, drivers and the VM's native entries."""
     mr, nr, kc, mc, nc = params.mr, params.nr, params.kc, params.mc, params.nc
+    vt, lanes, broadcast = vector_type(params), params.lanes, ", ".join(["s"] * params.lanes)
     return f"""/* generated fp32 GEMM: {params.describe()} */
 #include <stddef.h>
 #include <stdint.h>
@@ -126,12 +141,17 @@ def emit_gemm_library(params: GemmParams) -> str:
 #define BLAS_SKINNY_ROWS {BLAS_SKINNY_ROWS}
 #define SKINNY_NC {params.skinny_nc}
 #define SKINNY_KC {SKINNY_KC}
+#define SKINNY_DIRECT_ROWS {params.mr}
 #define SKINNY_CHUNK {skinny_chunk_cols(params)}
 #define MIN_FLOPS_TO_SPLIT {MIN_FLOPS_TO_SPLIT}L
 /* elements of c from which a pass over it (bias fill, epilogue) is shared by the team */
 #define EPILOGUE_SPLIT_ELEMENTS (1L << 15)
+#define B_PREPACKED {B_PREPACKED}
+#define PREPACKED_ROWS {PREPACKED_ROWS}
+#define PANEL_STREAMS {PANEL_STREAMS}
+#define NRV {params.vectors_per_row}
 
-{emit_microkernel("rs_gemm_kernel_packed", params)}
+{emit_microkernel("rs_gemm_kernel_packed", params, prefetch_c=True)}
 {_row_kernels(params)}
 static int* rs_team_cell;
 void rs_bind_team(int* cell) {{ rs_team_cell = cell; }}
@@ -244,8 +264,11 @@ static int has_epilogue(const epilogue_t* e) {{ return e->bias != NULL || e->res
 /* one thread's share: rows [i0, i0+h) x columns [j0, j0+w) of c, A read in place (skinny) */
 static int block_skinny(long h, long w, long k, const float* a, const float* b, int trans_b, float* c,
                         long n, long i0, long j0, const epilogue_t* e) {{
-  if (!trans_b) {{
-    /* B read in place: SKINNY_KC rows at a time, each swept left to right across the thread's
+  if (!trans_b && h <= SKINNY_DIRECT_ROWS) {{
+    /* One register tile covers the rows: each B vector serves all of them once, so B is read
+       where it lies. (With several row tiles, below, B is packed: reading it in place, 2 threads
+       ran 0.6-0.8x OpenBLAS at 12 and 16 rows of 1408x512, packed 1.0x.)
+       B read in place: SKINNY_KC rows at a time, each swept left to right across the thread's
        columns (that many contiguous streams, which the prefetchers follow), accumulating into c.
        One call per row tile sweeps a run of panels (a call per panel cost more than its few k
        steps). With several row tiles the sweep goes in chunks of SKINNY_CHUNK columns, whose
@@ -278,7 +301,7 @@ static int block_skinny(long h, long w, long k, const float* a, const float* b, 
     }}
     return 0;
   }}
-  /* b is (n x k): pack kc x SKINNY_NC chunks, reading each of its rows as one contiguous run */
+  /* B packed in kc x SKINNY_NC chunks, reading each of its rows as one contiguous run */
   float* bp = grow(&rs_pack_b, &rs_pack_b_cap, (size_t)KC * SKINNY_NC);
   if (bp == NULL) return -1;
   for (long jc = 0; jc < w; jc += SKINNY_NC) {{
@@ -286,7 +309,7 @@ static int block_skinny(long h, long w, long k, const float* a, const float* b, 
     for (long pc = 0; pc < k; pc += KC) {{
       const int kcb = (int)min_long(KC, k - pc);
       const int last = pc + kcb >= k;
-      pack_b(kcb, wc, b, k, 1, pc, j0 + jc, bp);
+      pack_b(kcb, wc, b, trans_b ? k : n, trans_b, pc, j0 + jc, bp);
       for (int jr = 0; jr < wc; jr += NR) {{
         const int cols = wc - jr < NR ? wc - jr : NR;
         for (long ir = 0; ir < h; ir += MR) {{
@@ -315,8 +338,12 @@ static int block_packed(long h, long w, long k, const float* a, const float* b, 
       const int kcb = (int)min_long(KC, k - pc);
       const int last = pc + kcb >= k;
       pack_b(kcb, wc, b, trans_b ? k : n, trans_b, pc, j0 + jc, bp);
-      for (long ic = 0; ic < h; ic += MC) {{
-        const int hc = (int)min_long(MC, h - ic);
+      /* row blocks of at most MC evened out in whole MR (a ragged last block of a few rows would
+         cost a whole pass over the packed B for little work) */
+      const long blocks = (h + MC - 1) / MC, tiles = (h + MR - 1) / MR;
+      for (long q = 0; q < blocks; ++q) {{
+        const long ic = tiles * q / blocks * MR;
+        const int hc = (int)(min_long(h, tiles * (q + 1) / blocks * MR) - ic);
         pack_a(kcb, hc, a, k, i0 + ic, pc, ap);
         for (int jr = 0; jr < wc; jr += NR) {{
           const int cols = wc - jr < NR ? wc - jr : NR;
@@ -335,6 +362,114 @@ static int block_packed(long h, long w, long k, const float* a, const float* b, 
     }}
   }}
   return 0;
+}}
+
+/* One row of A against PANEL_STREAMS whole prepacked panels at once, over all k: that many
+   sequential streams of B (one stream, a panel at a time, ran 2x slower than the GEMV's eight on
+   weights streamed from memory), PANEL_STREAMS * NR/lanes accumulators. c = the panels' columns. */
+static void row_panels(long k, const float* restrict a, const float* restrict panel, long ldp, float* restrict c) {{
+  {vt} acc[PANEL_STREAMS][NRV];
+  for (int g = 0; g < PANEL_STREAMS; ++g) for (int v = 0; v < NRV; ++v) acc[g][v] = ({vt}){{0}};
+  for (long p = 0; p < k; ++p) {{
+    const float s = a[p];
+    const {vt} sv = ({vt}){{{broadcast}}};
+    for (int g = 0; g < PANEL_STREAMS; ++g)
+      for (int v = 0; v < NRV; ++v)
+        acc[g][v] += sv * {vt}_load(panel + g * ldp + p * NR + v * {lanes});
+  }}
+  for (int g = 0; g < PANEL_STREAMS; ++g)
+    for (int v = 0; v < NRV; ++v) {vt}_store(c + g * NR + v * {lanes}, acc[g][v]);
+}}
+
+/* B packed at build time (prepacked.py, a constant weight): panel q holds columns
+   [q*NR, q*NR+NR) as K x NR floats, k-major, zero-padded past n. One thread's share: rows
+   [i0, i0+h) x columns [j0, j0+w), j0 a multiple of NR. Nothing of B is packed per call; A is read
+   in place up to SKINNY_ROWS rows (one register tile's rows over the whole k at once: the panel
+   streams past once, no partial sums of c), else packed per (row block, kc block) with the row
+   blocks evened out in whole MR (a ragged last block would stream all of B again for few rows). */
+static int block_prepacked(long h, long w, long k, const float* a, const float* bp, float* c, long n, long i0,
+                           long j0, const epilogue_t* e) {{
+  const long ldp = k * NR;   /* floats per panel */
+  long jstart = 0;
+  if (h == 1) {{   /* groups of PANEL_STREAMS whole panels; the rest below */
+    const long groups = w / (PANEL_STREAMS * NR);
+    for (long q = 0; q < groups; ++q) {{
+      const long jr = q * PANEL_STREAMS * NR;
+      float* ct = c + i0 * n + j0 + jr;
+      row_panels(k, a + i0 * k, bp + (j0 + jr) / NR * ldp, ldp, ct);
+      if (has_epilogue(e))
+        apply_epilogue(ct, n, 1, PANEL_STREAMS * NR, e->bias == NULL ? NULL : e->bias + j0 + jr,
+                       e->residual == NULL ? NULL : e->residual + i0 * n + j0 + jr, e->act);
+    }}
+    jstart = groups * PANEL_STREAMS * NR;
+  }}
+  if (h <= SKINNY_ROWS) {{
+    const long kstep = h <= MR ? k : KC;
+    for (long pc = 0; pc < k; pc += kstep) {{
+      const int kcb = (int)min_long(kstep, k - pc);
+      const int last = pc + kcb >= k;
+      for (long jr = jstart; jr < w; jr += NR) {{
+        const int cols = (int)min_long(NR, w - jr);
+        const float* panel = bp + (j0 + jr) / NR * ldp + pc * NR;
+        for (long ir = 0; ir < h; ir += MR) {{
+          const int rows = (int)min_long(MR, h - ir);
+          float* ct = c + (i0 + ir) * n + j0 + jr;
+          kernel_rows(rows, kcb, a + (i0 + ir) * k + pc, (int)k, panel, ct, (int)n, cols, pc > 0);
+          if (last && has_epilogue(e))
+            apply_epilogue(ct, n, rows, cols, e->bias == NULL ? NULL : e->bias + j0 + jr,
+                           e->residual == NULL ? NULL : e->residual + (i0 + ir) * n + j0 + jr, e->act);
+        }}
+      }}
+    }}
+    return 0;
+  }}
+  float* ap = grow(&rs_pack_a, &rs_pack_a_cap, (size_t)KC * MC);
+  if (ap == NULL) return -1;
+  const long blocks = (h + MC - 1) / MC, tiles = (h + MR - 1) / MR;
+  for (long pc = 0; pc < k; pc += KC) {{   /* a kc slab of B (in L3) serves every row block */
+    const int kcb = (int)min_long(KC, k - pc);
+    const int last = pc + kcb >= k;
+    for (long q = 0; q < blocks; ++q) {{
+      const long ic = tiles * q / blocks * MR, hc = min_long(h, tiles * (q + 1) / blocks * MR) - ic;
+      pack_a(kcb, (int)hc, a, k, i0 + ic, pc, ap);
+      for (long jr = 0; jr < w; jr += NR) {{
+        const int cols = (int)min_long(NR, w - jr);
+        const float* panel = bp + (j0 + jr) / NR * ldp + pc * NR;
+        for (long ir = 0; ir < hc; ir += MR) {{
+          const int rows = (int)min_long(MR, hc - ir);
+          float* ct = c + (i0 + ic + ir) * n + j0 + jr;
+          rs_gemm_kernel_packed(kcb, ap + ir * kcb, panel, ct, (int)n, rows, cols, pc > 0);
+          if (last && has_epilogue(e))
+            apply_epilogue(ct, n, rows, cols, e->bias == NULL ? NULL : e->bias + j0 + jr,
+                           e->residual == NULL ? NULL : e->residual + (i0 + ic + ir) * n + j0 + jr, e->act);
+        }}
+      }}
+    }}
+  }}
+  return 0;
+}}
+
+/* c = act(a @ B + bias + residual) with B prepacked (block_prepacked); threads split the columns in
+   whole panels, or the rows in whole MR tiles once each thread has MC of them */
+static int gemm_prepacked(long m, long n, long k, const float* a, const float* bp, float* c, const epilogue_t* e,
+                          int threads) {{
+  if (2.0 * m * n * k < MIN_FLOPS_TO_SPLIT) threads = 1;
+  const int by_rows = m >= (long)threads * MC;
+  const long col_units = (n + NR - 1) / NR, row_units = (m + MR - 1) / MR;
+  const int parts = (int)min_long(threads, by_rows ? row_units : col_units);
+  int status = 0;
+  #pragma omp parallel num_threads(parts) if(parts > 1) reduction(|:status)
+  {{
+    const int t = omp_get_thread_num(), count = omp_get_num_threads();
+    long i0 = 0, h = m, j0 = 0, w = n;
+    if (by_rows) {{
+      i0 = row_units * t / count * MR; h = min_long(m, row_units * (t + 1) / count * MR) - i0;
+    }} else {{
+      j0 = col_units * t / count * NR; w = min_long(n, col_units * (t + 1) / count * NR) - j0;
+    }}
+    if (h > 0 && w > 0) status |= block_prepacked(h, w, k, a, bp, c, n, i0, j0, e);
+  }}
+  return status;
 }}
 
 /* OpenBLAS through its shim (backends/blas_parallel.py's rs_sgemm), bound at load when the
@@ -366,6 +501,7 @@ int rs_gen_gemm(long m, long n, long k, const float* a, const float* b, int tran
   threads = team_threads(threads);
   if (m <= 0 || n <= 0) return 0;
   const epilogue_t e = {{bias, residual, act}};
+  if (trans_b == B_PREPACKED && k > 0) return gemm_prepacked(m, n, k, a, b, c, &e, threads);
   const int variant = rs_gen_gemm_variant(m, n, threads, policy);
   if (k <= 0 || variant == 3) {{
     /* Without a bias OpenBLAS writes c (beta = 0); with one, c starts as the bias and OpenBLAS adds
@@ -394,15 +530,16 @@ int rs_gen_gemm(long m, long n, long k, const float* a, const float* b, int tran
   if (variant == 4) return gemv(n, k, a, b, trans_b, c, &e, threads);
   if (2.0 * m * n * k < MIN_FLOPS_TO_SPLIT) threads = 1;
   int status = 0;
-  /* columns are split in whole NR panels; rows (large) in whole MC blocks */
+  /* columns are split in whole NR panels; rows (large) in whole MR tiles */
   const long col_units = (n + NR - 1) / NR, row_units = (m + MC - 1) / MC;
   const int parts = (int)min_long(threads, variant == 2 ? row_units : col_units);
   #pragma omp parallel num_threads(parts) if(parts > 1) reduction(|:status)
   {{
     const int t = omp_get_thread_num(), count = omp_get_num_threads();
     long i0 = 0, h = m, j0 = 0, w = n;
-    if (variant == 2) {{
-      i0 = row_units * t / count * MC; h = min_long(m, row_units * (t + 1) / count * MC) - i0;
+    if (variant == 2) {{   /* even shares in whole MR tiles (whole MC blocks left one thread 8 rows more at 512) */
+      const long tiles = (m + MR - 1) / MR;
+      i0 = tiles * t / count * MR; h = min_long(m, tiles * (t + 1) / count * MR) - i0;
     }} else {{
       j0 = col_units * t / count * NR; w = min_long(n, col_units * (t + 1) / count * NR) - j0;
     }}
@@ -411,6 +548,19 @@ int rs_gen_gemm(long m, long n, long k, const float* a, const float* b, int tran
                              : block_packed(h, w, k, a, b, trans_b, c, n, i0, j0, &e);
   }}
   return status;
+}}
+
+/* c = act(a @ B + bias + residual) with B prepacked, its unpacked form `b` (k x n) beside it (or
+   NULL): under policy 1 with OpenBLAS bound, more than PREPACKED_ROWS rows go to OpenBLAS on `b`
+   (one branch on m); fewer run the prepacked kernel. */
+int rs_gen_gemm_prepacked_variant(long m, int policy, int has_unpacked) {{
+  return policy == 1 && has_unpacked && rs_blas_gemm != NULL && m > PREPACKED_ROWS ? 3 : 5;
+}}
+int rs_gen_gemm_prepacked(long m, long n, long k, const float* a, const float* packed, const float* b, float* c,
+                          const float* bias, const float* residual, int act, int threads, int policy) {{
+  if (rs_gen_gemm_prepacked_variant(m, policy, b != NULL) == 3)
+    return rs_gen_gemm(m, n, k, a, b, 0, c, bias, residual, act, threads, 1);
+  return rs_gen_gemm(m, n, k, a, packed, B_PREPACKED, c, bias, residual, act, threads, policy);
 }}
 
 /* The VM's native calls (library.NativeCall): operands {{a, b[, bias], c}}, params
@@ -422,6 +572,15 @@ int rs_gen_sgemm_native(void* const* o, const int64_t* p) {{
 int rs_gen_sgemm_nt_native(void* const* o, const int64_t* p) {{
   return rs_gen_gemm(p[0], p[1], p[2], (const float*)o[0], (const float*)o[1], 1, (float*)o[2], NULL, NULL, 0,
                      (int)p[3], (int)p[4]);
+}}
+/* B prepacked (prepacked.py): operands {{a, packed b, b[, bias], c}}, the same params */
+int rs_gen_sgemm_prepacked_native(void* const* o, const int64_t* p) {{
+  return rs_gen_gemm_prepacked(p[0], p[1], p[2], (const float*)o[0], (const float*)o[1], (const float*)o[2],
+                               (float*)o[3], NULL, NULL, 0, (int)p[3], (int)p[4]);
+}}
+int rs_gen_sgemm_bias_prepacked_native(void* const* o, const int64_t* p) {{
+  return rs_gen_gemm_prepacked(p[0], p[1], p[2], (const float*)o[0], (const float*)o[1], (const float*)o[2],
+                               (float*)o[4], (const float*)o[3], NULL, 0, (int)p[3], (int)p[4]);
 }}
 int rs_gen_sgemm_bias_native(void* const* o, const int64_t* p) {{
   return rs_gen_gemm(p[0], p[1], p[2], (const float*)o[0], (const float*)o[1], 0, (float*)o[3],

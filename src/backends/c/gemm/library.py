@@ -19,12 +19,15 @@ from ... import blas
 from ...blas import native_params, product_dims
 from ...library import NativeCall, register_library
 from ..compiler import compile_shared
-from .driver import ACTIVATIONS, emit_gemm_library
+from .driver import ACTIVATIONS, B_PREPACKED, emit_gemm_library
 from .params import GemmParams, gemm_params
+from .prepacked import prepacked_dims, unpack_weight
 
 SGEMM = "generated.sgemm"
 SGEMM_NT = "generated.sgemm_nt"
 SGEMM_BIAS = "generated.sgemm_bias"
+SGEMM_PREPACKED = "generated.sgemm_prepacked"
+SGEMM_BIAS_PREPACKED = "generated.sgemm_bias_prepacked"
 
 _P, _L, _I = ctypes.c_void_p, ctypes.c_long, ctypes.c_int
 
@@ -40,6 +43,10 @@ def compiled(params: GemmParams | None = None) -> ctypes.CDLL:
     lib.rs_gen_gemm.restype = _I
     lib.rs_gen_gemm_variant.argtypes = [_L, _L, _I, _I]
     lib.rs_gen_gemm_variant.restype = _I
+    lib.rs_gen_gemm_prepacked.argtypes = [_L, _L, _L, _P, _P, _P, _P, _P, _P, _I, _I, _I]
+    lib.rs_gen_gemm_prepacked.restype = _I
+    lib.rs_gen_gemm_prepacked_variant.argtypes = [_L, _I, _I]
+    lib.rs_gen_gemm_prepacked_variant.restype = _I
     lib.rs_gen_bind_blas.argtypes = [_P]
     lib.rs_gen_bind_blas.restype = None
     if blas.backend() == "openblas":
@@ -48,7 +55,7 @@ def compiled(params: GemmParams | None = None) -> ctypes.CDLL:
     return lib
 
 
-VARIANTS = ("skinny", "medium", "large", "openblas", "gemv")
+VARIANTS = ("skinny", "medium", "large", "openblas", "gemv", "prepacked")
 GENERATED_ONLY, WITH_BLAS = 0, 1   # the run-time policy: see driver.py
 
 
@@ -56,6 +63,13 @@ def variant(m: int, threads: int = 0, params: GemmParams | None = None, policy: 
             n: int = 1) -> str:
     """The variant the compiled library runs for ``m`` rows of width ``n`` (asked of the C code)."""
     return VARIANTS[compiled(params).rs_gen_gemm_variant(m, n, threads, policy)]
+
+
+def prepacked_variant(m: int, policy: int = GENERATED_ONLY, has_unpacked: bool = True,
+                      params: GemmParams | None = None) -> str:
+    """What a prepacked weight's call runs for ``m`` rows: "prepacked", or "openblas" (on the
+    unpacked weight, policy WITH_BLAS, more than ``driver.PREPACKED_ROWS`` rows); asked of the C code."""
+    return VARIANTS[compiled(params).rs_gen_gemm_prepacked_variant(m, policy, int(has_unpacked))]
 
 
 def _checked(name: str, array: np.ndarray | None, shape: tuple | None = None) -> int | None:
@@ -71,16 +85,27 @@ def _checked(name: str, array: np.ndarray | None, shape: tuple | None = None) ->
 
 def gemm(a: np.ndarray, b: np.ndarray, c: np.ndarray, trans_b: bool = False, bias: np.ndarray | None = None,
          residual: np.ndarray | None = None, act: str = "none", threads: int = 0,
-         params: GemmParams | None = None, policy: int = GENERATED_ONLY) -> None:
+         params: GemmParams | None = None, policy: int = GENERATED_ONLY, prepacked: bool = False,
+         unpacked: np.ndarray | None = None) -> None:
     """``c = act(a @ op(b) + bias + residual)`` in place, through the generated kernel. ``a``'s leading
-    dims are flattened into rows as in ``backends.blas.sgemm``."""
+    dims are flattened into rows as in ``backends.blas.sgemm``. ``prepacked``: ``b`` is
+    ``prepacked.pack_weight``'s panels (of ``params.nr`` columns), ``unpacked`` (optional) the
+    ``(k, n)`` weight they were packed from, for OpenBLAS's share of the rows under WITH_BLAS."""
     if act not in ACTIVATIONS:
         raise ValueError(f"generated gemm: unknown activation {act!r} (known: {sorted(ACTIVATIONS)})")
-    m, n, k = product_dims(a.shape, b.shape, c.shape, trans_b=trans_b)
+    if prepacked:
+        m, n, k = prepacked_dims(a.shape, b.shape, c.shape, (gemm_params() if params is None else params).nr)
+    else:
+        m, n, k = product_dims(a.shape, b.shape, c.shape, trans_b=trans_b)
     ptrs = [_checked("a", a), _checked("b", b), _checked("c", c), _checked("bias", bias, (n,)),
             _checked("residual", residual, (m, n))]
-    status = compiled(params).rs_gen_gemm(m, n, k, ptrs[0], ptrs[1], int(trans_b), ptrs[2], ptrs[3], ptrs[4],
-                                          ACTIVATIONS[act], threads, policy)
+    if prepacked:
+        original = _checked("unpacked", unpacked, (k, n))
+        status = compiled(params).rs_gen_gemm_prepacked(m, n, k, ptrs[0], ptrs[1], original, ptrs[2], ptrs[3],
+                                                        ptrs[4], ACTIVATIONS[act], threads, policy)
+    else:
+        status = compiled(params).rs_gen_gemm(m, n, k, ptrs[0], ptrs[1], int(trans_b), ptrs[2], ptrs[3], ptrs[4],
+                                              ACTIVATIONS[act], threads, policy)
     if status != 0:
         raise MemoryError("generated gemm: cannot allocate its packing buffers")
 
@@ -143,3 +168,43 @@ register_library(SGEMM_NT, _sgemm_nt_numpy, dps=True, c=_sgemm_nt_numpy,
                  native=NativeCall(lambda: native_address("rs_gen_sgemm_nt_native"), _nt_params, "float32"))
 register_library(SGEMM_BIAS, _sgemm_bias_numpy, dps=True, c=_sgemm_bias_numpy,
                  native=NativeCall(lambda: native_address("rs_gen_sgemm_bias_native"), _bias_params, "float32"))
+
+
+def _check_unpacked(packed_shape: tuple, weight_shape: tuple, n: int) -> None:
+    if tuple(weight_shape) != (packed_shape[1], n):
+        raise ShapeMismatchError(f"generated sgemm (prepacked weight): the unpacked weight has shape "
+                                 f"{tuple(weight_shape)}, expected {(packed_shape[1], n)}")
+
+
+def _sgemm_prepacked_numpy(a, packed, weight, c) -> None:
+    prepacked_dims(a.shape, packed.shape, c.shape)
+    _check_unpacked(packed.shape, weight.shape, c.shape[-1])
+    _matrix(c)[...] = _matrix(a) @ weight
+
+
+def _sgemm_bias_prepacked_numpy(a, packed, weight, bias, c) -> None:
+    _check_bias(bias.shape, c.shape)
+    prepacked_dims(a.shape, packed.shape, c.shape)
+    _check_unpacked(packed.shape, weight.shape, c.shape[-1])
+    _matrix(c)[...] = _matrix(a) @ weight + bias.reshape(1, -1)
+
+
+def _prepacked_params(a_shape, packed_shape, weight_shape, c_shape) -> tuple:
+    """``(m, n, k, threads, policy)``; the packed panels must have this machine's width; policy
+    WITH_BLAS lets more than PREPACKED_ROWS rows run OpenBLAS on the unpacked weight."""
+    m, n, k = prepacked_dims(a_shape, packed_shape, c_shape, gemm_params().nr)
+    _check_unpacked(packed_shape, weight_shape, n)
+    return m, n, k, 0, WITH_BLAS
+
+
+def _bias_prepacked_params(a_shape, packed_shape, weight_shape, bias_shape, c_shape) -> tuple:
+    _check_bias(bias_shape, c_shape)
+    return _prepacked_params(a_shape, packed_shape, weight_shape, c_shape)
+
+
+register_library(SGEMM_PREPACKED, _sgemm_prepacked_numpy, dps=True, c=_sgemm_prepacked_numpy,
+                 native=NativeCall(lambda: native_address("rs_gen_sgemm_prepacked_native"), _prepacked_params,
+                                   "float32"))
+register_library(SGEMM_BIAS_PREPACKED, _sgemm_bias_prepacked_numpy, dps=True, c=_sgemm_bias_prepacked_numpy,
+                 native=NativeCall(lambda: native_address("rs_gen_sgemm_bias_prepacked_native"),
+                                   _bias_prepacked_params, "float32"))

@@ -1,0 +1,195 @@
+"""What bounds the decode GEMVs: the generated int8-activation kernels (``quantized_gemv.gemv_source``
+with ``activations="q8_0"``) on SmolLM2's shapes, timed by a standalone C driver next to a plain
+read loop over the same bytes.
+
+For each shape the driver times, with the team sizes given (1 and 2 threads by default):
+
+- ``cached``: one weight copy called again and again (it stays in L2/L3): the kernel's compute rate;
+- ``stream``: enough copies cycled (``--stream-mb``) that every call reads from DRAM, as in a real
+  decode step where 96 MB of weights pass per token;
+- ``old``: the same, for the kernel generated with ``RELAXSCRIPT_GEMV_ROW_WALK=0`` (the register-
+  blocked column split), its calls alternating with ``stream``'s so both see the same load;
+- ``read``: an OpenMP sum of 64-bit words over the same copies with the same thread split and one
+  parallel region per call: what streaming those bytes costs with no compute;
+- ``empty``: a parallel region doing nothing: the team's fork/join cost per call.
+
+Times are medians (and 10th percentiles) over many calls, in microseconds, with the GB/s of weight
+bytes (codes + scales + mins). Run it on a quiet machine: other processes' memory traffic lowers
+every column.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
+
+from backends.c.compiler import DEFAULT_FLAGS, find_compiler  # noqa: E402
+from backends.c.quantized_gemv import detect_features, gemv_source  # noqa: E402
+
+# (name, in_features, out_features, format): SmolLM2-135M's decode projections (q/k/v merged)
+SHAPES = [("qkv", 576, 960, "q4_1"), ("o_proj", 576, 576, "q4_1"), ("gate/up", 576, 1536, "q4_1"),
+          ("down", 1536, 576, "q4_1"), ("lm_head", 576, 49152, "q8_0")]
+
+PRELUDE = r"""#include <stdint.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <stdio.h>
+#include <string.h>
+#include <math.h>
+#include <time.h>
+#include <omp.h>
+static int rs_team_size = 1;
+static inline int rs_threads(void) { return rs_team_size; }
+"""
+
+DRIVER = r"""
+static double now_us(void) {
+  struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t); return t.tv_sec * 1e6 + t.tv_nsec * 1e-3; }
+static int cmp(const void* a, const void* b) {
+  double x = *(const double*)a, y = *(const double*)b; return x < y ? -1 : x > y; }
+static volatile uint64_t sink;
+
+static uint64_t read_words(const uint64_t* p, int64_t n) {
+  uint64_t total = 0;
+  #pragma omp parallel num_threads(rs_threads()) reduction(+:total)
+  {
+    const int64_t team = omp_get_num_threads(), me = omp_get_thread_num();
+    const int64_t lo = n * me / team, hi = n * (me + 1) / team;
+    uint64_t a = 0, b = 0, c = 0, d = 0;
+    for (int64_t i = lo; i + 3 < hi; i += 4) { a += p[i]; b += p[i + 1]; c += p[i + 2]; d += p[i + 3]; }
+    total += a ^ b ^ c ^ d;
+  }
+  return total;
+}
+
+static void empty_region(void) {
+  #pragma omp parallel num_threads(rs_threads())
+  { sink += 0; }
+}
+
+/* usage: driver kernel baseline rows cols code_bytes scale_count has_min copies calls threads */
+int main(int argc, char** argv) {
+  const int which = atoi(argv[1]), baseline = atoi(argv[2]);
+  const int64_t rows = atoll(argv[3]), cols = atoll(argv[4]), code_bytes = atoll(argv[5]), scales = atoll(argv[6]);
+  const int has_min = atoi(argv[7]);
+  const int copies = atoi(argv[8]), calls = atoi(argv[9]);
+  rs_team_size = atoi(argv[10]);
+  const int64_t weight_bytes = code_bytes + 4 * scales * (has_min ? 2 : 1);
+  const int64_t stride = (weight_bytes + 4095) / 4096 * 4096;
+  uint8_t* arena = aligned_alloc(4096, stride * copies);
+  srand(1);
+  for (int64_t i = 0; i < stride * copies; ++i) arena[i] = (uint8_t)rand();
+  for (int c = 0; c < copies; ++c) {
+    float* s = (float*)(arena + c * stride + code_bytes);
+    for (int64_t i = 0; i < scales * (has_min ? 2 : 1); ++i) s[i] = (float)(rand() % 1000) * 1e-4f;
+  }
+  float* x = aligned_alloc(64, rows * 4);
+  float* y = aligned_alloc(64, (cols + 16) * 4);
+  for (int64_t i = 0; i < rows; ++i) x[i] = (float)(rand() % 2001 - 1000) * 1e-3f;
+  double* t[2] = {malloc(sizeof(double) * calls), malloc(sizeof(double) * calls)};
+  /* cached: one copy; stream: kernel and baseline alternate over the cycled copies; read; empty */
+  const char* modes[4] = {"cached", "stream", "read", "empty"};
+  for (int mode = 0; mode < 4; ++mode) {
+    for (int i = -copies; i < calls; ++i) for (int v = 0; v < (mode == 1 ? 2 : 1); ++v) {
+      const int c = mode == 0 ? 0 : (2 * (i + copies) + v) % copies;
+      uint8_t* base = arena + c * stride;
+      void* buffers[5];
+      buffers[0] = base; buffers[1] = base + code_bytes;
+      buffers[2] = has_min ? (void*)(base + code_bytes + 4 * scales) : (void*)x;
+      buffers[3] = has_min ? (void*)x : (void*)y; buffers[4] = y;
+      const double t0 = now_us();
+      if (mode < 2) KERNEL(v ? baseline : which, buffers);
+      else if (mode == 2) sink += read_words((const uint64_t*)base, weight_bytes / 8);
+      else empty_region();
+      const double t1 = now_us();
+      if (i >= 0) t[v][i] = t1 - t0;
+    }
+    for (int v = 0; v < (mode == 1 ? 2 : 1); ++v) {
+      qsort(t[v], calls, sizeof(double), cmp);
+      printf("%s%s %.3f %.3f\n", modes[mode], v ? "_baseline" : "", t[v][calls / 2], t[v][calls / 10]);
+    }
+  }
+  return 0;
+}
+"""
+
+
+def build(shapes, workdir: Path) -> Path:
+    """One driver holding each shape's kernel as generated now (``kernel_<i>``) and as generated
+    with ``RELAXSCRIPT_GEMV_ROW_WALK=0`` (``kernel_<i + 100>``, the baseline the stream column
+    alternates with)."""
+    features = detect_features()
+    parts, cases = [PRELUDE], []
+    for i, (_name, rows, cols, fmt) in enumerate(shapes):
+        roles = {"codes": 0, "scale": 1, "min": 2, "x": 3, "y": 4} if fmt == "q4_1" else \
+            {"codes": 0, "scale": 1, "x": 2, "y": 4}
+        for index, row_walk in ((i, "1"), (i + 100, "0")):
+            saved = os.environ.get("RELAXSCRIPT_GEMV_ROW_WALK")
+            os.environ["RELAXSCRIPT_GEMV_ROW_WALK"] = row_walk
+            try:
+                parts.append(gemv_source(f"kernel_{index}", fmt, rows, cols, roles, features, activations="q8_0"))
+            finally:
+                if saved is None:
+                    del os.environ["RELAXSCRIPT_GEMV_ROW_WALK"]
+                else:
+                    os.environ["RELAXSCRIPT_GEMV_ROW_WALK"] = saved
+            cases.append(f"case {index}: kernel_{index}(b, 0); break;")
+    parts.append("static void KERNEL(int which, void* const* b) { switch (which) { "
+                 + " ".join(cases) + " } }")
+    parts.append(DRIVER)
+    source = workdir / "driver.c"
+    source.write_text("\n".join(parts))
+    binary = workdir / "driver"
+    flags = [f for f in DEFAULT_FLAGS if f not in ("-shared", "-fPIC")]
+    subprocess.run([find_compiler(), *flags, str(source), "-o", str(binary), "-lm"], check=True)
+    return binary
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--threads", default="1,2")
+    parser.add_argument("--stream-mb", type=int, default=256)
+    parser.add_argument("--calls", type=int, default=400)
+    parser.add_argument("--only", default="", help="comma-separated shape names")
+    parser.add_argument("--keep", default="", help="directory to keep the driver source in")
+    args = parser.parse_args(argv)
+    shapes = [s for s in SHAPES if not args.only or s[0] in args.only.split(",")]
+    workdir = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="gemv_bound_"))
+    workdir.mkdir(parents=True, exist_ok=True)
+    binary = build(shapes, workdir)
+    print(f"{'shape':10s} {'thr':>3s} {'MB':>6s} | {'cached us':>9s} {'GB/s':>5s} | {'stream us':>9s} {'GB/s':>5s}"
+          f" | {'old us':>9s} {'GB/s':>5s} | {'read us':>8s} {'GB/s':>5s} | {'fork us':>7s}")
+    for name, rows, cols, fmt in SHAPES:
+        if (name, rows, cols, fmt) not in shapes:
+            continue
+        which = shapes.index((name, rows, cols, fmt))
+        code_bytes = rows * cols // (2 if fmt != "q8_0" else 1)
+        scales = rows // 32 * cols
+        has_min = fmt == "q4_1"
+        nbytes = code_bytes + 4 * scales * (2 if has_min else 1)
+        copies = max(2, (args.stream_mb << 20) // nbytes)
+        for threads in [int(t) for t in args.threads.split(",")]:
+            env = dict(os.environ, OMP_WAIT_POLICY="active", OMP_PROC_BIND="true")
+            out = subprocess.run([str(binary), str(which), str(which + 100), str(rows), str(cols), str(code_bytes),
+                                  str(scales), str(int(has_min)), str(copies), str(args.calls), str(threads)],
+                                 capture_output=True, text=True, check=True, env=env).stdout
+            result = {line.split()[0]: (float(line.split()[1]), float(line.split()[2]))
+                      for line in out.splitlines()}
+
+            def rate(us: float) -> float:
+                return nbytes / us / 1e3
+            print(f"{name:10s} {threads:3d} {nbytes / 1e6:6.2f}"
+                  f" | {result['cached'][0]:9.1f} {rate(result['cached'][0]):5.1f}"
+                  f" | {result['stream'][0]:9.1f} {rate(result['stream'][0]):5.1f}"
+                  f" | {result['stream_baseline'][0]:9.1f} {rate(result['stream_baseline'][0]):5.1f}"
+                  f" | {result['read'][0]:8.1f} {rate(result['read'][0]):5.1f} | {result['empty'][0]:7.2f}",
+                  flush=True)
+
+
+if __name__ == "__main__":
+    main()

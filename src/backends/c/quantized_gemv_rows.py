@@ -1,0 +1,221 @@
+"""The AVX2 integer-dot region of the one-token q4 GEMV for layers narrow enough to walk whole
+weight rows (``quantized_gemv_int8`` chooses it): threads split the 32-row blocks, not the
+columns, and each walks its blocks' bytes in memory order.
+
+Why (measured, ``benchmarks/bench_gemv_bound.py`` and its notes in docs/ARCHITECTURE.md): the
+register-blocked kernel reads a block's 16 byte rows group by group (16 interleaved streams one
+weight row apart), and the two threads each read half of every row. Timed on the same bytes with
+no arithmetic at all, that access order alone took 1.6x as long as reading them in order with
+one thread, and gained nothing from a second thread, while in-order reads of two contiguous
+halves scaled 1.6x: the layer GEMVs were bound by their access order, not by bandwidth or
+instructions.
+
+Here thread ``i`` of ``p`` takes blocks ``[B i / p, B (i + 1) / p)``: one contiguous range of
+codes, scales and mins. It walks each block row by row over all columns, summing ``maddubs`` of
+the row's nibble pairs against the broadcast code pair ``(qx[r], qx[r + 16])`` into 16-bit
+per-column sums kept in L1 (eight rows per sum: |sum| <= 8 * 2 * 15 * 127 = 30480, so two sums a
+block), then adds ``d_w d_x S + m_w d_x sum(qx)`` (q4_1) or ``d_w d_x (S - 8 sum(qx))`` (q4_0)
+to its own float partial output. After one barrier every thread adds the partials of a run of
+columns and passes them through the epilogue. The partials live in the caller's frame (at most
+``MAX_PARTS`` of them; a larger team leaves the rest to the final sum).
+"""
+from __future__ import annotations
+
+import os
+
+from .quantized_gemv_int8 import block_rounding_c
+
+BLOCK = 32
+GROUP = 32                # columns per 32-byte load of a byte row (each byte holds rows r and r + 16)
+ROW_WALK_MARK = "row walk"   # named in the generated source's comment (tests look for it)
+MAX_PARTS = 8             # partial outputs: threads beyond this only help with the final sum
+# byte rows read side by side per pass over the columns. One: every extra row is one more stream,
+# and 2 or 4 (16-bit sums loaded and stored half or a quarter as often) measured 20-50% slower
+ROWS_PER_PASS = 1
+# software prefetch this far ahead along the stream (measured, gate 576x1536, one thread: none
+# 64-70 us, 512 B 53, 1024-2048 B 48-52; the hardware prefetcher alone restarts at every row)
+PREFETCH_BYTES = 2048
+PARTIAL_ALIGN = 16        # floats: each partial row starts on its own cache line
+
+
+def row_walk_enabled() -> bool:
+    """False when ``RELAXSCRIPT_GEMV_ROW_WALK=0``: the register-blocked column split instead (to
+    compare the two; benchmarks/bench_gemv_bound.py does)."""
+    return os.environ.get("RELAXSCRIPT_GEMV_ROW_WALK", "1") != "0"
+
+
+def fits_row_walk(cols: int, l1d_bytes: int) -> bool:
+    """Whether a thread's per-column state (two 16-bit sums and a float partial: 8 bytes a
+    column) stays within half of L1 beside the byte rows streaming through it, with at least one
+    whole 32-column group (narrower layers keep the register-blocked kernel's scalar path)."""
+    return GROUP <= cols and cols * 8 <= l1d_bytes // 2
+
+
+def add_epi16_chain(terms: str) -> str:
+    """``a + b + c`` of __m256i terms as nested ``_mm256_add_epi16`` calls."""
+    parts = terms.split(" + ")
+    out = parts[0]
+    for part in parts[1:]:
+        out = f"_mm256_add_epi16({out}, {part})"
+    return out
+
+
+def rows_region_c(fmt: str, rows: int, cols: int, parallel_min: int, has_epilogue: bool,
+                  finish: list[str], tile: int, rows_per_pass: int = ROWS_PER_PASS,
+                  prefetch_bytes: int = PREFETCH_BYTES) -> list[str]:
+    """C lines of the region: reads ``codes``, ``scale`` (and ``mins``) and the unrounded input
+    ``x_in`` (each thread rounds its own blocks' 32 values); writes ``y``, or, with an
+    epilogue, fills ``prod[c - t0]`` for tiles ``[t0, t1)`` of at most ``tile`` columns and runs
+    ``finish`` on each."""
+    if fmt not in ("q4_0", "q4_1"):
+        raise ValueError(f"row-walk gemv: {fmt!r} is not a 4-bit format")
+    if 8 % rows_per_pass:
+        raise ValueError(f"row-walk gemv: {rows_per_pass} rows per pass do not divide the 8 rows of a 16-bit sum")
+    blocks = rows // BLOCK
+    groups = cols // GROUP
+    vec_end = groups * GROUP
+    stride = -(-cols // PARTIAL_ALIGN) * PARTIAL_ALIGN
+    has_min = fmt == "q4_1"
+    offset = fmt == "q4_0"
+
+    def row_pass(first: bool) -> list[str]:
+        # ROWS_PER_PASS byte rows (from p) over every column group, their products summed in
+        # 16 bits; a sets its sums (the first pass of eight rows) or adds to them
+        lines = [f"            for (int64_t g = 0; g < {groups}; ++g) {{"]
+        if prefetch_bytes:
+            ahead = (rows_per_pass - 1) * cols + prefetch_bytes     # past the last row of the pass
+            lines += [f"              __builtin_prefetch(p + g * {GROUP} + {ahead}, 0, 3);"]
+        for j in range(rows_per_pass):
+            lines += [
+                f"              const __m256i v{j} = "
+                f"_mm256_loadu_si256((const __m256i*)(p + {j * cols} + g * {GROUP}));",
+                f"              const __m256i lo{j} = _mm256_and_si256(v{j}, rs_m4), "
+                f"hi{j} = _mm256_and_si256(_mm256_srli_epi16(v{j}, 4), rs_m4);"]
+        lo_sum = " + ".join(f"_mm256_maddubs_epi16(_mm256_unpacklo_epi8(lo{j}, hi{j}), xv{j})"
+                            for j in range(rows_per_pass))
+        hi_sum = " + ".join(f"_mm256_maddubs_epi16(_mm256_unpackhi_epi8(lo{j}, hi{j}), xv{j})"
+                            for j in range(rows_per_pass))
+        # 16-bit lanes: __m256i's + is a 64-bit lane add, so the sums use add_epi16
+        lo_sum, hi_sum = (add_epi16_chain(x) for x in (lo_sum, hi_sum))
+        lines += [f"              const __m256i lo_sum = {lo_sum};",
+                  f"              const __m256i hi_sum = {hi_sum};",
+                  "              " + ("a[2 * g] = lo_sum; a[2 * g + 1] = hi_sum;" if first else
+                                      "a[2 * g] = _mm256_add_epi16(a[2 * g], lo_sum); "
+                                      "a[2 * g + 1] = _mm256_add_epi16(a[2 * g + 1], hi_sum);"),
+                  "            }"]
+        return lines
+
+    def broadcasts(r: str) -> list[str]:
+        return [f"            const __m256i xv{j} = _mm256_set1_epi16(xp[{r} + {j}]);"
+                for j in range(rows_per_pass)]
+
+    half_rows = []
+    for half in (0, 1):
+        half_rows += [
+            f"          {{ /* byte rows {8 * half}-{8 * half + 7}: their own 16-bit sums */",
+            f"            __m256i* a = acc + {half * 2 * groups};",
+            "            {",
+            f"            const uint8_t* p = block + {8 * half * cols};",
+            *broadcasts(str(8 * half)),
+            *row_pass(first=True),
+            "            }",
+            *([f"            for (int64_t r = {8 * half + rows_per_pass}; r < {8 * half + 8}; r += {rows_per_pass}) {{",
+               f"            const uint8_t* p = block + r * {cols};",
+               *broadcasts("r"),
+               *row_pass(first=False),
+               "            }"] if rows_per_pass < 8 else []),
+            "          }",
+        ]
+    # lanes of a's 16-bit sums: columns (0-7 | 16-23) in a[2g], (8-15 | 24-31) in a[2g + 1]
+    widen = [
+        f"            const __m256i a0 = acc[2 * g], a1 = acc[2 * g + 1], "
+        f"b0 = acc[{2 * groups} + 2 * g], b1 = acc[{2 * groups} + 2 * g + 1];",
+        "            const __m256i sum[4] = {",
+        "              _mm256_add_epi32(_mm256_cvtepi16_epi32(_mm256_castsi256_si128(a0)),"
+        " _mm256_cvtepi16_epi32(_mm256_castsi256_si128(b0))),",
+        "              _mm256_add_epi32(_mm256_cvtepi16_epi32(_mm256_castsi256_si128(a1)),"
+        " _mm256_cvtepi16_epi32(_mm256_castsi256_si128(b1))),",
+        "              _mm256_add_epi32(_mm256_cvtepi16_epi32(_mm256_extracti128_si256(a0, 1)),"
+        " _mm256_cvtepi16_epi32(_mm256_extracti128_si256(b0, 1))),",
+        "              _mm256_add_epi32(_mm256_cvtepi16_epi32(_mm256_extracti128_si256(a1, 1)),"
+        " _mm256_cvtepi16_epi32(_mm256_extracti128_si256(b1, 1)))};",
+        "            for (int u = 0; u < 4; ++u) {",
+        f"              const int64_t c = g * {GROUP} + 8 * u;",
+        "              const __m256i su = " + ("_mm256_add_epi32(sum[u], shift);" if offset else "sum[u];"),
+        "              __m256 v = _mm256_mul_ps(_mm256_loadu_ps(sb + c), _mm256_mul_ps(dv, _mm256_cvtepi32_ps(su)));",
+        *(["              v = _mm256_add_ps(v, _mm256_mul_ps(_mm256_loadu_ps(mb + c), mq));"] if has_min else []),
+        "              _mm256_store_ps(part + c, first_block ? v : _mm256_add_ps(_mm256_load_ps(part + c), v));",
+        "            }",
+    ]
+    scalar = [
+        f"          for (int64_t c = {vec_end}; c < {cols}; ++c) {{",
+        "            int32_t t = 0;",
+        "            for (int64_t r = 0; r < 16; ++r) {",
+        f"              const int32_t byte = block[r * {cols} + c];",
+        "              t += (byte & 15) * qb[r] + (byte >> 4) * qb[r + 16];",
+        "            }",
+        "            const float v = sb[c] * (d * (float)(t" + (" + off" if offset else "") + "))"
+        + (" + mb[c] * (d * (float)qs)" if has_min else "") + ";",
+        "            part[c] = first_block ? v : part[c] + v;",
+        "          }",
+    ]
+    parts_expr = f"(team < {min(MAX_PARTS, blocks)} ? team : {min(MAX_PARTS, blocks)})"
+    reduce_sum = "rs_part[0][c]; for (int64_t i = 1; i < parts; ++i) s += rs_part[i][c]"
+    if has_epilogue:
+        reduce = [
+            f"    float prod[{tile}] __attribute__((aligned(64)));",
+            f"    for (int64_t t0 = c_begin; t0 < c_end; t0 += {tile}) {{",
+            f"      const int64_t t1 = t0 + {tile} < c_end ? t0 + {tile} : c_end;",
+            f"      for (int64_t c = t0; c < t1; ++c) {{ float s = {reduce_sum}; prod[c - t0] = s; }}",
+            *finish,
+            "    }",
+        ]
+    else:
+        reduce = [f"    for (int64_t c = c_begin; c < c_end; ++c) {{ float s = {reduce_sum}; y[c] = s; }}"]
+    return [
+        f"  /* {ROW_WALK_MARK}: threads split the {blocks} blocks, {rows_per_pass} byte row(s) per pass */",
+        f"  float rs_part[{min(MAX_PARTS, blocks)}][{stride}] __attribute__((aligned(64)));",
+        f"  #pragma omp parallel if({rows * cols} >= {parallel_min}) num_threads(rs_threads())",
+        "  {",
+        "    const int64_t team = RS_QTEAM, me = RS_QME;",
+        f"    const int64_t parts = {parts_expr};",
+        "    if (me < parts) {",
+        f"      const int64_t b_begin = {blocks} * me / parts, b_end = {blocks} * (me + 1) / parts;",
+        "      float* restrict part = rs_part[me];",
+        f"      __m256i acc[{4 * groups if groups else 1}];",
+        "      const __m256i rs_m4 = _mm256_set1_epi8(15);",
+        "      for (int64_t b = b_begin; b < b_end; ++b) {",
+        "        const int first_block = b == b_begin;",
+        f"        const uint8_t* block = codes + b * {16 * cols};",
+        # this block's input codes, rounded here by the thread that reads the block (no serial
+        # pass over x before the team starts)
+        f"        const float* xb = x_in + b * {BLOCK};",
+        f"        int8_t qb[{BLOCK}];",
+        *block_rounding_c("xb", "qb[r] = (int8_t)q;", "        "),
+        "        const int32_t qs = s;",
+        "        int16_t xp[16];     /* byte row r's code pair (qb[r], qb[r + 16]) */",
+        "        for (int64_t r = 0; r < 16; ++r)",
+        "          xp[r] = (int16_t)((uint16_t)(uint8_t)qb[r] | ((uint16_t)(uint8_t)qb[r + 16] << 8));",
+        f"        const float* sb = scale + b * {cols};",
+        *([f"        const float* mb = mins + b * {cols};"] if has_min else []),
+        *(["        const int32_t off = -8 * qs;"] if offset else []),
+        *(half_rows if groups else []),
+        "        {",
+        "          const __m256 dv = _mm256_set1_ps(d);",
+        *(["          const __m256 mq = _mm256_set1_ps(d * (float)qs);"] if has_min else []),
+        *(["          const __m256i shift = _mm256_set1_epi32(off);"] if offset else []),
+        f"          for (int64_t g = 0; g < {groups}; ++g) {{",
+        *widen,
+        "          }",
+        *scalar,
+        "        }",
+        "      }",
+        "    }",
+        "    #pragma omp barrier",
+        # the final sum: each thread a run of whole cache lines of columns
+        f"    const int64_t c_begin = {stride // PARTIAL_ALIGN} * me / team * {PARTIAL_ALIGN};",
+        f"    const int64_t c_end_line = {stride // PARTIAL_ALIGN} * (me + 1) / team * {PARTIAL_ALIGN};",
+        f"    const int64_t c_end = c_end_line < {cols} ? c_end_line : {cols};",
+        *reduce,
+        "  }",
+    ]

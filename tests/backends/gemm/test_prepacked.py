@@ -1,0 +1,106 @@
+"""The generated GEMM on a weight packed once (prepacked.py, the driver's B_PREPACKED path) against
+NumPy: random shapes with ragged edges, one row (the multi-panel streams and their ragged rest), the
+boundaries of its thread split and A handling, and the packed operand's checks."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from backends.c.gemm import library as gemm_library
+from backends.c.gemm.driver import PANEL_STREAMS
+from backends.c.gemm.machine import SSE, MachineParams
+from backends.c.gemm.params import derive_params, gemm_params
+from backends.c.gemm.prepacked import pack_weight, prepacked_dims, unpack_weight
+from tensorir.errors import ShapeMismatchError
+
+PARAMS = gemm_params()
+SMALL = derive_params(MachineParams(SSE, 8 << 10, 32 << 10, 256 << 10, 2))   # 6x8 tiles, small mc
+
+
+def _run(m, n, k, params, threads, seed, bias=True, residual=False, act="none"):
+    rng = np.random.default_rng(seed)
+    a = rng.standard_normal((m, k)).astype(np.float32)
+    w = rng.standard_normal((k, n)).astype(np.float32)
+    b = rng.standard_normal(n).astype(np.float32) if bias else None
+    r = rng.standard_normal((m, n)).astype(np.float32) if residual else None
+    c = np.full((m, n), np.nan, np.float32)
+    gemm_library.gemm(a, pack_weight(w, params.nr), c, bias=b, residual=r, act=act, threads=threads, params=params,
+                      prepacked=True)
+    expected = a.astype(np.float64) @ w.astype(np.float64)
+    expected = expected + (0 if b is None else b) + (0 if r is None else r)
+    if act == "relu":
+        expected = np.maximum(expected, 0)
+    elif act == "silu":
+        expected = expected / (1 + np.exp(-expected))
+    np.testing.assert_allclose(c, expected, rtol=2e-4, atol=2e-4 * max(1.0, np.sqrt(k)))
+
+
+def test_pack_round_trips_and_pads_with_zeros():
+    w = np.arange(5 * 19, dtype=np.float32).reshape(5, 19)
+    packed = pack_weight(w, 8)
+    assert packed.shape == (3, 5, 8) and packed.flags.c_contiguous
+    np.testing.assert_array_equal(packed[1, 2], w[2, 8:16])      # panel 1, k step 2
+    np.testing.assert_array_equal(packed[2, :, 3:], 0)           # columns past n
+    np.testing.assert_array_equal(unpack_weight(packed, 19), w)
+
+
+@settings(max_examples=30, deadline=None)
+@given(m=st.integers(1, 40), n=st.integers(1, 150), k=st.integers(0, 700), threads=st.sampled_from([1, 2]),
+       small=st.booleans(), bias=st.booleans(), residual=st.booleans(), act=st.sampled_from(["none", "relu", "silu"]),
+       seed=st.integers(0, 2**31))
+def test_random_shapes_match_numpy(m, n, k, threads, small, bias, residual, act, seed):
+    _run(m, n, k, SMALL if small else PARAMS, threads, seed, bias, residual, act)
+
+
+@pytest.mark.parametrize("which", ["machine", "small"])
+@pytest.mark.parametrize("threads", [1, 2])
+def test_boundaries_of_each_path(which, threads):
+    """One row: whole groups of PANEL_STREAMS panels and a ragged rest (and fewer panels than a
+    group); A in place over all k up to mr rows, in kc blocks up to skinny_rows, packed above; the
+    rows split over threads from threads * mc rows. k over two kc blocks, n no panel divides."""
+    p = params = PARAMS if which == "machine" else SMALL
+    group = PANEL_STREAMS * p.nr
+    for n in (group - 1, group, 2 * group + p.nr + 3):
+        _run(1, n, p.kc + 5, params, threads, n, residual=True, act="silu")
+    for m in (2, p.mr, p.mr + 1, p.skinny_rows, p.skinny_rows + 1, threads * p.mc - 1, threads * p.mc + 1):
+        _run(m, 2 * p.nr + 3, 2 * p.kc + 1, params, threads, m, act="relu")
+
+
+def test_packed_operand_checks():
+    with pytest.raises(ShapeMismatchError, match="packed in panels of 8 columns"):
+        prepacked_dims((2, 5), (3, 5, 8), (2, 20), nr=16)
+    with pytest.raises(ShapeMismatchError, match="do not give"):
+        prepacked_dims((2, 5), (3, 5, 8), (2, 30))           # 30 columns need 4 panels
+    with pytest.raises(ShapeMismatchError, match="3-D"):
+        prepacked_dims((2, 5), (5, 24), (2, 24))
+    with pytest.raises(ShapeMismatchError, match="float32"):
+        pack_weight(np.ones((3, 4)), 8)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_run_time_choice_beside_openblas_at_its_boundary(threads):
+    """Policy WITH_BLAS with the unpacked weight given: up to PREPACKED_ROWS rows run the panels,
+    more run OpenBLAS on the weight (where the target has it); without the weight, or under
+    GENERATED_ONLY, always the panels. Results equal NumPy on both sides, epilogue included."""
+    from backends import blas
+    from backends.c.gemm.driver import PREPACKED_ROWS
+    has_blas = blas.backend() == "openblas"
+    rng = np.random.default_rng(threads)
+    k, n = 130, 37
+    w = rng.standard_normal((k, n)).astype(np.float32)
+    bias = rng.standard_normal(n).astype(np.float32)
+    for m in (1, PREPACKED_ROWS, PREPACKED_ROWS + 1):
+        expected = "openblas" if has_blas and m > PREPACKED_ROWS else "prepacked"
+        assert gemm_library.prepacked_variant(m, gemm_library.WITH_BLAS) == expected
+        assert gemm_library.prepacked_variant(m, gemm_library.WITH_BLAS, has_unpacked=False) == "prepacked"
+        assert gemm_library.prepacked_variant(m, gemm_library.GENERATED_ONLY) == "prepacked"
+        a = rng.standard_normal((m, k)).astype(np.float32)
+        residual = rng.standard_normal((m, n)).astype(np.float32)
+        for unpacked in (w, None):
+            c = np.full((m, n), np.nan, np.float32)
+            gemm_library.gemm(a, pack_weight(w, PARAMS.nr), c, bias=bias, residual=residual, act="silu",
+                              threads=threads, prepacked=True, unpacked=unpacked, policy=gemm_library.WITH_BLAS)
+            ref = a.astype(np.float64) @ w + bias + residual
+            np.testing.assert_allclose(c, ref / (1 + np.exp(-ref)), rtol=2e-4, atol=2e-3)

@@ -204,7 +204,8 @@ def main() -> None:
         rows.append([label, str(m), gemm_library.variant(m, args.threads, n=n), f"{best_gen:.3f}",
                      f"{best_blas:.3f}", f"{gflop / best_gen * 1e3:.1f}", f"{gflop / best_blas * 1e3:.1f}",
                      f"{best_blas / best_gen:.2f}",
-                     "-" if packed is None else f"{best_pre:.3f}", "-" if packed is None else f"{best_blas / best_pre:.2f}"])
+                     "-" if packed is None else f"{best_pre:.3f}",
+                     "-" if packed is None else f"{best_blas / best_pre:.2f}"])
         print("  ".join(rows[-1]), flush=True)
     print(f"\n{'cold' if args.cold else 'warm'} weights, {args.threads} threads, "
           f"{'thread CPU time' if args.cpu_time else 'wall time'}; load average now "

@@ -196,7 +196,8 @@ def _half_helpers(lanes: int) -> str:
     parts = ["#ifndef RS_ATT_HALF_HELPERS", "#define RS_ATT_HALF_HELPERS"]
     if vec is not None:
         wide, convert, narrow, load, guard = vec
-        parts += [f"#if {guard} && !defined(RS_ATT_NO_F16C)", "#include <immintrin.h>", "#define RS_ATT_F16C 1", "#endif"]
+        parts += [f"#if {guard} && !defined(RS_ATT_NO_F16C)", "#include <immintrin.h>", "#define RS_ATT_F16C 1",
+                  "#endif"]
     parts += [
         "static inline rs_af rs_att_hload(const uint16_t* p) {",
         "#ifdef RS_ATT_F16C",
@@ -257,8 +258,9 @@ def _half_helpers(lanes: int) -> str:
             "}"]
     cases = " ".join(f"case {n}: rs_att_outer_h{n}(c + r * ldc, ldc, a + r * lda, lda, ak, b, ldb, K, cols); break;"
                      for n in range(1, MICRO_ROWS + 1))
-    parts += ["static inline void rs_att_outer_h(int64_t rows, float* restrict c, int64_t ldc, const float* restrict a, "
-              "int64_t lda, int64_t ak, const uint16_t* restrict b, int64_t ldb, int64_t K, int64_t cols) {",
+    parts += ["static inline void rs_att_outer_h(int64_t rows, float* restrict c, int64_t ldc, "
+              "const float* restrict a, int64_t lda, int64_t ak, const uint16_t* restrict b, int64_t ldb, int64_t K, "
+              "int64_t cols) {",
               f"  for (int64_t r = 0; r < rows; r += {MICRO_ROWS}) {{",
               f"    switch (rows - r < {MICRO_ROWS} ? rows - r : {MICRO_ROWS}) {{ {cases} }}",
               "  }", "}", "#endif"]
@@ -407,7 +409,8 @@ def attention_c_source(k: AttentionC, key_axes: str, value_axes: str) -> str:
             value_block = [f"const uint16_t* restrict vblock = {value_source} + kb * ({vs['M']});",
                            f"const int64_t vld = {vs['M']};"]
             if kb == KEY_BLOCK:
-                value_block += [f"for (int64_t j = 0; j < w; ++j) rs_att_widen(vpack + j * {dv}, vblock + j * vld, {dv});",
+                value_block += [f"for (int64_t j = 0; j < w; ++j) "
+                                f"rs_att_widen(vpack + j * {dv}, vblock + j * vld, {dv});",
                                 f"rs_att_outer(rows, o, {dv}, s, {kb}, 1, vpack, {dv}, w, {dv});"]
             else:
                 value_block += [f"rs_att_outer_h(rows, o, {dv}, s, {kb}, 1, vblock, vld, w, {dv});"]

@@ -19,9 +19,9 @@ from ... import blas
 from ...blas import native_params, product_dims
 from ...library import NativeCall, register_library
 from ..compiler import compile_shared
-from .driver import ACTIVATIONS, B_PREPACKED, emit_gemm_library
+from .driver import ACTIVATIONS, emit_gemm_library
 from .params import GemmParams, gemm_params
-from .prepacked import prepacked_dims, unpack_weight
+from .prepacked import prepacked_dims
 
 SGEMM = "generated.sgemm"
 SGEMM_NT = "generated.sgemm_nt"

@@ -92,10 +92,10 @@ def test_run_time_choice_beside_openblas_at_its_boundary(threads):
     w = rng.standard_normal((k, n)).astype(np.float32)
     bias = rng.standard_normal(n).astype(np.float32)
     for m in (1, PREPACKED_ROWS, PREPACKED_ROWS + 1):
-        expected = "openblas" if has_blas and m > PREPACKED_ROWS else "prepacked"
+        expected = "openblas" if has_blas and m > PREPACKED_ROWS else "gemv" if m == 1 else "prepacked"
         assert gemm_library.prepacked_variant(m, gemm_library.WITH_BLAS) == expected
         assert gemm_library.prepacked_variant(m, gemm_library.WITH_BLAS, has_unpacked=False) == "prepacked"
-        assert gemm_library.prepacked_variant(m, gemm_library.GENERATED_ONLY) == "prepacked"
+        assert gemm_library.prepacked_variant(m, gemm_library.GENERATED_ONLY) == ("gemv" if m == 1 else "prepacked")
         a = rng.standard_normal((m, k)).astype(np.float32)
         residual = rng.standard_normal((m, n)).astype(np.float32)
         for unpacked in (w, None):

@@ -553,13 +553,17 @@ int rs_gen_gemm(long m, long n, long k, const float* a, const float* b, int tran
 /* c = act(a @ B + bias + residual) with B prepacked, its unpacked form `b` (k x n) beside it (or
    NULL): under policy 1 with OpenBLAS bound, more than PREPACKED_ROWS rows go to OpenBLAS on `b`
    (one branch on m); fewer run the prepacked kernel. */
+/* One row runs the plain GEMV on the unpacked weight when it is there: the panels' row kernel
+   read 4 panel streams and made the 2-layer Llama's one-token call 0.55 -> 0.70-0.79 ms. */
 int rs_gen_gemm_prepacked_variant(long m, int policy, int has_unpacked) {{
-  return policy == 1 && has_unpacked && rs_blas_gemm != NULL && m > PREPACKED_ROWS ? 3 : 5;
+  if (policy == 1 && has_unpacked && rs_blas_gemm != NULL && m > PREPACKED_ROWS) return 3;
+  return m == 1 && has_unpacked ? 4 : 5;
 }}
 int rs_gen_gemm_prepacked(long m, long n, long k, const float* a, const float* packed, const float* b, float* c,
                           const float* bias, const float* residual, int act, int threads, int policy) {{
-  if (rs_gen_gemm_prepacked_variant(m, policy, b != NULL) == 3)
-    return rs_gen_gemm(m, n, k, a, b, 0, c, bias, residual, act, threads, 1);
+  const int variant = rs_gen_gemm_prepacked_variant(m, policy, b != NULL);
+  if (variant == 3) return rs_gen_gemm(m, n, k, a, b, 0, c, bias, residual, act, threads, 1);
+  if (variant == 4) return rs_gen_gemm(m, n, k, a, b, 0, c, bias, residual, act, threads, policy);
   return rs_gen_gemm(m, n, k, a, packed, B_PREPACKED, c, bias, residual, act, threads, policy);
 }}
 

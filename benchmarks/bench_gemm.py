@@ -82,11 +82,19 @@ def thread_cpu_ms(fn, budget_s: float = 0.1) -> float:
 CPU_TIME = False   # set by --cpu-time
 
 
-def time_call(fn, a, weights, c, m, n, k, threads) -> float:
+def entry_operands(a, b, c, prepacked: bool = False):
+    """A native entry's operand array: {a, b, c}, or for the prepacked entries {a, packed, W, c}
+    with no unpacked W (NULL), so the panels serve every row count."""
+    pointers = (a.ctypes.data, b.ctypes.data, None, c.ctypes.data) if prepacked else \
+        (a.ctypes.data, b.ctypes.data, c.ctypes.data)
+    return (ctypes.c_void_p * len(pointers))(*pointers)
+
+
+def time_call(fn, a, weights, c, m, n, k, threads, prepacked: bool = False) -> float:
     """The native entry's median, each call on the next of ``weights`` (one, or copies to keep
     the weight out of cache); params {m, n, k, threads, policy 0: generated code only} (the
     OpenBLAS shim reads the first four)."""
-    operands = [(ctypes.c_void_p * 3)(a.ctypes.data, b.ctypes.data, c.ctypes.data) for b in weights]
+    operands = [entry_operands(a, b, c, prepacked) for b in weights]
     params = (ctypes.c_int64 * 5)(m, n, k, threads, 0)
     turn = iter(range(1 << 62))
 
@@ -191,13 +199,13 @@ def main() -> None:
             best_gen = min(best_gen, time_call(generated, a, weights, c_gen, m, n, k, args.threads))
             best_blas = min(best_blas, time_call(blas, a, weights, c_blas, m, n, k, args.threads))
             if packed is not None:
-                best_pre = min(best_pre, time_call(prepacked, a, packed, c_pre, m, n, k, args.threads))
+                best_pre = min(best_pre, time_call(prepacked, a, packed, c_pre, m, n, k, args.threads, prepacked=True))
         for fn, c in ((generated, c_gen), (blas, c_blas)):   # both on the same weight for the check
             fn((ctypes.c_void_p * 3)(a.ctypes.data, b.ctypes.data, c.ctypes.data),
                (ctypes.c_int64 * 5)(m, n, k, args.threads, 0))
         np.testing.assert_allclose(c_gen, c_blas, rtol=1e-3, atol=1e-3 * np.sqrt(k))
         if packed is not None:
-            prepacked((ctypes.c_void_p * 3)(a.ctypes.data, packed[-1].ctypes.data, c_pre.ctypes.data),
+            prepacked(entry_operands(a, packed[-1], c_pre, prepacked=True),
                       (ctypes.c_int64 * 5)(m, n, k, args.threads, 0))
             np.testing.assert_allclose(c_pre, c_blas, rtol=1e-3, atol=1e-3 * np.sqrt(k))
         gflop = 2.0 * m * n * k / 1e9

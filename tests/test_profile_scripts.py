@@ -36,3 +36,12 @@ def test_bench_models_cpu_clock_runs_every_peer_on_one_thread():
     proc = run_script(ROOT / "benchmarks" / "bench_models.py", "--sizes", "1,7", "--no-torch", "--budget", "0.05",
                       "--workloads", "mlp", "--processes", "1", "--clock", "cpu", timeout=600)
     assert "1 thread per peer, its thread's CPU time" in proc.stdout
+
+
+def test_bench_gemm_runs_each_entry_with_its_operands():
+    """Every native entry the GEMM benchmark calls (generated, OpenBLAS, prepacked with its
+    four operands) runs and agrees with OpenBLAS: a wrong operand count reads past the array."""
+    from tests.test_examples import run_script
+    proc = run_script(ROOT / "benchmarks" / "bench_gemm.py", "--rows", "1", "7", "--rounds", "1",
+                      "--budget", "0.02", timeout=600)
+    assert "prepacked speedup" in proc.stdout

@@ -109,6 +109,21 @@ def accumulate(total: str, unpack: str, even: str, odd: str) -> str:
     return f"_mm256_add_epi32({total}, _mm256_madd_epi16(_mm256_{unpack}_epi16({even}, {odd}), xv))"
 
 
+def widened_sums_c(a0: str, a1: str, b0: str, b1: str, indent: str) -> list[str]:
+    """C lines declaring ``__m256i sum[4]``: the 32 columns' 32-bit sums of two pairs of 16-bit
+    accumulators (rows 0-7 in a0/a1, 8-15 in b0/b1; columns 0-7 | 16-23 in a0/b0, 8-15 | 24-31
+    in a1/b1), widened before adding so 16 rows of products cannot overflow 16 bits."""
+    def widened(half: str, x: str) -> str:
+        return f"_mm256_cvtepi16_epi32({half.format(x)})"
+    low, high = "_mm256_castsi256_si128({})", "_mm256_extracti128_si256({}, 1)"
+    pairs = [(low, a0, b0), (low, a1, b1), (high, a0, b0), (high, a1, b1)]
+    lines = [f"{indent}const __m256i sum[4] = {{"]
+    for i, (half, a, b) in enumerate(pairs):
+        lines.append(f"{indent}  _mm256_add_epi32({widened(half, a)}, {widened(half, b)})"
+                     + ("};" if i == 3 else ","))
+    return lines
+
+
 def int8_region_c(fmt: str, rows: int, cols: int, tile: int, parallel_min: int,
                   has_epilogue: bool, finish: list[str]) -> list[str]:
     """The AVX2 parallel region (column runs per thread, tiles, blocks, 32-column steps)."""
@@ -179,15 +194,7 @@ def int8_region_c(fmt: str, rows: int, cols: int, tile: int, parallel_min: int,
             "            b1 = _mm256_add_epi16(b1, _mm256_maddubs_epi16(_mm256_unpackhi_epi8(lo, hi), xv));",
             "          }",
             # 16-bit lanes hold columns (0-7 | 16-23) in a0/b0, (8-15 | 24-31) in a1/b1
-            "          const __m256i sum[4] = {",
-            "            _mm256_add_epi32(_mm256_cvtepi16_epi32(_mm256_castsi256_si128(a0)),"
-            " _mm256_cvtepi16_epi32(_mm256_castsi256_si128(b0))),",
-            "            _mm256_add_epi32(_mm256_cvtepi16_epi32(_mm256_castsi256_si128(a1)),"
-            " _mm256_cvtepi16_epi32(_mm256_castsi256_si128(b1))),",
-            "            _mm256_add_epi32(_mm256_cvtepi16_epi32(_mm256_extracti128_si256(a0, 1)),"
-            " _mm256_cvtepi16_epi32(_mm256_extracti128_si256(b0, 1))),",
-            "            _mm256_add_epi32(_mm256_cvtepi16_epi32(_mm256_extracti128_si256(a1, 1)),"
-            " _mm256_cvtepi16_epi32(_mm256_extracti128_si256(b1, 1)))};",
+            *widened_sums_c("a0", "a1", "b0", "b1", "          "),
         ]
         scalar = ["          int32_t s = 0;",
                   "          for (int64_t r = 0; r < 16; ++r) {",

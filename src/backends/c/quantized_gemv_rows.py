@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import os
 
-from .quantized_gemv_int8 import block_rounding_c
+from .quantized_gemv_int8 import block_rounding_c, widened_sums_c
 
 BLOCK = 32
 GROUP = 32                # columns per 32-byte load of a byte row (each byte holds rows r and r + 16)
@@ -130,15 +130,7 @@ def rows_region_c(fmt: str, rows: int, cols: int, parallel_min: int, has_epilogu
     widen = [
         f"            const __m256i a0 = acc[2 * g], a1 = acc[2 * g + 1], "
         f"b0 = acc[{2 * groups} + 2 * g], b1 = acc[{2 * groups} + 2 * g + 1];",
-        "            const __m256i sum[4] = {",
-        "              _mm256_add_epi32(_mm256_cvtepi16_epi32(_mm256_castsi256_si128(a0)),"
-        " _mm256_cvtepi16_epi32(_mm256_castsi256_si128(b0))),",
-        "              _mm256_add_epi32(_mm256_cvtepi16_epi32(_mm256_castsi256_si128(a1)),"
-        " _mm256_cvtepi16_epi32(_mm256_castsi256_si128(b1))),",
-        "              _mm256_add_epi32(_mm256_cvtepi16_epi32(_mm256_extracti128_si256(a0, 1)),"
-        " _mm256_cvtepi16_epi32(_mm256_extracti128_si256(b0, 1))),",
-        "              _mm256_add_epi32(_mm256_cvtepi16_epi32(_mm256_extracti128_si256(a1, 1)),"
-        " _mm256_cvtepi16_epi32(_mm256_extracti128_si256(b1, 1)))};",
+        *widened_sums_c("a0", "a1", "b0", "b1", "            "),
         "            for (int u = 0; u < 4; ++u) {",
         f"              const int64_t c = g * {GROUP} + 8 * u;",
         "              const __m256i su = " + ("_mm256_add_epi32(sum[u], shift);" if offset else "sum[u];"),

@@ -250,3 +250,13 @@ def test_the_portable_conversion_without_f16c(monkeypatch, flag):
     specials = np.array([6.0e-8, -6.1e-5, 65504.0, -0.0, 0.0, 1e-7], np.float16)
     vt[0, :6, 0] = specials
     np.testing.assert_allclose(np.asarray(run(q, kt, vt, pos)), _numpy(q, kt, vt, pos), rtol=1e-4, atol=1e-5)
+
+
+def test_cache_kernels_are_built_once_per_signature():
+    # every layer asks for the same append kernel: one parse serves all; another dtype is another kernel
+    from relaxscript.llm.kv_cache import rotated_append_kernel, write_kernel
+    args = (32, 3, 64, (960, 576), (960, 768))
+    assert rotated_append_kernel(*args, "float16") is rotated_append_kernel(*args, "float16")
+    assert rotated_append_kernel(*args, "float16") is not rotated_append_kernel(*args, "float32")
+    assert write_kernel(32, 3, 64, True, "float16") is write_kernel(32, 3, 64, True, "float16")
+    assert write_kernel(32, 3, 64, True, "float16") is not write_kernel(32, 3, 64, False, "float16")

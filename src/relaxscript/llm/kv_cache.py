@@ -26,6 +26,8 @@ writes outside the buffer; callers check the bound first and report it
 """
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from tensorir.script.parser import from_source as prim_func_from_source
@@ -78,6 +80,9 @@ def _stored(value: str, dtype: str) -> str:
     return value if dtype == "float32" else f'T.cast({value}, "{dtype}")'
 
 
+# Memoized: each of a model's layers asks for the same kernel (IR nodes are immutable, and the
+# builder's add_func reuses the identical object without a structural comparison or a parse).
+@functools.lru_cache(maxsize=64)
 def write_kernel(capacity: int, kv_heads: int, head_dim: int, keys: bool, dtype: str = "float32"):
     """The prim_func writing ``new`` (n, kv_heads, head_dim) into positions ``t ..`` of a
     key cache (transposed) or a value cache of ``dtype``."""
@@ -96,6 +101,7 @@ def kv_cache_write(cache: T.Buffer({shape}, "{dtype}"),
 ''', "<kv_cache_write>")
 
 
+@functools.lru_cache(maxsize=64)   # memoized as write_kernel
 def rotated_append_kernel(capacity: int, kv_heads: int, head_dim: int, key_columns: tuple[int, int],
                           value_columns: tuple[int, int], dtype: str = "float32"):
     """The prim_func writing positions ``t .. t+n-1`` of a key cache (rotated pairwise by

@@ -10,6 +10,7 @@ from relaxscript.llm.engine import Engine
 from relaxscript.llm.generation import generate
 from relaxscript.llm.kv_cache import CacheOverflowError
 from relaxscript.llm.reference import NumpyLlama
+from tests.llm.cache_checks import assert_continuation_matches_one_prefill
 from tests.targets import HAVE_OPENCL, OPENCL_REASON
 
 PROMPTS = ([1, 2, 3], [5, 17, 33, 60, 2, 9, 11], [40], list(range(3, 60, 3)))
@@ -49,18 +50,7 @@ def test_opencl_engine_follows_the_reference(tiny_gguf_q4, reference):
 
 @pytest.mark.parametrize("split", [1, 4, 9])
 def test_prefill_then_decode_equals_one_longer_prefill(f32_engine, split):
-    tokens = [7, 3, 90, 12, 44, 5, 61, 2, 33, 18]
-    f32_engine.reset()
-    whole = f32_engine.prefill(tokens)
-    f32_engine.reset()
-    logits = f32_engine.prefill(tokens[:split])
-    for token in tokens[split:]:
-        logits = f32_engine.decode(token)
-    np.testing.assert_allclose(logits, whole, rtol=1e-4, atol=1e-4)
-    # a second prefill continues the cache as well
-    f32_engine.reset()
-    f32_engine.prefill(tokens[:split])
-    np.testing.assert_allclose(f32_engine.prefill(tokens[split:]), whole, rtol=1e-4, atol=1e-4)
+    assert_continuation_matches_one_prefill(f32_engine, split)
 
 
 def test_cache_refuses_a_write_past_its_bound(f32_engine):

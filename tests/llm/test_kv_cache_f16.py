@@ -25,6 +25,7 @@ from relaxscript.llm.memory_report import kv_cache_bytes
 from relaxscript.llm.model import LlamaForCausalLM
 from relaxscript.llm.reference import NumpyLlama
 from relaxscript.transform import DeadCodeElimination, FuseAttention
+from tests.llm.cache_checks import assert_continuation_matches_one_prefill
 
 PROMPTS = ([1, 2, 3], [5, 17, 33, 60, 2, 9, 11], list(range(3, 60, 3)))
 
@@ -70,24 +71,9 @@ def test_greedy_f16_cache_equals_the_reference_with_the_same_rounding(f16_engine
 
 @pytest.mark.parametrize("split", [1, 4, 9])
 def test_prefill_then_decode_equals_one_longer_prefill(f16_engine, split):
-    # the same rounded keys and values are written either way: only float32 summation order differs
-    tokens = [7, 3, 90, 12, 44, 5, 61, 2, 33, 18]
-    f16_engine.reset()
-    whole = f16_engine.prefill(tokens)
-    f16_engine.reset()
-    logits = f16_engine.prefill(tokens[:split])
-    for token in tokens[split:]:
-        logits = f16_engine.decode(token)
-    np.testing.assert_allclose(logits, whole, rtol=1e-4, atol=1e-4)
-    # chunked prefill: a second prefill reads the float16 rows the first one wrote
-    f16_engine.reset()
-    f16_engine.prefill(tokens[:split])
-    np.testing.assert_allclose(f16_engine.prefill(tokens[split:]), whole, rtol=1e-4, atol=1e-4)
-    # and a prefill after decode steps
-    f16_engine.reset()
-    f16_engine.prefill(tokens[:2])
-    f16_engine.decode(tokens[2])
-    np.testing.assert_allclose(f16_engine.prefill(tokens[3:]), whole, rtol=1e-4, atol=1e-4)
+    # the same rounded keys and values are written either way: only float32 summation order differs;
+    # a second prefill reads the float16 rows the first one wrote
+    assert_continuation_matches_one_prefill(f16_engine, split, after_decode=True)
 
 
 def test_the_f16_cache_refuses_a_write_past_its_bound(f16_engine):

@@ -593,7 +593,7 @@ def _quantized_gemm_c(func: PrimFunc, symbol: str, gemm: dict) -> str | None:
     return gemm_source(symbol, gemm["format"], gemm["rows"], gemm["cols"], gemm["roles"], detect_features(),
                        f"(int64_t)({emitter.expr(Analyzer().simplify(row_count))})", tuple(symbol_lines),
                        epilogue, one_row, row_operand, buffer_count=len(func.buffer_params),
-                       activations=gemm.get("activations"))
+                       activations=gemm.get("activations"), scale_dtype=gemm.get("scale_dtype", "float32"))
 
 
 def _row_major_strides(shape):
@@ -639,7 +639,8 @@ def generate_c(funcs: dict[str, PrimFunc], signatures: dict[str, PrimFunc] | Non
         elif gemv is not None and epilogue is not False and generated_kernels_enabled():
             # the loop nest's replacement
             text = gemv_source(symbol, gemv["format"], gemv["rows"], gemv["cols"], gemv["roles"],
-                               detect_features(), epilogue, gemv.get("activations"))
+                               detect_features(), epilogue, gemv.get("activations"),
+                               gemv.get("scale_dtype", "float32"))
             info = KernelInfo(symbol, list(signature.buffer_params), kernel_sym_vars(signature))
         else:
             text, info = CFunctionEmitter(func, symbol, signature).function()

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from .gemm.machine import MachineParams, machine_params
 from .gemm.microkernel import emit_microkernel, vector_type, vector_typedefs
 from .gemm.params import GemmParams, derive_params
-from .quantized_gemv import BLOCK, FORMATS, ColumnEpilogue, VectorFeatures, gemv_source
+from .quantized_gemv import BLOCK, FORMATS, ColumnEpilogue, ScaleLoads, VectorFeatures, gemv_source
 
 MICRO_KERNEL_ATTR = "c.quantized_gemm"
 MAX_CHUNK_ROWS = 256     # rows per task: the accumulator run (rows x nr floats) is a stack array
@@ -61,10 +61,12 @@ def gemm_tile(params: GemmParams, depth: int, l2_bytes: int) -> GemmTile:
     return GemmTile(params.lanes, params.mr, params.nr, kc, mc)
 
 
-def _decode_panel_source(name: str, fmt: str, cols: int, tile: GemmTile, lanes: int) -> str:
+def _decode_panel_source(name: str, fmt: str, cols: int, tile: GemmTile, lanes: int,
+                         scales: ScaleLoads = ScaleLoads()) -> str:
     """``static void name(codes, scale, mins, float* b_pack, int64_t k0, int64_t kc, int64_t c0,
     int width)``: weight rows ``k0 .. k0 + kc`` (whole blocks) of columns ``c0 .. c0 + width``
-    decoded into the k-major ``kc x nr`` panel, columns past ``width`` zero."""
+    decoded into the k-major ``kc x nr`` panel, columns past ``width`` zero; the scales (and
+    mins) read as ``scales`` says."""
     per_byte, offset, has_min = FORMATS[fmt]
     code_t = "int8_t" if fmt == "q8_0" else "uint8_t"
     widen = "rs_qwiden_s8" if fmt == "q8_0" else "rs_qwiden_u8"
@@ -78,9 +80,9 @@ def _decode_panel_source(name: str, fmt: str, cols: int, tile: GemmTile, lanes: 
 
     vector = []
     for v in range(nr // lanes):
-        vector.append(f"const rs_qf s{v} = rs_qload_f(scale + mrow + {v * lanes});")
+        vector.append(f"const rs_qf s{v} = {scales.vector(f'scale + mrow + {v * lanes}')};")
         if has_min:
-            vector.append(f"const rs_qf m{v} = rs_qload_f(mins + mrow + {v * lanes});")
+            vector.append(f"const rs_qf m{v} = {scales.vector(f'mins + mrow + {v * lanes}')};")
     vector.append(f"for (int r = 0; r < {byte_rows}; ++r) {{")
     vector.append(f"  const {code_t}* p = block + (int64_t)r * {cols};")
     vector.append(f"  float* out = panel + (int64_t)r * {nr};")
@@ -96,7 +98,8 @@ def _decode_panel_source(name: str, fmt: str, cols: int, tile: GemmTile, lanes: 
                           f"{value(f'__builtin_convertvector({widen}(p + {v * lanes}), rs_qf)', str(v))});")
     vector.append("}")
     scalar = ["for (int j = 0; j < width; ++j) {",
-              "  const float sj = scale[mrow + j];" + (" const float mj = mins[mrow + j];" if has_min else ""),
+              f"  const float sj = {scales.scalar('scale[mrow + j]')};"
+              + (f" const float mj = {scales.scalar('mins[mrow + j]')};" if has_min else ""),
               f"  for (int r = 0; r < {byte_rows}; ++r) {{",
               f"    const int code = block[(int64_t)r * {cols} + j];"]
     if per_byte == 2:
@@ -109,8 +112,9 @@ def _decode_panel_source(name: str, fmt: str, cols: int, tile: GemmTile, lanes: 
                f"  for (int j = width; j < {nr}; ++j) panel[(int64_t)r * {nr} + j] = 0.0f;"]
     ind = "\n      "
     return "\n".join([
-        f"static void {name}(const {code_t}* restrict codes, const float* restrict scale, "
-        "const float* restrict mins, float* restrict b_pack, int64_t k0, int64_t kc, int64_t c0, int width) {",
+        f"static void {name}(const {code_t}* restrict codes, const {scales.c_type}* restrict scale, "
+        f"const {scales.c_type}* restrict mins, float* restrict b_pack, int64_t k0, int64_t kc, int64_t c0, "
+        "int width) {",
         "  (void)mins;",
         f"  for (int64_t b = k0 / {BLOCK}; b < (k0 + kc) / {BLOCK}; ++b) {{",
         f"    const {code_t}* block = codes + b * {byte_rows * cols} + c0;",
@@ -129,7 +133,7 @@ def gemm_source(symbol: str, fmt: str, rows: int, cols: int, roles: dict[str, in
                 features: VectorFeatures, row_count: str, symbol_lines: tuple[str, ...] = (),
                 epilogue: ColumnEpilogue | None = None, one_row_epilogue: ColumnEpilogue | None = None,
                 row_operand: str | None = None, machine: MachineParams | None = None,
-                buffer_count: int = 0, activations: str | None = None) -> str:
+                buffer_count: int = 0, activations: str | None = None, scale_dtype: str = "float32") -> str:
     """C source of ``int32_t symbol(void* const* buffers, const int64_t* syms)`` computing
     ``y[i, c] = epilogue(sum_r x[i, r] * dequantize(codes)[r, c])`` for the run-time row count
     ``row_count`` (a C expression over the names ``symbol_lines`` declare from ``rs_syms``).
@@ -142,12 +146,14 @@ def gemm_source(symbol: str, fmt: str, rows: int, cols: int, roles: dict[str, in
     position past the function's ``buffer_count`` buffers. ``activations="q8_0"``: ``x`` is to
     be rounded to 8-bit block codes first (``R.fake_quantize``): one token passes it to the
     GEMV unrounded (it rounds and multiplies integer codes), several are rounded once into a
-    buffer the micro-kernel reads."""
+    buffer the micro-kernel reads. ``scale_dtype``: the scales' and mins' (float16: widened
+    as the panels are decoded)."""
     if fmt not in FORMATS:
         raise ValueError(f"quantized gemm: unsupported format {fmt!r} (have {sorted(FORMATS)})")
     if rows % BLOCK or rows <= 0 or cols <= 0:
         raise ValueError(f"quantized gemm: {rows} x {cols} is not whole {BLOCK}-row blocks")
     has_min = FORMATS[fmt][2]
+    scales = ScaleLoads(scale_dtype)
     machine = machine or machine_params()
     params = derive_params(machine)
     if params.nr % features.lanes:
@@ -162,11 +168,11 @@ def gemm_source(symbol: str, fmt: str, rows: int, cols: int, roles: dict[str, in
         raise ValueError("quantized gemm: give x either as a buffer role or as a row operand")
     gemv_roles = roles if row_operand is None else roles | {"x": buffer_count}
     one_row = gemv_source(f"{symbol}_one_row", fmt, rows, cols, gemv_roles, features, one_row_epilogue,
-                          activations)
+                          activations, scale_dtype)
     operands = [f"  const {code_t}* restrict codes = (const {code_t}*)rs_buffers[{roles['codes']}];",
-                f"  const float* restrict scale = (const float*)rs_buffers[{roles['scale']}];",
-                "  const float* restrict mins = "
-                + (f"(const float*)rs_buffers[{roles['min']}];" if has_min else "NULL;"),
+                f"  const {scales.c_type}* restrict scale = (const {scales.c_type}*)rs_buffers[{roles['scale']}];",
+                f"  const {scales.c_type}* restrict mins = "
+                + (f"(const {scales.c_type}*)rs_buffers[{roles['min']}];" if has_min else "NULL;"),
                 f"  float* restrict y = (float*)rs_buffers[{roles['y']}];",
                 *(f"  {line}" for line in symbol_lines)]
     if row_operand is None:
@@ -217,9 +223,9 @@ def gemm_source(symbol: str, fmt: str, rows: int, cols: int, roles: dict[str, in
         vector_typedefs(params),
         "#endif",
         emit_microkernel(f"{symbol}_tile", params, a_packed=False, b_packed=True),
-        _decode_panel_source(f"{symbol}_decode", fmt, cols, tile, features.lanes),
+        _decode_panel_source(f"{symbol}_decode", fmt, cols, tile, features.lanes, scales),
         f"/* {fmt} gemm n x {rows} x {cols} for {features.name}: register tile {mr} x {nr}, "
-        f"{kc} weight rows decoded per panel, {mc} rows per task */",
+        f"{kc} weight rows decoded per panel, {mc} rows per task{', float16 scales' if scales.half else ''} */",
         f"int32_t {symbol}(void* const* rs_buffers, const int64_t* rs_syms) {{",
         *operands,
         "  int32_t rs_status = STATUS_OK;",

@@ -1,7 +1,7 @@
 """Generated micro-kernel for a one-token quantized linear layer: ``y = x @ dequantize(codes, ...)``.
 
 The schedule rule ``tensorir.schedule_rules.quantized`` marks a PrimFunc that is
-exactly this product (no epilogue, one token, constant shape, float32 scales)
+exactly this product (no epilogue, one token, constant shape, float32 or float16 scales)
 with ``MICRO_KERNEL_ATTR``; its loop nest stays the function's meaning (the
 interpreter runs it), and the C emitter replaces the body by the kernel
 generated here, with the same calling convention.
@@ -35,6 +35,7 @@ PAGE_BYTES = 4096
 PARALLEL_MIN_WEIGHTS = 65536
 FORMATS = {"q4_0": (2, -8, False), "q4_1": (2, 0, True), "q8_0": (1, 0, False)}
 # format -> (codes per byte, code offset, has a min)
+SCALE_DTYPES = ("float32", "float16")   # the scales' (and mins') dtype the kernels read
 
 
 def generated_kernels_enabled() -> bool:
@@ -149,6 +150,79 @@ static inline rs_qi rs_qwiden_s8(const void* p) {
 }
 
 
+# float16 scales (GGUF's own, 2 bytes a block and column instead of 4) widened as they are loaded:
+# F16C's vcvtph2ps where the compiler targets it, else the prelude's exact bit conversion
+# rs_half_to_float (``RS_Q_NO_F16C`` forces it; the tests build both). Emitted only by kernels with
+# float16 scales, so that float32-only sources need no rs_half_to_float.
+_HALF_HELPERS = """#ifndef RS_QGEMV_HALF_HELPERS
+#define RS_QGEMV_HALF_HELPERS
+#if {guard} && !defined(RS_Q_NO_F16C)
+#define RS_Q_F16C 1
+#endif
+static inline rs_qf rs_qload_h(const uint16_t* p) {{
+#ifdef RS_Q_F16C
+  const {wide} w = {convert}; rs_qf v; memcpy(&v, &w, sizeof v); return v;
+#else
+  rs_qf v; for (int i = 0; i < {lanes}; ++i) v[i] = rs_half_to_float(p[i]); return v;
+#endif
+}}
+#ifdef __AVX2__
+static inline __m256 rs_qload8_h(const uint16_t* p) {{
+#if defined(__F16C__) && !defined(RS_Q_NO_F16C)
+  return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)p));
+#else
+  float v[8]; for (int i = 0; i < 8; ++i) v[i] = rs_half_to_float(p[i]); return _mm256_loadu_ps(v);
+#endif
+}}
+#endif
+#endif
+"""
+_HALF_WIDEN = {   # kind -> (guard, float vector, conversion of 'lanes' halves at p)
+    "avx512": ("defined(__F16C__) && defined(__AVX512F__)", "__m512",
+               "_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i*)p))"),
+    "avx2": ("defined(__F16C__) && defined(__AVX__)", "__m256", "_mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)p))"),
+    "sse": ("defined(__F16C__)", "__m128", "_mm_cvtph_ps(_mm_loadl_epi64((const __m128i*)p))"),
+}
+
+
+@dataclass(frozen=True)
+class ScaleLoads:
+    """How a kernel reads its scales and mins: float32, or float16 widened as loaded (exact, so
+    the dequantized weights are the same as with the widened float32 arrays)."""
+    dtype: str = "float32"
+
+    def __post_init__(self):
+        if self.dtype not in SCALE_DTYPES:
+            raise ValueError(f"quantized kernels: scales are {' or '.join(SCALE_DTYPES)}, not {self.dtype!r}")
+
+    @property
+    def half(self) -> bool:
+        return self.dtype == "float16"
+
+    @property
+    def c_type(self) -> str:
+        return "uint16_t" if self.half else "float"
+
+    def vector(self, address: str) -> str:
+        """An ``rs_qf`` of the scales at ``address``."""
+        return f"rs_qload_{'h' if self.half else 'f'}({address})"
+
+    def avx8(self, address: str) -> str:
+        """An ``__m256`` of the 8 scales at ``address`` (AVX2 regions)."""
+        return f"rs_qload8_h({address})" if self.half else f"_mm256_loadu_ps({address})"
+
+    def scalar(self, element: str) -> str:
+        """The float of one scale ``element`` (a C lvalue)."""
+        return f"rs_half_to_float({element})" if self.half else element
+
+    def helpers(self, features: VectorFeatures) -> str:
+        """C text the loads need after ``_HELPERS`` (nothing for float32)."""
+        if not self.half:
+            return ""
+        guard, wide, convert = _HALF_WIDEN[features.name]
+        return _HALF_HELPERS.format(guard=guard, wide=wide, convert=convert, lanes=features.lanes)
+
+
 @dataclass(frozen=True)
 class ColumnEpilogue:
     """C text of the elementwise stages after the product, per output column: ``declarations``
@@ -171,10 +245,11 @@ def columns_per_tile(cols: int, group: int, l1d_bytes: int) -> int:
 
 def gemv_source(symbol: str, fmt: str, rows: int, cols: int, roles: dict[str, int],
                 features: VectorFeatures, epilogue: ColumnEpilogue | None = None,
-                activations: str | None = None) -> str:
+                activations: str | None = None, scale_dtype: str = "float32") -> str:
     """C source of ``int32_t symbol(void* const* buffers, const int64_t* syms)`` computing
     ``y[c] = epilogue(sum_r x[r] * dequantize(codes)[r, c])``; ``roles`` maps
-    codes/scale/min/x/y to the buffer's position.
+    codes/scale/min/x/y to the buffer's position; ``scale_dtype`` is the scales' and mins'
+    (float16: read as their bits and widened as loaded, ``ScaleLoads``).
 
     Each thread of the team takes a contiguous run of whole column groups (the ragged
     columns go to the last one) and walks it a tile at a time; for each 32-row block and
@@ -200,6 +275,7 @@ def gemv_source(symbol: str, fmt: str, rows: int, cols: int, roles: dict[str, in
     per_byte, offset, has_min = FORMATS[fmt]
     if rows % BLOCK or rows <= 0 or cols <= 0:
         raise ValueError(f"quantized gemv: {rows} x {cols} is not whole {BLOCK}-row blocks")
+    scales = ScaleLoads(scale_dtype)
     lanes = features.lanes
     units = features.accumulators * (2 if per_byte == 1 else 1)
     group = lanes * units
@@ -242,17 +318,18 @@ def gemv_source(symbol: str, fmt: str, rows: int, cols: int, roles: dict[str, in
     # the block's sum of x weighs the min (q4_1) and the code offset (q4_0)
     shift = f" + rs_qsplat({float(offset)}f * xs)" if offset else ""
     vec_update = [f"rs_qstore_f(&{at(u * lanes)}, rs_qload_f(&{at(u * lanes)})"
-                  f" + rs_qload_f(sb + c + {u * lanes}) * ({sums[u]}{shift})"
-                  + (f" + rs_qload_f(mb + c + {u * lanes}) * rs_qsplat(xs)" if has_min else "") + ");"
+                  f" + {scales.vector(f'sb + c + {u * lanes}')} * ({sums[u]}{shift})"
+                  + (f" + {scales.vector(f'mb + c + {u * lanes}')} * rs_qsplat(xs)" if has_min else "") + ");"
                   for u in range(units)]
-    scalar_update = (f"{at(0)} += sb[c] * (a" + (f" + {float(offset)}f * xs" if offset else "") + ")"
-                     + (" + mb[c] * xs" if has_min else "") + ";")
+    scalar_update = (f"{at(0)} += {scales.scalar('sb[c]')} * (a" + (f" + {float(offset)}f * xs" if offset else "")
+                     + ")" + (f" + {scales.scalar('mb[c]')} * xs" if has_min else "") + ";")
+    scale_t = scales.c_type
     operands = [f"  const {code_t}* restrict codes = (const {code_t}*)rs_buffers[{roles['codes']}];",
-                f"  const float* restrict scale = (const float*)rs_buffers[{roles['scale']}];",
+                f"  const {scale_t}* restrict scale = (const {scale_t}*)rs_buffers[{roles['scale']}];",
                 f"  const float* restrict {'x_in' if activations else 'x'} = (const float*)rs_buffers[{roles['x']}];",
                 f"  float* restrict y = (float*)rs_buffers[{roles['y']}];"]
     if has_min:
-        operands.insert(2, f"  const float* restrict mins = (const float*)rs_buffers[{roles['min']}];")
+        operands.insert(2, f"  const {scale_t}* restrict mins = (const {scale_t}*)rs_buffers[{roles['min']}];")
     if epilogue:
         operands += [f"  {line}" for line in epilogue.declarations]
         finish = ["      for (int64_t rs_col = t0; rs_col < t1; ++rs_col) {",
@@ -266,8 +343,9 @@ def gemv_source(symbol: str, fmt: str, rows: int, cols: int, roles: dict[str, in
     lines = [
         _HELPERS.format(vb=features.vector_bytes, widen=_WIDEN[features.name],
                         splat=", ".join(["v"] * features.lanes)),
+        scales.helpers(features),
         f"/* {fmt} gemv {rows} x {cols} for {features.name}: groups of {units} x {lanes} lanes, "
-        f"tiles of {tile} columns */",
+        f"tiles of {tile} columns{', float16 scales' if scales.half else ''} */",
         *([f"/* activations rounded to {activations} codes in the kernel */"] if activations else []),
         f"int32_t {symbol}(void* const* rs_buffers, const int64_t* rs_syms) {{",
         *operands,
@@ -296,8 +374,8 @@ def gemv_source(symbol: str, fmt: str, rows: int, cols: int, roles: dict[str, in
         f"        const float* xb = x + b * {BLOCK};",
         "        const float xs = xsum[b];",
         f"        const {code_t}* block = codes + b * {byte_rows * cols};",
-        f"        const float* sb = scale + b * {cols};",
-        *([f"        const float* mb = mins + b * {cols};"] if has_min else []),
+        f"        const {scale_t}* sb = scale + b * {cols};",
+        *([f"        const {scale_t}* mb = mins + b * {cols};"] if has_min else []),
         f"        for (int64_t c = t0; c < vec_end; c += {group}) {{",
         "          " + " ".join(f"rs_qf {z}{u} = {{0}};" for u in range(units) for z in zero),
         f"          #pragma GCC unroll {byte_rows}",
@@ -329,14 +407,16 @@ def gemv_source(symbol: str, fmt: str, rows: int, cols: int, roles: dict[str, in
             int8_tile = columns_per_tile(cols, group_of(fmt), features.l1d_bytes)
             if fmt != "q8_0" and fits_row_walk(cols, features.l1d_bytes) and row_walk_enabled():
                 # the row walk rounds each block in the thread that reads it
-                region = rows_region_c(fmt, rows, cols, PARALLEL_MIN_WEIGHTS, epilogue is not None, finish, int8_tile)
+                region = rows_region_c(fmt, rows, cols, PARALLEL_MIN_WEIGHTS, epilogue is not None, finish, int8_tile,
+                                       scales=scales)
                 kernel = ["#ifdef __AVX2__", *region, "#else", *rounded, *float_body, "#endif"]
             else:
                 if fmt == "q8_0" and row_walk_enabled():
-                    region = q8_rows_region_c(rows, cols, PARALLEL_MIN_WEIGHTS, epilogue is not None, finish)
+                    region = q8_rows_region_c(rows, cols, PARALLEL_MIN_WEIGHTS, epilogue is not None, finish,
+                                              scales)
                 else:
                     region = int8_region_c(fmt, rows, cols, int8_tile, PARALLEL_MIN_WEIGHTS, epilogue is not None,
-                                           finish)
+                                           finish, scales)
                 kernel = [*rounded, "#ifdef __AVX2__", *region, "#else", *float_body, "#endif"]
         else:
             kernel = [*rounded, *float_body]

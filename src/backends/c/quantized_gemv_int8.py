@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import os
 
-from .quantized_gemv import BLOCK, PAGE_BYTES, PREFETCH_AHEAD_BYTES
+from .quantized_gemv import BLOCK, PAGE_BYTES, PREFETCH_AHEAD_BYTES, ScaleLoads
 
 GROUP = 32                      # q4 columns per register-blocked step: one 32-byte row of codes
 # q8_0 columns per step: a whole cache line of each row. With rows a multiple of 4 KiB apart (the
@@ -125,8 +125,9 @@ def widened_sums_c(a0: str, a1: str, b0: str, b1: str, indent: str) -> list[str]
 
 
 def int8_region_c(fmt: str, rows: int, cols: int, tile: int, parallel_min: int,
-                  has_epilogue: bool, finish: list[str]) -> list[str]:
-    """The AVX2 parallel region (column runs per thread, tiles, blocks, 32-column steps)."""
+                  has_epilogue: bool, finish: list[str], scales: ScaleLoads = ScaleLoads()) -> list[str]:
+    """The AVX2 parallel region (column runs per thread, tiles, blocks, 32-column steps); the
+    scales (and mins) read as ``scales`` says."""
     blocks = rows // BLOCK
     group = group_of(fmt)
     out = "prod[c - t0{}]" if has_epilogue else "y[c{}]"
@@ -217,14 +218,14 @@ def int8_region_c(fmt: str, rows: int, cols: int, tile: int, parallel_min: int,
         f"          for (int u = 0; u < {group // 8}; ++u) {{",
         f"            float* o = &{at('8 * u')};",
         "            const __m256i su = " + ("_mm256_add_epi32(sum[u], shift);" if offset else "sum[u];"),
-        "            __m256 v = _mm256_add_ps(_mm256_loadu_ps(o), _mm256_mul_ps(_mm256_loadu_ps(sb + c + 8 * u),"
+        f"            __m256 v = _mm256_add_ps(_mm256_loadu_ps(o), _mm256_mul_ps({scales.avx8('sb + c + 8 * u')},"
         " _mm256_mul_ps(dv, _mm256_cvtepi32_ps(su))));",
-        *(["            v = _mm256_add_ps(v, _mm256_mul_ps(_mm256_loadu_ps(mb + c + 8 * u), mq));"] if has_min else []),
+        *([f"            v = _mm256_add_ps(v, _mm256_mul_ps({scales.avx8('mb + c + 8 * u')}, mq));"] if has_min else []),
         "            _mm256_storeu_ps(o, v);",
         "          }",
     ]
-    scalar_update = (f"          {at(0)} += sb[c] * (d * (float)(s" + (" + off" if offset else "") + "))"
-                     + (" + mb[c] * (d * (float)qsum[b])" if has_min else "") + ";")
+    scalar_update = (f"          {at(0)} += {scales.scalar('sb[c]')} * (d * (float)(s" + (" + off" if offset else "")
+                     + "))" + (f" + {scales.scalar('mb[c]')} * (d * (float)qsum[b])" if has_min else "") + ";")
     return [
         *pairs,
         f"  #pragma omp parallel if({rows * cols} >= {parallel_min}) num_threads(rs_threads())",
@@ -240,8 +241,8 @@ def int8_region_c(fmt: str, rows: int, cols: int, tile: int, parallel_min: int,
         f"      for (int64_t c = t0; c < t1; ++c) {at(0)} = 0.0f;",
         f"      for (int64_t b = 0; b < {blocks}; ++b) {{",
         f"        const {code_t}* block = codes + b * {byte_rows * cols};",
-        f"        const float* sb = scale + b * {cols};",
-        *([f"        const float* mb = mins + b * {cols};"] if has_min else []),
+        f"        const {scales.c_type}* sb = scale + b * {cols};",
+        *([f"        const {scales.c_type}* mb = mins + b * {cols};"] if has_min else []),
         xp_decl,
         "        const float d = dx[b];",
         "        const __m256 dv = _mm256_set1_ps(d);",

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import os
 
+from .quantized_gemv import ScaleLoads
 from .quantized_gemv_int8 import block_rounding_c, widened_sums_c
 
 BLOCK = 32
@@ -62,8 +63,8 @@ def add_epi16_chain(terms: str) -> str:
 
 def rows_region_c(fmt: str, rows: int, cols: int, parallel_min: int, has_epilogue: bool,
                   finish: list[str], tile: int, rows_per_pass: int = ROWS_PER_PASS,
-                  prefetch_bytes: int = PREFETCH_BYTES) -> list[str]:
-    """C lines of the region: reads ``codes``, ``scale`` (and ``mins``) and the unrounded input
+                  prefetch_bytes: int = PREFETCH_BYTES, scales: ScaleLoads = ScaleLoads()) -> list[str]:
+    """C lines of the region: reads ``codes``, ``scale`` (and ``mins``, as ``scales`` says) and the unrounded input
     ``x_in`` (each thread rounds its own blocks' 32 values); writes ``y``, or, with an
     epilogue, fills ``prod[c - t0]`` for tiles ``[t0, t1)`` of at most ``tile`` columns and runs
     ``finish`` on each."""
@@ -134,8 +135,8 @@ def rows_region_c(fmt: str, rows: int, cols: int, parallel_min: int, has_epilogu
         "            for (int u = 0; u < 4; ++u) {",
         f"              const int64_t c = g * {GROUP} + 8 * u;",
         "              const __m256i su = " + ("_mm256_add_epi32(sum[u], shift);" if offset else "sum[u];"),
-        "              __m256 v = _mm256_mul_ps(_mm256_loadu_ps(sb + c), _mm256_mul_ps(dv, _mm256_cvtepi32_ps(su)));",
-        *(["              v = _mm256_add_ps(v, _mm256_mul_ps(_mm256_loadu_ps(mb + c), mq));"] if has_min else []),
+        f"              __m256 v = _mm256_mul_ps({scales.avx8('sb + c')}, _mm256_mul_ps(dv, _mm256_cvtepi32_ps(su)));",
+        *([f"              v = _mm256_add_ps(v, _mm256_mul_ps({scales.avx8('mb + c')}, mq));"] if has_min else []),
         "              _mm256_store_ps(part + c, first_block ? v : _mm256_add_ps(_mm256_load_ps(part + c), v));",
         "            }",
     ]
@@ -146,8 +147,8 @@ def rows_region_c(fmt: str, rows: int, cols: int, parallel_min: int, has_epilogu
         f"              const int32_t byte = block[r * {cols} + c];",
         "              t += (byte & 15) * qb[r] + (byte >> 4) * qb[r + 16];",
         "            }",
-        "            const float v = sb[c] * (d * (float)(t" + (" + off" if offset else "") + "))"
-        + (" + mb[c] * (d * (float)qs)" if has_min else "") + ";",
+        f"            const float v = {scales.scalar('sb[c]')} * (d * (float)(t" + (" + off" if offset else "") + "))"
+        + (f" + {scales.scalar('mb[c]')} * (d * (float)qs)" if has_min else "") + ";",
         "            part[c] = first_block ? v : part[c] + v;",
         "          }",
     ]
@@ -188,8 +189,8 @@ def rows_region_c(fmt: str, rows: int, cols: int, parallel_min: int, has_epilogu
         "        int16_t xp[16];     /* byte row r's code pair (qb[r], qb[r + 16]) */",
         "        for (int64_t r = 0; r < 16; ++r)",
         "          xp[r] = (int16_t)((uint16_t)(uint8_t)qb[r] | ((uint16_t)(uint8_t)qb[r + 16] << 8));",
-        f"        const float* sb = scale + b * {cols};",
-        *([f"        const float* mb = mins + b * {cols};"] if has_min else []),
+        f"        const {scales.c_type}* sb = scale + b * {cols};",
+        *([f"        const {scales.c_type}* mb = mins + b * {cols};"] if has_min else []),
         *(["        const int32_t off = -8 * qs;"] if offset else []),
         *(half_rows if groups else []),
         "        {",

@@ -11,6 +11,8 @@ per-column sums kept in L1; after the block's 16 pairs, ``d_w d_x S`` joins the 
 """
 from __future__ import annotations
 
+from .quantized_gemv import ScaleLoads
+
 BLOCK = 32
 GROUP = 16                 # columns per 16-byte load of a row (one register of 16-bit lanes)
 TILE = 2048                # columns per tile: 8 KiB of sums and 8 KiB of output in L1
@@ -20,8 +22,9 @@ PREFETCH_ROWS_AHEAD = 2
 
 
 def q8_rows_region_c(rows: int, cols: int, parallel_min: int, has_epilogue: bool,
-                     finish: list[str]) -> list[str]:
-    """C lines of the region (after ``activation_codes_c``: reads ``qx``, ``dx``): writes ``y``
+                     finish: list[str], scales: ScaleLoads = ScaleLoads()) -> list[str]:
+    """C lines of the region (after ``activation_codes_c``: reads ``qx``, ``dx``, ``scale`` as
+    ``scales`` says): writes ``y``
     (or ``prod[c - t0]`` for each tile ``[t0, t1)`` and runs ``finish`` on it)."""
     blocks = rows // BLOCK
     tile = min(TILE, -(-cols // GROUP) * GROUP)
@@ -51,7 +54,7 @@ def q8_rows_region_c(rows: int, cols: int, parallel_min: int, has_epilogue: bool
         "            int32_t s = 0;",
         f"            for (int64_t r = 0; r < {BLOCK}; ++r)",
         f"              s += (int32_t)block[r * {cols} + c] * qx[b * {BLOCK} + r];",
-        f"            {out} += scale[b * {cols} + c] * (d * (float)s);",
+        f"            {out} += {scales.scalar(f'scale[b * {cols} + c]')} * (d * (float)s);",
         "          }",
     ]
     return [
@@ -85,16 +88,16 @@ def q8_rows_region_c(rows: int, cols: int, parallel_min: int, has_epilogue: bool
         *pair_pass(first=False),
         "        }",
         "        const __m256 dv = _mm256_set1_ps(d);",
-        f"        const float* sb = scale + b * {cols};",
+        f"        const {scales.c_type}* sb = scale + b * {cols};",
         "        for (int64_t c = t0; c < vec_end; c += 16) {",
         "          const __m256i* a = acc + (c - t0) / 8;",
         "          const __m256i s0 = _mm256_permute2x128_si256(a[0], a[1], 0x20);",
         "          const __m256i s1 = _mm256_permute2x128_si256(a[0], a[1], 0x31);",
         f"          float* o = {out_vec};",
         "          _mm256_storeu_ps(o, _mm256_add_ps(_mm256_loadu_ps(o),"
-        " _mm256_mul_ps(_mm256_loadu_ps(sb + c), _mm256_mul_ps(dv, _mm256_cvtepi32_ps(s0)))));",
+        f" _mm256_mul_ps({scales.avx8('sb + c')}, _mm256_mul_ps(dv, _mm256_cvtepi32_ps(s0)))));",
         "          _mm256_storeu_ps(o + 8, _mm256_add_ps(_mm256_loadu_ps(o + 8),"
-        " _mm256_mul_ps(_mm256_loadu_ps(sb + c + 8), _mm256_mul_ps(dv, _mm256_cvtepi32_ps(s1)))));",
+        f" _mm256_mul_ps({scales.avx8('sb + c + 8')}, _mm256_mul_ps(dv, _mm256_cvtepi32_ps(s1)))));",
         "        }",
         *scalar,
         "      }",

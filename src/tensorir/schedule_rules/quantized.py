@@ -36,6 +36,8 @@ from .gemm import TILE_I, _operand_buffers
 from .weight_tile import private_weight_tile
 
 CODE_DTYPES = ("uint8", "int8")
+# the scales' (and mins') dtypes the generated kernels read: float16 is GGUF's own, widened as loaded
+SCALE_DTYPES = ("float32", "float16")
 # attribute naming a generated micro-kernel the C emitter puts in place of the loop nest
 # (backends/c/quantized_gemv.py; the loop nest stays the meaning, for the interpreter)
 QUANTIZED_GEMV_ATTR = "c.quantized_gemv"
@@ -85,13 +87,14 @@ def schedule_quantized_gemm(sch: Schedule):
 
 def _float_param_loads(expr, params) -> list:
     return [load.buffer for load in collect(expr, lambda n: isinstance(n, E.BufferLoad))
-            if id(load.buffer) in params and load.buffer.dtype == "float32"]
+            if id(load.buffer) in params and load.buffer.dtype in SCALE_DTYPES]
 
 
 def quantized_gemv_spec(sch: Schedule) -> dict | None:
     """Roles and shape for the generated gemv when the function is exactly
-    ``y(1.., N) = x(1.., K) @ dequantize(codes, scale[, min])`` with float32 operands, else None
-    (then the loop nest is compiled as scheduled)."""
+    ``y(1.., N) = x(1.., K) @ dequantize(codes, scale[, min])`` with float32 ``x`` and ``y`` and
+    float32 or float16 scales (``scale_dtype`` in the spec when float16), else None (then the loop
+    nest is compiled as scheduled)."""
     names = leaf_block_names(sch)
     index = StmtIndex(sch.func)
     blocks = [index.realize(n).block for n in names]
@@ -133,7 +136,7 @@ def quantized_gemv_spec(sch: Schedule) -> dict | None:
              "y": params[id(y)]}
     if mins:
         roles["min"] = params[id(mins[0])]
-    spec = {"format": fmt, "rows": rows, "cols": cols, "roles": roles}
+    spec = {"format": fmt, "rows": rows, "cols": cols, "roles": roles, **scale_dtype_entry(scales)}
     if rounding is not None:
         spec["activations"] = rounding.name[len(FAKE_QUANTIZE_BLOCK):]
     # by name: an attribute holds printable values; the emitter rebuilds the chain from the
@@ -142,6 +145,11 @@ def quantized_gemv_spec(sch: Schedule) -> dict | None:
     if epilogue and len({product.name, *names["blocks"]}) != len(epilogues) + 1:
         return None   # names that do not find the blocks again
     return spec | ({"epilogue": names} if epilogue else {})
+
+
+def scale_dtype_entry(scales) -> dict:
+    """The spec's ``scale_dtype`` entry: present only for float16 scales (float32 is the default)."""
+    return {"scale_dtype": scales[0].dtype} if scales[0].dtype != "float32" else {}
 
 
 def activation_rounding(x, blocks):
@@ -227,7 +235,8 @@ def decoded_product(decoder, product, params: dict):
         scales, mins = _float_param_loads(value.a, params), _float_param_loads(value.b, params)
     else:
         scales, mins = _float_param_loads(value, params), []
-    if len(codes) != 1 or len(scales) != 1 or len(mins) != (fmt == "q4_1"):
+    if len(codes) != 1 or len(scales) != 1 or len(mins) != (fmt == "q4_1") or \
+            any(m.dtype != scales[0].dtype for m in mins):
         return None
     weight = decoder.writes[0].buffer
     outputs = [w.buffer for w in product.writes]

@@ -1,7 +1,7 @@
 """Recognize a several-token quantized linear layer for the generated GEMM
 (``backends/c/quantized_gemm.py``): ``y(.., n, N) = epilogue(x(.., n, K) @ dequantize(codes,
 scale[, min]))`` with a symbolic (or any) token count ``n``, constant whole-block ``K`` and
-``N``, float32 scales, and an elementwise epilogue per output element.
+``N``, float32 or float16 scales, and an elementwise epilogue per output element.
 
 Like the one-token GEMV (``quantized.py``'s ``quantized_gemv_spec``), the result is an
 attribute (``QUANTIZED_GEMM_ATTR``) recording the format, shape and the buffer position of
@@ -21,7 +21,7 @@ from ..stmt import Block, BufferStore
 from ..structural import structural_equal
 from .common import const_int, leaf_block_names
 from .quantized import (CODE_DTYPES, FAKE_QUANTIZE_BLOCK, activation_rounding, decoded_product,
-                        elementwise_steps)
+                        elementwise_steps, scale_dtype_entry)
 
 QUANTIZED_GEMM_ATTR = "c.quantized_gemm"
 
@@ -79,7 +79,8 @@ def quantized_gemm_spec(sch: Schedule) -> dict | None:
         roles["min"] = params[id(mins[0])]
     if id(x) in params:
         roles["x"] = params[id(x)]
-    spec = {"format": fmt, "rows": rows, "cols": cols, "roles": roles, "product": product.name}
+    spec = {"format": fmt, "rows": rows, "cols": cols, "roles": roles, "product": product.name,
+            **scale_dtype_entry(scales)}
     if rounding is not None:
         spec["activations"] = rounding.name[len(FAKE_QUANTIZE_BLOCK):]
     if epilogue:

@@ -9,12 +9,15 @@ For each shape the driver times, with the team sizes given (1 and 2 threads by d
   decode step where 96 MB of weights pass per token;
 - ``old``: the same, for the kernel generated with ``RELAXSCRIPT_GEMV_ROW_WALK=0`` (the register-
   blocked column split), its calls alternating with ``stream``'s so both see the same load;
+  with ``--scales compare`` instead the kernel with float32 scales (``stream`` then has float16
+  scales, GGUF's own: 2 bytes a block and column less to read);
 - ``read``: an OpenMP sum of 64-bit words over the same copies with the same thread split and one
   parallel region per call: what streaming those bytes costs with no compute;
 - ``empty``: a parallel region doing nothing: the team's fork/join cost per call.
 
 Times are medians (and 10th percentiles) over many calls, in microseconds, with the GB/s of weight
-bytes (codes + scales + mins). Run it on a quiet machine: other processes' memory traffic lowers
+bytes (codes + scales + mins, each kernel its own scale dtype's). ``--scales f16`` times both
+kernels with float16 scales. Run it on a quiet machine: other processes' memory traffic lowers
 every column.
 """
 from __future__ import annotations
@@ -28,6 +31,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
 
+from backends.c.codegen import HALF_TO_FLOAT_C  # noqa: E402
 from backends.c.compiler import DEFAULT_FLAGS, find_compiler  # noqa: E402
 from backends.c.quantized_gemv import detect_features, gemv_source  # noqa: E402
 
@@ -72,21 +76,26 @@ static void empty_region(void) {
   { sink += 0; }
 }
 
-/* usage: driver kernel baseline rows cols code_bytes scale_count has_min copies calls threads */
+/* usage: driver kernel baseline rows cols code_bytes scale_count has_min copies calls threads
+          kernel_half baseline_half (1: that kernel reads float16 scales) */
 int main(int argc, char** argv) {
   const int which = atoi(argv[1]), baseline = atoi(argv[2]);
   const int64_t rows = atoll(argv[3]), cols = atoll(argv[4]), code_bytes = atoll(argv[5]), scales = atoll(argv[6]);
   const int has_min = atoi(argv[7]);
   const int copies = atoi(argv[8]), calls = atoi(argv[9]);
   rs_team_size = atoi(argv[10]);
-  const int64_t weight_bytes = code_bytes + 4 * scales * (has_min ? 2 : 1);
-  const int64_t stride = (weight_bytes + 4095) / 4096 * 4096;
+  const int half[2] = {atoi(argv[11]), atoi(argv[12])};
+  /* a copy: codes | float32 scales (and mins) | float16 scales (and mins), the same values */
+  const int64_t set = scales * (has_min ? 2 : 1);
+  const int64_t weight_bytes = code_bytes + 4 * set;
+  const int64_t stride = (weight_bytes + 2 * set + 4095) / 4096 * 4096;
   uint8_t* arena = aligned_alloc(4096, stride * copies);
   srand(1);
   for (int64_t i = 0; i < stride * copies; ++i) arena[i] = (uint8_t)rand();
   for (int c = 0; c < copies; ++c) {
     float* s = (float*)(arena + c * stride + code_bytes);
-    for (int64_t i = 0; i < scales * (has_min ? 2 : 1); ++i) s[i] = (float)(rand() % 1000) * 1e-4f;
+    _Float16* h = (_Float16*)(arena + c * stride + weight_bytes);
+    for (int64_t i = 0; i < set; ++i) { s[i] = (float)(rand() % 1000) * 1e-4f; h[i] = (_Float16)s[i]; }
   }
   float* x = aligned_alloc(64, rows * 4);
   float* y = aligned_alloc(64, (cols + 16) * 4);
@@ -99,8 +108,10 @@ int main(int argc, char** argv) {
       const int c = mode == 0 ? 0 : (2 * (i + copies) + v) % copies;
       uint8_t* base = arena + c * stride;
       void* buffers[5];
-      buffers[0] = base; buffers[1] = base + code_bytes;
-      buffers[2] = has_min ? (void*)(base + code_bytes + 4 * scales) : (void*)x;
+      const int h = half[mode == 1 ? v : 0];
+      uint8_t* scale_at = base + code_bytes + (h ? 4 * set : 0);
+      buffers[0] = base; buffers[1] = scale_at;
+      buffers[2] = has_min ? (void*)(scale_at + (h ? 2 : 4) * scales) : (void*)x;
       buffers[3] = has_min ? (void*)x : (void*)y; buffers[4] = y;
       const double t0 = now_us();
       if (mode < 2) KERNEL(v ? baseline : which, buffers);
@@ -119,20 +130,28 @@ int main(int argc, char** argv) {
 """
 
 
-def build(shapes, workdir: Path) -> Path:
-    """One driver holding each shape's kernel as generated now (``kernel_<i>``) and as generated
-    with ``RELAXSCRIPT_GEMV_ROW_WALK=0`` (``kernel_<i + 100>``, the baseline the stream column
-    alternates with)."""
+SCALES = {"f32": ("float32", "float32"), "f16": ("float16", "float16"), "compare": ("float16", "float32")}
+# --scales -> (the kernel's, the baseline's scale dtype)
+
+
+def build(shapes, workdir: Path, scales: str = "f32") -> Path:
+    """One driver holding each shape's kernel as generated now (``kernel_<i>``) and its baseline
+    (``kernel_<i + 100>``, which the stream column alternates with): as generated with
+    ``RELAXSCRIPT_GEMV_ROW_WALK=0``, or with ``scales="compare"`` the kernel with float32 scales
+    where ``kernel_<i>`` reads float16 ones."""
     features = detect_features()
-    parts, cases = [PRELUDE], []
+    parts, cases = [PRELUDE, HALF_TO_FLOAT_C], []
+    kernel_dtype, baseline_dtype = SCALES[scales]
     for i, (_name, rows, cols, fmt) in enumerate(shapes):
         roles = {"codes": 0, "scale": 1, "min": 2, "x": 3, "y": 4} if fmt == "q4_1" else \
             {"codes": 0, "scale": 1, "x": 2, "y": 4}
-        for index, row_walk in ((i, "1"), (i + 100, "0")):
+        variants = ((i, "1", kernel_dtype), (i + 100, "1" if scales == "compare" else "0", baseline_dtype))
+        for index, row_walk, scale_dtype in variants:
             saved = os.environ.get("RELAXSCRIPT_GEMV_ROW_WALK")
             os.environ["RELAXSCRIPT_GEMV_ROW_WALK"] = row_walk
             try:
-                parts.append(gemv_source(f"kernel_{index}", fmt, rows, cols, roles, features, activations="q8_0"))
+                parts.append(gemv_source(f"kernel_{index}", fmt, rows, cols, roles, features, activations="q8_0",
+                                         scale_dtype=scale_dtype))
             finally:
                 if saved is None:
                     del os.environ["RELAXSCRIPT_GEMV_ROW_WALK"]
@@ -157,13 +176,19 @@ def main(argv=None) -> None:
     parser.add_argument("--calls", type=int, default=400)
     parser.add_argument("--only", default="", help="comma-separated shape names")
     parser.add_argument("--keep", default="", help="directory to keep the driver source in")
+    parser.add_argument("--scales", choices=sorted(SCALES), default="f32",
+                        help="the scales' dtype: f32 or f16 (kernel and row-walk-off baseline), or compare: "
+                             "the kernel with float16 scales against float32 scales (the 'old' column)")
     args = parser.parse_args(argv)
     shapes = [s for s in SHAPES if not args.only or s[0] in args.only.split(",")]
     workdir = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="gemv_bound_"))
     workdir.mkdir(parents=True, exist_ok=True)
-    binary = build(shapes, workdir)
+    binary = build(shapes, workdir, args.scales)
+    kernel_dtype, baseline_dtype = SCALES[args.scales]
+    old = "f32 sc us" if args.scales == "compare" else "old us"
+    print(f"scales: kernel {kernel_dtype}, baseline ({old.split(' us')[0]}) {baseline_dtype}")
     print(f"{'shape':10s} {'thr':>3s} {'MB':>6s} | {'cached us':>9s} {'GB/s':>5s} | {'stream us':>9s} {'GB/s':>5s}"
-          f" | {'old us':>9s} {'GB/s':>5s} | {'read us':>8s} {'GB/s':>5s} | {'fork us':>7s}")
+          f" | {old:>9s} {'GB/s':>5s} | {'read us':>8s} {'GB/s':>5s} | {'fork us':>7s}")
     for name, rows, cols, fmt in SHAPES:
         if (name, rows, cols, fmt) not in shapes:
             continue
@@ -171,23 +196,28 @@ def main(argv=None) -> None:
         code_bytes = rows * cols // (2 if fmt != "q8_0" else 1)
         scales = rows // 32 * cols
         has_min = fmt == "q4_1"
-        nbytes = code_bytes + 4 * scales * (2 if has_min else 1)
-        copies = max(2, (args.stream_mb << 20) // nbytes)
+
+        def weight_bytes(dtype: str) -> int:
+            return code_bytes + (2 if dtype == "float16" else 4) * scales * (2 if has_min else 1)
+        nbytes, base_bytes = weight_bytes(kernel_dtype), weight_bytes(baseline_dtype)
+        copies = max(2, (args.stream_mb << 20) // weight_bytes("float32"))
         for threads in [int(t) for t in args.threads.split(",")]:
             env = dict(os.environ, OMP_WAIT_POLICY="active", OMP_PROC_BIND="true")
             out = subprocess.run([str(binary), str(which), str(which + 100), str(rows), str(cols), str(code_bytes),
-                                  str(scales), str(int(has_min)), str(copies), str(args.calls), str(threads)],
+                                  str(scales), str(int(has_min)), str(copies), str(args.calls), str(threads),
+                                  str(int(kernel_dtype == "float16")), str(int(baseline_dtype == "float16"))],
                                  capture_output=True, text=True, check=True, env=env).stdout
             result = {line.split()[0]: (float(line.split()[1]), float(line.split()[2]))
                       for line in out.splitlines()}
 
-            def rate(us: float) -> float:
+            def rate(us: float, nbytes: int = nbytes) -> float:
                 return nbytes / us / 1e3
             print(f"{name:10s} {threads:3d} {nbytes / 1e6:6.2f}"
                   f" | {result['cached'][0]:9.1f} {rate(result['cached'][0]):5.1f}"
                   f" | {result['stream'][0]:9.1f} {rate(result['stream'][0]):5.1f}"
-                  f" | {result['stream_baseline'][0]:9.1f} {rate(result['stream_baseline'][0]):5.1f}"
-                  f" | {result['read'][0]:8.1f} {rate(result['read'][0]):5.1f} | {result['empty'][0]:7.2f}",
+                  f" | {result['stream_baseline'][0]:9.1f} {rate(result['stream_baseline'][0], base_bytes):5.1f}"
+                  f" | {result['read'][0]:8.1f} {rate(result['read'][0], weight_bytes('float32')):5.1f}"
+                  f" | {result['empty'][0]:7.2f}",
                   flush=True)
 
 

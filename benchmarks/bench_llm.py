@@ -6,7 +6,8 @@ its own fresh process:
 - **relaxscript**: ``relaxscript.llm.engine.Engine.from_gguf(path, target="c")``,
   computing with the file's quantized blocks (``weights="q4"``) and, like
   llama.cpp, with 8-bit rounded matmul inputs (``--activations q8``, the
-  engine's default; ``f32`` keeps them exact);
+  engine's default; ``f32`` keeps them exact) and the blocks' scales in float16 as the file
+  stores them (``--scales f16``, the default; ``f32`` widens them at load);
 - **llama.cpp**: ``llama_cpp.Llama`` (llama-cpp-python, built by pip in
   ``nox -s bench``); left out, with the reason, when it is not installed;
 - **numpy**: ``relaxscript.llm.reference.NumpyLlama``, float32 weights.
@@ -30,7 +31,11 @@ also against a NumPy reference that rounds alike); a wrong result exits
 non-zero.
 
 Run: ``python benchmarks/bench_llm.py [--threads 2] [--model FILE] [--peers relaxscript,llama.cpp,numpy]
-[--contexts 16,256,1024] [--prompts 16,256] [--quick] [--llama-cpp-python PYTHON]``.
+[--contexts 16,256,1024] [--prompts 16,256] [--quick] [--scales f16|f32] [--llama-cpp-python PYTHON]``.
+
+``--compare-scales``: instead, in this one process, two relaxscript engines, one with float32 and
+one with float16 scales, checked to give the same logits, their decode steps and prefills timed
+alternately (the same machine load for both): medians and minima per context and prompt.
 The llama.cpp peer may run under another interpreter (``--llama-cpp-python``:
 one where llama-cpp-python was built); the parent tokenizes the text once, so
 that interpreter needs only numpy and llama_cpp.
@@ -121,11 +126,11 @@ class _LlamaCppPeer:
 
 
 def _make_peer(name: str, path: str, threads: int, context: int, activations: str = "q8",
-               kv_cache: str = "f16"):
+               kv_cache: str = "f16", scales: str = "f16"):
     if name == "relaxscript":
         from relaxscript.llm.engine import Engine
         return Engine.from_gguf(path, target="c", weights="q4", max_context=context,
-                                activations=activations, kv_cache=kv_cache)
+                                activations=activations, kv_cache=kv_cache, scales=scales)
     if name == "numpy":
         from relaxscript.llm.reference import NumpyLlama
         return NumpyLlama(path, max_context=context)   # the plain float32 model, whatever the engine's cache
@@ -166,7 +171,7 @@ def run_worker(args) -> dict:
     ids = json.loads(pathlib.Path(args.ids).read_text())
     result = {"peer": args.worker}
     start = time.perf_counter()
-    peer = _make_peer(args.worker, args.model, args.threads, context, args.activations, args.kv_cache)
+    peer = _make_peer(args.worker, args.model, args.threads, context, args.activations, args.kv_cache, args.scales)
     result["load_s"] = time.perf_counter() - start
     if args.worker == "relaxscript":   # bytes at the bounds, static plan vs one allocation per tensor
         result["activation_memory"] = {name: [m.planned_bytes, m.unplanned_bytes]
@@ -202,7 +207,7 @@ def _spawn(peer: str, args, env_extra: dict, logits_out: str | None) -> tuple[di
     python = args.llama_cpp_python if peer == "llama.cpp" else sys.executable
     command = [python, __file__, "--worker", peer, "--model", args.model, "--threads", str(args.threads),
                "--contexts", args.contexts, "--prompts", args.prompts, "--ids", args.ids,
-               "--activations", args.activations, "--kv-cache", args.kv_cache] \
+               "--activations", args.activations, "--kv-cache", args.kv_cache, "--scales", args.scales] \
         + (["--quick"] if args.quick else [])
     if logits_out:
         command += ["--logits-out", logits_out]
@@ -225,6 +230,56 @@ def _compile_seconds(args, cache: str) -> float:
     return float(done.stdout.strip().splitlines()[-1])
 
 
+def compare_scales(args) -> int:
+    """Float32 against float16 scales in one process: the same logits, then decode steps and
+    prefills of the two engines alternating, so both see the same machine load."""
+    os.environ.setdefault("RELAXSCRIPT_NUM_THREADS", str(args.threads))
+    contexts = [int(c) for c in args.contexts.split(",")]
+    prompts = [int(p) for p in args.prompts.split(",")]
+    context = context_needed(args)
+    rounds = 8 if args.quick else 24
+    ids = benchmark_ids(args.model, context + rounds)
+    engines = {s: _make_peer("relaxscript", args.model, args.threads, context + rounds, args.activations,
+                             args.kv_cache, s) for s in ("f32", "f16")}
+    first = {}
+    for name, engine in engines.items():
+        engine.reset()
+        first[name] = np.asarray(engine.prefill(ids[:16]))
+    same = bool(np.array_equal(first["f32"], first["f16"]))
+    print(f"check: logits after 16 tokens identical with float32 and float16 scales: {same}")
+    times = {(name, kind, n): [] for name in engines for kind, ns in (("decode", contexts), ("prefill", prompts))
+             for n in ns}
+    for n in contexts:
+        for engine in engines.values():
+            engine.reset()
+            engine.prefill(ids[:n])
+        for step in range(rounds):
+            for name in (("f32", "f16") if step % 2 else ("f16", "f32")):
+                start = time.perf_counter()
+                engines[name].decode(ids[n + step])
+                times[(name, "decode", n)].append(time.perf_counter() - start)
+    for n in prompts:
+        for step in range(max(3, rounds // 4)):
+            for name in (("f32", "f16") if step % 2 else ("f16", "f32")):
+                engines[name].reset()
+                start = time.perf_counter()
+                engines[name].prefill(ids[:n])
+                times[(name, "prefill", n)].append(time.perf_counter() - start)
+    rows = []
+    for kind, ns in (("decode @", contexts), ("prefill ", prompts)):
+        for n in ns:
+            cells = []
+            for name in ("f32", "f16"):
+                t = np.asarray(times[(name, kind.split()[0], n)])
+                tokens = 1 if kind.startswith("decode") else n
+                cells += [f"{tokens / np.median(t):.1f}", f"{tokens / t.min():.1f}"]
+            rows.append([f"{kind}{n}", *cells])
+    print(f"\ntokens/s, medians and bests of {rounds} alternating decode steps "
+          f"({max(3, rounds // 4)} prefills) per engine; load average {os.getloadavg()[0]:.2f}")
+    print(format_table(["", "f32 scales", "best", "f16 scales", "best"], rows))
+    return 0 if same else 1
+
+
 def weight_bytes_per_token(path: str) -> int:
     """Bytes of every tensor in the file: what one decode step streams (embedding row aside, the tied
     embedding table is read whole as the LM head)."""
@@ -244,6 +299,10 @@ def main() -> int:
                         help="relaxscript's (and the NumPy reference's) KV cache dtype; llama.cpp's is f16")
     parser.add_argument("--activations", choices=("q8", "f32"), default="q8",
                         help="relaxscript's matmul inputs: 8-bit rounded (default, as llama.cpp) or exact")
+    parser.add_argument("--scales", choices=("f16", "f32"), default="f16",
+                        help="relaxscript's quantized blocks' scales: float16 as in the file (default) or widened")
+    parser.add_argument("--compare-scales", action="store_true",
+                        help="time float32 against float16 scales in one process, alternating (see above)")
     parser.add_argument("--llama-cpp-python", default=os.environ.get("RELAXSCRIPT_BENCH_LLAMA_CPP_PYTHON",
                                                                    sys.executable),
                         help="the interpreter of the llama.cpp peer's process (one with llama-cpp-python and "
@@ -262,6 +321,8 @@ def main() -> int:
     if args.worker:
         print(json.dumps(run_worker(args)))
         return 0
+    if args.compare_scales:
+        return compare_scales(args)
 
     print(f"model: {args.model}\nthreads: {args.threads} per peer, each peer in its own process")
     weight_bytes = weight_bytes_per_token(args.model)

@@ -46,6 +46,25 @@ C_TYPES = {
     "bool": "bool",
 }
 
+# the prelude's float16 conversion, also for standalone sources (benchmarks, kernel tests)
+HALF_TO_FLOAT_C = r"""/* float16 bits -> float, exact for every value, in integer and float operations gcc vectorizes
+   (it does not vectorize _Float16 loads without AVX512-FP16). Moving exponent and mantissa to
+   float's place and scaling by 2^112 rebiases the exponent and normalizes subnormals;
+   inf and NaN keep an all-ones exponent. */
+static inline float rs_half_to_float(uint16_t h) {
+  uint32_t rest = (uint32_t)(h & 0x7fffu) << 13, bits;
+  float magnitude;
+  memcpy(&magnitude, &rest, 4);
+  magnitude *= 0x1p112f;
+  memcpy(&bits, &magnitude, 4);
+  uint32_t special = 0u - (uint32_t)((h & 0x7c00u) == 0x7c00u);
+  bits = (bits & ~special) | ((rest | 0x7f800000u) & special);
+  bits |= (uint32_t)(h & 0x8000u) << 16;
+  memcpy(&magnitude, &bits, 4);
+  return magnitude;
+}
+"""
+
 PRELUDE = r"""#include <stdint.h>
 #include <stdbool.h>
 #include <stdlib.h>
@@ -92,23 +111,7 @@ static inline double rs_exp(double x) {
   return exp(x < -700.0 ? -700.0 : x) * (double)!(x < -700.0); }
 static inline float rs_sigmoidf(float x) { return 1.0f / (1.0f + expf(-x)); }
 static inline double rs_sigmoid(double x) { return 1.0 / (1.0 + exp(-x)); }
-/* float16 bits -> float, exact for every value, in integer and float operations gcc vectorizes
-   (it does not vectorize _Float16 loads without AVX512-FP16). Moving exponent and mantissa to
-   float's place and scaling by 2^112 rebiases the exponent and normalizes subnormals;
-   inf and NaN keep an all-ones exponent. */
-static inline float rs_half_to_float(uint16_t h) {
-  uint32_t rest = (uint32_t)(h & 0x7fffu) << 13, bits;
-  float magnitude;
-  memcpy(&magnitude, &rest, 4);
-  magnitude *= 0x1p112f;
-  memcpy(&bits, &magnitude, 4);
-  uint32_t special = 0u - (uint32_t)((h & 0x7c00u) == 0x7c00u);
-  bits = (bits & ~special) | ((rest | 0x7f800000u) & special);
-  bits |= (uint32_t)(h & 0x8000u) << 16;
-  memcpy(&magnitude, &bits, 4);
-  return magnitude;
-}
-"""
+%HALF_TO_FLOAT%"""
 
 # Float min/max propagate NaN like NumPy's minimum/maximum and, unlike fminf/fmaxf,
 # vectorize without -ffast-math (compare + blend).
@@ -118,6 +121,7 @@ def _min_max(name: str, ct: str) -> str:
             f"static inline {ct} rs_max_{name}({ct} a, {ct} b) {{ return (a > b{nan}) ? a : b; }}")
 
 
+PRELUDE = PRELUDE.replace("%HALF_TO_FLOAT%", HALF_TO_FLOAT_C)
 PRELUDE = C_DEFINES + PRELUDE.replace("%MINMAX%", "\n".join(_min_max(name, ct) for name, ct in C_TYPES.items()))
 
 # AVX-512 for vectorized loops (gcc's znver/skylake tunings prefer 256-bit vectors), and

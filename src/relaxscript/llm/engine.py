@@ -5,7 +5,8 @@
     engine = Engine.from_gguf(path, target="c", weights="q4")   # or weights="f32"
     # weights="q4" keeps the KV cache in float16 (kv_cache="f16", as llama.cpp); "f32" with f32 weights
     # weights="q4" rounds the matmuls' inputs to 8-bit codes (activations="q8", as llama.cpp);
-    # activations="f32" keeps them exact
+    # activations="f32" keeps them exact; weights="q4" keeps the blocks' scales in float16 (scales="f16",
+    # GGUF's own values); scales="f32" widens them at load
     engine.generate(engine.tokenizer.encode("Hello"), max_new_tokens=32)   # greedy token ids
     print(engine.chat("What is the capital of France?"))
 
@@ -38,6 +39,8 @@ from .tokenizer import Tokenizer
 DEFAULT_MAX_CONTEXT = 2048        # KV cache positions unless asked (the file may allow more)
 _QUANTIZED = {"Q4_0": "q4_0", "Q4_1": "q4_1", "Q8_0": "q8_0"}   # GGUF types the kernels compute with directly
 _FLOAT = ("F32", "F16")
+SCALE_DTYPES = {"f16": "float16", "f32": "float32"}   # scales option -> the block scales' dtype
+DEFAULT_SCALES = "f16"
 
 
 # Tokens of the load-time warm-up prefill: a chat prompt's usual length (the storages it sizes serve
@@ -50,13 +53,14 @@ class Engine:
 
     def __init__(self, config, exported: nn.Exported, executable, arrays: dict, *,
                  capacity: int, tokenizer: Tokenizer | None = None, lowered_mod=None,
-                 activations: str = "f32", kv_cache_dtype: str = "f32"):
+                 activations: str = "f32", kv_cache_dtype: str = "f32", scales: str | None = None):
         import relaxscript as rx
         self.config, self.exported, self.executable = config, exported, executable
         self.lowered_mod = lowered_mod    # the module after the pipeline (memory plan, kernels)
         self.activations = activations    # "q8": quantized matmuls' inputs rounded to 8-bit codes
         self.tokenizer = tokenizer
         self.kv_cache = kv_cache_dtype    # "f16" / "f32": the cache tensors' dtype
+        self.scales = scales              # "f16" / "f32": the quantized blocks' scales (None: no quantized weights)
         self.max_context = capacity
         self.eos_id = config.eos_id
         self._vm = rx.VirtualMachine(executable)
@@ -76,7 +80,8 @@ class Engine:
     @classmethod
     def from_gguf(cls, path, target: str = "c", weights: str = "q4", max_context: int | None = None,
                   tokenizer: bool = True, activations: str | None = None,
-                  warm_up: bool | None = None, kv_cache: str | None = None) -> "Engine":
+                  warm_up: bool | None = None, kv_cache: str | None = None,
+                  scales: str | None = None) -> "Engine":
         """Read, build and compile a Llama GGUF file.
 
         ``weights="q4"`` keeps the file's Q4_1/Q8_0 blocks and computes with them;
@@ -88,7 +93,10 @@ class Engine:
         the inputs exact. ``kv_cache="f16"`` (the default with q4 weights, as llama.cpp) keeps the
         KV cache in float16 (keys and values rounded to nearest even as they are written; half
         the bytes attention reads per step), ``"f32"`` (the default with f32 weights: the exact
-        checking path) in float32. ``warm_up`` (default: on for the C target) runs one placeholder
+        checking path) in float32. ``scales="f16"`` (the default with q4 weights) keeps the blocks'
+        scales and mins in float16, GGUF's own values (q4_1: 20 bytes per 32 weights, not 24: a
+        decode step streams fewer weight bytes); ``"f32"`` widens them to float32 at load. Both
+        dequantize to the same values. ``warm_up`` (default: on for the C target) runs one placeholder
         prefill and decode step before returning (see ``warm_up``)."""
         import relaxscript as rx
         gguf = path if isinstance(path, GGUFFile) else read_gguf(path)
@@ -106,20 +114,24 @@ class Engine:
         else:
             kv_cache_option = kv_cache
         _cache_dtype(kv_cache_option, "Engine.from_gguf: kv_cache")
+        scales_option = scales if scales is not None else DEFAULT_SCALES
+        if scales_option not in SCALE_DTYPES:
+            raise ValueError(f"Engine.from_gguf: scales must be one of {sorted(SCALE_DTYPES)}, got {scales!r}")
         capacity = max_context if max_context is not None else min(config.context_length, DEFAULT_MAX_CONTEXT)
         if not isinstance(capacity, int) or capacity < 1:
             raise ValueError(f"Engine.from_gguf: max_context must be a positive int, got {max_context!r}")
-        formats = _weight_formats(gguf) if weights == "q4" else {}
+        formats = _weight_formats(gguf, SCALE_DTYPES[scales_option]) if weights == "q4" else {}
         model = LlamaForCausalLM(config, capacity, formats, kv_cache_dtype=kv_cache_option)
         exported = nn.export(model, dataclasses.replace(model.export_spec(), activations=activations))
-        arrays = load_parameters(gguf, exported.param_names, config, capacity)
+        arrays = load_parameters(gguf, exported.param_names, config, capacity, SCALE_DTYPES[scales_option])
         lowered = exported.mod
         for step in rx.get_pipeline(target):
             lowered = step(lowered)
         executable = rx.build(lowered, target=target, pipeline=[])
         tok = Tokenizer.from_gguf(gguf) if tokenizer else None
         engine = cls(config, exported, executable, arrays, capacity=capacity, tokenizer=tok,
-                     lowered_mod=lowered, activations=activations, kv_cache_dtype=kv_cache_option)
+                     lowered_mod=lowered, activations=activations, kv_cache_dtype=kv_cache_option,
+                     scales=scales_option if formats else None)
         if warm_up if warm_up is not None else target == "c":
             engine.warm_up()
         return engine
@@ -257,22 +269,23 @@ class Engine:
         return "".join(self.chat_stream(text, max_new_tokens, **kwargs))
 
 
-def _weight_formats(gguf: GGUFFile) -> dict:
-    """GGUF tensor name -> ``nn.Quantized`` for the types computed on directly; float types stay
-    float32; any other type is an error naming it."""
+def _weight_formats(gguf: GGUFFile, scale_dtype: str = "float32") -> dict:
+    """GGUF tensor name -> ``nn.Quantized`` (scales in ``scale_dtype``) for the types computed on
+    directly; float types stay float32; any other type is an error naming it."""
     formats = {}
     for name, tensor in gguf.tensors.items():
         if tensor.qtype in _QUANTIZED and len(tensor.shape) == 2:
-            formats[name] = nn.Quantized(_QUANTIZED[tensor.qtype])
+            formats[name] = nn.Quantized(_QUANTIZED[tensor.qtype], scale_dtype)
         elif tensor.qtype not in _FLOAT:
             raise ValueError(f"{gguf.path}: tensor {name!r} has quantization type {tensor.qtype}, which "
                              f"the engine cannot compute with (supported: F32, F16, Q4_0, Q4_1, Q8_0)")
     return formats
 
 
-def load_parameters(gguf: GGUFFile, param_names, config, capacity: int) -> dict:
-    """The array of every exported parameter: repacked blocks for quantized weights,
-    float32 values otherwise, and the rotary tables."""
+def load_parameters(gguf: GGUFFile, param_names, config, capacity: int, scale_dtype: str = "float32") -> dict:
+    """The array of every exported parameter: repacked blocks for quantized weights (scales in
+    ``scale_dtype``: float16 keeps the file's values, float32 widens them), float32 values
+    otherwise, and the rotary tables."""
     cos, sin = rope_tables(capacity, config.head_dim, config.rope_theta)
     arrays = {"rope.cos": cos, "rope.sin": sin}
     repacked: dict[str, tuple] = {}
@@ -283,7 +296,7 @@ def load_parameters(gguf: GGUFFile, param_names, config, capacity: int) -> dict:
         part = name.rsplit(".", 1)[-1]
         if part in ("data", "scale", "min"):
             if tensor.name not in repacked:
-                repacked[tensor.name] = repack(tensor)
+                repacked[tensor.name] = repack(tensor, scale_dtype)
             arrays[name] = repacked[tensor.name][("data", "scale", "min").index(part)]
         else:
             arrays[name] = np.ascontiguousarray(tensor.dequantize(), dtype=np.float32)

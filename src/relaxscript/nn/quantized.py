@@ -10,35 +10,44 @@ graph-level and model-agnostic: the pipeline legalizes it and fuses it
 into the matmul that consumes it, so no float32 copy of the weight exists
 at run time; a gather (``nn.Embedding``) picks the quantized columns
 first (``decode_columns``) and dequantizes only those.
+
+``nn.Quantized("q4_1", scale_dtype="float16")`` keeps the block scales (and mins) in
+float16, as GGUF stores them: 20 bytes per 32 q4_1 weights instead of 24, read and
+widened by the kernels (exact: the dequantized values are the same).
 """
 from __future__ import annotations
 
 from .. import op as R
-from ..quantization.formats import get_format
+from ..quantization.formats import SCALE_DTYPES, get_format
 from .module import Module, Parameter
 
 
 class QuantizedTensor(Module):
     """The arrays of one block-quantized (rows, cols) matrix."""
 
-    def __init__(self, format_name: str, shape):
-        """``shape``: the (rows, cols) matrix the arrays stand for; rows are cut into blocks."""
+    def __init__(self, format_name: str, shape, scale_dtype: str = "float32"):
+        """``shape``: the (rows, cols) matrix the arrays stand for; rows are cut into blocks;
+        ``scale_dtype``: the scales' and mins' dtype (float32 or float16)."""
         super().__init__()
         fmt = get_format(format_name)
         self.format_name = fmt.name
-        for role, array_shape, dtype in fmt.tensor_specs(*shape):
+        for role, array_shape, dtype in fmt.tensor_specs(*shape, scale_dtype):
             setattr(self, role, Parameter(array_shape, dtype))
 
 
 class Quantized:
     """A weight format: ``declare`` the arrays of a (rows, cols) weight, ``decode`` them."""
 
-    def __init__(self, format_name: str):
+    def __init__(self, format_name: str, scale_dtype: str = "float32"):
+        if scale_dtype not in SCALE_DTYPES:
+            raise ValueError(f"Quantized({format_name!r}): scale_dtype must be one of {SCALE_DTYPES}, "
+                             f"got {scale_dtype!r}")
         self.format = get_format(format_name)
+        self.scale_dtype = scale_dtype
 
     def declare(self, shape) -> QuantizedTensor:
         """The arrays of a (rows, cols) matrix, blocks along rows (a linear layer's (in, out))."""
-        return QuantizedTensor(self.format.name, shape)
+        return QuantizedTensor(self.format.name, shape, self.scale_dtype)
 
     def decode(self, weight: QuantizedTensor):
         """The (rows, cols) float32 matrix, as a fresh ``R.dequantize`` call."""
@@ -57,4 +66,5 @@ class Quantized:
         return R.dequantize(pick(weight.data), pick(weight.scale), minimum, format=self.format.name)
 
     def __repr__(self) -> str:
-        return f"Quantized({self.format.name!r})"
+        extra = f", scale_dtype={self.scale_dtype!r}" if self.scale_dtype != "float32" else ""
+        return f"Quantized({self.format.name!r}{extra})"

@@ -167,11 +167,20 @@ static inline rs_qf rs_qload_h(const uint16_t* p) {{
 #endif
 }}
 #ifdef __AVX2__
+/* rs_half_to_float's steps on 8 lanes at once: a loop of 8 calls to it gave wrong row-walk sums
+   with gcc 12 -O3 (right at -O2 and with -fno-tree-vectorize; not reduced further) */
 static inline __m256 rs_qload8_h(const uint16_t* p) {{
 #if defined(__F16C__) && !defined(RS_Q_NO_F16C)
   return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)p));
 #else
-  float v[8]; for (int i = 0; i < 8; ++i) v[i] = rs_half_to_float(p[i]); return _mm256_loadu_ps(v);
+  const __m256i h = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i*)p));
+  const __m256i rest = _mm256_slli_epi32(_mm256_and_si256(h, _mm256_set1_epi32(0x7fff)), 13);
+  const __m256 magnitude = _mm256_mul_ps(_mm256_castsi256_ps(rest), _mm256_set1_ps(0x1p112f));
+  const __m256i special = _mm256_cmpeq_epi32(_mm256_and_si256(h, _mm256_set1_epi32(0x7c00)),
+                                             _mm256_set1_epi32(0x7c00));
+  const __m256i bits = _mm256_blendv_epi8(_mm256_castps_si256(magnitude),
+                                          _mm256_or_si256(rest, _mm256_set1_epi32(0x7f800000)), special);
+  return _mm256_castsi256_ps(_mm256_or_si256(bits, _mm256_slli_epi32(_mm256_and_si256(h, _mm256_set1_epi32(0x8000)), 16)));
 #endif
 }}
 #endif

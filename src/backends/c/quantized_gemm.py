@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from .gemm.machine import MachineParams, machine_params
 from .gemm.microkernel import emit_microkernel, vector_type, vector_typedefs
 from .gemm.params import GemmParams, derive_params
-from .quantized_gemv import BLOCK, FORMATS, ColumnEpilogue, ScaleLoads, VectorFeatures, gemv_source
+from .quantized_gemv import BLOCK, FORMATS, ColumnEpilogue, FLOAT32_SCALES, ScaleLoads, VectorFeatures, gemv_source
 
 MICRO_KERNEL_ATTR = "c.quantized_gemm"
 MAX_CHUNK_ROWS = 256     # rows per task: the accumulator run (rows x nr floats) is a stack array
@@ -62,7 +62,7 @@ def gemm_tile(params: GemmParams, depth: int, l2_bytes: int) -> GemmTile:
 
 
 def _decode_panel_source(name: str, fmt: str, cols: int, tile: GemmTile, lanes: int,
-                         scales: ScaleLoads = ScaleLoads()) -> str:
+                         scales: ScaleLoads = FLOAT32_SCALES) -> str:
     """``static void name(codes, scale, mins, float* b_pack, int64_t k0, int64_t kc, int64_t c0,
     int width)``: weight rows ``k0 .. k0 + kc`` (whole blocks) of columns ``c0 .. c0 + width``
     decoded into the k-major ``kc x nr`` panel, columns past ``width`` zero; the scales (and

@@ -180,7 +180,8 @@ static inline __m256 rs_qload8_h(const uint16_t* p) {{
                                              _mm256_set1_epi32(0x7c00));
   const __m256i bits = _mm256_blendv_epi8(_mm256_castps_si256(magnitude),
                                           _mm256_or_si256(rest, _mm256_set1_epi32(0x7f800000)), special);
-  return _mm256_castsi256_ps(_mm256_or_si256(bits, _mm256_slli_epi32(_mm256_and_si256(h, _mm256_set1_epi32(0x8000)), 16)));
+  const __m256i sign = _mm256_slli_epi32(_mm256_and_si256(h, _mm256_set1_epi32(0x8000)), 16);
+  return _mm256_castsi256_ps(_mm256_or_si256(bits, sign));
 #endif
 }}
 #endif
@@ -230,6 +231,9 @@ class ScaleLoads:
             return ""
         guard, wide, convert = _HALF_WIDEN[features.name]
         return _HALF_HELPERS.format(guard=guard, wide=wide, convert=convert, lanes=features.lanes)
+
+
+FLOAT32_SCALES = ScaleLoads()
 
 
 @dataclass(frozen=True)

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import os
 
-from .quantized_gemv import BLOCK, PAGE_BYTES, PREFETCH_AHEAD_BYTES, ScaleLoads
+from .quantized_gemv import BLOCK, FLOAT32_SCALES, PAGE_BYTES, PREFETCH_AHEAD_BYTES, ScaleLoads
 
 GROUP = 32                      # q4 columns per register-blocked step: one 32-byte row of codes
 # q8_0 columns per step: a whole cache line of each row. With rows a multiple of 4 KiB apart (the
@@ -125,7 +125,7 @@ def widened_sums_c(a0: str, a1: str, b0: str, b1: str, indent: str) -> list[str]
 
 
 def int8_region_c(fmt: str, rows: int, cols: int, tile: int, parallel_min: int,
-                  has_epilogue: bool, finish: list[str], scales: ScaleLoads = ScaleLoads()) -> list[str]:
+                  has_epilogue: bool, finish: list[str], scales: ScaleLoads = FLOAT32_SCALES) -> list[str]:
     """The AVX2 parallel region (column runs per thread, tiles, blocks, 32-column steps); the
     scales (and mins) read as ``scales`` says."""
     blocks = rows // BLOCK
@@ -220,7 +220,8 @@ def int8_region_c(fmt: str, rows: int, cols: int, tile: int, parallel_min: int,
         "            const __m256i su = " + ("_mm256_add_epi32(sum[u], shift);" if offset else "sum[u];"),
         f"            __m256 v = _mm256_add_ps(_mm256_loadu_ps(o), _mm256_mul_ps({scales.avx8('sb + c + 8 * u')},"
         " _mm256_mul_ps(dv, _mm256_cvtepi32_ps(su))));",
-        *([f"            v = _mm256_add_ps(v, _mm256_mul_ps({scales.avx8('mb + c + 8 * u')}, mq));"] if has_min else []),
+        *([f"            v = _mm256_add_ps(v, _mm256_mul_ps({scales.avx8('mb + c + 8 * u')}, mq));"]
+          if has_min else []),
         "            _mm256_storeu_ps(o, v);",
         "          }",
     ]

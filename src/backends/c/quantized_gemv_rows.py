@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import os
 
-from .quantized_gemv import ScaleLoads
+from .quantized_gemv import FLOAT32_SCALES, ScaleLoads
 from .quantized_gemv_int8 import block_rounding_c, widened_sums_c
 
 BLOCK = 32
@@ -63,7 +63,7 @@ def add_epi16_chain(terms: str) -> str:
 
 def rows_region_c(fmt: str, rows: int, cols: int, parallel_min: int, has_epilogue: bool,
                   finish: list[str], tile: int, rows_per_pass: int = ROWS_PER_PASS,
-                  prefetch_bytes: int = PREFETCH_BYTES, scales: ScaleLoads = ScaleLoads()) -> list[str]:
+                  prefetch_bytes: int = PREFETCH_BYTES, scales: ScaleLoads = FLOAT32_SCALES) -> list[str]:
     """C lines of the region: reads ``codes``, ``scale`` (and ``mins``, as ``scales`` says) and the unrounded input
     ``x_in`` (each thread rounds its own blocks' 32 values); writes ``y``, or, with an
     epilogue, fills ``prod[c - t0]`` for tiles ``[t0, t1)`` of at most ``tile`` columns and runs

@@ -11,7 +11,7 @@ per-column sums kept in L1; after the block's 16 pairs, ``d_w d_x S`` joins the 
 """
 from __future__ import annotations
 
-from .quantized_gemv import ScaleLoads
+from .quantized_gemv import FLOAT32_SCALES, ScaleLoads
 
 BLOCK = 32
 GROUP = 16                 # columns per 16-byte load of a row (one register of 16-bit lanes)
@@ -22,7 +22,7 @@ PREFETCH_ROWS_AHEAD = 2
 
 
 def q8_rows_region_c(rows: int, cols: int, parallel_min: int, has_epilogue: bool,
-                     finish: list[str], scales: ScaleLoads = ScaleLoads()) -> list[str]:
+                     finish: list[str], scales: ScaleLoads = FLOAT32_SCALES) -> list[str]:
     """C lines of the region (after ``activation_codes_c``: reads ``qx``, ``dx``, ``scale`` as
     ``scales`` says): writes ``y``
     (or ``prod[c - t0]`` for each tile ``[t0, t1)`` and runs ``finish`` on it)."""

@@ -17,9 +17,9 @@ vector lanes walk output features and each code byte is read once per token.
   value = ``scale * code``.
 
 Scales (and minimums) are float32 (``repack``'s default: a q4_1 block is 24
-bytes, a q8_0 block 36) or float16 as GGUF stores them (20 and 34 bytes, but
-the decode kernels measured about 4x slower); the value is computed in float32
-either way.
+bytes, a q8_0 block 36) or float16 as GGUF stores them (20 and 34 bytes; the
+generated C kernels read both, the LLM engine uses float16); the value is
+computed in float32 either way.
 """
 from __future__ import annotations
 

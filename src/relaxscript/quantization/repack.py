@@ -7,8 +7,8 @@ value ``i + 16``); Q4_0 is float16 ``d`` and the same nibbles (value
 ``d*(q - 8)``); Q8_0 is float16 ``d`` and 32 int8 codes (value ``d*q``).
 Repacking transposes the block grid (our matrix is ``(in, out)``) and copies the
 codes unchanged; the scales are widened to float32 unless ``scale_dtype="float16"``
-(the file's own 2 bytes: fewer bytes, but the decode kernels measured about 4x
-slower with them; docs/ARCHITECTURE.md, "Quantized weights").
+(the file's own 2 bytes, exactly the same values: fewer bytes to stream, what
+``Engine.from_gguf`` uses by default; docs/ARCHITECTURE.md, "h1-f16scales").
 """
 from __future__ import annotations
 

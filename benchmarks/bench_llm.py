@@ -237,7 +237,7 @@ def compare_scales(args) -> int:
     contexts = [int(c) for c in args.contexts.split(",")]
     prompts = [int(p) for p in args.prompts.split(",")]
     context = context_needed(args)
-    rounds = 8 if args.quick else 24
+    rounds = args.rounds or (8 if args.quick else 24)
     ids = benchmark_ids(args.model, context + rounds)
     engines = {s: _make_peer("relaxscript", args.model, args.threads, context + rounds, args.activations,
                              args.kv_cache, s) for s in ("f32", "f16")}
@@ -280,11 +280,19 @@ def compare_scales(args) -> int:
     return 0 if same else 1
 
 
-def weight_bytes_per_token(path: str) -> int:
+def weight_bytes_per_token(path: str, scales: str = "f16") -> int:
     """Bytes of every tensor in the file: what one decode step streams (embedding row aside, the tied
-    embedding table is read whole as the LM head)."""
+    embedding table is read whole as the LM head); with ``scales="f32"`` the engine's blocks hold
+    their scales (and q4_1's mins) widened, 2 more bytes each per 32 weights."""
     from relaxscript.frontend.gguf import read_gguf
-    return sum(t.nbytes for t in read_gguf(path).tensors.values())
+    from relaxscript.quantization import get_format
+    total = 0
+    for tensor in read_gguf(path).tensors.values():
+        total += tensor.nbytes
+        if scales == "f32" and tensor.qtype in ("Q4_0", "Q4_1", "Q8_0"):
+            fmt = get_format(tensor.qtype.lower())
+            total += int(np.prod(tensor.shape)) // fmt.block * 2 * (2 if fmt.has_min else 1)
+    return total
 
 
 def main() -> int:
@@ -303,6 +311,8 @@ def main() -> int:
                         help="relaxscript's quantized blocks' scales: float16 as in the file (default) or widened")
     parser.add_argument("--compare-scales", action="store_true",
                         help="time float32 against float16 scales in one process, alternating (see above)")
+    parser.add_argument("--rounds", type=int, default=0,
+                        help="--compare-scales: decode steps per engine and context (default 24, 8 with --quick)")
     parser.add_argument("--llama-cpp-python", default=os.environ.get("RELAXSCRIPT_BENCH_LLAMA_CPP_PYTHON",
                                                                    sys.executable),
                         help="the interpreter of the llama.cpp peer's process (one with llama-cpp-python and "
@@ -325,7 +335,7 @@ def main() -> int:
         return compare_scales(args)
 
     print(f"model: {args.model}\nthreads: {args.threads} per peer, each peer in its own process")
-    weight_bytes = weight_bytes_per_token(args.model)
+    weight_bytes = weight_bytes_per_token(args.model, args.scales)
     bandwidth = read_bandwidth_gbs(args.threads)
     limit = bandwidth * 1e9 / weight_bytes
     print(f"memory read bandwidth ({args.threads} threads, 512 MB): {bandwidth:.1f} GB/s; weights per decode "

@@ -222,3 +222,19 @@ def test_scale_loads_name_the_dtype():
     with pytest.raises(ValueError, match="float32 or float16"):
         gemv_source("f", "q8_0", 32, 8, {"codes": 0, "scale": 1, "x": 2, "y": 3}, detect_features(),
                     scale_dtype="float64")
+
+
+def test_bench_gemv_bound_compares_scale_dtypes(capsys):
+    """The benchmark's --scales compare driver builds and times both kernels (a smoke run)."""
+    import importlib.util
+    from pathlib import Path
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_gemv_bound.py"
+    spec = importlib.util.spec_from_file_location("bench_gemv_bound", path)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    bench.main(["--scales", "compare", "--only", "o_proj", "--threads", "1", "--calls", "5", "--stream-mb", "2"])
+    out = capsys.readouterr().out
+    assert "kernel float16, baseline (f32 sc) float32" in out
+    row = next(line for line in out.splitlines() if line.startswith("o_proj"))
+    # 576 x 576 q4_1: codes 165888 bytes + float16 scales and mins 2 * 2 * 18 * 576
+    assert row.split()[2] == f"{(165888 + 4 * 18 * 576) / 1e6:.2f}"

@@ -159,7 +159,7 @@ def compile_standalone(tmp_path, source: str, flags: list[str], name: str, share
     path.write_text(prelude + source)
     out = path.with_suffix(".so" if shared else ".o")
     mode = ["-shared", "-fPIC"] if shared else ["-c"]
-    result = subprocess.run([find_compiler(), "-O2", *flags, "-fopenmp", *mode, str(path), "-o", str(out),
+    result = subprocess.run([find_compiler(), "-O3", *flags, "-fopenmp", *mode, str(path), "-o", str(out),
                              "-Werror=implicit-function-declaration"], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
     return out

@@ -159,16 +159,23 @@ _HALF_HELPERS = """#ifndef RS_QGEMV_HALF_HELPERS
 #if {guard} && !defined(RS_Q_NO_F16C)
 #define RS_Q_F16C 1
 #endif
+typedef uint32_t rs_qu __attribute__((vector_size({vb})));
 static inline rs_qf rs_qload_h(const uint16_t* p) {{
 #ifdef RS_Q_F16C
   const {wide} w = {convert}; rs_qf v; memcpy(&v, &w, sizeof v); return v;
 #else
-  rs_qf v; for (int i = 0; i < {lanes}; ++i) v[i] = rs_half_to_float(p[i]); return v;
+  /* rs_half_to_float's steps on whole vectors (casts between same-size vectors keep the bits) */
+  rs_qu h; for (int i = 0; i < {lanes}; ++i) h[i] = p[i];
+  const rs_qu rest = (h & 0x7fffu) << 13;
+  const rs_qf magnitude = (rs_qf)rest * 0x1p112f;
+  const rs_qu special = (rs_qu)((h & 0x7c00u) == 0x7c00u);
+  return (rs_qf)(((rs_qu)magnitude & ~special) | ((rest | 0x7f800000u) & special) | ((h & 0x8000u) << 16));
 #endif
 }}
 #ifdef __AVX2__
 /* rs_half_to_float's steps on 8 lanes at once: a loop of 8 calls to it gave wrong row-walk sums
-   with gcc 12 -O3 (right at -O2 and with -fno-tree-vectorize; not reduced further) */
+   with gcc 12 -O3 -march=native on AVX-512 (right at -O2, with -fno-tree-vectorize and with
+   -march=haswell; UBSan silent) */
 static inline __m256 rs_qload8_h(const uint16_t* p) {{
 #if defined(__F16C__) && !defined(RS_Q_NO_F16C)
   return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)p));
@@ -230,7 +237,8 @@ class ScaleLoads:
         if not self.half:
             return ""
         guard, wide, convert = _HALF_WIDEN[features.name]
-        return _HALF_HELPERS.format(guard=guard, wide=wide, convert=convert, lanes=features.lanes)
+        return _HALF_HELPERS.format(guard=guard, wide=wide, convert=convert, lanes=features.lanes,
+                                    vb=features.vector_bytes)
 
 
 FLOAT32_SCALES = ScaleLoads()

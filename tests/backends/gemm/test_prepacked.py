@@ -85,7 +85,8 @@ def test_run_time_choice_beside_openblas_at_its_boundary(threads):
     more run OpenBLAS on the weight (where the target has it); without the weight, or under
     GENERATED_ONLY, always the panels. Results equal NumPy on both sides, epilogue included."""
     from backends import blas
-    from backends.c.gemm.driver import PREPACKED_ROWS
+    from backends.c.gemm.driver import prepacked_rows
+    PREPACKED_ROWS = prepacked_rows(PARAMS)
     has_blas = blas.backend() == "openblas"
     rng = np.random.default_rng(threads)
     k, n = 130, 37

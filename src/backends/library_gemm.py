@@ -9,7 +9,7 @@ import functools
 
 from .c.gemm import library as _gemm_library
 from .c.gemm.driver import ALIAS_BYTES as _ALIAS_BYTES
-from .c.gemm.driver import PREPACKED_ROWS  # noqa: F401 - rows a prepacked weight runs on its panels
+from .c.gemm.driver import prepacked_rows as _prepacked_rows
 from .c.gemm.driver import skinny_limit as _skinny_limit
 
 SGEMM = _gemm_library.SGEMM
@@ -41,6 +41,13 @@ def skinny_rows(width=None) -> int | None:
     if isinstance(width, int):
         return _skinny_limit(width, params)
     return min(_skinny_limit(w, params) for w in (1, _ALIAS_BYTES // 4))   # the smaller of its two values
+
+
+def prepacked_rows() -> int | None:
+    """Most rows a prepacked weight runs on its panels beside OpenBLAS on this machine (more go to
+    OpenBLAS on the weight itself), or None without a C compiler."""
+    params = _params()
+    return None if params is None else _prepacked_rows(params)
 
 
 def pack_constant_weight(weight):

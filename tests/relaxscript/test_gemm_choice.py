@@ -150,7 +150,8 @@ def test_constant_weight_is_packed_once_for_the_prepacked_entry(bias):
 
 @needs_blas
 def test_constant_weight_with_rows_provably_above_the_prepacked_limit_goes_to_openblas_unpacked():
-    from backends.c.gemm.driver import PREPACKED_ROWS
+    from backends.library_gemm import prepacked_rows
+    PREPACKED_ROWS = prepacked_rows()
     for rows, library in ((PREPACKED_ROWS, "generated.sgemm_prepacked"), (PREPACKED_ROWS + 1, "openblas.sgemm")):
         mod, weight, _ = _bound(str(rows), bias=False)
         (binding,) = DispatchLibrary()(mod)["main"].body.blocks[0].bindings
@@ -164,9 +165,10 @@ def test_prepacked_c_build_equals_numpy_across_the_run_time_boundaries(numpy_cal
     paths change: one row, one register tile and one more, A packed, OpenBLAS from PREPACKED_ROWS
     + 1 rows (the generated kernel's row split over threads from 2 * mc is reached only without
     BLAS: test_prepacked.py)."""
-    from backends.c.gemm.driver import PREPACKED_ROWS
+    from backends.c.gemm.driver import prepacked_rows
     from backends.c.gemm.params import gemm_params
     p = gemm_params()
+    PREPACKED_ROWS = prepacked_rows(p)
     mod, weight, bias = _bound('"n"', bias=True, seed=1)
     vm = rx.VirtualMachine(rx.build(mod, target="c"))
     rng = np.random.default_rng(2)

@@ -8,9 +8,10 @@ ARCHITECTURE.md, "Generated fp32 GEMM"):
 - a weight that is a constant (``x @ W`` with ``W`` bound, as onnxruntime gets initializers): the
   prepacked entry; DispatchLibrary packs ``W`` once at build time
   (``backends.library_gemm.pack_constant_weight``) and passes the panels and ``W``; at run time up
-  to ``PREPACKED_ROWS`` rows run the generated kernel on the panels (no call packs B: 2 threads
-  1.0-3x OpenBLAS at 2..16 rows, level at 32..96), more run OpenBLAS on ``W`` (its micro-kernel
-  is 3-7% faster at 128..512 rows); rows provably above ``PREPACKED_ROWS`` skip the packing and
+  to ``prepacked_rows()`` rows (4 x the machine's skinny_rows: 64 with AVX2, 128 with AVX-512) run
+  the generated kernel on the panels (no call packs B), more run OpenBLAS on ``W`` (its
+  micro-kernel is the faster from 6-8 x skinny_rows; see driver.py); rows provably above it skip
+  the packing and
   follow the rules below (OpenBLAS);
 
 - no BLAS on the target (scipy-openblas32 missing): the generated kernel, for every ``n``;
@@ -35,7 +36,7 @@ from math import prod
 from backends import blas
 from backends import library_gemm as gemm_library
 from backends.library_blas import SGEMM, SGEMM_BIAS, SGEMM_NT
-from backends.library_gemm import PREPACKED_ROWS, skinny_rows
+from backends.library_gemm import prepacked_rows, skinny_rows
 from tensorir.arith import Analyzer
 
 BLAS_NAMES = {"sgemm": SGEMM, "sgemm_bias": SGEMM_BIAS, "sgemm_nt": SGEMM_NT}
@@ -65,10 +66,11 @@ def choose_gemm_library(kind: str, rows, analyzer: Analyzer, width=None,
     weight is a float32 ``Constant`` (bound parameters), which the prepacked entries take packed."""
     generated, library = GENERATED_NAMES[kind], BLAS_NAMES[kind]
     lo, hi = analyzer.const_int_bound(rows)
-    always_blas = blas.backend() == "openblas" and lo is not None and lo > PREPACKED_ROWS
+    limit = prepacked_rows()
+    always_blas = blas.backend() == "openblas" and lo is not None and limit is not None and lo > limit
     if constant_weight and kind in PREPACKED_NAMES and skinny_rows(width) is not None and not always_blas:
         return PREPACKED_NAMES[kind], (f"constant weight: packed once at build time into the generated kernel's "
-                                       f"panels, so no call packs it; at run time up to {PREPACKED_ROWS} rows "
+                                       f"panels, so no call packs it; at run time up to {limit} rows "
                                        f"run on the panels, more on OpenBLAS with the weight itself")
     if blas.backend() != "openblas":
         return generated, "no BLAS on this target: the generated kernel serves every n"

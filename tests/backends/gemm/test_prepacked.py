@@ -85,7 +85,8 @@ def test_run_time_choice_beside_openblas_at_its_boundary(threads):
     more run OpenBLAS on the weight (where the target has it); without the weight, or under
     GENERATED_ONLY, always the panels. Results equal NumPy on both sides, epilogue included."""
     from backends import blas
-    from backends.c.gemm.driver import PREPACKED_ROWS
+    from backends.c.gemm.driver import prepacked_rows
+    PREPACKED_ROWS = prepacked_rows(PARAMS)
     has_blas = blas.backend() == "openblas"
     rng = np.random.default_rng(threads)
     k, n = 130, 37
@@ -104,3 +105,71 @@ def test_run_time_choice_beside_openblas_at_its_boundary(threads):
                               threads=threads, prepacked=True, unpacked=unpacked, policy=gemm_library.WITH_BLAS)
             ref = a.astype(np.float64) @ w + bias + residual
             np.testing.assert_allclose(c, ref / (1 + np.exp(-ref)), rtol=2e-4, atol=2e-3)
+
+
+@pytest.mark.parametrize("which", ["machine", "small"])
+def test_every_ragged_row_tile(which):
+    """Each count of rows a last row tile can have (1..mr-1 and none), with A read in place in kc
+    blocks (mr < m <= skinny_rows) and with A packed (m > skinny_rows: the packed kernels per row
+    count); n leaves a ragged last panel (whose tile prefetches nothing), k spans three kc blocks."""
+    p = PARAMS if which == "machine" else SMALL
+    packed_from = p.skinny_rows + 1
+    for m in list(range(p.mr + 1, min(p.skinny_rows, 2 * p.mr) + 1)) + list(range(packed_from, packed_from + p.mr)):
+        _run(m, 3 * p.nr + 5, 2 * p.kc + 7, p, 1 + m % 2, m, bias=m % 3 == 0, residual=m % 2 == 0, act="silu")
+
+
+def _forced_avx2_library():
+    """The whole generated library for an AVX2 machine, compiled with AVX-512 switched off (what an
+    AVX2-only CPU such as Zen 3 builds), or None where the compiler cannot target AVX2 + FMA."""
+    import ctypes
+    import subprocess
+
+    from backends import blas
+    from backends.c.compiler import compile_shared, find_compiler
+    from backends.c.gemm.driver import emit_gemm_library
+    from backends.c.gemm.machine import AVX2, isa_from_macros, machine_from
+    flags = ("-mno-avx512f",)
+    macros = subprocess.run([find_compiler(), "-march=native", *flags, "-dM", "-E", "-x", "c", "-"], input="",
+                            capture_output=True, text=True).stdout
+    if isa_from_macros(macros) != AVX2:
+        return None, None
+    params = derive_params(machine_from(macros))
+    path, _ = compile_shared(emit_gemm_library(params), extra_flags=flags)
+    lib = ctypes.CDLL(str(path))
+    lib.rs_gen_gemm_prepacked.argtypes = [ctypes.c_long] * 3 + [ctypes.c_void_p] * 6 + [ctypes.c_int] * 3
+    lib.rs_gen_gemm_prepacked_variant.argtypes = [ctypes.c_long, ctypes.c_int, ctypes.c_int]
+    lib.rs_gen_bind_blas.argtypes = [ctypes.c_void_p]
+    if blas.backend() == "openblas":
+        lib.rs_gen_bind_blas(blas.native_address("rs_sgemm"))
+    return lib, params
+
+
+def test_forced_avx2_build_matches_numpy_at_its_boundaries():
+    """The AVX2 build (6x16 tiles, 16-wide panels, one prefetch per k step) on this machine with
+    AVX-512 off: every path of the prepacked kernel and its run-time limit beside OpenBLAS."""
+    from backends import blas
+    from backends.c.gemm.driver import prepacked_rows
+    lib, p = _forced_avx2_library()
+    if lib is None:
+        pytest.skip("the compiler cannot target AVX2 + FMA without AVX-512 here")
+    assert (p.isa, p.mr, p.nr) == ("avx2", 6, 16)
+    limit = prepacked_rows(p)
+    has_blas = blas.backend() == "openblas"
+    assert lib.rs_gen_gemm_prepacked_variant(limit, 1, 1) == 5
+    assert lib.rs_gen_gemm_prepacked_variant(limit + 1, 1, 1) == (3 if has_blas else 5)
+    rng = np.random.default_rng(7)
+    rows = [1, 2, p.mr, p.mr + 1, p.skinny_rows, p.skinny_rows + 1, p.skinny_rows + p.mr - 1, limit, limit + 1]
+    for i, m in enumerate(rows + [int(x) for x in rng.integers(1, 3 * p.skinny_rows, 6)]):
+        n, k = int(rng.integers(1, 5 * p.nr)), int(rng.integers(1, 2 * p.kc + 9))
+        a = rng.standard_normal((m, k)).astype(np.float32)
+        w = rng.standard_normal((k, n)).astype(np.float32)
+        bias = rng.standard_normal(n).astype(np.float32)
+        packed = pack_weight(w, p.nr)
+        for unpacked, policy in ((w, 1), (None, 0)):
+            c = np.full((m, n), np.nan, np.float32)
+            status = lib.rs_gen_gemm_prepacked(m, n, k, a.ctypes.data, packed.ctypes.data,
+                                               None if unpacked is None else unpacked.ctypes.data, c.ctypes.data,
+                                               bias.ctypes.data, None, 0, 1 + i % 2, policy)
+            assert status == 0
+            np.testing.assert_allclose(c, a.astype(np.float64) @ w + bias, rtol=2e-4,
+                                       atol=2e-4 * max(1.0, np.sqrt(k)))

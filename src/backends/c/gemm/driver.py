@@ -36,10 +36,20 @@ ACTIVATIONS = {"none": 0, "relu": 1, "silu": 2}
 # rs_gen_gemm's trans_b for a B packed at build time into panels (prepacked.py)
 B_PREPACKED = 2
 # Most rows a prepacked weight serves beside OpenBLAS (policy WITH_BLAS, the unpacked weight kept
-# too): one thread, thread CPU time, the six workload shapes, prepacked / OpenBLAS's sgemm: 32 rows
-# 0.95-1.13x, 64 0.98-1.10x, 96 0.98-1.08x, 128 0.96-1.0x, 512 0.93-0.97x (the whole workloads at
-# n = 128/512 0.92-0.98x on a loaded machine); from there OpenBLAS's micro-kernel is the faster.
-PREPACKED_ROWS = 64
+# too), in multiples of the machine's skinny_rows (half of L1 over a kc row of A; it equals the
+# register tile's width nr with kc derived from the same L1): 64 rows with AVX2's 16-wide panels
+# and a 32 KiB L1, 128 with AVX-512's 32-wide ones. One thread, thread CPU time, prepacked against
+# OpenBLAS's sgemm (which packs B every call): AMD Zen 3 (AVX2, skinny 16) 64 rows 0.98-1.10x,
+# 96 0.98-1.08x, 128 0.96-1.0x, 512 0.93-0.97x; Intel Xeon (AVX-512, skinny 32), the Llama's 8
+# products in a row / the MLP's 2, with the B prefetch: 96 rows 1.13/1.16x, 128 1.06/1.07x,
+# 192 1.03/1.02x, 256 0.97/0.95x, 512 0.89/0.94x. The crossover sits at 6-8 skinny_rows on both;
+# 4 keeps a margin for the machines between.
+PREPACKED_SKINNY_MULTIPLE = 4
+
+
+def prepacked_rows(params: GemmParams) -> int:
+    """Most rows the prepacked kernel keeps beside OpenBLAS on this machine (see above)."""
+    return PREPACKED_SKINNY_MULTIPLE * params.skinny_rows
 # Prepacked panels one row of A reads at once (separate sequential streams; see row_panels). One
 # thread, CPU time, MLP weights from memory: 1 panel at a time 0.67-0.77 ms, 4 at once 0.51-0.56, 8 0.54-0.55
 PANEL_STREAMS = 4
@@ -66,6 +76,11 @@ MIN_FLOPS_TO_SPLIT = 1 << 21
 # MLP shapes (1024x4096, 4096x1024) at m = 2/4/6: 8 rows 0.49-0.65/0.75-0.86/1.13-1.22 ms against
 # 1.20-1.22/1.24-1.33/1.35-1.38 with 16 and worse with 4 or 12; the Llama shapes level.
 SKINNY_KC = 8
+# The prepacked path's kernels prefetch the next B panel into L2 (microkernel's prefetch_b): a
+# module switch so the emitter can build both for an A/B measurement. One thread, thread CPU time,
+# the 2-layer Llama's 8 products in a row (26 MB of weights, so each panel comes from L3): 1.05-1.18x
+# at 16..128 rows, interleaved; prefetching into L1 (t0) or L3 (t2) instead measured within noise.
+PREFETCH_B = True
 
 
 def _row_kernels(params: GemmParams) -> str:
@@ -91,6 +106,32 @@ def _row_kernels(params: GemmParams) -> str:
     out.append("/* whole panels only: w a multiple of NR */\n"
                "static void sweep_rows(int rows, int kc, const float* a, int lda, const float* b, int ldb, "
                "float* c, int ldc, int w, int acc) {\n  switch (rows) {\n" + "\n".join(sweep_cases) + "\n  }\n}\n")
+    return "\n".join(out)
+
+
+def _prepacked_kernels(params: GemmParams) -> str:
+    """The prepacked path's micro-kernels, one per row count 1..mr: ``kernel_rows_pf`` reads A in
+    place, ``kernel_packed_rows`` an MR-wide packed A panel; both read a prepacked B panel and take
+    the next panel to prefetch (``prefetch_b``). A ragged last row tile runs its own row count, so
+    no tile multiplies padding rows (the packed 14-row kernel did: 8 of 64 rows, 12 of 96)."""
+    out, direct_cases, packed_cases = [], [], []
+    for rows in range(1, params.mr + 1):
+        tile = replace(params, mr=rows)
+        out.append(emit_microkernel(f"rs_gemm_kernel_rows{rows}_pf", tile, a_packed=False, b_packed=True,
+                                    prefetch_c=True, prefetch_b=PREFETCH_B))
+        out.append(emit_microkernel(f"rs_gemm_kernel_packed_rows{rows}", tile, a_packed=True, b_packed=True,
+                                    prefetch_c=True, a_stride=params.mr, prefetch_b=PREFETCH_B))
+        nxt = "b_next, " if PREFETCH_B else ""
+        direct_cases.append(f"    case {rows}: rs_gemm_kernel_rows{rows}_pf(kc, a, lda, b, {nxt}c, ldc, {rows}, "
+                            "cols, acc); return;")
+        packed_cases.append(f"    case {rows}: rs_gemm_kernel_packed_rows{rows}(kc, a, b, {nxt}c, ldc, {rows}, "
+                            "cols, acc); return;")
+    out.append("static void kernel_rows_pf(int rows, int kc, const float* a, int lda, const float* b, "
+               "const float* b_next, float* c, int ldc, int cols, int acc) {\n  (void)b_next;\n  switch (rows) {\n"
+               + "\n".join(direct_cases) + "\n  }\n}\n")
+    out.append("static void kernel_packed_rows(int rows, int kc, const float* a, const float* b, "
+               "const float* b_next, float* c, int ldc, int cols, int acc) {\n  (void)b_next;\n  switch (rows) {\n"
+               + "\n".join(packed_cases) + "\n  }\n}\n")
     return "\n".join(out)
 
 
@@ -147,12 +188,13 @@ def emit_gemm_library(params: GemmParams) -> str:
 /* elements of c from which a pass over it (bias fill, epilogue) is shared by the team */
 #define EPILOGUE_SPLIT_ELEMENTS (1L << 15)
 #define B_PREPACKED {B_PREPACKED}
-#define PREPACKED_ROWS {PREPACKED_ROWS}
+#define PREPACKED_ROWS {prepacked_rows(params)}
 #define PANEL_STREAMS {PANEL_STREAMS}
 #define NRV {params.vectors_per_row}
 
 {emit_microkernel("rs_gemm_kernel_packed", params, prefetch_c=True)}
 {_row_kernels(params)}
+{_prepacked_kernels(params)}
 static int* rs_team_cell;
 void rs_bind_team(int* cell) {{ rs_team_cell = cell; }}
 static int team_threads(int threads) {{
@@ -403,6 +445,7 @@ static int block_prepacked(long h, long w, long k, const float* a, const float* 
     }}
     jstart = groups * PANEL_STREAMS * NR;
   }}
+  const long tiles = (h + MR - 1) / MR;
   if (h <= SKINNY_ROWS) {{
     const long kstep = h <= MR ? k : KC;
     for (long pc = 0; pc < k; pc += kstep) {{
@@ -411,10 +454,18 @@ static int block_prepacked(long h, long w, long k, const float* a, const float* 
       for (long jr = jstart; jr < w; jr += NR) {{
         const int cols = (int)min_long(NR, w - jr);
         const float* panel = bp + (j0 + jr) / NR * ldp + pc * NR;
-        for (long ir = 0; ir < h; ir += MR) {{
+        /* with several row tiles the first asks for the next panel's slice (into L2) while the
+           others re-read this one's from L1 */
+        const float* next = jr + NR < w ? panel + ldp : NULL;
+        for (long t = 0; t < tiles; ++t) {{
+          const long ir = t * MR;
           const int rows = (int)min_long(MR, h - ir);
           float* ct = c + (i0 + ir) * n + j0 + jr;
-          kernel_rows(rows, kcb, a + (i0 + ir) * k + pc, (int)k, panel, ct, (int)n, cols, pc > 0);
+          if (t == 0 && tiles > 1 && next != NULL)
+            kernel_rows_pf(rows, kcb, a + (i0 + ir) * k + pc, (int)k, panel, next, ct, (int)n, cols, pc > 0);
+          else   /* one tile streams its panel once: the hardware prefetcher follows it (the prefetch
+                    cost 4-15% at 2..8 rows of the MLP, 4 multiply-adds a k step at 2 rows) */
+            kernel_rows(rows, kcb, a + (i0 + ir) * k + pc, (int)k, panel, ct, (int)n, cols, pc > 0);
           if (last && has_epilogue(e))
             apply_epilogue(ct, n, rows, cols, e->bias == NULL ? NULL : e->bias + j0 + jr,
                            e->residual == NULL ? NULL : e->residual + (i0 + ir) * n + j0 + jr, e->act);
@@ -425,23 +476,27 @@ static int block_prepacked(long h, long w, long k, const float* a, const float* 
   }}
   float* ap = grow(&rs_pack_a, &rs_pack_a_cap, (size_t)KC * MC);
   if (ap == NULL) return -1;
-  const long blocks = (h + MC - 1) / MC, tiles = (h + MR - 1) / MR;
+  const long blocks = (h + MC - 1) / MC;
   for (long pc = 0; pc < k; pc += KC) {{   /* a kc slab of B (in L3) serves every row block */
     const int kcb = (int)min_long(KC, k - pc);
     const int last = pc + kcb >= k;
     for (long q = 0; q < blocks; ++q) {{
       const long ic = tiles * q / blocks * MR, hc = min_long(h, tiles * (q + 1) / blocks * MR) - ic;
-      pack_a(kcb, (int)hc, a, k, i0 + ic, pc, ap);
+      const long qt = (hc + MR - 1) / MR;
+      pack_a(kcb, (int)hc, a, k, i0 + ic, pc, ap);   /* tile t in MR-wide panel t */
       for (long jr = 0; jr < w; jr += NR) {{
         const int cols = (int)min_long(NR, w - jr);
         const float* panel = bp + (j0 + jr) / NR * ldp + pc * NR;
-        for (long ir = 0; ir < hc; ir += MR) {{
-          const int rows = (int)min_long(MR, hc - ir);
-          float* ct = c + (i0 + ic + ir) * n + j0 + jr;
-          rs_gemm_kernel_packed(kcb, ap + ir * kcb, panel, ct, (int)n, rows, cols, pc > 0);
+        const float* next = jr + NR < w ? panel + ldp : NULL;
+        for (long t = 0; t < qt; ++t) {{
+          const long r0 = t * MR;
+          const int rows = (int)min_long(MR, hc - r0);
+          float* ct = c + (i0 + ic + r0) * n + j0 + jr;
+          /* a ragged last tile multiplies only its rows, not the panel's zero padding */
+          kernel_packed_rows(rows, kcb, ap + t * MR * kcb, panel, t == 0 ? next : NULL, ct, (int)n, cols, pc > 0);
           if (last && has_epilogue(e))
             apply_epilogue(ct, n, rows, cols, e->bias == NULL ? NULL : e->bias + j0 + jr,
-                           e->residual == NULL ? NULL : e->residual + (i0 + ic + ir) * n + j0 + jr, e->act);
+                           e->residual == NULL ? NULL : e->residual + (i0 + ic + r0) * n + j0 + jr, e->act);
         }}
       }}
     }}

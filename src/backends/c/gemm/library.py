@@ -69,7 +69,7 @@ def prepacked_variant(m: int, policy: int = GENERATED_ONLY, has_unpacked: bool =
                       params: GemmParams | None = None) -> str:
     """What a prepacked weight's call runs for ``m`` rows: "prepacked", "gemv" (one row, on the
     unpacked weight) or "openblas" (on the unpacked weight, policy WITH_BLAS, more than
-    ``driver.PREPACKED_ROWS`` rows); asked of the C code."""
+    ``driver.prepacked_rows`` rows); asked of the C code."""
     return VARIANTS[compiled(params).rs_gen_gemm_prepacked_variant(m, policy, int(has_unpacked))]
 
 
@@ -192,7 +192,7 @@ def _sgemm_bias_prepacked_numpy(a, packed, weight, bias, c) -> None:
 
 def _prepacked_params(a_shape, packed_shape, weight_shape, c_shape) -> tuple:
     """``(m, n, k, threads, policy)``; the packed panels must have this machine's width; policy
-    WITH_BLAS lets more than PREPACKED_ROWS rows run OpenBLAS on the unpacked weight."""
+    WITH_BLAS lets more than ``driver.prepacked_rows`` rows run OpenBLAS on the unpacked weight."""
     m, n, k = prepacked_dims(a_shape, packed_shape, c_shape, gemm_params().nr)
     _check_unpacked(packed_shape, weight_shape, n)
     return m, n, k, 0, WITH_BLAS

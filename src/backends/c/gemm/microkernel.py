@@ -89,14 +89,21 @@ def k_splits(params: GemmParams) -> int:
 
 
 def emit_microkernel(name: str, params: GemmParams, a_packed: bool = True, b_packed: bool = True,
-                     prefetch_c: bool = False) -> str:
+                     prefetch_c: bool = False, a_stride: int | None = None, prefetch_b: bool = False) -> str:
     """C source of one micro-kernel function (see the module docstring for its contract);
-    ``prefetch_c``: request the C tile's lines before the k loop (``prefetch_c_tile``)."""
+    ``prefetch_c``: request the C tile's lines before the k loop (``prefetch_c_tile``);
+    ``a_stride``: floats per k step of a packed A panel when it is wider than this kernel's
+    ``params.mr`` rows (a tile of fewer rows reading an MR-wide panel); ``prefetch_b``: the kernel
+    takes ``const float *b_next`` after B and asks for its line(s) at each k step's offset into
+    L2 (the next B panel, which the caller's next tile reads; NULL: no prefetch)."""
     vt, lanes, mr, nr = vector_type(params), params.lanes, params.mr, params.nr
     nv = params.vectors_per_row
     splits = k_splits(params)
+    a_stride = mr if a_stride is None else a_stride
     a_param = "const float *restrict a_pack" if a_packed else "const float *restrict a, int lda"
     b_param = "const float *restrict b_pack" if b_packed else "const float *restrict b, int ldb"
+    if prefetch_b:
+        b_param += ", const float *b_next"
     lines = [f"static inline __attribute__((always_inline)) void {name}(int kc, {a_param}, {b_param}, "
              "float *restrict c, int ldc, int rows, int cols, int accumulate) {"]
     acc = [[[f"c{i}_{v}_{u}" for v in range(nv)] for i in range(mr)] for u in range(splits)]
@@ -113,11 +120,15 @@ def emit_microkernel(name: str, params: GemmParams, a_packed: bool = True, b_pac
         lines.append(f"{indent}{{ const float *restrict bp = {b_row};")
         for v in range(nv):
             lines.append(f"{indent}  {vt} b{v} = {vt}_load(bp + {v * lanes});")
+        if prefetch_b:
+            next_row = f"b_next + (long)p * {nr}" if b_packed else "b_next + (long)p * ldb"
+            lines.append(f"{indent}  if (b_next) {{ " + " ".join(
+                f"__builtin_prefetch({next_row} + {off}, 0, 2);" for off in range(0, nr, 16)) + " }")
         pin = register_pin(params, [f"b{v}" for v in range(nv)])
         if pin:
             lines.append(f"{indent}  {pin}")
         for i in range(mr):
-            scalar = f"a_pack[(long)p * {mr} + {i}]" if a_packed else f"a{i}[p]"
+            scalar = f"a_pack[(long)p * {a_stride} + {i}]" if a_packed else f"a{i}[p]"
             lines.append(f"{indent}  {{ const float s = {scalar}; const {vt} ai = {{" + ", ".join(["s"] * lanes) + "};")
             lines.append(f"{indent}    " + " ".join(f"{acc[u][i][v]} += ai * b{v};" for v in range(nv)) + " }")
         lines.append(f"{indent}  ++p; }}")

@@ -8,7 +8,7 @@ layout of ``microkernel.py`` over the whole ``k``), zero-padded past ``n``. The 
 
 The library entries ``generated.sgemm_prepacked(a, packed, w, c)`` and
 ``generated.sgemm_bias_prepacked(a, packed, w, bias, c)`` take the packed weight and the weight
-itself: up to ``driver.PREPACKED_ROWS`` rows run the generated kernel on the panels, more run
+itself: up to ``driver.prepacked_rows(params)`` rows run the generated kernel on the panels, more run
 OpenBLAS on ``w`` where the target has it (one branch on the actual rows; the price is the weight's
 memory twice). The output width ``n`` comes from ``c`` (the padding hides it in ``packed``).
 DispatchLibrary sends a matmul there when its weight is a constant (transform/gemm_choice.py).

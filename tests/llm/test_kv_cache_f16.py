@@ -60,8 +60,12 @@ def test_greedy_f16_cache_equals_the_reference_with_the_same_rounding(f16_engine
         model.reset()
     want, got, unrounded = f16_reference.prefill(prompt), f16_engine.prefill(prompt), exact.prefill(prompt)
     steps = [(f16_engine.decode(t), f16_reference.decode(t), exact.decode(t)) for t in (4, 8, 15)]
+    # float32 summation order (vector width, blocking) can put one cached element on the other side
+    # of a float16 rounding boundary: one half ulp (2^-11 relative) moves the logits by ~1e-4
+    # (measured up to 1.7e-4 on the 19-token prompt with AVX-512; ~5e-6 with no flip), while the
+    # rounding itself moves them by 2e-3..7e-3, which the last assertion keeps 10x apart
     for engine_logits, reference_logits, _ in [(got, want, unrounded)] + steps:
-        np.testing.assert_allclose(engine_logits, reference_logits, rtol=1e-4, atol=1e-4)
+        np.testing.assert_allclose(engine_logits, reference_logits, rtol=1e-4, atol=4e-4)
     # the float16 rounding moves the logits far more than the engine differs from its reference
     # (from the first position on: prefill's own keys are read back rounded)
     rounding = max(np.abs(r - e).max() for _, r, e in steps)
@@ -224,9 +228,10 @@ def test_the_portable_conversion_without_f16c(monkeypatch, flag):
     """Without F16C (or with it turned off) the kernel widens float16 with the prelude's exact
     bit conversion: the same results."""
     from backends.c import compiler
+    default_library = _executable().c_library.path      # built before the flag is added
     monkeypatch.setattr(compiler, "DEFAULT_FLAGS", compiler.DEFAULT_FLAGS + (flag,))
     exe = rx.build(rx.from_source(_attention_source("float16")), target="c")
-    assert exe.c_library.path != _executable().c_library.path     # compiled under the flag
+    assert exe.c_library.path != default_library     # compiled under the flag
     run = rx.VirtualMachine(exe)["main"]
     for n, t in ((1, DIRECT_BLOCK + 37), (2, 3 * KEY_BLOCK + 5), (1, 7)):
         args = _inputs(n, t, seed=n + t)

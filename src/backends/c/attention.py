@@ -192,7 +192,8 @@ def _half_helpers(lanes: int) -> str:
     cache ``(kv, D, capacity)`` a capacity apart, each on its own page, where the hardware
     prefetcher stops) the next column blocks of every row are prefetched."""
     vec = {8: ("__m256", "_mm256_cvtph_ps", "__m128i", "_mm_loadu_si128", "defined(__F16C__) && defined(__AVX__)"),
-           16: ("__m512", "_mm512_cvtph_ps", "__m256i", "_mm256_loadu_si256", "defined(__AVX512F__)")}.get(lanes)
+           16: ("__m512", "_mm512_cvtph_ps", "__m256i", "_mm256_loadu_si256",
+               "defined(__F16C__) && defined(__AVX512F__)")}.get(lanes)
     parts = ["#ifndef RS_ATT_HALF_HELPERS", "#define RS_ATT_HALF_HELPERS"]
     if vec is not None:
         wide, convert, narrow, load, guard = vec

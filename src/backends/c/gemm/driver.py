@@ -110,25 +110,19 @@ def _row_kernels(params: GemmParams) -> str:
 
 
 def _prepacked_kernels(params: GemmParams) -> str:
-    """The prepacked path's micro-kernels, one per row count 1..mr: ``kernel_rows_pf`` reads A in
-    place, ``kernel_packed_rows`` an MR-wide packed A panel; both read a prepacked B panel and take
+    """The prepacked path's micro-kernels for more rows than ``a_in_place_rows``, one per row count
+    1..mr: ``kernel_packed_rows`` reads an MR-wide packed A panel and a prepacked B panel and takes
     the next panel to prefetch (``prefetch_b``). A ragged last row tile runs its own row count, so
-    no tile multiplies padding rows (the packed 14-row kernel did: 8 of 64 rows, 12 of 96)."""
-    out, direct_cases, packed_cases = [], [], []
+    no tile multiplies padding rows (the packed 14-row kernel did: 8 of 64 rows, 12 of 96). (Fewer
+    rows read A in place through ``kernel_rows``.)"""
+    out, packed_cases = [], []
     for rows in range(1, params.mr + 1):
         tile = replace(params, mr=rows)
-        out.append(emit_microkernel(f"rs_gemm_kernel_rows{rows}_pf", tile, a_packed=False, b_packed=True,
-                                    prefetch_c=True, prefetch_b=PREFETCH_B))
         out.append(emit_microkernel(f"rs_gemm_kernel_packed_rows{rows}", tile, a_packed=True, b_packed=True,
                                     prefetch_c=True, a_stride=params.mr, prefetch_b=PREFETCH_B))
         nxt = "b_next, " if PREFETCH_B else ""
-        direct_cases.append(f"    case {rows}: rs_gemm_kernel_rows{rows}_pf(kc, a, lda, b, {nxt}c, ldc, {rows}, "
-                            "cols, acc); return;")
         packed_cases.append(f"    case {rows}: rs_gemm_kernel_packed_rows{rows}(kc, a, b, {nxt}c, ldc, {rows}, "
                             "cols, acc); return;")
-    out.append("static void kernel_rows_pf(int rows, int kc, const float* a, int lda, const float* b, "
-               "const float* b_next, float* c, int ldc, int cols, int acc) {\n  (void)b_next;\n  switch (rows) {\n"
-               + "\n".join(direct_cases) + "\n  }\n}\n")
     out.append("static void kernel_packed_rows(int rows, int kc, const float* a, const float* b, "
                "const float* b_next, float* c, int ldc, int cols, int acc) {\n  (void)b_next;\n  switch (rows) {\n"
                + "\n".join(packed_cases) + "\n  }\n}\n")
@@ -177,6 +171,7 @@ def emit_gemm_library(params: GemmParams) -> str:
 #define MC {mc}
 #define NC {nc}
 #define SKINNY_ROWS {params.skinny_rows}
+#define A_IN_PLACE_ROWS {params.a_in_place_rows}
 #define ALIAS_BYTES {ALIAS_BYTES}
 #define ALIASED_ROWS {ALIASED_ROWS}
 #define BLAS_SKINNY_ROWS {BLAS_SKINNY_ROWS}
@@ -426,9 +421,10 @@ static void row_panels(long k, const float* restrict a, const float* restrict pa
 /* B packed at build time (prepacked.py, a constant weight): panel q holds columns
    [q*NR, q*NR+NR) as K x NR floats, k-major, zero-padded past n. One thread's share: rows
    [i0, i0+h) x columns [j0, j0+w), j0 a multiple of NR. Nothing of B is packed per call; A is read
-   in place up to SKINNY_ROWS rows (one register tile's rows over the whole k at once: the panel
-   streams past once, no partial sums of c), else packed per (row block, kc block) with the row
-   blocks evened out in whole MR (a ragged last block would stream all of B again for few rows). */
+   in place up to A_IN_PLACE_ROWS rows (params.py: half of L1's ways; more rows read in place
+   thrashed their L1 set and spilled the row pointers: 5-12% slower at 8..32 rows of the MLP, one
+   thread), else packed per (row block, kc block) with the row blocks evened out in whole MR (a
+   ragged last block would stream all of B again for few rows). */
 static int block_prepacked(long h, long w, long k, const float* a, const float* bp, float* c, long n, long i0,
                            long j0, const epilogue_t* e) {{
   const long ldp = k * NR;   /* floats per panel */
@@ -445,35 +441,21 @@ static int block_prepacked(long h, long w, long k, const float* a, const float* 
     }}
     jstart = groups * PANEL_STREAMS * NR;
   }}
-  const long tiles = (h + MR - 1) / MR;
-  if (h <= SKINNY_ROWS) {{
-    const long kstep = h <= MR ? k : KC;
-    for (long pc = 0; pc < k; pc += kstep) {{
-      const int kcb = (int)min_long(kstep, k - pc);
-      const int last = pc + kcb >= k;
-      for (long jr = jstart; jr < w; jr += NR) {{
-        const int cols = (int)min_long(NR, w - jr);
-        const float* panel = bp + (j0 + jr) / NR * ldp + pc * NR;
-        /* with several row tiles the first asks for the next panel's slice (into L2) while the
-           others re-read this one's from L1 */
-        const float* next = jr + NR < w ? panel + ldp : NULL;
-        for (long t = 0; t < tiles; ++t) {{
-          const long ir = t * MR;
-          const int rows = (int)min_long(MR, h - ir);
-          float* ct = c + (i0 + ir) * n + j0 + jr;
-          if (t == 0 && tiles > 1 && next != NULL)
-            kernel_rows_pf(rows, kcb, a + (i0 + ir) * k + pc, (int)k, panel, next, ct, (int)n, cols, pc > 0);
-          else   /* one tile streams its panel once: the hardware prefetcher follows it (the prefetch
-                    cost 4-15% at 2..8 rows of the MLP, 4 multiply-adds a k step at 2 rows) */
-            kernel_rows(rows, kcb, a + (i0 + ir) * k + pc, (int)k, panel, ct, (int)n, cols, pc > 0);
-          if (last && has_epilogue(e))
-            apply_epilogue(ct, n, rows, cols, e->bias == NULL ? NULL : e->bias + j0 + jr,
-                           e->residual == NULL ? NULL : e->residual + (i0 + ir) * n + j0 + jr, e->act);
-        }}
-      }}
+  if (h <= A_IN_PLACE_ROWS) {{
+    /* one register tile over the whole k, A read where it lies: each panel streams past once (the
+       hardware prefetcher follows the one stream; the next-panel prefetch cost 4-15% at 2..8 rows
+       of the MLP, 4 multiply-adds a k step at 2 rows), no partial sums of c */
+    for (long jr = jstart; jr < w; jr += NR) {{
+      const int cols = (int)min_long(NR, w - jr);
+      float* ct = c + i0 * n + j0 + jr;
+      kernel_rows((int)h, (int)k, a + i0 * k, (int)k, bp + (j0 + jr) / NR * ldp, ct, (int)n, cols, 0);
+      if (has_epilogue(e))
+        apply_epilogue(ct, n, (int)h, cols, e->bias == NULL ? NULL : e->bias + j0 + jr,
+                       e->residual == NULL ? NULL : e->residual + i0 * n + j0 + jr, e->act);
     }}
     return 0;
   }}
+  const long tiles = (h + MR - 1) / MR;
   float* ap = grow(&rs_pack_a, &rs_pack_a_cap, (size_t)KC * MC);
   if (ap == NULL) return -1;
   const long blocks = (h + MC - 1) / MC;

@@ -10,7 +10,8 @@ derivation needs:
 - the architectural vector register count that ISA has (32 with AVX-512, 16 for
   x86-64's AVX/SSE; a scalar fallback assumes 16 general float registers);
 - the L1 data, L2 and L3 sizes of cpu0 from ``/sys/devices/system/cpu/cpu0/cache``
-  (the OS reads them from CPUID), with common defaults when the OS does not say;
+  (the OS reads them from CPUID), with common defaults when the OS does not say, and the L1
+  data cache's associativity (``ways_of_associativity``; 8 when not reported);
 - the cores this process may run on (``os.sched_getaffinity``).
 
 Every reader takes its input as an argument (macro text, a /sys root), so tests
@@ -28,6 +29,7 @@ SYS_CPU_CACHE = Path("/sys/devices/system/cpu/cpu0/cache")
 # Used only when the OS does not report a level (containers without /sys, other OSes):
 # typical x86 sizes, so the tiles stay sensible.
 DEFAULT_CACHE_BYTES = {1: 32 << 10, 2: 512 << 10, 3: 8 << 20}
+DEFAULT_L1D_WAYS = 8
 
 
 @dataclass(frozen=True)
@@ -60,10 +62,11 @@ class MachineParams:
     l2_bytes: int
     l3_bytes: int
     cores: int
+    l1d_ways: int = DEFAULT_L1D_WAYS
 
     def describe(self) -> str:
         return (f"{self.isa.name} ({self.isa.lanes} float lanes, {self.isa.registers} registers"
-                f"{', FMA' if self.isa.fma else ''}), L1d {self.l1d_bytes >> 10} KiB, "
+                f"{', FMA' if self.isa.fma else ''}), L1d {self.l1d_bytes >> 10} KiB {self.l1d_ways}-way, "
                 f"L2 {self.l2_bytes >> 10} KiB, L3 {self.l3_bytes >> 10} KiB, {self.cores} cores")
 
 
@@ -112,6 +115,23 @@ def cache_sizes(cache_root: Path = SYS_CPU_CACHE) -> dict[int, int]:
     return {level: sizes.get(level, default) for level, default in DEFAULT_CACHE_BYTES.items()}
 
 
+def l1d_ways(cache_root: Path = SYS_CPU_CACHE) -> int:
+    """The L1 data cache's associativity under ``cache_root`` (``DEFAULT_L1D_WAYS`` when the OS does not
+    report it, or reports it unreadably or as 0, which /sys uses for fully associative)."""
+    try:
+        indices = sorted(Path(cache_root).glob("index*"))
+    except OSError:
+        indices = []
+    for index in indices:
+        try:
+            if int((index / "level").read_text()) == 1 and (index / "type").read_text().strip() == "Data":
+                ways = int((index / "ways_of_associativity").read_text())
+                return ways if ways > 0 else DEFAULT_L1D_WAYS
+        except (OSError, ValueError):
+            continue
+    return DEFAULT_L1D_WAYS
+
+
 def available_cores() -> int:
     try:
         return max(1, len(os.sched_getaffinity(0)))
@@ -123,7 +143,7 @@ def machine_from(macros: str, cache_root: Path = SYS_CPU_CACHE, cores: int | Non
     """The parameters for given compiler macros and /sys cache directory (tests pass fakes)."""
     sizes = cache_sizes(cache_root)
     return MachineParams(isa_from_macros(macros), sizes[1], sizes[2], sizes[3],
-                         available_cores() if cores is None else cores)
+                         available_cores() if cores is None else cores, l1d_ways(cache_root))
 
 
 @functools.lru_cache(maxsize=None)

@@ -21,7 +21,13 @@ The derivation is the analytical model of Goto/BLIS that Vortex builds on
   there it takes less time than handing work to another thread costs);
 - **skinny_rows**: up to this many rows of A (``rows x kc`` floats) fit in half of
   L1 beside the B panel, so A is read in place instead of packed (packing would
-  cost as much as the product for so few rows).
+  cost as much as the product for so few rows);
+- **a_in_place_rows**: with B packed once at build time (``prepacked.py``), up to this many rows
+  read A where it lies; more rows pack it per kc block. Half of L1's ways: rows of A a multiple
+  of the way size (L1 / ways, 4 KiB on x86) apart all fall into one L1 set, where the kc x nr
+  slice of B (half of L1 by kc's derivation) already holds half of the ways, so a tile of more
+  rows evicts its own lines. The in-place kernel also keeps one pointer per row, which GCC spills
+  to the stack at 14 rows (x86-64 has 16 general registers).
 """
 from __future__ import annotations
 
@@ -51,6 +57,7 @@ class GemmParams:
     registers: int = 16     # vector registers of the ISA (the micro-kernel's accumulator budget)
     gemv_cols: int = 2048   # output columns the GEMV keeps in L1 at once
     gemv_split_bytes: int = 1 << 19   # a GEMV's B from this size on is split over the threads
+    a_in_place_rows: int = 4          # rows the prepacked path reads A in place for (half of L1's ways)
 
     @property
     def vectors_per_row(self) -> int:
@@ -76,8 +83,9 @@ def derive_params(machine: MachineParams) -> GemmParams:
     skinny_rows = max(1, machine.l1d_bytes // 2 // (kc * 4))
     skinny_nc = min(MAX_NC, _round_down(machine.l2_bytes // 2 // (kc * 4), nr, nr))
     gemv_cols = max(nr, machine.l1d_bytes // 2 // 4 // nr * nr)
+    a_in_place_rows = max(1, min(mr, machine.l1d_ways // 2))
     return GemmParams(isa.name, lanes, mr, nr, kc, mc, nc, skinny_rows, skinny_nc, machine.cores,
-                      isa.registers, gemv_cols, machine.l2_bytes // 2)
+                      isa.registers, gemv_cols, machine.l2_bytes // 2, a_in_place_rows)
 
 
 def gemm_params() -> GemmParams:

@@ -120,11 +120,12 @@ def _prepacked_kernels(params: GemmParams) -> str:
         tile = replace(params, mr=rows)
         out.append(emit_microkernel(f"rs_gemm_kernel_packed_rows{rows}", tile, a_packed=True, b_packed=True,
                                     prefetch_c=True, a_stride=params.mr, prefetch_b=PREFETCH_B))
-        nxt = "b_next, " if PREFETCH_B else ""
+        nxt = "b_next, pf_step, " if PREFETCH_B else ""
         packed_cases.append(f"    case {rows}: rs_gemm_kernel_packed_rows{rows}(kc, a, b, {nxt}c, ldc, {rows}, "
                             "cols, acc); return;")
     out.append("static void kernel_packed_rows(int rows, int kc, const float* a, const float* b, "
-               "const float* b_next, float* c, int ldc, int cols, int acc) {\n  (void)b_next;\n  switch (rows) {\n"
+               "const float* b_next, long pf_step, float* c, int ldc, int cols, int acc) {\n"
+               "  (void)b_next; (void)pf_step;\n  switch (rows) {\n"
                + "\n".join(packed_cases) + "\n  }\n}\n")
     return "\n".join(out)
 
@@ -474,8 +475,13 @@ static int block_prepacked(long h, long w, long k, const float* a, const float* 
           const long r0 = t * MR;
           const int rows = (int)min_long(MR, hc - r0);
           float* ct = c + (i0 + ic + r0) * n + j0 + jr;
+          /* every tile asks for its rows' share of the next panel's slice, spread over its k steps,
+             so the stream from L3 overlaps all of this panel's multiply-adds (the first tile alone
+             asking for all of it left the later tiles' time without memory traffic) */
+          const float* pf = next == NULL ? NULL : next + r0 * kcb * NR / hc;
+          const long pf_step = (rows * NR * (long)sizeof(float) + hc - 1) / hc;
           /* a ragged last tile multiplies only its rows, not the panel's zero padding */
-          kernel_packed_rows(rows, kcb, ap + t * MR * kcb, panel, t == 0 ? next : NULL, ct, (int)n, cols, pc > 0);
+          kernel_packed_rows(rows, kcb, ap + t * MR * kcb, panel, pf, pf_step, ct, (int)n, cols, pc > 0);
           if (last && has_epilogue(e))
             apply_epilogue(ct, n, rows, cols, e->bias == NULL ? NULL : e->bias + j0 + jr,
                            e->residual == NULL ? NULL : e->residual + (i0 + ic + r0) * n + j0 + jr, e->act);

@@ -94,8 +94,10 @@ def emit_microkernel(name: str, params: GemmParams, a_packed: bool = True, b_pac
     ``prefetch_c``: request the C tile's lines before the k loop (``prefetch_c_tile``);
     ``a_stride``: floats per k step of a packed A panel when it is wider than this kernel's
     ``params.mr`` rows (a tile of fewer rows reading an MR-wide panel); ``prefetch_b``: the kernel
-    takes ``const float *b_next`` after B and asks for its line(s) at each k step's offset into
-    L2 (the next B panel, which the caller's next tile reads; NULL: no prefetch)."""
+    takes ``const float *b_next, long pf_step`` after B and at k step ``p`` asks for the line(s) of
+    the ``pf_step`` bytes at ``b_next + p * pf_step`` into L2 (a share of the next B panel, which
+    the caller's next tile reads; ``pf_step`` = one panel row, ``nr`` floats, asks for all of it in
+    step with this one; NULL: no prefetch)."""
     vt, lanes, mr, nr = vector_type(params), params.lanes, params.mr, params.nr
     nv = params.vectors_per_row
     splits = k_splits(params)
@@ -103,7 +105,7 @@ def emit_microkernel(name: str, params: GemmParams, a_packed: bool = True, b_pac
     a_param = "const float *restrict a_pack" if a_packed else "const float *restrict a, int lda"
     b_param = "const float *restrict b_pack" if b_packed else "const float *restrict b, int ldb"
     if prefetch_b:
-        b_param += ", const float *b_next"
+        b_param += ", const float *b_next, long pf_step"
     lines = [f"static inline __attribute__((always_inline)) void {name}(int kc, {a_param}, {b_param}, "
              "float *restrict c, int ldc, int rows, int cols, int accumulate) {"]
     acc = [[[f"c{i}_{v}_{u}" for v in range(nv)] for i in range(mr)] for u in range(splits)]
@@ -120,10 +122,11 @@ def emit_microkernel(name: str, params: GemmParams, a_packed: bool = True, b_pac
         lines.append(f"{indent}{{ const float *restrict bp = {b_row};")
         for v in range(nv):
             lines.append(f"{indent}  {vt} b{v} = {vt}_load(bp + {v * lanes});")
-        if prefetch_b:
-            next_row = f"b_next + (long)p * {nr}" if b_packed else "b_next + (long)p * ldb"
-            lines.append(f"{indent}  if (b_next) {{ " + " ".join(
-                f"__builtin_prefetch({next_row} + {off}, 0, 2);" for off in range(0, nr, 16)) + " }")
+        if prefetch_b:   # as many requests as one panel row has cache lines, spread over pf_step bytes
+            per_step = max(1, nr * 4 // 64)
+            lines.append(f"{indent}  if (b_next) {{ const char *pf = (const char *)b_next + p * pf_step; " + " ".join(
+                "__builtin_prefetch(pf" + (f" + pf_step * {j} / {per_step}" if j else "") + ", 0, 2);"
+                for j in range(per_step)) + " }")
         pin = register_pin(params, [f"b{v}" for v in range(nv)])
         if pin:
             lines.append(f"{indent}  {pin}")

@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from backends.c.gemm.machine import (AVX, AVX2, AVX512, DEFAULT_CACHE_BYTES, SCALAR, SSE, cache_sizes,
-                                     isa_from_macros, machine_from, machine_params)
+from backends.c.gemm.machine import (AVX, AVX2, AVX512, DEFAULT_CACHE_BYTES, DEFAULT_L1D_WAYS, SCALAR, SSE,
+                                     MachineParams, cache_sizes, isa_from_macros, l1d_ways, machine_from,
+                                     machine_params)
 from backends.c.gemm.params import derive_params, gemm_params
 
 
@@ -15,13 +16,16 @@ def _macros(*names: str) -> str:
     return "".join(f"#define {name} 1\n" for name in names) + "#define __x86_64__ 1\n"
 
 
-def _fake_sys(root: Path, entries: list[tuple[str, str, str]]) -> Path:
-    for i, (level, kind, size) in enumerate(entries):
+def _fake_sys(root: Path, entries: list[tuple[str, ...]]) -> Path:
+    """index<i> directories of (level, type, size[, ways_of_associativity])."""
+    for i, (level, kind, size, *ways) in enumerate(entries):
         d = root / f"index{i}"
         d.mkdir(parents=True)
         (d / "level").write_text(level + "\n")
         (d / "type").write_text(kind + "\n")
         (d / "size").write_text(size + "\n")
+        if ways:
+            (d / "ways_of_associativity").write_text(ways[0] + "\n")
     return root
 
 
@@ -47,6 +51,27 @@ def test_cache_sizes_missing_or_malformed_fall_back(tmp_path):
     assert cache_sizes(tmp_path / "absent") == DEFAULT_CACHE_BYTES
     root = _fake_sys(tmp_path / "bad", [("1", "Data", "garbage"), ("2", "Unified", "-5K"), ("3", "Unified", "16M")])
     assert cache_sizes(root) == {1: DEFAULT_CACHE_BYTES[1], 2: DEFAULT_CACHE_BYTES[2], 3: 16 << 20}
+
+
+def test_l1d_ways_from_sys(tmp_path):
+    root = _fake_sys(tmp_path / "intel", [("1", "Instruction", "32K", "8"), ("1", "Data", "48K", "12"),
+                                          ("2", "Unified", "2048K", "16")])
+    assert l1d_ways(root) == 12                   # the data cache's, not the instruction cache's
+    assert machine_from(_macros("__AVX512F__"), root, cores=2).l1d_ways == 12
+    assert l1d_ways(tmp_path / "absent") == DEFAULT_L1D_WAYS
+    unreported = _fake_sys(tmp_path / "old", [("1", "Data", "32K")])
+    garbage = _fake_sys(tmp_path / "bad", [("1", "Data", "32K", "many")])
+    full = _fake_sys(tmp_path / "full", [("1", "Data", "32K", "0")])   # /sys's 0: fully associative
+    assert l1d_ways(unreported) == l1d_ways(garbage) == l1d_ways(full) == DEFAULT_L1D_WAYS
+
+
+@pytest.mark.parametrize("isa, ways, rows", [(AVX512, 12, 6), (AVX2, 8, 4), (AVX512, 64, 14), (SSE, 1, 1),
+                                             (AVX2, 2, 1)])
+def test_rows_reading_a_in_place_are_half_the_l1_ways(isa, ways, rows):
+    """The prepacked path reads A in place up to half of L1's ways (never more than one register tile,
+    never fewer than one row)."""
+    params = derive_params(MachineParams(isa, 48 << 10, 2 << 20, 32 << 20, 2, ways))
+    assert params.a_in_place_rows == rows <= params.mr
 
 
 def test_avx2_tiles_from_a_fake_machine(tmp_path):

@@ -58,13 +58,16 @@ def test_random_shapes_match_numpy(m, n, k, threads, small, bias, residual, act,
 @pytest.mark.parametrize("threads", [1, 2])
 def test_boundaries_of_each_path(which, threads):
     """One row: whole groups of PANEL_STREAMS panels and a ragged rest (and fewer panels than a
-    group); A in place over all k up to mr rows, in kc blocks up to skinny_rows, packed above; the
-    rows split over threads from threads * mc rows. k over two kc blocks, n no panel divides."""
+    group); A in place over all k up to a_in_place_rows rows, packed above (one row tile up to mr,
+    then several, each asking for its share of the next panel); the rows split over threads from
+    threads * mc rows. k over two kc blocks, n no panel divides."""
     p = params = PARAMS if which == "machine" else SMALL
+    assert 1 <= p.a_in_place_rows <= p.mr
     group = PANEL_STREAMS * p.nr
     for n in (group - 1, group, 2 * group + p.nr + 3):
         _run(1, n, p.kc + 5, params, threads, n, residual=True, act="silu")
-    for m in (2, p.mr, p.mr + 1, p.skinny_rows, p.skinny_rows + 1, threads * p.mc - 1, threads * p.mc + 1):
+    for m in (2, p.a_in_place_rows, p.a_in_place_rows + 1, p.mr, p.mr + 1, p.skinny_rows, p.skinny_rows + 1,
+              threads * p.mc - 1, threads * p.mc + 1):
         _run(m, 2 * p.nr + 3, 2 * p.kc + 1, params, threads, m, act="relu")
 
 
@@ -109,9 +112,9 @@ def test_run_time_choice_beside_openblas_at_its_boundary(threads):
 
 @pytest.mark.parametrize("which", ["machine", "small"])
 def test_every_ragged_row_tile(which):
-    """Each count of rows a last row tile can have (1..mr-1 and none), with A read in place in kc
-    blocks (mr < m <= skinny_rows) and with A packed (m > skinny_rows: the packed kernels per row
-    count); n leaves a ragged last panel (whose tile prefetches nothing), k spans three kc blocks."""
+    """Each count of rows a last row tile can have (1..mr-1 and none) behind one or more full tiles (the
+    packed kernels per row count, each tile prefetching its rows' share of the next panel); n leaves
+    a ragged last panel (whose tiles prefetch nothing), k spans three kc blocks."""
     p = PARAMS if which == "machine" else SMALL
     packed_from = p.skinny_rows + 1
     for m in list(range(p.mr + 1, min(p.skinny_rows, 2 * p.mr) + 1)) + list(range(packed_from, packed_from + p.mr)):
@@ -158,7 +161,8 @@ def test_forced_avx2_build_matches_numpy_at_its_boundaries():
     assert lib.rs_gen_gemm_prepacked_variant(limit, 1, 1) == 5
     assert lib.rs_gen_gemm_prepacked_variant(limit + 1, 1, 1) == (3 if has_blas else 5)
     rng = np.random.default_rng(7)
-    rows = [1, 2, p.mr, p.mr + 1, p.skinny_rows, p.skinny_rows + 1, p.skinny_rows + p.mr - 1, limit, limit + 1]
+    rows = [1, 2, p.a_in_place_rows, p.a_in_place_rows + 1, p.mr, p.mr + 1, p.skinny_rows, p.skinny_rows + 1,
+            p.skinny_rows + p.mr - 1, limit, limit + 1]
     for i, m in enumerate(rows + [int(x) for x in rng.integers(1, 3 * p.skinny_rows, 6)]):
         n, k = int(rng.integers(1, 5 * p.nr)), int(rng.integers(1, 2 * p.kc + 9))
         a = rng.standard_normal((m, k)).astype(np.float32)

@@ -121,3 +121,14 @@ def test_the_loop_nest_still_builds_when_the_generated_kernel_is_off(monkeypatch
     args = _inputs(form, 3, 70, np.random.default_rng(0))
     np.testing.assert_allclose(np.asarray(rx.VirtualMachine(exe)["main"](*args)), _reference(form, args),
                                rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("keys", ["kt", "cache", "prefix"])
+@pytest.mark.parametrize("m", [1, KEY_BLOCK // 2 + 1, KEY_BLOCK - 1, KEY_BLOCK + 1, 2 * KEY_BLOCK + 7])
+def test_ragged_key_blocks_of_every_key_layout(keys, m):
+    """A last key block of fewer than KEY_BLOCK keys: copied (packed per task, or transposed once per
+    call) it is zero-padded and its scores are computed over the whole block, of which only the
+    valid ones may be read; keys read in place compute only theirs. Several row tiles (n > ROW_TILE,
+    packing on) and one micro tile (n = 3), causal and additive (or no) masks."""
+    for n, mask in ((ROW_TILE + 5, "causal"), (3, "none" if keys == "prefix" else "add")):
+        _check(Form(keys, 1, "before", mask), n, m, m * 7 + n)

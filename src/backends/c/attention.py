@@ -323,8 +323,11 @@ def attention_c_source(k: AttentionC, key_axes: str, value_axes: str) -> str:
             f"    const int64_t w = used - j0 < {kb} ? used - j0 : {kb};",
             f"    float* restrict dst = kt_t + hb * {d} * {kb};",
             f"    const float* src = {key_source} + j0 * ({ks['M']});",
-            f"    for (int64_t x = 0; x < {d}; ++x)",
+            f"    for (int64_t x = 0; x < {d}; ++x) {{",
             f"      for (int64_t j = 0; j < w; ++j) dst[x * {kb} + j] = src[j * ({ks['M']}) + x * ({ks['D']})];",
+            # a ragged last block is zero-padded: the score product then runs whole vectors
+            f"      for (int64_t j = w; j < {kb}; ++j) dst[x * {kb} + j] = 0.0f;",
+            "    }",
             "  }",
             "}"]
     if value_transposed:
@@ -365,9 +368,14 @@ def attention_c_source(k: AttentionC, key_axes: str, value_axes: str) -> str:
         micro tiles, else (``kb`` > KEY_BLOCK: decode) in place, each operand row read once
         from end to end (``rs_att_stream``) so that the hardware prefetcher follows it."""
         product = "rs_att_outer" if kb == KEY_BLOCK else "rs_att_stream"
+        # kcols: the score columns computed. A block copied into kpack or kt_t is zero-padded to
+        # kb keys, so its product runs whole vectors over all kb columns (the scores past w are
+        # never read); rs_att_outer's column tail is scalar, which made a ragged block (n = 31:
+        # 31 keys) cost 6x a whole one. Keys read in place compute only their w columns.
         key_block = [
-            "const float* restrict kblock; int64_t kld;",
-            *([f"if (kt_t) {{ kblock = kt_t + (h * key_blocks + kb / {kb}) * {d} * {kb}; kld = {kb}; }} else"]
+            "const float* restrict kblock; int64_t kld, kcols = w;",
+            *([f"if (kt_t) {{ kblock = kt_t + (h * key_blocks + kb / {kb}) * {d} * {kb}; kld = {kb}; "
+               f"kcols = {kb}; }} else"]
               if key_transposed else []),
             f"{{ kblock = {key_source} + kb * ({ks['M']}); kld = {ks['D']}; }}",
             # rows a cache's capacity apart are as many streams as the head dim: the hardware
@@ -377,9 +385,11 @@ def attention_c_source(k: AttentionC, key_axes: str, value_axes: str) -> str:
             f"  __builtin_prefetch(kblock + x * kld + {kb + 16}, 0, 3); }}",
             # the block in L1, rows one after another: every micro tile reads it
             f"if (pack && kld != {kb}) {{",
-            f"  for (int64_t x = 0; x < {d}; ++x)",
+            f"  for (int64_t x = 0; x < {d}; ++x) {{",
             f"    memcpy(kpack + x * {kb}, kblock + x * kld, (size_t)w * sizeof(float));",
-            f"  rs_att_outer(rows, s, {kb}, qt, {d}, 1, kpack, {kb}, {d}, w);",
+            f"    if (w < {kb}) memset(kpack + x * {kb} + w, 0, (size_t)({kb} - w) * sizeof(float));",
+            "  }",
+            f"  rs_att_outer(rows, s, {kb}, qt, {d}, 1, kpack, {kb}, {d}, {kb});",
             "}",
         ]
         if k.half_keys:   # float16 keys, "outer" layout (attention_c checks it)
@@ -390,17 +400,18 @@ def attention_c_source(k: AttentionC, key_axes: str, value_axes: str) -> str:
                 f"  __builtin_prefetch(kblock + x * kld + {kb}, 0, 3);",
                 f"  __builtin_prefetch(kblock + x * kld + {kb + 32}, 0, 3); }}"]
             if kb == KEY_BLOCK:
-                key_block += [f"for (int64_t x = 0; x < {d}; ++x) rs_att_widen(kpack + x * {kb}, kblock + x * kld, w);",
-                              f"rs_att_outer(rows, s, {kb}, qt, {d}, 1, kpack, {kb}, {d}, w);"]
+                key_block += [f"for (int64_t x = 0; x < {d}; ++x) {{ rs_att_widen(kpack + x * {kb}, kblock + x * kld, w);",
+                              f"  if (w < {kb}) memset(kpack + x * {kb} + w, 0, (size_t)({kb} - w) * sizeof(float)); }}",
+                              f"rs_att_outer(rows, s, {kb}, qt, {d}, 1, kpack, {kb}, {d}, {kb});"]
             else:
                 key_block += [f"rs_att_outer_h(rows, s, {kb}, qt, {d}, 1, kblock, kld, {d}, w);"]
         elif key_kind == "dot":
             in_place = f"{key_source} + kb * ({ks['M']})"
             key_block += ["else if (!kt_t) " + _product("dot", "rows", "s", str(kb), "qt", str(d),
                                                        in_place, ks["D"], ks["M"], str(d), "w"),
-                          f"else rs_att_outer(rows, s, {kb}, qt, {d}, 1, kblock, kld, {d}, w);"]
+                          f"else rs_att_outer(rows, s, {kb}, qt, {d}, 1, kblock, kld, {d}, kcols);"]
         else:
-            key_block += [f"else {product}(rows, s, {kb}, qt, {d}, 1, kblock, kld, {d}, w);"]
+            key_block += [f"else {product}(rows, s, {kb}, qt, {d}, 1, kblock, kld, {d}, kcols);"]
         value_block = [
             "const float* restrict vblock; int64_t vld;",
             *([f"if (v_t) {{ vblock = v_t + (h * used + kb) * {dv}; vld = {dv}; }} else"] if value_transposed else []),

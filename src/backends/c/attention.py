@@ -400,9 +400,10 @@ def attention_c_source(k: AttentionC, key_axes: str, value_axes: str) -> str:
                 f"  __builtin_prefetch(kblock + x * kld + {kb}, 0, 3);",
                 f"  __builtin_prefetch(kblock + x * kld + {kb + 32}, 0, 3); }}"]
             if kb == KEY_BLOCK:
-                key_block += [f"for (int64_t x = 0; x < {d}; ++x) {{ rs_att_widen(kpack + x * {kb}, kblock + x * kld, w);",
-                              f"  if (w < {kb}) memset(kpack + x * {kb} + w, 0, (size_t)({kb} - w) * sizeof(float)); }}",
-                              f"rs_att_outer(rows, s, {kb}, qt, {d}, 1, kpack, {kb}, {d}, {kb});"]
+                key_block += [
+                    f"for (int64_t x = 0; x < {d}; ++x) {{ rs_att_widen(kpack + x * {kb}, kblock + x * kld, w);",
+                    f"  if (w < {kb}) memset(kpack + x * {kb} + w, 0, (size_t)({kb} - w) * sizeof(float)); }}",
+                    f"rs_att_outer(rows, s, {kb}, qt, {d}, 1, kpack, {kb}, {d}, {kb});"]
             else:
                 key_block += [f"rs_att_outer_h(rows, s, {kb}, qt, {d}, 1, kblock, kld, {d}, w);"]
         elif key_kind == "dot":

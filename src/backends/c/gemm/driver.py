@@ -432,8 +432,8 @@ static void row_panels(long k, const float* restrict a, const float* restrict pa
    [q*NR, q*NR+NR) as K x NR floats, k-major, zero-padded past n. One thread's share: rows
    [i0, i0+h) x columns [j0, j0+w), j0 a multiple of NR. Nothing of B is packed per call; A is read
    in place up to A_IN_PLACE_ROWS rows (params.py: half of L1's ways; more rows read in place
-   thrashed their L1 set and spilled the row pointers: 5-12% slower at 8..32 rows of the MLP, one
-   thread), else packed per (row block, kc block) with the row blocks evened out in whole MR (a
+   thrashed their L1 set and spilled the row pointers: 3-11% slower at 8..14 rows of the MLP and
+   Llama shapes, one thread), else packed per (row block, kc block) with the row blocks evened out in whole MR (a
    ragged last block would stream all of B again for few rows). */
 static int block_prepacked(long h, long w, long k, const float* a, const float* bp, float* c, long n, long i0,
                            long j0, const epilogue_t* e) {{

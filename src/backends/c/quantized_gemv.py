@@ -287,7 +287,7 @@ def gemv_source(symbol: str, fmt: str, rows: int, cols: int, roles: dict[str, in
     from .quantized_gemv_int8 import (ACTIVATION_FORMATS, activation_codes_c, group_of, int8_dot_enabled,
                                       int8_region_c)
     from .quantized_gemv_rows import fits_row_walk, row_walk_enabled, rows_region_c
-    from .quantized_gemv_rows_q8 import q8_rows_region_c
+    from .quantized_gemv_rows_q8 import VNNI_GUARD, q8_rows_region_c, q8_vnni_region_c, vnni_enabled
     if activations is not None and activations not in ACTIVATION_FORMATS:
         raise ValueError(f"quantized gemv: unsupported activation format {activations!r} "
                          f"(have {list(ACTIVATION_FORMATS)})")
@@ -432,13 +432,18 @@ def gemv_source(symbol: str, fmt: str, rows: int, cols: int, roles: dict[str, in
                                        scales=scales)
                 kernel = ["#ifdef __AVX2__", *region, "#else", *rounded, *float_body, "#endif"]
             else:
+                vnni = []
                 if fmt == "q8_0" and row_walk_enabled():
                     region = q8_rows_region_c(rows, cols, PARALLEL_MIN_WEIGHTS, epilogue is not None, finish,
                                               scales)
+                    if features.name == "avx512" and vnni_enabled():
+                        vnni = [f"#if {VNNI_GUARD}",
+                                *q8_vnni_region_c(rows, cols, PARALLEL_MIN_WEIGHTS, epilogue is not None, finish,
+                                                  scales), "#elif defined(__AVX2__)"]
                 else:
                     region = int8_region_c(fmt, rows, cols, int8_tile, PARALLEL_MIN_WEIGHTS, epilogue is not None,
                                            finish, scales)
-                kernel = [*rounded, "#ifdef __AVX2__", *region, "#else", *float_body, "#endif"]
+                kernel = [*rounded, *(vnni or ["#ifdef __AVX2__"]), *region, "#else", *float_body, "#endif"]
         else:
             kernel = [*rounded, *float_body]
     return "\n".join([*lines, *kernel, "  return 0;", "}"])

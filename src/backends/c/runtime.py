@@ -129,6 +129,11 @@ class CKernelModule(KernelModule):
             return nxt
         return step
 
+    def link_run(self, calls, early: tuple, nxt: int, frame, fixed_values: dict, kills: tuple, where: str):
+        """One VM step running consecutive kernel calls in one native call (``kernel_runs``), or None."""
+        from .kernel_runs import link_run
+        return link_run(self, calls, early, nxt, frame, fixed_values, kills, where)
+
     def __getitem__(self, name: str):
         if self.image.signatures is None:
             raise KeyError(f"kernel {name!r}: a loaded image keeps no signatures for direct calls")

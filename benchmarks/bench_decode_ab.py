@@ -2,15 +2,17 @@
 
 Variants (built in this process, the same GGUF file, each its own engine and KV cache):
 
-- ``before``: kernels generated with ``RELAXSCRIPT_GEMV_VNNI=0`` (the AVX2 q8_0 pair walk) and a VM
+- ``before``: kernels generated with ``RELAXSCRIPT_GEMV_AVX512=0`` (the AVX2 walks) and a VM
   that links every kernel call as its own step (``kernel_runs=False``);
 - ``runs``: the same kernels, runs of kernel calls joined into one native call (the VM's default);
-- ``after``: the kernels as generated now (the AVX-512 VNNI q8_0 walk where gcc targets it) and runs.
+- ``after``: the kernels as generated now (the AVX-512 walks where gcc targets AVX-512: the q8_0 VNNI
+  walk, the 512-bit q4 row walk) and runs.
 
 For each context, every variant prefills the same tokens, then ``--rounds`` decode steps at that
 position alternate between the variants (the order rotates each round); medians, 10th percentiles and
-minima in ms, and tokens/s from the medians. The logits of the first step are compared (identical
-kernels give identical logits; the VNNI walk sums the same integers, so they are identical too).
+minima in ms, and tokens/s from the medians. The logits of the first step are compared: the AVX-512
+walks sum the same integers and scale them with the same float operations as the AVX2 ones, so
+they are expected identical (a difference is reported and the exit status is 1).
 
     python benchmarks/bench_decode_ab.py [--model FILE] [--contexts 16,256] [--rounds 200] [--variants before,runs,after]
 """
@@ -32,15 +34,15 @@ VARIANTS = {"before": ("0", False), "runs": ("0", True), "after": ("1", True)}
 
 def make_engine(path: str, context: int, vnni: str, runs: bool):
     from relaxscript.llm.engine import Engine
-    saved = os.environ.get("RELAXSCRIPT_GEMV_VNNI")
-    os.environ["RELAXSCRIPT_GEMV_VNNI"] = vnni
+    saved = os.environ.get("RELAXSCRIPT_GEMV_AVX512")
+    os.environ["RELAXSCRIPT_GEMV_AVX512"] = vnni
     try:
         engine = Engine.from_gguf(path, target="c", weights="q4", max_context=context)
     finally:
         if saved is None:
-            del os.environ["RELAXSCRIPT_GEMV_VNNI"]
+            del os.environ["RELAXSCRIPT_GEMV_AVX512"]
         else:
-            os.environ["RELAXSCRIPT_GEMV_VNNI"] = saved
+            os.environ["RELAXSCRIPT_GEMV_AVX512"] = saved
     engine._vm.kernel_runs = runs
     engine._decode_step.pool.clear()    # frames linked by the warm-up, before the setting
     engine._prefill_step.pool.clear()

@@ -8,8 +8,8 @@ For each shape the driver times, with the team sizes given (1 and 2 threads by d
 - ``stream``: enough copies cycled (``--stream-mb``) that every call reads from DRAM, as in a real
   decode step where 96 MB of weights pass per token;
 - ``old``: the same, for the kernel generated with ``RELAXSCRIPT_GEMV_ROW_WALK=0`` (the register-
-  blocked column split; with ``--baseline vnni-off`` instead ``RELAXSCRIPT_GEMV_VNNI=0``: the AVX2
-  walk where the kernel has the AVX-512 VNNI one), its calls alternating with ``stream``'s so both
+  blocked column split; with ``--baseline avx512-off`` instead ``RELAXSCRIPT_GEMV_AVX512=0``: the AVX2
+  walks where the kernel has AVX-512 ones), its calls alternating with ``stream``'s so both
   see the same load;
   with ``--scales compare`` instead the kernel with float32 scales (``stream`` then has float16
   scales, GGUF's own: 2 bytes a block and column less to read);
@@ -140,8 +140,8 @@ def build(shapes, workdir: Path, scales: str = "f32", baseline: str = "row-walk-
     """One driver holding each shape's kernel as generated now (``kernel_<i>``) and its baseline
     (``kernel_<i + 100>``, which the stream column alternates with): as generated with
     ``RELAXSCRIPT_GEMV_ROW_WALK=0``, or with ``scales="compare"`` the kernel with float32 scales
-    where ``kernel_<i>`` reads float16 ones; with ``baseline="vnni-off"`` as generated with
-    ``RELAXSCRIPT_GEMV_VNNI=0`` (the AVX2 pair walk where the kernel has the AVX-512 VNNI one)."""
+    where ``kernel_<i>`` reads float16 ones; with ``baseline="avx512-off"`` as generated with
+    ``RELAXSCRIPT_GEMV_AVX512=0`` (the AVX2 walks where the kernel has AVX-512 ones)."""
     features = detect_features()
     parts, cases = [PRELUDE, HALF_TO_FLOAT_C], []
     kernel_dtype, baseline_dtype = SCALES[scales]
@@ -149,10 +149,10 @@ def build(shapes, workdir: Path, scales: str = "f32", baseline: str = "row-walk-
         roles = {"codes": 0, "scale": 1, "min": 2, "x": 3, "y": 4} if fmt == "q4_1" else \
             {"codes": 0, "scale": 1, "x": 2, "y": 4}
         off = {} if scales == "compare" else \
-            {"RELAXSCRIPT_GEMV_VNNI": "0"} if baseline == "vnni-off" else {"RELAXSCRIPT_GEMV_ROW_WALK": "0"}
+            {"RELAXSCRIPT_GEMV_AVX512": "0"} if baseline == "avx512-off" else {"RELAXSCRIPT_GEMV_ROW_WALK": "0"}
         variants = ((i, {}, kernel_dtype), (i + 100, off, baseline_dtype))
         for index, settings, scale_dtype in variants:
-            saved = {name: os.environ.pop(name, None) for name in ("RELAXSCRIPT_GEMV_ROW_WALK", "RELAXSCRIPT_GEMV_VNNI")}
+            saved = {name: os.environ.pop(name, None) for name in ("RELAXSCRIPT_GEMV_ROW_WALK", "RELAXSCRIPT_GEMV_AVX512")}
             os.environ.update(settings)
             try:
                 parts.append(gemv_source(f"kernel_{index}", fmt, rows, cols, roles, features, activations="q8_0",
@@ -184,9 +184,9 @@ def main(argv=None) -> None:
     parser.add_argument("--scales", choices=sorted(SCALES), default="f32",
                         help="the scales' dtype: f32 or f16 (kernel and row-walk-off baseline), or compare: "
                              "the kernel with float16 scales against float32 scales (the 'old' column)")
-    parser.add_argument("--baseline", choices=("row-walk-off", "vnni-off"), default="row-walk-off",
-                        help="the 'old' column's kernel: the register-blocked column split, or the AVX2 walk "
-                             "instead of the AVX-512 VNNI one")
+    parser.add_argument("--baseline", choices=("row-walk-off", "avx512-off"), default="row-walk-off",
+                        help="the 'old' column's kernel: the register-blocked column split, or the AVX2 walks "
+                             "instead of the AVX-512 ones")
     args = parser.parse_args(argv)
     shapes = [s for s in SHAPES if not args.only or s[0] in args.only.split(",")]
     workdir = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="gemv_bound_"))

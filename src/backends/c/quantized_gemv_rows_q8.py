@@ -109,13 +109,7 @@ def q8_rows_region_c(rows: int, cols: int, parallel_min: int, has_epilogue: bool
 
 VNNI_GROUP = 64            # columns per 64-byte load of a row
 ROW_WALK_Q8_VNNI_MARK = "q8_0 quad walk (AVX-512 VNNI)"
-VNNI_GUARD = "defined(__AVX512VNNI__) && defined(__AVX512BW__) && !defined(RS_Q_NO_VNNI)"
-
-
-def vnni_enabled() -> bool:
-    """False when ``RELAXSCRIPT_GEMV_VNNI=0``: the kernels carry no VNNI region (the AVX2 one runs)."""
-    import os
-    return os.environ.get("RELAXSCRIPT_GEMV_VNNI", "1") != "0"
+VNNI_GUARD = "defined(__AVX512VNNI__) && defined(__AVX512BW__) && !defined(RS_Q_NO_AVX512)"
 
 
 def q8_vnni_region_c(rows: int, cols: int, parallel_min: int, has_epilogue: bool,
@@ -131,10 +125,7 @@ def q8_vnni_region_c(rows: int, cols: int, parallel_min: int, has_epilogue: bool
     out = "prod[c - t0]" if has_epilogue else "y[c]"
     out_vec = "prod + (c - t0)" if has_epilogue else "y + c"
     ahead = 4 * cols   # the same columns of the next four rows
-    if scales.half:
-        load_scale = "_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i*)(sb + c + 16 * l)))"
-    else:
-        load_scale = "_mm512_loadu_ps(sb + c + 16 * l)"
+    load_scale = scales.avx16("sb + c + 16 * l")
 
     def quad_pass(first: bool) -> list[str]:
         def acc(j: int) -> str:

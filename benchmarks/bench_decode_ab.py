@@ -14,7 +14,8 @@ minima in ms, and tokens/s from the medians. The logits of the first step are co
 walks sum the same integers and scale them with the same float operations as the AVX2 ones, so
 they are expected identical (a difference is reported and the exit status is 1).
 
-    python benchmarks/bench_decode_ab.py [--model FILE] [--contexts 16,256] [--rounds 200] [--variants before,runs,after]
+    python benchmarks/bench_decode_ab.py [--model FILE] [--contexts 16,256] [--rounds 200]
+        [--variants before,runs,after]
 """
 from __future__ import annotations
 

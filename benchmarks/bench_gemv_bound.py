@@ -152,7 +152,8 @@ def build(shapes, workdir: Path, scales: str = "f32", baseline: str = "row-walk-
             {"RELAXSCRIPT_GEMV_AVX512": "0"} if baseline == "avx512-off" else {"RELAXSCRIPT_GEMV_ROW_WALK": "0"}
         variants = ((i, {}, kernel_dtype), (i + 100, off, baseline_dtype))
         for index, settings, scale_dtype in variants:
-            saved = {name: os.environ.pop(name, None) for name in ("RELAXSCRIPT_GEMV_ROW_WALK", "RELAXSCRIPT_GEMV_AVX512")}
+            switches = ("RELAXSCRIPT_GEMV_ROW_WALK", "RELAXSCRIPT_GEMV_AVX512")
+            saved = {name: os.environ.pop(name, None) for name in switches}
             os.environ.update(settings)
             try:
                 parts.append(gemv_source(f"kernel_{index}", fmt, rows, cols, roles, features, activations="q8_0",

@@ -1,11 +1,14 @@
 """Per-kernel profile of the LLM engine's decode step (SmolLM2 or any GGUF the engine loads).
 
-Wraps each linked step of the bound ``decode`` function's frame with a timer and prints, per
-kernel (grouped by kind: GEMVs, attention, norms, ...), the time per decode step, the number of
-launches, and the sum of the steps next to the plain step's median. The GEMV share is what streams
-weights; the rest is what issue 14's "within 1.2x of the weight-streaming limit" leaves no room for.
+``--mode native`` (the default) times each kernel in C inside the VM's joined runs of kernel calls
+(``CKernelModule.time_runs``); the rest of the step is the VM's own work. ``--mode steps`` links every
+instruction as its own step (``kernel_runs=False``) and times each in Python (VM overhead included).
+Printed per kernel and grouped by kind (GEMVs, attention, norms, ...): the time per decode step and
+the number of launches. The GEMV share is what streams weights; the rest is what issue 14's "within
+1.2x of the weight-streaming limit" leaves no room for.
 
-    python benchmarks/profile_decode.py [--model FILE] [--context 16] [--steps 64] [--clock wall|cpu] [--top 40]
+    python benchmarks/profile_decode.py [--model FILE] [--context 16] [--steps 64] [--mode native|steps]
+        [--clock wall|cpu] [--top 40]
 """
 from __future__ import annotations
 
@@ -97,6 +100,42 @@ def profile(engine, context: int, steps: int, clock=time.perf_counter):
     return float(np.median(plain)) * 1e3, float(np.min(plain)) * 1e3, instrumented, rows
 
 
+def profile_native(engine, context: int, steps: int):
+    """(median ms of a step, median ms of its rest, {kernel: [ms per step, launches]}) timed inside the joined runs of
+    kernel calls (the VM's default linking; ``time_runs``): each kernel's own time, without the
+    VM's Python around it. Kernels outside runs are not timed (the rest of the step holds them)."""
+    vm = engine._vm
+    vm.kernel_runs, vm.kernels.time_runs = True, True
+    engine._decode_step.pool.clear()
+    ids = np.arange(100, 100 + context + steps + 8) % engine.config.vocab_size
+    engine.reset()
+    engine.prefill(ids[:context])
+    for _ in range(3):
+        engine.position = context
+        engine.decode(int(ids[context]))
+    frame = engine._decode_step.pool[-1]
+    joined = [step for step in frame.steps if hasattr(step, "times")]
+    names = [name for step in joined for name in step.kernels]
+    plain, launches = [], []   # per step: wall ms; each launch's ms
+    for i in range(steps):
+        for step in joined:
+            step.times[:] = [0.0] * len(step.times)
+        engine.position = context
+        start = time.perf_counter()
+        engine.decode(int(ids[context + i]))
+        plain.append((time.perf_counter() - start) * 1e3)
+        launches.append([ns / 1e6 for step in joined for ns in step.times])
+    launches = np.asarray(launches)
+    rest = np.asarray(plain) - launches.sum(axis=1)
+    rows = collections.defaultdict(lambda: [0.0, 0])
+    for name, ms in zip(names, np.median(launches, axis=0)):   # per launch: its median over the steps
+        rows["CallKernel:" + name][0] += float(ms)
+        rows["CallKernel:" + name][1] += 1
+    vm.kernels.time_runs = False
+    engine._decode_step.pool.clear()
+    return float(np.median(plain)), float(np.median(rest)), dict(rows)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model")
@@ -105,6 +144,9 @@ def main() -> None:
     parser.add_argument("--top", type=int, default=40)
     parser.add_argument("--clock", choices=("wall", "cpu"), default="wall",
                         help="cpu: this thread's CPU time on one thread (robust to other processes' load)")
+    parser.add_argument("--mode", choices=("native", "steps"), default="native",
+                        help="native: each kernel timed in C inside the joined runs (the rest of the step is the "
+                             "VM); steps: every instruction its own Python step, timed around it (VM included)")
     args = parser.parse_args()
     clock = time.perf_counter
     if args.clock == "cpu":
@@ -113,13 +155,24 @@ def main() -> None:
     from relaxscript.llm.engine import Engine
     engine = Engine.from_gguf(args.model or default_model(), target="c", weights="q4",
                               max_context=args.context + 8)
-    plain, best, instrumented, rows = profile(engine, args.context, args.steps, clock)
-    total = sum(ms for ms, _ in rows.values())
-    print(f"decode @{args.context}: {plain:.3f} ms a step (median, wall; best {best:.3f}), instrumented "
-          f"{instrumented:.3f} ms ({args.clock}), sum of steps {total:.3f} ms, "
-          f"{sum(c for _, c in rows.values())} steps, "
-          f"{sum(c for label, (_, c) in rows.items() if label.startswith('CallKernel'))} kernel launches; "
-          f"load average {os.getloadavg()[0]:.2f}")
+    if args.mode == "native":
+        plain, rest, rows = profile_native(engine, args.context, args.steps)
+        total = sum(ms for ms, _ in rows.values())
+        print(f"decode @{args.context}: {plain:.3f} ms a step (median, wall); medians of each launch in the joined "
+              f"runs sum to {total:.3f} ms ({sum(c for _, c in rows.values())} launches); the rest of a step "
+              f"(VM, kernels outside runs), median {rest:.3f} ms; load average {os.getloadavg()[0]:.2f}")
+        rows["VM and kernels outside runs"] = [rest, 1]
+        total += rest
+    else:
+        engine._vm.kernel_runs = False
+        engine._decode_step.pool.clear()
+        plain, best, instrumented, rows = profile(engine, args.context, args.steps, clock)
+        total = sum(ms for ms, _ in rows.values())
+        print(f"decode @{args.context}: {plain:.3f} ms a step (median, wall; best {best:.3f}), instrumented "
+              f"{instrumented:.3f} ms ({args.clock}), sum of steps {total:.3f} ms, "
+              f"{sum(c for _, c in rows.values())} steps, "
+              f"{sum(c for label, (_, c) in rows.items() if label.startswith('CallKernel'))} kernel launches; "
+              f"load average {os.getloadavg()[0]:.2f}")
     kinds = collections.defaultdict(lambda: [0.0, 0])
     for label, (ms, count) in rows.items():
         kinds[kind_of(label)][0] += ms

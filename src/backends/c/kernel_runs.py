@@ -17,6 +17,7 @@ from .status import raise_for_status
 
 RUNNER_C = r"""
 #include <stdint.h>
+#include <time.h>
 typedef int32_t (*rs_kernel_fn)(void* const*, const int64_t*);
 /* Call fns[0..n) in order; the index of the first that returns a nonzero status (written to
    *status), or -1 when all return 0. */
@@ -28,18 +29,32 @@ int64_t rs_run_kernels(int64_t n, const rs_kernel_fn* fns, void* const* const* b
   }
   return -1;
 }
+static double rs_now_ns(void) {
+  struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t); return t.tv_sec * 1e9 + t.tv_nsec; }
+/* The same, adding each call's wall time to ns[i] (profiling: KernelModule.time_runs). */
+int64_t rs_run_kernels_timed(int64_t n, const rs_kernel_fn* fns, void* const* const* bufs,
+                             const int64_t* const* syms, int32_t* status, double* ns) {
+  for (int64_t i = 0; i < n; ++i) {
+    const double start = rs_now_ns();
+    const int32_t s = fns[i](bufs[i], syms[i]);
+    ns[i] += rs_now_ns() - start;
+    if (s != 0) { *status = s; return i; }
+  }
+  return -1;
+}
 """
 
 
 @functools.lru_cache(maxsize=None)
-def runner():
-    """``rs_run_kernels`` (ctypes), or None when it cannot be built (the calls then stay one step each)."""
+def runner(timed: bool = False):
+    """``rs_run_kernels`` (or its timed sibling) through ctypes, or None when it cannot be built (the
+    calls then stay one step each)."""
     from .compiler import compile_shared
     try:
         path, _ = compile_shared(RUNNER_C)
     except Exception:  # noqa: BLE001 - no compiler: kernels could not have been built either
         return None
-    fn = ctypes.CDLL(str(path)).rs_run_kernels
+    fn = getattr(ctypes.CDLL(str(path)), "rs_run_kernels_timed" if timed else "rs_run_kernels")
     fn.argtypes = None     # prebuilt ctypes arguments: no conversion per call
     fn.restype = ctypes.c_int64
     return fn
@@ -48,8 +63,11 @@ def runner():
 def link_run(module, calls, early: tuple, nxt: int, frame, fixed_values: dict, kills: tuple, where: str):
     """One step: the ``early`` steps (call sites' symbol work, allocations) in order, the kernel
     ``calls`` (CallKernel instructions) in order in one native call, then the deferred ``kills``;
-    ``fixed_values``: registers whose value is the same on every call of this frame."""
-    run = runner()
+    ``fixed_values``: registers whose value is the same on every call of this frame. With
+    ``module.time_runs`` set when the frame is linked, each call's time in ns is added to
+    ``step.times[k]`` (``step.kernels[k]`` names the kernel): a per-kernel profile of joined runs."""
+    timed = bool(getattr(module, "time_runs", False))
+    run = runner(timed)
     if run is None:
         return None
     regs, ptrs, t = frame.regs, frame.ptrs, frame.table
@@ -82,6 +100,8 @@ def link_run(module, calls, early: tuple, nxt: int, frame, fixed_values: dict, k
     labels = tuple(f"{where}: kernel '{ins.kernel}'" for ins in calls)
     count, status = ctypes.c_int64(n), (ctypes.c_int32 * 1)()
     bad_index = module.bad_index
+    times = (ctypes.c_double * n)()
+    extra = (times,) if timed else ()
 
     def step():
         for work in early:
@@ -97,11 +117,12 @@ def link_run(module, calls, early: tuple, nxt: int, frame, fixed_values: dict, k
                 for bufs, i in slots:
                     bufs[i] = p
                 seen[k] = value
-        failed = run(count, fns, bufs_of, syms_of, status)
+        failed = run(count, fns, bufs_of, syms_of, status, *extra)
         if failed >= 0:
             raise_for_status(status[0], labels[failed], bad_index)
         for r in kills:
             regs[r] = None
         return nxt
     step.kept = (arrays, fixed_values)   # the pointer arrays and fixed values live as long as the step
+    step.times, step.kernels = times, tuple(ins.kernel for ins in calls)
     return step

@@ -68,7 +68,11 @@ def build_library(kernels: dict) -> CLibraryImage:
 
 
 class CKernelModule(KernelModule):
-    """Links ``CallKernel`` to ctypes calls of one loaded library (host NumPy memory)."""
+    """Links ``CallKernel`` to ctypes calls of one loaded library (host NumPy memory).
+
+    ``time_runs``: set before frames are linked, joined runs of kernel calls time each call
+    (``kernel_runs.link_run``; benchmarks/profile_decode.py)."""
+    time_runs = False
 
     def __init__(self, image: CLibraryImage):
         from ..threading import bind, team

@@ -132,3 +132,23 @@ def test_bound_arguments_and_free_ones_that_change_between_calls():
 def test_kernel_runs_flag_is_checked():
     with pytest.raises(TypeError, match="kernel_runs must be True or False"):
         rx.VirtualMachine(rx.build(M.chain_module(2, 3), target="c"), kernel_runs=1)
+
+
+def test_timed_runs_name_and_time_each_kernel():
+    """CKernelModule.time_runs (benchmarks/profile_decode.py --mode native): the same results, each
+    joined call's time added up under its kernel's name."""
+    exe = _unfused(M.chain_module(6, 300))
+    vm, plain = _both(exe)
+    vm.kernels.time_runs = True   # read when a frame is linked (the first call)
+    x = np.linspace(-1.0, 1.0, 300, dtype=F32)
+    try:
+        _same(vm["main"](x), plain["main"](x))
+    finally:
+        vm.kernels.time_runs = False
+    frame = vm.function("main").pool[-1]
+    joined = [step for step in frame.steps if hasattr(step, "kept")]
+    assert joined
+    kernels = [ins.kernel for ins in vm.exe.functions["main"].code if type(ins).__name__ == "CallKernel"]
+    names = [name for step in joined for name in step.kernels]
+    assert names == [k for k in kernels if k in names] and len(names) >= 6
+    assert all(t > 0 for step in joined for t in step.times)

@@ -16,7 +16,8 @@ from hypothesis import strategies as st
 
 import relaxscript as rx
 from backends.c.compiler import find_compiler
-from backends.c.quantized_gemv import AVX2, ColumnEpilogue, VectorFeatures, detect_features, gemv_source
+from backends.c.quantized_gemv import (AVX2, ColumnEpilogue, VectorFeatures, avx512_regions_enabled,
+                                      detect_features, gemv_source)
 from backends.c.quantized_gemv_rows import MAX_PARTS, ROW_WALK_MARK, ROW_WALK_WIDE_MARK, fits_row_walk, rows_region_c
 from backends.c.quantized_gemv_rows_q8 import ROW_WALK_Q8_MARK, ROW_WALK_Q8_VNNI_MARK, TILE
 from relaxscript.quantization import dequantize_numpy, fake_quantize_numpy, quantize_numpy
@@ -61,7 +62,8 @@ def test_any_team_size_sums_every_block_once(tmp_path_factory, fmt, blocks, cols
     library, roles, source = compiled(tmp_path_factory.mktemp("rows"), fmt, rows, cols, epilogue,
                                       () if wide else ("-DRS_Q_NO_AVX512",))
     assert ROW_WALK_MARK in source
-    assert (ROW_WALK_WIDE_MARK in source) == (detect_features().name == "avx512" and cols >= 64)
+    assert (ROW_WALK_WIDE_MARK in source) == (detect_features().name == "avx512" and cols >= 64
+                                              and avx512_regions_enabled())
     rng = np.random.default_rng(seed)
     tensors = quantize_numpy(rng.standard_normal((rows, cols)), fmt)
     x = (rng.standard_normal(rows) * 3).astype(np.float32)
@@ -95,7 +97,7 @@ def test_q8_pair_walk_any_team_size_equals_numpy(tmp_path_factory, blocks, cols,
     library, roles, source = compiled(tmp_path_factory.mktemp("q8rows"), "q8_0", rows, cols, epilogue,
                                       () if vnni else ("-DRS_Q_NO_AVX512",))
     assert ROW_WALK_Q8_MARK in source
-    assert (ROW_WALK_Q8_VNNI_MARK in source) == (detect_features().name == "avx512")
+    assert (ROW_WALK_Q8_VNNI_MARK in source) == (detect_features().name == "avx512" and avx512_regions_enabled())
     rng = np.random.default_rng(seed)
     tensors = quantize_numpy(rng.standard_normal((rows, cols)), "q8_0")
     tensors[0][rng.random(tensors[0].shape) < 0.05] = -128
@@ -150,6 +152,7 @@ def test_avx512_walks_are_emitted_for_avx512_only_and_can_be_switched_off(monkey
     from backends.c.quantized_gemv import AVX512
     from backends.c.quantized_gemv_rows import WIDE_GUARD
     from backends.c.quantized_gemv_rows_q8 import VNNI_GUARD
+    monkeypatch.delenv("RELAXSCRIPT_GEMV_AVX512", raising=False)
     q8_roles = {"codes": 0, "scale": 1, "x": 2, "y": 3}
     q4_roles = {"codes": 0, "scale": 1, "min": 2, "x": 3, "y": 4}
     big, small = VectorFeatures(*AVX512, 48 << 10), VectorFeatures(*AVX2, 32 << 10)

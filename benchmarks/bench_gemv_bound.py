@@ -8,7 +8,9 @@ For each shape the driver times, with the team sizes given (1 and 2 threads by d
 - ``stream``: enough copies cycled (``--stream-mb``) that every call reads from DRAM, as in a real
   decode step where 96 MB of weights pass per token;
 - ``old``: the same, for the kernel generated with ``RELAXSCRIPT_GEMV_ROW_WALK=0`` (the register-
-  blocked column split), its calls alternating with ``stream``'s so both see the same load;
+  blocked column split; with ``--baseline avx512-off`` instead ``RELAXSCRIPT_GEMV_AVX512=0``: the AVX2
+  walks where the kernel has AVX-512 ones), its calls alternating with ``stream``'s so both
+  see the same load;
   with ``--scales compare`` instead the kernel with float32 scales (``stream`` then has float16
   scales, GGUF's own: 2 bytes a block and column less to read);
 - ``read``: an OpenMP sum of 64-bit words over the same copies with the same thread split and one
@@ -134,29 +136,33 @@ SCALES = {"f32": ("float32", "float32"), "f16": ("float16", "float16"), "compare
 # --scales -> (the kernel's, the baseline's scale dtype)
 
 
-def build(shapes, workdir: Path, scales: str = "f32") -> Path:
+def build(shapes, workdir: Path, scales: str = "f32", baseline: str = "row-walk-off") -> Path:
     """One driver holding each shape's kernel as generated now (``kernel_<i>``) and its baseline
     (``kernel_<i + 100>``, which the stream column alternates with): as generated with
     ``RELAXSCRIPT_GEMV_ROW_WALK=0``, or with ``scales="compare"`` the kernel with float32 scales
-    where ``kernel_<i>`` reads float16 ones."""
+    where ``kernel_<i>`` reads float16 ones; with ``baseline="avx512-off"`` as generated with
+    ``RELAXSCRIPT_GEMV_AVX512=0`` (the AVX2 walks where the kernel has AVX-512 ones)."""
     features = detect_features()
     parts, cases = [PRELUDE, HALF_TO_FLOAT_C], []
     kernel_dtype, baseline_dtype = SCALES[scales]
     for i, (_name, rows, cols, fmt) in enumerate(shapes):
         roles = {"codes": 0, "scale": 1, "min": 2, "x": 3, "y": 4} if fmt == "q4_1" else \
             {"codes": 0, "scale": 1, "x": 2, "y": 4}
-        variants = ((i, "1", kernel_dtype), (i + 100, "1" if scales == "compare" else "0", baseline_dtype))
-        for index, row_walk, scale_dtype in variants:
-            saved = os.environ.get("RELAXSCRIPT_GEMV_ROW_WALK")
-            os.environ["RELAXSCRIPT_GEMV_ROW_WALK"] = row_walk
+        off = {} if scales == "compare" else \
+            {"RELAXSCRIPT_GEMV_AVX512": "0"} if baseline == "avx512-off" else {"RELAXSCRIPT_GEMV_ROW_WALK": "0"}
+        variants = ((i, {}, kernel_dtype), (i + 100, off, baseline_dtype))
+        for index, settings, scale_dtype in variants:
+            switches = ("RELAXSCRIPT_GEMV_ROW_WALK", "RELAXSCRIPT_GEMV_AVX512")
+            saved = {name: os.environ.pop(name, None) for name in switches}
+            os.environ.update(settings)
             try:
                 parts.append(gemv_source(f"kernel_{index}", fmt, rows, cols, roles, features, activations="q8_0",
                                          scale_dtype=scale_dtype))
             finally:
-                if saved is None:
-                    del os.environ["RELAXSCRIPT_GEMV_ROW_WALK"]
-                else:
-                    os.environ["RELAXSCRIPT_GEMV_ROW_WALK"] = saved
+                for name, value in saved.items():
+                    os.environ.pop(name, None)
+                    if value is not None:
+                        os.environ[name] = value
             cases.append(f"case {index}: kernel_{index}(b, 0); break;")
     parts.append("static void KERNEL(int which, void* const* b) { switch (which) { "
                  + " ".join(cases) + " } }")
@@ -179,11 +185,14 @@ def main(argv=None) -> None:
     parser.add_argument("--scales", choices=sorted(SCALES), default="f32",
                         help="the scales' dtype: f32 or f16 (kernel and row-walk-off baseline), or compare: "
                              "the kernel with float16 scales against float32 scales (the 'old' column)")
+    parser.add_argument("--baseline", choices=("row-walk-off", "avx512-off"), default="row-walk-off",
+                        help="the 'old' column's kernel: the register-blocked column split, or the AVX2 walks "
+                             "instead of the AVX-512 ones")
     args = parser.parse_args(argv)
     shapes = [s for s in SHAPES if not args.only or s[0] in args.only.split(",")]
     workdir = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="gemv_bound_"))
     workdir.mkdir(parents=True, exist_ok=True)
-    binary = build(shapes, workdir, args.scales)
+    binary = build(shapes, workdir, args.scales, args.baseline)
     kernel_dtype, baseline_dtype = SCALES[args.scales]
     old = "f32 sc us" if args.scales == "compare" else "old us"
     print(f"scales: kernel {kernel_dtype}, baseline ({old.split(' us')[0]}) {baseline_dtype}")

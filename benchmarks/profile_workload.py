@@ -58,7 +58,8 @@ def profile(name: str, n: int, calls: int, bound_weights: bool = True, pipeline=
         runtime = vm.function(func_name)
         frame = runtime.pool.pop() if runtime.pool else Frame(runtime.code, vm)
         labels = [f"{func_name}/{step_label(ins)}" for ins in runtime.func.code]
-        frame.steps[:] = [timed(step, labels[pc]) for pc, step in enumerate(frame.steps)]
+        # one step per instruction (a plain frame joins runs of kernel calls into one step)
+        frame.steps[:] = [timed(step, labels[pc]) for pc, step in enumerate(frame.instruction_steps)]
         runtime.pool.append(frame)
     for _ in range(5):
         main(*args)

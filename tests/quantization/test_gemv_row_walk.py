@@ -16,9 +16,10 @@ from hypothesis import strategies as st
 
 import relaxscript as rx
 from backends.c.compiler import find_compiler
-from backends.c.quantized_gemv import AVX2, ColumnEpilogue, VectorFeatures, detect_features, gemv_source
-from backends.c.quantized_gemv_rows import MAX_PARTS, ROW_WALK_MARK, fits_row_walk, rows_region_c
-from backends.c.quantized_gemv_rows_q8 import ROW_WALK_Q8_MARK, TILE
+from backends.c.quantized_gemv import (AVX2, ColumnEpilogue, VectorFeatures, avx512_regions_enabled,
+                                      detect_features, gemv_source)
+from backends.c.quantized_gemv_rows import MAX_PARTS, ROW_WALK_MARK, ROW_WALK_WIDE_MARK, fits_row_walk, rows_region_c
+from backends.c.quantized_gemv_rows_q8 import ROW_WALK_Q8_MARK, ROW_WALK_Q8_VNNI_MARK, TILE
 from relaxscript.quantization import dequantize_numpy, fake_quantize_numpy, quantize_numpy
 from relaxscript.transform.quantize_activations import QuantizeActivations
 
@@ -33,7 +34,7 @@ RESIDUAL = ColumnEpilogue(declarations=("const float* restrict h = (const float*
                           result="rs_prod + rs_twice")
 
 
-def compiled(tmp_dir, fmt: str, rows: int, cols: int, epilogue: bool):
+def compiled(tmp_dir, fmt: str, rows: int, cols: int, epilogue: bool, flags: tuple = ()):
     """The generated kernel as a shared library whose team size the test sets."""
     roles = {"codes": 0, "scale": 1, "x": 2, "y": 3} | ({"min": 4} if fmt == "q4_1" else {})
     prelude = ("#include <stdint.h>\n#include <string.h>\nstatic int rs_team_size = 1;\n"
@@ -41,9 +42,9 @@ def compiled(tmp_dir, fmt: str, rows: int, cols: int, epilogue: bool):
                "static inline int rs_threads(void) { return rs_team_size; }\n")
     source = gemv_source("rs_gemv", fmt, rows, cols, roles, detect_features(),
                          epilogue=RESIDUAL if epilogue else None, activations="q8_0")
-    path = tmp_dir / f"gemv_{fmt}_{rows}_{cols}_{int(epilogue)}.c"
+    path = tmp_dir / f"gemv_{fmt}_{rows}_{cols}_{int(epilogue)}_{len(flags)}.c"
     path.write_text(prelude + source)
-    subprocess.run([find_compiler(), "-O2", "-march=native", "-fopenmp", "-shared", "-fPIC", str(path),
+    subprocess.run([find_compiler(), "-O2", "-march=native", *flags, "-fopenmp", "-shared", "-fPIC", str(path),
                     "-o", str(path.with_suffix(".so"))], check=True, capture_output=True)
     return ctypes.CDLL(str(path.with_suffix(".so"))), roles, source
 
@@ -52,13 +53,17 @@ def compiled(tmp_dir, fmt: str, rows: int, cols: int, epilogue: bool):
 @settings(max_examples=10, deadline=None)
 @given(fmt=st.sampled_from(["q4_1", "q4_0"]), blocks=st.sampled_from([1, 3, 18, 48]),
        cols=st.sampled_from([32, 45, 96, 577, 1536]), team=st.integers(1, MAX_PARTS + 3),
-       epilogue=st.booleans(), seed=st.integers(0, 2**16))
-def test_any_team_size_sums_every_block_once(tmp_path_factory, fmt, blocks, cols, team, epilogue, seed):
+       epilogue=st.booleans(), seed=st.integers(0, 2**16), wide=st.booleans())
+def test_any_team_size_sums_every_block_once(tmp_path_factory, fmt, blocks, cols, team, epilogue, seed, wide):
     """Teams of one, of more threads than blocks and of more than MAX_PARTS partials; ragged
-    columns (the scalar tail); y starts as NaN, so a column no thread wrote would show."""
+    columns (the scalar tail); y starts as NaN, so a column no thread wrote would show.
+    ``wide=False`` builds the AVX2 walk on an AVX-512 machine (``-DRS_Q_NO_AVX512``)."""
     rows = 32 * blocks
-    library, roles, source = compiled(tmp_path_factory.mktemp("rows"), fmt, rows, cols, epilogue)
+    library, roles, source = compiled(tmp_path_factory.mktemp("rows"), fmt, rows, cols, epilogue,
+                                      () if wide else ("-DRS_Q_NO_AVX512",))
     assert ROW_WALK_MARK in source
+    assert (ROW_WALK_WIDE_MARK in source) == (detect_features().name == "avx512" and cols >= 64
+                                              and avx512_regions_enabled())
     rng = np.random.default_rng(seed)
     tensors = quantize_numpy(rng.standard_normal((rows, cols)), fmt)
     x = (rng.standard_normal(rows) * 3).astype(np.float32)
@@ -82,15 +87,21 @@ def test_any_team_size_sums_every_block_once(tmp_path_factory, fmt, blocks, cols
 @needs_avx2
 @settings(max_examples=8, deadline=None)
 @given(blocks=st.sampled_from([1, 2, 18]), cols=st.sampled_from([15, 16, 45, TILE + 37, 2 * TILE + 4096 + 5]),
-       team=st.integers(1, 5), epilogue=st.booleans(), seed=st.integers(0, 2**16))
-def test_q8_pair_walk_any_team_size_equals_numpy(tmp_path_factory, blocks, cols, team, epilogue, seed):
+       team=st.integers(1, 5), epilogue=st.booleans(), seed=st.integers(0, 2**16), vnni=st.booleans())
+def test_q8_pair_walk_any_team_size_equals_numpy(tmp_path_factory, blocks, cols, team, epilogue, seed, vnni):
     """q8_0: column runs per thread, several tiles per thread, ragged ends (the scalar tail),
-    teams larger than the 16-column groups; y starts as NaN."""
+    teams larger than the 16-column groups; y starts as NaN. ``vnni=False`` builds the AVX2 pair walk
+    on a VNNI machine (``-DRS_Q_NO_AVX512``); codes of -128 and 127 appear (the VNNI walk flips them
+    to unsigned)."""
     rows = 32 * blocks
-    library, roles, source = compiled(tmp_path_factory.mktemp("q8rows"), "q8_0", rows, cols, epilogue)
+    library, roles, source = compiled(tmp_path_factory.mktemp("q8rows"), "q8_0", rows, cols, epilogue,
+                                      () if vnni else ("-DRS_Q_NO_AVX512",))
     assert ROW_WALK_Q8_MARK in source
+    assert (ROW_WALK_Q8_VNNI_MARK in source) == (detect_features().name == "avx512" and avx512_regions_enabled())
     rng = np.random.default_rng(seed)
     tensors = quantize_numpy(rng.standard_normal((rows, cols)), "q8_0")
+    tensors[0][rng.random(tensors[0].shape) < 0.05] = -128
+    tensors[0][rng.random(tensors[0].shape) < 0.05] = 127
     x = (rng.standard_normal(rows) * 3).astype(np.float32)
     h = rng.standard_normal(cols).astype(np.float32)
     y = np.full(cols, np.nan, np.float32)
@@ -134,6 +145,34 @@ def test_row_walk_can_be_switched_off(monkeypatch):
     assert ROW_WALK_Q8_MARK not in gemv_source("f", "q8_0", 576, 1536, q8_roles, features, activations="q8_0")
 
 
+def test_avx512_walks_are_emitted_for_avx512_only_and_can_be_switched_off(monkeypatch):
+    """The q8_0 VNNI walk and the 512-bit q4 walk sit under their compile-time guards beside the AVX2
+    walks (AVX-512 sources only; the q4 one for layers of 64 columns or more);
+    RELAXSCRIPT_GEMV_AVX512=0 leaves them out."""
+    from backends.c.quantized_gemv import AVX512
+    from backends.c.quantized_gemv_rows import WIDE_GUARD
+    from backends.c.quantized_gemv_rows_q8 import VNNI_GUARD
+    monkeypatch.delenv("RELAXSCRIPT_GEMV_AVX512", raising=False)
+    q8_roles = {"codes": 0, "scale": 1, "x": 2, "y": 3}
+    q4_roles = {"codes": 0, "scale": 1, "min": 2, "x": 3, "y": 4}
+    big, small = VectorFeatures(*AVX512, 48 << 10), VectorFeatures(*AVX2, 32 << 10)
+
+    def sources():
+        return (gemv_source("f", "q8_0", 576, 4096, q8_roles, big, activations="q8_0"),
+                gemv_source("f", "q4_1", 576, 1536, q4_roles, big, activations="q8_0"))
+    q8, q4 = sources()
+    assert ROW_WALK_Q8_VNNI_MARK in q8 and f"#if {VNNI_GUARD}" in q8 and ROW_WALK_Q8_MARK in q8
+    assert ROW_WALK_WIDE_MARK in q4 and f"#if {WIDE_GUARD}" in q4 and "1 byte row(s) per pass" in q4
+    assert ROW_WALK_WIDE_MARK not in gemv_source("f", "q4_1", 576, 48, q4_roles, big, activations="q8_0")
+    narrow = gemv_source("f", "q8_0", 576, 4096, q8_roles, small, activations="q8_0")
+    assert ROW_WALK_Q8_VNNI_MARK not in narrow and ROW_WALK_Q8_MARK in narrow
+    assert ROW_WALK_WIDE_MARK not in gemv_source("f", "q4_1", 576, 1536, q4_roles, small, activations="q8_0")
+    monkeypatch.setenv("RELAXSCRIPT_GEMV_AVX512", "0")
+    q8, q4 = sources()
+    assert ROW_WALK_Q8_VNNI_MARK not in q8 and ROW_WALK_Q8_MARK in q8
+    assert ROW_WALK_WIDE_MARK not in q4 and ROW_WALK_MARK in q4
+
+
 def test_row_walk_rejects_what_it_cannot_compute():
     with pytest.raises(ValueError, match="not a 4-bit format"):
         rows_region_c("q8_0", 64, 64, 0, False, [], 64)
@@ -149,7 +188,7 @@ def test_several_rows_per_pass_equal_numpy(tmp_path, monkeypatch, rows_per_pass)
     original = rows_module.rows_region_c
     monkeypatch.setattr(rows_module, "rows_region_c",
                         lambda *a, **kw: original(*a, **kw, rows_per_pass=rows_per_pass))
-    library, roles, source = compiled(tmp_path, "q4_1", 96, 77, epilogue=False)
+    library, roles, source = compiled(tmp_path, "q4_1", 96, 77, epilogue=False, flags=("-DRS_Q_NO_AVX512",))
     assert f"{rows_per_pass} byte row(s) per pass" in source
     rng = np.random.default_rng(rows_per_pass)
     tensors = quantize_numpy(rng.standard_normal((96, 77)), "q4_1")

@@ -9,6 +9,7 @@ import numpy as np
 
 from backends import blas_parallel
 from backends import threading as threads
+from backends.c import kernel_runs
 from backends.c.compiler import compile_shared
 from tests.relaxscript import vm_modules as M
 
@@ -43,8 +44,10 @@ def test_concurrent_builds_of_one_module_share_one_cached_library(tmp_path, monk
     assert any(compiled for *_, compiled in outcomes)   # the cache started empty
     cache = tmp_path / "c"
     libraries = sorted(p.name for p in cache.glob("*.so"))
-    # besides the module's one library, only the runtime's own: the BLAS shim, the spin probe
-    runtime = {compile_shared(source)[0].name for source in (blas_parallel._SOURCE, threads._SPIN_PROBE)}
+    # besides the module's one library, only the runtime's own: the BLAS shim, the spin probe, the
+    # kernel-run loop
+    runtime = {compile_shared(source)[0].name
+               for source in (blas_parallel._SOURCE, threads._SPIN_PROBE, kernel_runs.RUNNER_C)}
     module_libraries = {os.path.basename(path) for _, _, path, _ in outcomes}
     assert len(module_libraries) == 1, outcomes
     assert module_libraries <= set(libraries) and set(libraries) - module_libraries <= runtime, libraries

@@ -87,6 +87,13 @@ def _l1d_bytes() -> int:
     return 32 << 10
 
 
+def avx512_regions_enabled() -> bool:
+    """False when ``RELAXSCRIPT_GEMV_AVX512=0``: the generated GEMVs carry no AVX-512 regions (the
+    q8_0 VNNI walk, the 512-bit q4 row walk) and AVX-512 machines run the AVX2 ones, as when the
+    source is compiled with ``-DRS_Q_NO_AVX512``."""
+    return os.environ.get("RELAXSCRIPT_GEMV_AVX512", "1") != "0"
+
+
 def features_from_macros(macros: str, l1d_bytes: int = 32 << 10) -> VectorFeatures:
     """The vector features a compiler's predefined macros (``gcc -dM -E``) announce."""
     defined = {line.split()[1] for line in macros.splitlines() if line.startswith("#define ")}
@@ -228,6 +235,16 @@ class ScaleLoads:
         """An ``__m256`` of the 8 scales at ``address`` (AVX2 regions)."""
         return f"rs_qload8_h({address})" if self.half else f"_mm256_loadu_ps({address})"
 
+    def avx16(self, address: str) -> str:
+        """An ``__m512`` of the 16 scales at ``address`` (AVX-512 regions): two of ``avx8``'s loads.
+        ``rs_qload_h``'s portable 16-lane conversion summed wrongly inside the 512-bit row walk at
+        gcc 12 -O3 (``-DRS_Q_NO_F16C``; like the loop the float16 section of docs/ARCHITECTURE.md
+        describes); ``rs_qload8_h``'s intrinsics do not."""
+        if not self.half:
+            return f"_mm512_loadu_ps({address})"
+        return (f"_mm512_castpd_ps(_mm512_insertf64x4(_mm512_castpd256_pd512(_mm256_castps_pd("
+                f"{self.avx8(address)})), _mm256_castps_pd({self.avx8(f'({address}) + 8')}), 1))")
+
     def scalar(self, element: str) -> str:
         """The float of one scale ``element`` (a C lvalue)."""
         return f"rs_half_to_float({element})" if self.half else element
@@ -286,8 +303,9 @@ def gemv_source(symbol: str, fmt: str, rows: int, cols: int, roles: dict[str, in
     the rounded values."""
     from .quantized_gemv_int8 import (ACTIVATION_FORMATS, activation_codes_c, group_of, int8_dot_enabled,
                                       int8_region_c)
-    from .quantized_gemv_rows import fits_row_walk, row_walk_enabled, rows_region_c
-    from .quantized_gemv_rows_q8 import q8_rows_region_c
+    from .quantized_gemv_rows import (WIDE_GROUP, WIDE_GUARD, fits_row_walk, row_walk_enabled, rows_region_c,
+                                      rows_region_wide_c)
+    from .quantized_gemv_rows_q8 import VNNI_GUARD, q8_rows_region_c, q8_vnni_region_c
     if activations is not None and activations not in ACTIVATION_FORMATS:
         raise ValueError(f"quantized gemv: unsupported activation format {activations!r} "
                          f"(have {list(ACTIVATION_FORMATS)})")
@@ -430,15 +448,25 @@ def gemv_source(symbol: str, fmt: str, rows: int, cols: int, roles: dict[str, in
                 # the row walk rounds each block in the thread that reads it
                 region = rows_region_c(fmt, rows, cols, PARALLEL_MIN_WEIGHTS, epilogue is not None, finish, int8_tile,
                                        scales=scales)
-                kernel = ["#ifdef __AVX2__", *region, "#else", *rounded, *float_body, "#endif"]
+                wide = []
+                if features.name == "avx512" and cols >= WIDE_GROUP and avx512_regions_enabled():
+                    wide = [f"#if {WIDE_GUARD}",
+                            *rows_region_wide_c(fmt, rows, cols, PARALLEL_MIN_WEIGHTS, epilogue is not None, finish,
+                                                int8_tile, scales=scales), "#elif defined(__AVX2__)"]
+                kernel = [*(wide or ["#ifdef __AVX2__"]), *region, "#else", *rounded, *float_body, "#endif"]
             else:
+                vnni = []
                 if fmt == "q8_0" and row_walk_enabled():
                     region = q8_rows_region_c(rows, cols, PARALLEL_MIN_WEIGHTS, epilogue is not None, finish,
                                               scales)
+                    if features.name == "avx512" and avx512_regions_enabled():
+                        vnni = [f"#if {VNNI_GUARD}",
+                                *q8_vnni_region_c(rows, cols, PARALLEL_MIN_WEIGHTS, epilogue is not None, finish,
+                                                  scales), "#elif defined(__AVX2__)"]
                 else:
                     region = int8_region_c(fmt, rows, cols, int8_tile, PARALLEL_MIN_WEIGHTS, epilogue is not None,
                                            finish, scales)
-                kernel = [*rounded, "#ifdef __AVX2__", *region, "#else", *float_body, "#endif"]
+                kernel = [*rounded, *(vnni or ["#ifdef __AVX2__"]), *region, "#else", *float_body, "#endif"]
         else:
             kernel = [*rounded, *float_body]
     return "\n".join([*lines, *kernel, "  return 0;", "}"])

@@ -212,3 +212,167 @@ def rows_region_c(fmt: str, rows: int, cols: int, parallel_min: int, has_epilogu
         *reduce,
         "  }",
     ]
+
+
+WIDE_GROUP = 64           # columns per 64-byte load of a byte row (AVX-512BW)
+ROW_WALK_WIDE_MARK = "row walk (AVX-512BW)"
+WIDE_GUARD = "defined(__AVX512BW__) && !defined(RS_Q_NO_AVX512)"
+
+
+def transpose_lanes_c(sums: tuple[str, str, str, str], out: str, indent: str) -> list[str]:
+    """C lines declaring ``__m512i out[4]``: the 4 x 4 transpose of the 128-bit lanes of ``sums``
+    (lane l of sums[j] holds columns 16 l + 4 j .. + 3 of a 64-column group; out[l] holds columns
+    16 l .. 16 l + 15 in order)."""
+    s0, s1, s2, s3 = sums
+    return [
+        f"{indent}const __m512i {out}_u0 = _mm512_shuffle_i32x4({s0}, {s1}, 0x44), "
+        f"{out}_u1 = _mm512_shuffle_i32x4({s0}, {s1}, 0xEE);",
+        f"{indent}const __m512i {out}_u2 = _mm512_shuffle_i32x4({s2}, {s3}, 0x44), "
+        f"{out}_u3 = _mm512_shuffle_i32x4({s2}, {s3}, 0xEE);",
+        f"{indent}const __m512i {out}[4] = {{_mm512_shuffle_i32x4({out}_u0, {out}_u2, 0x88), "
+        f"_mm512_shuffle_i32x4({out}_u0, {out}_u2, 0xDD),",
+        f"{indent}  _mm512_shuffle_i32x4({out}_u1, {out}_u3, 0x88), _mm512_shuffle_i32x4({out}_u1, {out}_u3, 0xDD)}};",
+    ]
+
+
+def rows_region_wide_c(fmt: str, rows: int, cols: int, parallel_min: int, has_epilogue: bool,
+                       finish: list[str], tile: int, prefetch_bytes: int = PREFETCH_BYTES,
+                       scales: ScaleLoads = FLOAT32_SCALES) -> list[str]:
+    """``rows_region_c`` with 512-bit registers (for ``#ifdef __AVX512BW__``): the same block split,
+    rounding, byte-row order, 16-bit sums, partials and barrier; each load covers 64 columns. The
+    16-bit sums of a group hold columns (0-7 | 16-23 | 32-39 | 48-55) and (8-15 | ...) as in the
+    AVX2 walk lane by lane; each pair of 8-row halves is added in 32 bits by ``madd`` against ones
+    (the two halves interleaved), which leaves 4 columns per lane and register, put in order by
+    one lane transpose."""
+    if fmt not in ("q4_0", "q4_1"):
+        raise ValueError(f"row-walk gemv: {fmt!r} is not a 4-bit format")
+    blocks = rows // BLOCK
+    groups = cols // WIDE_GROUP
+    vec_end = groups * WIDE_GROUP
+    stride = -(-cols // PARTIAL_ALIGN) * PARTIAL_ALIGN
+    has_min = fmt == "q4_1"
+    offset = fmt == "q4_0"
+
+    def load(pointer: str) -> str:
+        return scales.avx16(pointer)
+
+    def row_pass(first: bool) -> list[str]:
+        return [
+            f"            for (int64_t g = 0; g < {groups}; ++g) {{",
+            *([f"              __builtin_prefetch(p + g * {WIDE_GROUP} + {prefetch_bytes}, 0, 3);"]
+              if prefetch_bytes else []),
+            f"              const __m512i v = _mm512_loadu_si512((const void*)(p + g * {WIDE_GROUP}));",
+            "              const __m512i lo = _mm512_and_si512(v, rs_m4), "
+            "hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), rs_m4);",
+            "              const __m512i lo_sum = _mm512_maddubs_epi16(_mm512_unpacklo_epi8(lo, hi), xv);",
+            "              const __m512i hi_sum = _mm512_maddubs_epi16(_mm512_unpackhi_epi8(lo, hi), xv);",
+            "              " + ("a[2 * g] = lo_sum; a[2 * g + 1] = hi_sum;" if first else
+                                "a[2 * g] = _mm512_add_epi16(a[2 * g], lo_sum); "
+                                "a[2 * g + 1] = _mm512_add_epi16(a[2 * g + 1], hi_sum);"),
+            "            }",
+        ]
+
+    half_rows = []
+    for half in (0, 1):
+        half_rows += [
+            f"          {{ /* byte rows {8 * half}-{8 * half + 7}: their own 16-bit sums */",
+            f"            __m512i* a = acc + {half * 2 * groups};",
+            "            {",
+            f"            const uint8_t* p = block + {8 * half * cols};",
+            f"            const __m512i xv = _mm512_set1_epi16(xp[{8 * half}]);",
+            *row_pass(first=True),
+            "            }",
+            f"            for (int64_t r = {8 * half + 1}; r < {8 * half + 8}; ++r) {{",
+            f"            const uint8_t* p = block + r * {cols};",
+            "            const __m512i xv = _mm512_set1_epi16(xp[r]);",
+            *row_pass(first=False),
+            "            }",
+            "          }",
+        ]
+    widen = [
+        f"            const __m512i a0 = acc[2 * g], a1 = acc[2 * g + 1], "
+        f"b0 = acc[{2 * groups} + 2 * g], b1 = acc[{2 * groups} + 2 * g + 1];",
+        "            const __m512i s0 = _mm512_madd_epi16(_mm512_unpacklo_epi16(a0, b0), ones);",
+        "            const __m512i s1 = _mm512_madd_epi16(_mm512_unpackhi_epi16(a0, b0), ones);",
+        "            const __m512i s2 = _mm512_madd_epi16(_mm512_unpacklo_epi16(a1, b1), ones);",
+        "            const __m512i s3 = _mm512_madd_epi16(_mm512_unpackhi_epi16(a1, b1), ones);",
+        *transpose_lanes_c(("s0", "s1", "s2", "s3"), "sum", "            "),
+        "            for (int u = 0; u < 4; ++u) {",
+        f"              const int64_t c = g * {WIDE_GROUP} + 16 * u;",
+        "              const __m512i su = " + ("_mm512_add_epi32(sum[u], shift);" if offset else "sum[u];"),
+        f"              __m512 v = _mm512_mul_ps({load('sb + c')}, _mm512_mul_ps(dv, _mm512_cvtepi32_ps(su)));",
+        *([f"              v = _mm512_add_ps(v, _mm512_mul_ps({load('mb + c')}, mq));"] if has_min else []),
+        "              _mm512_store_ps(part + c, first_block ? v : _mm512_add_ps(_mm512_load_ps(part + c), v));",
+        "            }",
+    ]
+    scalar = [
+        f"          for (int64_t c = {vec_end}; c < {cols}; ++c) {{",
+        "            int32_t t = 0;",
+        "            for (int64_t r = 0; r < 16; ++r) {",
+        f"              const int32_t byte = block[r * {cols} + c];",
+        "              t += (byte & 15) * qb[r] + (byte >> 4) * qb[r + 16];",
+        "            }",
+        f"            const float v = {scales.scalar('sb[c]')} * (d * (float)(t" + (" + off" if offset else "") + "))"
+        + (f" + {scales.scalar('mb[c]')} * (d * (float)qs)" if has_min else "") + ";",
+        "            part[c] = first_block ? v : part[c] + v;",
+        "          }",
+    ]
+    parts_expr = f"(team < {min(MAX_PARTS, blocks)} ? team : {min(MAX_PARTS, blocks)})"
+    reduce_sum = "rs_part[0][c]; for (int64_t i = 1; i < parts; ++i) s += rs_part[i][c]"
+    if has_epilogue:
+        reduce = [
+            f"    float prod[{tile}] __attribute__((aligned(64)));",
+            f"    for (int64_t t0 = c_begin; t0 < c_end; t0 += {tile}) {{",
+            f"      const int64_t t1 = t0 + {tile} < c_end ? t0 + {tile} : c_end;",
+            f"      for (int64_t c = t0; c < t1; ++c) {{ float s = {reduce_sum}; prod[c - t0] = s; }}",
+            *finish,
+            "    }",
+        ]
+    else:
+        reduce = [f"    for (int64_t c = c_begin; c < c_end; ++c) {{ float s = {reduce_sum}; y[c] = s; }}"]
+    return [
+        f"  /* {ROW_WALK_WIDE_MARK}: threads split the {blocks} blocks, one byte row per pass, "
+        f"{WIDE_GROUP} columns a load */",
+        f"  float rs_part[{min(MAX_PARTS, blocks)}][{stride}] __attribute__((aligned(64)));",
+        f"  #pragma omp parallel if({rows * cols} >= {parallel_min}) num_threads(rs_threads())",
+        "  {",
+        "    const int64_t team = RS_QTEAM, me = RS_QME;",
+        f"    const int64_t parts = {parts_expr};",
+        "    if (me < parts) {",
+        f"      const int64_t b_begin = {blocks} * me / parts, b_end = {blocks} * (me + 1) / parts;",
+        "      float* restrict part = rs_part[me];",
+        f"      __m512i acc[{4 * groups if groups else 1}];",
+        "      const __m512i rs_m4 = _mm512_set1_epi8(15);",
+        "      const __m512i ones = _mm512_set1_epi16(1);",
+        "      for (int64_t b = b_begin; b < b_end; ++b) {",
+        "        const int first_block = b == b_begin;",
+        f"        const uint8_t* block = codes + b * {16 * cols};",
+        f"        const float* xb = x_in + b * {BLOCK};",
+        f"        int8_t qb[{BLOCK}];",
+        *block_rounding_c("xb", "qb[r] = (int8_t)q;", "        "),
+        "        const int32_t qs = s;",
+        "        int16_t xp[16];     /* byte row r's code pair (qb[r], qb[r + 16]) */",
+        "        for (int64_t r = 0; r < 16; ++r)",
+        "          xp[r] = (int16_t)((uint16_t)(uint8_t)qb[r] | ((uint16_t)(uint8_t)qb[r + 16] << 8));",
+        f"        const {scales.c_type}* sb = scale + b * {cols};",
+        *([f"        const {scales.c_type}* mb = mins + b * {cols};"] if has_min else []),
+        *(["        const int32_t off = -8 * qs;"] if offset else []),
+        *(half_rows if groups else []),
+        "        {",
+        "          const __m512 dv = _mm512_set1_ps(d);",
+        *(["          const __m512 mq = _mm512_set1_ps(d * (float)qs);"] if has_min else []),
+        *(["          const __m512i shift = _mm512_set1_epi32(off);"] if offset else []),
+        f"          for (int64_t g = 0; g < {groups}; ++g) {{",
+        *widen,
+        "          }",
+        *scalar,
+        "        }",
+        "      }",
+        "    }",
+        "    #pragma omp barrier",
+        f"    const int64_t c_begin = {stride // PARTIAL_ALIGN} * me / team * {PARTIAL_ALIGN};",
+        f"    const int64_t c_end_line = {stride // PARTIAL_ALIGN} * (me + 1) / team * {PARTIAL_ALIGN};",
+        f"    const int64_t c_end = c_end_line < {cols} ? c_end_line : {cols};",
+        *reduce,
+        "  }",
+    ]

@@ -105,3 +105,105 @@ def q8_rows_region_c(rows: int, cols: int, parallel_min: int, has_epilogue: bool
         "    }",
         "  }",
     ]
+
+
+VNNI_GROUP = 64            # columns per 64-byte load of a row
+ROW_WALK_Q8_VNNI_MARK = "q8_0 quad walk (AVX-512 VNNI)"
+VNNI_GUARD = "defined(__AVX512VNNI__) && defined(__AVX512BW__) && !defined(RS_Q_NO_AVX512)"
+
+
+def q8_vnni_region_c(rows: int, cols: int, parallel_min: int, has_epilogue: bool,
+                     finish: list[str], scales: ScaleLoads = FLOAT32_SCALES) -> list[str]:
+    """The pair walk's AVX-512 VNNI sibling (for ``#if VNNI_GUARD``): the same column runs and tiles,
+    each block read four rows at a time. ``vpdpbusd`` multiplies unsigned by signed bytes, four per
+    32-bit lane, so the weight codes are flipped to ``w + 128`` (one xor) and the block's
+    ``128 * sum(qx)`` is taken off the sums; four rows of 64 columns interleave into four registers
+    of (r0, r1, r2, r3) byte quads with two rounds of unpacks, which leave the columns of each
+    128-bit lane in a 4 x 4 order, put back by a lane transpose once per block."""
+    blocks = rows // BLOCK
+    tile = min(TILE, -(-cols // VNNI_GROUP) * VNNI_GROUP)
+    out = "prod[c - t0]" if has_epilogue else "y[c]"
+    out_vec = "prod + (c - t0)" if has_epilogue else "y + c"
+    ahead = 4 * cols   # the same columns of the next four rows
+    load_scale = scales.avx16("sb + c + 16 * l")
+
+    def quad_pass(first: bool) -> list[str]:
+        def acc(j: int) -> str:
+            old = "_mm512_setzero_si512()" if first else f"a[{j}]"
+            return f"a[{j}] = _mm512_dpbusd_epi32({old}, q{j}, xv);"
+        return [
+            f"            for (int64_t c = t0; c < vec_end; c += {VNNI_GROUP}) {{",
+            *(f"              __builtin_prefetch(p{r} + c + {ahead}, 0, 3);" for r in range(4)),
+            *(f"              const __m512i r{r} = _mm512_xor_si512(_mm512_loadu_si512((const void*)(p{r} + c)),"
+              " flip);" for r in range(4)),
+            "              const __m512i l01 = _mm512_unpacklo_epi8(r0, r1), h01 = _mm512_unpackhi_epi8(r0, r1);",
+            "              const __m512i l23 = _mm512_unpacklo_epi8(r2, r3), h23 = _mm512_unpackhi_epi8(r2, r3);",
+            "              const __m512i q0 = _mm512_unpacklo_epi16(l01, l23), q1 = _mm512_unpackhi_epi16(l01, l23);",
+            "              const __m512i q2 = _mm512_unpacklo_epi16(h01, h23), q3 = _mm512_unpackhi_epi16(h01, h23);",
+            "              __m512i* a = acc + (c - t0) / 16;",
+            "              " + " ".join(acc(j) for j in range(4)),
+            "            }",
+        ]
+
+    scalar = [
+        "          for (int64_t c = vec_end; c < t1; ++c) {",
+        "            int32_t s = 0;",
+        f"            for (int64_t r = 0; r < {BLOCK}; ++r)",
+        f"              s += (int32_t)block[r * {cols} + c] * qx[b * {BLOCK} + r];",
+        f"            {out} += {scales.scalar(f'scale[b * {cols} + c]')} * (d * (float)s);",
+        "          }",
+    ]
+    return [
+        f"  /* {ROW_WALK_Q8_VNNI_MARK}: column runs per thread, tiles of {tile}, four rows per pass */",
+        f"  int32_t xquad[{blocks * 8}];",
+        f"  for (int64_t i = 0; i < {blocks * 8}; ++i)",
+        "    xquad[i] = (int32_t)((uint32_t)(uint8_t)qx[4 * i] | ((uint32_t)(uint8_t)qx[4 * i + 1] << 8)"
+        " | ((uint32_t)(uint8_t)qx[4 * i + 2] << 16) | ((uint32_t)(uint8_t)qx[4 * i + 3] << 24));",
+        f"  #pragma omp parallel if({rows * cols} >= {parallel_min}) num_threads(rs_threads())",
+        "  {",
+        "    const int64_t team = RS_QTEAM, me = RS_QME;",
+        f"    const int64_t c_begin = {cols // VNNI_GROUP} * me / team * {VNNI_GROUP};",
+        f"    const int64_t c_end = me == team - 1 ? {cols} : {cols // VNNI_GROUP} * (me + 1) / team * {VNNI_GROUP};",
+        f"    __m512i acc[{tile // 16}];",
+        "    const __m512i flip = _mm512_set1_epi8((char)0x80);",
+        *([f"    float prod[{tile}] __attribute__((aligned(64)));"] if has_epilogue else []),
+        f"    for (int64_t t0 = c_begin; t0 < c_end; t0 += {tile}) {{",
+        f"      const int64_t t1 = t0 + {tile} < c_end ? t0 + {tile} : c_end;",
+        f"      const int64_t vec_end = t0 + (t1 - t0) / {VNNI_GROUP} * {VNNI_GROUP};",
+        f"      for (int64_t c = t0; c < t1; ++c) {out} = 0.0f;",
+        f"      for (int64_t b = 0; b < {blocks}; ++b) {{",
+        f"        const int8_t* block = codes + b * {BLOCK * cols};",
+        "        const float d = dx[b];",
+        "        for (int64_t i = 0; i < 8; ++i) {",
+        f"          const int8_t* p0 = block + 4 * i * {cols}; const int8_t* p1 = p0 + {cols};",
+        f"          const int8_t* p2 = p1 + {cols}; const int8_t* p3 = p2 + {cols};",
+        "          const __m512i xv = _mm512_set1_epi32(xquad[b * 8 + i]);",
+        "          if (i == 0) {",
+        *quad_pass(first=True),
+        "          } else {",
+        *quad_pass(first=False),
+        "          }",
+        "        }",
+        "        const __m512 dv = _mm512_set1_ps(d);",
+        "        const __m512i bias = _mm512_set1_epi32(128 * qsum[b]);",
+        f"        const {scales.c_type}* sb = scale + b * {cols};",
+        f"        for (int64_t c = t0; c < vec_end; c += {VNNI_GROUP}) {{",
+        "          const __m512i* a = acc + (c - t0) / 16;",
+        "          /* a[j] lane l holds columns c + 16 l + 4 j .. + 3: transpose the 128-bit lanes */",
+        "          const __m512i s0 = _mm512_sub_epi32(a[0], bias), s1 = _mm512_sub_epi32(a[1], bias);",
+        "          const __m512i s2 = _mm512_sub_epi32(a[2], bias), s3 = _mm512_sub_epi32(a[3], bias);",
+        "          const __m512i u0 = _mm512_shuffle_i32x4(s0, s1, 0x44), u1 = _mm512_shuffle_i32x4(s0, s1, 0xEE);",
+        "          const __m512i u2 = _mm512_shuffle_i32x4(s2, s3, 0x44), u3 = _mm512_shuffle_i32x4(s2, s3, 0xEE);",
+        "          const __m512i n[4] = {_mm512_shuffle_i32x4(u0, u2, 0x88), _mm512_shuffle_i32x4(u0, u2, 0xDD),",
+        "                                _mm512_shuffle_i32x4(u1, u3, 0x88), _mm512_shuffle_i32x4(u1, u3, 0xDD)};",
+        f"          float* o = {out_vec};",
+        "          for (int l = 0; l < 4; ++l)",
+        "            _mm512_storeu_ps(o + 16 * l, _mm512_fmadd_ps("
+        f"{load_scale}, _mm512_mul_ps(dv, _mm512_cvtepi32_ps(n[l])), _mm512_loadu_ps(o + 16 * l)));",
+        "        }",
+        *scalar,
+        "      }",
+        *finish,
+        "    }",
+        "  }",
+    ]

@@ -68,7 +68,11 @@ def build_library(kernels: dict) -> CLibraryImage:
 
 
 class CKernelModule(KernelModule):
-    """Links ``CallKernel`` to ctypes calls of one loaded library (host NumPy memory)."""
+    """Links ``CallKernel`` to ctypes calls of one loaded library (host NumPy memory).
+
+    ``time_runs``: set before frames are linked, joined runs of kernel calls time each call
+    (``kernel_runs.link_run``; benchmarks/profile_decode.py)."""
+    time_runs = False
 
     def __init__(self, image: CLibraryImage):
         from ..threading import bind, team
@@ -128,6 +132,11 @@ class CKernelModule(KernelModule):
                 raise_for_status(status, label, bad_index)
             return nxt
         return step
+
+    def link_run(self, calls, early: tuple, nxt: int, frame, fixed_values: dict, kills: tuple, where: str):
+        """One VM step running consecutive kernel calls in one native call (``kernel_runs``), or None."""
+        from .kernel_runs import link_run
+        return link_run(self, calls, early, nxt, frame, fixed_values, kills, where)
 
     def __getitem__(self, name: str):
         if self.image.signatures is None:

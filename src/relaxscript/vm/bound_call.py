@@ -135,6 +135,8 @@ class BoundFunction:
                 self.args[i] = regs[i]    # lists were converted by the check
             code.matchers[0] = _compile(entry, per_call, entry.derived, f"<vm {func.name} check 0>",
                                         runtime.code.device_array_type)
+        # the same objects on every call: kernel runs resolve their pointers once (linker)
+        code.fixed_args = {i: self.args[i] for i in frozen}
         self.code = code
         self.pool: list = []
         self.__name__ = func.name

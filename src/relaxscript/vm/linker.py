@@ -23,7 +23,7 @@ from . import instructions as I
 from .call_site import link_call_site
 from .device_memory import link_device_alloc_storage, link_device_alloc_tensor, link_host_library
 from .native_library import link_native_library
-from .prebind import next_pcs, prebind_static_allocations
+from .prebind import _written_registers, next_pcs, prebind_static_allocations
 from .sym_table import RUNTIME_NAMES, compile_expr
 from .values import copy_views, data_pointer, make_match_namespace, own_value, truthy
 
@@ -71,8 +71,92 @@ class Frame:
         self.regs = list(self.template)
         self.fixed_ptr_regs = frozenset(func.code[pc].dst for pc in skipped)
         runs_next = next_pcs(len(func.code), skipped)
-        self.steps = [_skipped_step(runs_next[pc]) if pc in skipped
-                      else _link(ins, pc, runs_next, code, self, vm) for pc, ins in enumerate(func.code)]
+        # one step per instruction: what instruments see
+        self.instruction_steps = [_skipped_step(runs_next[pc]) if pc in skipped
+                                  else _link(ins, pc, runs_next, code, self, vm)
+                                  for pc, ins in enumerate(func.code)]
+        # what a plain call runs: the same, with runs of kernel calls joined into one step each
+        self.steps = link_kernel_runs(func, self.instruction_steps, runs_next, code, self, vm)
+
+
+def _jump_targets(code: list, runs_next: list) -> set:
+    targets = set()
+    for ins in code:
+        if isinstance(ins, I.If) and ins.else_pc >= 0:
+            targets.add(runs_next[ins.else_pc])
+        elif isinstance(ins, I.Goto) and ins.target >= 0:
+            targets.add(runs_next[ins.target])
+    return targets
+
+
+def _same_every_call(func: I.VMFunction, code: FunctionCode) -> dict:
+    """Registers whose value is the same object on every call of a frame: constants and the
+    arguments a bound function fixed (``vm.bind``), when no instruction writes them."""
+    written = _written_registers(func.code)
+    values = {r: v for r, v in func.constants.items() if not written[r]}
+    for index, value in getattr(code, "fixed_args", {}).items():
+        if not written[index] and type(value) is np.ndarray:
+            values[index] = value
+    return values
+
+
+def link_kernel_runs(func: I.VMFunction, steps: list, runs_next: list, code: FunctionCode, frame: Frame,
+                     vm) -> list:
+    """``steps`` with each run of consecutive kernel calls replaced by one step at the run's first pc,
+    when the target links runs (``KernelModule.link_run``).
+
+    Kernels change no register and no symbol slot, so the run's other work moves around them: the
+    call sites' symbol work and the allocations among the calls run first, in program order, and
+    the ``Kill``s after. A run never spans a jump target, and ends before a call with variants,
+    before a call site that writes a slot an earlier call of the run reads, and before an
+    allocation into a register an earlier member of the run used. An error of that early work is
+    raised before the run's kernels, not between them."""
+    kernels = vm.kernels
+    link_run = getattr(kernels, "link_run", None)
+    if link_run is None or vm.memory is not None or not vm.kernel_runs:
+        return steps
+    code_list = func.code
+    targets = _jump_targets(code_list, runs_next)
+    fixed_values = None
+    out = list(steps)
+    where = f"function '{func.name}'"
+    pc = runs_next[0]
+    while pc < len(code_list):
+        calls, early, kills, read_slots, used, last = [], [], [], set(), set(), pc
+        p = pc
+        while p < len(code_list) and (p == pc or p not in targets):
+            ins = code_list[p]
+            kind = type(ins)
+            if kind is I.Kill:
+                kills.append(ins.reg)
+                used.add(ins.reg)
+            elif kind is I.AllocTensor or kind is I.AllocStorage:
+                if ins.dst in used:
+                    break
+                early.append(steps[p])
+                used.add(ins.dst)
+            elif kind is I.CallKernel and not ins.variants:
+                site = ins.call_site
+                if site is not None and not site.empty():
+                    writes = {slot for _, _, slot in site.reads} | {slot for slot, _ in site.assign}
+                    if writes & read_slots:
+                        break
+                    early.append(link_call_site(ins, code, frame, None))
+                calls.append(ins)
+                read_slots.update(range(ins.sym_base, ins.sym_base + ins.sym_count))
+                used.update(ins.buffers)
+            else:
+                break
+            last = p
+            p = runs_next[p + 1]
+        if len(calls) >= 2:
+            if fixed_values is None:
+                fixed_values = _same_every_call(func, code)
+            step = link_run(calls, tuple(early), runs_next[last + 1], frame, fixed_values, tuple(kills), where)
+            if step is not None:
+                out[pc] = step
+        pc = runs_next[p + 1] if p == pc else p
+    return out
 
 
 def _skipped_step(nxt: int):

@@ -84,7 +84,7 @@ class FunctionRuntime:
                 host[...] = memory.to_host(device)
 
     def _run_instrumented(self, frame: Frame) -> None:
-        steps, regs, hook, name = frame.steps, frame.regs, self.vm.instrument, self.func.name
+        steps, regs, hook, name = frame.instruction_steps, frame.regs, self.vm.instrument, self.func.name
         pc = 0
         while pc >= 0:
             current = pc
@@ -115,15 +115,20 @@ class VirtualMachine:
     """``VirtualMachine(exe)``; ``vm["main"](*arrays)``; ``vm.set_instrument(fn)``.
 
     ``prebind=False`` makes every static allocation per call instead of once per frame
-    (``vm/prebind.py``): the same results, to measure what prebinding saves."""
+    (``vm/prebind.py``): the same results, to measure what prebinding saves. ``kernel_runs=False``
+    links every kernel call as its own step instead of joining runs of them into one native call
+    (``linker.link_kernel_runs``): the same results, to measure or profile per kernel."""
 
-    def __init__(self, exe: Executable, prebind: bool = True):
+    def __init__(self, exe: Executable, prebind: bool = True, kernel_runs: bool = True):
         if not isinstance(exe, Executable):
             raise TypeError(f"VirtualMachine needs an Executable (from rx.build), got {type(exe).__name__}")
         if not isinstance(prebind, bool):
             raise TypeError(f"VirtualMachine's prebind must be True or False, got {prebind!r}")
+        if not isinstance(kernel_runs, bool):
+            raise TypeError(f"VirtualMachine's kernel_runs must be True or False, got {kernel_runs!r}")
         self.exe = exe
         self.prebind = prebind
+        self.kernel_runs = kernel_runs
         self.instrument: Instrument | None = None
         self.team = None
         backend = get_backend(exe.target_info)

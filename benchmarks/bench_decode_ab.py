@@ -1,0 +1,96 @@
+"""Decode-step A/B of the LLM engine in one process: variants' steps alternate, so all see the same load.
+
+Variants (built in this process, the same GGUF file, each its own engine and KV cache):
+
+- ``before``: kernels generated with ``RELAXSCRIPT_GEMV_AVX512=0`` (the AVX2 walks) and a VM
+  that links every kernel call as its own step (``kernel_runs=False``);
+- ``runs``: the same kernels, runs of kernel calls joined into one native call (the VM's default);
+- ``after``: the kernels as generated now (the AVX-512 walks where gcc targets AVX-512: the q8_0 VNNI
+  walk, the 512-bit q4 row walk) and runs.
+
+For each context, every variant prefills the same tokens, then ``--rounds`` decode steps at that
+position alternate between the variants (the order rotates each round); medians, 10th percentiles and
+minima in ms, and tokens/s from the medians. The logits of the first step are compared: the AVX-512
+walks sum the same integers and scale them with the same float operations as the AVX2 ones, so
+they are expected identical (a difference is reported and the exit status is 1).
+
+    python benchmarks/bench_decode_ab.py [--model FILE] [--contexts 16,256] [--rounds 200]
+        [--variants before,runs,after]
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from profile_decode import default_model  # noqa: E402
+
+VARIANTS = {"before": ("0", False), "runs": ("0", True), "after": ("1", True)}
+
+
+def make_engine(path: str, context: int, vnni: str, runs: bool):
+    from relaxscript.llm.engine import Engine
+    saved = os.environ.get("RELAXSCRIPT_GEMV_AVX512")
+    os.environ["RELAXSCRIPT_GEMV_AVX512"] = vnni
+    try:
+        engine = Engine.from_gguf(path, target="c", weights="q4", max_context=context)
+    finally:
+        if saved is None:
+            del os.environ["RELAXSCRIPT_GEMV_AVX512"]
+        else:
+            os.environ["RELAXSCRIPT_GEMV_AVX512"] = saved
+    engine._vm.kernel_runs = runs
+    engine._decode_step.pool.clear()    # frames linked by the warm-up, before the setting
+    engine._prefill_step.pool.clear()
+    return engine
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model")
+    parser.add_argument("--contexts", default="16,256")
+    parser.add_argument("--rounds", type=int, default=200)
+    parser.add_argument("--variants", default=",".join(VARIANTS))
+    args = parser.parse_args()
+    path = args.model or default_model()
+    contexts = [int(c) for c in args.contexts.split(",")]
+    names = args.variants.split(",")
+    engines = {name: make_engine(path, max(contexts) + 8, *VARIANTS[name]) for name in names}
+    ids = np.arange(200, 200 + max(contexts) + 8) % 49152
+    print(f"threads: {os.environ.get('RELAXSCRIPT_NUM_THREADS', 'adaptive')}; load average before "
+          f"{os.getloadavg()[0]:.2f}")
+    ok = True
+    for context in contexts:
+        first = {}
+        for name, engine in engines.items():
+            engine.reset()
+            engine.prefill(ids[:context])
+            first[name] = np.asarray(engine.decode(int(ids[context])))
+        same = all(np.array_equal(first[names[0]], v) for v in first.values())
+        ok &= same
+        times = {name: [] for name in names}
+        for r in range(args.rounds):
+            order = names[r % len(names):] + names[:r % len(names)]
+            for name in order:
+                engine = engines[name]
+                engine.position = context
+                start = time.perf_counter()
+                engine.decode(int(ids[context]))
+                times[name].append(time.perf_counter() - start)
+        print(f"\ndecode @{context}: logits of the variants identical: {same}; {args.rounds} rounds, "
+              f"load average {os.getloadavg()[0]:.2f}")
+        print(f"{'variant':8s} {'median ms':>9s} {'p10 ms':>7s} {'min ms':>7s} {'tokens/s':>8s}")
+        for name in names:
+            t = np.asarray(times[name]) * 1e3
+            print(f"{name:8s} {np.median(t):9.3f} {np.percentile(t, 10):7.3f} {t.min():7.3f} "
+                  f"{1e3 / np.median(t):8.1f}")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -64,9 +64,25 @@ def test_unknown_activations_mode(tiny_gguf_q4):
         Engine.from_gguf(tiny_gguf_q4, weights="q4", activations="int4")
 
 
+# On the real model a float-noise flip of one 8-bit code is not small: its activations have
+# outliers (a block's scale is its largest value / 127), and 30 layers carry the change on.
+# Measured on the prompt below (AVX-512 build): the engine differs from the same-rounding
+# reference by 0.65-1.3 on logits of size 17-33, while the rounding itself moves them by
+# 1.0-1.6 and a broken kernel by far more; greedy tokens can differ at near ties (one step's top
+# two logits were 0.02 apart).
+REAL_MODEL_Q8_NOISE = 2.0
+
+
 @pytest.mark.slow
 def test_real_model_q8_follows_the_rounded_reference(real_model_path):
     engine = Engine.from_gguf(real_model_path, weights="q4", max_context=128)
     reference = NumpyLlama(real_model_path, max_context=128, activations="q8", kv_cache="f16")
     prompt = engine.chat_prompt("What is the capital of France?")
-    assert engine.generate(prompt, 8) == generate(reference, prompt, 8)
+    got, want = engine.prefill(prompt), reference.prefill(prompt)
+    for _ in range(8):   # both fed the engine's greedy tokens
+        got, want = np.asarray(got).ravel(), np.asarray(want).ravel()
+        assert np.abs(got - want).max() < REAL_MODEL_Q8_NOISE
+        token = int(got.argmax())
+        # the engine's choice is the reference's, or within the noise of its best
+        assert want[token] >= want.max() - REAL_MODEL_Q8_NOISE
+        got, want = engine.decode(token), reference.decode(token)

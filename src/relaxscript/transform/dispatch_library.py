@@ -79,6 +79,7 @@ class PatternMatch:
     values: dict = field(default_factory=dict)   # wildcard name -> Expr
     calls: dict = field(default_factory=dict)    # op name -> matched Call
     consumed: list = field(default_factory=list)  # vars of the interior bindings
+    producers: dict = field(default_factory=dict)  # id(var) -> its binding in the block (for checks)
 
     def sinfo(self, name: str):
         return self.values[name].struct_info
@@ -229,6 +230,10 @@ def _epilogue_check(bias: bool, residual: str | None):
         if gemm_library.skinny_rows() is None:   # no C compiler: the ops stay as they are
             return False
         operands = _sgemm_bias_operands if bias else _sgemm_operands
+        producer = match.producers.get(id(match.values["b"]))
+        if producer is not None and isinstance(producer.value, Call) and isinstance(producer.value.op, Op) and \
+                producer.value.op.name == "relax.permute_dims":
+            return False   # x @ w.T: OpenBLAS's sgemm_nt reads w in place; a copy would cost more than the epilogue
         return operands(match, analyzer) and (residual is None or _residual_operand(match, analyzer))
     return check
 
@@ -360,7 +365,7 @@ class _BlockMatcher:
         if pattern.commutative and len(call.args) == 2:
             orders.append(list(reversed(call.args)))
         for args in orders:
-            trial = PatternMatch(m.root, dict(m.values), dict(m.calls), list(m.consumed))
+            trial = PatternMatch(m.root, dict(m.values), dict(m.calls), list(m.consumed), m.producers)
             trial_taken = set(taken)
             if all(self.match(p, a, trial, trial_taken) for p, a in zip(pattern.args, args)):
                 m.values, m.calls, m.consumed = trial.values, trial.calls, trial.consumed
@@ -377,7 +382,7 @@ class _BlockMatcher:
                     not isinstance(binding.value, Call):
                 continue
             for lib_pattern in registry:
-                m = PatternMatch(binding.value)
+                m = PatternMatch(binding.value, producers=self.bound)
                 taken = set(consumed)
                 if self.match(lib_pattern.pattern, binding.value, m, taken) and \
                         not any(id(v) in self.dequantized for v in m.values.values()) and \

@@ -3,7 +3,7 @@
 Both relaxscript builds come from the same module and pipeline; "unfused" runs DispatchLibrary with the
 default registry minus its epilogue patterns (the activation and the residual add then run as kernels of
 their own). One thread, each call timed in the thread's CPU time (a shared machine), rounds interleaved,
-each cell the median over rounds of the best of ``--calls`` calls.
+each cell the median over rounds of the best of ``--calls`` calls; the order alternates between rounds.
 
     python benchmarks/bench_epilogue.py --workloads mlp,llama --sizes 1,16,32,128,512 --rounds 11
 """
@@ -67,11 +67,11 @@ def main(argv=None) -> int:
         inputs = {n: w.activations(n) for n in sizes}
         for n in sizes:
             want = w.numpy_fn(*inputs[n], *w.weights())
-            for label, fn in fns.items():
+            for fn in fns.values():
                 np.testing.assert_allclose(np.asarray(fn(*inputs[n])), want, rtol=2e-3, atol=2e-3)
-        for _ in range(args.rounds):
-            for n in sizes:
-                for label, fn in fns.items():
+        for round_ in range(args.rounds):
+            for n in sizes:   # the order alternates between rounds (what ran just before warms caches)
+                for label, fn in (list(fns.items()) if round_ % 2 == 0 else list(fns.items())[::-1]):
                     times[(n, label)].append(best_cpu_ms(fn, inputs[n], args.calls))
         print(f"{name}: n | unfused ms | fused ms | unfused/fused | unfused/ORT | fused/ORT  (median of "
               f"{args.rounds}; min ratio fused/ORT)")

@@ -96,7 +96,7 @@ def _all_epilogues(bound: bool) -> tuple[rx.IRModule, list[str]]:
     """One function computing every activation x (bias or not) x (residual before, after, none) as
     separate outputs, its weights bound as constants (the prepacked entries) or passed at run time."""
     body, outs = [], []
-    for act, op in [("none", None), *((a, o) for o, a in EPILOGUE_ACTIVATIONS.items())]:
+    for op in [None, *EPILOGUE_ACTIVATIONS]:
         for bias in (False, True):
             for order in (None, "before", "after"):
                 if op is None and order != "after":

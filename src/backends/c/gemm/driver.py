@@ -184,8 +184,8 @@ def emit_gemm_library(params: GemmParams) -> str:
     mr, nr, kc, mc, nc = params.mr, params.nr, params.kc, params.mc, params.nc
     vt, lanes, broadcast = vector_type(params), params.lanes, ", ".join(["s"] * params.lanes)
     activation_cases = "\n".join(
-        f"      case {code}: for (int j = 0; j < cols; ++j) {{ const float v = row[j]; row[j] = {ACTIVATION_C[name]}; }}"
-        " break;" for name, code in ACTIVATIONS.items() if name != "none")
+        f"      case {code}: for (int j = 0; j < cols; ++j) "
+        f"{{ const float v = row[j]; row[j] = {ACTIVATION_C[name]}; }} break;" for name, code in ACTIVATIONS.items() if name != "none")
     return f"""/* generated fp32 GEMM: {params.describe()} */
 #include <stddef.h>
 #include <stdint.h>
@@ -337,7 +337,9 @@ static void apply_epilogue(float* c, long ldc, int rows, int cols, const float* 
   }}
 }}
 
-static int has_epilogue(const epilogue_t* e) {{ return e->bias != NULL || e->residual != NULL || (e->act & (RESIDUAL_AFTER_ACT - 1)) != 0; }}
+static int has_epilogue(const epilogue_t* e) {{
+  return e->bias != NULL || e->residual != NULL || (e->act & (RESIDUAL_AFTER_ACT - 1)) != 0;
+}}
 
 {emit_gemv(params)}
 /* one thread's share: rows [i0, i0+h) x columns [j0, j0+w) of c, A read in place (skinny) */

@@ -185,7 +185,8 @@ def emit_gemm_library(params: GemmParams) -> str:
     vt, lanes, broadcast = vector_type(params), params.lanes, ", ".join(["s"] * params.lanes)
     activation_cases = "\n".join(
         f"      case {code}: for (int j = 0; j < cols; ++j) "
-        f"{{ const float v = row[j]; row[j] = {ACTIVATION_C[name]}; }} break;" for name, code in ACTIVATIONS.items() if name != "none")
+        f"{{ const float v = row[j]; row[j] = {ACTIVATION_C[name]}; }} break;"
+        for name, code in ACTIVATIONS.items() if name != "none")
     return f"""/* generated fp32 GEMM: {params.describe()} */
 #include <stddef.h>
 #include <stdint.h>

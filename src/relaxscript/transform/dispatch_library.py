@@ -16,7 +16,11 @@ w 2-D) to "openblas.sgemm", the same followed by a bias add to
 >= 3 with provably equal batch dims, an attention's heads) to
 "openblas.sgemm_batched" (see backends/library_blas.py); ``R.matmul(x,
 R.permute_dims(w))`` with w 2-D (``nn.Linear``'s ``x @ weight.T``) goes to
-"openblas.sgemm_nt", which reads w transposed in place. Library calls are
+"openblas.sgemm_nt", which reads w transposed in place. A product ``x @ w [+ b]`` followed by an
+activation (``EPILOGUE_ACTIVATIONS``) and/or a residual add of the product's shape goes to one
+generated-GEMM entry applying them per output tile (``EPILOGUE_PATTERNS``;
+``backends.library_gemm.epilogue_entry`` names it), so ``gelu(x @ w1 + b1)`` and ``h @ w2 + b2 + x``
+are one call each. Library calls are
 opaque to fusion, so custom prim_funcs still fuse around them. A pattern never
 takes an ``R.dequantize`` result (or a transpose/reshape of one) as an
 operand: the quantized weight stays with the generated kernel it fuses into.

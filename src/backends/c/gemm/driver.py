@@ -3,7 +3,8 @@
 ``rs_gen_gemm(m, n, k, a, b, trans_b, c, bias, residual, act, threads)`` computes
 ``c = act(a @ op(b) + bias + residual)`` (``a`` m x k, ``op(b)`` k x n with ``b`` (k x n), or
 (n x k) read transposed when ``trans_b``; ``bias`` (n) and ``residual`` (m x n) may be NULL;
-``act`` one of ``ACTIVATIONS``). Everything is row-major and contiguous.
+``act`` one of ``ACTIVATIONS``, with ``RESIDUAL_AFTER_ACT`` or'ed in for ``act(a @ op(b) + bias) +
+residual``). Everything is row-major and contiguous.
 
 Variants, chosen per call by the actual ``m`` (the symbolic row count, ``n`` tokens):
 

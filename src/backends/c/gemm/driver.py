@@ -185,7 +185,7 @@ def emit_gemm_library(params: GemmParams) -> str:
     mr, nr, kc, mc, nc = params.mr, params.nr, params.kc, params.mc, params.nc
     vt, lanes, broadcast = vector_type(params), params.lanes, ", ".join(["s"] * params.lanes)
     activation_cases = "\n".join(
-        f"      case {code}: for (int j = 0; j < cols; ++j) "
+        f"    case {code}: for (int j = 0; j < cols; ++j) "
         f"{{ const float v = row[j]; row[j] = {ACTIVATION_C[name]}; }} break;"
         for name, code in ACTIVATIONS.items() if name != "none")
     return f"""/* generated fp32 GEMM: {params.describe()} */
@@ -320,22 +320,31 @@ static void pack_a(int kcb, int h, const float* a, long lda, long i0, long p0, f
 
 typedef struct {{ const float* bias; const float* residual; int act; }} epilogue_t;
 
-/* c = act(c + bias [+ residual]) [+ residual] on one tile; the pointers are already at the tile's
-   origin. One loop per step and a loop per activation: each vectorizes (a switch inside the loop
-   would not, and the math calls only vectorize outside branches); the tile is in L1. */
+/* one row of a tile: row = act(row + bias [+ res]) [+ res]. One loop per step and a loop per
+   activation: each vectorizes (a switch inside the loop would not, and the math calls only vectorize
+   outside branches); the row is in L1. Inlined twice below: with cols = NR (a whole panel, the common
+   tile) the loops have a constant trip count and no run-time alias checks. */
+static inline __attribute__((always_inline)) void epilogue_row(float* restrict row, const float* restrict bias,
+                                                               const float* restrict res, int after, int act,
+                                                               int cols) {{
+  if (bias != NULL) for (int j = 0; j < cols; ++j) row[j] += bias[j];
+  if (res != NULL && !after) for (int j = 0; j < cols; ++j) row[j] += res[j];
+  switch (act) {{
+{activation_cases}
+  }}
+  if (res != NULL && after) for (int j = 0; j < cols; ++j) row[j] += res[j];
+}}
+
+/* c = act(c + bias [+ residual]) [+ residual] on one tile; the pointers are already at the tile's origin */
 static void apply_epilogue(float* c, long ldc, int rows, int cols, const float* bias,
                            const float* residual, int act) {{
   const int after = act & RESIDUAL_AFTER_ACT;
   act &= RESIDUAL_AFTER_ACT - 1;
   for (int i = 0; i < rows; ++i) {{
-    float* restrict row = c + (long)i * ldc;
-    const float* restrict res = residual == NULL ? NULL : residual + (long)i * ldc;
-    if (bias != NULL) for (int j = 0; j < cols; ++j) row[j] += bias[j];
-    if (res != NULL && !after) for (int j = 0; j < cols; ++j) row[j] += res[j];
-    switch (act) {{
-{activation_cases}
-    }}
-    if (res != NULL && after) for (int j = 0; j < cols; ++j) row[j] += res[j];
+    float* row = c + (long)i * ldc;
+    const float* res = residual == NULL ? NULL : residual + (long)i * ldc;
+    if (cols == NR) epilogue_row(row, bias, res, after, act, NR);
+    else epilogue_row(row, bias, res, after, act, cols);
   }}
 }}
 

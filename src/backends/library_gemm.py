@@ -2,7 +2,8 @@
 their names and how many rows the generated code keeps beside OpenBLAS, without importing a
 target folder from ``relaxscript`` (tests/test_target_boundary.py). Importing this module
 registers the entries (``generated.sgemm``, ``generated.sgemm_nt``, ``generated.sgemm_bias`` and, for a
-constant weight packed at build time, ``generated.sgemm_prepacked``, ``generated.sgemm_bias_prepacked``)."""
+constant weight packed at build time, ``generated.sgemm_prepacked``, ``generated.sgemm_bias_prepacked``,
+and each of them with a fused epilogue: ``epilogue_entry``)."""
 from __future__ import annotations
 
 import functools
@@ -18,6 +19,9 @@ SGEMM_BIAS = _gemm_library.SGEMM_BIAS
 SGEMM_PREPACKED = _gemm_library.SGEMM_PREPACKED
 SGEMM_BIAS_PREPACKED = _gemm_library.SGEMM_BIAS_PREPACKED
 PREPACKED = (SGEMM_PREPACKED, SGEMM_BIAS_PREPACKED)
+# ``epilogue_entry(base, act, residual)``: the entry of ``base`` with a fused activation and residual
+epilogue_entry = _gemm_library.epilogue_entry
+EPILOGUE_ACTIVATIONS = tuple(_gemm_library.ACTIVATIONS)
 
 
 @functools.lru_cache(maxsize=None)

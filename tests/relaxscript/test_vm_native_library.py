@@ -46,7 +46,8 @@ class Module:
 def counted_numpy_impls(monkeypatch):
     """Counts calls of the sgemm entries' NumPy implementations (the VM's Python path)."""
     calls = []
-    for name in ("openblas.sgemm", "openblas.sgemm_bias", "generated.sgemm", "generated.sgemm_bias"):
+    for name in ("openblas.sgemm", "openblas.sgemm_bias", "generated.sgemm", "generated.sgemm_bias",
+                 "generated.sgemm_bias.relu"):
         entry = get_library(name)
         impl = entry.numpy_impl
 
@@ -82,12 +83,13 @@ def test_c_build_calls_blas_natively_and_interp_does_not(counted_numpy_impls):
     mod = rx.from_source(WIDE)
     exe = rx.build(mod, target="c")
     # symbolic n: the generated GEMM's entries (transform/gemm_choice.py), called natively too
-    assert "generated.sgemm_bias" in exe.as_text() and "generated.sgemm'" in exe.as_text()
+    # (the relu is the first GEMM's fused epilogue)
+    assert "generated.sgemm_bias.relu" in exe.as_text() and "generated.sgemm'" in exe.as_text()
     args = _wide_args(3, np.random.default_rng(0))
     rx.VirtualMachine(exe)["main"](*args)
     assert counted_numpy_impls == []
     rx.VirtualMachine(rx.build(mod, target="interp"))["main"](*args)
-    assert sorted(counted_numpy_impls) == ["generated.sgemm", "generated.sgemm_bias"]
+    assert sorted(counted_numpy_impls) == ["generated.sgemm", "generated.sgemm_bias.relu"]
 
 
 def test_unfit_output_takes_the_numpy_path_and_its_error(counted_numpy_impls):

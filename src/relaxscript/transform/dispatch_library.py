@@ -16,7 +16,11 @@ w 2-D) to "openblas.sgemm", the same followed by a bias add to
 >= 3 with provably equal batch dims, an attention's heads) to
 "openblas.sgemm_batched" (see backends/library_blas.py); ``R.matmul(x,
 R.permute_dims(w))`` with w 2-D (``nn.Linear``'s ``x @ weight.T``) goes to
-"openblas.sgemm_nt", which reads w transposed in place. Library calls are
+"openblas.sgemm_nt", which reads w transposed in place. A product ``x @ w [+ b]`` followed by an
+activation (``EPILOGUE_ACTIVATIONS``) and/or a residual add of the product's shape goes to one
+generated-GEMM entry applying them per output tile (``EPILOGUE_PATTERNS``;
+``backends.library_gemm.epilogue_entry`` names it), so ``gelu(x @ w1 + b1)`` and ``h @ w2 + b2 + x``
+are one call each. Library calls are
 opaque to fusion, so custom prim_funcs still fuse around them. A pattern never
 takes an ``R.dequantize`` result (or a transpose/reshape of one) as an
 operand: the quantized weight stays with the generated kernel it fuses into.
@@ -37,7 +41,7 @@ from ..expr_functor import ExprVisitor, PassMutator
 from ..irmodule import IRModule
 from ..op import call_dps_library
 from ..struct_info import TensorStructInfo
-from .gemm_choice import GemmChoice, choose_gemm_library, product_rows
+from .gemm_choice import GENERATED_NAMES, GemmChoice, choose_gemm_library, product_rows
 from .pass_infra import Pass
 
 
@@ -79,6 +83,7 @@ class PatternMatch:
     values: dict = field(default_factory=dict)   # wildcard name -> Expr
     calls: dict = field(default_factory=dict)    # op name -> matched Call
     consumed: list = field(default_factory=list)  # vars of the interior bindings
+    producers: dict = field(default_factory=dict)  # id(var) -> its binding in the block (for checks)
 
     def sinfo(self, name: str):
         return self.values[name].struct_info
@@ -203,8 +208,86 @@ SGEMM_NT_PATTERN = LibraryPattern(
     is_op("relax.matmul", wildcard("a"), is_op("relax.permute_dims", wildcard("b"))), ("a", "b"),
     _sgemm_nt_operands, _choose("sgemm_nt"))
 
+
+# ------------------------------------------------------------------ fused epilogues
+# ``x @ W [+ bias]`` followed by an elementwise activation and/or a residual add (a tensor of the
+# product's shape) becomes one call of the generated GEMM, which applies them to each output tile
+# while it is in registers/L1 (backends/c/gemm/driver.py's apply_epilogue), at every run-time variant
+# (GEMV, in-place/packed A on prepacked panels, OpenBLAS followed by one pass on the team). Every
+# combination is a pattern: the activation op (EPILOGUE_ACTIVATIONS), a bias or none, and a residual
+# added before the activation, after it, or none.
+EPILOGUE_ACTIVATIONS = {"relax.nn.relu": "relu", "relax.nn.silu": "silu", "relax.nn.gelu": "gelu",
+                        "relax.nn.gelu_tanh": "gelu_tanh", "relax.sigmoid": "sigmoid", "relax.tanh": "tanh"}
+
+
+def _residual_operand(match: PatternMatch, analyzer: Analyzer) -> bool:
+    """The residual is a float32 tensor of exactly the output's shape (a broadcast one is a bias)."""
+    residual, product = match.sinfo("residual"), match.root.struct_info
+    if not _float32_tensor(residual, 1) or residual.shape is None or product.shape is None or \
+            residual.ndim != product.ndim:
+        return False
+    return all(analyzer.can_prove_equal(x, y) for x, y in zip(residual.shape, product.shape))
+
+
+def _epilogue_check(bias: bool, residual: str | None):
+    def check(match: PatternMatch, analyzer: Analyzer) -> bool:
+        if gemm_library.skinny_rows() is None:   # no C compiler: the ops stay as they are
+            return False
+        operands = _sgemm_bias_operands if bias else _sgemm_operands
+        producer = match.producers.get(id(match.values["b"]))
+        if producer is not None and isinstance(producer.value, Call) and isinstance(producer.value.op, Op) and \
+                producer.value.op.name == "relax.permute_dims":
+            return False   # x @ w.T: OpenBLAS's sgemm_nt reads w in place; a copy would cost more than the epilogue
+        return operands(match, analyzer) and (residual is None or _residual_operand(match, analyzer))
+    return check
+
+
+def _epilogue_choose(bias: bool, act: str, residual: str | None):
+    kind = "sgemm_bias" if bias else "sgemm"
+    base_choice = _choose(kind)
+
+    def choose(match: PatternMatch, analyzer: Analyzer) -> tuple[str, str]:
+        library, reason = base_choice(match, analyzer)
+        if not library.startswith("generated."):
+            # OpenBLAS's rows: the generated entry's run-time choice (policy WITH_BLAS) hands them to it
+            # and applies the epilogue in one pass on the team
+            library = GENERATED_NAMES[kind]
+            reason += "; with the epilogue fused, through the generated entry (it calls OpenBLAS for these rows)"
+        steps = [s for s in (None if act == "none" else act, residual and f"residual {residual}") if s]
+        return (gemm_library.epilogue_entry(library, act, residual),
+                f"{reason}; epilogue fused: {', '.join(steps)}")
+    return choose
+
+
+def _epilogue_patterns() -> list[LibraryPattern]:
+    patterns = []
+    for op_name, act in [(None, "none"), *EPILOGUE_ACTIVATIONS.items()]:
+        for bias in (False, True):
+            for residual in (None, "before", "after"):
+                if op_name is None and residual != "after":
+                    continue   # no activation: only "+ residual" (the plain patterns cover the rest)
+                value = is_op("relax.matmul", wildcard("a"), wildcard("b"))
+                if bias:
+                    value = is_op("relax.add", value, wildcard("bias"), commutative=True)
+                if residual == "before":
+                    value = is_op("relax.add", value, wildcard("residual"), commutative=True)
+                if op_name is not None:
+                    value = is_op(op_name, value)
+                if residual == "after":
+                    value = is_op("relax.add", value, wildcard("residual"), commutative=True)
+                args = ("a", "b") + (("bias",) if bias else ()) + (("residual",) if residual else ())
+                name = f"sgemm{'_bias' if bias else ''}" + (f"_{act}" if op_name else "") + \
+                    (f"_residual_{residual}" if residual else "")
+                patterns.append(LibraryPattern(name, blas_library.SGEMM_BIAS if bias else blas_library.SGEMM,
+                                               value, args, _epilogue_check(bias, residual),
+                                               _epilogue_choose(bias, act, residual)))
+    return patterns
+
+
+EPILOGUE_PATTERNS = _epilogue_patterns()
+
 DEFAULT_CPU_REGISTRY = LibraryRegistry([SGEMM_BIAS_PATTERN, SGEMM_NT_PATTERN, SGEMM_PATTERN,
-                                        SGEMM_BATCHED_PATTERN])
+                                        SGEMM_BATCHED_PATTERN, *EPILOGUE_PATTERNS])
 
 
 def register_library_pattern(name: str, library: str, pattern: OpPattern, args: Sequence[str],
@@ -286,7 +369,7 @@ class _BlockMatcher:
         if pattern.commutative and len(call.args) == 2:
             orders.append(list(reversed(call.args)))
         for args in orders:
-            trial = PatternMatch(m.root, dict(m.values), dict(m.calls), list(m.consumed))
+            trial = PatternMatch(m.root, dict(m.values), dict(m.calls), list(m.consumed), m.producers)
             trial_taken = set(taken)
             if all(self.match(p, a, trial, trial_taken) for p, a in zip(pattern.args, args)):
                 m.values, m.calls, m.consumed = trial.values, trial.calls, trial.consumed
@@ -303,7 +386,7 @@ class _BlockMatcher:
                     not isinstance(binding.value, Call):
                 continue
             for lib_pattern in registry:
-                m = PatternMatch(binding.value)
+                m = PatternMatch(binding.value, producers=self.bound)
                 taken = set(consumed)
                 if self.match(lib_pattern.pattern, binding.value, m, taken) and \
                         not any(id(v) in self.dequantized for v in m.values.values()) and \
@@ -358,7 +441,8 @@ class _Dispatcher(PassMutator):
             rows = product_rows(a.shape) if a.shape is not None else "?"
             self.choices.append(GemmChoice(self.function_name, binding.var.name_hint, str(rows), library, reason))
         args = [self.visit_expr(m.values[name]) for name in lib_pattern.args]
-        if library in gemm_library.PREPACKED:   # the constant weight packed once here, before itself
+        if ".".join(library.split(".")[:2]) in gemm_library.PREPACKED:
+            # the constant weight packed once here (epilogue entries too), before itself
             args.insert(1, Constant(gemm_library.pack_constant_weight(m.values["b"].data)))
         call = self.builder.normalize(call_dps_library(library, args, binding.var.struct_info))
         new_var = self._rebind(binding.var, call)

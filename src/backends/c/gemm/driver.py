@@ -3,7 +3,8 @@
 ``rs_gen_gemm(m, n, k, a, b, trans_b, c, bias, residual, act, threads)`` computes
 ``c = act(a @ op(b) + bias + residual)`` (``a`` m x k, ``op(b)`` k x n with ``b`` (k x n), or
 (n x k) read transposed when ``trans_b``; ``bias`` (n) and ``residual`` (m x n) may be NULL;
-``act`` one of ``ACTIVATIONS``). Everything is row-major and contiguous.
+``act`` one of ``ACTIVATIONS``, with ``RESIDUAL_AFTER_ACT`` or'ed in for ``act(a @ op(b) + bias) +
+residual``). Everything is row-major and contiguous.
 
 Variants, chosen per call by the actual ``m`` (the symbolic row count, ``n`` tokens):
 
@@ -32,7 +33,32 @@ from .gemv import emit_gemv
 from .microkernel import emit_microkernel, vector_type, vector_typedefs
 from .params import GemmParams
 
-ACTIVATIONS = {"none": 0, "relu": 1, "silu": 2}
+# The epilogue's elementwise activations: name -> (code, C expression of the float ``v``). Each is applied
+# in a loop of its own over a tile's row (in L1), so GCC vectorizes it, the math calls through glibc's
+# libmvec (declared ``omp declare simd`` below, as backends/c/codegen.py does for loop nests). The
+# expressions follow the ops' legalization (transform/legalize/elementwise.py); exp's argument is kept
+# within +-80 (glibc's vector expf hands lanes near overflow/underflow to a slow scalar path; the
+# result changes by less than 1e-34).
+_EXP_NEG = "expf(v > 80.0f ? -80.0f : v < -80.0f ? 80.0f : -v)"
+ACTIVATION_C = {
+    "none": "v",
+    "relu": "(v > 0.0f ? v : 0.0f)",
+    "silu": f"(v / (1.0f + {_EXP_NEG}))",
+    "gelu": "(0.5f * v * (1.0f + erff(v * 0.70710678118654752f)))",
+    "gelu_tanh": "(0.5f * v * (1.0f + tanhf(0.79788456080286536f * (v + 0.044715f * (v * v * v)))))",
+    "sigmoid": f"(1.0f / (1.0f + {_EXP_NEG}))",
+    "tanh": "tanhf(v)",
+}
+ACTIVATIONS = {name: code for code, name in enumerate(ACTIVATION_C)}
+# glibc's vector variants of the activations' math calls (glibc >= 2.35 has them): the epilogue's
+# loops vectorize without -ffast-math
+_VECTOR_MATH = "\n".join(
+    ["#if defined(__x86_64__) && defined(__GLIBC__) && (__GLIBC__ > 2 || __GLIBC_MINOR__ >= 35)"]
+    + [f"#pragma omp declare simd notinbranch\nextern float {fn}(float);" for fn in ("expf", "tanhf", "erff")]
+    + ["#endif"])
+# or'ed into the activation code: the residual is added after the activation (act(c + bias) + residual)
+# instead of before it (act(c + bias + residual))
+RESIDUAL_AFTER_ACT = 256
 # rs_gen_gemm's trans_b for a B packed at build time into panels (prepacked.py)
 B_PREPACKED = 2
 # Most rows a prepacked weight serves beside OpenBLAS (policy WITH_BLAS, the unpacked weight kept
@@ -158,6 +184,10 @@ def emit_gemm_library(params: GemmParams) -> str:
     """The whole translation unit: micro-kernels, packing, drivers and the VM's native entries."""
     mr, nr, kc, mc, nc = params.mr, params.nr, params.kc, params.mc, params.nc
     vt, lanes, broadcast = vector_type(params), params.lanes, ", ".join(["s"] * params.lanes)
+    activation_cases = "\n".join(
+        f"    case {code}: for (int j = 0; j < cols; ++j) "
+        f"{{ const float v = row[j]; row[j] = {ACTIVATION_C[name]}; }} break;"
+        for name, code in ACTIVATIONS.items() if name != "none")
     return f"""/* generated fp32 GEMM: {params.describe()} */
 #include <stddef.h>
 #include <stdint.h>
@@ -165,6 +195,7 @@ def emit_gemm_library(params: GemmParams) -> str:
 #include <string.h>
 #include <math.h>
 #include <omp.h>
+{_VECTOR_MATH}
 {vector_typedefs(params)}
 #define MR {mr}
 #define NR {nr}
@@ -187,6 +218,7 @@ def emit_gemm_library(params: GemmParams) -> str:
 #define PREPACKED_ROWS {prepacked_rows(params)}
 #define PANEL_STREAMS {PANEL_STREAMS}
 #define NRV {params.vectors_per_row}
+#define RESIDUAL_AFTER_ACT {RESIDUAL_AFTER_ACT}
 
 {emit_microkernel("rs_gemm_kernel_packed", params, prefetch_c=True)}
 {_row_kernels(params)}
@@ -288,24 +320,37 @@ static void pack_a(int kcb, int h, const float* a, long lda, long i0, long p0, f
 
 typedef struct {{ const float* bias; const float* residual; int act; }} epilogue_t;
 
-/* c = act(c + bias + residual) on one tile; the pointers are already at the tile's origin */
+/* one row of a tile: row = act(row + bias [+ res]) [+ res]. One loop per step and a loop per
+   activation: each vectorizes (a switch inside the loop would not, and the math calls only vectorize
+   outside branches); the row is in L1. Inlined twice below: with cols = NR (a whole panel, the common
+   tile) the loops have a constant trip count and no run-time alias checks. */
+static inline __attribute__((always_inline)) void epilogue_row(float* restrict row, const float* restrict bias,
+                                                               const float* restrict res, int after, int act,
+                                                               int cols) {{
+  if (bias != NULL) for (int j = 0; j < cols; ++j) row[j] += bias[j];
+  if (res != NULL && !after) for (int j = 0; j < cols; ++j) row[j] += res[j];
+  switch (act) {{
+{activation_cases}
+  }}
+  if (res != NULL && after) for (int j = 0; j < cols; ++j) row[j] += res[j];
+}}
+
+/* c = act(c + bias [+ residual]) [+ residual] on one tile; the pointers are already at the tile's origin */
 static void apply_epilogue(float* c, long ldc, int rows, int cols, const float* bias,
                            const float* residual, int act) {{
+  const int after = act & RESIDUAL_AFTER_ACT;
+  act &= RESIDUAL_AFTER_ACT - 1;
   for (int i = 0; i < rows; ++i) {{
     float* row = c + (long)i * ldc;
     const float* res = residual == NULL ? NULL : residual + (long)i * ldc;
-    for (int j = 0; j < cols; ++j) {{
-      float v = row[j];
-      if (bias != NULL) v += bias[j];
-      if (res != NULL) v += res[j];
-      if (act == 1) v = v > 0.0f ? v : 0.0f;
-      else if (act == 2) v = v / (1.0f + expf(-v));
-      row[j] = v;
-    }}
+    if (cols == NR) epilogue_row(row, bias, res, after, act, NR);
+    else epilogue_row(row, bias, res, after, act, cols);
   }}
 }}
 
-static int has_epilogue(const epilogue_t* e) {{ return e->bias != NULL || e->residual != NULL || e->act != 0; }}
+static int has_epilogue(const epilogue_t* e) {{
+  return e->bias != NULL || e->residual != NULL || (e->act & (RESIDUAL_AFTER_ACT - 1)) != 0;
+}}
 
 {emit_gemv(params)}
 /* one thread's share: rows [i0, i0+h) x columns [j0, j0+w) of c, A read in place (skinny) */
@@ -572,7 +617,7 @@ int rs_gen_gemm(long m, long n, long k, const float* a, const float* b, int tran
       const int status = rs_blas_gemm(0, trans_b, m, n, k, 1.0f, a, b, bias == NULL ? 0.0f : 1.0f, c, threads);
       if (status != 0) return status;
     }}
-    if (residual != NULL || act != 0) {{
+    if (residual != NULL || (act & (RESIDUAL_AFTER_ACT - 1)) != 0) {{
       #pragma omp parallel for schedule(static) num_threads(passes) if(passes > 1)
       for (long i = 0; i < m; ++i)
         apply_epilogue(c + i * n, n, 1, (int)n, NULL, residual == NULL ? NULL : residual + i * n, act);
@@ -637,6 +682,22 @@ int rs_gen_sgemm_prepacked_native(void* const* o, const int64_t* p) {{
 int rs_gen_sgemm_bias_prepacked_native(void* const* o, const int64_t* p) {{
   return rs_gen_gemm_prepacked(p[0], p[1], p[2], (const float*)o[0], (const float*)o[1], (const float*)o[2],
                                (float*)o[4], (const float*)o[3], NULL, 0, (int)p[3], (int)p[4]);
+}}
+/* Any epilogue (library.epilogue_entry): operands {{a, [packed b,] b, [bias,] [residual,] c}} as
+   p[6]'s bits say (1 prepacked, 2 bias, 4 residual), params {{m, n, k, threads, policy, act, layout}} with
+   act an ACTIVATIONS code, RESIDUAL_AFTER_ACT or'ed in when the residual follows it */
+int rs_gen_sgemm_epilogue_native(void* const* o, const int64_t* p) {{
+  const int layout = (int)p[6], prepacked = layout & 1;
+  int i = 0;
+  const float* a = (const float*)o[i++];
+  const float* packed = prepacked ? (const float*)o[i++] : NULL;
+  const float* b = (const float*)o[i++];
+  const float* bias = layout & 2 ? (const float*)o[i++] : NULL;
+  const float* residual = layout & 4 ? (const float*)o[i++] : NULL;
+  float* c = (float*)o[i];
+  if (prepacked)
+    return rs_gen_gemm_prepacked(p[0], p[1], p[2], a, packed, b, c, bias, residual, (int)p[5], (int)p[3], (int)p[4]);
+  return rs_gen_gemm(p[0], p[1], p[2], a, b, 0, c, bias, residual, (int)p[5], (int)p[3], (int)p[4]);
 }}
 int rs_gen_sgemm_bias_native(void* const* o, const int64_t* p) {{
   return rs_gen_gemm(p[0], p[1], p[2], (const float*)o[0], (const float*)o[1], 0, (float*)o[3],

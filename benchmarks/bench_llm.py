@@ -159,7 +159,9 @@ def benchmark_ids(model: str, needed: int) -> list[int]:
 
 
 def context_needed(args) -> int:
-    return max(int(c) for c in args.contexts.split(",")) + (4 if args.quick else 16) + 1
+    # decode steps after the longest context, and the longest prompt (prefilled from position 0)
+    decode_end = max(int(c) for c in args.contexts.split(",")) + (4 if args.quick else 16) + 1
+    return max(decode_end, max(int(p) for p in args.prompts.split(",")))
 
 
 def run_worker(args) -> dict:

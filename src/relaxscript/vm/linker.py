@@ -24,6 +24,7 @@ from .call_site import link_call_site
 from .device_memory import link_device_alloc_storage, link_device_alloc_tensor, link_host_library
 from .native_library import link_native_library
 from .prebind import _written_registers, next_pcs, prebind_static_allocations
+from .result_pool import RESULTS
 from .sym_table import RUNTIME_NAMES, compile_expr
 from .values import copy_views, data_pointer, make_match_namespace, own_value, truthy
 
@@ -373,7 +374,7 @@ def _link_alloc_tensor(ins: I.AllocTensor, nxt: int, code: FunctionCode, frame: 
     shape_of = code.expr(ins.shape_code)
     fail = _allocation_failure(ins, code, t)
     if ins.storage is None:
-        empty = np.empty
+        empty = RESULTS.empty    # large results reuse blocks freed by earlier calls
 
         def step():
             shape = shape_of(t)

@@ -127,3 +127,28 @@ def test_compiled_results_from_pooled_blocks_equal_numpy(pooled_everything, size
     x = rng.standard_normal((sizes[0], width)).astype(np.float32)
     np.testing.assert_allclose(np.asarray(run(x, g, b)), _norm_softmax_numpy(x, g, b), rtol=1e-5, atol=1e-6)
     assert before > 0
+
+
+def test_threads_never_share_a_live_block():
+    import threading
+    pool = ResultPool(min_bytes=MIB, max_idle_bytes=4 * SIZE_CLASS)
+    errors = []
+
+    def work(mark: int):
+        for i in range(150):
+            a = pool.empty((SIZE_CLASS // 4 - i % 3,), "float32")    # one size class, several shapes
+            a[:] = mark
+            view = a[::7]
+            del a
+            if (i % 5) == 0:
+                gc.collect()     # leases freed by collections too, from any thread
+            if not (view == mark).all():
+                errors.append(mark)
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    assert pool.idle_bytes <= 4 * SIZE_CLASS

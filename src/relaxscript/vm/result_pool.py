@@ -48,7 +48,7 @@ class ResultPool:
         self.min_bytes, self.max_idle_bytes = min_bytes, max_idle_bytes
         self._idle: dict[int, list[np.ndarray]] = {}
         self._idle_bytes = 0
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
 
     @property
     def idle_bytes(self) -> int:
@@ -74,9 +74,12 @@ class ResultPool:
 
     def give_back(self, block: np.ndarray) -> None:
         size = block.shape[0]
+        # Nothing GC-tracked is created under the lock: a collection it set off could free another
+        # lease, whose __del__ comes back here (the lock is reentrant for the same reason).
+        fresh: list[np.ndarray] = []
         with self._lock:
             if self._idle_bytes + size <= self.max_idle_bytes:
-                self._idle.setdefault(size, []).append(block)
+                self._idle.setdefault(size, fresh).append(block)
                 self._idle_bytes += size
 
     def clear(self) -> None:

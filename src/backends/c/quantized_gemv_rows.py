@@ -75,7 +75,6 @@ def rows_region_c(fmt: str, rows: int, cols: int, parallel_min: int, has_epilogu
     blocks = rows // BLOCK
     groups = cols // GROUP
     vec_end = groups * GROUP
-    stride = -(-cols // PARTIAL_ALIGN) * PARTIAL_ALIGN
     has_min = fmt == "q4_1"
     offset = fmt == "q4_0"
 
@@ -140,78 +139,9 @@ def rows_region_c(fmt: str, rows: int, cols: int, parallel_min: int, has_epilogu
         "              _mm256_store_ps(part + c, first_block ? v : _mm256_add_ps(_mm256_load_ps(part + c), v));",
         "            }",
     ]
-    scalar = [
-        f"          for (int64_t c = {vec_end}; c < {cols}; ++c) {{",
-        "            int32_t t = 0;",
-        "            for (int64_t r = 0; r < 16; ++r) {",
-        f"              const int32_t byte = block[r * {cols} + c];",
-        "              t += (byte & 15) * qb[r] + (byte >> 4) * qb[r + 16];",
-        "            }",
-        f"            const float v = {scales.scalar('sb[c]')} * (d * (float)(t" + (" + off" if offset else "") + "))"
-        + (f" + {scales.scalar('mb[c]')} * (d * (float)qs)" if has_min else "") + ";",
-        "            part[c] = first_block ? v : part[c] + v;",
-        "          }",
-    ]
-    parts_expr = f"(team < {min(MAX_PARTS, blocks)} ? team : {min(MAX_PARTS, blocks)})"
-    reduce_sum = "rs_part[0][c]; for (int64_t i = 1; i < parts; ++i) s += rs_part[i][c]"
-    if has_epilogue:
-        reduce = [
-            f"    float prod[{tile}] __attribute__((aligned(64)));",
-            f"    for (int64_t t0 = c_begin; t0 < c_end; t0 += {tile}) {{",
-            f"      const int64_t t1 = t0 + {tile} < c_end ? t0 + {tile} : c_end;",
-            f"      for (int64_t c = t0; c < t1; ++c) {{ float s = {reduce_sum}; prod[c - t0] = s; }}",
-            *finish,
-            "    }",
-        ]
-    else:
-        reduce = [f"    for (int64_t c = c_begin; c < c_end; ++c) {{ float s = {reduce_sum}; y[c] = s; }}"]
-    return [
-        f"  /* {ROW_WALK_MARK}: threads split the {blocks} blocks, {rows_per_pass} byte row(s) per pass */",
-        f"  float rs_part[{min(MAX_PARTS, blocks)}][{stride}] __attribute__((aligned(64)));",
-        f"  #pragma omp parallel if({rows * cols} >= {parallel_min}) num_threads(rs_threads())",
-        "  {",
-        "    const int64_t team = RS_QTEAM, me = RS_QME;",
-        f"    const int64_t parts = {parts_expr};",
-        "    if (me < parts) {",
-        f"      const int64_t b_begin = {blocks} * me / parts, b_end = {blocks} * (me + 1) / parts;",
-        "      float* restrict part = rs_part[me];",
-        f"      __m256i acc[{4 * groups if groups else 1}];",
-        "      const __m256i rs_m4 = _mm256_set1_epi8(15);",
-        "      for (int64_t b = b_begin; b < b_end; ++b) {",
-        "        const int first_block = b == b_begin;",
-        f"        const uint8_t* block = codes + b * {16 * cols};",
-        # this block's input codes, rounded here by the thread that reads the block (no serial
-        # pass over x before the team starts)
-        f"        const float* xb = x_in + b * {BLOCK};",
-        f"        int8_t qb[{BLOCK}];",
-        *block_rounding_c("xb", "qb[r] = (int8_t)q;", "        "),
-        "        const int32_t qs = s;",
-        "        int16_t xp[16];     /* byte row r's code pair (qb[r], qb[r + 16]) */",
-        "        for (int64_t r = 0; r < 16; ++r)",
-        "          xp[r] = (int16_t)((uint16_t)(uint8_t)qb[r] | ((uint16_t)(uint8_t)qb[r + 16] << 8));",
-        f"        const {scales.c_type}* sb = scale + b * {cols};",
-        *([f"        const {scales.c_type}* mb = mins + b * {cols};"] if has_min else []),
-        *(["        const int32_t off = -8 * qs;"] if offset else []),
-        *(half_rows if groups else []),
-        "        {",
-        "          const __m256 dv = _mm256_set1_ps(d);",
-        *(["          const __m256 mq = _mm256_set1_ps(d * (float)qs);"] if has_min else []),
-        *(["          const __m256i shift = _mm256_set1_epi32(off);"] if offset else []),
-        f"          for (int64_t g = 0; g < {groups}; ++g) {{",
-        *widen,
-        "          }",
-        *scalar,
-        "        }",
-        "      }",
-        "    }",
-        "    #pragma omp barrier",
-        # the final sum: each thread a run of whole cache lines of columns
-        f"    const int64_t c_begin = {stride // PARTIAL_ALIGN} * me / team * {PARTIAL_ALIGN};",
-        f"    const int64_t c_end_line = {stride // PARTIAL_ALIGN} * (me + 1) / team * {PARTIAL_ALIGN};",
-        f"    const int64_t c_end = c_end_line < {cols} ? c_end_line : {cols};",
-        *reduce,
-        "  }",
-    ]
+    head = f"{ROW_WALK_MARK}: threads split the {blocks} blocks, {rows_per_pass} byte row(s) per pass"
+    return _block_team_c(head, 256, [], half_rows, widen, fmt, rows, cols, parallel_min, has_epilogue, finish,
+                         tile, groups, vec_end, scales)
 
 
 WIDE_GROUP = 64           # columns per 64-byte load of a byte row (AVX-512BW)
@@ -249,7 +179,6 @@ def rows_region_wide_c(fmt: str, rows: int, cols: int, parallel_min: int, has_ep
     blocks = rows // BLOCK
     groups = cols // WIDE_GROUP
     vec_end = groups * WIDE_GROUP
-    stride = -(-cols // PARTIAL_ALIGN) * PARTIAL_ALIGN
     has_min = fmt == "q4_1"
     offset = fmt == "q4_0"
 
@@ -305,6 +234,23 @@ def rows_region_wide_c(fmt: str, rows: int, cols: int, parallel_min: int, has_ep
         "              _mm512_store_ps(part + c, first_block ? v : _mm512_add_ps(_mm512_load_ps(part + c), v));",
         "            }",
     ]
+    head = (f"{ROW_WALK_WIDE_MARK}: threads split the {blocks} blocks, one byte row per pass, "
+            f"{WIDE_GROUP} columns a load")
+    return _block_team_c(head, 512, ["      const __m512i ones = _mm512_set1_epi16(1);"], half_rows, widen, fmt,
+                         rows, cols, parallel_min, has_epilogue, finish, tile, groups, vec_end, scales)
+
+
+def _block_team_c(head: str, bits: int, setup: list[str], half_rows: list[str], widen: list[str], fmt: str,
+                  rows: int, cols: int, parallel_min: int, has_epilogue: bool, finish: list[str], tile: int,
+                  groups: int, vec_end: int, scales: ScaleLoads) -> list[str]:
+    """The team region both row walks share, around their ``bits``-wide byte-row passes
+    (``half_rows``) and widening (``widen``, the body of the loop over column groups): the split of
+    the blocks, each block's rounding of x, the scalar column tail, the partial rows, the barrier
+    and the final sum (with the epilogue's ``finish`` per tile)."""
+    blocks = rows // BLOCK
+    stride = -(-cols // PARTIAL_ALIGN) * PARTIAL_ALIGN
+    has_min, offset = fmt == "q4_1", fmt == "q4_0"
+    vec, mm = f"__m{bits}", f"_mm{bits}"
     scalar = [
         f"          for (int64_t c = {vec_end}; c < {cols}; ++c) {{",
         "            int32_t t = 0;",
@@ -331,8 +277,7 @@ def rows_region_wide_c(fmt: str, rows: int, cols: int, parallel_min: int, has_ep
     else:
         reduce = [f"    for (int64_t c = c_begin; c < c_end; ++c) {{ float s = {reduce_sum}; y[c] = s; }}"]
     return [
-        f"  /* {ROW_WALK_WIDE_MARK}: threads split the {blocks} blocks, one byte row per pass, "
-        f"{WIDE_GROUP} columns a load */",
+        f"  /* {head} */",
         f"  float rs_part[{min(MAX_PARTS, blocks)}][{stride}] __attribute__((aligned(64)));",
         f"  #pragma omp parallel if({rows * cols} >= {parallel_min}) num_threads(rs_threads())",
         "  {",
@@ -341,12 +286,14 @@ def rows_region_wide_c(fmt: str, rows: int, cols: int, parallel_min: int, has_ep
         "    if (me < parts) {",
         f"      const int64_t b_begin = {blocks} * me / parts, b_end = {blocks} * (me + 1) / parts;",
         "      float* restrict part = rs_part[me];",
-        f"      __m512i acc[{4 * groups if groups else 1}];",
-        "      const __m512i rs_m4 = _mm512_set1_epi8(15);",
-        "      const __m512i ones = _mm512_set1_epi16(1);",
+        f"      {vec}i acc[{4 * groups if groups else 1}];",
+        f"      const {vec}i rs_m4 = {mm}_set1_epi8(15);",
+        *setup,
         "      for (int64_t b = b_begin; b < b_end; ++b) {",
         "        const int first_block = b == b_begin;",
         f"        const uint8_t* block = codes + b * {16 * cols};",
+        # this block's input codes, rounded here by the thread that reads the block (no serial
+        # pass over x before the team starts)
         f"        const float* xb = x_in + b * {BLOCK};",
         f"        int8_t qb[{BLOCK}];",
         *block_rounding_c("xb", "qb[r] = (int8_t)q;", "        "),
@@ -359,9 +306,9 @@ def rows_region_wide_c(fmt: str, rows: int, cols: int, parallel_min: int, has_ep
         *(["        const int32_t off = -8 * qs;"] if offset else []),
         *(half_rows if groups else []),
         "        {",
-        "          const __m512 dv = _mm512_set1_ps(d);",
-        *(["          const __m512 mq = _mm512_set1_ps(d * (float)qs);"] if has_min else []),
-        *(["          const __m512i shift = _mm512_set1_epi32(off);"] if offset else []),
+        f"          const {vec} dv = {mm}_set1_ps(d);",
+        *([f"          const {vec} mq = {mm}_set1_ps(d * (float)qs);"] if has_min else []),
+        *([f"          const {vec}i shift = {mm}_set1_epi32(off);"] if offset else []),
         f"          for (int64_t g = 0; g < {groups}; ++g) {{",
         *widen,
         "          }",
@@ -370,6 +317,7 @@ def rows_region_wide_c(fmt: str, rows: int, cols: int, parallel_min: int, has_ep
         "      }",
         "    }",
         "    #pragma omp barrier",
+        # the final sum: each thread a run of whole cache lines of columns
         f"    const int64_t c_begin = {stride // PARTIAL_ALIGN} * me / team * {PARTIAL_ALIGN};",
         f"    const int64_t c_end_line = {stride // PARTIAL_ALIGN} * (me + 1) / team * {PARTIAL_ALIGN};",
         f"    const int64_t c_end = c_end_line < {cols} ? c_end_line : {cols};",

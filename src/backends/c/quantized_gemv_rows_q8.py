@@ -49,14 +49,7 @@ def q8_rows_region_c(rows: int, cols: int, parallel_min: int, has_epilogue: bool
             "            }",
         ]
 
-    scalar = [
-        "          for (int64_t c = vec_end; c < t1; ++c) {",
-        "            int32_t s = 0;",
-        f"            for (int64_t r = 0; r < {BLOCK}; ++r)",
-        f"              s += (int32_t)block[r * {cols} + c] * qx[b * {BLOCK} + r];",
-        f"            {out} += {scales.scalar(f'scale[b * {cols} + c]')} * (d * (float)s);",
-        "          }",
-    ]
+    scalar = _scalar_columns_c(cols, out, scales)
     return [
         f"  /* {ROW_WALK_Q8_MARK}: column runs per thread, tiles of {tile}, row pairs read in order */",
         f"  int32_t xpair[{blocks * 16}];",
@@ -145,14 +138,7 @@ def q8_vnni_region_c(rows: int, cols: int, parallel_min: int, has_epilogue: bool
             "            }",
         ]
 
-    scalar = [
-        "          for (int64_t c = vec_end; c < t1; ++c) {",
-        "            int32_t s = 0;",
-        f"            for (int64_t r = 0; r < {BLOCK}; ++r)",
-        f"              s += (int32_t)block[r * {cols} + c] * qx[b * {BLOCK} + r];",
-        f"            {out} += {scales.scalar(f'scale[b * {cols} + c]')} * (d * (float)s);",
-        "          }",
-    ]
+    scalar = _scalar_columns_c(cols, out, scales)
     return [
         f"  /* {ROW_WALK_Q8_VNNI_MARK}: column runs per thread, tiles of {tile}, four rows per pass */",
         f"  int32_t xquad[{blocks * 8}];",
@@ -206,4 +192,16 @@ def q8_vnni_region_c(rows: int, cols: int, parallel_min: int, has_epilogue: bool
         *finish,
         "    }",
         "  }",
+    ]
+
+
+def _scalar_columns_c(cols: int, out: str, scales: ScaleLoads) -> list[str]:
+    """Both walks' tail: block ``b``'s columns ``[vec_end, t1)`` one at a time, added to ``out``."""
+    return [
+        "          for (int64_t c = vec_end; c < t1; ++c) {",
+        "            int32_t s = 0;",
+        f"            for (int64_t r = 0; r < {BLOCK}; ++r)",
+        f"              s += (int32_t)block[r * {cols} + c] * qx[b * {BLOCK} + r];",
+        f"            {out} += {scales.scalar(f'scale[b * {cols} + c]')} * (d * (float)s);",
+        "          }",
     ]

@@ -23,12 +23,9 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+from profile_workload import step_label, timed_step  # noqa: E402
+
 from relaxscript.vm.linker import Frame  # noqa: E402
-
-
-def step_label(ins) -> str:
-    target = getattr(ins, "kernel", "") or getattr(ins, "library", "") or getattr(ins, "name", "") or ""
-    return f"{type(ins).__name__}:{target}" if isinstance(target, str) else type(ins).__name__
 
 
 KINDS = (   # (kind, regex on the label): first match wins
@@ -75,13 +72,7 @@ def profile(engine, context: int, steps: int, clock=time.perf_counter):
     labels = [step_label(ins) for ins in runtime.func.code]
 
     def timed(step, label):
-        def run():
-            start = clock()
-            nxt = step()
-            spent[label] += clock() - start
-            counts[label] += 1
-            return nxt
-        return run
+        return timed_step(step, label, spent, counts, clock)
     original = list(frame.steps)   # one step per instruction (not the joined runs of kernel calls)
     frame.steps[:] = [timed(step, labels[pc]) for pc, step in enumerate(frame.instruction_steps)]
     bound.pool.append(frame)

@@ -35,6 +35,17 @@ def step_label(ins) -> str:
     return f"{type(ins).__name__}:{target}" if isinstance(target, str) else type(ins).__name__
 
 
+def timed_step(step, label: str, spent: dict, counts: dict, clock):
+    """``step`` that adds its time (``clock``) to ``spent[label]`` and counts itself in ``counts[label]``."""
+    def run():
+        start = clock()
+        nxt = step()
+        spent[label] += clock() - start
+        counts[label] += 1
+        return nxt
+    return run
+
+
 def profile(name: str, n: int, calls: int, bound_weights: bool = True, pipeline=None,
             clock=time.perf_counter) -> tuple[float, float, list]:
     """(median ms of a plain call, instrumented ms per call, [(label, ms per call, count)]);
@@ -47,13 +58,7 @@ def profile(name: str, n: int, calls: int, bound_weights: bool = True, pipeline=
     spent, counts = collections.defaultdict(float), collections.Counter()
 
     def timed(step, label):
-        def run():
-            start = clock()
-            nxt = step()
-            spent[label] += clock() - start
-            counts[label] += 1
-            return nxt
-        return run
+        return timed_step(step, label, spent, counts, clock)
     for func_name in vm.exe.functions:   # every function: main calls others (the Llama layers)
         runtime = vm.function(func_name)
         frame = runtime.pool.pop() if runtime.pool else Frame(runtime.code, vm)

@@ -95,15 +95,19 @@ def _size_bytes(text: str) -> int:
     return value * scale
 
 
+def _cache_indices(cache_root: Path) -> list[Path]:
+    """The OS's cache entries (``index0``, ``index1``, ...), none when it lists none or cannot."""
+    try:
+        return sorted(Path(cache_root).glob("index*"))
+    except OSError:
+        return []
+
+
 def cache_sizes(cache_root: Path = SYS_CPU_CACHE) -> dict[int, int]:
     """level -> bytes of the data (or unified) caches under ``cache_root``; levels the OS does
     not report (or reports unreadably) get ``DEFAULT_CACHE_BYTES``."""
     sizes: dict[int, int] = {}
-    try:
-        indices = sorted(Path(cache_root).glob("index*"))
-    except OSError:
-        indices = []
-    for index in indices:
+    for index in _cache_indices(cache_root):
         try:
             level = int((index / "level").read_text())
             kind = (index / "type").read_text().strip()
@@ -118,11 +122,7 @@ def cache_sizes(cache_root: Path = SYS_CPU_CACHE) -> dict[int, int]:
 def l1d_ways(cache_root: Path = SYS_CPU_CACHE) -> int:
     """The L1 data cache's associativity under ``cache_root`` (``DEFAULT_L1D_WAYS`` when the OS does not
     report it, or reports it unreadably or as 0, which /sys uses for fully associative)."""
-    try:
-        indices = sorted(Path(cache_root).glob("index*"))
-    except OSError:
-        indices = []
-    for index in indices:
+    for index in _cache_indices(cache_root):
         try:
             if int((index / "level").read_text()) == 1 and (index / "type").read_text().strip() == "Data":
                 ways = int((index / "ways_of_associativity").read_text())

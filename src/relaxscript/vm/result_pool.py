@@ -56,12 +56,12 @@ class ResultPool:
 
     def empty(self, shape, dtype) -> np.ndarray:
         dtype = np.dtype(dtype)
-        shape = tuple(int(d) for d in shape)
-        if any(d < 0 for d in shape) or dtype.hasobject:
-            return np.empty(shape, dtype)       # NumPy's own error for a negative dim
         nbytes = dtype.itemsize * prod(shape)
-        if nbytes < self.min_bytes or self.max_idle_bytes <= 0:
+        # the common small result first; NumPy's own error for a negative dim
+        if (nbytes < self.min_bytes or self.max_idle_bytes <= 0 or dtype.hasobject
+                or any(d < 0 for d in shape)):
             return np.empty(shape, dtype)
+        shape = tuple(int(d) for d in shape)
         size = -(-nbytes // SIZE_CLASS) * SIZE_CLASS
         with self._lock:
             blocks = self._idle.get(size)

@@ -19,7 +19,7 @@ processes' load does not stretch: on a loaded machine the ratios between peers s
 
 Each peer runs in its own fresh worker process (``--isolation peer``, the
 issue's protocol: relaxscript alone in its process, each peer in its own),
-``--processes`` times (default 3), the order rotating, on the same input
+``--processes`` times (default 5), the order rotating, on the same input
 arrays; each cell is warmed up for ``WARMUP_S`` and is the median over the
 processes. On this machine the same code runs up to 30% faster or slower
 from one fresh process to the next (where the weights land in memory
@@ -253,7 +253,7 @@ def parse_args(argv):
                         help="skip the torch-based columns (torch, torch.compile, onnxruntime)")
     parser.add_argument("--peers", default=",".join(PEERS), help="comma-separated, of " + ", ".join(PEERS))
     parser.add_argument("--budget", type=float, default=1.0, help="seconds of timing per cell")
-    parser.add_argument("--processes", type=int, default=3,
+    parser.add_argument("--processes", type=int, default=5,
                         help="fresh worker processes per peer, in turns; a cell is their median")
     parser.add_argument("--isolation", choices=("peer", "shared", "none"), default="peer",
                         help="peer: each peer in its own fresh process (default); shared: all peers in one "

@@ -152,3 +152,64 @@ def test_timed_runs_name_and_time_each_kernel():
     names = [name for step in joined for name in step.kernels]
     assert names == [k for k in kernels if k in names] and len(names) >= 6
     assert all(t > 0 for step in joined for t in step.times)
+
+
+def test_prefetch_hints_name_the_next_calls_large_fixed_operands():
+    """kernel_runs.prefetch_hints: before call i, the first bytes of each fixed operand of call i + 1
+    at least HINT_MIN_BYTES long (once each), none for the last call; none at all for 0 bytes."""
+    import types
+
+    from backends.c.kernel_runs import HINT_MIN_BYTES, prefetch_hints
+    big = np.zeros(HINT_MIN_BYTES // 4, F32)
+    other = np.zeros(HINT_MIN_BYTES // 4 + 5, F32)
+    small = np.zeros(HINT_MIN_BYTES // 4 - 1, F32)
+    fixed = {1: big, 2: small, 3: other}
+    calls = [types.SimpleNamespace(buffers=b) for b in ((1, 9), (9, 2), (3, 1, 3, 9), (9,))]
+    first, hint = prefetch_hints(calls, fixed, 2048)
+    assert list(first) == [0, 0, 2, 2, 2]      # only call 2 (before it: call 1) has large fixed operands
+    assert list(hint)[:4] == [other.ctypes.data, 2048, big.ctypes.data, 2048]
+    first, hint = prefetch_hints(calls, fixed, 10 ** 9)
+    assert list(hint)[:4] == [other.ctypes.data, other.nbytes, big.ctypes.data, big.nbytes]
+    assert prefetch_hints(calls, fixed, 0) is None
+    assert prefetch_hints(calls[:2], fixed, 2048) is None
+
+
+WIDE = 1040   # w: (WIDE, 16) float32, 66560 bytes: above kernel_runs.HINT_MIN_BYTES
+WEIGHTED = M.HEADER + f'''
+@R.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor(({WIDE}, 16), "float32"), w: R.Tensor(({WIDE}, 16), "float32"),
+             v: R.Tensor(({WIDE}, 16), "float32")) -> R.Tensor(({WIDE}, 16), "float32"):
+        with R.dataflow():
+            a = R.add(x, x)
+            h = R.multiply(a, w)
+            g = R.nn.relu(h)
+            k = R.subtract(g, v)
+            out = R.multiply(k, w)
+            R.output(out)
+        return out
+'''
+
+
+@pytest.mark.parametrize("hint_bytes", [0, 64, 2048, 1 << 20])
+def test_runs_with_prefetch_hints_give_the_per_call_results(hint_bytes):
+    """Weights bound to a joined run (large enough to be hinted) give the unjoined VM's results with
+    and without the runner's prefetch hints; the hints are linked when asked for."""
+    from backends.c.kernel_runs import HINT_MIN_BYTES
+    assert WIDE * 16 * 4 >= HINT_MIN_BYTES
+    exe = _unfused(M.parse(WEIGHTED))
+    rng = np.random.default_rng(hint_bytes)
+    w, v = (rng.standard_normal((WIDE, 16)).astype(F32) for _ in range(2))
+    vm, plain = _both(exe)
+    vm.kernels.prefetch_hint_bytes = hint_bytes   # read when a frame is linked (the first call)
+    try:
+        bound = vm.bind("main", {1: w, 2: v})
+        for _ in range(2):
+            x = rng.standard_normal((WIDE, 16)).astype(F32)
+            _same(bound(x), plain["main"](x, w, v))
+    finally:
+        vm.kernels.prefetch_hint_bytes = None
+    frame = bound.pool[-1]
+    hints = [step.kept[2] for step in frame.steps if hasattr(step, "kept")]
+    assert hints and any(h is not None for h in hints) == (hint_bytes > 0)

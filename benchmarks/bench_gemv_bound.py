@@ -17,6 +17,9 @@ For each shape the driver times, with the team sizes given (1 and 2 threads by d
   parallel region per call: what streaming those bytes costs with no compute;
 - ``empty``: a parallel region doing nothing: the team's fork/join cost per call.
 
+``RS_BENCH_HUGEPAGES=1`` in the environment puts the copies in transparent huge pages (``madvise``), as
+the engine's weights are (``relaxscript/llm/weight_arena.py``); without it they are in 4 KiB pages.
+
 Times are medians (and 10th percentiles) over many calls, in microseconds, with the GB/s of weight
 bytes (codes + scales + mins, each kernel its own scale dtype's). ``--scales f16`` times both
 kernels with float16 scales. Run it on a quiet machine: other processes' memory traffic lowers
@@ -137,8 +140,7 @@ int main(int argc, char** argv) {
 
 
 # --baseline -> the switches the 'old' column's kernel is generated under
-BASELINES = {"row-walk-off": {"RELAXSCRIPT_GEMV_ROW_WALK": "0"}, "avx512-off": {"RELAXSCRIPT_GEMV_AVX512": "0"},
-             "prefetch-off": {"RELAXSCRIPT_GEMV_STREAM_PREFETCH": "0"}}
+BASELINES = {"row-walk-off": {"RELAXSCRIPT_GEMV_ROW_WALK": "0"}, "avx512-off": {"RELAXSCRIPT_GEMV_AVX512": "0"}}
 SCALES = {"f32": ("float32", "float32"), "f16": ("float16", "float16"), "compare": ("float16", "float32")}
 # --scales -> (the kernel's, the baseline's scale dtype)
 
@@ -192,9 +194,8 @@ def main(argv=None) -> None:
                         help="the scales' dtype: f32 or f16 (kernel and row-walk-off baseline), or compare: "
                              "the kernel with float16 scales against float32 scales (the 'old' column)")
     parser.add_argument("--baseline", choices=sorted(BASELINES), default="row-walk-off",
-                        help="the 'old' column's kernel: the register-blocked column split, the AVX2 walks "
-                             "instead of the AVX-512 ones, or without the stream-start prefetches "
-                             "(RELAXSCRIPT_GEMV_STREAM_PREFETCH=0)")
+                        help="the 'old' column's kernel: the register-blocked column split, or the AVX2 walks "
+                             "instead of the AVX-512 ones")
     args = parser.parse_args(argv)
     shapes = [s for s in SHAPES if not args.only or s[0] in args.only.split(",")]
     workdir = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="gemv_bound_"))

@@ -12,75 +12,18 @@ from __future__ import annotations
 import ctypes
 import functools
 
-import os
-
 from ..host_pointer import data_pointer
 from .status import raise_for_status
-
-# Prefetch hints (``rs_hint``): of each operand of the next call that is the same array on every
-# call (constants, bound arguments: the weights) and at least HINT_MIN_BYTES long, the first
-# HINT_BYTES (the generated GEMVs' own prefetch runs 2 KiB ahead of their reads).
-HINT_BYTES = 2048
-HINT_MIN_BYTES = 64 * 1024
-
-
-def hint_bytes_setting() -> int:
-    """Bytes prefetched per operand: ``RELAXSCRIPT_RUN_PREFETCH`` (0: no hints), else HINT_BYTES."""
-    value = os.environ.get("RELAXSCRIPT_RUN_PREFETCH", "").strip()
-    return int(value) if value.isdigit() else HINT_BYTES
-
-
-def prefetch_hints(calls, fixed_values: dict, hint_bytes: int):
-    """``(first, hint)`` ctypes arrays for ``rs_run_kernels``: before call i the runner prefetches the
-    ranges ``hint[first[i]:first[i + 1]]`` (address, bytes), the first ``hint_bytes`` of each large
-    fixed operand of call i + 1; None when no call has any (or ``hint_bytes`` is 0)."""
-    if hint_bytes <= 0:
-        return None
-    ranges: list[list[tuple[int, int]]] = []
-    for ins in calls[1:]:
-        seen, mine = set(), []
-        for r in ins.buffers:
-            value = fixed_values.get(r)
-            if r in seen or value is None or getattr(value, "nbytes", 0) < HINT_MIN_BYTES:
-                continue
-            seen.add(r)
-            mine.append((data_pointer(value), min(hint_bytes, value.nbytes)))
-        ranges.append(mine)
-    ranges.append([])     # the last call: no next call in this run
-    if not any(ranges):
-        return None
-    first = (ctypes.c_int64 * (len(ranges) + 1))()
-    flat = [x for mine in ranges for pair in mine for x in pair]
-    hint = (ctypes.c_int64 * max(1, len(flat)))(*flat)
-    total = 0
-    for i, mine in enumerate(ranges):
-        first[i] = total
-        total += len(mine)
-    first[len(ranges)] = total
-    return first, hint
 
 RUNNER_C = r"""
 #include <stdint.h>
 #include <time.h>
 typedef int32_t (*rs_kernel_fn)(void* const*, const int64_t*);
-/* Prefetch hints: call i's next call reads the byte ranges hint[first[i]] .. hint[first[i + 1]]
-   (address, bytes) of operands that are the same arrays on every call (weights): their first lines
-   are asked for into L2 before call i, so the next kernel's streams do not start with a row of
-   demand misses from memory while the hardware prefetcher learns them. Addresses only: a
-   prefetch never faults and changes no result. */
-static inline void rs_hint(const int64_t* first, const int64_t* hint, int64_t i) {
-  for (int64_t h = first[i]; h < first[i + 1]; ++h) {
-    const char* p = (const char*)hint[2 * h];
-    for (int64_t o = 0; o < hint[2 * h + 1]; o += 64) __builtin_prefetch(p + o, 0, 2);
-  }
-}
 /* Call fns[0..n) in order; the index of the first that returns a nonzero status (written to
-   *status), or -1 when all return 0. first/hint: prefetch hints (above), or first == 0: none. */
+   *status), or -1 when all return 0. */
 int64_t rs_run_kernels(int64_t n, const rs_kernel_fn* fns, void* const* const* bufs,
-                       const int64_t* const* syms, int32_t* status, const int64_t* first,
-                       const int64_t* hint) {
+                       const int64_t* const* syms, int32_t* status) {
   for (int64_t i = 0; i < n; ++i) {
-    if (first) rs_hint(first, hint, i);
     const int32_t s = fns[i](bufs[i], syms[i]);
     if (s != 0) { *status = s; return i; }
   }
@@ -88,14 +31,11 @@ int64_t rs_run_kernels(int64_t n, const rs_kernel_fn* fns, void* const* const* b
 }
 static double rs_now_ns(void) {
   struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t); return t.tv_sec * 1e9 + t.tv_nsec; }
-/* The same, adding each call's wall time to ns[i] (profiling: KernelModule.time_runs); the hints
-   issued before call i count in its time. */
+/* The same, adding each call's wall time to ns[i] (profiling: KernelModule.time_runs). */
 int64_t rs_run_kernels_timed(int64_t n, const rs_kernel_fn* fns, void* const* const* bufs,
-                             const int64_t* const* syms, int32_t* status, const int64_t* first,
-                             const int64_t* hint, double* ns) {
+                             const int64_t* const* syms, int32_t* status, double* ns) {
   for (int64_t i = 0; i < n; ++i) {
     const double start = rs_now_ns();
-    if (first) rs_hint(first, hint, i);
     const int32_t s = fns[i](bufs[i], syms[i]);
     ns[i] += rs_now_ns() - start;
     if (s != 0) { *status = s; return i; }
@@ -125,10 +65,7 @@ def link_run(module, calls, early: tuple, nxt: int, frame, fixed_values: dict, k
     ``calls`` (CallKernel instructions) in order in one native call, then the deferred ``kills``;
     ``fixed_values``: registers whose value is the same on every call of this frame. With
     ``module.time_runs`` set when the frame is linked, each call's time in ns is added to
-    ``step.times[k]`` (``step.kernels[k]`` names the kernel): a per-kernel profile of joined runs.
-    Before each call the runner prefetches the first lines of the next call's weights
-    (``prefetch_hints``; ``module.prefetch_hint_bytes``, else ``RELAXSCRIPT_RUN_PREFETCH``, sets how
-    many bytes, 0 none)."""
+    ``step.times[k]`` (``step.kernels[k]`` names the kernel): a per-kernel profile of joined runs."""
     timed = bool(getattr(module, "time_runs", False))
     run = runner(timed)
     if run is None:
@@ -164,9 +101,7 @@ def link_run(module, calls, early: tuple, nxt: int, frame, fixed_values: dict, k
     count, status = ctypes.c_int64(n), (ctypes.c_int32 * 1)()
     bad_index = module.bad_index
     times = (ctypes.c_double * n)()
-    hint_bytes = getattr(module, "prefetch_hint_bytes", None)
-    hints = prefetch_hints(calls, fixed_values, hint_bytes_setting() if hint_bytes is None else hint_bytes)
-    extra = (*(hints if hints is not None else (None, None)), *((times,) if timed else ()))
+    extra = (times,) if timed else ()
 
     def step():
         for work in early:
@@ -188,6 +123,6 @@ def link_run(module, calls, early: tuple, nxt: int, frame, fixed_values: dict, k
         for r in kills:
             regs[r] = None
         return nxt
-    step.kept = (arrays, fixed_values, hints)   # the pointer arrays, fixed values and hints live as long as the step
+    step.kept = (arrays, fixed_values)   # the pointer arrays and fixed values live as long as the step
     step.times, step.kernels = times, tuple(ins.kernel for ins in calls)
     return step

@@ -37,36 +37,6 @@ ROWS_PER_PASS = 1
 # 64-70 us, 512 B 53, 1024-2048 B 48-52; the hardware prefetcher alone restarts at every row)
 PREFETCH_BYTES = 2048
 PARTIAL_ALIGN = 16        # floats: each partial row starts on its own cache line
-LINE = 64                 # bytes per cache line
-HINT = int(os.environ.get("RS_EXP_PF_HINT", "3"))
-
-
-def stream_prefetch_enabled() -> bool:
-    """False when ``RELAXSCRIPT_GEMV_STREAM_PREFETCH=0``: no prefetch of a block's scales and mins
-    during its first byte rows, nor of a thread's first codes (to compare; see ``side_prefetch_c``)."""
-    return os.environ.get("RELAXSCRIPT_GEMV_STREAM_PREFETCH", "1") != "0"
-
-
-def side_prefetch_c(pointer: str, group: int, scales: ScaleLoads, indent: str) -> list[str]:
-    """Prefetches of the cache lines of ``group`` scales (or mins) at ``pointer + g * group``.
-
-    Why: a block's scales and mins are read only after its 16 byte rows, in a burst of
-    ``2 cols`` (float16) bytes each, from streams the hardware prefetcher has not seen since the
-    previous block: every block then waits on DRAM latency twice. Issued from the loop over
-    ``g`` of the block's first byte row (scales) and of its ninth (mins), they arrive while the
-    other rows stream."""
-    nbytes = group * (2 if scales.half else 4)
-    return [f"{indent}__builtin_prefetch((const char*)({pointer} + g * {group}) + {k}, 0, 3);"
-            for k in range(0, nbytes, LINE)]
-
-
-def range_start_prefetch_c(prefetch_bytes: int, cols: int, indent: str) -> list[str]:
-    """Prefetches of the first ``prefetch_bytes`` of a thread's codes: the walk's own prefetch runs
-    that far ahead, so without these the first lines of every call are demand misses, one
-    latency after another while the hardware prefetcher learns the stream (a decode step starts
-    ~150 such streams)."""
-    return [f"{indent}for (int64_t o = 0; o < {prefetch_bytes}; o += {LINE})",
-            f"{indent}  __builtin_prefetch(codes + b_begin * {16 * cols} + o, 0, 3);"]
 
 
 def row_walk_enabled() -> bool:
@@ -93,8 +63,7 @@ def add_epi16_chain(terms: str) -> str:
 
 def rows_region_c(fmt: str, rows: int, cols: int, parallel_min: int, has_epilogue: bool,
                   finish: list[str], tile: int, rows_per_pass: int = ROWS_PER_PASS,
-                  prefetch_bytes: int = PREFETCH_BYTES, scales: ScaleLoads = FLOAT32_SCALES,
-                  stream_prefetch: bool | None = None) -> list[str]:
+                  prefetch_bytes: int = PREFETCH_BYTES, scales: ScaleLoads = FLOAT32_SCALES) -> list[str]:
     """C lines of the region: reads ``codes``, ``scale`` (and ``mins``, as ``scales`` says) and the unrounded input
     ``x_in`` (each thread rounds its own blocks' 32 values); writes ``y``, or, with an
     epilogue, fills ``prod[c - t0]`` for tiles ``[t0, t1)`` of at most ``tile`` columns and runs
@@ -103,26 +72,19 @@ def rows_region_c(fmt: str, rows: int, cols: int, parallel_min: int, has_epilogu
         raise ValueError(f"row-walk gemv: {fmt!r} is not a 4-bit format")
     if 8 % rows_per_pass:
         raise ValueError(f"row-walk gemv: {rows_per_pass} rows per pass do not divide the 8 rows of a 16-bit sum")
-    if stream_prefetch is None:
-        stream_prefetch = stream_prefetch_enabled()
-    if stream_prefetch and os.environ.get("RS_EXP_PF_BYTES"):
-        prefetch_bytes = int(os.environ["RS_EXP_PF_BYTES"])
     blocks = rows // BLOCK
     groups = cols // GROUP
     vec_end = groups * GROUP
     has_min = fmt == "q4_1"
     offset = fmt == "q4_0"
-    side_streams = ("sb", "mb" if has_min else None)   # prefetched by byte rows 0 and 8
 
-    def row_pass(first: bool, side: str | None = None) -> list[str]:
+    def row_pass(first: bool) -> list[str]:
         # ROWS_PER_PASS byte rows (from p) over every column group, their products summed in
         # 16 bits; a sets its sums (the first pass of eight rows) or adds to them
         lines = [f"            for (int64_t g = 0; g < {groups}; ++g) {{"]
-        if side and stream_prefetch:
-            lines += side_prefetch_c(side, GROUP, scales, "              ")
         if prefetch_bytes:
             ahead = (rows_per_pass - 1) * cols + prefetch_bytes     # past the last row of the pass
-            lines += [f"              __builtin_prefetch(p + g * {GROUP} + {ahead}, 0, {HINT if stream_prefetch else 3});"]
+            lines += [f"              __builtin_prefetch(p + g * {GROUP} + {ahead}, 0, 3);"]
         for j in range(rows_per_pass):
             lines += [
                 f"              const __m256i v{j} = "
@@ -155,7 +117,7 @@ def rows_region_c(fmt: str, rows: int, cols: int, parallel_min: int, has_epilogu
             "            {",
             f"            const uint8_t* p = block + {8 * half * cols};",
             *broadcasts(str(8 * half)),
-            *row_pass(first=True, side=side_streams[half]),
+            *row_pass(first=True),
             "            }",
             *([f"            for (int64_t r = {8 * half + rows_per_pass}; r < {8 * half + 8}; r += {rows_per_pass}) {{",
                f"            const uint8_t* p = block + r * {cols};",
@@ -178,8 +140,7 @@ def rows_region_c(fmt: str, rows: int, cols: int, parallel_min: int, has_epilogu
         "            }",
     ]
     head = f"{ROW_WALK_MARK}: threads split the {blocks} blocks, {rows_per_pass} byte row(s) per pass"
-    start = range_start_prefetch_c(prefetch_bytes, cols, "      ") if stream_prefetch and prefetch_bytes else []
-    return _block_team_c(head, 256, start, half_rows, widen, fmt, rows, cols, parallel_min, has_epilogue, finish,
+    return _block_team_c(head, 256, [], half_rows, widen, fmt, rows, cols, parallel_min, has_epilogue, finish,
                          tile, groups, vec_end, scales)
 
 
@@ -206,7 +167,7 @@ def transpose_lanes_c(sums: tuple[str, str, str, str], out: str, indent: str) ->
 
 def rows_region_wide_c(fmt: str, rows: int, cols: int, parallel_min: int, has_epilogue: bool,
                        finish: list[str], tile: int, prefetch_bytes: int = PREFETCH_BYTES,
-                       scales: ScaleLoads = FLOAT32_SCALES, stream_prefetch: bool | None = None) -> list[str]:
+                       scales: ScaleLoads = FLOAT32_SCALES) -> list[str]:
     """``rows_region_c`` with 512-bit registers (for ``#ifdef __AVX512BW__``): the same block split,
     rounding, byte-row order, 16-bit sums, partials and barrier; each load covers 64 columns. The
     16-bit sums of a group hold columns (0-7 | 16-23 | 32-39 | 48-55) and (8-15 | ...) as in the
@@ -215,10 +176,6 @@ def rows_region_wide_c(fmt: str, rows: int, cols: int, parallel_min: int, has_ep
     one lane transpose."""
     if fmt not in ("q4_0", "q4_1"):
         raise ValueError(f"row-walk gemv: {fmt!r} is not a 4-bit format")
-    if stream_prefetch is None:
-        stream_prefetch = stream_prefetch_enabled()
-    if stream_prefetch and os.environ.get("RS_EXP_PF_BYTES"):
-        prefetch_bytes = int(os.environ["RS_EXP_PF_BYTES"])
     blocks = rows // BLOCK
     groups = cols // WIDE_GROUP
     vec_end = groups * WIDE_GROUP
@@ -228,13 +185,10 @@ def rows_region_wide_c(fmt: str, rows: int, cols: int, parallel_min: int, has_ep
     def load(pointer: str) -> str:
         return scales.avx16(pointer)
 
-    side_streams = ("sb", "mb" if has_min else None)
-
-    def row_pass(first: bool, side: str | None = None) -> list[str]:
+    def row_pass(first: bool) -> list[str]:
         return [
             f"            for (int64_t g = 0; g < {groups}; ++g) {{",
-            *(side_prefetch_c(side, WIDE_GROUP, scales, "              ") if side and stream_prefetch else []),
-            *([f"              __builtin_prefetch(p + g * {WIDE_GROUP} + {prefetch_bytes}, 0, {HINT if stream_prefetch else 3});"]
+            *([f"              __builtin_prefetch(p + g * {WIDE_GROUP} + {prefetch_bytes}, 0, 3);"]
               if prefetch_bytes else []),
             f"              const __m512i v = _mm512_loadu_si512((const void*)(p + g * {WIDE_GROUP}));",
             "              const __m512i lo = _mm512_and_si512(v, rs_m4), "
@@ -255,7 +209,7 @@ def rows_region_wide_c(fmt: str, rows: int, cols: int, parallel_min: int, has_ep
             "            {",
             f"            const uint8_t* p = block + {8 * half * cols};",
             f"            const __m512i xv = _mm512_set1_epi16(xp[{8 * half}]);",
-            *row_pass(first=True, side=side_streams[half]),
+            *row_pass(first=True),
             "            }",
             f"            for (int64_t r = {8 * half + 1}; r < {8 * half + 8}; ++r) {{",
             f"            const uint8_t* p = block + r * {cols};",
@@ -282,8 +236,7 @@ def rows_region_wide_c(fmt: str, rows: int, cols: int, parallel_min: int, has_ep
     ]
     head = (f"{ROW_WALK_WIDE_MARK}: threads split the {blocks} blocks, one byte row per pass, "
             f"{WIDE_GROUP} columns a load")
-    start = range_start_prefetch_c(prefetch_bytes, cols, "      ") if stream_prefetch and prefetch_bytes else []
-    return _block_team_c(head, 512, ["      const __m512i ones = _mm512_set1_epi16(1);", *start], half_rows, widen, fmt,
+    return _block_team_c(head, 512, ["      const __m512i ones = _mm512_set1_epi16(1);"], half_rows, widen, fmt,
                          rows, cols, parallel_min, has_epilogue, finish, tile, groups, vec_end, scales)
 
 

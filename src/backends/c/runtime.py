@@ -71,11 +71,8 @@ class CKernelModule(KernelModule):
     """Links ``CallKernel`` to ctypes calls of one loaded library (host NumPy memory).
 
     ``time_runs``: set before frames are linked, joined runs of kernel calls time each call
-    (``kernel_runs.link_run``; benchmarks/profile_decode.py). ``prefetch_hint_bytes``: set before
-    frames are linked, the bytes of each weight the runs prefetch for the next call (0: none; None:
-    ``RELAXSCRIPT_RUN_PREFETCH`` or ``kernel_runs.HINT_BYTES``)."""
+    (``kernel_runs.link_run``; benchmarks/profile_decode.py)."""
     time_runs = False
-    prefetch_hint_bytes = None
 
     def __init__(self, image: CLibraryImage):
         from ..threading import bind, team

@@ -36,7 +36,9 @@ def pack(arrays: list) -> list:
         total += -(-a.nbytes // ALIGN) * ALIGN
     if total == 0:
         return list(arrays)
-    block = mmap.mmap(-1, total + HUGE_PAGE)      # anonymous, zeroed; page-aligned only
+    # private: a shared anonymous mapping (mmap's default) is shmem, which THP's "madvise" mode leaves
+    # in 4 KiB pages; page-aligned only, so the views start at the first 2 MiB boundary
+    block = mmap.mmap(-1, total + HUGE_PAGE, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
     start = -np.frombuffer(block, np.uint8, count=1).ctypes.data % HUGE_PAGE
     madvise = getattr(block, "madvise", None)
     if madvise is not None and hasattr(mmap, "MADV_HUGEPAGE"):

@@ -2,13 +2,13 @@
 
 Why: a decode step reads every weight once. Loaded one NumPy array per tensor, a layer's weights
 (0.2-0.6 MB each for SmolLM2) sit in 4 KiB pages: a step crosses ~24000 pages, each a TLB miss,
-and with the caches cold (a model larger than them) each walk of the page tables waits on memory
-too. NumPy asks for huge pages only for arrays of 4 MiB or more (its ``madvise`` threshold), so the
-largest tensors had them and the layers did not. Here every array is copied, in the order given
-(the model's), into one anonymous mapping aligned to 2 MiB and advised ``MADV_HUGEPAGE``: the
-kernel backs it with 2 MiB pages where it can (``/sys/kernel/mm/transparent_hugepage/enabled``
-set to ``always`` or ``madvise``), and otherwise it is ordinary memory. Values, dtypes and shapes
-are unchanged; each array starts on a cache line.
+and with the caches cold (a model larger than them) each walk of the page tables may wait on
+memory too. NumPy asks for huge pages only for arrays of 4 MiB or more (its ``madvise`` threshold),
+so the largest tensors had them and the layers did not. Here every array is copied, in the order
+given (the model's), into one private anonymous mapping aligned to 2 MiB and advised
+``MADV_HUGEPAGE``: the kernel backs it with 2 MiB pages where it can
+(``/sys/kernel/mm/transparent_hugepage/enabled`` set to ``always`` or ``madvise``), and otherwise it
+is ordinary memory. Values, dtypes and shapes are unchanged; each array starts on a cache line.
 """
 from __future__ import annotations
 
@@ -26,31 +26,41 @@ def arena_enabled() -> bool:
     return os.environ.get("RELAXSCRIPT_WEIGHT_ARENA", "1") != "0"
 
 
+def _block(nbytes: int) -> np.ndarray:
+    """``nbytes`` of zeroed memory starting on a 2 MiB boundary, advised for huge pages where the
+    platform has them."""
+    if not (hasattr(mmap, "MAP_PRIVATE") and hasattr(mmap, "MAP_ANONYMOUS")):   # Windows
+        memory = np.zeros(nbytes + ALIGN, np.uint8)
+        start = -memory.ctypes.data % ALIGN
+        return memory[start:start + nbytes]
+    # private: a shared anonymous mapping (mmap's default) is shmem, which THP's "madvise" mode
+    # leaves in 4 KiB pages; the mapping is page-aligned only, so the block starts at the first
+    # 2 MiB boundary in it
+    mapping = mmap.mmap(-1, nbytes + HUGE_PAGE, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+    memory = np.frombuffer(mapping, np.uint8)     # keeps the mapping alive
+    start = -memory.ctypes.data % HUGE_PAGE
+    if hasattr(mapping, "madvise") and hasattr(mmap, "MADV_HUGEPAGE"):
+        try:
+            mapping.madvise(mmap.MADV_HUGEPAGE, start, -(-nbytes // mmap.PAGESIZE) * mmap.PAGESIZE)
+        except OSError:      # a kernel without transparent huge pages: ordinary pages
+            pass
+    return memory[start:start + nbytes]
+
+
 def pack(arrays: list) -> list:
     """Copies of ``arrays`` (NumPy arrays) as views of one huge-page-advised block, in order; an array
     listed twice (a tied embedding) is copied once and both entries are the same view."""
-    unique = list({id(a): a for a in arrays}.values())
+    unique = list({id(a): np.asarray(a) for a in arrays}.items())
     offsets, total = {}, 0
-    for a in unique:
-        offsets[id(a)] = total
+    for key, a in unique:
+        offsets[key] = total
         total += -(-a.nbytes // ALIGN) * ALIGN
     if total == 0:
         return list(arrays)
-    # private: a shared anonymous mapping (mmap's default) is shmem, which THP's "madvise" mode leaves
-    # in 4 KiB pages; page-aligned only, so the views start at the first 2 MiB boundary
-    block = mmap.mmap(-1, total + HUGE_PAGE, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
-    start = -np.frombuffer(block, np.uint8, count=1).ctypes.data % HUGE_PAGE
-    madvise = getattr(block, "madvise", None)
-    if madvise is not None and hasattr(mmap, "MADV_HUGEPAGE"):
-        try:
-            madvise(mmap.MADV_HUGEPAGE, start, -(-total // mmap.PAGESIZE) * mmap.PAGESIZE)
-        except OSError:      # no transparent huge pages in this kernel: ordinary pages
-            pass
-    memory = np.frombuffer(block, np.uint8)[start:start + total]
+    memory = _block(total)
     views = {}
-    for a in unique:
-        offset = offsets[id(a)]
-        view = memory[offset:offset + a.nbytes].view(a.dtype).reshape(a.shape)
+    for key, a in unique:
+        view = memory[offsets[key]:offsets[key] + a.nbytes].view(a.dtype).reshape(a.shape)
         view[...] = a
-        views[id(a)] = view
+        views[key] = view
     return [views[id(a)] for a in arrays]

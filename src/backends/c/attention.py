@@ -174,6 +174,110 @@ def _micro_kernels(lanes: int) -> str:
     return "\n".join(parts)
 
 
+TILE_ROWS_MAX = 12      # rows of a register tile of the packed products (AVX-512: 12 x 2 vectors)
+
+
+def tile_shape(vectors: int, lanes: int) -> tuple[int, int]:
+    """(rows, vectors per column group) of the register tile of a product whose columns are
+    ``vectors`` vectors: the most accumulators that leave a register for each column vector
+    loaded and one for the broadcast (32 registers with AVX-512, else 16); of equal counts the
+    wider group (fewer broadcasts per multiply-add)."""
+    registers = 32 if lanes >= 16 else 16
+    best = (0, 0, 0)
+    for group in (4, 2, 1):
+        if vectors % group:
+            continue
+        rows = max(1, min(TILE_ROWS_MAX, (registers - group - 1) // group))
+        best = max(best, (rows * group, group, rows))
+    return best[2], best[1]
+
+
+def _tiled_product(lanes: int, rows: int, group: int, accumulate: bool) -> str:
+    """``rs_att_{qk|pv}{rows}x{group}``: ``c[r][j] (+)= sum_k a[r*lda + k] * b[k*ldb + j]`` for
+    ``rows`` rows and ``cols`` columns (a multiple of ``lanes``), groups of ``group`` column
+    vectors held in registers over the whole reduction (then single vectors); "qk" overwrites
+    c (the score tile), "pv" adds to it (the output rows). Inlined where ``K`` and ``cols`` are
+    constants, so the loops are fixed-trip."""
+    name = f"rs_att_{'pv' if accumulate else 'qk'}{rows}x{group}"
+    rr = range(rows)
+
+    def block(width: int) -> list[str]:
+        vv = range(width)
+        init = (lambda r, v: f"rs_af_load(c + {r} * ldc + j + {v * lanes})") if accumulate else \
+            (lambda r, v: "rs_af_splat(0.0f)")
+        return [
+            f"  for (; j + {width * lanes} <= cols; j += {width * lanes}) {{",
+            *(f"    rs_af c{r}_{v} = {init(r, v)};" for r in rr for v in vv),
+            "    for (int64_t k = 0; k < K; ++k) {",
+            "      const float* restrict bk = b + k * ldb + j;",
+            *(f"      const rs_af b{v} = rs_af_load(bk + {v * lanes});" for v in vv),
+            *(f"      {{ const rs_af x = rs_af_splat(a[{r} * lda + k]); "
+              + " ".join(f"c{r}_{v} += x * b{v};" for v in vv) + " }" for r in rr),
+            "    }",
+            *(f"    rs_af_store(c + {r} * ldc + j + {v * lanes}, c{r}_{v});" for r in rr for v in vv),
+            "  }"]
+    return "\n".join([
+        f"#ifndef RS_ATT_{name.upper()}", f"#define RS_ATT_{name.upper()}",
+        f"static inline __attribute__((always_inline)) void {name}(float* restrict c, int64_t ldc, "
+        "const float* restrict a, int64_t lda, const float* restrict b, int64_t ldb, int64_t K, int64_t cols) {",
+        "  int64_t j = 0;",
+        *block(group),
+        *(block(1) if group > 1 else []),
+        "}", "#endif"])
+
+
+def _tiled_products(lanes: int, kind: str, rows: int, group: int) -> str:
+    """The ``kind`` ("qk"/"pv") register tiles for 1..``rows`` rows and their dispatcher
+    ``rs_att_{kind}_{rows}x{group}(n, ...)`` over ``n`` rows."""
+    accumulate = kind == "pv"
+    parts = [_tiled_product(lanes, r, group, accumulate) for r in range(1, rows + 1)]
+    name = f"rs_att_{kind}_{rows}x{group}"
+    cases = " ".join(f"case {r}: rs_att_{kind}{r}x{group}(c + i * ldc, ldc, a + i * lda, lda, b, ldb, K, cols); "
+                     "break;" for r in range(1, rows + 1))
+    parts += [f"#ifndef RS_ATT_{name.upper()}", f"#define RS_ATT_{name.upper()}",
+              f"static inline __attribute__((always_inline)) void {name}(int64_t n, float* restrict c, "
+              "int64_t ldc, const float* restrict a, int64_t lda, const float* restrict b, int64_t ldb, "
+              "int64_t K, int64_t cols) {",
+              f"  for (int64_t i = 0; i < n; i += {rows}) {{",
+              f"    switch (n - i < {rows} ? n - i : {rows}) {{ {cases} }}",
+              "  }", "}", "#endif"]
+    return "\n".join(parts)
+
+
+EXP_FLOOR = -80.0       # rs_att_vexp (as the prelude's rs_expf) gives 0 below exp(-80)
+
+
+def _vector_exp(lanes: int) -> str:
+    """``rs_att_vexp``: exp of a vector, for the softmax's ``score - max`` (at most 0). Range
+    reduction ``x = n ln2 + r`` (|r| <= ln2/2, ln2 split in two so ``n * ln2_hi`` is exact), the
+    degree-7 Taylor polynomial of exp(r) (truncation below 1e-8 relative), ``2^n`` from the
+    exponent bits; ``n`` by the round-to-nearest of adding 1.5 * 2^23, no float-to-int
+    conversion (undefined for NaN in C). Below ``EXP_FLOOR`` 0, as ``rs_expf``; NaN stays NaN.
+    Plain vector arithmetic: one code for every vector width."""
+    coefficients = [1.0 / __import__("math").factorial(i) for i in range(7, 1, -1)]
+    horner = "rs_af_splat(" + f"{coefficients[0]!r}f)"
+    for c in coefficients[1:]:
+        horner = f"({horner} * r + rs_af_splat({c!r}f))"
+    return "\n".join([
+        "#ifndef RS_ATT_VEXP", "#define RS_ATT_VEXP",
+        f"typedef int32_t rs_ai __attribute__((vector_size({lanes * 4})));",
+        "static inline rs_af rs_att_vexp(rs_af x) {",
+        f"  const rs_af lo = rs_af_splat({EXP_FLOOR!r}f), hi = rs_af_splat(88.0f);",
+        "  const rs_ai under = x < lo, over = x > hi;",
+        "  rs_ai xi = (rs_ai)x;",
+        "  xi = (xi & ~under) | ((rs_ai)lo & under);",
+        "  xi = (xi & ~over) | ((rs_ai)hi & over);",
+        "  x = (rs_af)xi;",
+        "  const rs_af big = rs_af_splat(12582912.0f);",
+        "  const rs_af kf = x * rs_af_splat(1.44269504088896341f) + big;",
+        "  const rs_af n = kf - big;",
+        "  const rs_af r = (x - n * rs_af_splat(0.693359375f)) - n * rs_af_splat(-2.12194440e-4f);",
+        f"  const rs_af p = ({horner} * r + rs_af_splat(1.0f)) * r + rs_af_splat(1.0f);",
+        "  const rs_ai e = ((rs_ai)kf - (rs_ai)big + 127) << 23;",
+        "  return (rs_af)((rs_ai)(p * (rs_af)e) & ~under);",
+        "}", "#endif"])
+
+
 HALF_AHEAD = 2          # column blocks of a float16 operand's row prefetched ahead
 HALF_GROUP = 8          # rows of a float16 operand far apart (keys) swept together
 
@@ -312,35 +416,50 @@ def attention_c_source(k: AttentionC, key_axes: str, value_axes: str) -> str:
     key_source = f"{k.keys} + h * ({ks['B']})"
     value_source = f"{k.values} + h * ({vs['B']})"
     transposes = []
-    if key_transposed:
-        # blocked: each key block's (D, KEY_BLOCK) tile is contiguous, the packed layout itself;
-        # a block of keys is read as whole rows (their D values) and written as short runs
-        transposes += [
-            "if (kt_t) {",
-            "  #pragma omp for schedule(static)",
-            "  for (int64_t hb = 0; hb < heads * key_blocks; ++hb) {",
-            f"    const int64_t h = hb / key_blocks, j0 = hb % key_blocks * {kb};",
-            f"    const int64_t w = used - j0 < {kb} ? used - j0 : {kb};",
-            f"    float* restrict dst = kt_t + hb * {d} * {kb};",
-            f"    const float* src = {key_source} + j0 * ({ks['M']});",
-            f"    for (int64_t x = 0; x < {d}; ++x) {{",
-            f"      for (int64_t j = 0; j < w; ++j) dst[x * {kb} + j] = src[j * ({ks['M']}) + x * ({ks['D']})];",
-            # a ragged last block is zero-padded: the score product then runs whole vectors
-            f"      for (int64_t j = w; j < {kb}; ++j) dst[x * {kb} + j] = 0.0f;",
-            "    }",
-            "  }",
-            "}"]
-    if value_transposed:
-        transposes += [
-            "if (v_t) {",
-            "  #pragma omp for schedule(static)",
-            "  for (int64_t hj = 0; hj < heads * used; ++hj) {",
-            "    const int64_t h = hj / used, j = hj % used;",
-            f"    float* restrict dst = v_t + hj * {dv};",
-            f"    const float* src = {value_source} + j * ({vs['M']});",
-            f"    for (int64_t x = 0; x < {dv}; ++x) dst[x] = src[x * ({vs['DV']})];",
-            "  }",
-            "}"]
+    # kt_t: the keys copied once per call, blocked (heads, blocks, D, KEY_BLOCK) (each block's
+    # (D, KEY_BLOCK) tile contiguous, the packed layout itself), float32; v_t: the values
+    # (heads, used, DV), float32. A layout with neither axis innermost always; a transposed one
+    # when several micro tiles share a block (pack); any layout whose rows are not already one
+    # run when several row tiles of a head read each block (prepack: prefill)
+    widen_keys = "rs_att_widen(dst + x * {kb}, src + x * ({ksd}), w);"
+    copy_keys = "for (int64_t j = 0; j < w; ++j) dst[x * {kb} + j] = src[j * ({ksm}) + x * ({ksd})];"
+    transposes += [
+        "if (kt_t) {",
+        "  #pragma omp for schedule(static)",
+        "  for (int64_t hb = 0; hb < heads * key_blocks; ++hb) {",
+        f"    const int64_t h = hb / key_blocks, j0 = hb % key_blocks * {kb};",
+        f"    const int64_t w = used - j0 < {kb} ? used - j0 : {kb};",
+        f"    float* restrict dst = kt_t + hb * {d} * {kb};",
+        f"    const {'uint16_t' if k.half_keys else 'float'}* src = {key_source} + j0 * ({ks['M']});",
+        f"    for (int64_t x = 0; x < {d}; ++x) {{",
+        "      " + (widen_keys if k.half_keys else copy_keys).format(kb=kb, ksm=ks["M"], ksd=ks["D"]),
+        # a ragged last block is zero-padded: the score product then runs whole vectors
+        f"      for (int64_t j = w; j < {kb}; ++j) dst[x * {kb} + j] = 0.0f;",
+        "    }",
+        "  }",
+        "}"]
+    transposes += [
+        "if (v_t) {",
+        "  #pragma omp for schedule(static)",
+        "  for (int64_t hj = 0; hj < heads * used; ++hj) {",
+        "    const int64_t h = hj / used, j = hj % used;",
+        f"    float* restrict dst = v_t + hj * {dv};",
+        f"    const {'uint16_t' if k.half_values else 'float'}* src = {value_source} + j * ({vs['M']});",
+        (f"    rs_att_widen(dst, src, {dv});" if k.half_values else
+         f"    for (int64_t x = 0; x < {dv}; ++x) dst[x] = src[x * ({vs['DV']})];"),
+        "  }",
+        "}"]
+    qk_rows, qk_group = tile_shape(kb // k.lanes, k.lanes)
+    tiled_pv = dv % k.lanes == 0
+    pv_rows, pv_group = tile_shape(dv // k.lanes, k.lanes) if tiled_pv else (0, 0)
+
+    def qk(block: str) -> str:     # scores of the tile over a packed, zero-padded key block
+        return f"rs_att_qk_{qk_rows}x{qk_group}(rows, s, {kb}, qt, {d}, {block}, {kb}, {d}, {kb});"
+
+    def pv(block: str, ld: str) -> str:     # the output rows += weights x a block of values
+        if tiled_pv:
+            return f"rs_att_pv_{pv_rows}x{pv_group}(rows, o, {dv}, s, {kb}, {block}, {ld}, w, {dv});"
+        return f"rs_att_outer(rows, o, {dv}, s, {kb}, 1, {block}, {ld}, w, {dv});"
 
     combine = [    # the rows of tile ``tile``: their chunks' partials merged
         "for (int64_t r = 0; r < rows; ++r) {",
@@ -362,6 +481,115 @@ def attention_c_source(k: AttentionC, key_axes: str, value_axes: str) -> str:
         f"  for (int64_t x = 0; x < {dv}; ++x) dst[x] = acc[x] * inv;",
         "}",
     ]
+
+    packed_block = f"kt_t + (h * key_blocks + kb / {kb}) * {d} * {kb}"
+
+    def packed_key_block() -> list[str]:
+        """The scores s (rows x KEY_BLOCK) of a block: from kt_t, else packed into kpack
+        (zero-padded) and multiplied there, else (few rows) in place over its w keys."""
+        if k.half_keys:   # float16 keys, "outer" layout (attention_c checks it)
+            return [
+                f"if (kt_t) {qk(packed_block)}",
+                "else {",
+                f"  const uint16_t* restrict kin = {key_source} + kb * ({ks['M']});",
+                f"  if (kb + {kb} < k1) for (int64_t x = 0; x < {d}; ++x) {{",
+                f"    __builtin_prefetch(kin + x * ({ks['D']}) + {kb}, 0, 3);",
+                f"    __builtin_prefetch(kin + x * ({ks['D']}) + {kb + 32}, 0, 3); }}",
+                f"  for (int64_t x = 0; x < {d}; ++x) {{ rs_att_widen(kpack + x * {kb}, kin + x * ({ks['D']}), w);",
+                f"    if (w < {kb}) memset(kpack + x * {kb} + w, 0, (size_t)({kb} - w) * sizeof(float)); }}",
+                f"  {qk('kpack')}",
+                "}"]
+        if key_kind == "outer":
+            return [
+                f"if (kt_t) {qk(packed_block)}",
+                "else {",
+                f"  const float* restrict kin = {key_source} + kb * ({ks['M']});",
+                # rows a cache's capacity apart are as many streams as the head dim: the hardware
+                # prefetcher does not follow them, so the next block's lines are asked for here
+                f"  if (kb + {kb} < k1) for (int64_t x = 0; x < {d}; ++x) {{",
+                f"    __builtin_prefetch(kin + x * ({ks['D']}) + {kb}, 0, 3);",
+                f"    __builtin_prefetch(kin + x * ({ks['D']}) + {kb + 16}, 0, 3); }}",
+                "  if (pack) {",     # the block in L1, rows one after another: every micro tile reads it
+                f"    for (int64_t x = 0; x < {d}; ++x) {{",
+                f"      memcpy(kpack + x * {kb}, kin + x * ({ks['D']}), (size_t)w * sizeof(float));",
+                f"      if (w < {kb}) memset(kpack + x * {kb} + w, 0, (size_t)({kb} - w) * sizeof(float));",
+                "    }",
+                f"    {qk('kpack')}",
+                "  } else {",
+                "    memset(s, 0, sizeof s);",
+                f"    rs_att_outer(rows, s, {kb}, qt, {d}, 1, kin, {ks['D']}, {d}, w);",
+                "  }",
+                "}"]
+        if key_kind == "dot":    # kt_t when pack
+            return [f"if (kt_t) {qk(packed_block)}",
+                    "else {",
+                    "  memset(s, 0, sizeof s);",
+                    "  " + _product("dot", "rows", "s", str(kb), "qt", str(d), f"{key_source} + kb * ({ks['M']})",
+                                    ks["D"], ks["M"], str(d), "w"),
+                    "}"]
+        return [qk(packed_block)]     # gathered: kt_t always
+
+    def packed_value_block() -> list[str]:
+        """o (rows x DV) += p (rows x w) x the block's values: from v_t, else in place or packed."""
+        from_vt = pv(f"v_t + (h * used + kb) * {dv}", str(dv))
+        if k.half_values:   # float16 values, "outer" layout
+            return [f"if (v_t) {from_vt}",
+                    "else {",
+                    f"  const uint16_t* restrict vin = {value_source} + kb * ({vs['M']});",
+                    f"  for (int64_t j = 0; j < w; ++j) rs_att_widen(vpack + j * {dv}, vin + j * ({vs['M']}), {dv});",
+                    f"  {pv('vpack', str(dv))}",
+                    "}"]
+        if value_kind == "outer":
+            return [f"if (v_t) {from_vt}",
+                    "else {",
+                    f"  const float* restrict vin = {value_source} + kb * ({vs['M']});",
+                    f"  if (pack && ({vs['M']}) != {dv}) {{",
+                    f"    for (int64_t j = 0; j < w; ++j) memcpy(vpack + j * {dv}, vin + j * ({vs['M']}), "
+                    f"{dv} * sizeof(float));",
+                    f"    {pv('vpack', str(dv))}",
+                    f"  }} else {pv('vin', vs['M'])}",
+                    "}"]
+        if value_kind == "dot":     # v_t when pack
+            return [f"if (v_t) {from_vt}",
+                    "else " + _product("dot", "rows", "o", str(dv), "s", str(kb), f"{value_source} + kb * ({vs['M']})",
+                                       vs["M"], vs["DV"], "w", str(dv))]
+        return [from_vt]     # gathered: v_t always
+
+    def packed_softmax(row_locals: list[str]) -> list[str]:
+        """Per row of the tile: the score expression and the running max in one pass over the
+        block, then exp (vectorized, rs_att_vexp) and the sum in a second; the columns past w
+        are -inf (weight 0)."""
+        return [
+            "for (int64_t r = 0; r < rows; ++r) {",
+            "  const int64_t rs_row = i0 + r;",
+            *row_locals,
+            f"  float* restrict sr = s + r * {kb};",
+            "  float mx = rmax[r];",
+            "  #pragma omp simd reduction(max:mx)",
+            "  for (int64_t j = 0; j < w; ++j) {",
+            "    const int64_t rs_key = kb + j;",
+            "    const float rs_s = sr[j];",
+            f"    const float rs_v = {k.score};",
+            "    sr[j] = rs_v;",
+            "    mx = rs_v > mx ? rs_v : mx;",
+            "  }",
+            f"  for (int64_t j = w; j < {kb}; ++j) sr[j] = -INFINITY;",
+            "  const rs_af mv = rs_af_splat(mx);",
+            "  rs_af acc = rs_af_splat(0.0f);",
+            f"  for (int64_t j = 0; j < {kb}; j += {k.lanes}) {{",
+            "    const rs_af p = rs_att_vexp(rs_af_load(sr + j) - mv);",
+            "    rs_af_store(sr + j, p);",
+            "    acc += p;",
+            "  }",
+            # the max moves in few blocks (about log of their count): rescale only then; the
+            # sums stay vectors until the end (a horizontal sum per block was a chain of adds)
+            "  if (mx != rmax[r]) {",
+            "    const float alpha = rs_expf(rmax[r] - mx);",
+            "    rsumv[r] = rsumv[r] * rs_af_splat(alpha) + acc;",
+            f"    for (int64_t x = 0; x < {dv}; ++x) o[r * {dv} + x] *= alpha;",
+            "  } else rsumv[r] += acc;",
+            "  rmax[r] = mx;",
+            "}"]
 
     def task_body(kb: int) -> list[str]:
         """One task's C statements with blocks of ``kb`` keys: packed blocks for several
@@ -458,9 +686,53 @@ def attention_c_source(k: AttentionC, key_axes: str, value_axes: str) -> str:
                 "  }",
                 "}",
                 "if (dead) continue;"]
+            if kb == KEY_BLOCK:    # the row maxima first, then each row's mask in one vector pass
+                skip = [
+                    "int dead = 1;",
+                    "for (int64_t r = 0; r < rows; ++r) if (!(rmax[r] > " + floor + ")) { dead = 0; break; }",
+                    "for (int64_t r = 0; r < rows && dead; ++r) {",
+                    "  const int64_t rs_row = i0 + r;",
+                    *row_locals,
+                    "  int live = 0;",
+                    "  #pragma omp simd reduction(|:live)",
+                    f"  for (int64_t j = 0; j < w; ++j) {{ const int64_t rs_key = kb + j; live |= ({k.live}) != 0; }}",
+                    "  if (live) dead = 0;",
+                    "}",
+                    "if (dead) continue;"]
+        if kb == KEY_BLOCK:
+            key_block, value_block = packed_key_block(), packed_value_block()
+            block_body = [*key_block, *packed_softmax(row_locals), *value_block]
+        else:
+            block_body = [
+                "memset(s, 0, sizeof s);",
+                *key_block,
+                "for (int64_t r = 0; r < rows; ++r) {",
+                "  const int64_t rs_row = i0 + r;",
+                *row_locals,
+                f"  float* restrict sr = s + r * {kb};",
+                "  #pragma omp simd",
+                "  for (int64_t j = 0; j < w; ++j) {",
+                "    const int64_t rs_key = kb + j;",
+                "    const float rs_s = sr[j];",
+                f"    sr[j] = {k.score};",
+                "  }",
+                "  float mx = rmax[r];",
+                "  #pragma omp simd reduction(max:mx)",
+                "  for (int64_t j = 0; j < w; ++j) mx = sr[j] > mx ? sr[j] : mx;",
+                "  const float alpha = rs_expf(rmax[r] - mx);",
+                "  float sum = 0.0f;",
+                "  #pragma omp simd reduction(+:sum)",
+                "  for (int64_t j = 0; j < w; ++j) { const float p = rs_expf(sr[j] - mx); sr[j] = p; sum += p; }",
+                "  rsum[r] = rsum[r] * alpha + sum;",
+                "  rmax[r] = mx;",
+                f"  if (alpha != 1.0f) for (int64_t x = 0; x < {dv}; ++x) o[r * {dv} + x] *= alpha;",
+                "}",
+                *value_block]
         task = [
             "const int64_t tile = task / chunks, chunk = task % chunks;",
-            f"const int64_t h = tile / row_tiles, i0 = tile % row_tiles * {rt};",
+            # the last row tiles of every head first: with a causal mask they have the most keys,
+            # and the dynamic schedule ends on the short ones (the threads finish together)
+            f"const int64_t h = tile % heads, i0 = (row_tiles - 1 - tile / heads) * {rt};",
             f"const int64_t rows = head_rows - i0 < {rt} ? head_rows - i0 : {rt};",
             "const int64_t k0 = chunk * chunk_keys;",
             "const int64_t k1 = k0 + chunk_keys < used ? k0 + chunk_keys : used;",
@@ -475,34 +747,14 @@ def attention_c_source(k: AttentionC, key_axes: str, value_axes: str) -> str:
             f"float rmax[{rt}], rsum[{rt}];",
             f"for (int64_t r = 0; r < {rt}; ++r) rmax[r] = -INFINITY, rsum[r] = 0.0f;",
             "memset(o, 0, sizeof o);",
+            *([f"rs_af rsumv[{rt}];", f"for (int64_t r = 0; r < {rt}; ++r) rsumv[r] = rs_af_splat(0.0f);"]
+              if kb == KEY_BLOCK else []),
             f"for (int64_t kb = k0; kb < k1; kb += {kb}) {{",
             f"  const int64_t w = k1 - kb < {kb} ? k1 - kb : {kb};",
             *(f"  {line}" for line in skip),
-            "  memset(s, 0, sizeof s);",
-            *(f"  {line}" for line in key_block),
-            "  for (int64_t r = 0; r < rows; ++r) {",
-            "    const int64_t rs_row = i0 + r;",
-            *(f"  {line}" for line in row_locals),
-            f"    float* restrict sr = s + r * {kb};",
-            "    #pragma omp simd",
-            "    for (int64_t j = 0; j < w; ++j) {",
-            "      const int64_t rs_key = kb + j;",
-            "      const float rs_s = sr[j];",
-            f"      sr[j] = {k.score};",
-            "    }",
-            "    float mx = rmax[r];",
-            "    #pragma omp simd reduction(max:mx)",
-            "    for (int64_t j = 0; j < w; ++j) mx = sr[j] > mx ? sr[j] : mx;",
-            "    const float alpha = rs_expf(rmax[r] - mx);",
-            "    float sum = 0.0f;",
-            "    #pragma omp simd reduction(+:sum)",
-            "    for (int64_t j = 0; j < w; ++j) { const float p = rs_expf(sr[j] - mx); sr[j] = p; sum += p; }",
-            "    rsum[r] = rsum[r] * alpha + sum;",
-            "    rmax[r] = mx;",
-            f"    if (alpha != 1.0f) for (int64_t x = 0; x < {dv}; ++x) o[r * {dv} + x] *= alpha;",
-            "  }",
-            *(f"  {line}" for line in value_block),
+            *(f"  {line}" for line in block_body),
             "}",
+            *(["for (int64_t r = 0; r < rows; ++r) rsum[r] = rs_af_sum(rsumv[r]);"] if kb == KEY_BLOCK else []),
             "if (chunks == 1) {",
             "  for (int64_t r = 0; r < rows; ++r) {",
             "    const float inv = 1.0f / rsum[r];",
@@ -525,8 +777,9 @@ def attention_c_source(k: AttentionC, key_axes: str, value_axes: str) -> str:
         return task
 
     ind = lambda lines, n: [" " * n + line for line in lines]  # noqa: E731
-    need_kt = ("pack" if key_kind == "dot" else "1") if key_transposed else "0"
-    need_v = ("pack" if value_kind == "dot" else "1") if value_transposed else "0"
+    need_kt = ("pack" if key_kind == "dot" else "1") if key_transposed else "prepack"
+    need_v = ("pack" if value_kind == "dot" else "1") if value_transposed else \
+        "prepack" if k.half_values else f"prepack && ({vs['M']}) != {dv}"
     return "\n".join([
         f"/* fused attention: keys {key_axes} ({key_kind}), values {value_axes} ({value_kind}), "
         f"blocks of {kb} keys, tiles of {rt} rows"
@@ -545,6 +798,8 @@ def attention_c_source(k: AttentionC, key_axes: str, value_axes: str) -> str:
         "  }",
         # several micro tiles of rows share each key block: copy it into L1 once
         f"  const int pack = head_rows > {MICRO_ROWS};",
+        # several row tiles of a head read each key block: copy the keys and values once
+        f"  const int prepack = head_rows > {rt}; (void)prepack;",
         # few tiles (decode): split the keys; the count depends on the shape alone
         "  int64_t chunks = 1;",
         f"  if (head_rows <= {rt} && tiles < {FEW_TILES} && used > {2 * kb}) {{",
@@ -731,6 +986,9 @@ def attention_c(func, symbol: str, layout: dict, lanes: int) -> str | None:
         fill=float(layout.get("fill", 0.0)), row_locals=row_locals, half_keys=half_keys,
         half_values=half_values)
     helpers = _micro_kernels(lanes) + ("\n" + _half_helpers(lanes) if half_keys or half_values else "")
+    helpers += "\n" + _vector_exp(lanes) + "\n" + _tiled_products(lanes, "qk", *tile_shape(KEY_BLOCK // lanes, lanes))
+    if int(value_dim.value) % lanes == 0:
+        helpers += "\n" + _tiled_products(lanes, "pv", *tile_shape(int(value_dim.value) // lanes, lanes))
     return helpers + "\n" + attention_c_source(pieces, layout["keys"], layout["values"])
 
 

@@ -44,6 +44,8 @@ KEY_BLOCK = 32          # keys per block: a packed key block and value block (8 
 DIRECT_BLOCK = 512      # keys per block when the keys are read in place (decode)
 MICRO_ROWS = 4          # rows of a micro tile: 4 x 2 vectors of accumulators fit 16 registers
 ROW_TILE = 16           # query rows per task: 4 micro tiles share each packed key block
+COLUMN_TILE = 32        # query rows per task when a head has more than ROW_TILE (prefill): the
+                        # tile's scores, weights and output are kept transposed, rows along vectors
 CHUNK_KEYS = 512        # decode: keys per chunk when the tiles alone are too few tasks
 MIN_TASKS = 6           # ... but at least this many tasks (a whole number of rounds for 2 or 3 threads)
 FEW_TILES = 16          # fewer (head, row tile) tasks than this split the keys into chunks
@@ -51,6 +53,7 @@ MAX_TASKS = 64          # ... into at most this many tasks
 DEAD_MASK = -1e8        # an additive mask at most this removes a score
 # fewer multiply-adds than this run on the calling thread: a parallel region costs more
 PARALLEL_MIN_WORK = 1 << 15
+DEV = 0   # TEMP: experiment bits
 
 
 def generated_attention_enabled() -> bool:
@@ -192,8 +195,22 @@ def tile_shape(vectors: int, lanes: int) -> tuple[int, int]:
     return best[2], best[1]
 
 
+def even_rows(total: int, most: int) -> int:
+    """Rows per register tile that cover ``total`` rows in as few tiles of at most ``most`` rows
+    as possible, evened out (32 in tiles of 12: 11 + 11 + 10, not 12 + 12 + 8)."""
+    tiles = -(-total // most)
+    return -(-total // tiles)
+
+
+def column_tile_shapes(lanes: int, value_dim: int) -> tuple:
+    """((rows, group) of the column form's score product over KEY_BLOCK keys, (rows, group) of its
+    output product over ``value_dim`` rows), both over COLUMN_TILE columns."""
+    rows, group = tile_shape(COLUMN_TILE // lanes, lanes)
+    return (even_rows(KEY_BLOCK, rows), group), (even_rows(value_dim, rows), group)
+
+
 def _tiled_product(lanes: int, rows: int, group: int, accumulate: bool) -> str:
-    """``rs_att_{qk|pv}{rows}x{group}``: ``c[r][j] (+)= sum_k a[r*lda + k] * b[k*ldb + j]`` for
+    """``rs_att_{qk|pv}{rows}x{group}``: ``c[r][j] (+)= sum_k a[r*lda + k*ak] * b[k*ldb + j]`` for
     ``rows`` rows and ``cols`` columns (a multiple of ``lanes``), groups of ``group`` column
     vectors held in registers over the whole reduction (then single vectors); "qk" overwrites
     c (the score tile), "pv" adds to it (the output rows). Inlined where ``K`` and ``cols`` are
@@ -211,7 +228,7 @@ def _tiled_product(lanes: int, rows: int, group: int, accumulate: bool) -> str:
             "    for (int64_t k = 0; k < K; ++k) {",
             "      const float* restrict bk = b + k * ldb + j;",
             *(f"      const rs_af b{v} = rs_af_load(bk + {v * lanes});" for v in vv),
-            *(f"      {{ const rs_af x = rs_af_splat(a[{r} * lda + k]); "
+            *(f"      {{ const rs_af x = rs_af_splat(a[{r} * lda + k * ak]); "
               + " ".join(f"c{r}_{v} += x * b{v};" for v in vv) + " }" for r in rr),
             "    }",
             *(f"    rs_af_store(c + {r} * ldc + j + {v * lanes}, c{r}_{v});" for r in rr for v in vv),
@@ -219,7 +236,8 @@ def _tiled_product(lanes: int, rows: int, group: int, accumulate: bool) -> str:
     return "\n".join([
         f"#ifndef RS_ATT_{name.upper()}", f"#define RS_ATT_{name.upper()}",
         f"static inline __attribute__((always_inline)) void {name}(float* restrict c, int64_t ldc, "
-        "const float* restrict a, int64_t lda, const float* restrict b, int64_t ldb, int64_t K, int64_t cols) {",
+        "const float* restrict a, int64_t lda, int64_t ak, const float* restrict b, int64_t ldb, int64_t K, "
+        "int64_t cols) {",
         "  int64_t j = 0;",
         *block(group),
         *(block(1) if group > 1 else []),
@@ -232,11 +250,11 @@ def _tiled_products(lanes: int, kind: str, rows: int, group: int) -> str:
     accumulate = kind == "pv"
     parts = [_tiled_product(lanes, r, group, accumulate) for r in range(1, rows + 1)]
     name = f"rs_att_{kind}_{rows}x{group}"
-    cases = " ".join(f"case {r}: rs_att_{kind}{r}x{group}(c + i * ldc, ldc, a + i * lda, lda, b, ldb, K, cols); "
+    cases = " ".join(f"case {r}: rs_att_{kind}{r}x{group}(c + i * ldc, ldc, a + i * lda, lda, ak, b, ldb, K, cols); "
                      "break;" for r in range(1, rows + 1))
     parts += [f"#ifndef RS_ATT_{name.upper()}", f"#define RS_ATT_{name.upper()}",
               f"static inline __attribute__((always_inline)) void {name}(int64_t n, float* restrict c, "
-              "int64_t ldc, const float* restrict a, int64_t lda, const float* restrict b, int64_t ldb, "
+              "int64_t ldc, const float* restrict a, int64_t lda, int64_t ak, const float* restrict b, int64_t ldb, "
               "int64_t K, int64_t cols) {",
               f"  for (int64_t i = 0; i < n; i += {rows}) {{",
               f"    switch (n - i < {rows} ? n - i : {rows}) {{ {cases} }}",
@@ -275,7 +293,34 @@ def _vector_exp(lanes: int) -> str:
         f"  const rs_af p = ({horner} * r + rs_af_splat(1.0f)) * r + rs_af_splat(1.0f);",
         "  const rs_ai e = ((rs_ai)kf - (rs_ai)big + 127) << 23;",
         "  return (rs_af)((rs_ai)(p * (rs_af)e) & ~under);",
-        "}", "#endif"])
+        "}",
+        *_transpose(lanes),
+        # b where b > a, else a (a NaN score does not replace the running max, as the scalar max)
+        "static inline rs_af rs_af_max(rs_af a, rs_af b) {",
+        "  const rs_ai m = b > a; return (rs_af)(((rs_ai)b & m) | ((rs_ai)a & ~m)); }",
+        "#endif"])
+
+
+def _transpose(lanes: int) -> list[str]:
+    """``rs_att_transpose(m)``: the lanes x lanes block in the vectors m[0..lanes) transposed in
+    place, by log2(lanes) rounds of interleaving row i with row i + lanes/2 (each round moves
+    one bit of the row index into the column index), two-input shuffles gcc emits as vpermt2ps
+    or unpacks (a scalar copy moved the q and output tiles one float per store)."""
+    half = lanes // 2
+    lo = ", ".join(str(i // 2 + (lanes if i % 2 else 0)) for i in range(lanes))
+    hi = ", ".join(str(half + i // 2 + (lanes if i % 2 else 0)) for i in range(lanes))
+    lines = ["static inline __attribute__((always_inline)) void rs_att_transpose(rs_af* restrict m) {",
+             f"  const rs_ai lo = {{{lo}}}, hi = {{{hi}}};",
+             *(f"  rs_af t{i} = m[{i}];" for i in range(lanes))]
+    rounds = lanes.bit_length() - 1
+    for step in range(rounds):
+        src, dst = ("t", "u") if step % 2 == 0 else ("u", "t")
+        for i in range(half):
+            lines.append(f"  {'rs_af ' if step == 0 else ''}{dst}{2 * i} = __builtin_shuffle({src}{i}, {src}{i + half}, lo);")
+            lines.append(f"  {'rs_af ' if step == 0 else ''}{dst}{2 * i + 1} = __builtin_shuffle({src}{i}, {src}{i + half}, hi);")
+    final = "t" if rounds % 2 == 0 else "u"
+    lines += [*(f"  m[{i}] = {final}{i};" for i in range(lanes)), "}"]
+    return lines
 
 
 HALF_AHEAD = 2          # column blocks of a float16 operand's row prefetched ahead
@@ -380,7 +425,7 @@ class AttentionC:
                  heads: str, rows: str, keys_used: str, key_strides: dict, value_strides: dict,
                  q: str, keys: str, values: str, out: str, score: str, mask_kind: str,
                  live: str | None, fill: float, row_locals: list[str], half_keys: bool = False,
-                 half_values: bool = False):
+                 half_values: bool = False, row_local_parts: tuple = ()):
         self.__dict__.update(locals())
         del self.__dict__["self"]
 
@@ -454,11 +499,11 @@ def attention_c_source(k: AttentionC, key_axes: str, value_axes: str) -> str:
     pv_rows, pv_group = tile_shape(dv // k.lanes, k.lanes) if tiled_pv else (0, 0)
 
     def qk(block: str) -> str:     # scores of the tile over a packed, zero-padded key block
-        return f"rs_att_qk_{qk_rows}x{qk_group}(rows, s, {kb}, qt, {d}, {block}, {kb}, {d}, {kb});"
+        return f"rs_att_qk_{qk_rows}x{qk_group}(rows, s, {kb}, qt, {d}, 1, {block}, {kb}, {d}, {kb});"
 
     def pv(block: str, ld: str) -> str:     # the output rows += weights x a block of values
         if tiled_pv:
-            return f"rs_att_pv_{pv_rows}x{pv_group}(rows, o, {dv}, s, {kb}, {block}, {ld}, w, {dv});"
+            return f"rs_att_pv_{pv_rows}x{pv_group}(rows, o, {dv}, s, {kb}, 1, {block}, {ld}, w, {dv});"
         return f"rs_att_outer(rows, o, {dv}, s, {kb}, 1, {block}, {ld}, w, {dv});"
 
     combine = [    # the rows of tile ``tile``: their chunks' partials merged
@@ -590,6 +635,151 @@ def attention_c_source(k: AttentionC, key_axes: str, value_axes: str) -> str:
             "  } else rsumv[r] += acc;",
             "  rmax[r] = mx;",
             "}"]
+
+    ct = COLUMN_TILE
+    col_vectors = ct // k.lanes
+    column_tiles = column_tile_shapes(k.lanes, dv)
+    if key_kind == "dot":     # K(j, x) in place, x contiguous: broadcast along each key's row
+        col_keys = (f"{key_source} + kb * ({ks['M']})", ks["M"], ks["D"])
+    else:                     # kt_t, blocked (D, KEY_BLOCK)
+        col_keys = (packed_block, "1", str(kb))
+    col_values_vt = (f"v_t + (h * used + kb) * {dv}", "1", str(dv))
+    col_values_in_place = (f"{value_source} + kb * ({vs['M']})", vs["DV"], vs["M"])
+    row_arrays = [(t, n, e) for t, n, e in k.row_local_parts]
+    # inside a loop over the tile's rows r: the per-row locals read from arrays filled once per task
+    row_reads = [f"const {t} {n} = {n}_a[r]; (void){n};" for t, n, _ in row_arrays]
+
+    def column_body() -> list[str]:
+        """One task of the column form: rows i0..i0+rows (at most COLUMN_TILE) of head h over all
+        keys, chunks == 1. The score tile sT (keys x rows), the weights in its place and the output
+        oT (DV x rows) are transposed, the rows along vectors: sT = K qT and oT += V^T pT are
+        register-tiled products that read the keys and values as broadcasts (in place when a
+        key's D values are contiguous, no per-call transpose), and the online softmax's max,
+        exp and sums run down the key axis, vector by vector, with no horizontal reductions."""
+        floor = (f"{k.fill!r}f + 104.0f" if k.mask_kind == "where" else f"{DEAD_MASK / 10!r}f")
+        skip = ["if (kb >= i0 + rows) continue;"] if DEV & 2 else [] if k.live is None or DEV & 1 else [
+            "int dead = 1;",
+            "for (int64_t r = 0; r < rows; ++r) if (!(cm[r] > " + floor + ")) { dead = 0; break; }",
+            # the block's first key first (a causal mask's last rows allow it: most live blocks
+            # end here), then the others into a flag per row: no horizontal reduction per key
+            "if (dead) {",
+            "  const int64_t rs_key = kb;",
+            "  int live = 0;",
+            "  #pragma omp simd reduction(|:live)",
+            "  for (int64_t r = 0; r < rows; ++r) {",
+            "    const int64_t rs_row = i0 + r;",
+            *(f"    {line}" for line in row_reads),
+            f"    live |= ({k.live}) != 0;",
+            "  }",
+            "  if (live) dead = 0;",
+            "}",
+            "if (dead && w > 1) {",
+            f"  int32_t lv[{ct}] = {{0}};",
+            "  for (int64_t j = 1; j < w; ++j) {",
+            "    const int64_t rs_key = kb + j;",
+            "    #pragma omp simd",
+            "    for (int64_t r = 0; r < rows; ++r) {",
+            "      const int64_t rs_row = i0 + r;",
+            *(f"      {line}" for line in row_reads),
+            f"      lv[r] |= ({k.live}) != 0;",
+            "    }",
+            "  }",
+            "  int32_t any = 0;",
+            "  for (int64_t r = 0; r < rows; ++r) any |= lv[r];",
+            "  if (any) dead = 0;",
+            "}",
+            "if (dead) continue;"]
+        (qr, qg), (pr, pg) = column_tiles
+        L = k.lanes
+        q_transposed = [
+            f"for (int64_t r0 = 0; r0 < {ct}; r0 += {L}) for (int64_t x0 = 0; x0 < {d}; x0 += {L}) {{",
+            f"  rs_af m[{L}];",
+            f"  for (int64_t i = 0; i < {L}; ++i) m[i] = r0 + i < rows ? "
+            f"rs_af_load({k.q} + (h * head_rows + i0 + r0 + i) * {d} + x0) : rs_af_splat(0.0f);",
+            "  rs_att_transpose(m);",
+            f"  for (int64_t i = 0; i < {L}; ++i) rs_af_store(qT + (x0 + i) * {ct} + r0, m[i]);",
+            "}"]
+        out_transposed = [
+            f"for (int64_t r0 = 0; r0 < rows; r0 += {L}) for (int64_t x0 = 0; x0 < {dv}; x0 += {L}) {{",
+            f"  rs_af m[{L}];",
+            f"  for (int64_t i = 0; i < {L}; ++i) m[i] = rs_af_load(oT + (x0 + i) * {ct} + r0);",
+            "  rs_att_transpose(m);",
+            f"  for (int64_t i = 0; i < {L} && r0 + i < rows; ++i)",
+            f"    rs_af_store({k.out} + (h * head_rows + i0 + r0 + i) * {dv} + x0, m[i] * rs_af_splat(1.0f / rsum[r0 + i]));",
+            "}"]
+        key_ptr, key_ld, key_ak = col_keys
+        vv = range(col_vectors)
+        values = [f"{pv_call(*col_values_vt)}"] if value_kind == "gather" or k.half_values else \
+            [f"if (v_t) {pv_call(*col_values_vt)}", f"else {pv_call(*col_values_in_place)}"]
+        return [
+            "const int64_t tile = task;",
+            f"const int64_t h = tile % heads, i0 = (row_tiles - 1 - tile / heads) * {ct};",
+            f"const int64_t rows = head_rows - i0 < {ct} ? head_rows - i0 : {ct};",
+            f"float qT[{d} * {ct}] __attribute__((aligned(64)));",
+            f"float sT[{kb} * {ct}] __attribute__((aligned(64)));",
+            f"float oT[{dv} * {ct}] __attribute__((aligned(64)));",
+            f"float cm[{ct}] __attribute__((aligned(64)));",
+            f"rs_af sumv[{col_vectors}];",
+            *(f"{t} {n}_a[{ct}];" for t, n, _ in row_arrays),
+            "for (int64_t r = 0; r < rows; ++r) {",
+            "  const int64_t rs_row = i0 + r;",
+            *(f"  {n}_a[r] = {e};" for _, n, e in row_arrays),
+            "}",
+            # rows past the tile's: zero queries, finite scores, never written out
+            *(q_transposed if d % L == 0 else [
+                "for (int64_t r = 0; r < rows; ++r) {",
+                f"  const float* restrict qr = {k.q} + (h * head_rows + i0 + r) * {d};",
+                f"  for (int64_t x = 0; x < {d}; ++x) qT[x * {ct} + r] = qr[x];",
+                "}",
+                f"for (int64_t r = rows; r < {ct}; ++r) for (int64_t x = 0; x < {d}; ++x) qT[x * {ct} + r] = 0.0f;"]),
+            "memset(oT, 0, sizeof oT);",
+            f"for (int64_t r = 0; r < {ct}; ++r) cm[r] = -INFINITY;",
+            *(f"sumv[{v}] = rs_af_splat(0.0f);" for v in vv),
+            f"for (int64_t kb = 0; kb < used; kb += {kb}) {{",
+            f"  const int64_t w = used - kb < {kb} ? used - kb : {kb};",
+            *(f"  {line}" for line in skip),
+            f"  rs_att_qk_{qr}x{qg}(w, sT, {ct}, {key_ptr}, {key_ld}, {key_ak}, qT, {ct}, {d}, {ct});",
+            # the score expression along each key's row of rows, then the running max down the keys
+            *(f"  rs_af mnew{v} = rs_af_load(cm + {v * k.lanes});" for v in vv),
+            "  for (int64_t j = 0; j < w; ++j) {",
+            "    const int64_t rs_key = kb + j;",
+            f"    float* restrict sj = sT + j * {ct};",
+            "    #pragma omp simd",
+            "    for (int64_t r = 0; r < rows; ++r) {",
+            "      const int64_t rs_row = i0 + r;",
+            *(f"      {line}" for line in row_reads),
+            "      const float rs_s = sj[r];",
+            f"      sj[r] = {k.score};",
+            "    }",
+            *(f"    mnew{v} = rs_af_max(mnew{v}, rs_af_load(sj + {v * k.lanes}));" for v in vv),
+            "  }",
+            *(f"  const rs_af mold{v} = rs_af_load(cm + {v * k.lanes});" for v in vv),
+            *(f"  rs_af bsum{v} = rs_af_splat(0.0f);" for v in vv),
+            "  for (int64_t j = 0; j < w; ++j) {",
+            f"    float* restrict sj = sT + j * {ct};",
+            *(f"    {{ const rs_af p = rs_att_vexp(rs_af_load(sj + {v * k.lanes}) - mnew{v}); "
+              f"rs_af_store(sj + {v * k.lanes}, p); bsum{v} += p; }}" for v in vv),
+            "  }",
+            # the max moves in few blocks (about the log of their count): rescale only then
+            *(f"  rs_af_store(cm + {v * k.lanes}, mnew{v});" for v in vv),
+            *(f"  {{ const rs_af alpha = rs_att_vexp(mold{v} - mnew{v}); sumv[{v}] = sumv[{v}] * alpha + bsum{v};"
+              f" if (memcmp(&mold{v}, &mnew{v}, sizeof(rs_af))) for (int64_t x = 0; x < {dv}; ++x) {{"
+              f" float* restrict ox = oT + x * {ct} + {v * k.lanes}; rs_af_store(ox, rs_af_load(ox) * alpha); }} }}"
+              for v in vv),
+            *(f"  {line}" for line in values),
+            "}",
+            f"float rsum[{ct}] __attribute__((aligned(64)));",
+            *(f"rs_af_store(rsum + {v * k.lanes}, sumv[{v}]);" for v in vv),
+            *(out_transposed if dv % L == 0 else [
+                "for (int64_t r = 0; r < rows; ++r) {",
+                "  const float inv = 1.0f / rsum[r];",
+                f"  float* restrict dst = {k.out} + (h * head_rows + i0 + r) * {dv};",
+                f"  for (int64_t x = 0; x < {dv}; ++x) dst[x] = oT[x * {ct} + r] * inv;",
+                "}"])]
+
+    def pv_call(ptr: str, lda: str, ak: str) -> str:
+        (pr, pg) = column_tiles[1]
+        return f"rs_att_pv_{pr}x{pg}({dv}, oT, {ct}, {ptr}, {lda}, {ak}, sT, {ct}, w, {ct});"
 
     def task_body(kb: int) -> list[str]:
         """One task's C statements with blocks of ``kb`` keys: packed blocks for several
@@ -777,7 +967,7 @@ def attention_c_source(k: AttentionC, key_axes: str, value_axes: str) -> str:
         return task
 
     ind = lambda lines, n: [" " * n + line for line in lines]  # noqa: E731
-    need_kt = ("pack" if key_kind == "dot" else "1") if key_transposed else "prepack"
+    need_kt = ("pack && !prepack" if key_kind == "dot" else "1") if key_transposed else "prepack"
     need_v = ("pack" if value_kind == "dot" else "1") if value_transposed else \
         "prepack" if k.half_values else f"prepack && ({vs['M']}) != {dv}"
     return "\n".join([
@@ -790,7 +980,9 @@ def attention_c_source(k: AttentionC, key_axes: str, value_axes: str) -> str:
         "  int32_t rs_status = STATUS_OK;",
         "  (void)rs_buffers; (void)rs_syms;",
         f"  const int64_t heads = {k.heads}, head_rows = {k.rows}, used = {k.keys_used};",
-        f"  const int64_t row_tiles = (head_rows + {rt - 1}) / {rt}, tiles = heads * row_tiles;",
+        # more rows than one row tile (prefill): the column form, in tiles of COLUMN_TILE rows
+        f"  const int64_t tile_rows = head_rows > {rt} ? {COLUMN_TILE} : {rt};",
+        "  const int64_t row_tiles = (head_rows + tile_rows - 1) / tile_rows, tiles = heads * row_tiles;",
         "  if (tiles <= 0) return rs_status;",
         "  if (used <= 0) {  /* no keys: the product with an empty softmax is 0 */",
         f"    memset({k.out}, 0, (size_t)(heads * head_rows * {dv}) * sizeof(float));",
@@ -831,7 +1023,9 @@ def attention_c_source(k: AttentionC, key_axes: str, value_axes: str) -> str:
         *ind(transposes, 4),
         "    #pragma omp for schedule(dynamic, 1) nowait",
         "    for (int64_t task = 0; task < tasks; ++task) {",
-        "      if (pack || kt_t || v_t) {",
+        "      if (prepack) {",
+        *ind(column_body(), 8),
+        "      } else if (pack || kt_t || v_t) {",
         *ind(task_body(kb), 8),
         # decode (a micro tile per head, keys read in place): long blocks, so that each row
         # of a cache laid out (kv, D, capacity) is read in long runs (the stride between rows
@@ -850,7 +1044,7 @@ def attention_c_source(k: AttentionC, key_axes: str, value_axes: str) -> str:
 
 def _row_invariant_locals(value, key_vars: tuple, emitter) -> tuple:
     """(``value`` with its maximal subexpressions that do not read the key or the score
-    replaced by per-row locals, the locals' C declarations): an integer division by the
+    replaced by per-row locals, the locals as (C type, name, C expression)): an integer division by the
     rows of a group then runs once per row and block instead of once per score. Branches of
     a select stay in place (hoisted, a division there could run where it would not)."""
     from tensorir import expr as E
@@ -877,7 +1071,7 @@ def _row_invariant_locals(value, key_vars: tuple, emitter) -> tuple:
     walk(value)
     for node, var in hoisted.items():
         name = emitter.names.get(var, var.name, internal=True)
-        declarations.append(f"const {c_type(node.dtype)} {name} = {emitter.expr(node)}; (void){name};")
+        declarations.append((c_type(node.dtype), name, emitter.expr(node)))
     return substitute(value, hoisted), declarations
 
 
@@ -983,12 +1177,16 @@ def attention_c(func, symbol: str, layout: dict, lanes: int) -> str | None:
         value_strides=strides(values, layout["values"]), q=emitter.names.by_id[id(q)],
         keys=emitter.names.by_id[id(keys)], values=emitter.names.by_id[id(values)],
         out=emitter.names.by_id[id(out)], score=score, mask_kind=kind, live=live,
-        fill=float(layout.get("fill", 0.0)), row_locals=row_locals, half_keys=half_keys,
+        fill=float(layout.get("fill", 0.0)), row_locals=[f"const {t} {n} = {e}; (void){n};" for t, n, e in row_locals],
+        row_local_parts=row_locals, half_keys=half_keys,
         half_values=half_values)
     helpers = _micro_kernels(lanes) + ("\n" + _half_helpers(lanes) if half_keys or half_values else "")
     helpers += "\n" + _vector_exp(lanes) + "\n" + _tiled_products(lanes, "qk", *tile_shape(KEY_BLOCK // lanes, lanes))
     if int(value_dim.value) % lanes == 0:
         helpers += "\n" + _tiled_products(lanes, "pv", *tile_shape(int(value_dim.value) // lanes, lanes))
+    (qk_rows, qk_group), (pv_rows, pv_group) = column_tile_shapes(lanes, int(value_dim.value))
+    helpers += "\n" + _tiled_products(lanes, "qk", qk_rows, qk_group)
+    helpers += "\n" + _tiled_products(lanes, "pv", pv_rows, pv_group)
     return helpers + "\n" + attention_c_source(pieces, layout["keys"], layout["values"])
 
 

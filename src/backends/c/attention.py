@@ -53,7 +53,6 @@ MAX_TASKS = 64          # ... into at most this many tasks
 DEAD_MASK = -1e8        # an additive mask at most this removes a score
 # fewer multiply-adds than this run on the calling thread: a parallel region costs more
 PARALLEL_MIN_WORK = 1 << 15
-DEV = 0   # TEMP: experiment bits
 
 
 def generated_attention_enabled() -> bool:
@@ -657,7 +656,7 @@ def attention_c_source(k: AttentionC, key_axes: str, value_axes: str) -> str:
         key's D values are contiguous, no per-call transpose), and the online softmax's max,
         exp and sums run down the key axis, vector by vector, with no horizontal reductions."""
         floor = (f"{k.fill!r}f + 104.0f" if k.mask_kind == "where" else f"{DEAD_MASK / 10!r}f")
-        skip = ["if (kb >= i0 + rows) continue;"] if DEV & 2 else [] if k.live is None or DEV & 1 else [
+        skip = [] if k.live is None else [
             "int dead = 1;",
             "for (int64_t r = 0; r < rows; ++r) if (!(cm[r] > " + floor + ")) { dead = 0; break; }",
             # the block's first key first (a causal mask's last rows allow it: most live blocks
@@ -968,8 +967,11 @@ def attention_c_source(k: AttentionC, key_axes: str, value_axes: str) -> str:
 
     ind = lambda lines, n: [" " * n + line for line in lines]  # noqa: E731
     need_kt = ("pack && !prepack" if key_kind == "dot" else "1") if key_transposed else "prepack"
+    # values in place for the column form unless their rows are a multiple of 4 KiB apart (then a
+    # block's rows share a few L1 sets and evict each other between the output's register tiles;
+    # copying them measured 2-5% slower than reading them in place at 2 KiB apart)
     need_v = ("pack" if value_kind == "dot" else "1") if value_transposed else \
-        "prepack" if k.half_values else f"prepack && ({vs['M']}) != {dv}"
+        "prepack" if k.half_values else f"prepack && ({vs['M']}) != {dv} && ({vs['M']}) * 4 % 4096 == 0"
     return "\n".join([
         f"/* fused attention: keys {key_axes} ({key_kind}), values {value_axes} ({value_kind}), "
         f"blocks of {kb} keys, tiles of {rt} rows"

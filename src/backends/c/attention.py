@@ -349,12 +349,14 @@ def _half_helpers(lanes: int) -> str:
                   "#endif"]
     parts += [
         "static inline rs_af rs_att_hload(const uint16_t* p) {",
-        "#ifdef RS_ATT_F16C",
-        f"  const {wide} x = {convert}({load}((const {narrow}*)p));",
-        "  rs_af v; memcpy(&v, &x, sizeof v); return v;",
-        "#else",
+        # no F16C spelling for other vector widths (SSE's 4 lanes): the bit conversion only
+        *([] if vec is None else [
+            "#ifdef RS_ATT_F16C",
+            f"  const {wide} x = {convert}({load}((const {narrow}*)p));",
+            "  rs_af v; memcpy(&v, &x, sizeof v); return v;",
+            "#else"]),
         f"  rs_af v; for (int i = 0; i < {lanes}; ++i) v[i] = rs_half_to_float(p[i]); return v;",
-        "#endif",
+        *([] if vec is None else ["#endif"]),
         "}",
         "static inline void rs_att_widen(float* restrict dst, const uint16_t* restrict src, int64_t n) {",
         "  int64_t j = 0;",

@@ -22,6 +22,14 @@ that gcc vectorizes only in part. Here:
   vectors of accumulators) and "dot" (the reduced axis is contiguous: vector dot
   products, summed across lanes at the end). A layout with neither axis contiguous is
   gathered into a packed block first.
+- **Prefill: the column form.** A head of more than ROW_TILE query rows is split into tiles
+  of COLUMN_TILE rows whose score tile, weights and output are kept transposed (keys x rows,
+  DV x rows): the rows run along the vectors, so the online softmax's max, exp and sums run
+  down the key axis one vector at a time (no horizontal reduction per row and block), the
+  exp is a vector polynomial (``rs_att_vexp``), and both products are register tiles of
+  11-12 x 2 vectors that read keys and values as broadcasts: in place when a key's D values
+  are contiguous (the Llama workload's ``k (n, heads, d)``: no per-call transpose), else
+  from a blocked float32 copy made once per call (a cache's ``(kv, D, capacity)``, float16).
 - **Blocks masked out are skipped.** A key block whose mask removes every score of the
   row tile is not computed when its weights are exactly 0 anyway: a ``where`` mask whose
   condition is false everywhere in the block with ``fill`` at least 104 below every row's

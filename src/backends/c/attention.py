@@ -654,7 +654,10 @@ def attention_c_source(k: AttentionC, key_axes: str, value_axes: str) -> str:
         col_keys = (packed_block, "1", str(kb))
     col_values_vt = (f"v_t + (h * used + kb) * {dv}", "1", str(dv))
     col_values_in_place = (f"{value_source} + kb * ({vs['M']})", vs["DV"], vs["M"])
-    row_arrays = [(t, n, e) for t, n, e in k.row_local_parts]
+    # the column form's per-row locals: those that read the row in arrays filled once per task
+    # (read per lane), the others (e.g. constants of the mask's arithmetic) once per task
+    row_arrays = [(t, n, e) for t, n, e, per_row in k.row_local_parts if per_row]
+    task_locals = [f"const {t} {n} = {e}; (void){n};" for t, n, e, per_row in k.row_local_parts if not per_row]
     # inside a loop over the tile's rows r: the per-row locals read from arrays filled once per task
     row_reads = [f"const {t} {n} = {n}_a[r]; (void){n};" for t, n, _ in row_arrays]
 
@@ -730,6 +733,7 @@ def attention_c_source(k: AttentionC, key_axes: str, value_axes: str) -> str:
             f"float cm[{ct}] __attribute__((aligned(64)));",
             f"rs_af sumv[{col_vectors}];",
             *(f"{t} {n}_a[{ct}];" for t, n, _ in row_arrays),
+            *task_locals,
             "for (int64_t r = 0; r < rows; ++r) {",
             "  const int64_t rs_row = i0 + r;",
             *(f"  {n}_a[r] = {e};" for _, n, e in row_arrays),
@@ -1054,9 +1058,10 @@ def attention_c_source(k: AttentionC, key_axes: str, value_axes: str) -> str:
     ])
 
 
-def _row_invariant_locals(value, key_vars: tuple, emitter) -> tuple:
+def _row_invariant_locals(value, key_vars: tuple, emitter, row_var=None) -> tuple:
     """(``value`` with its maximal subexpressions that do not read the key or the score
-    replaced by per-row locals, the locals as (C type, name, C expression)): an integer division by the
+    replaced by per-row locals, the locals as (C type, name, C expression, whether it reads
+    ``row_var``)): an integer division by the
     rows of a group then runs once per row and block instead of once per score. Branches of
     a select stay in place (hoisted, a division there could run where it would not)."""
     from tensorir import expr as E
@@ -1083,7 +1088,8 @@ def _row_invariant_locals(value, key_vars: tuple, emitter) -> tuple:
     walk(value)
     for node, var in hoisted.items():
         name = emitter.names.get(var, var.name, internal=True)
-        declarations.append((c_type(node.dtype), name, emitter.expr(node)))
+        per_row = row_var is None or bool(collect(node, lambda n: n is row_var))
+        declarations.append((c_type(node.dtype), name, emitter.expr(node), per_row))
     return substitute(value, hoisted), declarations
 
 
@@ -1150,7 +1156,7 @@ def attention_c(func, symbol: str, layout: dict, lanes: int) -> str | None:
     vmap.update({iters["vh"]: named["h"], iters["vi"]: named["rs_row"], iters["vt"]: named["rs_key"],
                  iters["vo"]: E.IntImm(0, iters["vo"].dtype)})
     value, row_locals = _row_invariant_locals(substitute(store.value, vmap),
-                                              (named["rs_key"], named["rs_s"]), emitter)
+                                              (named["rs_key"], named["rs_s"]), emitter, named["rs_row"])
     score = _select_score(value, emitter) or emitter.cast_to(value, "float32")
     live = None
     kind = layout["mask"]
@@ -1189,7 +1195,7 @@ def attention_c(func, symbol: str, layout: dict, lanes: int) -> str | None:
         value_strides=strides(values, layout["values"]), q=emitter.names.by_id[id(q)],
         keys=emitter.names.by_id[id(keys)], values=emitter.names.by_id[id(values)],
         out=emitter.names.by_id[id(out)], score=score, mask_kind=kind, live=live,
-        fill=float(layout.get("fill", 0.0)), row_locals=[f"const {t} {n} = {e}; (void){n};" for t, n, e in row_locals],
+        fill=float(layout.get("fill", 0.0)), row_locals=[f"const {t} {n} = {e}; (void){n};" for t, n, e, _ in row_locals],
         row_local_parts=row_locals, half_keys=half_keys,
         half_values=half_values)
     helpers = _micro_kernels(lanes) + ("\n" + _half_helpers(lanes) if half_keys or half_values else "")

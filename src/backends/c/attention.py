@@ -43,6 +43,7 @@ the C expression emitter, so both forms compute the same scores.
 """
 from __future__ import annotations
 
+import math
 import os
 
 from tensorir.schedule_rules.attention import ATTENTION_LAYOUT_ATTR
@@ -279,7 +280,7 @@ def _vector_exp(lanes: int) -> str:
     exponent bits; ``n`` by the round-to-nearest of adding 1.5 * 2^23, no float-to-int
     conversion (undefined for NaN in C). Below ``EXP_FLOOR`` 0, as ``rs_expf``; NaN stays NaN.
     Plain vector arithmetic: one code for every vector width."""
-    coefficients = [1.0 / __import__("math").factorial(i) for i in range(7, 1, -1)]
+    coefficients = [1.0 / math.factorial(i) for i in range(7, 1, -1)]
     horner = "rs_af_splat(" + f"{coefficients[0]!r}f)"
     for c in coefficients[1:]:
         horner = f"({horner} * r + rs_af_splat({c!r}f))"
@@ -322,9 +323,11 @@ def _transpose(lanes: int) -> list[str]:
     rounds = lanes.bit_length() - 1
     for step in range(rounds):
         src, dst = ("t", "u") if step % 2 == 0 else ("u", "t")
+        declare = "rs_af " if step == 0 else ""
         for i in range(half):
-            lines.append(f"  {'rs_af ' if step == 0 else ''}{dst}{2 * i} = __builtin_shuffle({src}{i}, {src}{i + half}, lo);")
-            lines.append(f"  {'rs_af ' if step == 0 else ''}{dst}{2 * i + 1} = __builtin_shuffle({src}{i}, {src}{i + half}, hi);")
+            pair = f"{src}{i}, {src}{i + half}"
+            lines.append(f"  {declare}{dst}{2 * i} = __builtin_shuffle({pair}, lo);")
+            lines.append(f"  {declare}{dst}{2 * i + 1} = __builtin_shuffle({pair}, hi);")
     final = "t" if rounds % 2 == 0 else "u"
     lines += [*(f"  m[{i}] = {final}{i};" for i in range(lanes)), "}"]
     return lines
@@ -717,7 +720,8 @@ def attention_c_source(k: AttentionC, key_axes: str, value_axes: str) -> str:
             f"  for (int64_t i = 0; i < {L}; ++i) m[i] = rs_af_load(oT + (x0 + i) * {ct} + r0);",
             "  rs_att_transpose(m);",
             f"  for (int64_t i = 0; i < {L} && r0 + i < rows; ++i)",
-            f"    rs_af_store({k.out} + (h * head_rows + i0 + r0 + i) * {dv} + x0, m[i] * rs_af_splat(1.0f / rsum[r0 + i]));",
+            f"    rs_af_store({k.out} + (h * head_rows + i0 + r0 + i) * {dv} + x0, "
+            "m[i] * rs_af_splat(1.0f / rsum[r0 + i]));",
             "}"]
         key_ptr, key_ld, key_ak = col_keys
         vv = range(col_vectors)
@@ -1195,7 +1199,8 @@ def attention_c(func, symbol: str, layout: dict, lanes: int) -> str | None:
         value_strides=strides(values, layout["values"]), q=emitter.names.by_id[id(q)],
         keys=emitter.names.by_id[id(keys)], values=emitter.names.by_id[id(values)],
         out=emitter.names.by_id[id(out)], score=score, mask_kind=kind, live=live,
-        fill=float(layout.get("fill", 0.0)), row_locals=[f"const {t} {n} = {e}; (void){n};" for t, n, e, _ in row_locals],
+        fill=float(layout.get("fill", 0.0)),
+        row_locals=[f"const {t} {n} = {e}; (void){n};" for t, n, e, _ in row_locals],
         row_local_parts=row_locals, half_keys=half_keys,
         half_values=half_values)
     helpers = _micro_kernels(lanes) + ("\n" + _half_helpers(lanes) if half_keys or half_values else "")

@@ -29,7 +29,8 @@ that gcc vectorizes only in part. Here:
   exp is a vector polynomial (``rs_att_vexp``), and both products are register tiles of
   11-12 x 2 vectors that read keys and values as broadcasts: in place when a key's D values
   are contiguous (the Llama workload's ``k (n, heads, d)``: no per-call transpose), else
-  from a blocked float32 copy made once per call (a cache's ``(kv, D, capacity)``, float16).
+  from a float32 copy of the block the task makes (a cache's ``(kv, D, capacity)``, float16;
+  a copy once per call would need a barrier before the tasks).
 - **Blocks masked out are skipped.** A key block whose mask removes every score of the
   row tile is not computed when its weights are exactly 0 anyway: a ``where`` mask whose
   condition is false everywhere in the block with ``fill`` at least 104 below every row's
@@ -474,12 +475,9 @@ def attention_c_source(k: AttentionC, key_axes: str, value_axes: str) -> str:
     value_source = f"{k.values} + h * ({vs['B']})"
     transposes = []
     # kt_t: the keys copied once per call, blocked (heads, blocks, D, KEY_BLOCK) (each block's
-    # (D, KEY_BLOCK) tile contiguous, the packed layout itself), float32; v_t: the values
-    # (heads, used, DV), float32. A layout with neither axis innermost always; a transposed one
-    # when several micro tiles share a block (pack); any layout whose rows are not already one
-    # run when several row tiles of a head read each block (prepack: prefill)
-    widen_keys = "rs_att_widen(dst + x * {kb}, src + x * ({ksd}), w);"
-    copy_keys = "for (int64_t j = 0; j < w; ++j) dst[x * {kb} + j] = src[j * ({ksm}) + x * ({ksd})];"
+    # (D, KEY_BLOCK) tile contiguous, the packed layout itself); v_t: the values (heads, used, DV).
+    # A layout with neither axis innermost always; a transposed one when several micro tiles of
+    # the row form share a block (pack). (float16 operands are "outer": never copied here.)
     transposes += [
         "if (kt_t) {",
         "  #pragma omp for schedule(static)",
@@ -487,9 +485,9 @@ def attention_c_source(k: AttentionC, key_axes: str, value_axes: str) -> str:
         f"    const int64_t h = hb / key_blocks, j0 = hb % key_blocks * {kb};",
         f"    const int64_t w = used - j0 < {kb} ? used - j0 : {kb};",
         f"    float* restrict dst = kt_t + hb * {d} * {kb};",
-        f"    const {'uint16_t' if k.half_keys else 'float'}* src = {key_source} + j0 * ({ks['M']});",
+        f"    const float* src = {key_source} + j0 * ({ks['M']});",
         f"    for (int64_t x = 0; x < {d}; ++x) {{",
-        "      " + (widen_keys if k.half_keys else copy_keys).format(kb=kb, ksm=ks["M"], ksd=ks["D"]),
+        f"      for (int64_t j = 0; j < w; ++j) dst[x * {kb} + j] = src[j * ({ks['M']}) + x * ({ks['D']})];",
         # a ragged last block is zero-padded: the score product then runs whole vectors
         f"      for (int64_t j = w; j < {kb}; ++j) dst[x * {kb} + j] = 0.0f;",
         "    }",
@@ -501,9 +499,8 @@ def attention_c_source(k: AttentionC, key_axes: str, value_axes: str) -> str:
         "  for (int64_t hj = 0; hj < heads * used; ++hj) {",
         "    const int64_t h = hj / used, j = hj % used;",
         f"    float* restrict dst = v_t + hj * {dv};",
-        f"    const {'uint16_t' if k.half_values else 'float'}* src = {value_source} + j * ({vs['M']});",
-        (f"    rs_att_widen(dst, src, {dv});" if k.half_values else
-         f"    for (int64_t x = 0; x < {dv}; ++x) dst[x] = src[x * ({vs['DV']})];"),
+        f"    const float* src = {value_source} + j * ({vs['M']});",
+        f"    for (int64_t x = 0; x < {dv}; ++x) dst[x] = src[x * ({vs['DV']})];",
         "  }",
         "}"]
     qk_rows, qk_group = tile_shape(kb // k.lanes, k.lanes)
@@ -651,12 +648,43 @@ def attention_c_source(k: AttentionC, key_axes: str, value_axes: str) -> str:
     ct = COLUMN_TILE
     col_vectors = ct // k.lanes
     column_tiles = column_tile_shapes(k.lanes, dv)
-    if key_kind == "dot":     # K(j, x) in place, x contiguous: broadcast along each key's row
-        col_keys = (f"{key_source} + kb * ({ks['M']})", ks["M"], ks["D"])
-    else:                     # kt_t, blocked (D, KEY_BLOCK)
-        col_keys = (packed_block, "1", str(kb))
-    col_values_vt = (f"v_t + (h * used + kb) * {dv}", "1", str(dv))
+    # the column form's key block: K(j, x) broadcast from a[j * lda + x * ak]. In place when a
+    # key's D values are contiguous ("dot"); a layout with neither axis innermost from kt_t;
+    # "outer" (a cache's (kv, D, capacity), float32 or float16) copied per block into kpack
+    # (D, KEY_BLOCK) by each task: a copy once per call needs a barrier before the tasks, which
+    # on a loaded machine waits for a descheduled thread (a 16-token float16 prefill: 0.52 ms
+    # against 0.30 without, two threads)
+    if key_kind == "dot":
+        col_keys, col_key_pack = (f"{key_source} + kb * ({ks['M']})", ks["M"], ks["D"]), []
+    elif key_kind == "gather":
+        col_keys, col_key_pack = (packed_block, "1", str(kb)), []
+    else:
+        col_keys = ("kpack", "1", str(kb))
+        row = (f"rs_att_widen(kpack + x * {kb}, kin + x * ({ks['D']}), w);" if k.half_keys else
+               f"memcpy(kpack + x * {kb}, kin + x * ({ks['D']}), (size_t)w * sizeof(float));")
+        col_key_pack = [
+            f"const {'uint16_t' if k.half_keys else 'float'}* restrict kin = {key_source} + kb * ({ks['M']});",
+            # rows a capacity apart are as many streams as the head dim: the hardware prefetcher
+            # does not follow them, so the next block's lines are asked for here
+            f"if (kb + {kb} < used) for (int64_t x = 0; x < {d}; ++x) {{",
+            f"  __builtin_prefetch(kin + x * ({ks['D']}) + {kb}, 0, 3);",
+            f"  __builtin_prefetch(kin + x * ({ks['D']}) + {kb + 64 // (2 if k.half_keys else 4)}, 0, 3); }}",
+            f"for (int64_t x = 0; x < {d}; ++x) {row}"]
+    # values V(j, x) from a[x * lda + j * ak]: in place, unless float16 (widened per block into
+    # vpack) or float32 rows a multiple of 4 KiB apart (a block's rows then share a few L1 sets
+    # and evict each other between the output's register tiles; copying rows 2 KiB apart
+    # measured 2-5% slower than reading them in place); gathered from v_t
+    far = vs["M"] if value_kind == "outer" else vs["DV"]
     col_values_in_place = (f"{value_source} + kb * ({vs['M']})", vs["DV"], vs["M"])
+    col_values_packed = ("vpack", "1", str(dv))
+    if k.half_values:
+        col_value_pack = [f"const uint16_t* restrict vin = {value_source} + kb * ({vs['M']});",
+                          f"for (int64_t j = 0; j < w; ++j) "
+                          f"rs_att_widen(vpack + j * {dv}, vin + j * ({vs['M']}), {dv});"]
+    else:
+        col_value_pack = [f"const float* restrict vin = {value_source} + kb * ({vs['M']});",
+                          f"for (int64_t j = 0; j < w; ++j) for (int64_t x = 0; x < {dv}; ++x) "
+                          f"vpack[j * {dv} + x] = vin[j * ({vs['M']}) + x * ({vs['DV']})];"]
     # the column form's per-row locals: those that read the row in arrays filled once per task
     # (read per lane), the others (e.g. constants of the mask's arithmetic) once per task
     row_arrays = [(t, n, e) for t, n, e, per_row in k.row_local_parts if per_row]
@@ -725,8 +753,13 @@ def attention_c_source(k: AttentionC, key_axes: str, value_axes: str) -> str:
             "}"]
         key_ptr, key_ld, key_ak = col_keys
         vv = range(col_vectors)
-        values = [f"{pv_call(*col_values_vt)}"] if value_kind == "gather" or k.half_values else \
-            [f"if (v_t) {pv_call(*col_values_vt)}", f"else {pv_call(*col_values_in_place)}"]
+        if value_kind == "gather":
+            values = [pv_call(f"v_t + (h * used + kb) * {dv}", "1", str(dv))]
+        elif k.half_values:
+            values = [*col_value_pack, pv_call(*col_values_packed)]
+        else:
+            values = [f"if (({far}) * 4 % 4096 == 0) {{", *("  " + line for line in col_value_pack),
+                      f"  {pv_call(*col_values_packed)}", f"}} else {pv_call(*col_values_in_place)}"]
         return [
             "const int64_t tile = task;",
             f"const int64_t h = tile % heads, i0 = (row_tiles - 1 - tile / heads) * {ct};",
@@ -735,6 +768,8 @@ def attention_c_source(k: AttentionC, key_axes: str, value_axes: str) -> str:
             f"float sT[{kb} * {ct}] __attribute__((aligned(64)));",
             f"float oT[{dv} * {ct}] __attribute__((aligned(64)));",
             f"float cm[{ct}] __attribute__((aligned(64)));",
+            *([f"float kpack[{d} * {kb}] __attribute__((aligned(64)));"] if col_key_pack else []),
+            *([f"float vpack[{kb} * {dv}] __attribute__((aligned(64)));"] if value_kind != "gather" else []),
             f"rs_af sumv[{col_vectors}];",
             *(f"{t} {n}_a[{ct}];" for t, n, _ in row_arrays),
             *task_locals,
@@ -755,6 +790,7 @@ def attention_c_source(k: AttentionC, key_axes: str, value_axes: str) -> str:
             f"for (int64_t kb = 0; kb < used; kb += {kb}) {{",
             f"  const int64_t w = used - kb < {kb} ? used - kb : {kb};",
             *(f"  {line}" for line in skip),
+            *(f"  {line}" for line in col_key_pack),
             f"  rs_att_qk_{qr}x{qg}(w, sT, {ct}, {key_ptr}, {key_ld}, {key_ak}, qT, {ct}, {d}, {ct});",
             # the score expression along each key's row of rows, then the running max down the keys
             *(f"  rs_af mnew{v} = rs_af_load(cm + {v * k.lanes});" for v in vv),
@@ -984,12 +1020,8 @@ def attention_c_source(k: AttentionC, key_axes: str, value_axes: str) -> str:
         return task
 
     ind = lambda lines, n: [" " * n + line for line in lines]  # noqa: E731
-    need_kt = ("pack && !prepack" if key_kind == "dot" else "1") if key_transposed else "prepack"
-    # values in place for the column form unless their rows are a multiple of 4 KiB apart (then a
-    # block's rows share a few L1 sets and evict each other between the output's register tiles;
-    # copying them measured 2-5% slower than reading them in place at 2 KiB apart)
-    need_v = ("pack" if value_kind == "dot" else "1") if value_transposed else \
-        "prepack" if k.half_values else f"prepack && ({vs['M']}) != {dv} && ({vs['M']}) * 4 % 4096 == 0"
+    need_kt = ("pack && !columns" if key_kind == "dot" else "1") if key_transposed else "0"
+    need_v = ("pack && !columns" if value_kind == "dot" else "1") if value_transposed else "0"
     return "\n".join([
         f"/* fused attention: keys {key_axes} ({key_kind}), values {value_axes} ({value_kind}), "
         f"blocks of {kb} keys, tiles of {rt} rows"
@@ -1010,8 +1042,8 @@ def attention_c_source(k: AttentionC, key_axes: str, value_axes: str) -> str:
         "  }",
         # several micro tiles of rows share each key block: copy it into L1 once
         f"  const int pack = head_rows > {MICRO_ROWS};",
-        # several row tiles of a head read each key block: copy the keys and values once
-        f"  const int prepack = head_rows > {rt}; (void)prepack;",
+        # more rows than a row tile (prefill): the column form (column_body)
+        f"  const int columns = head_rows > {rt}; (void)columns;",
         # few tiles (decode): split the keys; the count depends on the shape alone
         "  int64_t chunks = 1;",
         f"  if (head_rows <= {rt} && tiles < {FEW_TILES} && used > {2 * kb}) {{",
@@ -1043,7 +1075,7 @@ def attention_c_source(k: AttentionC, key_axes: str, value_axes: str) -> str:
         *ind(transposes, 4),
         "    #pragma omp for schedule(dynamic, 1) nowait",
         "    for (int64_t task = 0; task < tasks; ++task) {",
-        "      if (prepack) {",
+        "      if (columns) {",
         *ind(column_body(), 8),
         "      } else if (pack || kt_t || v_t) {",
         *ind(task_body(kb), 8),

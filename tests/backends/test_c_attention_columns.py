@@ -3,8 +3,8 @@ ROW_TILE query rows, i.e. prefill) against float64 NumPy.
 
 What the forms tests (head dim 8) do not reach: head dims that are a whole number of vectors (the
 q and output tiles transposed by vector shuffles) and that are not, key and value layouts read in
-place (a key's D values contiguous; values whose rows are not 4 KiB apart) or packed per key block
-(keys ``(heads, D, m)``, float16 caches widened, values 4 KiB apart), ragged row tiles and key blocks,
+place (float32 keys in every layout, values whose rows are not 4 KiB apart) or packed per key block
+(float16 caches widened, values 4 KiB apart), ragged row tiles and key blocks,
 causal masks computed from positions, additive and ``where`` mask operands, grouped-query rows;
 and the same kernels built for AVX2 (16 registers, 8 lanes) and SSE (4 lanes, no FMA, no F16C)
 on a machine with AVX-512, and the vector exp against float64.
@@ -179,7 +179,7 @@ def test_column_form_matches_numpy(key, n, extra, seed):
 @pytest.mark.parametrize("layout, mask", [("rows", "causal"), ("kt", "add"), ("prefix", "causal"), ("rows", "where")])
 @pytest.mark.parametrize("n", [ROW_TILE + 1, COLUMN_TILE, COLUMN_TILE + 1, 2 * COLUMN_TILE + 13])
 def test_column_form_whole_and_ragged_tiles(layout, mask, n):
-    """The Llama form (keys read in place, 64-wide heads), keys packed per block, a cache prefix
+    """The Llama form (a key's D values contiguous, 64-wide heads), keys (heads, D, m), a cache prefix
     with rows offset by t, at tile edges; 3 query heads per kv head (the row's position is
     ``row % n``, per-row locals read from the task's arrays)."""
     _check((layout, 2, 3, 64, mask), n, n + 5, n)

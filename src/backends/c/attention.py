@@ -28,9 +28,9 @@ that gcc vectorizes only in part. Here:
   down the key axis one vector at a time (no horizontal reduction per row and block), the
   exp is a vector polynomial (``rs_att_vexp``), and both products are register tiles of
   11-12 x 2 vectors that read keys and values as broadcasts: in place when a key's D values
-  are contiguous (the Llama workload's ``k (n, heads, d)``: no per-call transpose), else
-  from a float32 copy of the block the task makes (a cache's ``(kv, D, capacity)``, float16;
-  a copy once per call would need a barrier before the tasks).
+  are contiguous (the Llama workload's ``k (n, heads, d)``: no per-call transpose) and in a
+  cache's ``(kv, D, capacity)``; float16 blocks are widened by the task (a copy once per call
+  would need a barrier before the tasks).
 - **Blocks masked out are skipped.** A key block whose mask removes every score of the
   row tile is not computed when its weights are exactly 0 anyway: a ``where`` mask whose
   condition is false everywhere in the block with ``fill`` at least 104 below every row's
@@ -648,28 +648,27 @@ def attention_c_source(k: AttentionC, key_axes: str, value_axes: str) -> str:
     ct = COLUMN_TILE
     col_vectors = ct // k.lanes
     column_tiles = column_tile_shapes(k.lanes, dv)
-    # the column form's key block: K(j, x) broadcast from a[j * lda + x * ak]. In place when a
-    # key's D values are contiguous ("dot"); a layout with neither axis innermost from kt_t;
-    # "outer" (a cache's (kv, D, capacity), float32 or float16) copied per block into kpack
-    # (D, KEY_BLOCK) by each task: a copy once per call needs a barrier before the tasks, which
-    # on a loaded machine waits for a descheduled thread (a 16-token float16 prefill: 0.52 ms
-    # against 0.30 without, two threads)
-    if key_kind == "dot":
+    # the column form's key block: K(j, x) broadcast from a[j * lda + x * ak]. float32 keys in
+    # place (a cache's (kv, D, capacity) too: a register tile's keys at one x are contiguous); a
+    # layout with neither axis innermost from kt_t; float16 widened per block into kpack
+    # (D, KEY_BLOCK) by each task. Copies once per call before the tasks were rejected: their
+    # barrier waits for a descheduled thread on a loaded machine (a 16-token float16 prefill:
+    # 0.37-0.48 ms against 0.16-0.27 without, two threads); copying float32 cache blocks per task
+    # was 15% slower than reading them in place (their rows, 8 KiB apart, share one L1 set)
+    if key_kind == "dot" or (key_kind == "outer" and not k.half_keys):
         col_keys, col_key_pack = (f"{key_source} + kb * ({ks['M']})", ks["M"], ks["D"]), []
     elif key_kind == "gather":
         col_keys, col_key_pack = (packed_block, "1", str(kb)), []
     else:
         col_keys = ("kpack", "1", str(kb))
-        row = (f"rs_att_widen(kpack + x * {kb}, kin + x * ({ks['D']}), w);" if k.half_keys else
-               f"memcpy(kpack + x * {kb}, kin + x * ({ks['D']}), (size_t)w * sizeof(float));")
         col_key_pack = [
-            f"const {'uint16_t' if k.half_keys else 'float'}* restrict kin = {key_source} + kb * ({ks['M']});",
+            f"const uint16_t* restrict kin = {key_source} + kb * ({ks['M']});",
             # rows a capacity apart are as many streams as the head dim: the hardware prefetcher
             # does not follow them, so the next block's lines are asked for here
             f"if (kb + {kb} < used) for (int64_t x = 0; x < {d}; ++x) {{",
             f"  __builtin_prefetch(kin + x * ({ks['D']}) + {kb}, 0, 3);",
-            f"  __builtin_prefetch(kin + x * ({ks['D']}) + {kb + 64 // (2 if k.half_keys else 4)}, 0, 3); }}",
-            f"for (int64_t x = 0; x < {d}; ++x) {row}"]
+            f"  __builtin_prefetch(kin + x * ({ks['D']}) + {kb + 32}, 0, 3); }}",
+            f"for (int64_t x = 0; x < {d}; ++x) rs_att_widen(kpack + x * {kb}, kin + x * ({ks['D']}), w);"]
     # values V(j, x) from a[x * lda + j * ak]: in place, unless float16 (widened per block into
     # vpack) or float32 rows a multiple of 4 KiB apart (a block's rows then share a few L1 sets
     # and evict each other between the output's register tiles; copying rows 2 KiB apart

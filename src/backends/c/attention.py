@@ -22,6 +22,15 @@ that gcc vectorizes only in part. Here:
   vectors of accumulators) and "dot" (the reduced axis is contiguous: vector dot
   products, summed across lanes at the end). A layout with neither axis contiguous is
   gathered into a packed block first.
+- **Prefill: the column form.** A head of more than ROW_TILE query rows is split into tiles
+  of COLUMN_TILE rows whose score tile, weights and output are kept transposed (keys x rows,
+  DV x rows): the rows run along the vectors, so the online softmax's max, exp and sums run
+  down the key axis one vector at a time (no horizontal reduction per row and block), the
+  exp is a vector polynomial (``rs_att_vexp``), and both products are register tiles of
+  11-12 x 2 vectors that read keys and values as broadcasts: in place when a key's D values
+  are contiguous (the Llama workload's ``k (n, heads, d)``: no per-call transpose) and in a
+  cache's ``(kv, D, capacity)``; float16 blocks are widened by the task (a copy once per call
+  would need a barrier before the tasks).
 - **Blocks masked out are skipped.** A key block whose mask removes every score of the
   row tile is not computed when its weights are exactly 0 anyway: a ``where`` mask whose
   condition is false everywhere in the block with ``fill`` at least 104 below every row's
@@ -35,6 +44,7 @@ the C expression emitter, so both forms compute the same scores.
 """
 from __future__ import annotations
 
+import math
 import os
 
 from tensorir.schedule_rules.attention import ATTENTION_LAYOUT_ATTR
@@ -44,6 +54,8 @@ KEY_BLOCK = 32          # keys per block: a packed key block and value block (8 
 DIRECT_BLOCK = 512      # keys per block when the keys are read in place (decode)
 MICRO_ROWS = 4          # rows of a micro tile: 4 x 2 vectors of accumulators fit 16 registers
 ROW_TILE = 16           # query rows per task: 4 micro tiles share each packed key block
+COLUMN_TILE = 32        # query rows per task when a head has more than ROW_TILE (prefill): the
+                        # tile's scores, weights and output are kept transposed, rows along vectors
 CHUNK_KEYS = 512        # decode: keys per chunk when the tiles alone are too few tasks
 MIN_TASKS = 6           # ... but at least this many tasks (a whole number of rounds for 2 or 3 threads)
 FEW_TILES = 16          # fewer (head, row tile) tasks than this split the keys into chunks
@@ -174,6 +186,154 @@ def _micro_kernels(lanes: int) -> str:
     return "\n".join(parts)
 
 
+TILE_ROWS_MAX = 12      # rows of a register tile of the packed products (AVX-512: 12 x 2 vectors)
+
+
+def tile_shape(vectors: int, lanes: int) -> tuple[int, int]:
+    """(rows, vectors per column group) of the register tile of a product whose columns are
+    ``vectors`` vectors: the most accumulators that leave a register for each column vector
+    loaded and one for the broadcast (32 registers with AVX-512, else 16); of equal counts the
+    wider group (fewer broadcasts per multiply-add)."""
+    registers = 32 if lanes >= 16 else 16
+    best = (0, 0, 0)
+    for group in (4, 2, 1):
+        if vectors % group:
+            continue
+        rows = max(1, min(TILE_ROWS_MAX, (registers - group - 1) // group))
+        best = max(best, (rows * group, group, rows))
+    return best[2], best[1]
+
+
+def even_rows(total: int, most: int) -> int:
+    """Rows per register tile that cover ``total`` rows in as few tiles of at most ``most`` rows
+    as possible, evened out (32 in tiles of 12: 11 + 11 + 10, not 12 + 12 + 8)."""
+    tiles = -(-total // most)
+    return -(-total // tiles)
+
+
+def column_tile_shapes(lanes: int, value_dim: int) -> tuple:
+    """((rows, group) of the column form's score product over KEY_BLOCK keys, (rows, group) of its
+    output product over ``value_dim`` rows), both over COLUMN_TILE columns."""
+    rows, group = tile_shape(COLUMN_TILE // lanes, lanes)
+    return (even_rows(KEY_BLOCK, rows), group), (even_rows(value_dim, rows), group)
+
+
+def _tiled_product(lanes: int, rows: int, group: int, accumulate: bool) -> str:
+    """``rs_att_{qk|pv}{rows}x{group}``: ``c[r][j] (+)= sum_k a[r*lda + k*ak] * b[k*ldb + j]`` for
+    ``rows`` rows and ``cols`` columns (a multiple of ``lanes``), groups of ``group`` column
+    vectors held in registers over the whole reduction (then single vectors); "qk" overwrites
+    c (the score tile), "pv" adds to it (the output rows). Inlined where ``K`` and ``cols`` are
+    constants, so the loops are fixed-trip."""
+    name = f"rs_att_{'pv' if accumulate else 'qk'}{rows}x{group}"
+    rr = range(rows)
+
+    def block(width: int) -> list[str]:
+        vv = range(width)
+        init = (lambda r, v: f"rs_af_load(c + {r} * ldc + j + {v * lanes})") if accumulate else \
+            (lambda r, v: "rs_af_splat(0.0f)")
+        return [
+            f"  for (; j + {width * lanes} <= cols; j += {width * lanes}) {{",
+            *(f"    rs_af c{r}_{v} = {init(r, v)};" for r in rr for v in vv),
+            "    for (int64_t k = 0; k < K; ++k) {",
+            "      const float* restrict bk = b + k * ldb + j;",
+            *(f"      const rs_af b{v} = rs_af_load(bk + {v * lanes});" for v in vv),
+            *(f"      {{ const rs_af x = rs_af_splat(a[{r} * lda + k * ak]); "
+              + " ".join(f"c{r}_{v} += x * b{v};" for v in vv) + " }" for r in rr),
+            "    }",
+            *(f"    rs_af_store(c + {r} * ldc + j + {v * lanes}, c{r}_{v});" for r in rr for v in vv),
+            "  }"]
+    return "\n".join([
+        f"#ifndef RS_ATT_{name.upper()}", f"#define RS_ATT_{name.upper()}",
+        f"static inline __attribute__((always_inline)) void {name}(float* restrict c, int64_t ldc, "
+        "const float* restrict a, int64_t lda, int64_t ak, const float* restrict b, int64_t ldb, int64_t K, "
+        "int64_t cols) {",
+        "  int64_t j = 0;",
+        *block(group),
+        *(block(1) if group > 1 else []),
+        "}", "#endif"])
+
+
+def _tiled_products(lanes: int, kind: str, rows: int, group: int) -> str:
+    """The ``kind`` ("qk"/"pv") register tiles for 1..``rows`` rows and their dispatcher
+    ``rs_att_{kind}_{rows}x{group}(n, ...)`` over ``n`` rows."""
+    accumulate = kind == "pv"
+    parts = [_tiled_product(lanes, r, group, accumulate) for r in range(1, rows + 1)]
+    name = f"rs_att_{kind}_{rows}x{group}"
+    cases = " ".join(f"case {r}: rs_att_{kind}{r}x{group}(c + i * ldc, ldc, a + i * lda, lda, ak, b, ldb, K, cols); "
+                     "break;" for r in range(1, rows + 1))
+    parts += [f"#ifndef RS_ATT_{name.upper()}", f"#define RS_ATT_{name.upper()}",
+              f"static inline __attribute__((always_inline)) void {name}(int64_t n, float* restrict c, "
+              "int64_t ldc, const float* restrict a, int64_t lda, int64_t ak, const float* restrict b, int64_t ldb, "
+              "int64_t K, int64_t cols) {",
+              f"  for (int64_t i = 0; i < n; i += {rows}) {{",
+              f"    switch (n - i < {rows} ? n - i : {rows}) {{ {cases} }}",
+              "  }", "}", "#endif"]
+    return "\n".join(parts)
+
+
+EXP_FLOOR = -80.0       # rs_att_vexp (as the prelude's rs_expf) gives 0 below exp(-80)
+
+
+def _vector_exp(lanes: int) -> str:
+    """``rs_att_vexp``: exp of a vector, for the softmax's ``score - max`` (at most 0). Range
+    reduction ``x = n ln2 + r`` (|r| <= ln2/2, ln2 split in two so ``n * ln2_hi`` is exact), the
+    degree-7 Taylor polynomial of exp(r) (truncation below 1e-8 relative), ``2^n`` from the
+    exponent bits; ``n`` by the round-to-nearest of adding 1.5 * 2^23, no float-to-int
+    conversion (undefined for NaN in C). Below ``EXP_FLOOR`` 0, as ``rs_expf``; NaN stays NaN.
+    Plain vector arithmetic: one code for every vector width."""
+    coefficients = [1.0 / math.factorial(i) for i in range(7, 1, -1)]
+    horner = "rs_af_splat(" + f"{coefficients[0]!r}f)"
+    for c in coefficients[1:]:
+        horner = f"({horner} * r + rs_af_splat({c!r}f))"
+    return "\n".join([
+        "#ifndef RS_ATT_VEXP", "#define RS_ATT_VEXP",
+        f"typedef int32_t rs_ai __attribute__((vector_size({lanes * 4})));",
+        "static inline rs_af rs_att_vexp(rs_af x) {",
+        f"  const rs_af lo = rs_af_splat({EXP_FLOOR!r}f), hi = rs_af_splat(88.0f);",
+        "  const rs_ai under = x < lo, over = x > hi;",
+        "  rs_ai xi = (rs_ai)x;",
+        "  xi = (xi & ~under) | ((rs_ai)lo & under);",
+        "  xi = (xi & ~over) | ((rs_ai)hi & over);",
+        "  x = (rs_af)xi;",
+        "  const rs_af big = rs_af_splat(12582912.0f);",
+        "  const rs_af kf = x * rs_af_splat(1.44269504088896341f) + big;",
+        "  const rs_af n = kf - big;",
+        "  const rs_af r = (x - n * rs_af_splat(0.693359375f)) - n * rs_af_splat(-2.12194440e-4f);",
+        f"  const rs_af p = ({horner} * r + rs_af_splat(1.0f)) * r + rs_af_splat(1.0f);",
+        "  const rs_ai e = ((rs_ai)kf - (rs_ai)big + 127) << 23;",
+        "  return (rs_af)((rs_ai)(p * (rs_af)e) & ~under);",
+        "}",
+        *_transpose(lanes),
+        # b where b > a, else a (a NaN score does not replace the running max, as the scalar max)
+        "static inline rs_af rs_af_max(rs_af a, rs_af b) {",
+        "  const rs_ai m = b > a; return (rs_af)(((rs_ai)b & m) | ((rs_ai)a & ~m)); }",
+        "#endif"])
+
+
+def _transpose(lanes: int) -> list[str]:
+    """``rs_att_transpose(m)``: the lanes x lanes block in the vectors m[0..lanes) transposed in
+    place, by log2(lanes) rounds of interleaving row i with row i + lanes/2 (each round moves
+    one bit of the row index into the column index), two-input shuffles gcc emits as vpermt2ps
+    or unpacks (a scalar copy moved the q and output tiles one float per store)."""
+    half = lanes // 2
+    lo = ", ".join(str(i // 2 + (lanes if i % 2 else 0)) for i in range(lanes))
+    hi = ", ".join(str(half + i // 2 + (lanes if i % 2 else 0)) for i in range(lanes))
+    lines = ["static inline __attribute__((always_inline)) void rs_att_transpose(rs_af* restrict m) {",
+             f"  const rs_ai lo = {{{lo}}}, hi = {{{hi}}};",
+             *(f"  rs_af t{i} = m[{i}];" for i in range(lanes))]
+    rounds = lanes.bit_length() - 1
+    for step in range(rounds):
+        src, dst = ("t", "u") if step % 2 == 0 else ("u", "t")
+        declare = "rs_af " if step == 0 else ""
+        for i in range(half):
+            pair = f"{src}{i}, {src}{i + half}"
+            lines.append(f"  {declare}{dst}{2 * i} = __builtin_shuffle({pair}, lo);")
+            lines.append(f"  {declare}{dst}{2 * i + 1} = __builtin_shuffle({pair}, hi);")
+    final = "t" if rounds % 2 == 0 else "u"
+    lines += [*(f"  m[{i}] = {final}{i};" for i in range(lanes)), "}"]
+    return lines
+
+
 HALF_AHEAD = 2          # column blocks of a float16 operand's row prefetched ahead
 HALF_GROUP = 8          # rows of a float16 operand far apart (keys) swept together
 
@@ -201,12 +361,14 @@ def _half_helpers(lanes: int) -> str:
                   "#endif"]
     parts += [
         "static inline rs_af rs_att_hload(const uint16_t* p) {",
-        "#ifdef RS_ATT_F16C",
-        f"  const {wide} x = {convert}({load}((const {narrow}*)p));",
-        "  rs_af v; memcpy(&v, &x, sizeof v); return v;",
-        "#else",
+        # no F16C spelling for other vector widths (SSE's 4 lanes): the bit conversion only
+        *([] if vec is None else [
+            "#ifdef RS_ATT_F16C",
+            f"  const {wide} x = {convert}({load}((const {narrow}*)p));",
+            "  rs_af v; memcpy(&v, &x, sizeof v); return v;",
+            "#else"]),
         f"  rs_af v; for (int i = 0; i < {lanes}; ++i) v[i] = rs_half_to_float(p[i]); return v;",
-        "#endif",
+        *([] if vec is None else ["#endif"]),
         "}",
         "static inline void rs_att_widen(float* restrict dst, const uint16_t* restrict src, int64_t n) {",
         "  int64_t j = 0;",
@@ -276,7 +438,7 @@ class AttentionC:
                  heads: str, rows: str, keys_used: str, key_strides: dict, value_strides: dict,
                  q: str, keys: str, values: str, out: str, score: str, mask_kind: str,
                  live: str | None, fill: float, row_locals: list[str], half_keys: bool = False,
-                 half_values: bool = False):
+                 half_values: bool = False, row_local_parts: tuple = ()):
         self.__dict__.update(locals())
         del self.__dict__["self"]
 
@@ -312,35 +474,46 @@ def attention_c_source(k: AttentionC, key_axes: str, value_axes: str) -> str:
     key_source = f"{k.keys} + h * ({ks['B']})"
     value_source = f"{k.values} + h * ({vs['B']})"
     transposes = []
-    if key_transposed:
-        # blocked: each key block's (D, KEY_BLOCK) tile is contiguous, the packed layout itself;
-        # a block of keys is read as whole rows (their D values) and written as short runs
-        transposes += [
-            "if (kt_t) {",
-            "  #pragma omp for schedule(static)",
-            "  for (int64_t hb = 0; hb < heads * key_blocks; ++hb) {",
-            f"    const int64_t h = hb / key_blocks, j0 = hb % key_blocks * {kb};",
-            f"    const int64_t w = used - j0 < {kb} ? used - j0 : {kb};",
-            f"    float* restrict dst = kt_t + hb * {d} * {kb};",
-            f"    const float* src = {key_source} + j0 * ({ks['M']});",
-            f"    for (int64_t x = 0; x < {d}; ++x) {{",
-            f"      for (int64_t j = 0; j < w; ++j) dst[x * {kb} + j] = src[j * ({ks['M']}) + x * ({ks['D']})];",
-            # a ragged last block is zero-padded: the score product then runs whole vectors
-            f"      for (int64_t j = w; j < {kb}; ++j) dst[x * {kb} + j] = 0.0f;",
-            "    }",
-            "  }",
-            "}"]
-    if value_transposed:
-        transposes += [
-            "if (v_t) {",
-            "  #pragma omp for schedule(static)",
-            "  for (int64_t hj = 0; hj < heads * used; ++hj) {",
-            "    const int64_t h = hj / used, j = hj % used;",
-            f"    float* restrict dst = v_t + hj * {dv};",
-            f"    const float* src = {value_source} + j * ({vs['M']});",
-            f"    for (int64_t x = 0; x < {dv}; ++x) dst[x] = src[x * ({vs['DV']})];",
-            "  }",
-            "}"]
+    # kt_t: the keys copied once per call, blocked (heads, blocks, D, KEY_BLOCK) (each block's
+    # (D, KEY_BLOCK) tile contiguous, the packed layout itself); v_t: the values (heads, used, DV).
+    # A layout with neither axis innermost always; a transposed one when several micro tiles of
+    # the row form share a block (pack). (float16 operands are "outer": never copied here.)
+    transposes += [
+        "if (kt_t) {",
+        "  #pragma omp for schedule(static)",
+        "  for (int64_t hb = 0; hb < heads * key_blocks; ++hb) {",
+        f"    const int64_t h = hb / key_blocks, j0 = hb % key_blocks * {kb};",
+        f"    const int64_t w = used - j0 < {kb} ? used - j0 : {kb};",
+        f"    float* restrict dst = kt_t + hb * {d} * {kb};",
+        f"    const float* src = {key_source} + j0 * ({ks['M']});",
+        f"    for (int64_t x = 0; x < {d}; ++x) {{",
+        f"      for (int64_t j = 0; j < w; ++j) dst[x * {kb} + j] = src[j * ({ks['M']}) + x * ({ks['D']})];",
+        # a ragged last block is zero-padded: the score product then runs whole vectors
+        f"      for (int64_t j = w; j < {kb}; ++j) dst[x * {kb} + j] = 0.0f;",
+        "    }",
+        "  }",
+        "}"]
+    transposes += [
+        "if (v_t) {",
+        "  #pragma omp for schedule(static)",
+        "  for (int64_t hj = 0; hj < heads * used; ++hj) {",
+        "    const int64_t h = hj / used, j = hj % used;",
+        f"    float* restrict dst = v_t + hj * {dv};",
+        f"    const float* src = {value_source} + j * ({vs['M']});",
+        f"    for (int64_t x = 0; x < {dv}; ++x) dst[x] = src[x * ({vs['DV']})];",
+        "  }",
+        "}"]
+    qk_rows, qk_group = tile_shape(kb // k.lanes, k.lanes)
+    tiled_pv = dv % k.lanes == 0
+    pv_rows, pv_group = tile_shape(dv // k.lanes, k.lanes) if tiled_pv else (0, 0)
+
+    def qk(block: str) -> str:     # scores of the tile over a packed, zero-padded key block
+        return f"rs_att_qk_{qk_rows}x{qk_group}(rows, s, {kb}, qt, {d}, 1, {block}, {kb}, {d}, {kb});"
+
+    def pv(block: str, ld: str) -> str:     # the output rows += weights x a block of values
+        if tiled_pv:
+            return f"rs_att_pv_{pv_rows}x{pv_group}(rows, o, {dv}, s, {kb}, 1, {block}, {ld}, w, {dv});"
+        return f"rs_att_outer(rows, o, {dv}, s, {kb}, 1, {block}, {ld}, w, {dv});"
 
     combine = [    # the rows of tile ``tile``: their chunks' partials merged
         "for (int64_t r = 0; r < rows; ++r) {",
@@ -362,6 +535,303 @@ def attention_c_source(k: AttentionC, key_axes: str, value_axes: str) -> str:
         f"  for (int64_t x = 0; x < {dv}; ++x) dst[x] = acc[x] * inv;",
         "}",
     ]
+
+    packed_block = f"kt_t + (h * key_blocks + kb / {kb}) * {d} * {kb}"
+
+    def packed_key_block() -> list[str]:
+        """The scores s (rows x KEY_BLOCK) of a block: from kt_t, else packed into kpack
+        (zero-padded) and multiplied there, else (few rows) in place over its w keys."""
+        if k.half_keys:   # float16 keys, "outer" layout (attention_c checks it)
+            return [
+                f"if (kt_t) {qk(packed_block)}",
+                "else {",
+                f"  const uint16_t* restrict kin = {key_source} + kb * ({ks['M']});",
+                f"  if (kb + {kb} < k1) for (int64_t x = 0; x < {d}; ++x) {{",
+                f"    __builtin_prefetch(kin + x * ({ks['D']}) + {kb}, 0, 3);",
+                f"    __builtin_prefetch(kin + x * ({ks['D']}) + {kb + 32}, 0, 3); }}",
+                f"  for (int64_t x = 0; x < {d}; ++x) {{ rs_att_widen(kpack + x * {kb}, kin + x * ({ks['D']}), w);",
+                f"    if (w < {kb}) memset(kpack + x * {kb} + w, 0, (size_t)({kb} - w) * sizeof(float)); }}",
+                f"  {qk('kpack')}",
+                "}"]
+        if key_kind == "outer":
+            return [
+                f"if (kt_t) {qk(packed_block)}",
+                "else {",
+                f"  const float* restrict kin = {key_source} + kb * ({ks['M']});",
+                # rows a cache's capacity apart are as many streams as the head dim: the hardware
+                # prefetcher does not follow them, so the next block's lines are asked for here
+                f"  if (kb + {kb} < k1) for (int64_t x = 0; x < {d}; ++x) {{",
+                f"    __builtin_prefetch(kin + x * ({ks['D']}) + {kb}, 0, 3);",
+                f"    __builtin_prefetch(kin + x * ({ks['D']}) + {kb + 16}, 0, 3); }}",
+                "  if (pack) {",     # the block in L1, rows one after another: every micro tile reads it
+                f"    for (int64_t x = 0; x < {d}; ++x) {{",
+                f"      memcpy(kpack + x * {kb}, kin + x * ({ks['D']}), (size_t)w * sizeof(float));",
+                f"      if (w < {kb}) memset(kpack + x * {kb} + w, 0, (size_t)({kb} - w) * sizeof(float));",
+                "    }",
+                f"    {qk('kpack')}",
+                "  } else {",
+                "    memset(s, 0, sizeof s);",
+                f"    rs_att_outer(rows, s, {kb}, qt, {d}, 1, kin, {ks['D']}, {d}, w);",
+                "  }",
+                "}"]
+        if key_kind == "dot":    # kt_t when pack
+            return [f"if (kt_t) {qk(packed_block)}",
+                    "else {",
+                    "  memset(s, 0, sizeof s);",
+                    "  " + _product("dot", "rows", "s", str(kb), "qt", str(d), f"{key_source} + kb * ({ks['M']})",
+                                    ks["D"], ks["M"], str(d), "w"),
+                    "}"]
+        return [qk(packed_block)]     # gathered: kt_t always
+
+    def packed_value_block() -> list[str]:
+        """o (rows x DV) += p (rows x w) x the block's values: from v_t, else in place or packed."""
+        from_vt = pv(f"v_t + (h * used + kb) * {dv}", str(dv))
+        if k.half_values:   # float16 values, "outer" layout
+            return [f"if (v_t) {from_vt}",
+                    "else {",
+                    f"  const uint16_t* restrict vin = {value_source} + kb * ({vs['M']});",
+                    f"  for (int64_t j = 0; j < w; ++j) rs_att_widen(vpack + j * {dv}, vin + j * ({vs['M']}), {dv});",
+                    f"  {pv('vpack', str(dv))}",
+                    "}"]
+        if value_kind == "outer":
+            return [f"if (v_t) {from_vt}",
+                    "else {",
+                    f"  const float* restrict vin = {value_source} + kb * ({vs['M']});",
+                    f"  if (pack && ({vs['M']}) != {dv}) {{",
+                    f"    for (int64_t j = 0; j < w; ++j) memcpy(vpack + j * {dv}, vin + j * ({vs['M']}), "
+                    f"{dv} * sizeof(float));",
+                    f"    {pv('vpack', str(dv))}",
+                    f"  }} else {pv('vin', vs['M'])}",
+                    "}"]
+        if value_kind == "dot":     # v_t when pack
+            return [f"if (v_t) {from_vt}",
+                    "else " + _product("dot", "rows", "o", str(dv), "s", str(kb), f"{value_source} + kb * ({vs['M']})",
+                                       vs["M"], vs["DV"], "w", str(dv))]
+        return [from_vt]     # gathered: v_t always
+
+    def packed_softmax(row_locals: list[str]) -> list[str]:
+        """Per row of the tile: the score expression and the running max in one pass over the
+        block, then exp (vectorized, rs_att_vexp) and the sum in a second; the columns past w
+        are -inf (weight 0)."""
+        return [
+            "for (int64_t r = 0; r < rows; ++r) {",
+            "  const int64_t rs_row = i0 + r;",
+            *row_locals,
+            f"  float* restrict sr = s + r * {kb};",
+            "  float mx = rmax[r];",
+            "  #pragma omp simd reduction(max:mx)",
+            "  for (int64_t j = 0; j < w; ++j) {",
+            "    const int64_t rs_key = kb + j;",
+            "    const float rs_s = sr[j];",
+            f"    const float rs_v = {k.score};",
+            "    sr[j] = rs_v;",
+            "    mx = rs_v > mx ? rs_v : mx;",
+            "  }",
+            f"  for (int64_t j = w; j < {kb}; ++j) sr[j] = -INFINITY;",
+            "  const rs_af mv = rs_af_splat(mx);",
+            "  rs_af acc = rs_af_splat(0.0f);",
+            f"  for (int64_t j = 0; j < {kb}; j += {k.lanes}) {{",
+            "    const rs_af p = rs_att_vexp(rs_af_load(sr + j) - mv);",
+            "    rs_af_store(sr + j, p);",
+            "    acc += p;",
+            "  }",
+            # the max moves in few blocks (about log of their count): rescale only then; the
+            # sums stay vectors until the end (a horizontal sum per block was a chain of adds)
+            "  if (mx != rmax[r]) {",
+            "    const float alpha = rs_expf(rmax[r] - mx);",
+            "    rsumv[r] = rsumv[r] * rs_af_splat(alpha) + acc;",
+            f"    for (int64_t x = 0; x < {dv}; ++x) o[r * {dv} + x] *= alpha;",
+            "  } else rsumv[r] += acc;",
+            "  rmax[r] = mx;",
+            "}"]
+
+    ct = COLUMN_TILE
+    col_vectors = ct // k.lanes
+    column_tiles = column_tile_shapes(k.lanes, dv)
+    # the column form's key block: K(j, x) broadcast from a[j * lda + x * ak]. float32 keys in
+    # place (a cache's (kv, D, capacity) too: a register tile's keys at one x are contiguous); a
+    # layout with neither axis innermost from kt_t; float16 widened per block into kpack
+    # (D, KEY_BLOCK) by each task. Copies once per call before the tasks were rejected: their
+    # barrier waits for a descheduled thread on a loaded machine (a 16-token float16 prefill:
+    # 0.37-0.48 ms against 0.16-0.27 without, two threads); copying float32 cache blocks per task
+    # was 15% slower than reading them in place (their rows, 8 KiB apart, share one L1 set)
+    if key_kind == "dot" or (key_kind == "outer" and not k.half_keys):
+        col_keys, col_key_pack = (f"{key_source} + kb * ({ks['M']})", ks["M"], ks["D"]), []
+    elif key_kind == "gather":
+        col_keys, col_key_pack = (packed_block, "1", str(kb)), []
+    else:
+        col_keys = ("kpack", "1", str(kb))
+        col_key_pack = [
+            f"const uint16_t* restrict kin = {key_source} + kb * ({ks['M']});",
+            # rows a capacity apart are as many streams as the head dim: the hardware prefetcher
+            # does not follow them, so the next block's lines are asked for here
+            f"if (kb + {kb} < used) for (int64_t x = 0; x < {d}; ++x) {{",
+            f"  __builtin_prefetch(kin + x * ({ks['D']}) + {kb}, 0, 3);",
+            f"  __builtin_prefetch(kin + x * ({ks['D']}) + {kb + 32}, 0, 3); }}",
+            f"for (int64_t x = 0; x < {d}; ++x) rs_att_widen(kpack + x * {kb}, kin + x * ({ks['D']}), w);"]
+    # values V(j, x) from a[x * lda + j * ak]: in place, unless float16 (widened per block into
+    # vpack) or float32 rows a multiple of 4 KiB apart (a block's rows then share a few L1 sets
+    # and evict each other between the output's register tiles; copying rows 2 KiB apart
+    # measured 2-5% slower than reading them in place); gathered from v_t
+    far = vs["M"] if value_kind == "outer" else vs["DV"]
+    col_values_in_place = (f"{value_source} + kb * ({vs['M']})", vs["DV"], vs["M"])
+    col_values_packed = ("vpack", "1", str(dv))
+    if k.half_values:
+        col_value_pack = [f"const uint16_t* restrict vin = {value_source} + kb * ({vs['M']});",
+                          f"for (int64_t j = 0; j < w; ++j) "
+                          f"rs_att_widen(vpack + j * {dv}, vin + j * ({vs['M']}), {dv});"]
+    else:
+        col_value_pack = [f"const float* restrict vin = {value_source} + kb * ({vs['M']});",
+                          f"for (int64_t j = 0; j < w; ++j) for (int64_t x = 0; x < {dv}; ++x) "
+                          f"vpack[j * {dv} + x] = vin[j * ({vs['M']}) + x * ({vs['DV']})];"]
+    # the column form's per-row locals: those that read the row in arrays filled once per task
+    # (read per lane), the others (e.g. constants of the mask's arithmetic) once per task
+    row_arrays = [(t, n, e) for t, n, e, per_row in k.row_local_parts if per_row]
+    task_locals = [f"const {t} {n} = {e}; (void){n};" for t, n, e, per_row in k.row_local_parts if not per_row]
+    # inside a loop over the tile's rows r: the per-row locals read from arrays filled once per task
+    row_reads = [f"const {t} {n} = {n}_a[r]; (void){n};" for t, n, _ in row_arrays]
+
+    def column_body() -> list[str]:
+        """One task of the column form: rows i0..i0+rows (at most COLUMN_TILE) of head h over all
+        keys, chunks == 1. The score tile sT (keys x rows), the weights in its place and the output
+        oT (DV x rows) are transposed, the rows along vectors: sT = K qT and oT += V^T pT are
+        register-tiled products that read the keys and values as broadcasts (in place when a
+        key's D values are contiguous, no per-call transpose), and the online softmax's max,
+        exp and sums run down the key axis, vector by vector, with no horizontal reductions."""
+        floor = (f"{k.fill!r}f + 104.0f" if k.mask_kind == "where" else f"{DEAD_MASK / 10!r}f")
+        skip = [] if k.live is None else [
+            "int dead = 1;",
+            "for (int64_t r = 0; r < rows; ++r) if (!(cm[r] > " + floor + ")) { dead = 0; break; }",
+            # the block's first key first (a causal mask's last rows allow it: most live blocks
+            # end here), then the others into a flag per row: no horizontal reduction per key
+            "if (dead) {",
+            "  const int64_t rs_key = kb;",
+            "  int live = 0;",
+            "  #pragma omp simd reduction(|:live)",
+            "  for (int64_t r = 0; r < rows; ++r) {",
+            "    const int64_t rs_row = i0 + r;",
+            *(f"    {line}" for line in row_reads),
+            f"    live |= ({k.live}) != 0;",
+            "  }",
+            "  if (live) dead = 0;",
+            "}",
+            "if (dead && w > 1) {",
+            f"  int32_t lv[{ct}] = {{0}};",
+            "  for (int64_t j = 1; j < w; ++j) {",
+            "    const int64_t rs_key = kb + j;",
+            "    #pragma omp simd",
+            "    for (int64_t r = 0; r < rows; ++r) {",
+            "      const int64_t rs_row = i0 + r;",
+            *(f"      {line}" for line in row_reads),
+            f"      lv[r] |= ({k.live}) != 0;",
+            "    }",
+            "  }",
+            "  int32_t any = 0;",
+            "  for (int64_t r = 0; r < rows; ++r) any |= lv[r];",
+            "  if (any) dead = 0;",
+            "}",
+            "if (dead) continue;"]
+        (qr, qg), (pr, pg) = column_tiles
+        L = k.lanes
+        q_transposed = [
+            f"for (int64_t r0 = 0; r0 < {ct}; r0 += {L}) for (int64_t x0 = 0; x0 < {d}; x0 += {L}) {{",
+            f"  rs_af m[{L}];",
+            f"  for (int64_t i = 0; i < {L}; ++i) m[i] = r0 + i < rows ? "
+            f"rs_af_load({k.q} + (h * head_rows + i0 + r0 + i) * {d} + x0) : rs_af_splat(0.0f);",
+            "  rs_att_transpose(m);",
+            f"  for (int64_t i = 0; i < {L}; ++i) rs_af_store(qT + (x0 + i) * {ct} + r0, m[i]);",
+            "}"]
+        out_transposed = [
+            f"for (int64_t r0 = 0; r0 < rows; r0 += {L}) for (int64_t x0 = 0; x0 < {dv}; x0 += {L}) {{",
+            f"  rs_af m[{L}];",
+            f"  for (int64_t i = 0; i < {L}; ++i) m[i] = rs_af_load(oT + (x0 + i) * {ct} + r0);",
+            "  rs_att_transpose(m);",
+            f"  for (int64_t i = 0; i < {L} && r0 + i < rows; ++i)",
+            f"    rs_af_store({k.out} + (h * head_rows + i0 + r0 + i) * {dv} + x0, "
+            "m[i] * rs_af_splat(1.0f / rsum[r0 + i]));",
+            "}"]
+        key_ptr, key_ld, key_ak = col_keys
+        vv = range(col_vectors)
+        if value_kind == "gather":
+            values = [pv_call(f"v_t + (h * used + kb) * {dv}", "1", str(dv))]
+        elif k.half_values:
+            values = [*col_value_pack, pv_call(*col_values_packed)]
+        else:
+            values = [f"if (({far}) * 4 % 4096 == 0) {{", *("  " + line for line in col_value_pack),
+                      f"  {pv_call(*col_values_packed)}", f"}} else {pv_call(*col_values_in_place)}"]
+        return [
+            "const int64_t tile = task;",
+            f"const int64_t h = tile % heads, i0 = (row_tiles - 1 - tile / heads) * {ct};",
+            f"const int64_t rows = head_rows - i0 < {ct} ? head_rows - i0 : {ct};",
+            f"float qT[{d} * {ct}] __attribute__((aligned(64)));",
+            f"float sT[{kb} * {ct}] __attribute__((aligned(64)));",
+            f"float oT[{dv} * {ct}] __attribute__((aligned(64)));",
+            f"float cm[{ct}] __attribute__((aligned(64)));",
+            *([f"float kpack[{d} * {kb}] __attribute__((aligned(64)));"] if col_key_pack else []),
+            *([f"float vpack[{kb} * {dv}] __attribute__((aligned(64)));"] if value_kind != "gather" else []),
+            f"rs_af sumv[{col_vectors}];",
+            *(f"{t} {n}_a[{ct}];" for t, n, _ in row_arrays),
+            *task_locals,
+            "for (int64_t r = 0; r < rows; ++r) {",
+            "  const int64_t rs_row = i0 + r;",
+            *(f"  {n}_a[r] = {e};" for _, n, e in row_arrays),
+            "}",
+            # rows past the tile's: zero queries, finite scores, never written out
+            *(q_transposed if d % L == 0 else [
+                "for (int64_t r = 0; r < rows; ++r) {",
+                f"  const float* restrict qr = {k.q} + (h * head_rows + i0 + r) * {d};",
+                f"  for (int64_t x = 0; x < {d}; ++x) qT[x * {ct} + r] = qr[x];",
+                "}",
+                f"for (int64_t r = rows; r < {ct}; ++r) for (int64_t x = 0; x < {d}; ++x) qT[x * {ct} + r] = 0.0f;"]),
+            "memset(oT, 0, sizeof oT);",
+            f"for (int64_t r = 0; r < {ct}; ++r) cm[r] = -INFINITY;",
+            *(f"sumv[{v}] = rs_af_splat(0.0f);" for v in vv),
+            f"for (int64_t kb = 0; kb < used; kb += {kb}) {{",
+            f"  const int64_t w = used - kb < {kb} ? used - kb : {kb};",
+            *(f"  {line}" for line in skip),
+            *(f"  {line}" for line in col_key_pack),
+            f"  rs_att_qk_{qr}x{qg}(w, sT, {ct}, {key_ptr}, {key_ld}, {key_ak}, qT, {ct}, {d}, {ct});",
+            # the score expression along each key's row of rows, then the running max down the keys
+            *(f"  rs_af mnew{v} = rs_af_load(cm + {v * k.lanes});" for v in vv),
+            "  for (int64_t j = 0; j < w; ++j) {",
+            "    const int64_t rs_key = kb + j;",
+            f"    float* restrict sj = sT + j * {ct};",
+            "    #pragma omp simd",
+            "    for (int64_t r = 0; r < rows; ++r) {",
+            "      const int64_t rs_row = i0 + r;",
+            *(f"      {line}" for line in row_reads),
+            "      const float rs_s = sj[r];",
+            f"      sj[r] = {k.score};",
+            "    }",
+            *(f"    mnew{v} = rs_af_max(mnew{v}, rs_af_load(sj + {v * k.lanes}));" for v in vv),
+            "  }",
+            *(f"  const rs_af mold{v} = rs_af_load(cm + {v * k.lanes});" for v in vv),
+            *(f"  rs_af bsum{v} = rs_af_splat(0.0f);" for v in vv),
+            "  for (int64_t j = 0; j < w; ++j) {",
+            f"    float* restrict sj = sT + j * {ct};",
+            *(f"    {{ const rs_af p = rs_att_vexp(rs_af_load(sj + {v * k.lanes}) - mnew{v}); "
+              f"rs_af_store(sj + {v * k.lanes}, p); bsum{v} += p; }}" for v in vv),
+            "  }",
+            # the max moves in few blocks (about the log of their count): rescale only then
+            *(f"  rs_af_store(cm + {v * k.lanes}, mnew{v});" for v in vv),
+            *(f"  {{ const rs_af alpha = rs_att_vexp(mold{v} - mnew{v}); sumv[{v}] = sumv[{v}] * alpha + bsum{v};"
+              f" if (memcmp(&mold{v}, &mnew{v}, sizeof(rs_af))) for (int64_t x = 0; x < {dv}; ++x) {{"
+              f" float* restrict ox = oT + x * {ct} + {v * k.lanes}; rs_af_store(ox, rs_af_load(ox) * alpha); }} }}"
+              for v in vv),
+            *(f"  {line}" for line in values),
+            "}",
+            f"float rsum[{ct}] __attribute__((aligned(64)));",
+            *(f"rs_af_store(rsum + {v * k.lanes}, sumv[{v}]);" for v in vv),
+            *(out_transposed if dv % L == 0 else [
+                "for (int64_t r = 0; r < rows; ++r) {",
+                "  const float inv = 1.0f / rsum[r];",
+                f"  float* restrict dst = {k.out} + (h * head_rows + i0 + r) * {dv};",
+                f"  for (int64_t x = 0; x < {dv}; ++x) dst[x] = oT[x * {ct} + r] * inv;",
+                "}"])]
+
+    def pv_call(ptr: str, lda: str, ak: str) -> str:
+        (pr, pg) = column_tiles[1]
+        return f"rs_att_pv_{pr}x{pg}({dv}, oT, {ct}, {ptr}, {lda}, {ak}, sT, {ct}, w, {ct});"
 
     def task_body(kb: int) -> list[str]:
         """One task's C statements with blocks of ``kb`` keys: packed blocks for several
@@ -458,9 +928,53 @@ def attention_c_source(k: AttentionC, key_axes: str, value_axes: str) -> str:
                 "  }",
                 "}",
                 "if (dead) continue;"]
+            if kb == KEY_BLOCK:    # the row maxima first, then each row's mask in one vector pass
+                skip = [
+                    "int dead = 1;",
+                    "for (int64_t r = 0; r < rows; ++r) if (!(rmax[r] > " + floor + ")) { dead = 0; break; }",
+                    "for (int64_t r = 0; r < rows && dead; ++r) {",
+                    "  const int64_t rs_row = i0 + r;",
+                    *row_locals,
+                    "  int live = 0;",
+                    "  #pragma omp simd reduction(|:live)",
+                    f"  for (int64_t j = 0; j < w; ++j) {{ const int64_t rs_key = kb + j; live |= ({k.live}) != 0; }}",
+                    "  if (live) dead = 0;",
+                    "}",
+                    "if (dead) continue;"]
+        if kb == KEY_BLOCK:
+            key_block, value_block = packed_key_block(), packed_value_block()
+            block_body = [*key_block, *packed_softmax(row_locals), *value_block]
+        else:
+            block_body = [
+                "memset(s, 0, sizeof s);",
+                *key_block,
+                "for (int64_t r = 0; r < rows; ++r) {",
+                "  const int64_t rs_row = i0 + r;",
+                *row_locals,
+                f"  float* restrict sr = s + r * {kb};",
+                "  #pragma omp simd",
+                "  for (int64_t j = 0; j < w; ++j) {",
+                "    const int64_t rs_key = kb + j;",
+                "    const float rs_s = sr[j];",
+                f"    sr[j] = {k.score};",
+                "  }",
+                "  float mx = rmax[r];",
+                "  #pragma omp simd reduction(max:mx)",
+                "  for (int64_t j = 0; j < w; ++j) mx = sr[j] > mx ? sr[j] : mx;",
+                "  const float alpha = rs_expf(rmax[r] - mx);",
+                "  float sum = 0.0f;",
+                "  #pragma omp simd reduction(+:sum)",
+                "  for (int64_t j = 0; j < w; ++j) { const float p = rs_expf(sr[j] - mx); sr[j] = p; sum += p; }",
+                "  rsum[r] = rsum[r] * alpha + sum;",
+                "  rmax[r] = mx;",
+                f"  if (alpha != 1.0f) for (int64_t x = 0; x < {dv}; ++x) o[r * {dv} + x] *= alpha;",
+                "}",
+                *value_block]
         task = [
             "const int64_t tile = task / chunks, chunk = task % chunks;",
-            f"const int64_t h = tile / row_tiles, i0 = tile % row_tiles * {rt};",
+            # the last row tiles of every head first: with a causal mask they have the most keys,
+            # and the dynamic schedule ends on the short ones (the threads finish together)
+            f"const int64_t h = tile % heads, i0 = (row_tiles - 1 - tile / heads) * {rt};",
             f"const int64_t rows = head_rows - i0 < {rt} ? head_rows - i0 : {rt};",
             "const int64_t k0 = chunk * chunk_keys;",
             "const int64_t k1 = k0 + chunk_keys < used ? k0 + chunk_keys : used;",
@@ -475,34 +989,14 @@ def attention_c_source(k: AttentionC, key_axes: str, value_axes: str) -> str:
             f"float rmax[{rt}], rsum[{rt}];",
             f"for (int64_t r = 0; r < {rt}; ++r) rmax[r] = -INFINITY, rsum[r] = 0.0f;",
             "memset(o, 0, sizeof o);",
+            *([f"rs_af rsumv[{rt}];", f"for (int64_t r = 0; r < {rt}; ++r) rsumv[r] = rs_af_splat(0.0f);"]
+              if kb == KEY_BLOCK else []),
             f"for (int64_t kb = k0; kb < k1; kb += {kb}) {{",
             f"  const int64_t w = k1 - kb < {kb} ? k1 - kb : {kb};",
             *(f"  {line}" for line in skip),
-            "  memset(s, 0, sizeof s);",
-            *(f"  {line}" for line in key_block),
-            "  for (int64_t r = 0; r < rows; ++r) {",
-            "    const int64_t rs_row = i0 + r;",
-            *(f"  {line}" for line in row_locals),
-            f"    float* restrict sr = s + r * {kb};",
-            "    #pragma omp simd",
-            "    for (int64_t j = 0; j < w; ++j) {",
-            "      const int64_t rs_key = kb + j;",
-            "      const float rs_s = sr[j];",
-            f"      sr[j] = {k.score};",
-            "    }",
-            "    float mx = rmax[r];",
-            "    #pragma omp simd reduction(max:mx)",
-            "    for (int64_t j = 0; j < w; ++j) mx = sr[j] > mx ? sr[j] : mx;",
-            "    const float alpha = rs_expf(rmax[r] - mx);",
-            "    float sum = 0.0f;",
-            "    #pragma omp simd reduction(+:sum)",
-            "    for (int64_t j = 0; j < w; ++j) { const float p = rs_expf(sr[j] - mx); sr[j] = p; sum += p; }",
-            "    rsum[r] = rsum[r] * alpha + sum;",
-            "    rmax[r] = mx;",
-            f"    if (alpha != 1.0f) for (int64_t x = 0; x < {dv}; ++x) o[r * {dv} + x] *= alpha;",
-            "  }",
-            *(f"  {line}" for line in value_block),
+            *(f"  {line}" for line in block_body),
             "}",
+            *(["for (int64_t r = 0; r < rows; ++r) rsum[r] = rs_af_sum(rsumv[r]);"] if kb == KEY_BLOCK else []),
             "if (chunks == 1) {",
             "  for (int64_t r = 0; r < rows; ++r) {",
             "    const float inv = 1.0f / rsum[r];",
@@ -525,8 +1019,8 @@ def attention_c_source(k: AttentionC, key_axes: str, value_axes: str) -> str:
         return task
 
     ind = lambda lines, n: [" " * n + line for line in lines]  # noqa: E731
-    need_kt = ("pack" if key_kind == "dot" else "1") if key_transposed else "0"
-    need_v = ("pack" if value_kind == "dot" else "1") if value_transposed else "0"
+    need_kt = ("pack && !columns" if key_kind == "dot" else "1") if key_transposed else "0"
+    need_v = ("pack && !columns" if value_kind == "dot" else "1") if value_transposed else "0"
     return "\n".join([
         f"/* fused attention: keys {key_axes} ({key_kind}), values {value_axes} ({value_kind}), "
         f"blocks of {kb} keys, tiles of {rt} rows"
@@ -537,7 +1031,9 @@ def attention_c_source(k: AttentionC, key_axes: str, value_axes: str) -> str:
         "  int32_t rs_status = STATUS_OK;",
         "  (void)rs_buffers; (void)rs_syms;",
         f"  const int64_t heads = {k.heads}, head_rows = {k.rows}, used = {k.keys_used};",
-        f"  const int64_t row_tiles = (head_rows + {rt - 1}) / {rt}, tiles = heads * row_tiles;",
+        # more rows than one row tile (prefill): the column form, in tiles of COLUMN_TILE rows
+        f"  const int64_t tile_rows = head_rows > {rt} ? {COLUMN_TILE} : {rt};",
+        "  const int64_t row_tiles = (head_rows + tile_rows - 1) / tile_rows, tiles = heads * row_tiles;",
         "  if (tiles <= 0) return rs_status;",
         "  if (used <= 0) {  /* no keys: the product with an empty softmax is 0 */",
         f"    memset({k.out}, 0, (size_t)(heads * head_rows * {dv}) * sizeof(float));",
@@ -545,6 +1041,8 @@ def attention_c_source(k: AttentionC, key_axes: str, value_axes: str) -> str:
         "  }",
         # several micro tiles of rows share each key block: copy it into L1 once
         f"  const int pack = head_rows > {MICRO_ROWS};",
+        # more rows than a row tile (prefill): the column form (column_body)
+        f"  const int columns = head_rows > {rt}; (void)columns;",
         # few tiles (decode): split the keys; the count depends on the shape alone
         "  int64_t chunks = 1;",
         f"  if (head_rows <= {rt} && tiles < {FEW_TILES} && used > {2 * kb}) {{",
@@ -576,7 +1074,9 @@ def attention_c_source(k: AttentionC, key_axes: str, value_axes: str) -> str:
         *ind(transposes, 4),
         "    #pragma omp for schedule(dynamic, 1) nowait",
         "    for (int64_t task = 0; task < tasks; ++task) {",
-        "      if (pack || kt_t || v_t) {",
+        "      if (columns) {",
+        *ind(column_body(), 8),
+        "      } else if (pack || kt_t || v_t) {",
         *ind(task_body(kb), 8),
         # decode (a micro tile per head, keys read in place): long blocks, so that each row
         # of a cache laid out (kv, D, capacity) is read in long runs (the stride between rows
@@ -593,9 +1093,10 @@ def attention_c_source(k: AttentionC, key_axes: str, value_axes: str) -> str:
     ])
 
 
-def _row_invariant_locals(value, key_vars: tuple, emitter) -> tuple:
+def _row_invariant_locals(value, key_vars: tuple, emitter, row_var=None) -> tuple:
     """(``value`` with its maximal subexpressions that do not read the key or the score
-    replaced by per-row locals, the locals' C declarations): an integer division by the
+    replaced by per-row locals, the locals as (C type, name, C expression, whether it reads
+    ``row_var``)): an integer division by the
     rows of a group then runs once per row and block instead of once per score. Branches of
     a select stay in place (hoisted, a division there could run where it would not)."""
     from tensorir import expr as E
@@ -622,7 +1123,8 @@ def _row_invariant_locals(value, key_vars: tuple, emitter) -> tuple:
     walk(value)
     for node, var in hoisted.items():
         name = emitter.names.get(var, var.name, internal=True)
-        declarations.append(f"const {c_type(node.dtype)} {name} = {emitter.expr(node)}; (void){name};")
+        per_row = row_var is None or bool(collect(node, lambda n: n is row_var))
+        declarations.append((c_type(node.dtype), name, emitter.expr(node), per_row))
     return substitute(value, hoisted), declarations
 
 
@@ -689,7 +1191,7 @@ def attention_c(func, symbol: str, layout: dict, lanes: int) -> str | None:
     vmap.update({iters["vh"]: named["h"], iters["vi"]: named["rs_row"], iters["vt"]: named["rs_key"],
                  iters["vo"]: E.IntImm(0, iters["vo"].dtype)})
     value, row_locals = _row_invariant_locals(substitute(store.value, vmap),
-                                              (named["rs_key"], named["rs_s"]), emitter)
+                                              (named["rs_key"], named["rs_s"]), emitter, named["rs_row"])
     score = _select_score(value, emitter) or emitter.cast_to(value, "float32")
     live = None
     kind = layout["mask"]
@@ -728,9 +1230,17 @@ def attention_c(func, symbol: str, layout: dict, lanes: int) -> str | None:
         value_strides=strides(values, layout["values"]), q=emitter.names.by_id[id(q)],
         keys=emitter.names.by_id[id(keys)], values=emitter.names.by_id[id(values)],
         out=emitter.names.by_id[id(out)], score=score, mask_kind=kind, live=live,
-        fill=float(layout.get("fill", 0.0)), row_locals=row_locals, half_keys=half_keys,
+        fill=float(layout.get("fill", 0.0)),
+        row_locals=[f"const {t} {n} = {e}; (void){n};" for t, n, e, _ in row_locals],
+        row_local_parts=row_locals, half_keys=half_keys,
         half_values=half_values)
     helpers = _micro_kernels(lanes) + ("\n" + _half_helpers(lanes) if half_keys or half_values else "")
+    helpers += "\n" + _vector_exp(lanes) + "\n" + _tiled_products(lanes, "qk", *tile_shape(KEY_BLOCK // lanes, lanes))
+    if int(value_dim.value) % lanes == 0:
+        helpers += "\n" + _tiled_products(lanes, "pv", *tile_shape(int(value_dim.value) // lanes, lanes))
+    (qk_rows, qk_group), (pv_rows, pv_group) = column_tile_shapes(lanes, int(value_dim.value))
+    helpers += "\n" + _tiled_products(lanes, "qk", qk_rows, qk_group)
+    helpers += "\n" + _tiled_products(lanes, "pv", pv_rows, pv_group)
     return helpers + "\n" + attention_c_source(pieces, layout["keys"], layout["values"])
 
 

@@ -20,7 +20,7 @@ threads (columns, then rows). One token (``n == 1`` at run time) calls the one-t
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from .gemm.machine import MachineParams, machine_params
 from .gemm.microkernel import emit_microkernel, vector_type, vector_typedefs
@@ -216,16 +216,18 @@ def gemm_source(symbol: str, fmt: str, rows: int, cols: int, roles: dict[str, in
                  f"          y[rs_row * {cols} + rs_col] = {epilogue.result};"]
     else:
         store = [f"          y[rs_row * {cols} + rs_col] = run[(int64_t)(rs_row - r0) * {nr} + j];"]
+    rows_fn = f"rs_qgemm_{vector_type(params)}_{mr}x{nr}_rows"
     return "\n".join([
         one_row,   # first: its helpers (rs_qf, rs_qwiden_*) serve the panel decoder too
+        "#include <omp.h>",
         f"#ifndef RS_QGEMM_{vector_type(params)}",   # the typedefs once per translation unit
         f"#define RS_QGEMM_{vector_type(params)}",
         vector_typedefs(params),
         "#endif",
-        emit_microkernel(f"{symbol}_tile", params, a_packed=False, b_packed=True),
+        row_kernels_source(rows_fn, params),
         _decode_panel_source(f"{symbol}_decode", fmt, cols, tile, features.lanes, scales),
         f"/* {fmt} gemm n x {rows} x {cols} for {features.name}: register tile {mr} x {nr}, "
-        f"{kc} weight rows decoded per panel, {mc} rows per task{', float16 scales' if scales.half else ''} */",
+        f"{kc} weight rows decoded per panel, up to {mc} rows per chunk{', float16 scales' if scales.half else ''} */",
         f"int32_t {symbol}(void* const* rs_buffers, const int64_t* rs_syms) {{",
         *operands,
         "  int32_t rs_status = STATUS_OK;",
@@ -233,31 +235,57 @@ def gemm_source(symbol: str, fmt: str, rows: int, cols: int, roles: dict[str, in
         f"  const int64_t rs_rows = {row_count};",
         "  if (rs_rows <= 0) return STATUS_OK;",
         *rows_of_x,
-        f"  const int64_t chunks = (rs_rows + {mc - 1}) / {mc};",
-        f"  const int64_t tasks = chunks * {panels};",
-        # columns are the parallel axis: each task decodes its own panel, no shared writes
-        f"  #pragma omp parallel for schedule(static) if(tasks > 1 && rs_rows * {rows * cols} >= 262144) "
-        "num_threads(rs_threads())",
-        "  for (int64_t task = 0; task < tasks; ++task) {",
+        # row chunks evened out in whole register tiles (256 rows in 252 + 4 decoded every panel
+        # twice and ran a 4-row chunk through its own pass)
+        f"  const int64_t tiles = (rs_rows + {mr - 1}) / {mr}, chunks = (rs_rows + {mc - 1}) / {mc};",
+        # threads split the column panels, each running every row chunk through its panels (tasks
+        # ordered chunk-major gave a thread the whole first chunk and the other the ragged rest)
+        f"  int rs_team = rs_rows * {rows * cols} >= 262144 ? rs_threads() : 1;",
+        f"  if (rs_team > {panels}) rs_team = {panels};",
+        "  #pragma omp parallel num_threads(rs_team) if(rs_team > 1)",
+        "  {",
+        "    const int64_t rs_me = omp_get_thread_num(), rs_count = omp_get_num_threads();",
+        f"    const int64_t p0 = {panels} * rs_me / rs_count, p1 = {panels} * (rs_me + 1) / rs_count;",
         f"    float panel[{kc * nr}] __attribute__((aligned(64)));",
         f"    float run[{mc * nr}] __attribute__((aligned(64)));",
-        f"    const int64_t chunk = task / {panels}, c0 = (task % {panels}) * {nr};",
-        f"    const int width = {cols} - c0 < {nr} ? (int)({cols} - c0) : {nr};",
-        f"    const int64_t r0 = chunk * {mc};",
-        f"    const int64_t r1 = r0 + {mc} < rs_rows ? r0 + {mc} : rs_rows;",
-        f"    for (int64_t k0 = 0; k0 < {rows}; k0 += {kc}) {{",
-        f"      const int64_t depth = {rows} - k0 < {kc} ? {rows} - k0 : {kc};",
-        f"      {symbol}_decode(codes, scale, mins, panel, k0, depth, c0, width);",
-        f"      for (int64_t i = r0; i < r1; i += {mr})",
-        f"        {symbol}_tile((int)depth, x + i * {rows} + k0, {rows}, panel, run + (i - r0) * {nr}, {nr},",
-        f"                      r1 - i < {mr} ? (int)(r1 - i) : {mr}, {nr}, k0 > 0);",
-        "    }",
-        "    for (int64_t rs_row = r0; rs_row < r1; ++rs_row)",
-        "      for (int j = 0; j < width; ++j) {",
-        "          const int64_t rs_col = c0 + j;",
-        *store,
+        "    for (int64_t chunk = 0; chunk < chunks; ++chunk) {",
+        f"      const int64_t r0 = tiles * chunk / chunks * {mr};",
+        f"      const int64_t r1 = tiles * (chunk + 1) / chunks * {mr} < rs_rows ? tiles * (chunk + 1) / chunks * {mr} : rs_rows;",
+        "      for (int64_t pi = p0; pi < p1; ++pi) {",
+        f"        const int64_t c0 = pi * {nr};",
+        f"        const int width = {cols} - c0 < {nr} ? (int)({cols} - c0) : {nr};",
+        f"        for (int64_t k0 = 0; k0 < {rows}; k0 += {kc}) {{",
+        f"          const int depth = {rows} - k0 < {kc} ? (int)({rows} - k0) : {kc};",
+        f"          {symbol}_decode(codes, scale, mins, panel, k0, depth, c0, width);",
+        "          /* a ragged last tile multiplies only its rows */",
+        f"          for (int64_t i = r0; i < r1; i += {mr})",
+        f"            {rows_fn}(r1 - i < {mr} ? (int)(r1 - i) : {mr}, depth, x + i * {rows} + k0, {rows}, panel,",
+        f"                      run + (i - r0) * {nr}, k0 > 0);",
+        "        }",
+        "        for (int64_t rs_row = r0; rs_row < r1; ++rs_row)",
+        "          for (int j = 0; j < width; ++j) {",
+        "              const int64_t rs_col = c0 + j;",
+        *("    " + line for line in store),
+        "          }",
         "      }",
+        "    }",
         "  }",
         *release,
         "  return rs_status;",
         "}"])
+
+
+def row_kernels_source(name: str, params: GemmParams) -> str:
+    """``static void name(int rows, int kc, const float* a, int lda, const float* b_pack, float* c,
+    int acc)``: ``c[rows x nr] (+)= a[rows x kc] @ b_pack`` (``a`` read in place, ``c`` ``nr``
+    floats a row) by a micro-kernel of exactly ``rows`` rows, ``1 <= rows <= mr``. Emitted once
+    per translation unit (every quantized GEMM of one machine shares them): a ragged last tile
+    through the ``mr``-row kernel paid for ``mr`` rows (16 tokens ran as 14 + 14)."""
+    out, cases = [f"#ifndef {name.upper()}", f"#define {name.upper()}"], []
+    for rows in range(1, params.mr + 1):
+        out.append(emit_microkernel(f"{name}{rows}", replace(params, mr=rows), a_packed=False, b_packed=True))
+        cases.append(f"    case {rows}: {name}{rows}(kc, a, lda, b_pack, c, {params.nr}, {rows}, {params.nr}, acc); return;")
+    out.append(f"static void {name}(int rows, int kc, const float* a, int lda, const float* b_pack, float* c, "
+               "int acc) {\n  switch (rows) {\n" + "\n".join(cases) + "\n  }\n}")
+    out.append("#endif")
+    return "\n".join(out)

@@ -10,11 +10,12 @@ loops (about 20 GFLOP/s). Here each parallel task owns ``nr`` weight columns (on
 tile wide); for each ``kc`` rows it decodes a ``kc x nr`` float32 B panel once (the packed
 layout the GEMM micro-kernel reads, L1-sized: no float32 copy of the whole weight exists),
 then runs the register-blocked micro-kernel over every ``mr`` rows of ``x`` read in place
-(``x`` is a few tokens: packing it would cost as much as the product), accumulating into a
-per-task ``rows x nr`` run; after the last ``kc`` block every element passes through the
-epilogue once and ``y`` is written in its final form. Rows come in chunks of ``mc`` (the
-run stays in L2); a chunk and a column panel make one task, split statically among the
-threads (columns, then rows). One token (``n == 1`` at run time) calls the one-token GEMV
+(packing ``x`` measured level: the kernel is not bound by its loads), a ragged last tile by a
+micro-kernel of exactly its rows, accumulating into a per-task ``rows x nr`` run; after the last
+``kc`` block every element passes through the epilogue once and ``y`` is written in its final
+form. Rows come in chunks of at most ``mc`` (the chunk of ``x`` stays in L2), evened out in
+whole register tiles; a chunk and a column panel make one task, tasks handed to the threads
+as they come for them, two adjacent panels at a time. One token (``n == 1`` at run time) calls the one-token GEMV
 (``quantized_gemv.py``), which streams the codes once without decoding a panel.
 """
 from __future__ import annotations
@@ -251,7 +252,8 @@ def gemm_source(symbol: str, fmt: str, rows: int, cols: int, roles: dict[str, in
         f"    float run[{mc * nr}] __attribute__((aligned(64)));",
         f"    const int64_t chunk = task / {panels}, c0 = task % {panels} * {nr};",
         f"    const int64_t r0 = tiles * chunk / chunks * {mr};",
-        f"    const int64_t r1 = tiles * (chunk + 1) / chunks * {mr} < rs_rows ? tiles * (chunk + 1) / chunks * {mr} : rs_rows;",
+        f"    const int64_t rs_end = tiles * (chunk + 1) / chunks * {mr};",
+        "    const int64_t r1 = rs_end < rs_rows ? rs_end : rs_rows;",
         f"    const int width = {cols} - c0 < {nr} ? (int)({cols} - c0) : {nr};",
         f"    for (int64_t k0 = 0; k0 < {rows}; k0 += {kc}) {{",
         f"      const int depth = {rows} - k0 < {kc} ? (int)({rows} - k0) : {kc};",
@@ -281,7 +283,8 @@ def row_kernels_source(name: str, params: GemmParams) -> str:
     out, cases = [f"#ifndef {name.upper()}", f"#define {name.upper()}"], []
     for rows in range(1, params.mr + 1):
         out.append(emit_microkernel(f"{name}{rows}", replace(params, mr=rows), a_packed=False, b_packed=True))
-        cases.append(f"    case {rows}: {name}{rows}(kc, a, lda, b_pack, c, {params.nr}, {rows}, {params.nr}, acc); return;")
+        cases.append(f"    case {rows}: {name}{rows}(kc, a, lda, b_pack, c, {params.nr}, {rows}, {params.nr}, acc); "
+                     "return;")
     out.append(f"static void {name}(int rows, int kc, const float* a, int lda, const float* b_pack, float* c, "
                "int acc) {\n  switch (rows) {\n" + "\n".join(cases) + "\n  }\n}")
     out.append("#endif")

@@ -17,6 +17,9 @@ For each shape the driver times, with the team sizes given (1 and 2 threads by d
   parallel region per call: what streaming those bytes costs with no compute;
 - ``empty``: a parallel region doing nothing: the team's fork/join cost per call.
 
+``RS_BENCH_HUGEPAGES=1`` in the environment puts the copies in transparent huge pages (``madvise``), as
+the engine's weights are (``relaxscript/llm/weight_arena.py``); without it they are in 4 KiB pages.
+
 Times are medians (and 10th percentiles) over many calls, in microseconds, with the GB/s of weight
 bytes (codes + scales + mins, each kernel its own scale dtype's). ``--scales f16`` times both
 kernels with float16 scales. Run it on a quiet machine: other processes' memory traffic lowers
@@ -49,6 +52,7 @@ PRELUDE = r"""#include <stdint.h>
 #include <math.h>
 #include <time.h>
 #include <omp.h>
+#include <sys/mman.h>
 static int rs_team_size = 1;
 static inline int rs_threads(void) { return rs_team_size; }
 """
@@ -91,7 +95,10 @@ int main(int argc, char** argv) {
   const int64_t set = scales * (has_min ? 2 : 1);
   const int64_t weight_bytes = code_bytes + 4 * set;
   const int64_t stride = (weight_bytes + 2 * set + 4095) / 4096 * 4096;
-  uint8_t* arena = aligned_alloc(4096, stride * copies);
+  const int64_t huge = 2 << 20;   /* RS_BENCH_HUGEPAGES=1: the copies in transparent huge pages */
+  uint8_t* arena = aligned_alloc(huge, (stride * copies + huge - 1) / huge * huge);
+  if (getenv("RS_BENCH_HUGEPAGES") && atoi(getenv("RS_BENCH_HUGEPAGES")))
+    madvise(arena, (stride * copies + huge - 1) / huge * huge, MADV_HUGEPAGE);
   srand(1);
   for (int64_t i = 0; i < stride * copies; ++i) arena[i] = (uint8_t)rand();
   for (int c = 0; c < copies; ++c) {
@@ -132,6 +139,8 @@ int main(int argc, char** argv) {
 """
 
 
+# --baseline -> the switches the 'old' column's kernel is generated under
+BASELINES = {"row-walk-off": {"RELAXSCRIPT_GEMV_ROW_WALK": "0"}, "avx512-off": {"RELAXSCRIPT_GEMV_AVX512": "0"}}
 SCALES = {"f32": ("float32", "float32"), "f16": ("float16", "float16"), "compare": ("float16", "float32")}
 # --scales -> (the kernel's, the baseline's scale dtype)
 
@@ -148,11 +157,10 @@ def build(shapes, workdir: Path, scales: str = "f32", baseline: str = "row-walk-
     for i, (_name, rows, cols, fmt) in enumerate(shapes):
         roles = {"codes": 0, "scale": 1, "min": 2, "x": 3, "y": 4} if fmt == "q4_1" else \
             {"codes": 0, "scale": 1, "x": 2, "y": 4}
-        off = {} if scales == "compare" else \
-            {"RELAXSCRIPT_GEMV_AVX512": "0"} if baseline == "avx512-off" else {"RELAXSCRIPT_GEMV_ROW_WALK": "0"}
+        off = {} if scales == "compare" else BASELINES[baseline]
         variants = ((i, {}, kernel_dtype), (i + 100, off, baseline_dtype))
         for index, settings, scale_dtype in variants:
-            switches = ("RELAXSCRIPT_GEMV_ROW_WALK", "RELAXSCRIPT_GEMV_AVX512")
+            switches = tuple(name for setting in BASELINES.values() for name in setting)
             saved = {name: os.environ.pop(name, None) for name in switches}
             os.environ.update(settings)
             try:
@@ -185,7 +193,7 @@ def main(argv=None) -> None:
     parser.add_argument("--scales", choices=sorted(SCALES), default="f32",
                         help="the scales' dtype: f32 or f16 (kernel and row-walk-off baseline), or compare: "
                              "the kernel with float16 scales against float32 scales (the 'old' column)")
-    parser.add_argument("--baseline", choices=("row-walk-off", "avx512-off"), default="row-walk-off",
+    parser.add_argument("--baseline", choices=sorted(BASELINES), default="row-walk-off",
                         help="the 'old' column's kernel: the register-blocked column split, or the AVX2 walks "
                              "instead of the AVX-512 ones")
     args = parser.parse_args(argv)

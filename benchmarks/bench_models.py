@@ -19,7 +19,7 @@ processes' load does not stretch: on a loaded machine the ratios between peers s
 
 Each peer runs in its own fresh worker process (``--isolation peer``, the
 issue's protocol: relaxscript alone in its process, each peer in its own),
-``--processes`` times (default 3), the order rotating, on the same input
+``--processes`` times (default 5), the order rotating, on the same input
 arrays; each cell is warmed up for ``WARMUP_S`` and is the median over the
 processes. On this machine the same code runs up to 30% faster or slower
 from one fresh process to the next (where the weights land in memory
@@ -43,6 +43,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+import machine_peak  # noqa: E402
 from timing import format_table, median_ms  # noqa: E402
 from workloads import WORKLOADS  # noqa: E402
 
@@ -199,8 +200,23 @@ def results_table(rows: list[dict], peers: list[str]) -> str:
                         + [f"relax/{peer}" for peer in others] + ["max err"], body)
 
 
-def target_report(rows: list[dict], compile_s: dict | None) -> list[str]:
-    """One line per target: met / missed (by how much) / not measured."""
+def roofline_table(rows: list[dict], peers: list[str], peak: float) -> str:
+    """Per GEMM-bound cell: each peer's GFLOP/s and its share of the peak, and the least time the
+    cell could take at the peak."""
+    body = []
+    for r in rows:
+        flops = WORKLOADS[r["workload"]].flops
+        if flops is None:
+            continue
+        work = flops(r["n"])
+        body.append([r["workload"], str(r["n"]), f"{work / peak / 1e6:.3f}"]
+                    + [f"{work / r[peer] / 1e6:.0f} ({work / r[peer] / 1e6 / peak:.0%})" for peer in peers])
+    return format_table(["workload", "n", "ms at peak"] + [f"{peer} GFLOP/s" for peer in peers], body)
+
+
+def target_report(rows: list[dict], compile_s: dict | None, peak: float | None = None) -> list[str]:
+    """One line per target: met / missed (by how much) / not measured. With the machine's ``peak``
+    GFLOP/s, a ratio target also says what share of the peak meeting it takes."""
     lines = []
 
     def verdict(label, ok, detail):
@@ -216,7 +232,11 @@ def target_report(rows: list[dict], compile_s: dict | None) -> list[str]:
         ort = r.get("onnxruntime")
         if ort is not None:   # issue 16: never slower; 0.8x for the MLP and Llama prefill at n >= 128
             bound = 0.8 if name in ("mlp", "llama") and n >= 128 else 1.0
-            verdict(f"{name} n={n} <= {bound}x onnxruntime", relax <= bound * ort, f"{relax / ort:.2f}x onnxruntime")
+            flops = WORKLOADS[name].flops
+            needs = ("" if peak is None or flops is None else
+                     f" (meeting it takes {flops(n) / (bound * ort) / 1e6 / peak:.0%} of the machine's peak)")
+            verdict(f"{name} n={n} <= {bound}x onnxruntime", relax <= bound * ort,
+                    f"{relax / ort:.2f}x onnxruntime{needs}")
     if compile_s is not None:
         verdict("llama compile cold < 5 s", compile_s["cold_s"] < COMPILE_TARGET_COLD_S,
                 f"{compile_s['cold_s']:.2f} s")
@@ -233,7 +253,7 @@ def parse_args(argv):
                         help="skip the torch-based columns (torch, torch.compile, onnxruntime)")
     parser.add_argument("--peers", default=",".join(PEERS), help="comma-separated, of " + ", ".join(PEERS))
     parser.add_argument("--budget", type=float, default=1.0, help="seconds of timing per cell")
-    parser.add_argument("--processes", type=int, default=3,
+    parser.add_argument("--processes", type=int, default=5,
                         help="fresh worker processes per peer, in turns; a cell is their median")
     parser.add_argument("--isolation", choices=("peer", "shared", "none"), default="peer",
                         help="peer: each peer in its own fresh process (default); shared: all peers in one "
@@ -302,8 +322,13 @@ def main(argv=None) -> int:
     if compile_s is not None:
         print(f"\nllama compile, script text -> executable: cold cache {compile_s['cold_s']:.2f} s, "
               f"warm cache {compile_s['warm_s']:.2f} s")
+    threads = 1 if CLOCK == "cpu" else third_party.THREADS
+    peak = machine_peak.peak_gflops(threads)
+    print(f"\nGFLOP/s against the machine's float32 multiply-add peak ({threads} thread(s), "
+          f"machine_peak.py, measured now): {peak:.0f} GFLOP/s")
+    print(roofline_table(rows, peers, peak))
     print("\ntargets (reported, not asserted):")
-    print("\n".join(target_report(rows, compile_s)))
+    print("\n".join(target_report(rows, compile_s, peak)))
     return 0
 
 

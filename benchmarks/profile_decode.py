@@ -8,7 +8,11 @@ the number of launches. The GEMV share is what streams weights; the rest is what
 1.2x of the weight-streaming limit" leaves no room for.
 
     python benchmarks/profile_decode.py [--model FILE] [--context 16] [--steps 64] [--mode native|steps]
-        [--clock wall|cpu] [--top 40] [--prefill TOKENS]
+        [--clock wall|cpu] [--top 40] [--evict] [--prefill TOKENS]
+
+``--evict`` reads three times the last-level cache before each step: every kernel then finds its
+weights in memory (a model larger than the caches), which shows where a cold step loses time.
+``--prefill TOKENS`` profiles the prefill of that many tokens instead (native mode, ``--steps`` rounds).
 """
 from __future__ import annotations
 
@@ -91,10 +95,11 @@ def profile(engine, context: int, steps: int, clock=time.perf_counter):
     return float(np.median(plain)) * 1e3, float(np.min(plain)) * 1e3, instrumented, rows
 
 
-def profile_native(engine, context: int, steps: int):
+def profile_native(engine, context: int, steps: int, before_step=None):
     """(median ms of a step, median ms of its rest, {kernel: [ms per step, launches]}) timed inside the joined runs of
     kernel calls (the VM's default linking; ``time_runs``): each kernel's own time, without the
-    VM's Python around it. Kernels outside runs are not timed (the rest of the step holds them)."""
+    VM's Python around it. Kernels outside runs are not timed (the rest of the step holds them).
+    ``before_step`` (untimed) runs before each timed step (an eviction of the caches)."""
     vm = engine._vm
     vm.kernel_runs, vm.kernels.time_runs = True, True
     engine._decode_step.pool.clear()
@@ -112,6 +117,8 @@ def profile_native(engine, context: int, steps: int):
         for step in joined:
             step.times[:] = [0.0] * len(step.times)
         engine.position = context
+        if before_step is not None:
+            before_step()
         start = time.perf_counter()
         engine.decode(int(ids[context + i]))
         plain.append((time.perf_counter() - start) * 1e3)
@@ -174,6 +181,8 @@ def main() -> None:
     parser.add_argument("--mode", choices=("native", "steps"), default="native",
                         help="native: each kernel timed in C inside the joined runs (the rest of the step is the "
                              "VM); steps: every instruction its own Python step, timed around it (VM included)")
+    parser.add_argument("--evict", action="store_true",
+                        help="native: evict the caches before each step (bench_llm.CacheEvictor): weights from memory")
     args = parser.parse_args()
     clock = time.perf_counter
     if args.clock == "cpu":
@@ -191,7 +200,11 @@ def main() -> None:
         rows["VM and kernels outside runs"] = [rest, 1]
         total += rest
     elif args.mode == "native":
-        plain, rest, rows = profile_native(engine, args.context, args.steps)
+        evict = None
+        if args.evict:
+            from bench_llm import CacheEvictor
+            evict = CacheEvictor(int(os.environ.get("RELAXSCRIPT_NUM_THREADS", "2")))
+        plain, rest, rows = profile_native(engine, args.context, args.steps, evict)
         total = sum(ms for ms, _ in rows.values())
         print(f"decode @{args.context}: {plain:.3f} ms a step (median, wall); medians of each launch in the joined "
               f"runs sum to {total:.3f} ms ({sum(c for _, c in rows.values())} launches); the rest of a step "

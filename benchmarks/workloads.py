@@ -39,6 +39,7 @@ class Workload:
     make_activations: Callable[[int, np.random.Generator], list[np.ndarray]]
     numpy_fn: Callable[..., np.ndarray]
     torch_fn: Callable[..., object]            # takes torch tensors, returns a torch tensor
+    flops: Callable[[int], float] | None = None   # multiply-adds x 2 at n rows (None: not GEMM-bound)
     _weights: list = field(default=None, repr=False)
 
     def inputs(self, n: int, seed: int = 0) -> list[np.ndarray]:
@@ -221,13 +222,30 @@ def llama_torch(x, cos, sin, *weights):
     return h
 
 
+# ---------------------------------------------------------------- FLOPs (the roofline's numerator)
+
+def mlp_flops(n: int) -> float:
+    return 2.0 * n * MLP_HIDDEN * MLP_FFN * 2
+
+
+def llama_flops(n: int) -> float:
+    """The projections plus the causal attention's two products (a row attends to itself and
+    the rows before it: n (n + 1) / 2 scores a head)."""
+    cfg = LLAMA_CONFIG
+    # merged q/k/v, the output projection, merged gate/up, down
+    h, f = cfg.hidden, cfg.ffn
+    projections = h * 3 * h + h * h + h * 2 * f + f * h
+    attention = 2 * cfg.heads * cfg.head_dim * n * (n + 1) / 2
+    return 2.0 * cfg.layers * (n * projections + attention)
+
+
 # ---------------------------------------------------------------- registry
 
 WORKLOADS = {
     "mlp": Workload(
         "mlp", f"x[n,{MLP_HIDDEN}] -> linear {MLP_FFN} + gelu(tanh) -> linear {MLP_HIDDEN} + residual",
         MLP_SOURCE, (1, 16, 128, 512), _mlp_weights,
-        lambda n, rng: [_randn(rng, (n, MLP_HIDDEN))], mlp_numpy, mlp_torch),
+        lambda n, rng: [_randn(rng, (n, MLP_HIDDEN))], mlp_numpy, mlp_torch, mlp_flops),
     "norm_softmax": Workload(
         "norm_softmax", f"layer_norm -> *0.125 -> softmax over x[n,{NORM_WIDTH}]",
         NORM_SOURCE, (1, 64, 512, 2048), _norm_weights,
@@ -235,5 +253,5 @@ WORKLOADS = {
     "llama": Workload(
         "llama", "2-layer Llama-style prefill (hidden 512, 8x64 heads, RoPE, causal, SwiGLU 1408)",
         llama.llama_source(LLAMA_CONFIG), (1, 32, 128, 512), _llama_weights,
-        _llama_activations, llama_numpy, llama_torch),
+        _llama_activations, llama_numpy, llama_torch, llama_flops),
 }

@@ -29,7 +29,7 @@ from .. import nn
 from ..frontend.gguf import GGUFFile, llama_config, read_gguf
 from ..quantization.repack import repack
 from .generation import GenerationStats, generate
-from . import kv_cache
+from . import kv_cache, weight_arena
 from .kv_cache import CacheOverflowError
 from .kv_cache import cache_dtype as _cache_dtype
 from .model import LlamaForCausalLM, gguf_tensor, rope_tables
@@ -66,6 +66,8 @@ class Engine:
         self._vm = rx.VirtualMachine(executable)
         self._prefill, self._decode = self._vm["prefill"], self._vm["decode"]
         self._weights = [arrays[name] for name in exported.param_names]
+        if weight_arena.arena_enabled():   # one block in huge pages (weight_arena: TLB misses of a step)
+            self._weights = weight_arena.pack(self._weights)
         self._caches = kv_cache.allocate_caches(config.num_layers, capacity, config.num_kv_heads,
                                                 config.head_dim, kv_cache.cache_dtype(kv_cache_dtype))
         self._token = np.zeros((1,), np.int64)

@@ -8,10 +8,11 @@ the number of launches. The GEMV share is what streams weights; the rest is what
 1.2x of the weight-streaming limit" leaves no room for.
 
     python benchmarks/profile_decode.py [--model FILE] [--context 16] [--steps 64] [--mode native|steps]
-        [--clock wall|cpu] [--top 40] [--evict]
+        [--clock wall|cpu] [--top 40] [--evict] [--prefill TOKENS]
 
 ``--evict`` reads three times the last-level cache before each step: every kernel then finds its
 weights in memory (a model larger than the caches), which shows where a cold step loses time.
+``--prefill TOKENS`` profiles the prefill of that many tokens instead (native mode, ``--steps`` rounds).
 """
 from __future__ import annotations
 
@@ -133,12 +134,48 @@ def profile_native(engine, context: int, steps: int, before_step=None):
     return float(np.median(plain)), float(np.median(rest)), dict(rows)
 
 
+def profile_native_prefill(engine, tokens: int, rounds: int):
+    """``profile_native`` for the prefill of ``tokens`` tokens: (median ms of a prefill, median ms of its
+    rest, {kernel: [ms per prefill, launches]}), each kernel timed in C inside the joined runs."""
+    vm = engine._vm
+    vm.kernel_runs, vm.kernels.time_runs = True, True
+    engine._prefill_step.pool.clear()
+    ids = np.arange(100, 100 + tokens) % engine.config.vocab_size
+    for _ in range(2):
+        engine.reset()
+        engine.prefill(ids)
+    frame = engine._prefill_step.pool[-1]
+    joined = [step for step in frame.steps if hasattr(step, "times")]
+    names = [name for step in joined for name in step.kernels]
+    plain, launches = [], []
+    for _ in range(rounds):
+        for step in joined:
+            step.times[:] = [0.0] * len(step.times)
+        engine.reset()
+        start = time.perf_counter()
+        engine.prefill(ids)
+        plain.append((time.perf_counter() - start) * 1e3)
+        launches.append([ns / 1e6 for step in joined for ns in step.times])
+    launches = np.asarray(launches)
+    rest = np.asarray(plain) - launches.sum(axis=1)
+    rows = collections.defaultdict(lambda: [0.0, 0])
+    for name, ms in zip(names, np.median(launches, axis=0)):
+        rows["CallKernel:" + name][0] += float(ms)
+        rows["CallKernel:" + name][1] += 1
+    vm.kernels.time_runs = False
+    engine._prefill_step.pool.clear()
+    return float(np.median(plain)), float(np.median(rest)), dict(rows)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model")
     parser.add_argument("--context", type=int, default=16)
     parser.add_argument("--steps", type=int, default=64)
     parser.add_argument("--top", type=int, default=40)
+    parser.add_argument("--prefill", type=int, default=0,
+                        help="profile the prefill of this many tokens instead of a decode step (--steps rounds; "
+                             "native mode)")
     parser.add_argument("--clock", choices=("wall", "cpu"), default="wall",
                         help="cpu: this thread's CPU time on one thread (robust to other processes' load)")
     parser.add_argument("--mode", choices=("native", "steps"), default="native",
@@ -153,8 +190,16 @@ def main() -> None:
         clock = time.thread_time
     from relaxscript.llm.engine import Engine
     engine = Engine.from_gguf(args.model or default_model(), target="c", weights="q4",
-                              max_context=args.context + 8)
-    if args.mode == "native":
+                              max_context=max(args.context, args.prefill) + 8)
+    if args.prefill:
+        plain, rest, rows = profile_native_prefill(engine, args.prefill, args.steps)
+        total = sum(ms for ms, _ in rows.values())
+        print(f"prefill {args.prefill}: {plain:.3f} ms (median, wall); medians of each launch sum to {total:.3f} ms "
+              f"({sum(c for _, c in rows.values())} launches); the rest, median {rest:.3f} ms; load average "
+              f"{os.getloadavg()[0]:.2f}")
+        rows["VM and kernels outside runs"] = [rest, 1]
+        total += rest
+    elif args.mode == "native":
         evict = None
         if args.evict:
             from bench_llm import CacheEvictor

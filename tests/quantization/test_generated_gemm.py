@@ -4,6 +4,7 @@ dequantize-then-matmul (NumPy) for every format, token counts no register tile d
 (including 1, which runs the one-token GEMV), ragged columns and depths, and epilogues."""
 from __future__ import annotations
 
+import ctypes
 import subprocess
 
 import numpy as np
@@ -267,3 +268,103 @@ def test_rows_gathered_through_a_transpose_equal_numpy(fmt, heads, cols, tokens,
         np.testing.assert_allclose(rx.VirtualMachine(built)["main"](a, *tensors, h), expected, **tol)
         np.testing.assert_allclose(rx.interpret(mod, "main", a, *tensors, h), expected, **tol)
 
+
+
+# standalone builds: (features, the GEMM tiles' ISA, gcc flags); the AVX2 and SSE ones are the
+# fallbacks an AVX2-only or older machine compiles, forced here with -march=x86-64
+STANDALONE_BUILDS = {
+    "native": (None, None, ["-march=native"]),
+    "avx2": (AVX2, gemm_machine.AVX2, ["-march=x86-64", "-mavx2", "-mfma", "-mf16c"]),
+    "sse": (SSE, gemm_machine.SSE, ["-march=x86-64"]),
+}
+# epilogue kind -> (C epilogue for row rs_row, the same at row 0 for the one-token GEMV, NumPy of z and t)
+STANDALONE_EPILOGUES = {
+    "none": None,
+    "residual": ("const float rs_h = h[rs_row * {cols} + rs_col];", "rs_prod + rs_h", lambda z, t: z + t),
+    "gate": ("const float rs_g = h[rs_row * {cols} + rs_col];", "rs_prod * (rs_g / (1.0f + expf(-rs_g)))",
+             lambda z, t: z * t / (1 + np.exp(-t))),
+}
+
+
+def _standalone_epilogue(kind: str, cols: int, one_row: bool):
+    from backends.c.quantized_gemv import ColumnEpilogue
+    if STANDALONE_EPILOGUES[kind] is None:
+        return None
+    statement, result, _ = STANDALONE_EPILOGUES[kind]
+    statement = statement.format(cols=cols)
+    if one_row:
+        statement = statement.replace("rs_row * ", "0 * ")
+    return ColumnEpilogue(("const float* restrict h = (const float*)rs_buffers[5];",), (statement,), result)
+
+
+def standalone_gemm(tmp_dir, build: str, fmt: str, rows: int, cols: int, kind: str, scale_dtype: str,
+                    l1d: int, l2: int):
+    """The generated GEMM alone in a shared library whose team size the caller sets; small caches
+    make several ``kc`` panels (a ragged last one) and several row chunks at a few tokens."""
+    from backends.c.codegen import HALF_TO_FLOAT_C
+    from backends.c.quantized_gemv import detect_features
+    kind_features, isa, flags = STANDALONE_BUILDS[build]
+    features = detect_features() if kind_features is None else VectorFeatures(*kind_features, 32 << 10)
+    machine = MachineParams(isa or machine_params().isa, l1d, l2, 8 << 20, 2)
+    roles = {"codes": 0, "scale": 1, "x": 2, "y": 3} | ({"min": 4} if fmt == "q4_1" else {})
+    prelude = (C_DEFINES + "\n#include <stdint.h>\n#include <string.h>\n#include <stdlib.h>\n#include <math.h>\n"
+               "static int rs_team_size = 1;\nvoid rs_set_team(int n) { rs_team_size = n; }\n"
+               "static inline int rs_threads(void) { return rs_team_size; }\n" + HALF_TO_FLOAT_C)
+    source = gemm_source("rs_gemm", fmt, rows, cols, roles, features, "rs_syms[0]",
+                         epilogue=_standalone_epilogue(kind, cols, False),
+                         one_row_epilogue=_standalone_epilogue(kind, cols, True), machine=machine,
+                         scale_dtype=scale_dtype)
+    path = tmp_dir / "gemm.c"
+    path.write_text(prelude + source)
+    result = subprocess.run([find_compiler(), "-O3", *flags, "-fopenmp", "-shared", "-fPIC", "-fno-math-errno",
+                             str(path), "-o", str(path.with_suffix(".so")), "-lm"], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    return ctypes.CDLL(str(path.with_suffix(".so"))), roles, gemm_tile(derive_params(machine), rows, l2)
+
+
+def _has_avx512() -> bool:
+    from backends.c.quantized_gemv import detect_features
+    return detect_features().name == "avx512"
+
+
+@settings(max_examples=12, deadline=None)
+@given(build=st.sampled_from(sorted(STANDALONE_BUILDS)), fmt=st.sampled_from(["q4_1", "q8_0", "q4_0"]),
+       kind=st.sampled_from(sorted(STANDALONE_EPILOGUES)), blocks=st.sampled_from([1, 3, 7]),
+       cols=st.integers(1, 100), scale_dtype=st.sampled_from(["float32", "float16"]),
+       tokens=st.lists(st.integers(1, 70), min_size=2, max_size=4), teams=st.lists(st.integers(1, 5), min_size=2,
+                                                                                    max_size=2),
+       caches=st.sampled_from([(8 << 10, 32 << 10), (48 << 10, 2 << 20)]), seed=st.integers(0, 2**16))
+def test_standalone_gemm_any_rows_team_and_instruction_set(tmp_path_factory, build, fmt, kind, blocks, cols,
+                                                          scale_dtype, tokens, teams, caches, seed):
+    """Row counts 1..70 (ragged register tiles: each has its own micro-kernel; chunks evened out in
+    whole tiles), teams of 1..5 threads (more than the column panels included: threads split
+    whole panels), several ``kc`` panels and row chunks (small caches), ragged columns, every
+    format, float16 scales and epilogues, on the native build and the forced AVX2 and SSE
+    fallbacks; y starts as NaN, so an element no thread wrote shows."""
+    if build == "native" and not _has_avx512():
+        build = "avx2"
+    rows = 32 * blocks
+    library, roles, tile = standalone_gemm(tmp_path_factory.mktemp("qgemm"), build, fmt, rows, cols, kind,
+                                           scale_dtype, *caches)
+    rng = np.random.default_rng(seed)
+    tensors = quantize_numpy(rng.standard_normal((rows, cols)), fmt, scale_dtype)
+    weight = dequantize_numpy(*tensors, format=fmt)
+    if tile.mc < 70:
+        tokens = tokens + [tile.mc + 1]          # a second chunk
+    for count, team in zip(tokens, teams * len(tokens)):
+        x = rng.standard_normal((count, rows)).astype(np.float32)
+        h = rng.standard_normal((count, cols)).astype(np.float32)
+        y = np.full((count, cols), np.nan, np.float32)
+        operands = {"codes": tensors[0], "scale": tensors[1], "x": x, "y": y} | \
+            ({"min": tensors[2]} if fmt == "q4_1" else {})
+        pointers = (ctypes.c_void_p * 6)()
+        for role, position in roles.items():
+            pointers[position] = operands[role].ctypes.data
+        pointers[5] = h.ctypes.data
+        syms = (ctypes.c_int64 * 1)(count)
+        library.rs_set_team(team)
+        assert library.rs_gemm(pointers, syms) == 0
+        z = x.astype(np.float64) @ weight
+        expected = z if STANDALONE_EPILOGUES[kind] is None else STANDALONE_EPILOGUES[kind][2](z, h.astype(np.float64))
+        np.testing.assert_allclose(y, expected, rtol=2e-4, atol=4e-4 * np.sqrt(rows),
+                                   err_msg=f"{build} {fmt} {kind} n={count} team={team} tile={tile}")

@@ -10,17 +10,18 @@ loops (about 20 GFLOP/s). Here each parallel task owns ``nr`` weight columns (on
 tile wide); for each ``kc`` rows it decodes a ``kc x nr`` float32 B panel once (the packed
 layout the GEMM micro-kernel reads, L1-sized: no float32 copy of the whole weight exists),
 then runs the register-blocked micro-kernel over every ``mr`` rows of ``x`` read in place
-(``x`` is a few tokens: packing it would cost as much as the product), accumulating into a
-per-task ``rows x nr`` run; after the last ``kc`` block every element passes through the
-epilogue once and ``y`` is written in its final form. Rows come in chunks of ``mc`` (the
-run stays in L2); a chunk and a column panel make one task, split statically among the
-threads (columns, then rows). One token (``n == 1`` at run time) calls the one-token GEMV
+(packing ``x`` measured level: the kernel is not bound by its loads), a ragged last tile by a
+micro-kernel of exactly its rows, accumulating into a per-task ``rows x nr`` run; after the last
+``kc`` block every element passes through the epilogue once and ``y`` is written in its final
+form. Rows come in chunks of at most ``mc`` (the chunk of ``x`` stays in L2), evened out in
+whole register tiles; a chunk and a column panel make one task, tasks handed to the threads
+as they come for them, two adjacent panels at a time. One token (``n == 1`` at run time) calls the one-token GEMV
 (``quantized_gemv.py``), which streams the codes once without decoding a panel.
 """
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from .gemm.machine import MachineParams, machine_params
 from .gemm.microkernel import emit_microkernel, vector_type, vector_typedefs
@@ -216,16 +217,19 @@ def gemm_source(symbol: str, fmt: str, rows: int, cols: int, roles: dict[str, in
                  f"          y[rs_row * {cols} + rs_col] = {epilogue.result};"]
     else:
         store = [f"          y[rs_row * {cols} + rs_col] = run[(int64_t)(rs_row - r0) * {nr} + j];"]
+    rows_fn = f"rs_qgemm_{vector_type(params)}_{mr}x{nr}_rows"
+    byte_rows = BLOCK // FORMATS[fmt][0]
     return "\n".join([
         one_row,   # first: its helpers (rs_qf, rs_qwiden_*) serve the panel decoder too
+        "#include <omp.h>",
         f"#ifndef RS_QGEMM_{vector_type(params)}",   # the typedefs once per translation unit
         f"#define RS_QGEMM_{vector_type(params)}",
         vector_typedefs(params),
         "#endif",
-        emit_microkernel(f"{symbol}_tile", params, a_packed=False, b_packed=True),
+        row_kernels_source(rows_fn, params),
         _decode_panel_source(f"{symbol}_decode", fmt, cols, tile, features.lanes, scales),
         f"/* {fmt} gemm n x {rows} x {cols} for {features.name}: register tile {mr} x {nr}, "
-        f"{kc} weight rows decoded per panel, {mc} rows per task{', float16 scales' if scales.half else ''} */",
+        f"{kc} weight rows decoded per panel, up to {mc} rows per chunk{', float16 scales' if scales.half else ''} */",
         f"int32_t {symbol}(void* const* rs_buffers, const int64_t* rs_syms) {{",
         *operands,
         "  int32_t rs_status = STATUS_OK;",
@@ -233,24 +237,39 @@ def gemm_source(symbol: str, fmt: str, rows: int, cols: int, roles: dict[str, in
         f"  const int64_t rs_rows = {row_count};",
         "  if (rs_rows <= 0) return STATUS_OK;",
         *rows_of_x,
-        f"  const int64_t chunks = (rs_rows + {mc - 1}) / {mc};",
+        # row chunks evened out in whole register tiles (256 rows in 252 + 4 decoded every panel
+        # twice and ran a 4-row chunk through its own pass)
+        f"  const int64_t tiles = (rs_rows + {mr - 1}) / {mr}, chunks = (rs_rows + {mc - 1}) / {mc};",
         f"  const int64_t tasks = chunks * {panels};",
-        # columns are the parallel axis: each task decodes its own panel, no shared writes
-        f"  #pragma omp parallel for schedule(static) if(tasks > 1 && rs_rows * {rows * cols} >= 262144) "
-        "num_threads(rs_threads())",
+        # tasks handed out as threads come for them, two adjacent panels at a time (they share the
+        # codes' cache lines): a thread on a core another process also runs does fewer of them (a
+        # static split waits for it at the end), and no thread is left the ragged rest (the static
+        # split of chunk-major tasks gave one thread the whole first chunk at 256 tokens)
+        f"  int rs_team = rs_rows * {rows * cols} >= 262144 ? rs_threads() : 1;",
+        "  if (rs_team > (tasks + 1) / 2) rs_team = (int)((tasks + 1) / 2);",
+        "  #pragma omp parallel for schedule(dynamic, 2) num_threads(rs_team) if(rs_team > 1)",
         "  for (int64_t task = 0; task < tasks; ++task) {",
         f"    float panel[{kc * nr}] __attribute__((aligned(64)));",
         f"    float run[{mc * nr}] __attribute__((aligned(64)));",
-        f"    const int64_t chunk = task / {panels}, c0 = (task % {panels}) * {nr};",
+        f"    const int64_t chunk = task / {panels}, c0 = task % {panels} * {nr};",
+        f"    const int64_t r0 = tiles * chunk / chunks * {mr};",
+        f"    const int64_t rs_end = tiles * (chunk + 1) / chunks * {mr};",
+        "    const int64_t r1 = rs_end < rs_rows ? rs_end : rs_rows;",
         f"    const int width = {cols} - c0 < {nr} ? (int)({cols} - c0) : {nr};",
-        f"    const int64_t r0 = chunk * {mc};",
-        f"    const int64_t r1 = r0 + {mc} < rs_rows ? r0 + {mc} : rs_rows;",
         f"    for (int64_t k0 = 0; k0 < {rows}; k0 += {kc}) {{",
-        f"      const int64_t depth = {rows} - k0 < {kc} ? {rows} - k0 : {kc};",
+        f"      const int depth = {rows} - k0 < {kc} ? (int)({rows} - k0) : {kc};",
         f"      {symbol}_decode(codes, scale, mins, panel, k0, depth, c0, width);",
+        "      /* a ragged last tile multiplies only its rows */",
+        # the first row tile asks for the next panel's codes (the next kc rows, else the next columns),
+        # one byte row per k step: rows `cols` bytes apart, which the hardware prefetchers did not
+        # follow (weights from L3, one thread: 16 tokens 1.08-1.16x, 64 1.03-1.05x; the same requests
+        # in one burst after the decode filled the miss buffers and gained nothing)
+        f"      const int64_t rs_nk = k0 + {kc} < {rows} ? k0 + {kc} : 0, rs_nc = rs_nk ? c0 : c0 + {nr};",
+        f"      const char* rs_next = rs_nc < {cols} ? (const char*)(codes + rs_nk / {BLOCK} * {byte_rows * cols} "
+        "+ rs_nc) : NULL;",
         f"      for (int64_t i = r0; i < r1; i += {mr})",
-        f"        {symbol}_tile((int)depth, x + i * {rows} + k0, {rows}, panel, run + (i - r0) * {nr}, {nr},",
-        f"                      r1 - i < {mr} ? (int)(r1 - i) : {mr}, {nr}, k0 > 0);",
+        f"        {rows_fn}(r1 - i < {mr} ? (int)(r1 - i) : {mr}, depth, x + i * {rows} + k0, {rows}, panel,",
+        f"                  i == r0 ? (const float*)rs_next : NULL, {cols}, run + (i - r0) * {nr}, k0 > 0);",
         "    }",
         "    for (int64_t rs_row = r0; rs_row < r1; ++rs_row)",
         "      for (int j = 0; j < width; ++j) {",
@@ -261,3 +280,24 @@ def gemm_source(symbol: str, fmt: str, rows: int, cols: int, roles: dict[str, in
         *release,
         "  return rs_status;",
         "}"])
+
+
+def row_kernels_source(name: str, params: GemmParams) -> str:
+    """``static void name(int rows, int kc, const float* a, int lda, const float* b_pack,
+    const float* b_next, long pf_step, float* c, int acc)``: ``c[rows x nr] (+)= a[rows x kc] @
+    b_pack`` (``a`` read in place, ``c`` ``nr`` floats a row) by a micro-kernel of exactly ``rows``
+    rows, ``1 <= rows <= mr``; at k step ``p`` it asks for the line at ``b_next + p * pf_step``
+    bytes (NULL: none). Emitted once
+    per translation unit (every quantized GEMM of one machine shares them): a ragged last tile
+    through the ``mr``-row kernel paid for ``mr`` rows (16 tokens ran as 14 + 14)."""
+    out, cases = [f"#ifndef {name.upper()}", f"#define {name.upper()}"], []
+    for rows in range(1, params.mr + 1):
+        out.append(emit_microkernel(f"{name}{rows}", replace(params, mr=rows), a_packed=False, b_packed=True,
+                                    prefetch_b=True, prefetch_lines=1))
+        cases.append(f"    case {rows}: {name}{rows}(kc, a, lda, b_pack, b_next, pf_step, c, {params.nr}, {rows}, "
+                     f"{params.nr}, acc); return;")
+    out.append(f"static void {name}(int rows, int kc, const float* a, int lda, const float* b_pack, "
+               "const float* b_next, long pf_step, float* c, "
+               "int acc) {\n  switch (rows) {\n" + "\n".join(cases) + "\n  }\n}")
+    out.append("#endif")
+    return "\n".join(out)

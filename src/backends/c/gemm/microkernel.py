@@ -89,7 +89,8 @@ def k_splits(params: GemmParams) -> int:
 
 
 def emit_microkernel(name: str, params: GemmParams, a_packed: bool = True, b_packed: bool = True,
-                     prefetch_c: bool = False, a_stride: int | None = None, prefetch_b: bool = False) -> str:
+                     prefetch_c: bool = False, a_stride: int | None = None, prefetch_b: bool = False,
+                     prefetch_lines: int | None = None) -> str:
     """C source of one micro-kernel function (see the module docstring for its contract);
     ``prefetch_c``: request the C tile's lines before the k loop (``prefetch_c_tile``);
     ``a_stride``: floats per k step of a packed A panel when it is wider than this kernel's
@@ -97,7 +98,9 @@ def emit_microkernel(name: str, params: GemmParams, a_packed: bool = True, b_pac
     takes ``const float *b_next, long pf_step`` after B and at k step ``p`` asks for the line(s) of
     the ``pf_step`` bytes at ``b_next + p * pf_step`` into L2 (a share of the next B panel, which
     the caller's next tile reads; ``pf_step`` = one panel row, ``nr`` floats, asks for all of it in
-    step with this one; NULL: no prefetch)."""
+    step with this one; NULL: no prefetch); ``prefetch_lines``: requests per k step (default: the
+    lines of one panel row; 1 where ``pf_step`` is the stride of rows of something else, as the
+    quantized GEMM's next codes, one short run every ``pf_step`` bytes)."""
     vt, lanes, mr, nr = vector_type(params), params.lanes, params.mr, params.nr
     nv = params.vectors_per_row
     splits = k_splits(params)
@@ -127,7 +130,7 @@ def emit_microkernel(name: str, params: GemmParams, a_packed: bool = True, b_pac
             # j-th only where pf_step spans more than j lines (loop-invariant: gcc unswitches it), as
             # a small tile's share of the next panel is under a line per k step and each request
             # takes a load slot (MLP and Llama at 15-16 rows, the 2-row tile: 3-5% faster)
-            per_step = max(1, nr * 4 // 64)
+            per_step = prefetch_lines or max(1, nr * 4 // 64)
             lines.append(f"{indent}  if (b_next) {{ const char *pf = (const char *)b_next + p * pf_step; " + " ".join(
                 "__builtin_prefetch(pf, 0, 2);" if j == 0 else
                 f"if (pf_step > {64 * j}) __builtin_prefetch(pf + pf_step * {j} / {per_step}, 0, 2);"

@@ -63,6 +63,7 @@ import numpy as np
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "src"), str(ROOT / "benchmarks")]
 
+from native_helpers import load_c  # noqa: E402
 from timing import format_table  # noqa: E402
 
 PEERS = ("relaxscript", "llama.cpp", "numpy")
@@ -107,12 +108,7 @@ double read_sum(const float *x, size_t n, int threads) {
 
 def _read_loop():
     """``read_sum(x, n, threads)`` built here with gcc (the C above)."""
-    with tempfile.TemporaryDirectory() as folder:
-        source, library = pathlib.Path(folder) / "bw.c", pathlib.Path(folder) / "bw.so"
-        source.write_text(BANDWIDTH_C)
-        subprocess.run(["gcc", "-O3", "-march=native", "-fopenmp", "-shared", "-fPIC", str(source), "-o",
-                        str(library)], check=True)
-        lib = ctypes.CDLL(str(library))
+    lib = load_c(BANDWIDTH_C)
     lib.read_sum.restype = ctypes.c_double
     lib.read_sum.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
     return lib.read_sum

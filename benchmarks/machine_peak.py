@@ -12,10 +12,13 @@ from __future__ import annotations
 
 import argparse
 import ctypes
-import pathlib
-import subprocess
-import tempfile
+import os
+import sys
 import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from native_helpers import load_c  # noqa: E402
 
 PEAK_C = r"""
 #include <omp.h>
@@ -48,12 +51,7 @@ int fma_loop(long iterations, int threads, float *sink) {
 
 
 def _loop():
-    with tempfile.TemporaryDirectory() as folder:
-        source, library = pathlib.Path(folder) / "peak.c", pathlib.Path(folder) / "peak.so"
-        source.write_text(PEAK_C)
-        subprocess.run(["gcc", "-O2", "-march=native", "-fopenmp", "-shared", "-fPIC", str(source), "-o",
-                        str(library)], check=True)
-        lib = ctypes.CDLL(str(library))
+    lib = load_c(PEAK_C, "-O2")
     lib.fma_loop.restype = ctypes.c_int
     lib.fma_loop.argtypes = [ctypes.c_long, ctypes.c_int, ctypes.POINTER(ctypes.c_float)]
     return lib.fma_loop

@@ -191,24 +191,22 @@ def main() -> None:
     from relaxscript.llm.engine import Engine
     engine = Engine.from_gguf(args.model or default_model(), target="c", weights="q4",
                               max_context=max(args.context, args.prefill) + 8)
-    if args.prefill:
-        plain, rest, rows = profile_native_prefill(engine, args.prefill, args.steps)
+    if args.prefill or args.mode == "native":
+        if args.prefill:
+            plain, rest, rows = profile_native_prefill(engine, args.prefill, args.steps)
+            what, launches, rest_of = f"prefill {args.prefill}: {plain:.3f} ms (median, wall)", "", "the rest"
+        else:
+            evict = None
+            if args.evict:
+                from bench_llm import CacheEvictor
+                evict = CacheEvictor(int(os.environ.get("RELAXSCRIPT_NUM_THREADS", "2")))
+            plain, rest, rows = profile_native(engine, args.context, args.steps, evict)
+            what = f"decode @{args.context}: {plain:.3f} ms a step (median, wall)"
+            launches, rest_of = " in the joined runs", "the rest of a step (VM, kernels outside runs)"
         total = sum(ms for ms, _ in rows.values())
-        print(f"prefill {args.prefill}: {plain:.3f} ms (median, wall); medians of each launch sum to {total:.3f} ms "
-              f"({sum(c for _, c in rows.values())} launches); the rest, median {rest:.3f} ms; load average "
+        print(f"{what}; medians of each launch{launches} sum to {total:.3f} ms "
+              f"({sum(c for _, c in rows.values())} launches); {rest_of}, median {rest:.3f} ms; load average "
               f"{os.getloadavg()[0]:.2f}")
-        rows["VM and kernels outside runs"] = [rest, 1]
-        total += rest
-    elif args.mode == "native":
-        evict = None
-        if args.evict:
-            from bench_llm import CacheEvictor
-            evict = CacheEvictor(int(os.environ.get("RELAXSCRIPT_NUM_THREADS", "2")))
-        plain, rest, rows = profile_native(engine, args.context, args.steps, evict)
-        total = sum(ms for ms, _ in rows.values())
-        print(f"decode @{args.context}: {plain:.3f} ms a step (median, wall); medians of each launch in the joined "
-              f"runs sum to {total:.3f} ms ({sum(c for _, c in rows.values())} launches); the rest of a step "
-              f"(VM, kernels outside runs), median {rest:.3f} ms; load average {os.getloadavg()[0]:.2f}")
         rows["VM and kernels outside runs"] = [rest, 1]
         total += rest
     else:

@@ -23,6 +23,7 @@ from backends.c.quantized_gemv_rows_q8 import ROW_WALK_Q8_MARK, ROW_WALK_Q8_VNNI
 from relaxscript.quantization import dequantize_numpy, fake_quantize_numpy, quantize_numpy
 from relaxscript.transform.quantize_activations import QuantizeActivations
 
+from .native_operands import kernel_pointers
 from .test_dequantize_op import linear_module
 
 HAS_AVX2 = detect_features().name in ("avx2", "avx512")
@@ -71,12 +72,7 @@ def test_any_team_size_sums_every_block_once(tmp_path_factory, fmt, blocks, cols
         x[:32] = 0                                    # a zero block: scale 0, codes 0
     h = rng.standard_normal(cols).astype(np.float32)
     y = np.full(cols, np.nan, np.float32)
-    operands = {"codes": tensors[0], "scale": tensors[1], "x": x, "y": y} | \
-        ({"min": tensors[2]} if fmt == "q4_1" else {})
-    pointers = (ctypes.c_void_p * 6)()
-    for role, position in roles.items():
-        pointers[position] = operands[role].ctypes.data
-    pointers[5] = h.ctypes.data
+    pointers = kernel_pointers(tensors, roles, x, y, h)
     library.rs_set_team(team)
     assert library.rs_gemv(pointers, None) == 0
     expected = fake_quantize_numpy(x[None]).astype(np.float64) @ dequantize_numpy(*tensors, format=fmt)
@@ -105,10 +101,7 @@ def test_q8_pair_walk_any_team_size_equals_numpy(tmp_path_factory, blocks, cols,
     x = (rng.standard_normal(rows) * 3).astype(np.float32)
     h = rng.standard_normal(cols).astype(np.float32)
     y = np.full(cols, np.nan, np.float32)
-    pointers = (ctypes.c_void_p * 6)()
-    for role, value in {"codes": tensors[0], "scale": tensors[1], "x": x, "y": y}.items():
-        pointers[roles[role]] = value.ctypes.data
-    pointers[5] = h.ctypes.data
+    pointers = kernel_pointers(tensors, roles, x, y, h)
     library.rs_set_team(team)
     assert library.rs_gemv(pointers, None) == 0
     expected = fake_quantize_numpy(x[None]).astype(np.float64) @ dequantize_numpy(*tensors, format="q8_0")
@@ -194,9 +187,7 @@ def test_several_rows_per_pass_equal_numpy(tmp_path, monkeypatch, rows_per_pass)
     tensors = quantize_numpy(rng.standard_normal((96, 77)), "q4_1")
     x = rng.standard_normal(96).astype(np.float32)
     y = np.full(77, np.nan, np.float32)
-    pointers = (ctypes.c_void_p * 6)()
-    for role, value in {"codes": tensors[0], "scale": tensors[1], "min": tensors[2], "x": x, "y": y}.items():
-        pointers[roles[role]] = value.ctypes.data
+    pointers = kernel_pointers(tensors, roles, x, y)
     library.rs_set_team(2)
     assert library.rs_gemv(pointers, None) == 0
     expected = fake_quantize_numpy(x[None]).astype(np.float64) @ dequantize_numpy(*tensors, format="q4_1")

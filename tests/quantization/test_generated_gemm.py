@@ -23,6 +23,7 @@ from backends.c.status import C_DEFINES
 from relaxscript.quantization import dequantize_numpy, quantize_numpy
 from tensorir.schedule_rules.quantized_gemm import QUANTIZED_GEMM_ATTR, function_element_epilogue
 
+from .native_operands import kernel_pointers
 from .test_dequantize_op import linear_module, scheduled_module
 
 FAST = settings(max_examples=8, deadline=None)
@@ -355,12 +356,7 @@ def test_standalone_gemm_any_rows_team_and_instruction_set(tmp_path_factory, bui
         x = rng.standard_normal((count, rows)).astype(np.float32)
         h = rng.standard_normal((count, cols)).astype(np.float32)
         y = np.full((count, cols), np.nan, np.float32)
-        operands = {"codes": tensors[0], "scale": tensors[1], "x": x, "y": y} | \
-            ({"min": tensors[2]} if fmt == "q4_1" else {})
-        pointers = (ctypes.c_void_p * 6)()
-        for role, position in roles.items():
-            pointers[position] = operands[role].ctypes.data
-        pointers[5] = h.ctypes.data
+        pointers = kernel_pointers(tensors, roles, x, y, h)
         syms = (ctypes.c_int64 * 1)(count)
         library.rs_set_team(team)
         assert library.rs_gemm(pointers, syms) == 0

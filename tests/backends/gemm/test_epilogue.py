@@ -5,9 +5,7 @@ build, a small SSE tile set and the AVX2 build forced on an AVX-512 machine. Ref
 here in float64, independently of the library's NumPy forms."""
 from __future__ import annotations
 
-import ctypes
 import math
-import subprocess
 
 import numpy as np
 import pytest
@@ -20,6 +18,8 @@ from backends.c.gemm.driver import ACTIVATIONS, RESIDUAL_AFTER_ACT, prepacked_ro
 from backends.c.gemm.machine import SSE, MachineParams
 from backends.c.gemm.params import derive_params, gemm_params
 from backends.c.gemm.prepacked import pack_weight
+
+from .forced_avx2 import forced_avx2_library
 
 PARAMS = gemm_params()
 SMALL = derive_params(MachineParams(SSE, 8 << 10, 32 << 10, 256 << 10, 2))
@@ -119,33 +119,10 @@ def test_large_magnitudes(act):
     _run(1, 40, 64, act, None, False, 1, PARAMS, 4, scale=40.0)
 
 
-def _forced_avx2_library():
-    """This machine's library built for AVX2 (AVX-512 switched off, as an AVX2-only CPU builds it), or
-    None where the compiler cannot target AVX2 + FMA."""
-    from backends.c.compiler import compile_shared, find_compiler
-    from backends.c.gemm.driver import emit_gemm_library
-    from backends.c.gemm.machine import AVX2, isa_from_macros, machine_from
-    flags = ("-mno-avx512f",)
-    macros = subprocess.run([find_compiler(), "-march=native", *flags, "-dM", "-E", "-x", "c", "-"], input="",
-                            capture_output=True, text=True).stdout
-    if isa_from_macros(macros) != AVX2:
-        return None, None
-    params = derive_params(machine_from(macros))
-    path, _ = compile_shared(emit_gemm_library(params), extra_flags=flags)
-    lib = ctypes.CDLL(str(path))
-    lib.rs_gen_gemm.argtypes = [ctypes.c_long] * 3 + [ctypes.c_void_p] * 2 + [ctypes.c_int] + \
-        [ctypes.c_void_p] * 3 + [ctypes.c_int] * 3
-    lib.rs_gen_gemm_prepacked.argtypes = [ctypes.c_long] * 3 + [ctypes.c_void_p] * 6 + [ctypes.c_int] * 3
-    lib.rs_gen_bind_blas.argtypes = [ctypes.c_void_p]
-    if blas.backend() == "openblas":
-        lib.rs_gen_bind_blas(blas.native_address("rs_sgemm"))
-    return lib, params
-
-
 def test_forced_avx2_build_every_activation():
     """The AVX2 build's epilogue loops (8-wide libmvec calls) at its variants' edges, both residual
     orders, plain and prepacked."""
-    lib, p = _forced_avx2_library()
+    lib, p = forced_avx2_library()
     if lib is None:
         pytest.skip("the compiler cannot target AVX2 + FMA without AVX-512 here")
     assert p.isa == "avx2"

@@ -15,6 +15,8 @@ from backends.c.gemm.params import derive_params, gemm_params
 from backends.c.gemm.prepacked import pack_weight, prepacked_dims, unpack_weight
 from tensorir.errors import ShapeMismatchError
 
+from .forced_avx2 import forced_avx2_library
+
 PARAMS = gemm_params()
 SMALL = derive_params(MachineParams(SSE, 8 << 10, 32 << 10, 256 << 10, 2))   # 6x8 tiles, small mc
 
@@ -121,38 +123,12 @@ def test_every_ragged_row_tile(which):
         _run(m, 3 * p.nr + 5, 2 * p.kc + 7, p, 1 + m % 2, m, bias=m % 3 == 0, residual=m % 2 == 0, act="silu")
 
 
-def _forced_avx2_library():
-    """The whole generated library for an AVX2 machine, compiled with AVX-512 switched off (what an
-    AVX2-only CPU such as Zen 3 builds), or None where the compiler cannot target AVX2 + FMA."""
-    import ctypes
-    import subprocess
-
-    from backends import blas
-    from backends.c.compiler import compile_shared, find_compiler
-    from backends.c.gemm.driver import emit_gemm_library
-    from backends.c.gemm.machine import AVX2, isa_from_macros, machine_from
-    flags = ("-mno-avx512f",)
-    macros = subprocess.run([find_compiler(), "-march=native", *flags, "-dM", "-E", "-x", "c", "-"], input="",
-                            capture_output=True, text=True).stdout
-    if isa_from_macros(macros) != AVX2:
-        return None, None
-    params = derive_params(machine_from(macros))
-    path, _ = compile_shared(emit_gemm_library(params), extra_flags=flags)
-    lib = ctypes.CDLL(str(path))
-    lib.rs_gen_gemm_prepacked.argtypes = [ctypes.c_long] * 3 + [ctypes.c_void_p] * 6 + [ctypes.c_int] * 3
-    lib.rs_gen_gemm_prepacked_variant.argtypes = [ctypes.c_long, ctypes.c_int, ctypes.c_int]
-    lib.rs_gen_bind_blas.argtypes = [ctypes.c_void_p]
-    if blas.backend() == "openblas":
-        lib.rs_gen_bind_blas(blas.native_address("rs_sgemm"))
-    return lib, params
-
-
 def test_forced_avx2_build_matches_numpy_at_its_boundaries():
     """The AVX2 build (6x16 tiles, 16-wide panels, one prefetch per k step) on this machine with
     AVX-512 off: every path of the prepacked kernel and its run-time limit beside OpenBLAS."""
     from backends import blas
     from backends.c.gemm.driver import prepacked_rows
-    lib, p = _forced_avx2_library()
+    lib, p = forced_avx2_library()
     if lib is None:
         pytest.skip("the compiler cannot target AVX2 + FMA without AVX-512 here")
     assert (p.isa, p.mr, p.nr) == ("avx2", 6, 16)

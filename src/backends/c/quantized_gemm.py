@@ -24,7 +24,7 @@ import os
 from dataclasses import dataclass, replace
 
 from .gemm.machine import MachineParams, machine_params
-from .gemm.microkernel import emit_microkernel, vector_type, vector_typedefs
+from .gemm.microkernel import emit_microkernel, switch_on_rows, vector_type, vector_typedefs
 from .gemm.params import GemmParams, derive_params
 from .quantized_gemv import BLOCK, FORMATS, ColumnEpilogue, FLOAT32_SCALES, ScaleLoads, VectorFeatures, gemv_source
 
@@ -290,14 +290,12 @@ def row_kernels_source(name: str, params: GemmParams) -> str:
     bytes (NULL: none). Emitted once
     per translation unit (every quantized GEMM of one machine shares them): a ragged last tile
     through the ``mr``-row kernel paid for ``mr`` rows (16 tokens ran as 14 + 14)."""
-    out, cases = [f"#ifndef {name.upper()}", f"#define {name.upper()}"], []
+    out, calls = [f"#ifndef {name.upper()}", f"#define {name.upper()}"], []
     for rows in range(1, params.mr + 1):
         out.append(emit_microkernel(f"{name}{rows}", replace(params, mr=rows), a_packed=False, b_packed=True,
                                     prefetch_b=True, prefetch_lines=1))
-        cases.append(f"    case {rows}: {name}{rows}(kc, a, lda, b_pack, b_next, pf_step, c, {params.nr}, {rows}, "
-                     f"{params.nr}, acc); return;")
-    out.append(f"static void {name}(int rows, int kc, const float* a, int lda, const float* b_pack, "
-               "const float* b_next, long pf_step, float* c, "
-               "int acc) {\n  switch (rows) {\n" + "\n".join(cases) + "\n  }\n}")
+        calls.append(f"{name}{rows}(kc, a, lda, b_pack, b_next, pf_step, c, {params.nr}, {rows}, {params.nr}, acc)")
+    out.append(switch_on_rows(f"{name}(int rows, int kc, const float* a, int lda, const float* b_pack, "
+                              "const float* b_next, long pf_step, float* c, int acc)", calls))
     out.append("#endif")
     return "\n".join(out)

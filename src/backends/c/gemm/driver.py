@@ -30,7 +30,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from .gemv import emit_gemv
-from .microkernel import emit_microkernel, vector_type, vector_typedefs
+from .microkernel import emit_microkernel, switch_on_rows, vector_type, vector_typedefs
 from .params import GemmParams
 
 # The epilogue's elementwise activations: name -> (code, C expression of the float ``v``). Each is applied
@@ -113,7 +113,7 @@ def _row_kernels(params: GemmParams) -> str:
     """Micro-kernels reading A in place, one per row count 1..mr (a skinny product of 1 row does
     not pay for mr rows of multiply-adds), with B packed (``kernel_rows``) or read in place swept
     across whole panels (``sweep_rows``), and their dispatch on the row count."""
-    out, packed_cases, sweep_cases = [], [], []
+    out, packed_calls, sweep_calls = [], [], []
     for rows in range(1, params.mr + 1):
         tile = replace(params, mr=rows)
         out.append(emit_microkernel(f"rs_gemm_kernel_rows{rows}", tile, a_packed=False, b_packed=True,
@@ -124,14 +124,13 @@ def _row_kernels(params: GemmParams) -> str:
                    f"  for (int jr = 0; jr < w; jr += {params.nr})\n"
                    f"    rs_gemm_kernel_rows{rows}_direct_b(kc, a, lda, b + jr, ldb, c + jr, ldc, {rows}, "
                    f"{params.nr}, acc);\n}}\n")
-        packed_cases.append(f"    case {rows}: rs_gemm_kernel_rows{rows}(kc, a, lda, b, c, ldc, {rows}, cols, acc); "
-                            "return;")
-        sweep_cases.append(f"    case {rows}: sweep_rows{rows}(kc, a, lda, b, ldb, c, ldc, w, acc); return;")
-    out.append("static void kernel_rows(int rows, int kc, const float* a, int lda, const float* b, float* c, "
-               "int ldc, int cols, int acc) {\n  switch (rows) {\n" + "\n".join(packed_cases) + "\n  }\n}\n")
+        packed_calls.append(f"rs_gemm_kernel_rows{rows}(kc, a, lda, b, c, ldc, {rows}, cols, acc)")
+        sweep_calls.append(f"sweep_rows{rows}(kc, a, lda, b, ldb, c, ldc, w, acc)")
+    out.append(switch_on_rows("kernel_rows(int rows, int kc, const float* a, int lda, const float* b, float* c, "
+                              "int ldc, int cols, int acc)", packed_calls) + "\n")
     out.append("/* whole panels only: w a multiple of NR */\n"
-               "static void sweep_rows(int rows, int kc, const float* a, int lda, const float* b, int ldb, "
-               "float* c, int ldc, int w, int acc) {\n  switch (rows) {\n" + "\n".join(sweep_cases) + "\n  }\n}\n")
+               + switch_on_rows("sweep_rows(int rows, int kc, const float* a, int lda, const float* b, int ldb, "
+                                "float* c, int ldc, int w, int acc)", sweep_calls) + "\n")
     return "\n".join(out)
 
 
@@ -141,18 +140,16 @@ def _prepacked_kernels(params: GemmParams) -> str:
     the next panel to prefetch (``prefetch_b``). A ragged last row tile runs its own row count, so
     no tile multiplies padding rows (the packed 14-row kernel did: 8 of 64 rows, 12 of 96). (Fewer
     rows read A in place through ``kernel_rows``.)"""
-    out, packed_cases = [], []
+    out, packed_calls = [], []
     for rows in range(1, params.mr + 1):
         tile = replace(params, mr=rows)
         out.append(emit_microkernel(f"rs_gemm_kernel_packed_rows{rows}", tile, a_packed=True, b_packed=True,
                                     prefetch_c=True, a_stride=params.mr, prefetch_b=PREFETCH_B))
         nxt = "b_next, pf_step, " if PREFETCH_B else ""
-        packed_cases.append(f"    case {rows}: rs_gemm_kernel_packed_rows{rows}(kc, a, b, {nxt}c, ldc, {rows}, "
-                            "cols, acc); return;")
-    out.append("static void kernel_packed_rows(int rows, int kc, const float* a, const float* b, "
-               "const float* b_next, long pf_step, float* c, int ldc, int cols, int acc) {\n"
-               "  (void)b_next; (void)pf_step;\n  switch (rows) {\n"
-               + "\n".join(packed_cases) + "\n  }\n}\n")
+        packed_calls.append(f"rs_gemm_kernel_packed_rows{rows}(kc, a, b, {nxt}c, ldc, {rows}, cols, acc)")
+    out.append(switch_on_rows("kernel_packed_rows(int rows, int kc, const float* a, const float* b, "
+                              "const float* b_next, long pf_step, float* c, int ldc, int cols, int acc)",
+                              packed_calls, "  (void)b_next; (void)pf_step;\n") + "\n")
     return "\n".join(out)
 
 

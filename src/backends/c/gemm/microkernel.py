@@ -88,6 +88,14 @@ def k_splits(params: GemmParams) -> int:
     return max(1, full_rows // params.mr)
 
 
+def switch_on_rows(signature: str, calls: list[str], preamble: str = "") -> str:
+    """``static void <signature>`` whose body calls ``calls[rows - 1]`` (one micro-kernel per row count
+    1..len(calls): a ragged tile runs a kernel of exactly its rows) and returns; ``preamble`` (whole
+    lines) goes before the switch."""
+    cases = "\n".join(f"    case {rows}: {call}; return;" for rows, call in enumerate(calls, 1))
+    return f"static void {signature} {{\n{preamble}  switch (rows) {{\n{cases}\n  }}\n}}"
+
+
 def emit_microkernel(name: str, params: GemmParams, a_packed: bool = True, b_packed: bool = True,
                      prefetch_c: bool = False, a_stride: int | None = None, prefetch_b: bool = False,
                      prefetch_lines: int | None = None) -> str:

@@ -24,9 +24,43 @@ CHAT_TEMPLATE = (
 # the text the tiny tokenizer's merges are learned from; its characters are the base vocabulary
 CORPUS = ("the quick brown fox jumps over the lazy dog. hello there, this is a tiny test model! "
           "what is the answer? it is 42 or 7 or 1990. THE END\nsee you\n")
-_QTYPES = {"F32": gguf.GGMLQuantizationType.F32, "F16": gguf.GGMLQuantizationType.F16,
-           "Q8_0": gguf.GGMLQuantizationType.Q8_0, "Q4_1": gguf.GGMLQuantizationType.Q4_1,
-           "Q4_0": gguf.GGMLQuantizationType.Q4_0}
+# byte offsets of the float16 fields (scales, mins) of a block: the values are linear in them
+# together, so scaling them scales the tensor; every other byte of a block may be anything
+SCALE_FIELDS = {"Q4_0": (0,), "Q4_1": (0, 2), "Q5_0": (0,), "Q5_1": (0, 2), "Q8_0": (0,),
+                "Q2_K": (80, 82), "Q3_K": (108,), "Q4_K": (0, 2), "Q5_K": (0, 2), "Q6_K": (208,),
+                "IQ2_XXS": (0,), "IQ2_XS": (0,), "IQ2_S": (0,), "IQ3_XXS": (0,), "IQ3_S": (0,),
+                "IQ1_S": (0,), "IQ4_NL": (0,), "IQ4_XS": (0,), "TQ1_0": (52,), "TQ2_0": (64,)}
+
+
+def random_blocks(qtype: str, rows: int, cols: int, rng, std: float | None = None) -> np.ndarray:
+    """Random ``(rows, cols)`` weights of ggml type ``qtype`` as raw blocks ``(rows, bytes per row)``:
+    random bytes with finite float16 fields (random sign, magnitude within a factor 2), scaled so
+    the values' standard deviation is ``std`` (default: 1/sqrt(cols), a linear layer's)."""
+    gtype = gguf.GGMLQuantizationType[qtype]
+    block, nbytes = gguf.GGML_QUANT_SIZES[gtype]
+    raw = rng.integers(0, 256, (rows, cols // block, nbytes), dtype=np.uint8)
+    fields = SCALE_FIELDS.get(qtype, ())
+    units = rng.choice([-1.0, 1.0], (len(fields), rows, cols // block)) * rng.uniform(0.5, 1.0, (len(fields), rows, cols // block))
+
+    def put(factor):
+        for field, unit in zip(fields, units):
+            raw[:, :, field:field + 2] = (unit * factor).astype("<f2").view(np.uint8).reshape(rows, -1, 2)
+
+    put(1.0)
+    values = gguf.quants.dequantize(raw.reshape(rows, -1), gtype)
+    if fields:
+        put((std or 1.0 / np.sqrt(cols)) / max(float(values.std()), 1e-30))
+    return raw.reshape(rows, -1)
+
+
+def _encode(value: np.ndarray, qtype: str, rng) -> np.ndarray:
+    """``value`` in ``qtype``: gguf's quantizer where it has one, else random blocks of the same
+    shape and standard deviation (gguf 0.19 does not quantize the K-quants)."""
+    gtype = gguf.GGMLQuantizationType[qtype]
+    try:
+        return gguf.quants.quantize(value, gtype)
+    except NotImplementedError:
+        return random_blocks(qtype, value.shape[0], value.shape[1], rng, float(value.std()))
 
 
 def _byte_to_unicode() -> dict[int, str]:
@@ -111,11 +145,14 @@ def write_random_llama_gguf(path: str | os.PathLike, *, layers: int = 2, hidden:
                             kv_heads: int = 2, ffn: int = 128, vocab: int = 96,
                             qtypes: tuple[str, str] | str = ("Q4_1", "Q8_0"), seed: int = 0,
                             context_length: int = 256, rope_theta: float = 10000.0,
-                            tie_embeddings: bool = True, architecture: str = "llama") -> str:
+                            tie_embeddings: bool = True, architecture: str = "llama",
+                            tensor_qtypes: dict[str, str] | None = None) -> str:
     """Write a random Llama model with a tiny tokenizer to ``path``; returns the path.
 
     ``qtypes`` is ``(projections, token embedding)`` or one type for both;
-    norm weights are always F32. ``architecture`` other than "llama" writes
+    ``tensor_qtypes`` overrides the type of named tensors (any ggml type: those
+    gguf cannot quantize are random blocks, ``random_blocks``); norm weights are
+    F32 unless named there. ``architecture`` other than "llama" writes
     the same tensors under another name (for the unsupported-architecture error).
     """
     proj_type, embd_type = (qtypes, qtypes) if isinstance(qtypes, str) else qtypes
@@ -144,12 +181,15 @@ def write_random_llama_gguf(path: str | os.PathLike, *, layers: int = 2, hidden:
     writer.add_bos_token_id(BOS_ID)
     writer.add_eos_token_id(EOS_ID)
     writer.add_chat_template(CHAT_TEMPLATE)
+    rng = np.random.default_rng(seed + 1000)
     for name, value in weights.items():
         qtype = "F32" if value.ndim == 1 else embd_type if name == "token_embd.weight" else proj_type
+        qtype = (tensor_qtypes or {}).get(name, qtype)
         if qtype == "F32":
             writer.add_tensor(name, value)
         else:
-            writer.add_tensor(name, gguf.quants.quantize(value, _QTYPES[qtype]), raw_dtype=_QTYPES[qtype])
+            gtype = gguf.GGMLQuantizationType[qtype]
+            writer.add_tensor(name, _encode(value, qtype, rng), raw_dtype=gtype)
     writer.write_header_to_file()
     writer.write_kv_data_to_file()
     writer.write_tensors_to_file()

@@ -27,6 +27,8 @@ from typing import Any
 
 import numpy as np
 
+from .ggml_types import GGML_TYPES, NATIVE_DEQUANTIZE, dequantizable, dequantize_blocks
+
 __all__ = ["GGUFFormatError", "UnsupportedModelError", "GGUFFile", "GGUFTensor", "LlamaConfig",
            "read_gguf", "llama_config", "QUANT_BLOCKS"]
 
@@ -51,15 +53,9 @@ _STRING, _ARRAY = 8, 9
 _NUMPY_OF_SCALAR = {0: np.uint8, 1: np.int8, 2: np.uint16, 3: np.int16, 4: np.uint32, 5: np.int32,
                     6: np.float32, 7: np.bool_, 10: np.uint64, 11: np.int64, 12: np.float64}
 
-# ggml tensor types this reader knows: code -> (name, elements per block, bytes per block)
-QUANT_BLOCKS = {0: ("F32", 1, 4), 1: ("F16", 1, 2), 2: ("Q4_0", 32, 18), 3: ("Q4_1", 32, 20),
-                8: ("Q8_0", 32, 34)}
-# names of the other ggml types, so an error can say which one a file uses
-_OTHER_GGML_TYPES = {6: "Q5_0", 7: "Q5_1", 9: "Q8_1", 10: "Q2_K", 11: "Q3_K", 12: "Q4_K", 13: "Q5_K",
-                     14: "Q6_K", 15: "Q8_K", 16: "IQ2_XXS", 17: "IQ2_XS", 18: "IQ3_XXS", 19: "IQ1_S",
-                     20: "IQ4_NL", 21: "IQ3_S", 22: "IQ2_S", 23: "IQ4_XS", 24: "I8", 25: "I16",
-                     26: "I32", 27: "I64", 28: "F64", 29: "IQ1_M", 30: "BF16", 34: "TQ1_0",
-                     35: "TQ2_0", 39: "MXFP4"}
+# ggml tensor types: code -> (name, elements per block, bytes per block); a file's tensors may be of
+# any type ``ggml_types`` dequantizes (natively or through the ``gguf`` package)
+QUANT_BLOCKS = GGML_TYPES
 
 
 class _Cursor:
@@ -139,7 +135,8 @@ class GGUFTensor:
     tensor as uint8 with shape ``shape[:-1] + (bytes_per_row,)``: each row is
     its quantization blocks in order (a block of Q4_1 is f16 scale, f16 min,
     16 bytes of 4-bit values: element j < 16 in the low nibble of byte j,
-    element j >= 16 in the high nibble of byte j - 16).
+    element j >= 16 in the high nibble of byte j - 16; ``ggml_types`` lists
+    the layouts of every type it decodes).
     """
     name: str
     qtype: str
@@ -170,33 +167,16 @@ class GGUFTensor:
 _BLOCKS_BY_NAME = {name: (size, nbytes) for name, size, nbytes in QUANT_BLOCKS.values()}
 
 
-def _block_scales(blocks: np.ndarray, start: int) -> np.ndarray:
-    return blocks[..., start:start + 2].copy().view("<f2").astype(np.float32)
-
-
-def _nibbles(blocks: np.ndarray, start: int) -> np.ndarray:
-    packed = blocks[..., start:start + 16]
-    return np.concatenate([packed & 0x0F, packed >> 4], axis=-1).astype(np.float32)
-
-
 def dequantize(raw: np.ndarray, qtype: str, shape: tuple[int, ...]) -> np.ndarray:
     """float32 values of ``raw`` bytes (row-major blocks) of ggml type ``qtype`` and ``shape``."""
-    flat = np.ascontiguousarray(raw, dtype=np.uint8).reshape(-1)
-    if qtype == "F32":
-        return flat.view("<f4").astype(np.float32).reshape(shape)
-    if qtype == "F16":
-        return flat.view("<f2").astype(np.float32).reshape(shape)
-    size, nbytes = _BLOCKS_BY_NAME[qtype]
-    blocks = flat.reshape(-1, nbytes)
-    if qtype == "Q8_0":
-        values = blocks[:, 2:].view(np.int8).astype(np.float32) * _block_scales(blocks, 0)
-    elif qtype == "Q4_1":
-        values = _nibbles(blocks, 4) * _block_scales(blocks, 0) + _block_scales(blocks, 2)
-    elif qtype == "Q4_0":
-        values = (_nibbles(blocks, 2) - 8.0) * _block_scales(blocks, 0)
-    else:
+    if qtype not in _BLOCKS_BY_NAME or not dequantizable(qtype):
         raise UnsupportedModelError(f"no dequantization for tensor type {qtype}")
-    return values.reshape(shape)
+    return dequantize_blocks(raw, qtype, shape)
+
+
+def _supported_types() -> str:
+    names = [name for name, _, _ in QUANT_BLOCKS.values() if dequantizable(name)]
+    return ", ".join(names)
 
 
 class GGUFFile:
@@ -293,12 +273,14 @@ def read_gguf(path: str | os.PathLike) -> GGUFFile:
     extents = []
     for name, dims, code, offset in infos:
         if code not in QUANT_BLOCKS:
-            kind = _OTHER_GGML_TYPES.get(code)
-            if kind is None:
-                raise cur.fail(f"tensor {name!r} has unknown ggml type {code}")
+            raise cur.fail(f"tensor {name!r} has unknown ggml type {code}")
+        if not dequantizable(QUANT_BLOCKS[code][0]):
+            kind = QUANT_BLOCKS[code][0]
+            hint = "" if kind in NATIVE_DEQUANTIZE else " (the rarer types are decoded by the 'gguf' package " \
+                "when it is installed, and it does not decode this one)"
             raise UnsupportedModelError(
-                f"{path}: tensor {name!r} has type {kind}; supported types are "
-                f"{', '.join(n for n, _, _ in QUANT_BLOCKS.values())}")
+                f"{path}: tensor {name!r} has type {kind}, which cannot be dequantized{hint}; "
+                f"supported types are {_supported_types()}")
         qtype, block, block_bytes = QUANT_BLOCKS[code]
         if any(d == 0 for d in dims):
             raise cur.fail(f"tensor {name!r} has a zero dimension {dims}")

@@ -27,18 +27,16 @@ import numpy as np
 
 from .. import nn
 from ..frontend.gguf import GGUFFile, llama_config, read_gguf
-from ..quantization.repack import repack
+from ..quantization.gguf_convert import FLOAT_TYPES, ConvertedWeight, conversion_report, convert_weight
 from .generation import GenerationStats, generate
 from . import kv_cache, weight_arena
 from .kv_cache import CacheOverflowError
 from .kv_cache import cache_dtype as _cache_dtype
-from .model import LlamaForCausalLM, gguf_tensor, rope_tables
+from .model import LlamaForCausalLM, gguf_sources, rope_tables
 from .sampling import Sampler, SamplingParams, greedy
 from .tokenizer import Tokenizer
 
 DEFAULT_MAX_CONTEXT = 2048        # KV cache positions unless asked (the file may allow more)
-_QUANTIZED = {"Q4_0": "q4_0", "Q4_1": "q4_1", "Q8_0": "q8_0"}   # GGUF types the kernels compute with directly
-_FLOAT = ("F32", "F16")
 SCALE_DTYPES = {"f16": "float16", "f32": "float32"}   # scales option -> the block scales' dtype
 DEFAULT_SCALES = "f16"
 
@@ -53,7 +51,8 @@ class Engine:
 
     def __init__(self, config, exported: nn.Exported, executable, arrays: dict, *,
                  capacity: int, tokenizer: Tokenizer | None = None, lowered_mod=None,
-                 activations: str = "f32", kv_cache_dtype: str = "f32", scales: str | None = None):
+                 activations: str = "f32", kv_cache_dtype: str = "f32", scales: str | None = None,
+                 conversions: dict | None = None):
         import relaxscript as rx
         self.config, self.exported, self.executable = config, exported, executable
         self.lowered_mod = lowered_mod    # the module after the pipeline (memory plan, kernels)
@@ -61,6 +60,11 @@ class Engine:
         self.tokenizer = tokenizer
         self.kv_cache = kv_cache_dtype    # "f16" / "f32": the cache tensors' dtype
         self.scales = scales              # "f16" / "f32": the quantized blocks' scales (None: no quantized weights)
+        # GGUF tensor name -> ConvertedWeight: how each quantized weight of the file is computed
+        # (copied, repacked or requantized, with its measured error); empty with weights="f32".
+        # Kept without their arrays (the weights below hold them, maybe packed into one block)
+        self.weight_conversions = {name: dataclasses.replace(conv, arrays=())
+                                   for name, conv in (conversions or {}).items()}
         self.max_context = capacity
         self.eos_id = config.eos_id
         self._vm = rx.VirtualMachine(executable)
@@ -86,8 +90,13 @@ class Engine:
                   scales: str | None = None) -> "Engine":
         """Read, build and compile a Llama GGUF file.
 
-        ``weights="q4"`` keeps the file's Q4_1/Q8_0 blocks and computes with them;
-        ``"f32"`` dequantizes every tensor once at load (the checking path).
+        ``weights="q4"`` computes with the file's quantized blocks: Q4_0/Q4_1/Q8_0 as they
+        are, Q5_0 exactly as q8_0, Q4_K repacked as q4_1 (one scale and min per 32 values),
+        every other dequantizable type (Q5_1, Q2_K, Q3_K, Q5_K, Q6_K, IQ*, ...) requantized
+        to q8_0 (``quantization.gguf_convert``; ``weight_conversions`` and
+        ``conversion_report()`` say what happened, with the error each choice measured);
+        ``"f32"`` dequantizes every tensor once at load (the checking path: exactly the
+        file's values). F16 and BF16 tensors are float32 either way.
         ``max_context`` bounds the KV cache (default: the file's context length,
         at most 2048). ``activations="q8"`` (the default with q4 weights, what llama.cpp
         computes) rounds the input of every quantized matmul to 8-bit block codes, so the
@@ -122,10 +131,12 @@ class Engine:
         capacity = max_context if max_context is not None else min(config.context_length, DEFAULT_MAX_CONTEXT)
         if not isinstance(capacity, int) or capacity < 1:
             raise ValueError(f"Engine.from_gguf: max_context must be a positive int, got {max_context!r}")
-        formats = _weight_formats(gguf, SCALE_DTYPES[scales_option]) if weights == "q4" else {}
+        scale_dtype = SCALE_DTYPES[scales_option]
+        conversions = convert_weights(gguf, scale_dtype) if weights == "q4" else {}
+        formats = _weight_formats(gguf, scale_dtype, conversions) if weights == "q4" else {}
         model = LlamaForCausalLM(config, capacity, formats, kv_cache_dtype=kv_cache_option)
         exported = nn.export(model, dataclasses.replace(model.export_spec(), activations=activations))
-        arrays = load_parameters(gguf, exported.param_names, config, capacity, SCALE_DTYPES[scales_option])
+        arrays = load_parameters(gguf, exported.param_names, config, capacity, scale_dtype, conversions)
         lowered = exported.mod
         for step in rx.get_pipeline(target):
             lowered = step(lowered)
@@ -133,7 +144,7 @@ class Engine:
         tok = Tokenizer.from_gguf(gguf) if tokenizer else None
         engine = cls(config, exported, executable, arrays, capacity=capacity, tokenizer=tok,
                      lowered_mod=lowered, activations=activations, kv_cache_dtype=kv_cache_option,
-                     scales=scales_option if formats else None)
+                     scales=scales_option if formats else None, conversions=conversions)
         if warm_up if warm_up is not None else target == "c":
             engine.warm_up()
         return engine
@@ -153,6 +164,13 @@ class Engine:
         if self.position < self.max_context:
             self.decode(0)
         self.reset()
+
+    def conversion_report(self) -> list[str]:
+        """Lines saying how the file's quantized weights are computed (copied, repacked,
+        requantized to q8_0 with the largest error measured, or float32)."""
+        if not self.weight_conversions:
+            return ["all weights float32 (weights='f32': the file's dequantized values)"]
+        return conversion_report(self.weight_conversions)
 
     def kv_cache_bytes(self) -> int:
         """Bytes of the KV caches (every layer's keys and values at the capacity)."""
@@ -271,35 +289,55 @@ class Engine:
         return "".join(self.chat_stream(text, max_new_tokens, **kwargs))
 
 
-def _weight_formats(gguf: GGUFFile, scale_dtype: str = "float32") -> dict:
-    """GGUF tensor name -> ``nn.Quantized`` (scales in ``scale_dtype``) for the types computed on
-    directly; float types stay float32; any other type is an error naming it."""
-    formats = {}
-    for name, tensor in gguf.tensors.items():
-        if tensor.qtype in _QUANTIZED and len(tensor.shape) == 2:
-            formats[name] = nn.Quantized(_QUANTIZED[tensor.qtype], scale_dtype)
-        elif tensor.qtype not in _FLOAT:
-            raise ValueError(f"{gguf.path}: tensor {name!r} has quantization type {tensor.qtype}, which "
-                             f"the engine cannot compute with (supported: F32, F16, Q4_0, Q4_1, Q8_0)")
-    return formats
+def convert_weights(gguf: GGUFFile, scale_dtype: str = "float32") -> dict:
+    """GGUF tensor name -> ``ConvertedWeight`` for every quantized 2-D tensor (``convert_weight``:
+    copied, repacked or requantized into a kernel format, or float32 where none fits)."""
+    return {name: convert_weight(tensor.qtype, tensor.raw, tensor.shape, scale_dtype)
+            for name, tensor in gguf.tensors.items()
+            if tensor.qtype not in FLOAT_TYPES and len(tensor.shape) == 2}
 
 
-def load_parameters(gguf: GGUFFile, param_names, config, capacity: int, scale_dtype: str = "float32") -> dict:
-    """The array of every exported parameter: repacked blocks for quantized weights (scales in
-    ``scale_dtype``: float16 keeps the file's values, float32 widens them), float32 values
-    otherwise, and the rotary tables."""
+def _weight_formats(gguf: GGUFFile, scale_dtype: str = "float32", conversions: dict | None = None) -> dict:
+    """GGUF tensor name -> ``nn.Quantized`` (scales in ``scale_dtype``) for the weights computed
+    quantized; float weights (and any a conversion left in float32) are absent."""
+    if conversions is None:
+        conversions = convert_weights(gguf, scale_dtype)
+    return {name: nn.Quantized(conv.format, scale_dtype) for name, conv in conversions.items()
+            if conv.format is not None}
+
+
+def _converted_arrays(gguf: GGUFFile, param_name: str, conversions: dict, scale_dtype: str) -> tuple:
+    """The op's arrays of a quantized parameter: its source tensors' converted arrays, stacked
+    along the output axis (the columns of the ``(in, out)`` layout) for a merged projection."""
+    parts = []
+    for source in gguf_sources(param_name):
+        if source not in conversions:
+            tensor = gguf.tensor(source)
+            conversions[source] = convert_weight(tensor.qtype, tensor.raw, tensor.shape, scale_dtype)
+        parts.append(conversions[source].arrays)
+    if len(parts) == 1:
+        return parts[0]
+    return tuple(np.concatenate(arrays, axis=1) for arrays in zip(*parts))
+
+
+def load_parameters(gguf: GGUFFile, param_names, config, capacity: int, scale_dtype: str = "float32",
+                    conversions: dict | None = None) -> dict:
+    """The array of every exported parameter: converted blocks for quantized weights (scales in
+    ``scale_dtype``; ``conversions`` from ``convert_weights``, made here when absent), float32
+    values otherwise, and the rotary tables."""
     cos, sin = rope_tables(capacity, config.head_dim, config.rope_theta)
     arrays = {"rope.cos": cos, "rope.sin": sin}
-    repacked: dict[str, tuple] = {}
+    conversions = {} if conversions is None else dict(conversions)
     for name in param_names:
         if name in arrays:
             continue
-        tensor = gguf_tensor(gguf, name)
         part = name.rsplit(".", 1)[-1]
         if part in ("data", "scale", "min"):
-            if tensor.name not in repacked:
-                repacked[tensor.name] = repack(tensor, scale_dtype)
-            arrays[name] = repacked[tensor.name][("data", "scale", "min").index(part)]
+            converted = _converted_arrays(gguf, name.rsplit(".", 1)[0], conversions, scale_dtype)
+            arrays[name] = converted[("data", "scale", "min").index(part)]
         else:
-            arrays[name] = np.ascontiguousarray(tensor.dequantize(), dtype=np.float32)
+            # a merged projection's sources may be of different types: each dequantized, then stacked
+            values = [gguf.tensor(source).dequantize() for source in gguf_sources(name)]
+            arrays[name] = np.ascontiguousarray(np.concatenate(values, axis=0) if len(values) > 1 else values[0],
+                                                dtype=np.float32)
     return arrays

@@ -27,7 +27,7 @@ from relaxscript.quantization.activations import fake_quantize_numpy
 
 ACTIVATIONS = ("f32", "q8")
 KV_CACHE_DTYPES = {"f32": np.float32, "f16": np.float16}
-_QUANTIZED_TYPES = ("Q4_0", "Q4_1", "Q8_0")   # the GGUF types the engine computes with directly
+_FLOAT_TYPES = ("F32", "F16", "BF16")   # the GGUF types the engine computes as float32 (all others quantized)
 
 __all__ = ["NumpyLlama", "ContextOverflowError", "rope_tables", "apply_rope"]
 
@@ -64,8 +64,8 @@ class NumpyLlama:
     shape (a GGUF file's tensors are dequantized once). ``max_context``
     bounds the KV cache (default: the model's context length); a prefill or
     decode past it raises ``ContextOverflowError``. ``activations="q8"`` rounds the
-    inputs of the matmuls whose weights are quantized (the file's Q4_0/Q4_1/Q8_0
-    tensors, or the names in ``quantized``; default with a config: every matmul).
+    inputs of the matmuls whose weights are quantized (the file's tensors of a quantized type,
+    or the names in ``quantized``; default with a config: every matmul).
     ``kv_cache="f16"`` keeps the cache in float16 (the engine's default with q4 weights).
     """
 
@@ -85,7 +85,7 @@ class NumpyLlama:
             config = llama_config(source)
             weights = {name: source.tensor(name).dequantize() for name in expected_tensor_shapes(config)}
             if quantized is None:
-                quantized = {name for name in weights if source.tensor(name).qtype in _QUANTIZED_TYPES
+                quantized = {name for name in weights if source.tensor(name).qtype not in _FLOAT_TYPES
                              and len(source.tensor(name).shape) == 2}
         elif isinstance(source, LlamaConfig):
             if weights is None:

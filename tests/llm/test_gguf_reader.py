@@ -58,14 +58,26 @@ def test_unsupported_architecture_is_named(tmp_path):
 
 
 def test_unsupported_tensor_type_is_named(tmp_path):
+    # Q8_K is an activation type: neither our decoders nor gguf's dequantize it
+    path = tmp_path / "q8k.gguf"
+    writer = gguf.GGUFWriter(path, "llama")
+    writer.add_tensor("blk.0.ffn_up.weight", np.zeros((2, 292), np.uint8), raw_dtype=gguf.GGMLQuantizationType.Q8_K)
+    writer.write_header_to_file(); writer.write_kv_data_to_file(); writer.write_tensors_to_file(); writer.close()
+    with pytest.raises(UnsupportedModelError, match="'blk.0.ffn_up.weight' has type Q8_K"):
+        read_gguf(path)
+
+
+def test_q5_0_tensors_read(tmp_path):
     path = tmp_path / "q5.gguf"
     writer = gguf.GGUFWriter(path, "llama")
-    values = np.zeros((2, 32), np.float32)
+    values = np.random.default_rng(0).standard_normal((2, 64)).astype(np.float32)
     packed = gguf.quants.quantize(values, gguf.GGMLQuantizationType.Q5_0)
     writer.add_tensor("blk.0.ffn_up.weight", packed, raw_dtype=gguf.GGMLQuantizationType.Q5_0)
     writer.write_header_to_file(); writer.write_kv_data_to_file(); writer.write_tensors_to_file(); writer.close()
-    with pytest.raises(UnsupportedModelError, match="'blk.0.ffn_up.weight' has type Q5_0"):
-        read_gguf(path)
+    tensor = read_gguf(path).tensor("blk.0.ffn_up.weight")
+    assert (tensor.qtype, tensor.shape) == ("Q5_0", (2, 64))
+    np.testing.assert_array_equal(tensor.dequantize(),
+                                  gguf.quants.dequantize(packed, gguf.GGMLQuantizationType.Q5_0))
 
 
 def test_missing_file_and_not_gguf(tmp_path):

@@ -128,6 +128,8 @@ def main(argv: list[str] | None = None, out: TextIO = sys.stdout, inp: TextIO = 
                                   activations=args.activations, kv_cache=args.kv_cache)
     out.write(f"[{path}: loaded for target {args.target!r} ({args.weights}) in "
               f"{time.perf_counter() - start:.1f} s]\n")
+    if getattr(model, "weight_conversions", None):   # how the file's quantized types are computed
+        out.write("".join(f"[weights: {line}]\n" for line in model.conversion_report()))
     sampling = {"temperature": args.temperature, "top_k": args.top_k, "top_p": args.top_p, "seed": args.seed}
     system = [{"role": "system", "content": args.system}] if args.system else []
     questions = [args.prompt] if args.prompt is not None else None

@@ -26,7 +26,8 @@ def repack_blocks(qtype: str, raw, shape, scale_dtype: str = "float32") -> tuple
     op then yields the transposed, ``(in, out)``, float32 matrix."""
     if qtype not in _GGUF_BLOCKS:
         raise ValueError(f"repack: quantization type {qtype!r} is not supported "
-                         f"(supported: {', '.join(_GGUF_BLOCKS)})")
+                         f"(supported: {', '.join(_GGUF_BLOCKS)}; quantization.gguf_convert.convert_weight "
+                         f"converts every other type)")
     if scale_dtype not in SCALE_DTYPES:
         raise ValueError(f"repack: scales are float16 or float32, not {scale_dtype!r}")
     name, block_bytes = _GGUF_BLOCKS[qtype]

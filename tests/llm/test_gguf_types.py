@@ -96,6 +96,9 @@ def test_conversion_is_within_its_documented_error(qtype, scale_dtype, rows, blo
     got = dequantize_numpy(*conv.arrays, format=fmt).T
     err = np.abs(got - want)
     assert conv.max_abs_error == pytest.approx(float(err.max()), rel=1e-6, abs=0)
+    if method not in ("copied", "exact"):
+        assert conv.rms_error == pytest.approx(float(np.sqrt(np.mean(err.astype(np.float64) ** 2))), rel=1e-5)
+        assert conv.rms == pytest.approx(float(np.sqrt(np.mean(want.astype(np.float64) ** 2))), rel=1e-5)
     assert conv.max_abs == (0.0 if method == "copied" else pytest.approx(float(np.abs(want).max())))
     if method in ("copied", "exact") or (method == "repacked" and scale_dtype == "float32"):
         np.testing.assert_array_equal(got, want)

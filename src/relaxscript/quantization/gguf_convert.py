@@ -45,7 +45,8 @@ class ConvertedWeight:
     ``(data, scale[, min])`` in the ``(in, out)`` layout (empty for float32);
     ``method``: "copied", "exact", "repacked", "requantized" or "float32";
     ``max_abs_error``: the largest ``|converted - file value|`` (0 for copied/exact);
-    ``max_abs``: the largest ``|file value|`` (for a relative error; 0 when not measured).
+    ``max_abs``: the largest ``|file value|`` (for a relative error; 0 when not measured);
+    ``rms_error`` / ``rms``: the root mean square of the error and of the file's values.
     """
     qtype: str
     format: str | None
@@ -53,14 +54,17 @@ class ConvertedWeight:
     arrays: tuple = ()
     max_abs_error: float = 0.0
     max_abs: float = 0.0
+    rms_error: float = 0.0
+    rms: float = 0.0
 
     def describe(self) -> str:
         target = self.format or "float32"
         if self.method in ("copied", "exact", "float32") and not self.max_abs_error:
             return f"{self.qtype} -> {target} ({self.method})"
         rel = self.max_abs_error / self.max_abs if self.max_abs else float("nan")
+        rms = self.rms_error / self.rms if self.rms else float("nan")
         return (f"{self.qtype} -> {target} ({self.method}, max abs error {self.max_abs_error:.3g}, "
-                f"{rel:.2%} of max |w|)")
+                f"{rel:.2%} of max |w|; rms error {rms:.2%} of rms |w|)")
 
 
 def _grid(raw: np.ndarray, shape: tuple[int, int], qtype: str) -> np.ndarray:
@@ -116,15 +120,15 @@ def requantize_q8_0(values: np.ndarray, scale_dtype: str) -> tuple[np.ndarray, n
     return data, np.ascontiguousarray(scale.T)
 
 
-def _error(fmt: str, arrays: tuple, values: np.ndarray) -> float:
-    """The largest |dequantized arrays - values| (values: the file's (out, in) float32); nan
-    when either is not finite."""
+def _error(fmt: str, arrays: tuple, values: np.ndarray) -> tuple[float, float]:
+    """The largest and the root mean square |dequantized arrays - values| (values: the file's
+    (out, in) float32); nan when either is not finite."""
     with np.errstate(over="ignore", invalid="ignore"):
         got = dequantize_numpy(*arrays, format=fmt)
         diff = np.abs(got - values.T)
     if not np.isfinite(diff).all():
-        return float("nan")
-    return float(diff.max(initial=0.0))
+        return float("nan"), float("nan")
+    return float(diff.max(initial=0.0)), float(np.sqrt(np.mean(np.square(diff, dtype=np.float64))))
 
 
 def convert_weight(qtype: str, raw, shape, scale_dtype: str = "float16") -> ConvertedWeight:
@@ -146,22 +150,24 @@ def convert_weight(qtype: str, raw, shape, scale_dtype: str = "float16") -> Conv
         if np.isfinite(arrays[1]).all():
             return ConvertedWeight(qtype, COPIED_TYPES[qtype], "copied", arrays)
     values = dequantize_blocks(raw, qtype, shape)
-    max_abs = float(np.abs(values).max(initial=0.0)) if np.isfinite(values).all() else float("nan")
+    finite = bool(np.isfinite(values).all())
+    max_abs = float(np.abs(values).max(initial=0.0)) if finite else float("nan")
+    rms = float(np.sqrt(np.mean(np.square(values, dtype=np.float64)))) if finite else float("nan")
     if qtype == "Q5_0":
         arrays = _q5_0_as_q8_0(raw, shape, scale_dtype)
         if np.isfinite(arrays[1]).all():
-            return ConvertedWeight(qtype, "q8_0", "exact", arrays, 0.0, max_abs)
+            return ConvertedWeight(qtype, "q8_0", "exact", arrays, 0.0, max_abs, 0.0, rms)
     if qtype == "Q4_K":
         arrays = _q4_k_as_q4_1(raw, shape, scale_dtype)
-        error = _error("q4_1", arrays, values)
+        error, rms_error = _error("q4_1", arrays, values)
         if np.isfinite(error):
-            return ConvertedWeight(qtype, "q4_1", "repacked", arrays, error, max_abs)
-    if np.isfinite(max_abs):   # else a corrupt scale made the file's own values inf/nan: float32 as they are
+            return ConvertedWeight(qtype, "q4_1", "repacked", arrays, error, max_abs, rms_error, rms)
+    if finite:   # else a corrupt scale made the file's own values inf/nan: float32 as they are
         arrays = requantize_q8_0(values, scale_dtype)
-        error = _error("q8_0", arrays, values)
+        error, rms_error = _error("q8_0", arrays, values)
         if np.isfinite(error):
-            return ConvertedWeight(qtype, "q8_0", "requantized", arrays, error, max_abs)
-    return ConvertedWeight(qtype, None, "float32", (), 0.0, max_abs)
+            return ConvertedWeight(qtype, "q8_0", "requantized", arrays, error, max_abs, rms_error, rms)
+    return ConvertedWeight(qtype, None, "float32", (), 0.0, max_abs, 0.0, rms)
 
 
 def conversion_report(conversions: dict) -> list[str]:
@@ -173,8 +179,10 @@ def conversion_report(conversions: dict) -> list[str]:
     for (qtype, fmt, method), items in sorted(groups.items(), key=lambda kv: (kv[0][0], kv[0][2])):
         error = max(c.max_abs_error for c in items)
         rel = max((c.max_abs_error / c.max_abs if c.max_abs else 0.0) for c in items)
+        rms = max((c.rms_error / c.rms if c.rms else 0.0) for c in items)
         line = f"{len(items)} x {qtype} -> {fmt or 'float32'} ({method}"
         if method in ("repacked", "requantized"):
-            line += f"; max abs error {error:.3g}, at most {rel:.2%} of a tensor's max |w|"
+            line += (f"; max abs error {error:.3g}, at most {rel:.2%} of a tensor's max |w|, "
+                     f"rms error at most {rms:.2%} of its rms")
         lines.append(line + ")")
     return lines

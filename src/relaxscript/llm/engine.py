@@ -27,7 +27,7 @@ import numpy as np
 
 from .. import nn
 from ..frontend.gguf import GGUFFile, llama_config, read_gguf
-from ..quantization.gguf_convert import FLOAT_TYPES, ConvertedWeight, conversion_report, convert_weight
+from ..quantization.gguf_convert import FLOAT_TYPES, conversion_report, convert_weight
 from .generation import GenerationStats, generate
 from . import kv_cache, weight_arena
 from .kv_cache import CacheOverflowError

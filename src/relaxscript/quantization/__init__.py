@@ -11,7 +11,8 @@ time (see docs/ARCHITECTURE.md, "Quantized weights").
 from .formats import FORMATS, SCALE_DTYPES, QuantFormat, check_arrays, dequantize_numpy, get_format, quantize_numpy
 from .activations import fake_quantize_numpy, quantize_activations_numpy
 from .repack import repack, repack_blocks
+from .gguf_convert import ConvertedWeight, conversion_report, convert_weight
 
 __all__ = ["FORMATS", "SCALE_DTYPES", "QuantFormat", "check_arrays", "get_format", "dequantize_numpy", "quantize_numpy",
-           "repack", "repack_blocks",
+           "repack", "repack_blocks", "ConvertedWeight", "convert_weight", "conversion_report",
            "fake_quantize_numpy", "quantize_activations_numpy"]

@@ -28,7 +28,7 @@ import dataclasses
 import numpy as np
 
 from ..frontend.ggml_types import block_layout, dequantize_blocks, k4_scales_mins
-from .formats import SCALE_DTYPES, dequantize_numpy, get_format
+from .formats import SCALE_DTYPES, dequantize_numpy
 from .repack import repack_blocks
 
 __all__ = ["ConvertedWeight", "convert_weight", "conversion_report", "FLOAT_TYPES", "COPIED_TYPES"]

@@ -372,9 +372,14 @@ class FunctionParser:
     def _branch(self, stmts: list, stmt: ast.If):
         stmts = [s for s in stmts if id(s) not in self.skip]
         last = stmts[-1] if stmts else stmt
-        if not isinstance(last, (ast.Assign, ast.AnnAssign)):
+        if isinstance(last, ast.Expr) and isinstance(last.value, ast.Call) \
+                and not _is_r_call(last, "output", self.ctx):
+            # `R.print(...)` ending both branches (TVM's sugar for `_ = R.print(...)`)
+            targets = [ast.copy_location(ast.Name(id="_", ctx=ast.Store()), last)]
+        elif not isinstance(last, (ast.Assign, ast.AnnAssign)):
             raise self.ctx.error("each branch must end by assigning the if's result (`y = ...`)", last)
-        targets = last.targets if isinstance(last, ast.Assign) else [last.target]
+        else:
+            targets = last.targets if isinstance(last, ast.Assign) else [last.target]
         if len(targets) != 1 or not isinstance(targets[0], ast.Name):
             raise self.ctx.error("a branch result is assigned to a single name", last)
         self.scope.push()
@@ -384,9 +389,14 @@ class FunctionParser:
                 if isinstance(s, ast.With):
                     raise self.ctx.error("dataflow blocks are not allowed inside if branches", s)
                 self._statement(s)
-            # Bind a non-leaf result inside the branch's own block (the canonical form).
-            with self._located(last):
-                body = self.bb.normalize_argument(self.values.expr(last.value))
+            if _is_r_call_expr(last.value, "match_cast", self.ctx):
+                # the branch's value is the matched var (TVM allows the cast last)
+                annotation = last.annotation if isinstance(last, ast.AnnAssign) else None
+                body = self._match_cast(targets[0].id, annotation, last.value, last)
+            else:
+                # Bind a non-leaf result inside the branch's own block (the canonical form).
+                with self._located(last):
+                    body = self.bb.normalize_argument(self.values.expr(last.value))
         finally:
             block = self.bb.end_block()
             self.scope.pop()

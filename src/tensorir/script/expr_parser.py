@@ -263,6 +263,13 @@ class ExprParser(ClassDispatch):
         if isinstance(base, Buffer) and node.attr in ("shape", "dtype", "strides", "elem_offset"):
             value = getattr(base, node.attr)
             return list(value) if isinstance(value, tuple) else value
+        if isinstance(base, Buffer) and node.attr == "data":
+            # the buffer's pointer: the address of its storage's first element (printed so)
+            if not self.handles_allowed:
+                raise self.error(f"{ast.unparse(node)} (a pointer) is usable only as a T.call_extern "
+                                 "argument", node)
+            storage = base.storage
+            return E.address_of(E.BufferLoad(storage, [E.const(0, "int64") for _ in storage.shape]))
         raise self.error(f"unsupported attribute {ast.unparse(node)}", node)
 
     @handles(ast.Call)
@@ -296,6 +303,11 @@ class ExprParser(ClassDispatch):
         return isinstance(node, ast.Name) and node.id in self.t_names
 
     def call_t(self, name: str, node: ast.Call):
+        if name == "call_extern" and any(k.arg == "dtype" for k in node.keywords):
+            # T.call_extern("name", *args, dtype="int32"): the dtype is the first parameter
+            dtype = next(k.value for k in node.keywords if k.arg == "dtype")
+            node = ast.copy_location(ast.Call(func=node.func, args=[dtype, *node.args],
+                                              keywords=[k for k in node.keywords if k.arg != "dtype"]), node)
         node = self.keywords_to_positions(name, node)
         args = node.args
         if name == "Let":

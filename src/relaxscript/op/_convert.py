@@ -63,7 +63,13 @@ def dtype_of(expr) -> str | None:
 
 
 def as_shape(value) -> Expr:
-    """A ShapeExpr (or an Expr holding a shape) as is; a list/tuple of dims becomes a ShapeExpr."""
+    """A ShapeExpr (or an Expr holding a shape) as is; a list/tuple of dims becomes a ShapeExpr.
+    A tuple of ``R.prim_value``s (TVM writes ``(R.prim_value(0),)`` for a shape argument) is
+    the shape of their values."""
+    if isinstance(value, Tuple) and all(isinstance(f, PrimValue) for f in value.fields):
+        value = [f.value for f in value.fields]
+    if isinstance(value, (list, tuple)) and value and all(isinstance(f, PrimValue) for f in value):
+        value = [f.value for f in value]
     if isinstance(value, Expr):
         return value
     if isinstance(value, (int, np.integer, E.PrimExpr)):

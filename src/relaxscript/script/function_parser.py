@@ -91,6 +91,7 @@ class FunctionParser:
         if args.vararg or args.kwarg or args.kwonlyargs or args.defaults or args.posonlyargs:
             raise self.ctx.error("graph-level functions take plain positional parameters only", node)
         params, seen = [], set()
+        self._declare_shape_names(args.args)
         for arg in args.args:
             if arg.arg in seen:
                 raise self.ctx.error(f"duplicate parameter {arg.arg!r}", arg)
@@ -109,6 +110,30 @@ class FunctionParser:
             with self._where("return annotation"):
                 ret = self.values.annotations.parse(node.returns)
         return params, ret
+
+    def _declare_shape_names(self, args) -> None:
+        """A dimension written as a bare name (``"m"``) in any parameter's shape is declared
+        before the annotations are read, so an earlier parameter may use it in an expression
+        (``x: R.Tensor(("m + 1",)), y: R.Tensor(("m",))``), as TVM allows."""
+        for arg in args:
+            for node in ast.walk(arg.annotation) if arg.annotation is not None else ():
+                if not isinstance(node, ast.Call):
+                    continue
+                path = self.ctx.r_path(node.func)
+                if path == "Callable":
+                    break  # a callable's dimensions are its own
+                dims = []
+                if path in ("Tensor", "Shape"):
+                    shape = node.args[0] if node.args else next(
+                        (k.value for k in node.keywords if k.arg in ("shape", "values")), None)
+                    if isinstance(shape, (ast.Tuple, ast.List)):
+                        dims = shape.elts
+                elif path == "Prim":
+                    dims = [k.value for k in node.keywords if k.arg == "value"]
+                for dim in dims:
+                    if isinstance(dim, ast.Constant) and isinstance(dim.value, str) \
+                            and dim.value.strip().isidentifier() and self.scope.lookup(dim.value.strip()) is None:
+                        self._declare(dim.value.strip())
 
     # ------------------------------------------------------------ pre-scans
     def _declarations(self, body: list) -> None:

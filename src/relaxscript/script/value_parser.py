@@ -89,6 +89,8 @@ class ValueParser(ClassDispatch):
         value = self.value(node)
         if isinstance(value, rx.Expr):
             return value
+        if isinstance(node, (ast.Tuple, ast.List)) and not node.elts:
+            return rx.Tuple([])  # `gv = ()`: the empty tuple value
         raise self.ctx.error(f"expected a graph-level value, got {_describe(value)} "
                              f"({ast.unparse(node)})", node)
 

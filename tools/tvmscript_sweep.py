@@ -277,6 +277,15 @@ def _message(err: BaseException) -> str:
 
 
 # ---------------------------------------------------------------- report
+def member_count(item: Item) -> int:
+    """Functions an item holds: a module's members, or 1."""
+    if item.kind != "module":
+        return 1
+    tree = ast.parse(item.text)
+    cls = next(n for n in tree.body if isinstance(n, ast.ClassDef))
+    return sum(isinstance(n, ast.FunctionDef) for n in cls.body)
+
+
 def collect(paths: list[str]) -> list[Item]:
     files = []
     for p in map(Path, paths):
@@ -300,7 +309,10 @@ def report(items: list[Item], examples: int, show: str | None) -> dict:
     for title, group in groups.items():
         buckets = Counter(i.bucket for i in group)
         kinds = Counter(i.kind for i in group)
-        print(f"\n== {title}: {len(group)} items ({dict(kinds)})")
+        members = sum(member_count(i) for i in group)
+        ok_members = sum(member_count(i) for i in group if i.bucket == "ok")
+        print(f"\n== {title}: {len(group)} items ({dict(kinds)}); {members} functions in them, "
+              f"{ok_members} in items that parse and round-trip")
         for bucket in ("ok", "roundtrip failed", "failed"):
             print(f"   {bucket:18s} {buckets.get(bucket, 0)}")
         cats = defaultdict(list)
@@ -309,16 +321,17 @@ def report(items: list[Item], examples: int, show: str | None) -> dict:
                 cats[(i.bucket, i.category)].append(i)
         ordered = sorted(cats.items(), key=lambda kv: -len(kv[1]))
         if title != "negative (TVM refuses too)":
-            for (bucket, cat), members in ordered:
-                print(f"   {len(members):4d}  [{bucket}] {cat}")
-                for m in members[:examples]:
+            for (bucket, cat), failing in ordered:
+                print(f"   {len(failing):4d}  [{bucket}] {cat}")
+                for m in failing[:examples]:
                     print(f"            {m.file}:{m.line} {m.name}")
         if title == "not self-contained":
             reasons = Counter(r.split(" '")[0] for i in group for r in i.not_self_contained)
             print(f"   reasons: {dict(reasons)}")
-        summary[title] = {"items": len(group), "buckets": dict(buckets),
+        summary[title] = {"items": len(group), "functions": members, "functions_ok": ok_members,
+                          "buckets": dict(buckets),
                           "categories": {f"[{b}] {c}": len(m) for (b, c), m in ordered}}
-    if show:
+    if show is not None:
         for i in items:
             if i.bucket != "ok" and show.lower() in i.category.lower():
                 print(f"\n--- {i.file}:{i.line} {i.name} [{i.bucket}] {i.category}\n{i.message}\n{i.text}")

@@ -103,6 +103,10 @@ def _infer_call_tir_inplace(call, ctx) -> StructInfo:
     if len(outs) != len(indices):
         ctx.error(f"R.call_tir_inplace: {len(indices)} inplace_indices for {len(outs)} output(s)")
     for index, expected in zip(indices, outs):
+        if index == -1:
+            ctx.error("R.call_tir_inplace: inplace index -1 (TVM's newly allocated output) is not "
+                      "supported; every result is an updated argument here (use R.call_tir for "
+                      "new outputs)")
         if not 0 <= index < len(inputs):
             ctx.error(f"R.call_tir_inplace: inplace index {index} is not an argument position "
                       f"(there are {len(inputs)} arguments)")

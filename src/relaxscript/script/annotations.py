@@ -113,6 +113,9 @@ class AnnotationParser:
         if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) \
                 and target.value.id in self.r_names and target.attr in ANNOTATION_KINDS:
             return target.attr
+        if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) \
+                and target.value.id in self.r_names and target.attr == "Any":
+            return "Object"  # newer TVM's name of R.Object
         return None
 
     def _annotation(self, node: ast.expr) -> StructInfo:

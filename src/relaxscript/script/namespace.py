@@ -256,6 +256,7 @@ class _Namespace:
     Tuple = staticmethod(Tuple)
     Callable = staticmethod(Callable)
     Object = staticmethod(Object)
+    Any = staticmethod(Object)  # newer TVM's name of the annotation of any value
     Prim = staticmethod(Prim)
     shape = staticmethod(shape)
     const = staticmethod(const)

@@ -46,8 +46,10 @@ class ParseContext:
         return isinstance(node, ast.Name) and node.id in self.t_names
 
     def r_path(self, node: ast.AST) -> str | None:
-        """``"nn.softmax"`` for the AST of ``R.nn.softmax``; None if not an R path."""
-        return self._path(node, self.r_names)
+        """``"nn.softmax"`` for the AST of ``R.nn.softmax``; None if not an R path.
+        ``R.Any`` (newer TVM's name of ``R.Object``) reads as ``"Object"``."""
+        path = self._path(node, self.r_names)
+        return "Object" if path == "Any" else path
 
     def i_path(self, node: ast.AST) -> str | None:
         """``"module_attrs"`` for the AST of ``I.module_attrs``; None if not an I path."""

@@ -42,6 +42,10 @@ OUT_OF_SCOPE = {
     "emit_te": "it runs TVM's TE/topi Python code while parsing; write the prim_func (or the "
                "R.* operator) instead",
     "vm.call_tir_dyn": "it is a VM-internal form; write R.call_tir",
+    # closures are not run-time values here: LambdaLift passes captured values as parameters
+    "make_closure": "closures are not run-time values here; write a local @R.function",
+    "invoke_closure": "closures are not run-time values here; call the function",
+    "invoke_pure_closure": "closures are not run-time values here; call the function",
 }
 OUT_OF_SCOPE_PREFIXES = {
     "dist.": "distributed tensors are not supported",
@@ -397,7 +401,7 @@ class ValueParser(ClassDispatch):
         symbol = self._string(node.args[0], f"R.{form}")
         sinfo_args = []
         for k in node.keywords:
-            if k.arg != "sinfo_args":
+            if k.arg not in ("sinfo_args", "ty_args"):  # ty_args: older TVM's spelling
                 raise self.ctx.error(f"R.{form} got an unexpected keyword argument {k.arg!r}", k.value)
             sinfo_args = self._sinfo_list(self.value(k.value), k.value)
         return symbol, [self.packed_arg(a) for a in node.args[1:]], sinfo_args

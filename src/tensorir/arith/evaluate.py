@@ -54,6 +54,10 @@ _INTRINSICS = {
     "pow": math.pow, "abs": abs, "sin": math.sin, "cos": math.cos, "floor": math.floor,
     "ceil": math.ceil, "round": lambda x: float(np.round(x)), "exp2": lambda x: 2.0 ** x,
     "log2": math.log2, "tan": math.tan, "isnan": math.isnan, "isinf": math.isinf,
+    "trunc": math.trunc, "log1p": math.log1p, "exp10": lambda x: 10.0 ** x, "atan": math.atan,
+    "asin": math.asin, "acos": math.acos, "sinh": math.sinh, "cosh": math.cosh, "atanh": math.atanh,
+    "asinh": math.asinh, "acosh": math.acosh, "atan2": math.atan2, "hypot": math.hypot,
+    "copysign": math.copysign, "fmod": math.fmod,
 }
 
 

@@ -33,7 +33,7 @@ def main(A: T.Buffer((16,), "float32"), B: T.Buffer((16,), "float32"), C: T.Buff
             C[vi, 10] = T.atan2(A[vi], B[vi]) + T.hypot(A[vi], B[vi])
             C[vi, 11] = T.copysign(B[vi], A[vi]) + T.fmod(A[vi] * T.float32(5), T.float32(1.5))
             C[vi, 12] = T.truncmod(A[vi] * T.float32(5), T.float32(1.5))
-            C[vi, 13] = T.if_then_else(T.likely(T.isfinite(A[vi] / B[vi])), A[vi].astype("float16").astype("float32"), T.min_value("float32"))
+            C[vi, 13] = T.if_then_else(T.likely(T.isfinite(A[vi] / B[vi])), A[vi].astype("float16").astype("float32"), T.min_value("float32"), dtype="float32")
             C[vi, 14] = T.max(A[vi], T.min_value("float32")) + T.min(B[vi], T.max_value("float32"))
             C[vi, 15] = T.Cast("float32", T.max_value("float16"))
     for i in range(16):

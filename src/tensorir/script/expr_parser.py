@@ -358,6 +358,13 @@ class ExprParser(ClassDispatch):
             node = ast.copy_location(ast.Call(func=node.func, args=[dtype, *node.args],
                                               keywords=[k for k in node.keywords if k.arg != "dtype"]), node)
         name = _T_ALIASES.get(name, name)
+        if (name in E.INTRINSICS or name in ("if_then_else", "Select")) \
+                and any(k.arg == "dtype" for k in node.keywords):
+            # older TVM printed the result dtype: T.if_then_else(c, a, b, dtype="float32")
+            dtype = self.dtype(next(k.value for k in node.keywords if k.arg == "dtype"))
+            plain = ast.copy_location(ast.Call(func=node.func, args=node.args,
+                                               keywords=[k for k in node.keywords if k.arg != "dtype"]), node)
+            return E.cast(dtype, self.call_t(name, plain))
         node = self.keywords_to_positions(name, node)
         args = node.args
         if name == "Let":

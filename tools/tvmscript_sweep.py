@@ -54,7 +54,8 @@ MODULE_DECORATORS = {"ir_module"}
 FUNC_DECORATORS = {"prim_func", "function"}
 # Names a self-contained script may read without binding them.
 SCRIPT_NAMESPACES = {"R", "T", "I", "tvm", "relax", "tir"}
-ALLOWED_FREE = set(dir(builtins)) | {"R", "T", "I"}
+# ``relax.call_tir`` (TVM's Python module inside a script) reads as R.call_tir.
+ALLOWED_FREE = set(dir(builtins)) | {"R", "T", "I", "relax"}
 
 
 @dataclass

@@ -330,3 +330,10 @@ def main(a: T.Buffer((16, 16), "float32")):
     with pytest.raises(ParseError, match="T.tvm_fill_fragment") as err:
         tir.from_source(src)
     assert err.value.lineno == 4
+
+
+def test_relax_module_prefix_reads_as_r():
+    src = VALUE_FORMS.replace("R.call_tir(cls.add_one", "relax.call_tir(cls.add_one")
+    assert "relax.call_tir" in src
+    mod = module_of(src)
+    rx.assert_structural_equal(mod, module_of(VALUE_FORMS))

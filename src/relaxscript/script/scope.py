@@ -22,6 +22,11 @@ class ParseContext:
     metadata: dict = field(default_factory=dict)
     where: list = field(default_factory=list)
 
+    def __post_init__(self):
+        # TVM's tests write `relax.call_tir(...)` (its Python module) inside scripts: the
+        # same functions as R's, read as R paths here.
+        self.r_names = frozenset(self.r_names) | {"relax"}
+
     def error(self, message: str, node: ast.AST | None) -> ParseError:
         context = ", ".join(self.where) if self.where else None
         return make_parse_error(message, node, self.source, context)

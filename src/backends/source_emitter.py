@@ -172,6 +172,10 @@ class SourceEmitter(ClassDispatch):
         args = [self.expr(a) for a in e.args]
         if e.op == E.CHECKED_INDEX:
             return self.index_check(*args)
+        if e.op in E.BITWISE:  # C's integer operators, the result kept in the operands' type
+            if e.op == "bitwise_not":
+                return f"(({self.value_type(e.dtype)})(~({args[0]})))"
+            return f"(({self.value_type(e.dtype)})(({args[0]}) {_BIT_OPERATORS[e.op]} ({args[1]})))"
         return self.math_call(e, args)
 
     def cast_to(self, value, dtype: str) -> str:
@@ -253,3 +257,7 @@ def parenthesized(text: str) -> str:
         else:
             return text
     return f"({text})"
+
+
+_BIT_OPERATORS = {"bitwise_and": "&", "bitwise_or": "|", "bitwise_xor": "^",
+                  "shift_left": "<<", "shift_right": ">>"}

@@ -1,7 +1,7 @@
 """T-namespace spellings that ``tools/tvmscript_sweep.py`` found missing (see
 docs/ARCHITECTURE.md, "s9-tvms"): C math functions TVM's legalizations emit,
 ``T.max_value``/``T.min_value``, ``T.likely``, ``T.truncmod``, ``T.isfinite``,
-``x.astype``. Our own sources: each parses, round-trips, and runs in the
+``x.astype``, integer bit operations. Our own sources: each parses, round-trips, and runs in the
 interpreter and the C build equal to NumPy."""
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from tensorir.errors import ParseError
 MATH = '''
 @T.prim_func
 def main(A: T.Buffer((16,), "float32"), B: T.Buffer((16,), "float32"), C: T.Buffer((16, 16), "float32"),
-         I: T.Buffer((16,), "int32"), J: T.Buffer((16, 4), "int32")):
+         I: T.Buffer((16,), "int32"), J: T.Buffer((16, 8), "int32")):
     T.func_attr({"tir.noalias": True})
     for i in range(16):
         with T.block("unary"):
@@ -43,6 +43,10 @@ def main(A: T.Buffer((16,), "float32"), B: T.Buffer((16,), "float32"), C: T.Buff
             J[vi, 1] = T.indexmod(I[vi], 3)
             J[vi, 2] = T.indexdiv(I[vi], 3)
             J[vi, 3] = T.max_value("int32") + T.min(I[vi], 0)
+            J[vi, 4] = T.bitwise_and(T.shift_right(I[vi], 2), 7)
+            J[vi, 5] = T.bitwise_or(T.shift_left(T.bitwise_and(I[vi], 255), 3), 1)
+            J[vi, 6] = T.bitwise_xor(I[vi], 5)
+            J[vi, 7] = T.bitwise_not(I[vi])
 '''
 
 
@@ -66,11 +70,15 @@ def _expected(a, b, i):
     c[:, 13] = np.where(finite, a.astype("float16").astype("float32"), np.finfo("float32").min)
     c[:, 14] = a + b
     c[:, 15] = np.float32(np.finfo("float16").max)
-    j = np.empty((16, 4), "int32")
+    j = np.empty((16, 8), "int32")
     j[:, 0] = np.fmod(i, 3)
     j[:, 1] = np.mod(i, 3)
     j[:, 2] = np.floor_divide(i, 3)
     j[:, 3] = np.iinfo("int32").max + np.minimum(i, 0)
+    j[:, 4] = (i >> 2) & 7
+    j[:, 5] = ((i & 255) << 3) | 1
+    j[:, 6] = i ^ 5
+    j[:, 7] = ~i
     return c, j
 
 
@@ -86,7 +94,7 @@ def _inputs(seed):
 
 def _check(run, seed):
     a, b, i = _inputs(seed)
-    c, j = np.zeros((16, 16), "float32"), np.zeros((16, 4), "int32")
+    c, j = np.zeros((16, 16), "float32"), np.zeros((16, 8), "int32")
     run(a, b, c, i, j)
     want_c, want_j = _expected(a, b, i)
     np.testing.assert_allclose(c, want_c, rtol=2e-5, atol=2e-5)
@@ -115,7 +123,13 @@ def test_math_spellings_compile_like_numpy():
 
 
 def test_unknown_t_functions_stay_parse_errors():
-    src = MATH.replace("T.truncmod(I[vi], 3)", "T.shift_left(I[vi], 1)")
-    with pytest.raises(ParseError, match="unknown function 'T.shift_left'") as err:
+    src = MATH.replace("T.truncmod(I[vi], 3)", "T.popcount(I[vi])")
+    with pytest.raises(ParseError, match="unknown function 'T.popcount'") as err:
         tir.from_source(src)
     assert err.value.lineno == 28
+
+
+def test_bit_operations_refuse_floats():
+    src = MATH.replace("T.bitwise_xor(I[vi], 5)", "T.bitwise_xor(A[vi], B[vi])")
+    with pytest.raises(ParseError, match="T.bitwise_xor takes integer operands"):
+        tir.from_source(src)

@@ -58,6 +58,9 @@ _INTRINSICS = {
     "asin": math.asin, "acos": math.acos, "sinh": math.sinh, "cosh": math.cosh, "atanh": math.atanh,
     "asinh": math.asinh, "acosh": math.acosh, "atan2": math.atan2, "hypot": math.hypot,
     "copysign": math.copysign, "fmod": math.fmod,
+    "bitwise_and": lambda a, b: int(a) & int(b), "bitwise_or": lambda a, b: int(a) | int(b),
+    "bitwise_xor": lambda a, b: int(a) ^ int(b), "bitwise_not": lambda a: ~int(a),
+    "shift_left": lambda a, b: int(a) << int(b), "shift_right": lambda a, b: int(a) >> int(b),
 }
 
 

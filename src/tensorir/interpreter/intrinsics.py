@@ -40,4 +40,6 @@ INTRINSIC_IMPLS = {
     "atan": np.arctan, "asin": np.arcsin, "acos": np.arccos, "sinh": np.sinh, "cosh": np.cosh,
     "atanh": np.arctanh, "asinh": np.arcsinh, "acosh": np.arccosh, "atan2": np.arctan2,
     "hypot": np.hypot, "copysign": np.copysign, "fmod": np.fmod,
+    "bitwise_and": np.bitwise_and, "bitwise_or": np.bitwise_or, "bitwise_xor": np.bitwise_xor,
+    "bitwise_not": np.invert, "shift_left": np.left_shift, "shift_right": np.right_shift,
 }

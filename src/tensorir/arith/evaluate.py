@@ -60,7 +60,9 @@ _INTRINSICS = {
     "copysign": math.copysign, "fmod": math.fmod,
     "bitwise_and": lambda a, b: int(a) & int(b), "bitwise_or": lambda a, b: int(a) | int(b),
     "bitwise_xor": lambda a, b: int(a) ^ int(b), "bitwise_not": lambda a: ~int(a),
-    "shift_left": lambda a, b: int(a) << int(b), "shift_right": lambda a, b: int(a) >> int(b),
+    # NumPy's meaning for counts outside [0, bits): everything is shifted out
+    "shift_left": lambda a, b: int(a) << int(b) if 0 <= int(b) < 64 else 0,
+    "shift_right": lambda a, b: int(a) >> int(b) if 0 <= int(b) < 64 else (-1 if int(a) < 0 else 0),
 }
 
 

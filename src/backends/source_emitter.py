@@ -172,6 +172,18 @@ class SourceEmitter(ClassDispatch):
         args = [self.expr(a) for a in e.args]
         if e.op == E.CHECKED_INDEX:
             return self.index_check(*args)
+        if e.op in E.BITWISE:  # C's integer operators, the result kept in the operands' type
+            ctype = self.value_type(e.dtype)
+            if e.op == "bitwise_not":
+                return f"(({ctype})(~({args[0]})))"
+            result = f"(({ctype})(({args[0]}) {_BIT_OPERATORS[e.op]} ({args[1]})))"
+            if e.op in ("shift_left", "shift_right"):
+                # NumPy's meaning where C's is undefined: a count outside [0, bits) shifts
+                # everything out (0, or -1 for a negative value shifted right)
+                out = "0" if e.op == "shift_left" or not dt.is_int(e.dtype) or dt.is_uint(e.dtype) \
+                    else f"(({args[0]}) < 0 ? ({ctype})-1 : ({ctype})0)"
+                return f"(((unsigned long long)({args[1]})) < {dt.bits(e.dtype)}ULL ? {result} : {out})"
+            return result
         return self.math_call(e, args)
 
     def cast_to(self, value, dtype: str) -> str:
@@ -253,3 +265,7 @@ def parenthesized(text: str) -> str:
         else:
             return text
     return f"({text})"
+
+
+_BIT_OPERATORS = {"bitwise_and": "&", "bitwise_or": "|", "bitwise_xor": "^",
+                  "shift_left": "<<", "shift_right": ">>"}

@@ -188,9 +188,10 @@ class Normalizer(ClassDispatch):
     @handles(If)
     def _normalize_If(self, node: If):
         cond = self.normalize_argument(node.cond)
-        if not is_dtype_int_scalar(cond.struct_info):
+        if not (is_dtype_int_scalar(cond.struct_info) or _is_scalar_tensor_condition(cond.struct_info)):
             raise self.deduction_error("if condition must be a boolean or integer scalar "
-                                       f'(R.Prim("bool")), got {format_sinfo(cond.struct_info)}')
+                                       f'(R.Prim("bool") or R.Tensor((), "bool")), '
+                                       f"got {format_sinfo(cond.struct_info)}")
         true_branch = self._normalize_branch(node.true_branch)
         false_branch = self._normalize_branch(node.false_branch)
         unchanged = _same((cond, true_branch, false_branch), (node.cond, node.true_branch, node.false_branch))
@@ -304,3 +305,10 @@ class Normalizer(ClassDispatch):
 
 def _same(new, old) -> bool:
     return len(new) == len(old) and all(a is b for a, b in zip(new, old))
+
+
+def _is_scalar_tensor_condition(sinfo) -> bool:
+    """A 0-d bool or integer tensor (TVM's other condition form; the VM and the
+    interpreter read its one element)."""
+    return isinstance(sinfo, TensorStructInfo) and sinfo.ndim == 0 and sinfo.dtype is not None \
+        and (dt.is_int(sinfo.dtype) or dt.is_bool(sinfo.dtype))

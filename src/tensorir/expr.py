@@ -228,7 +228,15 @@ INTRINSICS = {
     "exp": 1, "log": 1, "sqrt": 1, "rsqrt": 1, "tanh": 1, "sigmoid": 1, "erf": 1,
     "pow": 2, "abs": 1, "sin": 1, "cos": 1, "floor": 1, "ceil": 1, "round": 1,
     "exp2": 1, "log2": 1, "tan": 1, "isnan": 1, "isinf": 1,
+    # C's math library functions TVM's T namespace also has (its legalizations emit them)
+    "trunc": 1, "log1p": 1, "exp10": 1, "atan": 1, "asin": 1, "acos": 1, "sinh": 1, "cosh": 1,
+    "atanh": 1, "asinh": 1, "acosh": 1, "atan2": 2, "hypot": 2, "copysign": 2, "fmod": 2,
 }
+# Integer bit operations (T.bitwise_and(a, b), T.shift_right(a, b)...): C's operators.
+BITWISE = {"bitwise_and": 2, "bitwise_or": 2, "bitwise_xor": 2, "bitwise_not": 1,
+           "shift_left": 2, "shift_right": 2}
+INTRINSICS.update(BITWISE)
+_FLOAT_PAIRS = ("pow", "atan2", "hypot", "copysign", "fmod")
 
 
 ADDRESS_OF = "tir.address_of"
@@ -263,9 +271,15 @@ def call_intrin(op: str, *args) -> Call:
     if len(args) != INTRINSICS[op]:
         raise ValueError(f"T.{op} takes {INTRINSICS[op]} argument(s), got {len(args)}")
     args = [convert(a) for a in args]
+    if op in BITWISE:
+        if len(args) == 2:
+            args = list(_promote_pair(*args))
+        if not all(dt.is_int(a.dtype) or dt.is_bool(a.dtype) for a in args):
+            raise ValueError(f"T.{op} takes integer operands, got {', '.join(a.dtype for a in args)}")
+        return Call(args[0].dtype, op, args)
     if op in ("isnan", "isinf"):
         return Call("bool", op, args)
-    if op == "pow":
+    if op in _FLOAT_PAIRS:
         args = list(_promote_pair(*args))
     out = args[0].dtype
     if op == "abs" or dt.is_float(out):

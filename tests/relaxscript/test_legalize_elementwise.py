@@ -19,8 +19,10 @@ UNARY_FLOAT = {"exp": (-2, 2), "log": (0.1, 3), "sqrt": (0.1, 3), "rsqrt": (0.1,
                "sigmoid": (-3, 3), "erf": (-2, 2), "abs": (-2, 2), "negative": (-2, 2),
                "square": (-2, 2), "sign": (-2, 2), "floor": (-3, 3), "ceil": (-3, 3),
                "round": (-3, 3), "isnan": (-2, 2), "isinf": (-2, 2), "isfinite": (-2, 2),
-               "logical_not": (-1, 1)}
-UNARY_INT = ["abs", "negative", "square", "sign", "floor", "ceil", "round", "logical_not",
+               "logical_not": (-1, 1), "trunc": (-3, 3), "asin": (-0.95, 0.95),
+               "acos": (-0.95, 0.95), "atan": (-3, 3), "sinh": (-2, 2), "cosh": (-2, 2),
+               "asinh": (-3, 3), "acosh": (1.05, 4), "atanh": (-0.95, 0.95)}
+UNARY_INT = ["abs", "negative", "square", "sign", "floor", "ceil", "round", "trunc", "logical_not",
              "isnan", "isfinite"]
 
 
@@ -103,6 +105,20 @@ def test_binary(name, pair, envs, dtype):
     low, high = ((1, 4) if name in ("divide", "floor_divide", "floor_mod", "power")
                  else (-3, 3))
     check_one_op(getattr(op, name), pair, [dtype] * 2, envs, low=low, high=high)
+
+
+@pytest.mark.parametrize("name", ["bitwise_and", "bitwise_or", "bitwise_xor", "left_shift",
+                                  "right_shift"])
+@settings(max_examples=4, deadline=None)
+@given(pair=broadcast_operands(), envs=bindings())
+def test_bitwise(name, pair, envs):
+    check_one_op(getattr(op, name), pair, ["int32"] * 2, envs, low=0, high=7)
+
+
+@settings(max_examples=4, deadline=None)
+@given(template=shape_templates(), envs=bindings())
+def test_bitwise_not(template, envs):
+    check_one_op(op.bitwise_not, [template], ["int32"], envs, low=-7, high=7)
 
 
 @FAST

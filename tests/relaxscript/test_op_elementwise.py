@@ -11,8 +11,10 @@ from relaxscript.struct_info import TensorStructInfo
 
 from .op_helpers import SYMBOLS, check_call, environments, infer, symbolic_shapes, tensor_var
 
-FLOAT_ONLY = ["exp", "log", "sqrt", "rsqrt", "sin", "cos", "tan", "tanh", "sigmoid", "erf"]
-ANY_DTYPE = ["abs", "negative", "square", "sign", "floor", "ceil", "round"]
+FLOAT_ONLY = ["exp", "log", "sqrt", "rsqrt", "sin", "cos", "tan", "tanh", "sigmoid", "erf",
+              "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh"]
+ANY_DTYPE = ["abs", "negative", "square", "sign", "floor", "ceil", "round", "trunc"]
+BITWISE = ["bitwise_and", "bitwise_or", "bitwise_xor", "left_shift", "right_shift"]
 PREDICATES = ["isnan", "isinf", "isfinite", "logical_not"]
 ARITH = ["add", "subtract", "multiply", "divide", "floor_divide", "floor_mod", "power",
          "maximum", "minimum"]
@@ -145,3 +147,19 @@ def test_integer_divide_truncates_toward_zero():
     assert out.dtype == np.int32 and out.tolist() == [3, -3, -3, 3]
     assert isinstance(infer(op.divide(tensor_var("a", (2,), "int32"), tensor_var("b", (2,), "int32"))),
                       TensorStructInfo)
+
+
+@settings(max_examples=30, deadline=None)
+@given(name=st.sampled_from(BITWISE), shapes=broadcast_pair(), env=environments(),
+       seed=st.integers(0, 2**16))
+def test_bitwise_matches_numpy(name, shapes, env, seed):
+    a, b = tensor_var("a", shapes[0], "int32"), tensor_var("b", shapes[1], "int32")
+    assert check_call(getattr(op, name)(a, b), env, np.random.default_rng(seed)).dtype == "int32"
+    assert check_call(op.bitwise_not(a), env, np.random.default_rng(seed)).dtype == "int32"
+
+
+@pytest.mark.parametrize("call", [lambda x: op.bitwise_and(x, x), lambda x: op.bitwise_not(x),
+                                  lambda x: op.left_shift(x, x)])
+def test_bitwise_refuses_floats(call):
+    with pytest.raises(OpDeductionError, match="requires (an )?integer"):
+        infer(call(tensor_var("x", (4,), "float32")))

@@ -27,7 +27,11 @@ def sample_calls():
     calls = [getattr(op, name)(X) for name in
              ("abs", "negative", "square", "sign", "floor", "ceil", "round", "exp", "log", "sqrt",
               "rsqrt", "sin", "cos", "tan", "tanh", "sigmoid", "erf", "isnan", "isinf", "isfinite",
-              "logical_not", "flatten", "unique", "nonzero", "shape_of")]
+              "logical_not", "flatten", "unique", "nonzero", "shape_of", "trunc", "asin", "acos",
+              "atan", "sinh", "cosh", "asinh", "acosh", "atanh")]
+    calls += [op.bitwise_not(IDX)]
+    calls += [getattr(op, name)(IDX, IDX) for name in
+              ("bitwise_and", "bitwise_or", "bitwise_xor", "left_shift", "right_shift")]
     calls += [getattr(op, name)(X, W) for name in
               ("add", "subtract", "multiply", "divide", "floor_divide", "floor_mod", "power",
                "maximum", "minimum", "equal", "not_equal", "less", "less_equal", "greater",

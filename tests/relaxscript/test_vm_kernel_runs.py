@@ -152,3 +152,21 @@ def test_timed_runs_name_and_time_each_kernel():
     names = [name for step in joined for name in step.kernels]
     assert names == [k for k in kernels if k in names] and len(names) >= 6
     assert all(t > 0 for step in joined for t in step.times)
+
+
+def test_a_runner_that_could_not_be_built_is_retried(monkeypatch):
+    # A VM made while compiling is refused (a loaded executable's test) must not leave every
+    # later VM of the process without joined runs.
+    from backends.c import kernel_runs
+    monkeypatch.setattr(kernel_runs, "_RUNNERS", {})
+
+    def no_gcc(*args, **kwargs):
+        raise AssertionError("no compiler at this moment")
+    with monkeypatch.context() as patch:
+        patch.setattr("backends.c.compiler.compile_shared", no_gcc)
+        assert kernel_runs.runner() is None
+    assert kernel_runs.runner() is not None
+    runs, _ = _both(_unfused(M.chain_module(4, "n")))
+    x = np.ones(3, F32)
+    runs["main"](x)
+    assert _run_steps(runs) >= 4

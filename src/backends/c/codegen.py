@@ -157,6 +157,10 @@ _MATH = {
     "round": ("nearbyintf({0})", "nearbyint({0})"), "exp2": ("exp2f({0})", "exp2({0})"),
     "log2": ("log2f({0})", "log2({0})"), "isnan": ("isnan({0})", "isnan({0})"),
     "isinf": ("isinf({0})", "isinf({0})"),
+    "exp10": ("powf(10.0f, {0})", "pow(10.0, {0})"),
+    **{op: (f"{op}f({{0}})", f"{op}({{0}})") for op in ("trunc", "log1p", "atan", "asin", "acos",
+                                                        "sinh", "cosh", "atanh", "asinh", "acosh")},
+    **{op: (f"{op}f({{0}}, {{1}})", f"{op}({{0}}, {{1}})") for op in ("atan2", "hypot", "copysign", "fmod")},
 }
 
 

@@ -10,7 +10,6 @@ of ``rs_run_kernels``, a loop over function pointers that stops at the first non
 from __future__ import annotations
 
 import ctypes
-import functools
 
 from ..host_pointer import data_pointer
 from .status import raise_for_status
@@ -45,10 +44,15 @@ int64_t rs_run_kernels_timed(int64_t n, const rs_kernel_fn* fns, void* const* co
 """
 
 
-@functools.lru_cache(maxsize=None)
+_RUNNERS: dict = {}
+
+
 def runner(timed: bool = False):
     """``rs_run_kernels`` (or its timed sibling) through ctypes, or None when it cannot be built (the
-    calls then stay one step each)."""
+    calls then stay one step each). Only a built runner is remembered: a failure (no compiler at
+    that moment, e.g. a loaded executable run where compiling is not allowed) is retried later."""
+    if timed in _RUNNERS:
+        return _RUNNERS[timed]
     from .compiler import compile_shared
     try:
         path, _ = compile_shared(RUNNER_C)
@@ -57,6 +61,7 @@ def runner(timed: bool = False):
     fn = getattr(ctypes.CDLL(str(path)), "rs_run_kernels_timed" if timed else "rs_run_kernels")
     fn.argtypes = None     # prebuilt ctypes arguments: no conversion per call
     fn.restype = ctypes.c_int64
+    _RUNNERS[timed] = fn
     return fn
 
 

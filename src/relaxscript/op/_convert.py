@@ -13,7 +13,7 @@ from tensorir import dtype as dt
 from tensorir import expr as E
 
 from ..expr import Call, Constant, Expr, PrimValue, ShapeExpr, Tuple
-from ..struct_info import PrimStructInfo, ShapeStructInfo, TensorStructInfo
+from ..struct_info import PrimStructInfo, ShapeStructInfo, TensorStructInfo, TupleStructInfo
 from .registry import OpAttributeError, get_op
 
 
@@ -63,7 +63,13 @@ def dtype_of(expr) -> str | None:
 
 
 def as_shape(value) -> Expr:
-    """A ShapeExpr (or an Expr holding a shape) as is; a list/tuple of dims becomes a ShapeExpr."""
+    """A ShapeExpr (or an Expr holding a shape) as is; a list/tuple of dims becomes a ShapeExpr.
+    A tuple of ``R.prim_value``s (TVM writes ``(R.prim_value(0),)`` for a shape argument) is
+    the shape of their values."""
+    if isinstance(value, Tuple) and all(isinstance(f, PrimValue) for f in value.fields):
+        value = [f.value for f in value.fields]
+    if isinstance(value, (list, tuple)) and value and all(isinstance(f, PrimValue) for f in value):
+        value = [f.value for f in value]
     if isinstance(value, Expr):
         return value
     if isinstance(value, (int, np.integer, E.PrimExpr)):
@@ -98,6 +104,17 @@ def as_tuple(values) -> Expr:
     if not isinstance(values, (list, tuple)):
         raise TypeError(f"expected a list of tensors, got {values!r}")
     return Tuple([as_tensor(v) for v in values])
+
+
+def as_call_args(values) -> Expr:
+    """The argument tuple of a DPS call. As in TVM, a single value that is not a tuple
+    (``R.call_tir(f, x, ...)``) is the one argument: it is wrapped in a Tuple."""
+    if isinstance(values, Expr):
+        sinfo = getattr(values, "struct_info", None)
+        if not isinstance(values, Tuple) and sinfo is not None and not isinstance(sinfo, TupleStructInfo):
+            return Tuple([values])
+        return values
+    return as_tuple(values)
 
 
 def check_attr_number(value, op: str, name: str):

@@ -53,6 +53,33 @@ def attr_layout(value, expected: str, op: str, name: str) -> str:
     return value
 
 
+def layout_axes(value, default: str, op: str, name: str):
+    """None when ``value`` is the default layout, else the axes that turn a tensor in layout
+    ``value`` into the default one (``"NHWC"`` -> ``(0, 3, 1, 2)`` for ``"NCHW"``)."""
+    if value is None or value == default:
+        return None
+    if not isinstance(value, str) or sorted(value) != sorted(default):
+        raise OpAttributeError(f"R.{op}: {name} {value!r} is not supported: a layout is a "
+                               f"permutation of {default!r} (split layouts such as NCHW4c are not)")
+    return tuple(value.index(c) for c in default)
+
+
+def relayout(op: str, build, operands, out_layout, out_default: str):
+    """An operator written in other layouts than its kernels' (TVM's ``data_layout="NHWC"``,
+    ``kernel_layout="HWIO"``...): ``build`` makes it in the default layouts, between
+    ``R.permute_dims`` of each operand (``(tensor, layout, default, name)``) and of the
+    result, so deduction, legalization and the references stay single-layout."""
+    from .manipulate import permute_dims
+    args = []
+    for tensor, layout, default, name in operands:
+        axes = layout_axes(layout, default, op, name)
+        args.append(tensor if axes is None else permute_dims(tensor, list(axes)))
+    result = build(*args)
+    if layout_axes(out_layout, out_default, op, "out_layout") is not None:
+        result = permute_dims(result, [out_default.index(c) for c in out_layout])
+    return result
+
+
 def _int_items(value, op: str, name: str) -> tuple[int, ...]:
     if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
         return (attr_int(value, op, name),)

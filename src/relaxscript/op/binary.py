@@ -41,6 +41,9 @@ _COMPARE = {
 }
 _LOGICAL = {"logical_and": np.logical_and, "logical_or": np.logical_or,
             "logical_xor": np.logical_xor}
+# integer (or bool) operands only, dtype kept
+_BITWISE = {"bitwise_and": np.bitwise_and, "bitwise_or": np.bitwise_or, "bitwise_xor": np.bitwise_xor,
+            "left_shift": np.left_shift, "right_shift": np.right_shift}
 
 
 # Symbolic value of an op on two known integer scalars (TIR's meaning: divide truncates).
@@ -64,7 +67,9 @@ def _as_scalar_tensor(sinfo) -> TensorStructInfo:
 
 
 def _infer_prim_pair(call, ctx, a: PrimStructInfo, b: PrimStructInfo, result: str) -> PrimStructInfo:
-    dtype = "bool" if result != "same" else same_dtype(ctx, call, [a, b])
+    dtype = "bool" if result not in ("same", "int") else same_dtype(ctx, call, [a, b])
+    if result == "int" and not (dt.is_int(dtype) or dt.is_bool(dtype)):
+        ctx.error(f"{call.op.name} requires integer operands, got {format_sinfo(a)} and {format_sinfo(b)}")
     if result == "logical":
         return PrimStructInfo("bool")
     rule = _PRIM_VALUE.get(call.op.name[len("relax."):])
@@ -81,6 +86,8 @@ def infer_binary(call, ctx, result: str) -> TensorStructInfo | PrimStructInfo:
         return _infer_prim_pair(call, ctx, a, b, result)
     a, b = _as_scalar_tensor(a), _as_scalar_tensor(b)
     dtype = "bool" if result == "logical" else same_dtype(ctx, call, [a, b])
+    if result == "int" and dtype is not None and not (dt.is_int(dtype) or dt.is_bool(dtype)):
+        ctx.error(f"{call.op.name} requires integer operands, got {format_sinfo(a)} and {format_sinfo(b)}")
     if result == "bool":
         dtype = "bool"
     return tensor_from(broadcast_shapes(ctx, call, [a, b]), dtype)
@@ -98,7 +105,7 @@ def _scalar_reference(fn, a, b, result: str):
     """Two scalar operands (Python numbers, as the interpreter and VM hold R.Prim values): a
     Python number of the result's kind."""
     out = np.asarray(fn(np.asarray(a), np.asarray(b)))
-    if result != "same":
+    if result not in ("same", "int"):
         return bool(out)
     return float(out) if out.dtype.kind == "f" else int(out)
 
@@ -119,7 +126,7 @@ def _make_binary(name: str, fn, result: str):
         elif not isinstance(b, _TENSOR_VALUES):
             b = np.asarray(b, dtype=np.asarray(a).dtype)
         out = fn(np.asarray(a), np.asarray(b))
-        return np.asarray(out, dtype=np.bool_ if result != "same" else np.asarray(a).dtype)
+        return np.asarray(out, dtype=np.bool_ if result not in ("same", "int") else np.asarray(a).dtype)
 
     constructor.__name__ = name
     constructor.__doc__ = f"R.{name}(a, b): elementwise {name} with NumPy broadcasting."
@@ -128,7 +135,7 @@ def _make_binary(name: str, fn, result: str):
     return constructor
 
 
-for _table, _result in ((_ARITH, "same"), (_COMPARE, "bool"), (_LOGICAL, "logical")):
+for _table, _result in ((_ARITH, "same"), (_COMPARE, "bool"), (_LOGICAL, "logical"), (_BITWISE, "int")):
     for _name, _fn in _table.items():
         globals()[_name] = _make_binary(_name, _fn, _result)
 
@@ -153,4 +160,4 @@ def _where_reference(condition, x1, x2):
 
 register_op("relax.where", _infer_where, _where_reference, constructor=where)
 
-__all__ = [*_ARITH, *_COMPARE, *_LOGICAL, "where"]
+__all__ = [*_ARITH, *_COMPARE, *_LOGICAL, *_BITWISE, "where"]

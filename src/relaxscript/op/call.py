@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from ..expr import Expr, ExternFunc
 from ..struct_info import ShapeStructInfo, StructInfo, TensorStructInfo, TupleStructInfo
-from ._convert import as_shape, as_tuple, make_call
+from ._convert import as_call_args, as_shape, make_call
 from ._infer_util import format_sinfo, sinfo_of
 from .registry import OpAttributeError, register_op
 
@@ -47,7 +47,7 @@ def call_tir(gvar, args, out_sinfo, tir_vars=None):
     if not isinstance(gvar, Expr):  # a name string is call_dps_library's callee, not call_tir's
         raise OpAttributeError(f"R.call_tir: the callee must be a prim_func of the module "
                                f"(cls.name or a GlobalVar), got {gvar!r}")
-    call_args = [gvar, as_tuple(args)]
+    call_args = [gvar, as_call_args(args)]
     if tir_vars is not None:
         call_args.append(as_shape(tir_vars))
     return make_call("relax.call_tir", call_args, sinfo_args=[_out_sinfo(out_sinfo, "call_tir")])
@@ -65,7 +65,7 @@ def call_tir_inplace(gvar, args, inplace_indices, out_sinfo, tir_vars=None):
                                f"got {inplace_indices!r}")
     if len(set(indices)) != len(indices):
         raise OpAttributeError(f"R.call_tir_inplace: inplace_indices repeat a position: {indices}")
-    call_args = [gvar, as_tuple(args)]
+    call_args = [gvar, as_call_args(args)]
     if tir_vars is not None:
         call_args.append(as_shape(tir_vars))
     return make_call("relax.call_tir_inplace", call_args, {"inplace_indices": indices},
@@ -75,7 +75,7 @@ def call_tir_inplace(gvar, args, inplace_indices, out_sinfo, tir_vars=None):
 def call_dps_library(name, args, out_sinfo):
     """R.call_dps_library(name, args, out_sinfo): DPS call of a library function by name."""
     func = name if isinstance(name, Expr) else ExternFunc(str(name))
-    return make_call("relax.call_dps_library", [func, as_tuple(args)],
+    return make_call("relax.call_dps_library", [func, as_call_args(args)],
                      sinfo_args=[_out_sinfo(out_sinfo, "call_dps_library")])
 
 
@@ -103,6 +103,10 @@ def _infer_call_tir_inplace(call, ctx) -> StructInfo:
     if len(outs) != len(indices):
         ctx.error(f"R.call_tir_inplace: {len(indices)} inplace_indices for {len(outs)} output(s)")
     for index, expected in zip(indices, outs):
+        if index == -1:
+            ctx.error("R.call_tir_inplace: inplace index -1 (TVM's newly allocated output) is not "
+                      "supported; every result is an updated argument here (use R.call_tir for "
+                      "new outputs)")
         if not 0 <= index < len(inputs):
             ctx.error(f"R.call_tir_inplace: inplace index {index} is not an argument position "
                       f"(there are {len(inputs)} arguments)")

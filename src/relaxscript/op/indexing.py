@@ -61,12 +61,16 @@ def slice_extent(ctx, dim, begin, end, stride: int):
 
 
 # ---------------------------------------------------------------- strided_slice
-def strided_slice(x, axes, begin, end, strides=None):
+def strided_slice(x, axes, begin, end, strides=None, assume_inbound=False):
     """R.strided_slice(x, axes, begin, end, strides=None): ``x[begin:end:stride]`` on ``axes``.
 
     ``axes``, ``begin``, ``end`` and ``strides`` are stored as shape values
     (``R.shape([...])``); begin/end may be symbolic, strides must be non-zero ints.
+    ``assume_inbound`` (TVM's) is accepted and not kept: bounds are always clamped as
+    NumPy does, which is also right where TVM may assume they are in range.
     """
+    if not isinstance(assume_inbound, bool):
+        raise OpAttributeError(f"R.strided_slice: assume_inbound must be a bool, got {assume_inbound!r}")
     if not isinstance(axes, Expr):
         axes = attr_axes(axes, "strided_slice", "axes")
     as_list = [as_shape(v) for v in (axes, begin, end)]

@@ -14,7 +14,7 @@ from ._convert import as_tensor, make_call
 from ._infer_util import (attr_dtype, attr_int, format_sinfo, prove_not_equal, same_dtype,
                           simplify, tensor_arg)
 from ._window import (attr_layout, attr_padding, attr_per_axis, numpy_output_dims, numpy_window,
-                      window_output_shape)
+                      relayout, window_output_shape)
 from .registry import OpAttributeError, register_op
 
 _LAYOUTS = {1: ("NCW", "OIW"), 2: ("NCHW", "OIHW")}
@@ -42,20 +42,36 @@ def _conv_attrs(op: str, ndim: int, strides, padding, dilation, groups, data_lay
     }
 
 
+def _conv(ndim: int, data, weight, strides, padding, dilation, groups, data_layout, kernel_layout,
+          out_layout, out_dtype, kernel_default=None):
+    """A convolution in any permuted layouts: the default-layout op between transposes
+    (``out_layout`` defaults to ``data_layout``, as in TVM)."""
+    op = {1: "nn.conv1d", 2: "nn.conv2d"}[ndim] if kernel_default is None else "nn.conv2d_transpose"
+    data_default, kernel_standard = _LAYOUTS[ndim]
+    kernel_default = kernel_default or kernel_standard
+    out_layout = data_layout if out_layout is None else out_layout
+    attrs = _conv_attrs(op, ndim, strides, padding, dilation, groups, None, None, None, out_dtype)
+    return relayout(op, lambda d, w: make_call("relax." + op, [d, w], attrs),
+                    [(as_tensor(data), data_layout, data_default, "data_layout"),
+                     (as_tensor(weight), kernel_layout, kernel_default, "kernel_layout")],
+                    out_layout, data_default), attrs
+
+
 def conv1d(data, weight, strides=1, padding=0, dilation=1, groups=1, data_layout="NCW",
            kernel_layout="OIW", out_layout=None, out_dtype=None):
-    """R.nn.conv1d(data, weight, strides=1, padding=0, dilation=1, groups=1, ...)."""
-    return make_call("relax.nn.conv1d", [as_tensor(data), as_tensor(weight)],
-                     _conv_attrs("nn.conv1d", 1, strides, padding, dilation, groups, data_layout,
-                                 kernel_layout, out_layout, out_dtype))
+    """R.nn.conv1d(data, weight, strides=1, padding=0, dilation=1, groups=1, ...); other
+    layouts than NCW/OIW become transposes around the NCW/OIW convolution."""
+    return _conv(1, data, weight, strides, padding, dilation, groups, data_layout, kernel_layout,
+                 out_layout, out_dtype)[0]
 
 
 def conv2d(data, weight, strides=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1,
            data_layout="NCHW", kernel_layout="OIHW", out_layout=None, out_dtype=None):
-    """R.nn.conv2d(data, weight, strides=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1, ...)."""
-    return make_call("relax.nn.conv2d", [as_tensor(data), as_tensor(weight)],
-                     _conv_attrs("nn.conv2d", 2, strides, padding, dilation, groups, data_layout,
-                                 kernel_layout, out_layout, out_dtype))
+    """R.nn.conv2d(data, weight, strides=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1, ...);
+    other layouts than NCHW/OIHW (NHWC, HWIO, OHWI...) become transposes around the
+    NCHW/OIHW convolution."""
+    return _conv(2, data, weight, strides, padding, dilation, groups, data_layout, kernel_layout,
+                 out_layout, out_dtype)[0]
 
 
 def _infer_conv(call, ctx) -> TensorStructInfo:
@@ -123,9 +139,8 @@ def conv2d_transpose(data, weight, strides=(1, 1), padding=(0, 0), output_paddin
     dilation=(1, 1), groups=1, ...): the gradient of conv2d with respect to its input; the
     weight is ``(in_channels, out_channels / groups, kh, kw)`` (``IOHW``)."""
     op = "nn.conv2d_transpose"
-    attrs = _conv_attrs(op, 2, strides, padding, dilation, groups, data_layout, "OIHW",
-                        out_layout, out_dtype)
-    attrs["kernel_layout"] = attr_layout(kernel_layout, "IOHW", op, "kernel_layout")
+    attrs = _conv_attrs(op, 2, strides, padding, dilation, groups, None, None, None, out_dtype)
+    attrs["kernel_layout"] = attr_layout(None, "IOHW", op, "kernel_layout")
     extra = attr_per_axis(output_padding, 2, op, "output_padding", 0)
     for e, s, d in zip(extra, attrs["strides"], attrs["dilation"]):
         if e >= max(s, d):
@@ -133,7 +148,11 @@ def conv2d_transpose(data, weight, strides=(1, 1), padding=(0, 0), output_paddin
                                    f"stride or the dilation")
     attrs = {"strides": attrs["strides"], "padding": attrs["padding"], "output_padding": extra,
              **{k: v for k, v in attrs.items() if k not in ("strides", "padding")}}
-    return make_call("relax.nn.conv2d_transpose", [as_tensor(data), as_tensor(weight)], attrs)
+    out_layout = data_layout if out_layout is None else out_layout
+    return relayout(op, lambda d, w: make_call("relax.nn.conv2d_transpose", [d, w], attrs),
+                    [(as_tensor(data), data_layout, "NCHW", "data_layout"),
+                     (as_tensor(weight), kernel_layout, "IOHW", "kernel_layout")],
+                    out_layout, "NCHW")
 
 
 def transposed_output_dim(size, kernel, stride, dilation, pad_lo, pad_hi, extra):

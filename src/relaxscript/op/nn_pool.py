@@ -17,6 +17,7 @@ from ..struct_info import TensorStructInfo
 from ._convert import as_tensor, make_call
 from ._infer_util import format_sinfo, tensor_arg
 from ._window import (attr_layout, attr_padding, attr_per_axis, numpy_output_dims, numpy_window,
+                      relayout,
                       window_output_shape)
 from .registry import OpAttributeError, register_op
 
@@ -33,25 +34,34 @@ def _pool_attrs(op: str, pool_size, strides, padding, dilation, ceil_mode, count
         "dilation": attr_per_axis(dilation, 2, op, "dilation", 1),
         "ceil_mode": bool(ceil_mode),
         "count_include_pad": bool(count_include_pad),
-        "layout": attr_layout(layout, "NCHW", op, "layout"),
-        "out_layout": attr_layout(out_layout, "NCHW", op, "out_layout"),
+        "layout": attr_layout(None, "NCHW", op, "layout"),
+        "out_layout": attr_layout(None, "NCHW", op, "out_layout"),
     }
+
+
+def _in_layout(op: str, build, data, layout, out_layout):
+    """Other layouts than NCHW (NHWC...) are transposes around the NCHW pool; the output
+    layout defaults to the input's, as in TVM."""
+    return relayout(op, build, [(as_tensor(data), layout, "NCHW", "layout")],
+                    layout if out_layout is None else out_layout, "NCHW")
 
 
 def max_pool2d(data, pool_size=(1, 1), strides=(1, 1), padding=(0, 0), dilation=(1, 1),
                ceil_mode=False, count_include_pad=False, layout="NCHW", out_layout=None):
     """R.nn.max_pool2d(data, pool_size=(1, 1), strides=(1, 1), padding=(0, 0), ...)."""
-    return make_call("relax.nn.max_pool2d", [as_tensor(data)],
-                     _pool_attrs("nn.max_pool2d", pool_size, strides, padding, dilation, ceil_mode,
-                                 count_include_pad, layout, out_layout))
+    attrs = _pool_attrs("nn.max_pool2d", pool_size, strides, padding, dilation, ceil_mode,
+                        count_include_pad, layout, out_layout)
+    return _in_layout("nn.max_pool2d", lambda d: make_call("relax.nn.max_pool2d", [d], attrs), data,
+                      layout, out_layout)
 
 
 def avg_pool2d(data, pool_size=(1, 1), strides=(1, 1), padding=(0, 0), dilation=(1, 1),
                ceil_mode=False, count_include_pad=False, layout="NCHW", out_layout=None):
     """R.nn.avg_pool2d(data, pool_size=(1, 1), strides=(1, 1), padding=(0, 0), ...)."""
-    return make_call("relax.nn.avg_pool2d", [as_tensor(data)],
-                     _pool_attrs("nn.avg_pool2d", pool_size, strides, padding, dilation, ceil_mode,
-                                 count_include_pad, layout, out_layout))
+    attrs = _pool_attrs("nn.avg_pool2d", pool_size, strides, padding, dilation, ceil_mode,
+                        count_include_pad, layout, out_layout)
+    return _in_layout("nn.avg_pool2d", lambda d: make_call("relax.nn.avg_pool2d", [d], attrs), data,
+                      layout, out_layout)
 
 
 def _pooled_input(call, ctx) -> TensorStructInfo:
@@ -129,10 +139,9 @@ def adaptive_avg_pool2d(data, output_size=None, layout="NCHW", out_layout=None):
     op = "nn.adaptive_avg_pool2d"
     if output_size is not None:
         output_size = attr_per_axis(output_size, 2, op, "output_size", 1)
-    return make_call("relax.nn.adaptive_avg_pool2d", [as_tensor(data)],
-                     {"output_size": output_size,
-                      "layout": attr_layout(layout, "NCHW", op, "layout"),
-                      "out_layout": attr_layout(out_layout, "NCHW", op, "out_layout")})
+    attrs = {"output_size": output_size, "layout": "NCHW", "out_layout": "NCHW"}
+    return _in_layout(op, lambda d: make_call("relax.nn.adaptive_avg_pool2d", [d], attrs), data,
+                      layout, out_layout)
 
 
 def _infer_adaptive(call, ctx) -> TensorStructInfo:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from ..expr import Expr, ExternFunc
 from ..struct_info import StructInfo
-from ._convert import as_tuple, make_call
+from ._convert import as_call_args, make_call
 from .call import _infer_cross_level, _out_sinfo
 from .registry import OpAttributeError, register_op
 
@@ -31,7 +31,7 @@ def _callee(name, op: str) -> Expr:
 
 def call_dps_packed(name, args, out_sinfo):
     """R.call_dps_packed(name, args, out_sinfo): DPS call of a registered function."""
-    return make_call("relax.call_dps_packed", [_callee(name, "call_dps_packed"), as_tuple(args)],
+    return make_call("relax.call_dps_packed", [_callee(name, "call_dps_packed"), as_call_args(args)],
                      sinfo_args=[_out_sinfo(out_sinfo, "call_dps_packed")])
 
 

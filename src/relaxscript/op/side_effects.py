@@ -12,8 +12,9 @@ import re
 
 import numpy as np
 
+from tensorir import expr as E
 
-from ..expr import Expr, Tuple
+from ..expr import Expr, PrimValue, Tuple
 from ..struct_info import PrimStructInfo, TensorStructInfo, TupleStructInfo
 from ._convert import as_prim_value, as_tensor, make_call
 from ._infer_util import format_sinfo, sinfo_of
@@ -72,6 +73,8 @@ def assert_op(condition, *args, format_args=None, format: str = ""):  # noqa: A0
             values.append(arg)
     if isinstance(condition, bool):
         condition = as_prim_value(condition)
+    elif isinstance(condition, E.PrimExpr):  # R.assert_op(n % 16 == 0): TVM's sugar for R.prim_value
+        condition = PrimValue(condition)
     return make_call("relax.assert_op", [_as_arg(condition), *[_as_arg(a) for a in values]],
                      {"format": _check_format(format, "assert_op")})
 

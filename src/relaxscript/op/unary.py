@@ -29,7 +29,7 @@ def _sigmoid(x):
 
 
 # name -> (NumPy function, result kind): "float" = float-only, dtype kept;
-# "same" = any dtype, dtype kept; "bool" = result is bool.
+# "int" = integer (or bool) only, dtype kept; "same" = any dtype, dtype kept; "bool" = result is bool.
 _UNARY = {
     "abs": (np.abs, "same"),
     "negative": (np.negative, "same"),
@@ -48,6 +48,16 @@ _UNARY = {
     "tanh": (np.tanh, "float"),
     "sigmoid": (_sigmoid, "float"),
     "erf": (erf_numpy, "float"),
+    "trunc": (np.trunc, "same"),
+    "asin": (np.arcsin, "float"),
+    "acos": (np.arccos, "float"),
+    "atan": (np.arctan, "float"),
+    "sinh": (np.sinh, "float"),
+    "cosh": (np.cosh, "float"),
+    "asinh": (np.arcsinh, "float"),
+    "acosh": (np.arccosh, "float"),
+    "atanh": (np.arctanh, "float"),
+    "bitwise_not": (np.invert, "int"),
     "isnan": (np.isnan, "bool"),
     "isinf": (np.isinf, "bool"),
     "isfinite": (np.isfinite, "bool"),
@@ -59,6 +69,8 @@ def infer_elementwise(call, ctx, kind: str = "same") -> TensorStructInfo:
     x = tensor_arg(call, 0, ctx)
     if kind == "float" and x.dtype is not None and not dt.is_float(x.dtype):
         ctx.error(f"{call.op.name} requires a floating-point tensor, got {format_sinfo(x)}")
+    if kind == "int" and x.dtype is not None and not (dt.is_int(x.dtype) or dt.is_bool(x.dtype)):
+        ctx.error(f"{call.op.name} requires an integer tensor, got {format_sinfo(x)}")
     dtype = "bool" if kind == "bool" else x.dtype
     return TensorStructInfo(x.shape, dtype, x.ndim)
 

@@ -113,6 +113,9 @@ class AnnotationParser:
         if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) \
                 and target.value.id in self.r_names and target.attr in ANNOTATION_KINDS:
             return target.attr
+        if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) \
+                and target.value.id in self.r_names and target.attr == "Any":
+            return "Object"  # newer TVM's name of R.Object
         return None
 
     def _annotation(self, node: ast.expr) -> StructInfo:
@@ -137,11 +140,30 @@ class AnnotationParser:
             if len(args) == 1 and isinstance(args[0], (ast.List, ast.Tuple)):
                 args = args[0].elts
             return TupleStructInfo([self._annotation(a) for a in args])
+        if kind == "Tensor":
+            args, kwargs = self._without_vdevice(args, kwargs, node)
         names = {"Tensor": ("shape", "dtype", "ndim"), "Shape": ("values", "ndim"),
                  "Prim": ("dtype", "value"), "Callable": ("params", "ret", "purity"),
                  "Object": ()}[kind]
         bound = self._bind(kind, names, args, kwargs, node)
         return getattr(self, "_" + kind.lower())(bound, node)
+
+    def _without_vdevice(self, args: list, kwargs: dict, node):
+        """TVM's ``R.Tensor(shape, dtype, vdevice)``: a virtual device naming the host CPU
+        (``"llvm"``, ``"cpu"``, optionally ``:0``) is the only device here and is dropped;
+        any other is refused. A third positional int stays ``ndim``."""
+        args, kwargs = list(args), dict(kwargs)
+        vdevice = kwargs.pop("vdevice", None)
+        if len(args) >= 3 and isinstance(args[2], ast.Constant) and isinstance(args[2].value, str):
+            vdevice = args.pop(2)
+        if vdevice is None or _is_none(vdevice):
+            return args, kwargs
+        text = vdevice.value if isinstance(vdevice, ast.Constant) and isinstance(vdevice.value, str) else None
+        if text is None or text.split(":")[0].split(" ")[0] not in ("llvm", "cpu", "c") \
+                or text.split(":")[1:] not in ([], ["0"]):
+            raise self.error(f"R.Tensor: vdevice {ast.unparse(vdevice)} is not supported: the only "
+                             'device is the host CPU ("llvm" or "cpu")', vdevice)
+        return args, kwargs
 
     def _bind(self, kind, names, args, kwargs, node) -> dict:
         if kind == "Tensor" and args and isinstance(args[0], ast.Constant) and isinstance(args[0].value, str):

@@ -91,6 +91,7 @@ class FunctionParser:
         if args.vararg or args.kwarg or args.kwonlyargs or args.defaults or args.posonlyargs:
             raise self.ctx.error("graph-level functions take plain positional parameters only", node)
         params, seen = [], set()
+        self._declare_shape_names(args.args)
         for arg in args.args:
             if arg.arg in seen:
                 raise self.ctx.error(f"duplicate parameter {arg.arg!r}", arg)
@@ -109,6 +110,30 @@ class FunctionParser:
             with self._where("return annotation"):
                 ret = self.values.annotations.parse(node.returns)
         return params, ret
+
+    def _declare_shape_names(self, args) -> None:
+        """A dimension written as a bare name (``"m"``) in any parameter's shape is declared
+        before the annotations are read, so an earlier parameter may use it in an expression
+        (``x: R.Tensor(("m + 1",)), y: R.Tensor(("m",))``), as TVM allows."""
+        for arg in args:
+            for node in ast.walk(arg.annotation) if arg.annotation is not None else ():
+                if not isinstance(node, ast.Call):
+                    continue
+                path = self.ctx.r_path(node.func)
+                if path == "Callable":
+                    break  # a callable's dimensions are its own
+                dims = []
+                if path in ("Tensor", "Shape"):
+                    shape = node.args[0] if node.args else next(
+                        (k.value for k in node.keywords if k.arg in ("shape", "values")), None)
+                    if isinstance(shape, (ast.Tuple, ast.List)):
+                        dims = shape.elts
+                elif path == "Prim":
+                    dims = [k.value for k in node.keywords if k.arg == "value"]
+                for dim in dims:
+                    if isinstance(dim, ast.Constant) and isinstance(dim.value, str) \
+                            and dim.value.strip().isidentifier() and self.scope.lookup(dim.value.strip()) is None:
+                        self._declare(dim.value.strip())
 
     # ------------------------------------------------------------ pre-scans
     def _declarations(self, body: list) -> None:
@@ -372,9 +397,14 @@ class FunctionParser:
     def _branch(self, stmts: list, stmt: ast.If):
         stmts = [s for s in stmts if id(s) not in self.skip]
         last = stmts[-1] if stmts else stmt
-        if not isinstance(last, (ast.Assign, ast.AnnAssign)):
+        if isinstance(last, ast.Expr) and isinstance(last.value, ast.Call) \
+                and not _is_r_call(last, "output", self.ctx):
+            # `R.print(...)` ending both branches (TVM's sugar for `_ = R.print(...)`)
+            targets = [ast.copy_location(ast.Name(id="_", ctx=ast.Store()), last)]
+        elif not isinstance(last, (ast.Assign, ast.AnnAssign)):
             raise self.ctx.error("each branch must end by assigning the if's result (`y = ...`)", last)
-        targets = last.targets if isinstance(last, ast.Assign) else [last.target]
+        else:
+            targets = last.targets if isinstance(last, ast.Assign) else [last.target]
         if len(targets) != 1 or not isinstance(targets[0], ast.Name):
             raise self.ctx.error("a branch result is assigned to a single name", last)
         self.scope.push()
@@ -384,9 +414,14 @@ class FunctionParser:
                 if isinstance(s, ast.With):
                     raise self.ctx.error("dataflow blocks are not allowed inside if branches", s)
                 self._statement(s)
-            # Bind a non-leaf result inside the branch's own block (the canonical form).
-            with self._located(last):
-                body = self.bb.normalize_argument(self.values.expr(last.value))
+            if _is_r_call_expr(last.value, "match_cast", self.ctx):
+                # the branch's value is the matched var (TVM allows the cast last)
+                annotation = last.annotation if isinstance(last, ast.AnnAssign) else None
+                body = self._match_cast(targets[0].id, annotation, last.value, last)
+            else:
+                # Bind a non-leaf result inside the branch's own block (the canonical form).
+                with self._located(last):
+                    body = self.bb.normalize_argument(self.values.expr(last.value))
         finally:
             block = self.bb.end_block()
             self.scope.pop()

@@ -128,13 +128,13 @@ def const(value, dtype: str | None = None) -> rx.Constant:
     """``R.const(1.5, "float32")`` / ``R.const(np_array)``: a constant tensor.
 
     Without a dtype, arrays keep theirs, Python floats become float32, ints
-    int64 and bools bool."""
+    int32 (TVM's ``relax.const`` default) and bools bool."""
     if dtype is None:
         if isinstance(value, (np.ndarray, np.generic)):
             dtype = value.dtype.name
         else:
             flat = np.asarray(value)
-            dtype = {"b": "bool", "i": "int64", "u": "int64"}.get(flat.dtype.kind, "float32")
+            dtype = {"b": "bool", "i": "int32", "u": "int32"}.get(flat.dtype.kind, "float32")
     return rx.Constant(np.asarray(value, dtype=dt.to_numpy(dt.normalize(dtype))))
 
 
@@ -256,6 +256,7 @@ class _Namespace:
     Tuple = staticmethod(Tuple)
     Callable = staticmethod(Callable)
     Object = staticmethod(Object)
+    Any = staticmethod(Object)  # newer TVM's name of the annotation of any value
     Prim = staticmethod(Prim)
     shape = staticmethod(shape)
     const = staticmethod(const)

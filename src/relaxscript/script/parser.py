@@ -38,6 +38,8 @@ MODULE_DECORATORS = ("ir_module",)
 # ---------------------------------------------------------------- decorators
 def ir_module(cls=None, **options):
     """Class decorator: ``@ir_module`` / ``@R.ir_module`` -> IRModule."""
+    from tensorir.script.parser import IGNORED_OPTIONS
+    options = {k: v for k, v in options.items() if k not in IGNORED_OPTIONS}
     if options:
         raise TypeError(f"ir_module got unexpected options {sorted(options)}")
 

@@ -22,6 +22,11 @@ class ParseContext:
     metadata: dict = field(default_factory=dict)
     where: list = field(default_factory=list)
 
+    def __post_init__(self):
+        # TVM's tests write `relax.call_tir(...)` (its Python module) inside scripts: the
+        # same functions as R's, read as R paths here.
+        self.r_names = frozenset(self.r_names) | {"relax"}
+
     def error(self, message: str, node: ast.AST | None) -> ParseError:
         context = ", ".join(self.where) if self.where else None
         return make_parse_error(message, node, self.source, context)
@@ -46,8 +51,10 @@ class ParseContext:
         return isinstance(node, ast.Name) and node.id in self.t_names
 
     def r_path(self, node: ast.AST) -> str | None:
-        """``"nn.softmax"`` for the AST of ``R.nn.softmax``; None if not an R path."""
-        return self._path(node, self.r_names)
+        """``"nn.softmax"`` for the AST of ``R.nn.softmax``; None if not an R path.
+        ``R.Any`` (newer TVM's name of ``R.Object``) reads as ``"Object"``."""
+        path = self._path(node, self.r_names)
+        return "Object" if path == "Any" else path
 
     def i_path(self, node: ast.AST) -> str | None:
         """``"module_attrs"`` for the AST of ``I.module_attrs``; None if not an I path."""

@@ -29,6 +29,30 @@ from .sym_expr import SymExprParser
 # R.<name> forms that are statements, not values.
 STATEMENT_FORMS = ("dataflow", "output", "func_attr", "match_cast", "sym_var", "module_attrs")
 
+# Python operators on graph-level values, as TVM's ``ExprWithOp`` defines them (``==``/``!=``
+# compare identity there and ``%`` is not defined: those stay errors).
+METHODS = {"astype": "astype"}
+BINARY_OPS = {ast.Add: "add", ast.Sub: "subtract", ast.Mult: "multiply", ast.Div: "divide",
+              ast.FloorDiv: "floor_divide", ast.Pow: "power"}
+COMPARE_OPS = {ast.Lt: "less", ast.LtE: "less_equal", ast.Gt: "greater", ast.GtE: "greater_equal"}
+
+# TVM forms this project does not implement, with the reason given in the ParseError.
+OUT_OF_SCOPE = {
+    "call_tir_with_grad": "gradients are not supported",
+    "emit_te": "it runs TVM's TE/topi Python code while parsing; write the prim_func (or the "
+               "R.* operator) instead",
+    "vm.call_tir_dyn": "it is a VM-internal form; write R.call_tir",
+    # closures are not run-time values here: LambdaLift passes captured values as parameters
+    "make_closure": "closures are not run-time values here; write a local @R.function",
+    "invoke_closure": "closures are not run-time values here; call the function",
+    "invoke_pure_closure": "closures are not run-time values here; call the function",
+}
+OUT_OF_SCOPE_PREFIXES = {
+    "dist.": "distributed tensors are not supported",
+    "grad.": "gradients are not supported",
+    "ccl.": "collective communication (distributed) is not supported",
+}
+
 
 class ValueParser(ClassDispatch):
     def __init__(self, ctx: ParseContext, scope: Scope, global_vars: dict, class_names=frozenset()):
@@ -69,6 +93,8 @@ class ValueParser(ClassDispatch):
         value = self.value(node)
         if isinstance(value, rx.Expr):
             return value
+        if isinstance(node, (ast.Tuple, ast.List)) and not node.elts:
+            return rx.Tuple([])  # `gv = ()`: the empty tuple value
         raise self.ctx.error(f"expected a graph-level value, got {_describe(value)} "
                              f"({ast.unparse(node)})", node)
 
@@ -109,9 +135,16 @@ class ValueParser(ClassDispatch):
                                      f"(it has {sorted(self.global_vars)})", node)
             return self.global_vars[node.attr]
         path = self.ctx.r_path(node)
+        if path is None and node.attr == "struct_info" and self._is_graph_operand(node.value):
+            # `x.struct_info`: the annotation of a value (TVM writes sinfo_args=[x.struct_info])
+            value = self.expr(node.value)
+            if value.struct_info is None:
+                raise self.ctx.error(f"{ast.unparse(node.value)} has no annotation yet", node)
+            return value.struct_info
         if path in ANNOTATION_KINDS:
             return self.annotations.parse(node)
         if path is not None:
+            self.check_in_scope(path, node)
             from ..op.registry import get_op
             try:
                 return get_op("relax." + path)
@@ -156,6 +189,14 @@ class ValueParser(ClassDispatch):
 
     @handles(ast.BinOp, ast.Compare, ast.BoolOp)
     def _BinOp(self, node):
+        if isinstance(node, ast.BinOp) and self._is_graph_operand(node.left, node.right):
+            return self.graph_operator(node, BINARY_OPS.get(type(node.op)), [node.left, node.right])
+        if isinstance(node, ast.Compare) and self._is_graph_operand(node.left, *node.comparators):
+            if len(node.ops) != 1:
+                raise self.ctx.error("chained comparisons of graph-level values are not supported; "
+                                     "compare two values at a time", node)
+            return self.graph_operator(node, COMPARE_OPS.get(type(node.ops[0])),
+                                       [node.left, node.comparators[0]])
         return self.sym(node)
 
     @handles(ast.UnaryOp)
@@ -164,7 +205,59 @@ class ValueParser(ClassDispatch):
         if isinstance(node.op, ast.USub) and isinstance(node.operand, ast.Constant) \
                 and isinstance(node.operand.value, (int, float)) and not isinstance(node.operand.value, bool):
             return -node.operand.value
+        if isinstance(node.op, ast.USub) and self._is_graph_operand(node.operand):
+            return self.graph_operator(node, "negative", [node.operand])
         return self.sym(node)
+
+    def _is_graph_operand(self, *nodes) -> bool:
+        """Whether an operand is (syntactically) a graph-level value: a name bound to one, a
+        call of an R function or module member, or an operator over such values."""
+        for node in nodes:
+            if isinstance(node, ast.Name):
+                value = self.scope.lookup(node.id)
+                if isinstance(value, rx.Expr) or (value is None and node.id in self.global_vars):
+                    return True
+            elif isinstance(node, ast.Call):
+                if self.ctx.r_path(node.func) is not None or self._is_graph_operand(node.func):
+                    return True
+            elif isinstance(node, ast.Attribute):
+                if isinstance(node.value, ast.Name) and node.value.id in self.class_names:
+                    return True
+            elif isinstance(node, ast.Subscript):
+                if self._is_graph_operand(node.value):
+                    return True
+            elif isinstance(node, ast.BinOp):
+                if self._is_graph_operand(node.left, node.right):
+                    return True
+            elif isinstance(node, ast.UnaryOp):
+                if self._is_graph_operand(node.operand):
+                    return True
+        return False
+
+    def graph_operator(self, node, op_name: str | None, operands: list) -> rx.Expr:
+        """``a + b`` on graph-level values is ``R.add(a, b)`` (TVM's operator overloads)."""
+        if op_name is None:
+            raise self.ctx.error(f"operator {ast.unparse(node)!r} is not defined on graph-level values; "
+                                 "call the R function (e.g. R.mod, R.equal)", node)
+        values = []
+        for operand in operands:
+            value = self.value(operand)
+            if not isinstance(value, rx.Expr):
+                raise self.ctx.error(f"the operands of {op_name} must both be graph-level values, got "
+                                     f"{_describe(value)} ({ast.unparse(operand)}); convert a number "
+                                     "with R.const first", operand)
+            values.append(value)
+        constructor = ns.lookup_op_constructor(op_name)
+        try:
+            return constructor(*values)
+        except (TypeError, ValueError) as err:
+            raise self.ctx.error(f"R.{op_name}: {err}", node) from None
+
+    def check_in_scope(self, path: str, node) -> None:
+        reason = OUT_OF_SCOPE.get(path) or next(
+            (why for prefix, why in OUT_OF_SCOPE_PREFIXES.items() if path.startswith(prefix)), None)
+        if reason is not None:
+            raise self.ctx.error(f"R.{path} is not supported: {reason}", node)
 
     @handles(ast.Call)
     def _Call(self, node: ast.Call):
@@ -176,6 +269,10 @@ class ValueParser(ClassDispatch):
             return self.sym(node)
         if isinstance(func, ast.Name) and func.id == "float" and self.scope.lookup("float") is None:
             return self.literal(node)
+        if isinstance(func, ast.Attribute) and func.attr in METHODS and self._is_graph_operand(func.value):
+            # `x.astype("float16")`: TVM's methods of graph-level values are the R functions.
+            return self.call_constructor(METHODS[func.attr], ns.lookup_op_constructor(METHODS[func.attr]),
+                                         node, receiver=self.expr(func.value))
         callee = self.expr(func)
         if node.keywords:
             raise self.ctx.error("calls of graph-level functions take no keyword arguments", node)
@@ -187,7 +284,8 @@ class ValueParser(ClassDispatch):
             return self.annotations.parse(node)
         if path in STATEMENT_FORMS:
             raise self.ctx.error(f"R.{path}(...) is a statement and cannot be used as a value here", node)
-        special = getattr(self, "_r_" + path, None)
+        self.check_in_scope(path, node.func)
+        special = getattr(self, "_r_" + path.replace(".", "__"), None)
         if special is not None:
             return special(node)
         constructor = ns.lookup_op_constructor(path)
@@ -195,8 +293,8 @@ class ValueParser(ClassDispatch):
             raise self.ctx.error(f"unknown R function 'R.{path}'", node.func)
         return self.call_constructor(path, constructor, node)
 
-    def call_constructor(self, path: str, constructor, node: ast.Call):
-        args = [self.value(a) for a in node.args]
+    def call_constructor(self, path: str, constructor, node: ast.Call, receiver=None):
+        args = ([] if receiver is None else [receiver]) + [self.value(a) for a in node.args]
         kwargs = {k.arg: self.value(k.value) for k in node.keywords}
         if any(k.arg is None for k in node.keywords) or any(isinstance(a, ast.Starred) for a in node.args):
             raise self.ctx.error("*args/**kwargs are not supported in scripts", node)
@@ -267,6 +365,29 @@ class ValueParser(ClassDispatch):
         except ValueError as err:
             raise self.ctx.error(f"R.dtype: {err}", value) from None
 
+    def _r_TupleGetItem(self, node):
+        """TVM's ``R.TupleGetItem(t, i)`` is ``t[i]``."""
+        value, index = self._expect(node, "TupleGetItem", 2, ("tuple_value", "index"))
+        index_value = self.literal(index)
+        if not isinstance(index_value, int) or isinstance(index_value, bool):
+            raise self.ctx.error("R.TupleGetItem takes an integer literal index", index)
+        return rx.TupleGetItem(self.expr(value), index_value)
+
+    def _r_vm__kill_object(self, node):
+        """TVM's ``R.vm.kill_object(x)``: our kill of a tensor or of a storage."""
+        from ..op.memory import kill_storage, kill_tensor
+        from ..struct_info import TensorStructInfo
+        (value,) = self._expect(node, "vm.kill_object", 1, ("obj",))
+        target = self.expr(value)
+        kill = kill_tensor if isinstance(target.struct_info, TensorStructInfo) else kill_storage
+        return kill(target)
+
+    def _r_builtin__stop_lift_params(self, node):
+        """TVM's ``R.builtin.stop_lift_params(x)`` marks where its LiftTransformParams stops;
+        nothing lifts parameters here, so it is the value itself."""
+        (value,) = self._expect(node, "builtin.stop_lift_params", 1, ("x",))
+        return self.expr(value)
+
     def _r_tuple(self, node):
         return rx.Tuple([self.expr(a) for a in node.args])
 
@@ -280,10 +401,24 @@ class ValueParser(ClassDispatch):
         symbol = self._string(node.args[0], f"R.{form}")
         sinfo_args = []
         for k in node.keywords:
-            if k.arg != "sinfo_args":
+            if k.arg not in ("sinfo_args", "ty_args"):  # ty_args: older TVM's spelling
                 raise self.ctx.error(f"R.{form} got an unexpected keyword argument {k.arg!r}", k.value)
             sinfo_args = self._sinfo_list(self.value(k.value), k.value)
-        return symbol, [self.expr(a) for a in node.args[1:]], sinfo_args
+        return symbol, [self.packed_arg(a) for a in node.args[1:]], sinfo_args
+
+    def packed_arg(self, node):
+        """An argument of a packed call: literals are values there (TVM's PrimValue/StringImm)."""
+        value = self.value(node)
+        if isinstance(value, str):
+            return rx.StringImm(value)
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return rx.PrimValue(self.sym(node))
+        if isinstance(value, E.PrimExpr):
+            return rx.PrimValue(value)
+        if isinstance(value, rx.Expr):
+            return value
+        raise self.ctx.error(f"expected a graph-level value, got {_describe(value)} "
+                             f"({ast.unparse(node)})", node)
 
     def _r_call_packed(self, node):
         symbol, args, sinfo_args = self._packed_parts(node, "call_packed")

@@ -54,6 +54,15 @@ _INTRINSICS = {
     "pow": math.pow, "abs": abs, "sin": math.sin, "cos": math.cos, "floor": math.floor,
     "ceil": math.ceil, "round": lambda x: float(np.round(x)), "exp2": lambda x: 2.0 ** x,
     "log2": math.log2, "tan": math.tan, "isnan": math.isnan, "isinf": math.isinf,
+    "trunc": math.trunc, "log1p": math.log1p, "exp10": lambda x: 10.0 ** x, "atan": math.atan,
+    "asin": math.asin, "acos": math.acos, "sinh": math.sinh, "cosh": math.cosh, "atanh": math.atanh,
+    "asinh": math.asinh, "acosh": math.acosh, "atan2": math.atan2, "hypot": math.hypot,
+    "copysign": math.copysign, "fmod": math.fmod,
+    "bitwise_and": lambda a, b: int(a) & int(b), "bitwise_or": lambda a, b: int(a) | int(b),
+    "bitwise_xor": lambda a, b: int(a) ^ int(b), "bitwise_not": lambda a: ~int(a),
+    # NumPy's meaning for counts outside [0, bits): everything is shifted out
+    "shift_left": lambda a, b: int(a) << int(b) if 0 <= int(b) < 64 else 0,
+    "shift_right": lambda a, b: int(a) >> int(b) if 0 <= int(b) < 64 else (-1 if int(a) < 0 else 0),
 }
 
 

@@ -36,4 +36,10 @@ INTRINSIC_IMPLS = {
     "cos": np.cos, "floor": np.floor, "ceil": np.ceil,
     "round": np.rint,  # half to even, like C's nearbyint under the default rounding mode
     "exp2": np.exp2, "log2": np.log2, "tan": np.tan, "isnan": np.isnan, "isinf": np.isinf,
+    "trunc": np.trunc, "log1p": np.log1p, "exp10": lambda x: np.power(np.asarray(x).dtype.type(10), x),
+    "atan": np.arctan, "asin": np.arcsin, "acos": np.arccos, "sinh": np.sinh, "cosh": np.cosh,
+    "atanh": np.arctanh, "asinh": np.arcsinh, "acosh": np.arccosh, "atan2": np.arctan2,
+    "hypot": np.hypot, "copysign": np.copysign, "fmod": np.fmod,
+    "bitwise_and": np.bitwise_and, "bitwise_or": np.bitwise_or, "bitwise_xor": np.bitwise_xor,
+    "bitwise_not": np.invert, "shift_left": np.left_shift, "shift_right": np.right_shift,
 }

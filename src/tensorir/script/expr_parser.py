@@ -11,6 +11,8 @@ import ast
 import operator
 from typing import Any, Callable
 
+import numpy as np
+
 from .. import dtype as dt
 from .. import expr as E
 from ..buffer import Buffer
@@ -41,6 +43,49 @@ _CMPOPS = {ast.Eq: E.EQ, ast.NotEq: E.NE, ast.Lt: E.LT, ast.LtE: E.LE, ast.Gt: E
 # T.<name>(a, b): binary helpers and their builders.
 _BINARY_FUNCS = {"max": E.max_, "min": E.min_, "floordiv": E.floordiv, "floormod": E.floormod,
                  "ceildiv": E.ceildiv}
+
+
+# TVM's other names of intrinsics and helpers that are the same operation here.
+_T_ALIASES = {"fabs": "abs", "nearbyint": "round", "indexdiv": "floordiv", "indexmod": "floormod"}
+
+
+def _limit(parser, node, which: str):
+    """``T.max_value("float32")`` / ``T.min_value(...)``: the dtype's largest / lowest value."""
+    parser.expect_args(node, 1)
+    dtype = parser.dtype(node.args[0])
+    info = np.finfo(dt.to_numpy(dtype)) if dt.is_float(dtype) else np.iinfo(dt.to_numpy(dtype))
+    value = info.max if which == "max" else (info.min if not dt.is_float(dtype) else -info.max)
+    return E.const(float(value) if dt.is_float(dtype) else int(value), dtype)
+
+
+def _truncmod(parser, node):
+    """``T.truncmod(a, b)``: the remainder of the truncating division (C's ``%``)."""
+    parser.expect_args(node, 2)
+    a, b = E._promote_pair(parser.eval(node.args[0]), parser.eval(node.args[1]))
+    if dt.is_float(a.dtype):
+        return E.call_intrin("fmod", a, b)
+    return a - E.div(a, b) * b
+
+
+def _isfinite(parser, node):
+    parser.expect_args(node, 1)
+    x = parser.expr(node.args[0])
+    return E.Not(E.Or(E.call_intrin("isnan", x), E.call_intrin("isinf", x)))
+
+
+def _likely(parser, node):
+    """``T.likely(cond)``: a branch hint; the condition itself here."""
+    parser.expect_args(node, 1)
+    return parser.expr(node.args[0])
+
+
+def _infinity(parser, node):
+    parser.expect_args(node, 1)
+    return E.const(float("inf"), parser.dtype(node.args[0]))
+
+
+_T_SUGAR = {"max_value": lambda p, n: _limit(p, n, "max"), "min_value": lambda p, n: _limit(p, n, "min"),
+            "truncmod": _truncmod, "isfinite": _isfinite, "likely": _likely, "infinity": _infinity}
 
 
 # Parameter names of the expression helpers, for keyword arguments (TVM's spelling).
@@ -263,6 +308,13 @@ class ExprParser(ClassDispatch):
         if isinstance(base, Buffer) and node.attr in ("shape", "dtype", "strides", "elem_offset"):
             value = getattr(base, node.attr)
             return list(value) if isinstance(value, tuple) else value
+        if isinstance(base, Buffer) and node.attr == "data":
+            # the buffer's pointer: the address of its storage's first element (printed so)
+            if not self.handles_allowed:
+                raise self.error(f"{ast.unparse(node)} (a pointer) is usable only as a T.call_extern "
+                                 "argument", node)
+            storage = base.storage
+            return E.address_of(E.BufferLoad(storage, [E.const(0, "int64") for _ in storage.shape]))
         raise self.error(f"unsupported attribute {ast.unparse(node)}", node)
 
     @handles(ast.Call)
@@ -270,6 +322,10 @@ class ExprParser(ClassDispatch):
         func = node.func
         if isinstance(func, ast.Attribute) and self.is_t(func.value):
             return self.call_t(func.attr, node)
+        if isinstance(func, ast.Attribute) and func.attr == "astype" and len(node.args) == 1 \
+                and not node.keywords:
+            # `x.astype("float16")`: TVM's method spelling of T.Cast
+            return E.cast(self.dtype(node.args[0]), self.expr(func.value))
         if isinstance(func, ast.Attribute) and func.attr == "access_ptr":
             target = self.eval(func)
             if isinstance(target, AccessPtr):
@@ -296,10 +352,25 @@ class ExprParser(ClassDispatch):
         return isinstance(node, ast.Name) and node.id in self.t_names
 
     def call_t(self, name: str, node: ast.Call):
+        if name == "call_extern" and any(k.arg == "dtype" for k in node.keywords):
+            # T.call_extern("name", *args, dtype="int32"): the dtype is the first parameter
+            dtype = next(k.value for k in node.keywords if k.arg == "dtype")
+            node = ast.copy_location(ast.Call(func=node.func, args=[dtype, *node.args],
+                                              keywords=[k for k in node.keywords if k.arg != "dtype"]), node)
+        name = _T_ALIASES.get(name, name)
+        if (name in E.INTRINSICS or name in ("if_then_else", "Select")) \
+                and any(k.arg == "dtype" for k in node.keywords):
+            # older TVM printed the result dtype: T.if_then_else(c, a, b, dtype="float32")
+            dtype = self.dtype(next(k.value for k in node.keywords if k.arg == "dtype"))
+            plain = ast.copy_location(ast.Call(func=node.func, args=node.args,
+                                               keywords=[k for k in node.keywords if k.arg != "dtype"]), node)
+            return E.cast(dtype, self.call_t(name, plain))
         node = self.keywords_to_positions(name, node)
         args = node.args
         if name == "Let":
             return self.let_expr(node)
+        if name in _T_SUGAR:
+            return _T_SUGAR[name](self, node)
         if name in DTYPE_NAMES:
             return self.typed_literal(name, node)
         if name in E.INTRINSICS:

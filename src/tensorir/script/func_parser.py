@@ -33,8 +33,21 @@ def _t_call_name(node, t_names) -> str | None:
         parts.append(func.attr)
         func = func.value
     if isinstance(func, ast.Name) and func.id in t_names and parts:
-        return ".".join(reversed(parts))
+        name = ".".join(reversed(parts))
+        return _TVM_RENAMES.get(name, name)
     return None
+
+
+# Newer TVM spells some T forms differently (its ``tirx`` namespace); same IR here.
+_TVM_RENAMES = {"sblock": "block", "sblock_attr": "block_attr"}
+
+
+def _attr_key(key):
+    """Function attribute keys of TVM's renamed ``tirx`` namespace (``"tirx.noalias"``) are
+    the ``tir.`` keys they were before the rename."""
+    if isinstance(key, str) and key.startswith("tirx."):
+        return "tir." + key[len("tirx."):]
+    return key
 
 
 def _plain_literals(value):
@@ -551,7 +564,7 @@ class FunctionParser(BlockParserMixin):
             value = _plain_literals(self.exprs.python_value(call.args[0]))
             if not isinstance(value, dict):
                 raise self.error("T.func_attr takes a dict", call)
-            self.attrs.update(value)
+            self.attrs.update({_attr_key(k): v for k, v in value.items()})
             return None
         if kind in ("reads", "writes", "where", "block_attr"):
             self.parse_block_meta(kind, call, frame)

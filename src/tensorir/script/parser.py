@@ -103,8 +103,14 @@ def _parse_python_function(func) -> PrimFunc:
     return parse_prim_func_def(func_def, source, _python_names(func))
 
 
+# Decorator options of TVM's that change nothing here: ``s_tir`` marks a schedulable
+# function (every prim_func is), ``check_well_formed`` TVM's optional check (ours always runs).
+IGNORED_OPTIONS = frozenset({"s_tir", "check_well_formed"})
+
+
 def prim_func(func=None, *, private: bool = False, **options):
     """Decorator: ``@prim_func``, ``@prim_func()``, ``@T.prim_func(private=True)``."""
+    options = {k: v for k, v in options.items() if k not in IGNORED_OPTIONS}
     if options:
         raise TypeError(f"prim_func got unexpected options {sorted(options)}")
 

@@ -15,6 +15,10 @@ from tensorir.compute import compute
 from .common import broadcast_index, op_short_name, truthy
 from .registry import register_legalize
 
+def _intrin2(name: str):
+    return lambda a, b: E.call_intrin(name, a, b)
+
+
 _BINARY = {
     "add": lambda a, b: a + b,
     "subtract": lambda a, b: a - b,
@@ -34,6 +38,10 @@ _BINARY = {
     "logical_and": lambda a, b: E.And(truthy(a), truthy(b)),
     "logical_or": lambda a, b: E.Or(truthy(a), truthy(b)),
     "logical_xor": lambda a, b: E.NE(truthy(a), truthy(b)),
+    **{name: _intrin2(intrin)
+       for name, intrin in (("bitwise_and", "bitwise_and"), ("bitwise_or", "bitwise_or"),
+                            ("bitwise_xor", "bitwise_xor"), ("left_shift", "shift_left"),
+                            ("right_shift", "shift_right"))},
 }
 
 

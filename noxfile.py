@@ -54,7 +54,7 @@ def demo(session):
 @nox.session(python=PYTHON)
 def lint(session):
     session.install("ruff>=0.5")
-    session.run("ruff", "check", "src", "tests", "examples", "benchmarks")
+    session.run("ruff", "check", "src", "tests", "examples", "benchmarks", "tools")
 
 
 @nox.session(python=PYTHON)

@@ -63,11 +63,13 @@ def add_epi16_chain(terms: str) -> str:
 
 def rows_region_c(fmt: str, rows: int, cols: int, parallel_min: int, has_epilogue: bool,
                   finish: list[str], tile: int, rows_per_pass: int = ROWS_PER_PASS,
-                  prefetch_bytes: int = PREFETCH_BYTES, scales: ScaleLoads = FLOAT32_SCALES) -> list[str]:
+                  prefetch_bytes: int = PREFETCH_BYTES, scales: ScaleLoads = FLOAT32_SCALES,
+                  pair: int = 0) -> list[str]:
     """C lines of the region: reads ``codes``, ``scale`` (and ``mins``, as ``scales`` says) and the unrounded input
     ``x_in`` (each thread rounds its own blocks' 32 values); writes ``y``, or, with an
     epilogue, fills ``prod[c - t0]`` for tiles ``[t0, t1)`` of at most ``tile`` columns and runs
-    ``finish`` on each."""
+    ``finish`` on each. ``pair``: the columns are two halves of ``pair`` columns and the tiles run
+    over the first half, ``prod_hi[c - t0]`` holding column ``c + pair``."""
     if fmt not in ("q4_0", "q4_1"):
         raise ValueError(f"row-walk gemv: {fmt!r} is not a 4-bit format")
     if 8 % rows_per_pass:
@@ -141,7 +143,7 @@ def rows_region_c(fmt: str, rows: int, cols: int, parallel_min: int, has_epilogu
     ]
     head = f"{ROW_WALK_MARK}: threads split the {blocks} blocks, {rows_per_pass} byte row(s) per pass"
     return _block_team_c(head, 256, [], half_rows, widen, fmt, rows, cols, parallel_min, has_epilogue, finish,
-                         tile, groups, vec_end, scales)
+                         tile, groups, vec_end, scales, pair)
 
 
 WIDE_GROUP = 64           # columns per 64-byte load of a byte row (AVX-512BW)
@@ -167,7 +169,7 @@ def transpose_lanes_c(sums: tuple[str, str, str, str], out: str, indent: str) ->
 
 def rows_region_wide_c(fmt: str, rows: int, cols: int, parallel_min: int, has_epilogue: bool,
                        finish: list[str], tile: int, prefetch_bytes: int = PREFETCH_BYTES,
-                       scales: ScaleLoads = FLOAT32_SCALES) -> list[str]:
+                       scales: ScaleLoads = FLOAT32_SCALES, pair: int = 0) -> list[str]:
     """``rows_region_c`` with 512-bit registers (for ``#ifdef __AVX512BW__``): the same block split,
     rounding, byte-row order, 16-bit sums, partials and barrier; each load covers 64 columns. The
     16-bit sums of a group hold columns (0-7 | 16-23 | 32-39 | 48-55) and (8-15 | ...) as in the
@@ -237,16 +239,17 @@ def rows_region_wide_c(fmt: str, rows: int, cols: int, parallel_min: int, has_ep
     head = (f"{ROW_WALK_WIDE_MARK}: threads split the {blocks} blocks, one byte row per pass, "
             f"{WIDE_GROUP} columns a load")
     return _block_team_c(head, 512, ["      const __m512i ones = _mm512_set1_epi16(1);"], half_rows, widen, fmt,
-                         rows, cols, parallel_min, has_epilogue, finish, tile, groups, vec_end, scales)
+                         rows, cols, parallel_min, has_epilogue, finish, tile, groups, vec_end, scales, pair)
 
 
 def _block_team_c(head: str, bits: int, setup: list[str], half_rows: list[str], widen: list[str], fmt: str,
                   rows: int, cols: int, parallel_min: int, has_epilogue: bool, finish: list[str], tile: int,
-                  groups: int, vec_end: int, scales: ScaleLoads) -> list[str]:
+                  groups: int, vec_end: int, scales: ScaleLoads, pair: int = 0) -> list[str]:
     """The team region both row walks share, around their ``bits``-wide byte-row passes
     (``half_rows``) and widening (``widen``, the body of the loop over column groups): the split of
     the blocks, each block's rounding of x, the scalar column tail, the partial rows, the barrier
-    and the final sum (with the epilogue's ``finish`` per tile)."""
+    and the final sum (with the epilogue's ``finish`` per tile; with ``pair``, over the first
+    ``pair`` columns, each tile's second-half sums in ``prod_hi``)."""
     blocks = rows // BLOCK
     stride = -(-cols // PARTIAL_ALIGN) * PARTIAL_ALIGN
     has_min, offset = fmt == "q4_1", fmt == "q4_0"
@@ -265,7 +268,23 @@ def _block_team_c(head: str, bits: int, setup: list[str], half_rows: list[str], 
     ]
     parts_expr = f"(team < {min(MAX_PARTS, blocks)} ? team : {min(MAX_PARTS, blocks)})"
     reduce_sum = "rs_part[0][c]; for (int64_t i = 1; i < parts; ++i) s += rs_part[i][c]"
-    if has_epilogue:
+    out_cols = pair or cols
+    lines = -(-out_cols // PARTIAL_ALIGN)
+    if pair:
+        # the threads' runs of whole cache lines of the output's columns; each sums both halves
+        reduce = [
+            f"    float prod[{tile}] __attribute__((aligned(64))), prod_hi[{tile}] __attribute__((aligned(64)));",
+            f"    for (int64_t t0 = c_begin; t0 < c_end; t0 += {tile}) {{",
+            f"      const int64_t t1 = t0 + {tile} < c_end ? t0 + {tile} : c_end;",
+            "      for (int64_t c = t0; c < t1; ++c) {",
+            f"        {{ float s = {reduce_sum}; prod[c - t0] = s; }}",
+            f"        {{ const int64_t h = c + {pair}; float s = {reduce_sum.replace('[c]', '[h]')}; "
+            "prod_hi[c - t0] = s; }",
+            "      }",
+            *finish,
+            "    }",
+        ]
+    elif has_epilogue:
         reduce = [
             f"    float prod[{tile}] __attribute__((aligned(64)));",
             f"    for (int64_t t0 = c_begin; t0 < c_end; t0 += {tile}) {{",
@@ -318,9 +337,9 @@ def _block_team_c(head: str, bits: int, setup: list[str], half_rows: list[str], 
         "    }",
         "    #pragma omp barrier",
         # the final sum: each thread a run of whole cache lines of columns
-        f"    const int64_t c_begin = {stride // PARTIAL_ALIGN} * me / team * {PARTIAL_ALIGN};",
-        f"    const int64_t c_end_line = {stride // PARTIAL_ALIGN} * (me + 1) / team * {PARTIAL_ALIGN};",
-        f"    const int64_t c_end = c_end_line < {cols} ? c_end_line : {cols};",
+        f"    const int64_t c_begin = {lines} * me / team * {PARTIAL_ALIGN};",
+        f"    const int64_t c_end_line = {lines} * (me + 1) / team * {PARTIAL_ALIGN};",
+        f"    const int64_t c_end = c_end_line < {out_cols} ? c_end_line : {out_cols};",
         *reduce,
         "  }",
     ]

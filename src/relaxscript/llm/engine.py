@@ -20,6 +20,7 @@ drives both the same way.
 from __future__ import annotations
 
 import dataclasses
+import os
 import time
 from typing import Iterator
 
@@ -123,7 +124,10 @@ class Engine:
         if not isinstance(capacity, int) or capacity < 1:
             raise ValueError(f"Engine.from_gguf: max_context must be a positive int, got {max_context!r}")
         formats = _weight_formats(gguf, SCALE_DTYPES[scales_option]) if weights == "q4" else {}
-        model = LlamaForCausalLM(config, capacity, formats, kv_cache_dtype=kv_cache_option)
+        # RELAXSCRIPT_MERGE_GATE_UP=0: gate and up as two launches (to compare; bench_decode_ab.py does)
+        merge_gate_up = os.environ.get("RELAXSCRIPT_MERGE_GATE_UP", "1") != "0"
+        model = LlamaForCausalLM(config, capacity, formats, kv_cache_dtype=kv_cache_option,
+                                 merge_gate_up=merge_gate_up)
         exported = nn.export(model, dataclasses.replace(model.export_spec(), activations=activations))
         arrays = load_parameters(gguf, exported.param_names, config, capacity, SCALE_DTYPES[scales_option])
         lowered = exported.mod

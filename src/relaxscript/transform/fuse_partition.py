@@ -185,6 +185,10 @@ class Partitioner:
         self.max_depth = max_depth
         self.group_of: dict[int, frozenset] = {}
         self._rows: dict[int, tuple | None] = {}
+        # the slices of quantized products' halves: the group combining them takes no injective
+        # call or anchor (the down projection's rounding and product), to become the product's
+        # pair epilogue
+        self._pair_slices = {u for i in range(len(graph.bindings)) for u in pair_slices(graph, i)}
 
     def run(self) -> list[list[int]]:
         for index in range(len(self.graph.bindings)):
@@ -197,9 +201,11 @@ class Partitioner:
     def _place(self, index: int) -> None:
         members = frozenset([index])
         candidates = []
+        # only elementwise / broadcast calls join a pair epilogue (what the GEMV's epilogue takes)
+        kept_out = self.graph.kinds[index] > PatternKind.Broadcast and index not in self._pair_slices
         for producer in reversed(self.graph.producers[index]):
             group = self.group_of.get(producer)
-            if group is not None and group not in candidates:
+            if group is not None and group not in candidates and not (kept_out and group & self._pair_slices):
                 candidates.append(group)
         for group in candidates:
             merged = members | group
@@ -335,28 +341,36 @@ def column_window(func: PrimFunc | None) -> tuple[int, int] | None:
     return int(offset), int(width.value)
 
 
+def pair_slices(graph: BlockGraph, index: int) -> list[int]:
+    """The two users of binding ``index`` when it is a product of a block-quantized weight (an
+    OutputWiseFusible call fed by a call reading 8-bit codes) of ``2F`` columns whose only users
+    are the slices ``[0, F)`` and ``[F, 2F)`` of its last axis; else none."""
+    kinds = graph.kinds
+    if kinds[index] != PatternKind.OutputWiseFusible or \
+            not any(_reads_codes(graph.callees[p]) for p in graph.producers[index]):
+        return []
+    users = graph.users[index]
+    out_sinfo = graph.bindings[index].var.struct_info
+    if len(users) != 2 or not isinstance(out_sinfo, TensorStructInfo) or not out_sinfo.shape:
+        return []
+    cols = out_sinfo.shape[-1]
+    if not isinstance(cols, tir.IntImm) or cols.value % 2:
+        return []
+    half = cols.value // 2
+    windows = sorted(column_window(graph.callees[u]) or (-1, -1) for u in users)
+    return list(users) if windows == [(0, half), (half, half)] else []
+
+
 def pair_epilogue_group(graph: BlockGraph, index: int, product: frozenset, group_of: dict) -> frozenset | None:
     """The group that combines the two halves of the block-quantized product computed by binding
     ``index`` (the last member of ``product``, its anchor, with no epilogue of its own), or None.
 
-    Its only users must be two slices of the last axis, ``[0, F)`` and ``[F, 2F)`` of ``2F``
-    columns, in one group with no anchor whose other members are elementwise or broadcast. The
-    product's rows must be the constant 1 (the one-token GEMV) or the group of ``n`` rows the
-    generated GEMM takes (both compute it per output column from the product's two halves)."""
+    Its only users must be the two slices ``pair_slices`` finds, in one group with no anchor
+    whose other members are elementwise or broadcast (the generated GEMV and GEMM compute such a
+    chain per output column from the product's two halves; anything else keeps its own kernel)."""
     kinds = graph.kinds
-    if kinds[index] != PatternKind.OutputWiseFusible or \
-            not any(_reads_codes(graph.callees[m]) for m in product if m != index):
-        return None
-    users = graph.users[index]
-    out_sinfo = graph.bindings[index].var.struct_info
-    if len(users) != 2 or not isinstance(out_sinfo, TensorStructInfo) or out_sinfo.shape is None:
-        return None
-    cols = out_sinfo.shape[-1] if out_sinfo.shape else None
-    if not isinstance(cols, tir.IntImm) or cols.value % 2:
-        return None
-    half = cols.value // 2
-    windows = sorted(column_window(graph.callees[u]) or (-1, -1) for u in users)
-    if windows != [(0, half), (half, half)]:
+    users = pair_slices(graph, index)
+    if not users:
         return None
     epilogue = group_of.get(users[0])
     if epilogue is None or epilogue is product or group_of.get(users[1]) is not epilogue:

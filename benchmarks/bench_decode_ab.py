@@ -19,6 +19,8 @@ they are expected identical (a difference is reported and the exit status is 1).
     python benchmarks/bench_decode_ab.py [--model FILE] [--contexts 16,256] [--rounds 200]
         [--variants before,runs,after] [--clock wall|cpu]
 
+``--prefill TOKENS`` times prefills of that many tokens instead (the variants alternating the same way,
+``--rounds`` of them; their last logits compared).
 ``--clock cpu`` times each step in the calling thread's CPU time (with ``RELAXSCRIPT_NUM_THREADS=1``
 the whole step runs there: time other processes held the core is left out).
 """
@@ -64,16 +66,20 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=200)
     parser.add_argument("--variants", default="before,runs,after")
     parser.add_argument("--clock", choices=("wall", "cpu"), default="wall")
+    parser.add_argument("--prefill", type=int, default=0)
     args = parser.parse_args()
     clock = time.thread_time if args.clock == "cpu" else time.perf_counter
     path = args.model or default_model()
     contexts = [int(c) for c in args.contexts.split(",")]
     names = args.variants.split(",")
-    engines = {name: make_engine(path, max(contexts) + 8, *VARIANTS[name]) for name in names}
-    ids = np.arange(200, 200 + max(contexts) + 8) % 49152
+    capacity = max(max(contexts), args.prefill) + 8
+    engines = {name: make_engine(path, capacity, *VARIANTS[name]) for name in names}
+    ids = np.arange(200, 200 + capacity) % 49152
     print(f"threads: {os.environ.get('RELAXSCRIPT_NUM_THREADS', 'adaptive')}; load average before "
           f"{os.getloadavg()[0]:.2f}")
     ok = True
+    if args.prefill:
+        return 0 if prefill_rounds(engines, names, ids, args, clock) else 1
     for context in contexts:
         first = {}
         for name, engine in engines.items():
@@ -99,6 +105,27 @@ def main() -> int:
             print(f"{name:8s} {np.median(t):9.3f} {np.percentile(t, 10):7.3f} {t.min():7.3f} "
                   f"{1e3 / np.median(t):8.1f}")
     return 0 if ok else 1
+
+
+def prefill_rounds(engines: dict, names: list, ids, args, clock) -> bool:
+    tokens = ids[:args.prefill]
+    last, times = {}, {name: [] for name in names}
+    for r in range(args.rounds):
+        for name in names[r % len(names):] + names[:r % len(names)]:
+            engines[name].reset()
+            start = clock()
+            last[name] = np.asarray(engines[name].prefill(tokens))
+            times[name].append(clock() - start)
+    same = all(np.array_equal(last[names[0]], v) for v in last.values())
+    spread = max(float(np.abs(last[names[0]] - v).max()) for v in last.values())
+    print(f"\nprefill of {args.prefill} tokens: last logits identical: {same} (largest difference {spread:.2e}); "
+          f"{args.rounds} rounds, {args.clock} clock, load average {os.getloadavg()[0]:.2f}")
+    print(f"{'variant':8s} {'median ms':>9s} {'p10 ms':>7s} {'min ms':>7s} {'tokens/s':>8s}")
+    for name in names:
+        t = np.asarray(times[name]) * 1e3
+        print(f"{name:8s} {np.median(t):9.3f} {np.percentile(t, 10):7.3f} {t.min():7.3f} "
+              f"{args.prefill * 1e3 / np.median(t):8.1f}")
+    return same
 
 
 if __name__ == "__main__":

@@ -37,7 +37,8 @@ SILU = "rs_prod / (1.0f + expf(-rs_prod))"
 EPILOGUES = {
     "merged": ColumnEpilogue((), ("const float rs_g = " + SILU + ";",), "rs_g * rs_prod_hi"),
     "gate": ColumnEpilogue((), ("const float rs_g = " + SILU + ";",), "rs_g"),
-    "up": ColumnEpilogue(("const float* restrict rs_gate = (const float*)rs_buffers[5];",), (), "rs_prod * rs_gate[rs_col]"),
+    "up": ColumnEpilogue(("const float* restrict rs_gate = (const float*)rs_buffers[5];",), (),
+                         "rs_prod * rs_gate[rs_col]"),
 }
 
 PRELUDE = r"""#include <stdint.h>

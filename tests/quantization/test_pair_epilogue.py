@@ -92,21 +92,26 @@ def _features(kind):
 
 @settings(max_examples=16, deadline=None)
 @given(build=st.sampled_from(sorted(BUILDS)), fmt=st.sampled_from(["q4_1", "q4_0", "q8_0"]),
-       blocks=st.sampled_from([1, 3, 18]), half=st.sampled_from([1, 16, 45, 96, 577, 1536]),
+       blocks=st.sampled_from([1, 3, 18]), half=st.sampled_from([1, 16, 45, 96, 160, 577, 1536]),
        team=st.integers(1, 3), activations=st.sampled_from(["q8_0", None]),
-       scale_dtype=st.sampled_from(["float32", "float16"]), row_walk=st.booleans(), seed=st.integers(0, 2**16))
+       scale_dtype=st.sampled_from(["float32", "float16"]), row_walk=st.booleans(), small_l1=st.booleans(),
+       seed=st.integers(0, 2**16))
 def test_standalone_gemv_pair_equals_numpy(tmp_path_factory, build, fmt, blocks, half, team, activations,
-                                           scale_dtype, row_walk, seed):
-    """Every GEMV kernel with the pair epilogue: the q4 row walks (512-bit and AVX2), the q8_0 pair
-    walks, the register-blocked column split (``row_walk=False``) and the float kernel, which compute
-    the whole product into a scratch row first; ragged halves (a column tail, a half narrower than a
-    vector); y starts as NaN, so an output no thread wrote shows."""
+                                           scale_dtype, row_walk, small_l1, seed):
+    """Every GEMV kernel with the pair epilogue: the q4 row walks (512-bit and AVX2; with a small L1,
+    ``small_l1``, pairs too wide for one walk walk each half in turn), the q8_0 pair walks, the
+    register-blocked column split (``row_walk=False``) and the float kernel, which compute the whole
+    product into a scratch row first; ragged halves (a column tail, a half narrower than a vector);
+    y starts as NaN, so an output no thread wrote shows."""
     kind, flags = BUILDS[build]
     rows, cols = 32 * blocks, 2 * half
     roles = _roles(fmt)
+    features = _features(kind)
+    if small_l1:     # 4 KiB: whole rows up to 256 columns, halves up to 256 (half = 160 splits)
+        features = VectorFeatures(features.name, features.vector_bytes, features.registers, 4 << 10)
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("RELAXSCRIPT_GEMV_ROW_WALK", "1" if row_walk else "0")
-        source = gemv_source("rs_gemv", fmt, rows, cols, roles, _features(kind), _epilogue(half, "0"), activations,
+        source = gemv_source("rs_gemv", fmt, rows, cols, roles, features, _epilogue(half, "0"), activations,
                              scale_dtype, pair=True)
     assert f"pair epilogue over 2 x {half} columns" in source
     library = _compile(tmp_path_factory.mktemp("pair_gemv"), source, flags)
@@ -123,6 +128,32 @@ def test_standalone_gemv_pair_equals_numpy(tmp_path_factory, build, fmt, blocks,
     _assert_close(y, product, h.astype(np.float64), rows, f"{build} {fmt} team={team}")
 
 
+@pytest.mark.parametrize("build", ["native", "no-avx512", "avx2"])
+@pytest.mark.parametrize("fmt, half, l1d", [("q4_1", 160, 4 << 10), ("q4_0", 1536, 32 << 10), ("q4_1", 203, 4 << 10)])
+def test_split_row_walk_equals_numpy(tmp_path, build, fmt, half, l1d):
+    """A pair too wide for one walk (each half fits): every block's halves walked in turn, ragged
+    halves included (203: a 64- and a 32-column group and a scalar tail), teams of 1..3."""
+    kind, flags = BUILDS[build]
+    base = _features(kind)
+    features = VectorFeatures(base.name, base.vector_bytes, base.registers, l1d)
+    rows, cols = 96, 2 * half
+    roles = _roles(fmt)
+    source = gemv_source("rs_gemv", fmt, rows, cols, roles, features, _epilogue(half, "0"), "q8_0", "float16",
+                         pair=True)
+    assert ROW_WALK_MARK in source and "hh < 2" in source
+    library = _compile(tmp_path, source, flags)
+    rng = np.random.default_rng(half)
+    tensors = quantize_numpy(rng.standard_normal((rows, cols)), fmt, "float16")
+    for team in (1, 2, 3):
+        x = (rng.standard_normal(rows) * 3).astype(np.float32)
+        h = rng.standard_normal(half).astype(np.float32)
+        y = np.full(half, np.nan, np.float32)
+        library.rs_set_team(team)
+        assert library.rs_gemv(kernel_pointers(tensors, roles, x, y, h), None) == 0
+        product = fake_quantize_numpy(x[None])[0].astype(np.float64) @ dequantize_numpy(*tensors, format=fmt)
+        _assert_close(y, product, h.astype(np.float64), rows, f"{build} team={team}")
+
+
 def test_the_row_walk_takes_the_pair_in_its_final_sum():
     """The q4 row walks sum both halves of a column after their barrier (no scratch row); the
     other kernels compute the product into one first."""
@@ -131,6 +162,12 @@ def test_the_row_walk_takes_the_pair_in_its_final_sum():
     assert ROW_WALK_MARK in walk and "prod_hi[c - t0] = s" in walk and "malloc" not in walk.split("#else")[0]
     float_kernel = gemv_source("f", "q4_1", 576, 3072, _roles("q4_1"), features, _epilogue(1536, "0"), pair=True)
     assert ROW_WALK_MARK not in float_kernel and "rs_prod_hi = y[rs_col + 1536]" in float_kernel
+    # a 32 KiB L1 (AVX2 machines such as Zen 3): SmolLM2's 3072 columns do not fit one walk, each
+    # 1536-column half does: the walk takes the halves in turn
+    small = VectorFeatures(*AVX2, 32 << 10)
+    split = gemv_source("f", "q4_1", 576, 3072, _roles("q4_1"), small, _epilogue(1536, "0"), "q8_0", pair=True)
+    assert ROW_WALK_MARK in split and "for (int64_t hh = 0; hh < 2; ++hh)" in split
+    assert "hh < 2" not in walk
     with pytest.raises(ValueError, match="pair epilogue needs"):
         gemv_source("f", "q4_1", 64, 31, _roles("q4_1"), features, _epilogue(15, "0"), pair=True)
     with pytest.raises(ValueError, match="pair epilogue needs"):

@@ -505,7 +505,8 @@ def column_epilogue_c(func: PrimFunc, symbol: str, epilogue: dict) -> ColumnEpil
 # names the generated gemv/gemm kernels declare, which an epilogue's names must avoid
 _KERNEL_LOCALS = {"rs_buffers", "rs_syms", "prod", "c0", "c1", "y", "x", "codes", "scale", "mins",
                   "xsum", "acc", "task", "rs_col", "rs_prod", "rs_row", "rs_rows", "rs_status", "run",
-                  "rs_prod_hi", "prod_hi", "rs_out", "run_hi", "acc_run", "pc", "half", "panel", "chunk", "chunks", "tasks", "width", "r0", "r1", "k0", "depth", "i", "j",
+                  "rs_prod_hi", "prod_hi", "rs_out", "run_hi", "acc_run", "pc", "half",
+                  "panel", "chunk", "chunks", "tasks", "width", "r0", "r1", "k0", "depth", "i", "j",
                   "rs_k", "rs_xrows", "rs_args"}
 
 

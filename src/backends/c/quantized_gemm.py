@@ -266,7 +266,7 @@ def gemm_source(symbol: str, fmt: str, rows: int, cols: int, roles: dict[str, in
         "    const int64_t r1 = rs_end < rs_rows ? rs_end : rs_rows;",
         f"    const int width = {out_cols} - c0 < {nr} ? (int)({out_cols} - c0) : {nr};",
         # a pair epilogue: the same panel of the product's second half, into its own run
-        *([f"    for (int half = 0; half < 2; ++half) {{",
+        *(["    for (int half = 0; half < 2; ++half) {",
            f"    const int64_t pc = c0 + half * {out_cols};",
            "    float* restrict acc_run = half ? run_hi : run;"] if pair else
           ["    {", "    const int64_t pc = c0;", "    float* restrict acc_run = run;"]),

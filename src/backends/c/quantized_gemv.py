@@ -482,14 +482,16 @@ def gemv_source(symbol: str, fmt: str, rows: int, cols: int, roles: dict[str, in
         rounded = activation_codes_c(rows, "x_in") + ["  const float* restrict x = xq;"]
         if int8_dot_enabled() and features.name in ("avx2", "avx512"):
             int8_tile = columns_per_tile(cols, group_of(fmt), features.l1d_bytes)
-            if fmt != "q8_0" and fits_row_walk(cols, features.l1d_bytes) and row_walk_enabled():
+            # a pair too wide for one walk over its row (a 32 KiB L1) walks each block's halves in turn
+            split = pair and not fits_row_walk(cols, features.l1d_bytes) and fits_row_walk(half, features.l1d_bytes)
+            if fmt != "q8_0" and (fits_row_walk(cols, features.l1d_bytes) or split) and row_walk_enabled():
                 # the row walk rounds each block in the thread that reads it
-                walk = {"pair": half if pair else 0, "scales": scales}
+                walk = {"pair": half if pair else 0, "scales": scales, **({"split": True} if split else {})}
                 ends = pair_finish if pair else finish
                 region = rows_region_c(fmt, rows, cols, PARALLEL_MIN_WEIGHTS, epilogue is not None or pair, ends,
                                        int8_tile, **walk)
                 wide = []
-                if features.name == "avx512" and cols >= WIDE_GROUP and avx512_regions_enabled():
+                if features.name == "avx512" and (half if split else cols) >= WIDE_GROUP and avx512_regions_enabled():
                     wide = [f"#if {WIDE_GUARD}",
                             *(["  float* restrict y = rs_out;"] if pair else []),
                             *rows_region_wide_c(fmt, rows, cols, PARALLEL_MIN_WEIGHTS, epilogue is not None or pair,

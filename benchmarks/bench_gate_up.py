@@ -14,7 +14,10 @@ for each team size. Printed per team: medians, 10th percentiles and minima of wa
 the median of the per-round difference. The outputs of the two are compared once (they sum the same
 integers with the same float operations: equal, but for the silu's ``expf`` compiled in another loop).
 
-    python benchmarks/bench_gate_up.py [--threads 1,2] [--calls 2000] [--stream-mb 256]
+    python benchmarks/bench_gate_up.py [--threads 1,2] [--calls 2000] [--stream-mb 256] [--l1d-kib N]
+
+``--l1d-kib N`` generates the kernels for an L1 of N KiB instead of this machine's (32: the merged
+row is too wide for one row walk, which then walks each block's halves in turn, as on Zen 3).
 """
 from __future__ import annotations
 
@@ -29,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
 
 from backends.c.codegen import HALF_TO_FLOAT_C  # noqa: E402
 from backends.c.compiler import DEFAULT_FLAGS, find_compiler  # noqa: E402
-from backends.c.quantized_gemv import ColumnEpilogue, detect_features, gemv_source  # noqa: E402
+from backends.c.quantized_gemv import ColumnEpilogue, VectorFeatures, detect_features, gemv_source  # noqa: E402
 from backends.c.status import C_DEFINES  # noqa: E402
 
 ROWS, COLS = 576, 1536
@@ -123,8 +126,10 @@ int main(int argc, char** argv) {
 """
 
 
-def build(workdir: Path) -> Path:
+def build(workdir: Path, l1d_kib: int = 0) -> Path:
     features = detect_features()
+    if l1d_kib:
+        features = VectorFeatures(features.name, features.vector_bytes, features.registers, l1d_kib << 10)
     roles = {"codes": 0, "scale": 1, "min": 2, "x": 3, "y": 4}
     parts = [C_DEFINES, PRELUDE, HALF_TO_FLOAT_C, f"#define ROWS {ROWS}\n#define COLS {COLS}"]
     for name, epilogue in EPILOGUES.items():
@@ -145,8 +150,9 @@ def main(argv=None) -> None:
     parser.add_argument("--threads", default="1,2")
     parser.add_argument("--calls", type=int, default=2000)
     parser.add_argument("--stream-mb", type=int, default=256)
+    parser.add_argument("--l1d-kib", type=int, default=0)
     args = parser.parse_args(argv)
-    binary = build(Path(tempfile.mkdtemp(prefix="gate_up_")))
+    binary = build(Path(tempfile.mkdtemp(prefix="gate_up_")), args.l1d_kib)
     copy_bytes = 2 * (ROWS // 2 * 2 * COLS + 2 * 2 * ROWS // 32 * 2 * COLS)
     copies = max(1, (args.stream_mb << 20) // copy_bytes)
     print(f"q4_1 {ROWS} x 2 x {COLS}, float16 scales, 8-bit activations; {copies} copies "

@@ -329,7 +329,7 @@ def _block_team_c(head: str, bits: int, setup: list[str], half_rows: list[str], 
         "          xp[r] = (int16_t)((uint16_t)(uint8_t)qb[r] | ((uint16_t)(uint8_t)qb[r + 16] << 8));",
         *(["        const int32_t off = -8 * qs;"] if offset else []),
         # split: the block's two halves one after the other, each from its own column offset
-        *([f"        for (int64_t hh = 0; hh < 2; ++hh) {{",
+        *(["        for (int64_t hh = 0; hh < 2; ++hh) {",
            f"        const uint8_t* block = codes + b * {16 * cols} + hh * {pair};",
            f"        float* restrict part = part0 + hh * {hi_offset};"] if split else []),
         f"        const {scales.c_type}* sb = scale + b * {cols}" + (f" + hh * {pair};" if split else ";"),

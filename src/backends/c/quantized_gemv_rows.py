@@ -78,6 +78,8 @@ def rows_region_c(fmt: str, rows: int, cols: int, parallel_min: int, has_epilogu
         raise ValueError(f"row-walk gemv: {rows_per_pass} rows per pass do not divide the 8 rows of a 16-bit sum")
     blocks = rows // BLOCK
     groups = (pair if split else cols) // GROUP
+    if split and prefetch_bytes:
+        prefetch_bytes = 2 * cols    # the stream is half rows: the same columns two byte rows on
     vec_end = groups * GROUP
     has_min = fmt == "q4_1"
     offset = fmt == "q4_0"
@@ -182,6 +184,8 @@ def rows_region_wide_c(fmt: str, rows: int, cols: int, parallel_min: int, has_ep
         raise ValueError(f"row-walk gemv: {fmt!r} is not a 4-bit format")
     blocks = rows // BLOCK
     groups = (pair if split else cols) // WIDE_GROUP
+    if split and prefetch_bytes:
+        prefetch_bytes = 2 * cols    # the stream is half rows: the same columns two byte rows on
     vec_end = groups * WIDE_GROUP
     has_min = fmt == "q4_1"
     offset = fmt == "q4_0"

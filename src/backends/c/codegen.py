@@ -601,7 +601,7 @@ def _quantized_gemm_c(func: PrimFunc, symbol: str, gemm: dict) -> str | None:
                        f"(int64_t)({emitter.expr(Analyzer().simplify(row_count))})", tuple(symbol_lines),
                        epilogue, one_row, row_operand, buffer_count=len(func.buffer_params),
                        activations=gemm.get("activations"), scale_dtype=gemm.get("scale_dtype", "float32"),
-                       pair=bool(gemm.get("pair")))
+                       **({"pair": True} if gemm.get("pair") else {}))   # (bench_quant_gemm's older emitters)
 
 
 def _row_major_strides(shape):

@@ -421,8 +421,8 @@ def gemv_source(symbol: str, fmt: str, rows: int, cols: int, roles: dict[str, in
                         splat=", ".join(["v"] * features.lanes)),
         scales.helpers(features),
         f"/* {fmt} gemv {rows} x {cols} for {features.name}: groups of {units} x {lanes} lanes, "
-        f"tiles of {tile} columns{', float16 scales' if scales.half else ''}"
-        f"{f', pair epilogue over 2 x {half} columns' if pair else ''} */",
+        f"tiles of {tile} columns{f', pair epilogue over 2 x {half} columns' if pair else ''}"
+        f"{', float16 scales' if scales.half else ''} */",
         *([f"/* activations rounded to {activations} codes in the kernel */"] if activations else []),
         f"int32_t {symbol}(void* const* rs_buffers, const int64_t* rs_syms) {{",
         *operands,

@@ -6,7 +6,9 @@ Variants (built in this process, the same GGUF file, each its own engine and KV 
   that links every kernel call as its own step (``kernel_runs=False``);
 - ``runs``: the same kernels, runs of kernel calls joined into one native call (the VM's default);
 - ``after``: the kernels as generated now (the AVX-512 walks where gcc targets AVX-512: the q8_0 VNNI
-  walk, the 512-bit q4 row walk) and runs.
+  walk, the 512-bit q4 row walk) and runs;
+- ``separate``: as ``after``, with gate and up as two GEMV launches (``RELAXSCRIPT_MERGE_GATE_UP=0``),
+  where ``after`` runs them as one launch with the ``silu(gate) * up`` pair epilogue.
 
 For each context, every variant prefills the same tokens, then ``--rounds`` decode steps at that
 position alternate between the variants (the order rotates each round); medians, 10th percentiles and
@@ -15,7 +17,12 @@ walks sum the same integers and scale them with the same float operations as the
 they are expected identical (a difference is reported and the exit status is 1).
 
     python benchmarks/bench_decode_ab.py [--model FILE] [--contexts 16,256] [--rounds 200]
-        [--variants before,runs,after]
+        [--variants before,runs,after] [--clock wall|cpu]
+
+``--prefill TOKENS`` times prefills of that many tokens instead (the variants alternating the same way,
+``--rounds`` of them; their last logits compared).
+``--clock cpu`` times each step in the calling thread's CPU time (with ``RELAXSCRIPT_NUM_THREADS=1``
+the whole step runs there: time other processes held the core is left out).
 """
 from __future__ import annotations
 
@@ -30,20 +37,22 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from profile_decode import default_model  # noqa: E402
 
-VARIANTS = {"before": ("0", False), "runs": ("0", True), "after": ("1", True)}
+VARIANTS = {"before": ("0", False), "runs": ("0", True), "after": ("1", True), "separate": ("1", True, "0")}
 
 
-def make_engine(path: str, context: int, vnni: str, runs: bool):
+def make_engine(path: str, context: int, vnni: str, runs: bool, merge_gate_up: str = "1"):
     from relaxscript.llm.engine import Engine
-    saved = os.environ.get("RELAXSCRIPT_GEMV_AVX512")
-    os.environ["RELAXSCRIPT_GEMV_AVX512"] = vnni
+    switches = {"RELAXSCRIPT_GEMV_AVX512": vnni, "RELAXSCRIPT_MERGE_GATE_UP": merge_gate_up}
+    saved = {name: os.environ.get(name) for name in switches}
+    os.environ.update(switches)
     try:
         engine = Engine.from_gguf(path, target="c", weights="q4", max_context=context)
     finally:
-        if saved is None:
-            del os.environ["RELAXSCRIPT_GEMV_AVX512"]
-        else:
-            os.environ["RELAXSCRIPT_GEMV_AVX512"] = saved
+        for name, value in saved.items():
+            if value is None:
+                del os.environ[name]
+            else:
+                os.environ[name] = value
     engine._vm.kernel_runs = runs
     engine._decode_step.pool.clear()    # frames linked by the warm-up, before the setting
     engine._prefill_step.pool.clear()
@@ -55,16 +64,22 @@ def main() -> int:
     parser.add_argument("--model")
     parser.add_argument("--contexts", default="16,256")
     parser.add_argument("--rounds", type=int, default=200)
-    parser.add_argument("--variants", default=",".join(VARIANTS))
+    parser.add_argument("--variants", default="before,runs,after")
+    parser.add_argument("--clock", choices=("wall", "cpu"), default="wall")
+    parser.add_argument("--prefill", type=int, default=0)
     args = parser.parse_args()
+    clock = time.thread_time if args.clock == "cpu" else time.perf_counter
     path = args.model or default_model()
     contexts = [int(c) for c in args.contexts.split(",")]
     names = args.variants.split(",")
-    engines = {name: make_engine(path, max(contexts) + 8, *VARIANTS[name]) for name in names}
-    ids = np.arange(200, 200 + max(contexts) + 8) % 49152
+    capacity = max(max(contexts), args.prefill) + 8
+    engines = {name: make_engine(path, capacity, *VARIANTS[name]) for name in names}
+    ids = np.arange(200, 200 + capacity) % 49152
     print(f"threads: {os.environ.get('RELAXSCRIPT_NUM_THREADS', 'adaptive')}; load average before "
           f"{os.getloadavg()[0]:.2f}")
     ok = True
+    if args.prefill:
+        return 0 if prefill_rounds(engines, names, ids, args, clock) else 1
     for context in contexts:
         first = {}
         for name, engine in engines.items():
@@ -79,17 +94,38 @@ def main() -> int:
             for name in order:
                 engine = engines[name]
                 engine.position = context
-                start = time.perf_counter()
+                start = clock()
                 engine.decode(int(ids[context]))
-                times[name].append(time.perf_counter() - start)
+                times[name].append(clock() - start)
         print(f"\ndecode @{context}: logits of the variants identical: {same}; {args.rounds} rounds, "
-              f"load average {os.getloadavg()[0]:.2f}")
+              f"{args.clock} clock, load average {os.getloadavg()[0]:.2f}")
         print(f"{'variant':8s} {'median ms':>9s} {'p10 ms':>7s} {'min ms':>7s} {'tokens/s':>8s}")
         for name in names:
             t = np.asarray(times[name]) * 1e3
             print(f"{name:8s} {np.median(t):9.3f} {np.percentile(t, 10):7.3f} {t.min():7.3f} "
                   f"{1e3 / np.median(t):8.1f}")
     return 0 if ok else 1
+
+
+def prefill_rounds(engines: dict, names: list, ids, args, clock) -> bool:
+    tokens = ids[:args.prefill]
+    last, times = {}, {name: [] for name in names}
+    for r in range(args.rounds):
+        for name in names[r % len(names):] + names[:r % len(names)]:
+            engines[name].reset()
+            start = clock()
+            last[name] = np.asarray(engines[name].prefill(tokens))
+            times[name].append(clock() - start)
+    same = all(np.array_equal(last[names[0]], v) for v in last.values())
+    spread = max(float(np.abs(last[names[0]] - v).max()) for v in last.values())
+    print(f"\nprefill of {args.prefill} tokens: last logits identical: {same} (largest difference {spread:.2e}); "
+          f"{args.rounds} rounds, {args.clock} clock, load average {os.getloadavg()[0]:.2f}")
+    print(f"{'variant':8s} {'median ms':>9s} {'p10 ms':>7s} {'min ms':>7s} {'tokens/s':>8s}")
+    for name in names:
+        t = np.asarray(times[name]) * 1e3
+        print(f"{name:8s} {np.median(t):9.3f} {np.percentile(t, 10):7.3f} {t.min():7.3f} "
+              f"{args.prefill * 1e3 / np.median(t):8.1f}")
+    return same
 
 
 if __name__ == "__main__":

@@ -509,6 +509,7 @@ def column_epilogue_c(func: PrimFunc, symbol: str, epilogue: dict) -> ColumnEpil
 # names the generated gemv/gemm kernels declare, which an epilogue's names must avoid
 _KERNEL_LOCALS = {"rs_buffers", "rs_syms", "prod", "c0", "c1", "y", "x", "codes", "scale", "mins",
                   "xsum", "acc", "task", "rs_col", "rs_prod", "rs_row", "rs_rows", "rs_status", "run",
+                  "rs_prod_hi", "prod_hi", "rs_out", "run_hi", "acc_run", "pc", "half",
                   "panel", "chunk", "chunks", "tasks", "width", "r0", "r1", "k0", "depth", "i", "j",
                   "rs_k", "rs_xrows", "rs_args"}
 
@@ -527,6 +528,8 @@ def _epilogue_c(emitter: CFunctionEmitter, epilogue: dict) -> ColumnEpilogue:
     """An epilogue chain (``column_epilogue`` or ``element_epilogue``) as C statements."""
     emitter.names.by_id[id(epilogue["column"])] = "rs_col"
     emitter.names.by_id[id(epilogue["product"])] = "rs_prod"
+    if "product_hi" in epilogue:     # a pair epilogue: the product's second half at the column
+        emitter.names.by_id[id(epilogue["product_hi"])] = "rs_prod_hi"
     if "row" in epilogue:
         emitter.names.by_id[id(epilogue["row"])] = "rs_row"
     declarations = _input_declarations(emitter, epilogue["inputs"])
@@ -601,7 +604,8 @@ def _quantized_gemm_c(func: PrimFunc, symbol: str, gemm: dict) -> str | None:
     return gemm_source(symbol, gemm["format"], gemm["rows"], gemm["cols"], gemm["roles"], detect_features(),
                        f"(int64_t)({emitter.expr(Analyzer().simplify(row_count))})", tuple(symbol_lines),
                        epilogue, one_row, row_operand, buffer_count=len(func.buffer_params),
-                       activations=gemm.get("activations"), scale_dtype=gemm.get("scale_dtype", "float32"))
+                       activations=gemm.get("activations"), scale_dtype=gemm.get("scale_dtype", "float32"),
+                       **({"pair": True} if gemm.get("pair") else {}))   # (bench_quant_gemm's older emitters)
 
 
 def _row_major_strides(shape):
@@ -648,7 +652,7 @@ def generate_c(funcs: dict[str, PrimFunc], signatures: dict[str, PrimFunc] | Non
             # the loop nest's replacement
             text = gemv_source(symbol, gemv["format"], gemv["rows"], gemv["cols"], gemv["roles"],
                                detect_features(), epilogue, gemv.get("activations"),
-                               gemv.get("scale_dtype", "float32"))
+                               gemv.get("scale_dtype", "float32"), pair=bool(gemv.get("pair")))
             info = KernelInfo(symbol, list(signature.buffer_params), kernel_sym_vars(signature))
         else:
             text, info = CFunctionEmitter(func, symbol, signature).function()

@@ -134,7 +134,8 @@ def gemm_source(symbol: str, fmt: str, rows: int, cols: int, roles: dict[str, in
                 features: VectorFeatures, row_count: str, symbol_lines: tuple[str, ...] = (),
                 epilogue: ColumnEpilogue | None = None, one_row_epilogue: ColumnEpilogue | None = None,
                 row_operand: str | None = None, machine: MachineParams | None = None,
-                buffer_count: int = 0, activations: str | None = None, scale_dtype: str = "float32") -> str:
+                buffer_count: int = 0, activations: str | None = None, scale_dtype: str = "float32",
+                pair: bool = False) -> str:
     """C source of ``int32_t symbol(void* const* buffers, const int64_t* syms)`` computing
     ``y[i, c] = epilogue(sum_r x[i, r] * dequantize(codes)[r, c])`` for the run-time row count
     ``row_count`` (a C expression over the names ``symbol_lines`` declare from ``rs_syms``).
@@ -148,7 +149,9 @@ def gemm_source(symbol: str, fmt: str, rows: int, cols: int, roles: dict[str, in
     be rounded to 8-bit block codes first (``R.fake_quantize``): one token passes it to the
     GEMV unrounded (it rounds and multiplies integer codes), several are rounded once into a
     buffer the micro-kernel reads. ``scale_dtype``: the scales' and mins' (float16: widened
-    as the panels are decoded)."""
+    as the panels are decoded). ``pair``: ``cols`` is two halves of ``N = cols / 2`` columns and
+    ``y`` has ``N`` (``gemv_source``'s pair epilogue, reading ``rs_prod`` and ``rs_prod_hi``): each
+    task computes its panel of both halves into two runs, then the epilogue per element."""
     if fmt not in FORMATS:
         raise ValueError(f"quantized gemm: unsupported format {fmt!r} (have {sorted(FORMATS)})")
     if rows % BLOCK or rows <= 0 or cols <= 0:
@@ -160,16 +163,19 @@ def gemm_source(symbol: str, fmt: str, rows: int, cols: int, roles: dict[str, in
     if params.nr % features.lanes:
         raise ValueError(f"quantized gemm: the register tile's {params.nr} columns are not whole "
                          f"{features.name} vectors")
+    if pair and (epilogue is None or cols % 2):
+        raise ValueError(f"quantized gemm: a pair epilogue needs an epilogue and an even column count, not {cols}")
     tile = gemm_tile(params, rows, machine.l2_bytes)
     kc = min(tile.kc, rows)
     mr, nr, mc = tile.mr, tile.nr, tile.mc
-    panels = -(-cols // nr)
+    out_cols = cols // 2 if pair else cols     # y's columns; a task's panel is of each half
+    panels = -(-out_cols // nr)
     code_t = "int8_t" if fmt == "q8_0" else "uint8_t"
     if ("x" in roles) == (row_operand is not None):
         raise ValueError("quantized gemm: give x either as a buffer role or as a row operand")
     gemv_roles = roles if row_operand is None else roles | {"x": buffer_count}
     one_row = gemv_source(f"{symbol}_one_row", fmt, rows, cols, gemv_roles, features, one_row_epilogue,
-                          activations, scale_dtype)
+                          activations, scale_dtype, pair)
     operands = [f"  const {code_t}* restrict codes = (const {code_t}*)rs_buffers[{roles['codes']}];",
                 f"  const {scales.c_type}* restrict scale = (const {scales.c_type}*)rs_buffers[{roles['scale']}];",
                 f"  const {scales.c_type}* restrict mins = "
@@ -213,8 +219,10 @@ def gemm_source(symbol: str, fmt: str, rows: int, cols: int, roles: dict[str, in
     if epilogue:
         operands += [f"  {line}" for line in epilogue.declarations]
         store = ["          const float rs_prod = run[(int64_t)(rs_row - r0) * " + str(nr) + " + j];",
+                 *(["          const float rs_prod_hi = run_hi[(int64_t)(rs_row - r0) * " + str(nr) + " + j];"]
+                   if pair else []),
                  *(f"          {line}" for line in epilogue.statements),
-                 f"          y[rs_row * {cols} + rs_col] = {epilogue.result};"]
+                 f"          y[rs_row * {out_cols} + rs_col] = {epilogue.result};"]
     else:
         store = [f"          y[rs_row * {cols} + rs_col] = run[(int64_t)(rs_row - r0) * {nr} + j];"]
     rows_fn = f"rs_qgemm_{vector_type(params)}_{mr}x{nr}_rows"
@@ -251,25 +259,32 @@ def gemm_source(symbol: str, fmt: str, rows: int, cols: int, roles: dict[str, in
         "  for (int64_t task = 0; task < tasks; ++task) {",
         f"    float panel[{kc * nr}] __attribute__((aligned(64)));",
         f"    float run[{mc * nr}] __attribute__((aligned(64)));",
+        *([f"    float run_hi[{mc * nr}] __attribute__((aligned(64)));"] if pair else []),
         f"    const int64_t chunk = task / {panels}, c0 = task % {panels} * {nr};",
         f"    const int64_t r0 = tiles * chunk / chunks * {mr};",
         f"    const int64_t rs_end = tiles * (chunk + 1) / chunks * {mr};",
         "    const int64_t r1 = rs_end < rs_rows ? rs_end : rs_rows;",
-        f"    const int width = {cols} - c0 < {nr} ? (int)({cols} - c0) : {nr};",
+        f"    const int width = {out_cols} - c0 < {nr} ? (int)({out_cols} - c0) : {nr};",
+        # a pair epilogue: the same panel of the product's second half, into its own run
+        *(["    for (int half = 0; half < 2; ++half) {",
+           f"    const int64_t pc = c0 + half * {out_cols};",
+           "    float* restrict acc_run = half ? run_hi : run;"] if pair else
+          ["    {", "    const int64_t pc = c0;", "    float* restrict acc_run = run;"]),
         f"    for (int64_t k0 = 0; k0 < {rows}; k0 += {kc}) {{",
         f"      const int depth = {rows} - k0 < {kc} ? (int)({rows} - k0) : {kc};",
-        f"      {symbol}_decode(codes, scale, mins, panel, k0, depth, c0, width);",
+        f"      {symbol}_decode(codes, scale, mins, panel, k0, depth, pc, width);",
         "      /* a ragged last tile multiplies only its rows */",
         # the first row tile asks for the next panel's codes (the next kc rows, else the next columns),
         # one byte row per k step: rows `cols` bytes apart, which the hardware prefetchers did not
         # follow (weights from L3, one thread: 16 tokens 1.08-1.16x, 64 1.03-1.05x; the same requests
         # in one burst after the decode filled the miss buffers and gained nothing)
-        f"      const int64_t rs_nk = k0 + {kc} < {rows} ? k0 + {kc} : 0, rs_nc = rs_nk ? c0 : c0 + {nr};",
+        f"      const int64_t rs_nk = k0 + {kc} < {rows} ? k0 + {kc} : 0, rs_nc = rs_nk ? pc : pc + {nr};",
         f"      const char* rs_next = rs_nc < {cols} ? (const char*)(codes + rs_nk / {BLOCK} * {byte_rows * cols} "
         "+ rs_nc) : NULL;",
         f"      for (int64_t i = r0; i < r1; i += {mr})",
         f"        {rows_fn}(r1 - i < {mr} ? (int)(r1 - i) : {mr}, depth, x + i * {rows} + k0, {rows}, panel,",
-        f"                  i == r0 ? (const float*)rs_next : NULL, {cols}, run + (i - r0) * {nr}, k0 > 0);",
+        f"                  i == r0 ? (const float*)rs_next : NULL, {cols}, acc_run + (i - r0) * {nr}, k0 > 0);",
+        "    }",
         "    }",
         "    for (int64_t rs_row = r0; rs_row < r1; ++rs_row)",
         "      for (int j = 0; j < width; ++j) {",

@@ -283,7 +283,7 @@ def columns_per_tile(cols: int, group: int, l1d_bytes: int) -> int:
 
 def gemv_source(symbol: str, fmt: str, rows: int, cols: int, roles: dict[str, int],
                 features: VectorFeatures, epilogue: ColumnEpilogue | None = None,
-                activations: str | None = None, scale_dtype: str = "float32") -> str:
+                activations: str | None = None, scale_dtype: str = "float32", pair: bool = False) -> str:
     """C source of ``int32_t symbol(void* const* buffers, const int64_t* syms)`` computing
     ``y[c] = epilogue(sum_r x[r] * dequantize(codes)[r, c])``; ``roles`` maps
     codes/scale/min/x/y to the buffer's position; ``scale_dtype`` is the scales' and mins'
@@ -300,7 +300,14 @@ def gemv_source(symbol: str, fmt: str, rows: int, cols: int, roles: dict[str, in
     ``activations="q8_0"``: the function is ``x``'s ``fake_quantize`` then the product. The
     kernel rounds ``x`` to codes once per call and, where the compiler targets AVX2, uses
     integer dot products (``quantized_gemv_int8``); elsewhere the float kernel below runs on
-    the rounded values."""
+    the rounded values.
+
+    ``pair``: ``cols`` is two halves of ``N = cols / 2`` columns (gate and up joined along the
+    output axis) and ``y`` has ``N``: the epilogue reads column ``c`` of each half, ``rs_prod``
+    and ``rs_prod_hi``, and writes ``y[c]``. The row walks, whose partial rows every thread can
+    read after their barrier, sum both halves of a column in the same thread and run the
+    epilogue there (one launch for both products); the column-split kernels compute the whole
+    product into a scratch row first and apply the epilogue in a pass after it."""
     from .quantized_gemv_int8 import (ACTIVATION_FORMATS, activation_codes_c, group_of, int8_dot_enabled,
                                       int8_region_c)
     from .quantized_gemv_rows import (WIDE_GROUP, WIDE_GUARD, fits_row_walk, row_walk_enabled, rows_region_c,
@@ -314,6 +321,9 @@ def gemv_source(symbol: str, fmt: str, rows: int, cols: int, roles: dict[str, in
     per_byte, offset, has_min = FORMATS[fmt]
     if rows % BLOCK or rows <= 0 or cols <= 0:
         raise ValueError(f"quantized gemv: {rows} x {cols} is not whole {BLOCK}-row blocks")
+    if pair and (epilogue is None or cols % 2):
+        raise ValueError(f"quantized gemv: a pair epilogue needs an epilogue and an even column count, not {cols}")
+    pair_epilogue, epilogue = (epilogue, None) if pair else (None, epilogue)
     scales = ScaleLoads(scale_dtype)
     lanes = features.lanes
     units = features.accumulators * (2 if per_byte == 1 else 1)
@@ -369,6 +379,33 @@ def gemv_source(symbol: str, fmt: str, rows: int, cols: int, roles: dict[str, in
                 f"  float* restrict y = (float*)rs_buffers[{roles['y']}];"]
     if has_min:
         operands.insert(2, f"  const {scale_t}* restrict mins = (const {scale_t}*)rs_buffers[{roles['min']}];")
+    half = cols // 2
+    if pair:
+        # y is the row walk's output or the other kernels' scratch product (pair_region)
+        operands[-1] = f"  float* restrict rs_out = (float*)rs_buffers[{roles['y']}];"
+        operands += [f"  {line}" for line in pair_epilogue.declarations]
+        pair_finish = ["      for (int64_t rs_col = t0; rs_col < t1; ++rs_col) {",
+                       "        const float rs_prod = prod[rs_col - t0], rs_prod_hi = prod_hi[rs_col - t0];",
+                       *(f"        {line}" for line in pair_epilogue.statements),
+                       f"        y[rs_col] = {pair_epilogue.result};",
+                       "      }"]
+
+        def pair_region(region: list[str]) -> list[str]:
+            # the whole product into a scratch row, then the epilogue per column pair
+            return [f"  float* restrict y = (float*)malloc(sizeof(float) * {cols});",
+                    "  if (y == NULL) return STATUS_NO_MEMORY;",
+                    *region,
+                    f"  for (int64_t rs_col = 0; rs_col < {half}; ++rs_col) {{",
+                    f"    const float rs_prod = y[rs_col], rs_prod_hi = y[rs_col + {half}];",
+                    *(f"    {line}" for line in pair_epilogue.statements),
+                    f"    rs_out[rs_col] = {pair_epilogue.result};",
+                    "  }",
+                    "  free(y);"]
+    else:
+        pair_finish = []
+
+        def pair_region(region: list[str]) -> list[str]:
+            return region
     if epilogue:
         operands += [f"  {line}" for line in epilogue.declarations]
         finish = ["      for (int64_t rs_col = t0; rs_col < t1; ++rs_col) {",
@@ -384,7 +421,8 @@ def gemv_source(symbol: str, fmt: str, rows: int, cols: int, roles: dict[str, in
                         splat=", ".join(["v"] * features.lanes)),
         scales.helpers(features),
         f"/* {fmt} gemv {rows} x {cols} for {features.name}: groups of {units} x {lanes} lanes, "
-        f"tiles of {tile} columns{', float16 scales' if scales.half else ''} */",
+        f"tiles of {tile} columns{f', pair epilogue over 2 x {half} columns' if pair else ''}"
+        f"{', float16 scales' if scales.half else ''} */",
         *([f"/* activations rounded to {activations} codes in the kernel */"] if activations else []),
         f"int32_t {symbol}(void* const* rs_buffers, const int64_t* rs_syms) {{",
         *operands,
@@ -439,21 +477,27 @@ def gemv_source(symbol: str, fmt: str, rows: int, cols: int, roles: dict[str, in
         "  }",
     ]
     if activations is None:
-        kernel = float_body
+        kernel = pair_region(float_body)
     else:
         rounded = activation_codes_c(rows, "x_in") + ["  const float* restrict x = xq;"]
         if int8_dot_enabled() and features.name in ("avx2", "avx512"):
             int8_tile = columns_per_tile(cols, group_of(fmt), features.l1d_bytes)
-            if fmt != "q8_0" and fits_row_walk(cols, features.l1d_bytes) and row_walk_enabled():
+            # a pair too wide for one walk over its row (a 32 KiB L1) walks each block's halves in turn
+            split = pair and not fits_row_walk(cols, features.l1d_bytes) and fits_row_walk(half, features.l1d_bytes)
+            if fmt != "q8_0" and (fits_row_walk(cols, features.l1d_bytes) or split) and row_walk_enabled():
                 # the row walk rounds each block in the thread that reads it
-                region = rows_region_c(fmt, rows, cols, PARALLEL_MIN_WEIGHTS, epilogue is not None, finish, int8_tile,
-                                       scales=scales)
+                walk = {"pair": half if pair else 0, "scales": scales, **({"split": True} if split else {})}
+                ends = pair_finish if pair else finish
+                region = rows_region_c(fmt, rows, cols, PARALLEL_MIN_WEIGHTS, epilogue is not None or pair, ends,
+                                       int8_tile, **walk)
                 wide = []
-                if features.name == "avx512" and cols >= WIDE_GROUP and avx512_regions_enabled():
+                if features.name == "avx512" and (half if split else cols) >= WIDE_GROUP and avx512_regions_enabled():
                     wide = [f"#if {WIDE_GUARD}",
-                            *rows_region_wide_c(fmt, rows, cols, PARALLEL_MIN_WEIGHTS, epilogue is not None, finish,
-                                                int8_tile, scales=scales), "#elif defined(__AVX2__)"]
-                kernel = [*(wide or ["#ifdef __AVX2__"]), *region, "#else", *rounded, *float_body, "#endif"]
+                            *(["  float* restrict y = rs_out;"] if pair else []),
+                            *rows_region_wide_c(fmt, rows, cols, PARALLEL_MIN_WEIGHTS, epilogue is not None or pair,
+                                                ends, int8_tile, **walk), "#elif defined(__AVX2__)"]
+                kernel = [*(wide or ["#ifdef __AVX2__"]), *(["  float* restrict y = rs_out;"] if pair else []),
+                          *region, "#else", *pair_region([*rounded, *float_body]), "#endif"]
             else:
                 vnni = []
                 if fmt == "q8_0" and row_walk_enabled():
@@ -466,7 +510,8 @@ def gemv_source(symbol: str, fmt: str, rows: int, cols: int, roles: dict[str, in
                 else:
                     region = int8_region_c(fmt, rows, cols, int8_tile, PARALLEL_MIN_WEIGHTS, epilogue is not None,
                                            finish, scales)
-                kernel = [*rounded, *(vnni or ["#ifdef __AVX2__"]), *region, "#else", *float_body, "#endif"]
+                kernel = pair_region([*rounded, *(vnni or ["#ifdef __AVX2__"]), *region, "#else", *float_body,
+                                      "#endif"])
         else:
-            kernel = [*rounded, *float_body]
+            kernel = pair_region([*rounded, *float_body])
     return "\n".join([*lines, *kernel, "  return 0;", "}"])

@@ -63,17 +63,23 @@ def add_epi16_chain(terms: str) -> str:
 
 def rows_region_c(fmt: str, rows: int, cols: int, parallel_min: int, has_epilogue: bool,
                   finish: list[str], tile: int, rows_per_pass: int = ROWS_PER_PASS,
-                  prefetch_bytes: int = PREFETCH_BYTES, scales: ScaleLoads = FLOAT32_SCALES) -> list[str]:
+                  prefetch_bytes: int = PREFETCH_BYTES, scales: ScaleLoads = FLOAT32_SCALES,
+                  pair: int = 0, split: bool = False) -> list[str]:
     """C lines of the region: reads ``codes``, ``scale`` (and ``mins``, as ``scales`` says) and the unrounded input
     ``x_in`` (each thread rounds its own blocks' 32 values); writes ``y``, or, with an
     epilogue, fills ``prod[c - t0]`` for tiles ``[t0, t1)`` of at most ``tile`` columns and runs
-    ``finish`` on each."""
+    ``finish`` on each. ``pair``: the columns are two halves of ``pair`` columns and the tiles run
+    over the first half, ``prod_hi[c - t0]`` holding column ``c + pair``. ``split`` (with ``pair``): each
+    block is walked once per half, ``pair`` columns at a time, so that a thread's per-column state is
+    that of one half (``fits_row_walk`` of the half where the whole row does not fit)."""
     if fmt not in ("q4_0", "q4_1"):
         raise ValueError(f"row-walk gemv: {fmt!r} is not a 4-bit format")
     if 8 % rows_per_pass:
         raise ValueError(f"row-walk gemv: {rows_per_pass} rows per pass do not divide the 8 rows of a 16-bit sum")
     blocks = rows // BLOCK
-    groups = cols // GROUP
+    groups = (pair if split else cols) // GROUP
+    if split and prefetch_bytes:
+        prefetch_bytes = 2 * cols    # the stream is half rows: the same columns two byte rows on
     vec_end = groups * GROUP
     has_min = fmt == "q4_1"
     offset = fmt == "q4_0"
@@ -141,7 +147,7 @@ def rows_region_c(fmt: str, rows: int, cols: int, parallel_min: int, has_epilogu
     ]
     head = f"{ROW_WALK_MARK}: threads split the {blocks} blocks, {rows_per_pass} byte row(s) per pass"
     return _block_team_c(head, 256, [], half_rows, widen, fmt, rows, cols, parallel_min, has_epilogue, finish,
-                         tile, groups, vec_end, scales)
+                         tile, groups, vec_end, scales, pair, split)
 
 
 WIDE_GROUP = 64           # columns per 64-byte load of a byte row (AVX-512BW)
@@ -167,7 +173,7 @@ def transpose_lanes_c(sums: tuple[str, str, str, str], out: str, indent: str) ->
 
 def rows_region_wide_c(fmt: str, rows: int, cols: int, parallel_min: int, has_epilogue: bool,
                        finish: list[str], tile: int, prefetch_bytes: int = PREFETCH_BYTES,
-                       scales: ScaleLoads = FLOAT32_SCALES) -> list[str]:
+                       scales: ScaleLoads = FLOAT32_SCALES, pair: int = 0, split: bool = False) -> list[str]:
     """``rows_region_c`` with 512-bit registers (for ``#ifdef __AVX512BW__``): the same block split,
     rounding, byte-row order, 16-bit sums, partials and barrier; each load covers 64 columns. The
     16-bit sums of a group hold columns (0-7 | 16-23 | 32-39 | 48-55) and (8-15 | ...) as in the
@@ -177,7 +183,9 @@ def rows_region_wide_c(fmt: str, rows: int, cols: int, parallel_min: int, has_ep
     if fmt not in ("q4_0", "q4_1"):
         raise ValueError(f"row-walk gemv: {fmt!r} is not a 4-bit format")
     blocks = rows // BLOCK
-    groups = cols // WIDE_GROUP
+    groups = (pair if split else cols) // WIDE_GROUP
+    if split and prefetch_bytes:
+        prefetch_bytes = 2 * cols    # the stream is half rows: the same columns two byte rows on
     vec_end = groups * WIDE_GROUP
     has_min = fmt == "q4_1"
     offset = fmt == "q4_0"
@@ -237,22 +245,28 @@ def rows_region_wide_c(fmt: str, rows: int, cols: int, parallel_min: int, has_ep
     head = (f"{ROW_WALK_WIDE_MARK}: threads split the {blocks} blocks, one byte row per pass, "
             f"{WIDE_GROUP} columns a load")
     return _block_team_c(head, 512, ["      const __m512i ones = _mm512_set1_epi16(1);"], half_rows, widen, fmt,
-                         rows, cols, parallel_min, has_epilogue, finish, tile, groups, vec_end, scales)
+                         rows, cols, parallel_min, has_epilogue, finish, tile, groups, vec_end, scales, pair,
+                         split)
 
 
 def _block_team_c(head: str, bits: int, setup: list[str], half_rows: list[str], widen: list[str], fmt: str,
                   rows: int, cols: int, parallel_min: int, has_epilogue: bool, finish: list[str], tile: int,
-                  groups: int, vec_end: int, scales: ScaleLoads) -> list[str]:
+                  groups: int, vec_end: int, scales: ScaleLoads, pair: int = 0, split: bool = False) -> list[str]:
     """The team region both row walks share, around their ``bits``-wide byte-row passes
     (``half_rows``) and widening (``widen``, the body of the loop over column groups): the split of
     the blocks, each block's rounding of x, the scalar column tail, the partial rows, the barrier
-    and the final sum (with the epilogue's ``finish`` per tile)."""
+    and the final sum (with the epilogue's ``finish`` per tile; with ``pair``, over the first
+    ``pair`` columns, each tile's second-half sums in ``prod_hi``)."""
     blocks = rows // BLOCK
     stride = -(-cols // PARTIAL_ALIGN) * PARTIAL_ALIGN
+    # split: each half's partials start on a cache line (the vector stores are aligned)
+    hi_offset = -(-pair // PARTIAL_ALIGN) * PARTIAL_ALIGN if split else pair
+    if split:
+        stride = 2 * hi_offset
     has_min, offset = fmt == "q4_1", fmt == "q4_0"
     vec, mm = f"__m{bits}", f"_mm{bits}"
     scalar = [
-        f"          for (int64_t c = {vec_end}; c < {cols}; ++c) {{",
+        f"          for (int64_t c = {vec_end}; c < {pair if split else cols}; ++c) {{",
         "            int32_t t = 0;",
         "            for (int64_t r = 0; r < 16; ++r) {",
         f"              const int32_t byte = block[r * {cols} + c];",
@@ -265,7 +279,23 @@ def _block_team_c(head: str, bits: int, setup: list[str], half_rows: list[str], 
     ]
     parts_expr = f"(team < {min(MAX_PARTS, blocks)} ? team : {min(MAX_PARTS, blocks)})"
     reduce_sum = "rs_part[0][c]; for (int64_t i = 1; i < parts; ++i) s += rs_part[i][c]"
-    if has_epilogue:
+    out_cols = pair or cols
+    lines = -(-out_cols // PARTIAL_ALIGN)
+    if pair:
+        # the threads' runs of whole cache lines of the output's columns; each sums both halves
+        reduce = [
+            f"    float prod[{tile}] __attribute__((aligned(64))), prod_hi[{tile}] __attribute__((aligned(64)));",
+            f"    for (int64_t t0 = c_begin; t0 < c_end; t0 += {tile}) {{",
+            f"      const int64_t t1 = t0 + {tile} < c_end ? t0 + {tile} : c_end;",
+            "      for (int64_t c = t0; c < t1; ++c) {",
+            f"        {{ float s = {reduce_sum}; prod[c - t0] = s; }}",
+            f"        {{ const int64_t h = c + {hi_offset}; float s = {reduce_sum.replace('[c]', '[h]')}; "
+            "prod_hi[c - t0] = s; }",
+            "      }",
+            *finish,
+            "    }",
+        ]
+    elif has_epilogue:
         reduce = [
             f"    float prod[{tile}] __attribute__((aligned(64)));",
             f"    for (int64_t t0 = c_begin; t0 < c_end; t0 += {tile}) {{",
@@ -285,13 +315,13 @@ def _block_team_c(head: str, bits: int, setup: list[str], half_rows: list[str], 
         f"    const int64_t parts = {parts_expr};",
         "    if (me < parts) {",
         f"      const int64_t b_begin = {blocks} * me / parts, b_end = {blocks} * (me + 1) / parts;",
-        "      float* restrict part = rs_part[me];",
+        "      float* restrict part = rs_part[me];" if not split else "      float* restrict part0 = rs_part[me];",
         f"      {vec}i acc[{4 * groups if groups else 1}];",
         f"      const {vec}i rs_m4 = {mm}_set1_epi8(15);",
         *setup,
         "      for (int64_t b = b_begin; b < b_end; ++b) {",
         "        const int first_block = b == b_begin;",
-        f"        const uint8_t* block = codes + b * {16 * cols};",
+        *([f"        const uint8_t* block = codes + b * {16 * cols};"] if not split else []),
         # this block's input codes, rounded here by the thread that reads the block (no serial
         # pass over x before the team starts)
         f"        const float* xb = x_in + b * {BLOCK};",
@@ -301,9 +331,14 @@ def _block_team_c(head: str, bits: int, setup: list[str], half_rows: list[str], 
         "        int16_t xp[16];     /* byte row r's code pair (qb[r], qb[r + 16]) */",
         "        for (int64_t r = 0; r < 16; ++r)",
         "          xp[r] = (int16_t)((uint16_t)(uint8_t)qb[r] | ((uint16_t)(uint8_t)qb[r + 16] << 8));",
-        f"        const {scales.c_type}* sb = scale + b * {cols};",
-        *([f"        const {scales.c_type}* mb = mins + b * {cols};"] if has_min else []),
         *(["        const int32_t off = -8 * qs;"] if offset else []),
+        # split: the block's two halves one after the other, each from its own column offset
+        *(["        for (int64_t hh = 0; hh < 2; ++hh) {",
+           f"        const uint8_t* block = codes + b * {16 * cols} + hh * {pair};",
+           f"        float* restrict part = part0 + hh * {hi_offset};"] if split else []),
+        f"        const {scales.c_type}* sb = scale + b * {cols}" + (f" + hh * {pair};" if split else ";"),
+        *([f"        const {scales.c_type}* mb = mins + b * {cols}" + (f" + hh * {pair};" if split else ";")]
+          if has_min else []),
         *(half_rows if groups else []),
         "        {",
         f"          const {vec} dv = {mm}_set1_ps(d);",
@@ -314,13 +349,14 @@ def _block_team_c(head: str, bits: int, setup: list[str], half_rows: list[str], 
         "          }",
         *scalar,
         "        }",
+        *(["        }"] if split else []),
         "      }",
         "    }",
         "    #pragma omp barrier",
         # the final sum: each thread a run of whole cache lines of columns
-        f"    const int64_t c_begin = {stride // PARTIAL_ALIGN} * me / team * {PARTIAL_ALIGN};",
-        f"    const int64_t c_end_line = {stride // PARTIAL_ALIGN} * (me + 1) / team * {PARTIAL_ALIGN};",
-        f"    const int64_t c_end = c_end_line < {cols} ? c_end_line : {cols};",
+        f"    const int64_t c_begin = {lines} * me / team * {PARTIAL_ALIGN};",
+        f"    const int64_t c_end_line = {lines} * (me + 1) / team * {PARTIAL_ALIGN};",
+        f"    const int64_t c_end = c_end_line < {out_cols} ? c_end_line : {out_cols};",
         *reduce,
         "  }",
     ]

@@ -20,6 +20,7 @@ drives both the same way.
 from __future__ import annotations
 
 import dataclasses
+import os
 import time
 from typing import Iterator
 
@@ -134,7 +135,10 @@ class Engine:
         scale_dtype = SCALE_DTYPES[scales_option]
         conversions = convert_weights(gguf, scale_dtype) if weights == "q4" else {}
         formats = _weight_formats(gguf, scale_dtype, conversions) if weights == "q4" else {}
-        model = LlamaForCausalLM(config, capacity, formats, kv_cache_dtype=kv_cache_option)
+        # RELAXSCRIPT_MERGE_GATE_UP=0: gate and up as two launches (to compare; bench_decode_ab.py does)
+        merge_gate_up = os.environ.get("RELAXSCRIPT_MERGE_GATE_UP", "1") != "0"
+        model = LlamaForCausalLM(config, capacity, formats, kv_cache_dtype=kv_cache_option,
+                                 merge_gate_up=merge_gate_up)
         exported = nn.export(model, dataclasses.replace(model.export_spec(), activations=activations))
         arrays = load_parameters(gguf, exported.param_names, config, capacity, scale_dtype, conversions)
         lowered = exported.mod

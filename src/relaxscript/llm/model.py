@@ -125,24 +125,44 @@ class Attention(nn.Module):
 
 
 class MLP(nn.Module):
-    def __init__(self, cfg, formats):
+    """``merge_gate_up``: when gate and up share a block-quantized format, one ``gate_up_proj``
+    Linear holds both weights stacked along the output axis (gate rows, then up rows), and
+    ``silu(gate) * up`` reads the two halves of its output: FuseOps puts that product into the
+    GEMV's / GEMM's epilogue (a pair epilogue, ``fuse_partition.pair_epilogue_group``), so the
+    two projections are one kernel launch reading ``x`` once. Float weights stay apart (their
+    products go to the BLAS/GEMM library, which has no pair epilogue)."""
+
+    def __init__(self, cfg, formats, merge_gate_up: bool = True):
         super().__init__()
         h, f = cfg.hidden_size, cfg.intermediate_size
-        self.gate_proj = nn.Linear(h, f, weight_format=formats("gate_proj"))
-        self.up_proj = nn.Linear(h, f, weight_format=formats("up_proj"))
+        self.intermediate = f
+        kinds = [formats("gate_proj"), formats("up_proj")]
+        self.merged = merge_gate_up and kinds[0] is not None and _same_format(kinds)
+        if self.merged:
+            self.gate_up_proj = nn.Linear(h, 2 * f, weight_format=kinds[0])
+        else:
+            self.gate_proj = nn.Linear(h, f, weight_format=kinds[0])
+            self.up_proj = nn.Linear(h, f, weight_format=kinds[1])
         self.down_proj = nn.Linear(f, h, weight_format=formats("down_proj"))
 
     def forward(self, x):
-        return self.down_proj(R.multiply(nn.silu(self.gate_proj(x)), self.up_proj(x)))
+        if self.merged:
+            f = self.intermediate
+            gate_up = self.gate_up_proj(x)
+            gate = R.strided_slice(gate_up, [1], [0], [f])
+            up = R.strided_slice(gate_up, [1], [f], [2 * f])
+        else:
+            gate, up = self.gate_proj(x), self.up_proj(x)
+        return self.down_proj(R.multiply(nn.silu(gate), up))
 
 
 class DecoderLayer(nn.Module):
-    def __init__(self, cfg, formats, merge_qkv: bool = True):
+    def __init__(self, cfg, formats, merge_qkv: bool = True, merge_gate_up: bool = True):
         super().__init__()
         self.input_layernorm = nn.RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
         self.self_attn = Attention(cfg, formats, merge_qkv)
         self.post_attention_layernorm = nn.RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
-        self.mlp = MLP(cfg, formats)
+        self.mlp = MLP(cfg, formats, merge_gate_up)
 
     def forward(self, x, rotary, cos, sin, cache_k, cache_v, t, n):
         attn, cache_k, cache_v = self.self_attn(self.input_layernorm(x), rotary, cos, sin,
@@ -171,7 +191,9 @@ _GGUF_NAMES = {
 # a merged parameter -> the GGUF tensors stacked along the output axis (rows), in order
 _MERGED = {"layers.{i}.self_attn.qkv_proj.weight": ("layers.{i}.self_attn.q_proj.weight",
                                                     "layers.{i}.self_attn.k_proj.weight",
-                                                    "layers.{i}.self_attn.v_proj.weight")}
+                                                    "layers.{i}.self_attn.v_proj.weight"),
+           "layers.{i}.mlp.gate_up_proj.weight": ("layers.{i}.mlp.gate_proj.weight",
+                                                  "layers.{i}.mlp.up_proj.weight")}
 
 
 def gguf_sources(param_name: str) -> tuple[str, ...]:
@@ -227,12 +249,13 @@ class LlamaForCausalLM(nn.Module):
 
     ``weight_formats`` maps a GGUF tensor name to an ``nn.Quantized`` format
     (or None for a float32 weight); absent names are float32. ``merge_qkv``: one
-    ``qkv_proj`` per layer where q, k and v share a format (``gguf_tensor`` stacks them).
+    ``qkv_proj`` per layer where q, k and v share a format (``gguf_tensor`` stacks them);
+    ``merge_gate_up``: one ``gate_up_proj`` where gate and up share a quantized format.
     ``kv_cache_dtype``: "f32" or "f16" (the cache tensors' dtype, see kv_cache.py).
     """
 
     def __init__(self, cfg, capacity: int, weight_formats: dict | None = None, merge_qkv: bool = True,
-                 kv_cache_dtype: str = "f32"):
+                 kv_cache_dtype: str = "f32", merge_gate_up: bool = True):
         super().__init__()
         weight_formats = weight_formats or {}
         self.cfg, self.capacity = cfg, capacity
@@ -245,7 +268,7 @@ class LlamaForCausalLM(nn.Module):
             def formats(proj, i=i):
                 key = next(k for k in _GGUF_NAMES if k.endswith(f".{proj}.weight"))
                 return weight_formats.get(_GGUF_NAMES[key].format(i=i))
-            layers.append(DecoderLayer(cfg, formats, merge_qkv))
+            layers.append(DecoderLayer(cfg, formats, merge_qkv, merge_gate_up))
         self.layers = nn.ModuleList(layers)
         self.norm = nn.RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
         if cfg.tie_word_embeddings:

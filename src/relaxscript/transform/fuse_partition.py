@@ -23,6 +23,11 @@ Rules (one group = one future kernel):
   ``match_cast`` that defines a variable a call mentions, so a fused call
   is never placed before such a ``match_cast``.
 - A group has at most ``max_depth`` calls.
+- Pair epilogues (``pair_epilogue_merges``): a block-quantized product whose only users are two
+  slices of its last axis, the first and the second half, that meet in one elementwise group
+  (gate and up joined by MergeParallelMatmul or the model: ``silu(gu[:, :F]) * gu[:, F:]``) takes
+  that group as its epilogue, which the generated GEMV and GEMM compute per output column from
+  columns ``j`` and ``j + F`` of the product.
 
 Groups are grown greedily in binding order: each call tries to join the
 groups of its producers.
@@ -180,20 +185,27 @@ class Partitioner:
         self.max_depth = max_depth
         self.group_of: dict[int, frozenset] = {}
         self._rows: dict[int, tuple | None] = {}
+        # the slices of quantized products' halves: the group combining them takes no injective
+        # call or anchor (the down projection's rounding and product), to become the product's
+        # pair epilogue
+        self._pair_slices = {u for i in range(len(graph.bindings)) for u in pair_slices(graph, i)}
 
     def run(self) -> list[list[int]]:
         for index in range(len(self.graph.bindings)):
             if self.graph.is_fusible(index):
                 self._place(index)
+        self._merge_pair_epilogues()
         groups = {id(g): g for g in self.group_of.values()}.values()
         return sorted((sorted(g) for g in groups if len(g) > 1), key=lambda g: g[-1])
 
     def _place(self, index: int) -> None:
         members = frozenset([index])
         candidates = []
+        # only elementwise / broadcast calls join a pair epilogue (what the GEMV's epilogue takes)
+        kept_out = self.graph.kinds[index] > PatternKind.Broadcast and index not in self._pair_slices
         for producer in reversed(self.graph.producers[index]):
             group = self.group_of.get(producer)
-            if group is not None and group not in candidates:
+            if group is not None and group not in candidates and not (kept_out and group & self._pair_slices):
                 candidates.append(group)
         for group in candidates:
             merged = members | group
@@ -201,6 +213,21 @@ class Partitioner:
                 members = merged
         for member in members:
             self.group_of[member] = members
+
+    def _merge_pair_epilogues(self) -> None:
+        """Joins each quantized product's group with the group combining its two halves
+        (``pair_epilogue_group``), when the union stays within ``max_depth`` and convex."""
+        for index in range(len(self.graph.bindings)):
+            product = self.group_of.get(index)
+            if product is None or max(product) != index:
+                continue
+            epilogue = pair_epilogue_group(self.graph, index, product, self.group_of)
+            if epilogue is None:
+                continue
+            merged = product | epilogue
+            if len(merged) <= self.max_depth and self._convex(merged):
+                for member in merged:
+                    self.group_of[member] = merged
 
     def _legal(self, members: frozenset) -> bool:
         if len(members) > self.max_depth:
@@ -275,6 +302,82 @@ class Partitioner:
                         seen.add(user)
                         stack.append(user)
         return True
+
+
+def _reads_codes(func: PrimFunc | None) -> bool:
+    return func is not None and any(b.dtype in ("uint8", "int8") for b in func.buffer_params[:-1])
+
+
+def column_window(func: PrimFunc | None) -> tuple[int, int] | None:
+    """``(offset, width)`` when ``func`` is one block copying ``out[..., j] = in[..., j + offset]``
+    (a strided slice of the last axis with step 1, legalized), else None."""
+    if func is None or len(func.buffer_params) != 2:
+        return None
+    source, out = func.buffer_params
+    blocks = [b for b in collect(func.body, lambda n: isinstance(n, Block)) if b is not func.root_block]
+    if len(blocks) != 1 or source.ndim != out.ndim or out.ndim < 1:
+        return None
+    block = blocks[0]
+    store = block.body
+    spatial = [iv.var for iv in block.iter_vars]
+    if not isinstance(store, BufferStore) or store.buffer is not out or block.init is not None or \
+            any(iv.kind != "S" for iv in block.iter_vars) or len(spatial) != out.ndim or \
+            any(i is not v for i, v in zip(store.indices, spatial)) or \
+            not isinstance(store.value, tir.BufferLoad) or store.value.buffer is not source:
+        return None
+    *lead, last = store.value.indices
+    width = out.shape[-1]
+    if not isinstance(width, tir.IntImm) or not _same_dims(source.shape[:-1], out.shape[:-1]) or \
+            any(i is not v for i, v in zip(lead, spatial[:-1])):
+        return None
+    from tensorir.arith.evaluate import EvaluationError, evaluate
+    try:
+        at = [evaluate(last, {spatial[-1]: j}) for j in (0, 1, width.value - 1)]
+    except EvaluationError:
+        return None
+    offset = at[0]
+    if at != [offset, offset + 1, offset + width.value - 1]:
+        return None
+    return int(offset), int(width.value)
+
+
+def pair_slices(graph: BlockGraph, index: int) -> list[int]:
+    """The two users of binding ``index`` when it is a product of a block-quantized weight (an
+    OutputWiseFusible call fed by a call reading 8-bit codes) of ``2F`` columns whose only users
+    are the slices ``[0, F)`` and ``[F, 2F)`` of its last axis; else none."""
+    kinds = graph.kinds
+    if kinds[index] != PatternKind.OutputWiseFusible or \
+            not any(_reads_codes(graph.callees[p]) for p in graph.producers[index]):
+        return []
+    users = graph.users[index]
+    out_sinfo = graph.bindings[index].var.struct_info
+    if len(users) != 2 or not isinstance(out_sinfo, TensorStructInfo) or not out_sinfo.shape:
+        return []
+    cols = out_sinfo.shape[-1]
+    if not isinstance(cols, tir.IntImm) or cols.value % 2:
+        return []
+    half = cols.value // 2
+    windows = sorted(column_window(graph.callees[u]) or (-1, -1) for u in users)
+    return list(users) if windows == [(0, half), (half, half)] else []
+
+
+def pair_epilogue_group(graph: BlockGraph, index: int, product: frozenset, group_of: dict) -> frozenset | None:
+    """The group that combines the two halves of the block-quantized product computed by binding
+    ``index`` (the last member of ``product``, its anchor, with no epilogue of its own), or None.
+
+    Its only users must be the two slices ``pair_slices`` finds, in one group with no anchor
+    whose other members are elementwise or broadcast (the generated GEMV and GEMM compute such a
+    chain per output column from the product's two halves; anything else keeps its own kernel)."""
+    kinds = graph.kinds
+    users = pair_slices(graph, index)
+    if not users:
+        return None
+    epilogue = group_of.get(users[0])
+    if epilogue is None or epilogue is product or group_of.get(users[1]) is not epilogue:
+        return None
+    if any(kinds[m] in _ANCHORS or (kinds[m] > PatternKind.Broadcast and m not in users) for m in epilogue):
+        return None
+    return epilogue
 
 
 def partition_block(bindings, mod, max_depth: int) -> list[list[int]]:

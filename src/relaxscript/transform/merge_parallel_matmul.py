@@ -33,6 +33,13 @@ array is ``(row blocks..., cols)``), so a column of each array belongs to one
 output column and the join is exact; the dequantize still fuses into the
 generated GEMV/GEMM.
 
+Left operands rounded to 8-bit activations (``QuantizeActivations`` puts one ``R.fake_quantize`` of
+``x`` in front of each quantized matmul) count as one when they round the same var to the same format:
+the merged matmul reads the first member's rounded value, and the other roundings are left for
+DeadCodeElimination. So gate and up of a quantized MLP merge into one product whose halves meet in
+``silu(gate) * up``, which FuseOps makes that product's pair epilogue
+(``fuse_partition.pair_epilogue_group``): one kernel launch for both.
+
 Not merged: the same weight twice in a group (nothing to gain), weights whose
 shapes are not static, matmuls whose left operand is not a var, and groups
 whose merged weight would exceed ``max_elements`` elements.
@@ -124,17 +131,32 @@ def _matmul_parts(binding):
     return lhs, rhs, value.attrs.get("out_dtype")
 
 
+def _rounded_sources(bindings) -> dict:
+    """var -> (source var, format) for the bindings ``var = R.fake_quantize(source, format=...)``:
+    two of them with one key hold the same values."""
+    found = {}
+    for binding in bindings:
+        value = binding.value
+        if isinstance(binding, VarBinding) and isinstance(value, Call) and isinstance(value.op, Op) and \
+                value.op.name == "relax.fake_quantize" and isinstance(value.args[0], Var):
+            found[binding.var] = (value.args[0], value.attrs["format"])
+    return found
+
+
 def _groups(bindings, weight_of) -> list[list]:
     """Groups (binding order) of [(binding var, weight source), ...] with at least two
-    distinct sources; ``weight_of(rhs)`` gives (source, dtype, K) or None."""
+    distinct sources; ``weight_of(rhs)`` gives (source, dtype, K) or None. Left operands that
+    round one var to one format (``_rounded_sources``) group together."""
     by_key: dict[tuple, list] = {}
+    rounded = _rounded_sources(bindings)
     for binding in bindings:
         parts = _matmul_parts(binding)
         weight = parts and weight_of(parts[1])
         if not weight:
             continue
         source, dtype, depth = weight
-        members = by_key.setdefault((parts[0], type(source), dtype, depth, parts[2]), [])
+        lhs = rounded.get(parts[0], parts[0])
+        members = by_key.setdefault((lhs, type(source), dtype, depth, parts[2]), [])
         if all(s is not source for _, s in members):
             members.append((binding.var, source))
     return [members for members in by_key.values() if len(members) >= 2]

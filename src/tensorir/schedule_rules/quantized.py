@@ -129,8 +129,9 @@ def quantized_gemv_spec(sch: Schedule) -> dict | None:
         return None
     rows, cols = (const_int(d) for d in weight.shape)
     lead = [const_int(d) for d in y.shape[:-1]]
+    pair = bool(epilogue and epilogue.get("pair"))
     if rows is None or cols is None or rows % 32 or any(d != 1 for d in lead) \
-            or _elements(x.shape) != rows or const_int(y.shape[-1]) != cols:
+            or _elements(x.shape) != rows or const_int(y.shape[-1]) * (1 + pair) != cols:
         return None
     roles = {"codes": params[id(codes[0])], "scale": params[id(scales[0])], "x": params[id(x)],
              "y": params[id(y)]}
@@ -139,6 +140,8 @@ def quantized_gemv_spec(sch: Schedule) -> dict | None:
     spec = {"format": fmt, "rows": rows, "cols": cols, "roles": roles, **scale_dtype_entry(scales)}
     if rounding is not None:
         spec["activations"] = rounding.name[len(FAKE_QUANTIZE_BLOCK):]
+    if pair:
+        spec["pair"] = True    # y(1, N) from the product's halves: columns c and c + N
     # by name: an attribute holds printable values; the emitter rebuilds the chain from the
     # scheduled function's blocks (``function_epilogue``), whose bodies scheduling keeps
     names = {"blocks": [b.name for b in epilogues], "product": product.name}
@@ -268,7 +271,12 @@ def column_epilogue(blocks, product_out, params: dict) -> dict | None:
     with the leading vars at 0 and the last one the output column ``column``, a load of
     the product or of an earlier step's buffer at ``(0.., column)`` becomes that step's
     scalar (``Var``), and any other load must read a parameter (bias, gate, residual),
-    indexed however the block indexes it. The last step writes a parameter: ``output``."""
+    indexed however the block indexes it. The last step writes a parameter: ``output``.
+
+    A pair epilogue (``pair`` True in the result): the product has ``2 N`` columns, the steps
+    write ``N``, and the product is read at ``(0.., column)`` (``product``, its first half) and
+    at ``(0.., column + N)`` (``product_hi``): gate and up merged into one weight and combined
+    per column (``silu(gate) * up``; ``relaxscript.transform.fuse_partition`` fuses them)."""
     column, product = E.Var("rs_col", "int64"), E.Var("rs_prod", "float32")
     cols = const_int(product_out.shape[-1])
 
@@ -277,24 +285,55 @@ def column_epilogue(blocks, product_out, params: dict) -> dict | None:
         return all(const_int(i) == 0 for i in lead) and \
             (last is column or (cols == 1 and const_int(last) == 0))
 
-    def fits(spatial, out) -> bool:
-        return bool(spatial) and const_int(out.shape[-1]) == cols and \
-            all(const_int(d) == 1 for d in out.shape[:-1])
-
     def position(spatial) -> dict:
         return {**{v: E.IntImm(0, v.dtype) for v in spatial[:-1]}, spatial[-1]: column}
 
-    chain = elementwise_steps(blocks, product_out, product, params, fits, position, at_column)
-    return None if chain is None else {"column": column, "product": product, **chain}
+    for width in (cols, cols // 2 if cols and cols % 2 == 0 else None):
+        if width is None:
+            continue
+
+        def fits(spatial, out, width=width) -> bool:
+            return bool(spatial) and const_int(out.shape[-1]) == width and \
+                all(const_int(d) == 1 for d in out.shape[:-1])
+
+        pair = width != cols
+        hi = (E.Var("rs_prod_hi", "float32"), second_half(at_column, column, width),
+              second_half(at_column, column, width, 0)) if pair else None
+        chain = elementwise_steps(blocks, product_out, product, params, fits, position, at_column, hi)
+        if chain is not None:
+            extra = {"product_hi": hi[0], "pair": True} if pair else {}
+            return {"column": column, "product": product, **extra, **chain}
+    return None
 
 
-def elementwise_steps(blocks, product_out, product, params: dict, fits, position, at_position) -> dict | None:
+def second_half(at_position, column, half: int, offset: int | None = None):
+    """A test of a product load's indices: the position's, but ``offset`` (default ``half``)
+    columns further: the column index is ``column + offset`` at columns ``0, 1, half - 1``
+    (checked by evaluation: a legalized slice reads ``start + column * 1``)."""
+    shift = half if offset is None else offset
+    from ..arith.evaluate import EvaluationError, evaluate
+
+    def test(indices) -> bool:
+        *lead, last = indices
+        if not at_position([*lead, column]):
+            return False
+        try:
+            return all(evaluate(last, {column: j}) == j + shift for j in (0, 1, half - 1))
+        except EvaluationError:
+            return False
+    return test
+
+
+def elementwise_steps(blocks, product_out, product, params: dict, fits, position, at_position,
+                      hi=None) -> dict | None:
     """The shared walk of ``column_epilogue`` and the GEMM's ``element_epilogue``: each block
     as one scalar step at an output position, or None when the chain is not elementwise.
 
     ``fits(spatial, out)`` accepts a block's iter vars and output buffer, ``position(spatial)``
     maps its iter vars onto the position's vars, and ``at_position(indices)`` says whether
-    indices (after that mapping) name the position itself. Returns ``steps``, ``inputs``
+    indices (after that mapping) name the position itself. ``hi``: ``(var, test, first)`` for a pair
+    epilogue, ``test(indices)`` saying a product load reads the second half (then ``var``), and
+    ``first(indices)`` the first half at the position (a slice's ``0 + column``). Returns ``steps``, ``inputs``
     (parameter index -> buffer read) and ``output`` (the last step's buffer, a parameter)."""
     scalars = {id(product_out): product}
     steps, inputs, out = [], {}, None
@@ -314,9 +353,14 @@ def elementwise_steps(blocks, product_out, product, params: dict, fits, position
         replaced = {}
         for load in collect(bound, lambda n: isinstance(n, E.BufferLoad)):
             if id(load.buffer) in scalars:
-                if not at_position(load.indices):
+                if at_position(load.indices):
+                    replaced[load] = scalars[id(load.buffer)]
+                elif hi is not None and load.buffer is product_out and hi[1](list(load.indices)):
+                    replaced[load] = hi[0]
+                elif hi is not None and load.buffer is product_out and hi[2](list(load.indices)):
+                    replaced[load] = product     # the first half, read through a slice
+                else:
                     return None   # reads the product at another position: not elementwise
-                replaced[load] = scalars[id(load.buffer)]
             elif id(load.buffer) in params:
                 inputs[params[id(load.buffer)]] = load.buffer
             else:

@@ -20,7 +20,7 @@ from ..schedule.state import StmtIndex
 from ..stmt import Block, BufferStore
 from ..structural import structural_equal
 from .common import const_int, leaf_block_names
-from .quantized import (CODE_DTYPES, FAKE_QUANTIZE_BLOCK, activation_rounding, decoded_product,
+from .quantized import (CODE_DTYPES, FAKE_QUANTIZE_BLOCK, activation_rounding, decoded_product, second_half,
                         elementwise_steps, scale_dtype_entry)
 
 QUANTIZED_GEMM_ATTR = "c.quantized_gemm"
@@ -68,8 +68,9 @@ def quantized_gemm_spec(sch: Schedule) -> dict | None:
     if rows is None or cols is None or rows % 32 or x.dtype != "float32" or y.dtype != "float32" \
             or x.ndim < 2 or not x.ndim == y.ndim == product_out.ndim:
         return None
-    if const_int(x.shape[-1]) != rows or const_int(y.shape[-1]) != cols or \
-            not all(_same(a, b) for a, b in zip(y.shape, product_out.shape)) or \
+    pair = bool(epilogue and epilogue.get("pair"))
+    if const_int(x.shape[-1]) != rows or const_int(y.shape[-1]) * (1 + pair) != cols or \
+            not all(_same(a, b) for a, b in zip(y.shape[:-1], product_out.shape[:-1])) or \
             not all(_same(a, b) for a, b in zip(x.shape[:-1], y.shape[:-1])):
         return None
     if all(const_int(d) == 1 for d in y.shape[:-1]):
@@ -83,6 +84,8 @@ def quantized_gemm_spec(sch: Schedule) -> dict | None:
             **scale_dtype_entry(scales)}
     if rounding is not None:
         spec["activations"] = rounding.name[len(FAKE_QUANTIZE_BLOCK):]
+    if pair:
+        spec["pair"] = True    # y(n, N) from the product's halves: columns c and c + N
     if epilogue:
         names = {"blocks": [b.name for b in epilogues], "product": product.name}
         if len({product.name, *names["blocks"]}) != len(epilogues) + 1:
@@ -213,12 +216,24 @@ def element_epilogue(blocks, product_out, params: dict) -> dict | None:
             (r is row or (const_int(shape[-2]) == 1 and const_int(r) == 0)) and \
             (c is column or (const_int(shape[-1]) == 1 and const_int(c) == 0))
 
-    def fits(spatial, out) -> bool:
-        return len(spatial) == len(shape) and len(out.shape) == len(shape) and \
-            all(_same(a, b) for a, b in zip(out.shape, shape))
-
     def position(spatial) -> dict:
         return {**{v: E.IntImm(0, v.dtype) for v in spatial[:-2]}, spatial[-2]: row, spatial[-1]: column}
 
-    chain = elementwise_steps(blocks, product_out, product, params, fits, position, at_element)
-    return None if chain is None else {"row": row, "column": column, "product": product, **chain}
+    cols = const_int(shape[-1])
+    for width in (cols, cols // 2 if cols and cols % 2 == 0 else None):
+        if width is None:
+            continue
+
+        def fits(spatial, out, width=width) -> bool:
+            return len(spatial) == len(shape) and len(out.shape) == len(shape) and \
+                all(_same(a, b) for a, b in zip(out.shape[:-1], shape[:-1])) and const_int(out.shape[-1]) == width
+
+        # a pair epilogue (``column_epilogue``): the product's second half read at column + width
+        pair = width != cols
+        hi = (E.Var("rs_prod_hi", "float32"), second_half(at_element, column, width),
+              second_half(at_element, column, width, 0)) if pair else None
+        chain = elementwise_steps(blocks, product_out, product, params, fits, position, at_element, hi)
+        if chain is not None:
+            extra = {"product_hi": hi[0], "pair": True} if pair else {}
+            return {"row": row, "column": column, "product": product, **extra, **chain}
+    return None

@@ -966,15 +966,15 @@ def attention_c_source(k: AttentionC, key_axes: str, value_axes: str) -> str:
                 "  const int64_t rs_row = i0 + r;",
                 *row_locals,
                 f"  float* restrict sr = s + r * {kb};",
-                "  #pragma omp simd",
+                "  float mx = rmax[r];",    # the scores and their max in one pass
+                "  #pragma omp simd reduction(max:mx)",
                 "  for (int64_t j = 0; j < w; ++j) {",
                 "    const int64_t rs_key = kb + j;",
                 "    const float rs_s = sr[j];",
-                f"    sr[j] = {k.score};",
+                f"    const float rs_v = {k.score};",
+                "    sr[j] = rs_v;",
+                "    mx = rs_v > mx ? rs_v : mx;",
                 "  }",
-                "  float mx = rmax[r];",
-                "  #pragma omp simd reduction(max:mx)",
-                "  for (int64_t j = 0; j < w; ++j) mx = sr[j] > mx ? sr[j] : mx;",
                 "  const float alpha = rs_expf(rmax[r] - mx);",
                 # the exps a vector at a time (rs_att_vexp), the block's last vector padded with
                 # -inf (weight 0): a scalar rs_expf loop stayed scalar, its sum a store-to-load
@@ -1011,7 +1011,7 @@ def attention_c_source(k: AttentionC, key_axes: str, value_axes: str) -> str:
                else "float* const vpack = NULL;"] if not value_transposed else []),
             f"float rmax[{rt}], rsum[{rt}];",
             f"for (int64_t r = 0; r < {rt}; ++r) rmax[r] = -INFINITY, rsum[r] = 0.0f;",
-            "memset(o, 0, sizeof o);",
+            f"memset(o, 0, (size_t)rows * {dv} * sizeof(float));",    # the rows past ``rows`` are never read
             *([f"rs_af rsumv[{rt}];", f"for (int64_t r = 0; r < {rt}; ++r) rsumv[r] = rs_af_splat(0.0f);"]
               if kb == KEY_BLOCK else []),
             f"for (int64_t kb = k0; kb < k1; kb += {kb}) {{",

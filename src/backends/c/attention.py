@@ -328,13 +328,8 @@ def _half_helpers(lanes: int) -> str:
     conversion ``rs_half_to_float`` (``RS_ATT_NO_F16C`` forces it); products accumulate in
     float32.
 
-    ``rs_att_outer_h`` is ``rs_att_outer`` with a float16 ``b``, register-tiled for few rows
-    (decode: the query heads of one kv head): a block of columns x all rows stays in registers
-    over the whole reduction, so each float16 element is loaded and converted once and the
-    accumulators are never stored in between (the float32 stream kernel loads and stores its
-    output rows per element of the reduction: bound by L1 stores). For the keys (rows of a
-    cache ``(kv, D, capacity)`` a capacity apart, each on its own page, where the hardware
-    prefetcher stops) the next column blocks of every row are prefetched."""
+    ``rs_att_outer_h`` (``_decode_tiles``) is the decode products' register tiles with a float16
+    ``b``, each element loaded and widened once."""
     vec = {8: ("__m256", "_mm256_cvtph_ps", "__m128i", "_mm_loadu_si128", "defined(__F16C__) && defined(__AVX__)"),
            16: ("__m512", "_mm512_cvtph_ps", "__m256i", "_mm256_loadu_si256",
                "defined(__F16C__) && defined(__AVX512F__)")}.get(lanes)

@@ -164,24 +164,8 @@ def _micro_kernels(lanes: int) -> str:
                   f"  for (int64_t r = 0; r < rows; r += {MICRO_ROWS}) {{",
                   f"    switch (rows - r < {MICRO_ROWS} ? rows - r : {MICRO_ROWS}) {{ {cases} }}",
                   "  }", "}"]
-    # c[r][j] += sum_k a[r*lda + k*ak] * b[k*ldb + j], one row of b at a time from end to end:
-    # few rows (decode), whose operands stream from memory once; the rows of c stay in L1
-    parts += ["static inline void rs_att_stream(int64_t rows, float* restrict c, int64_t ldc, "
-              "const float* restrict a, int64_t lda, int64_t ak, const float* restrict b, int64_t ldb, "
-              "int64_t K, int64_t cols) {",
-              "  for (int64_t k = 0; k < K; ++k) {",
-              "    const float* restrict bk = b + k * ldb;",
-              # each row's run starts where the hardware prefetcher has not yet seen a stream
-              "    if (k + 4 < K) for (int64_t j = 0; j < cols && j < 64; j += 16) "
-              "__builtin_prefetch(bk + 4 * ldb + j, 0, 3);",
-              "    for (int64_t r = 0; r < rows; ++r) {",
-              "      const float x = a[r * lda + k * ak];",
-              "      float* restrict cr = c + r * ldc;",
-              "      #pragma omp simd",
-              "      for (int64_t j = 0; j < cols; ++j) cr[j] += x * bk[j];",
-              "    }",
-              "  }",
-              "}"]
+    # decode's in-place products with float32 operands (a float16 cache's: _half_helpers)
+    parts.append(_decode_tiles(lanes, half=False))
     parts.append("#endif")
     return "\n".join(parts)
 
@@ -344,13 +328,8 @@ def _half_helpers(lanes: int) -> str:
     conversion ``rs_half_to_float`` (``RS_ATT_NO_F16C`` forces it); products accumulate in
     float32.
 
-    ``rs_att_outer_h`` is ``rs_att_outer`` with a float16 ``b``, register-tiled for few rows
-    (decode: the query heads of one kv head): a block of columns x all rows stays in registers
-    over the whole reduction, so each float16 element is loaded and converted once and the
-    accumulators are never stored in between (the float32 stream kernel loads and stores its
-    output rows per element of the reduction: bound by L1 stores). For the keys (rows of a
-    cache ``(kv, D, capacity)`` a capacity apart, each on its own page, where the hardware
-    prefetcher stops) the next column blocks of every row are prefetched."""
+    ``rs_att_outer_h`` (``_decode_tiles``) is the decode products' register tiles with a float16
+    ``b``, each element loaded and widened once."""
     vec = {8: ("__m256", "_mm256_cvtph_ps", "__m128i", "_mm_loadu_si128", "defined(__F16C__) && defined(__AVX__)"),
            16: ("__m512", "_mm512_cvtph_ps", "__m256i", "_mm256_loadu_si256",
                "defined(__F16C__) && defined(__AVX512F__)")}.get(lanes)
@@ -375,55 +354,85 @@ def _half_helpers(lanes: int) -> str:
         f"  for (; j + {lanes} <= n; j += {lanes}) rs_af_store(dst + j, rs_att_hload(src + j));",
         "  for (; j < n; ++j) dst[j] = rs_half_to_float(src[j]);",
         "}"]
+    parts += [_decode_tiles(lanes, half=True), "#endif"]
+    return "\n".join(parts)
+
+
+def decode_widths(lanes: int, rows: int) -> tuple:
+    """Column blocks (in vectors) of the decode products' register tiles for ``rows`` rows, widest
+    first: rows x widest accumulators + a loaded vector per column within the registers (32 with
+    AVX-512, else 16; the query rows' broadcasts are memory operands of the multiply-adds), then
+    narrower blocks for what is left of the columns (a head dim of 4 vectors with AVX-512: one
+    block of 4, not 3 + a latency-bound 1). With 16 registers 3 rows x 4 spilled an
+    accumulator to the stack (a store-to-load round trip per step of the reduction), hence 3 x 3."""
+    if lanes >= 16:
+        widest = min(8, 31 // (rows + 1))
+    else:
+        widest = {1: 4, 2: 4, 3: 3}.get(rows, 2)
+    return (widest, *(w for w in (4, 2, 1) if w < widest))
+
+
+def _decode_tiles(lanes: int, half: bool) -> str:
+    """``rs_att_outer_{h|f}(rows, c, ldc, a, lda, ak, b, ldb, K, cols, init)``: ``c[r][j] (+)= sum_k
+    a[r*lda + k*ak] * b[k*ldb + j]`` (``init``: overwrite c) with a float16 (``h``, widened as
+    loaded) or float32 ``b``, register-tiled for few rows (decode: the query heads of one kv head):
+    a block of columns x all rows stays in registers over the reduction, so each element of b is
+    loaded (and widened) once and the accumulators are not stored in between (the row stream
+    kernel this replaced loaded and stored its output rows per step of the reduction: bound by L1
+    stores). Rows of b far apart (keys: a cache ``(kv, D, capacity)``'s rows are a capacity
+    apart, each on its own page) are swept HALF_GROUP at a time, a few streams the hardware
+    prefetcher follows (all K rows at once were K streams: stalled on loads), with the same
+    columns of the next group's rows prefetched."""
+    kind, btype = ("h", "uint16_t") if half else ("f", "float")
+    load = "rs_att_hload" if half else "rs_af_load"
+    scalar = "rs_half_to_float(b[k * ldb + j])" if half else "b[k * ldb + j]"
+    line = 64 // (2 if half else 4)          # elements of b per cache line
+    parts = [f"#ifndef RS_ATT_OUTER_{kind.upper()}", f"#define RS_ATT_OUTER_{kind.upper()}"]
     for rows in range(1, MICRO_ROWS + 1):
-        # rows x nv accumulators + nv loads + a broadcast within 16 registers: one more (3 rows x 4)
-        # spilled an accumulator to the stack, a store-to-load round trip per step of the reduction
-        nv = {1: 4, 2: 4, 3: 3}.get(rows, 2)
-        width = nv * lanes
-        rr, vv = range(rows), range(nv)
-        parts += [
-            f"static inline void rs_att_outer_h{rows}(float* restrict c, int64_t ldc, const float* restrict a, "
-            "int64_t lda, int64_t ak, const uint16_t* restrict b, int64_t ldb, int64_t K, int64_t cols) {",
-            # rows far apart (keys): a group of HALF_GROUP rows swept together, a few streams the
-            # hardware prefetcher follows (all K rows at once were K streams: stalled on loads)
+        rr = range(rows)
+        body = [
+            f"static inline void rs_att_outer_{kind}{rows}(float* restrict c, int64_t ldc, const float* restrict a, "
+            f"int64_t lda, int64_t ak, const {btype}* restrict b, int64_t ldb, int64_t K, int64_t cols, int init) {{",
             f"  const int64_t kstep = ldb > cols ? {HALF_GROUP} : K;",
             "  for (int64_t k0 = 0; k0 < K; k0 += kstep) {",
             "  const int64_t k1 = k0 + kstep < K ? k0 + kstep : K;",
-            "  int64_t j = 0;",
-            f"  for (; j + {width} <= cols; j += {width}) {{",
-            *(f"    rs_af c{r}{v} = rs_af_load(c + {r} * ldc + j + {v * lanes});" for r in rr for v in vv),
-            "    for (int64_t k = k0; k < k1; ++k) {",
-            "      const uint16_t* restrict bk = b + k * ldb + j;",
-            f"      __builtin_prefetch(bk + {HALF_AHEAD * width}, 0, 3);",
-            *(f"      const rs_af b{v} = rs_att_hload(bk + {v * lanes});" for v in vv),
-            *(f"      {{ const rs_af x = rs_af_splat(a[{r} * lda + k * ak]); "
-              + " ".join(f"c{r}{v} += x * b{v};" for v in vv) + " }" for r in rr),
-            "    }",
-            *(f"    rs_af_store(c + {r} * ldc + j + {v * lanes}, c{r}{v});" for r in rr for v in vv),
-            "  }",
-            f"  for (; j + {lanes} <= cols; j += {lanes}) {{",     # one vector of columns
-            *(f"    rs_af c{r}0 = rs_af_load(c + {r} * ldc + j);" for r in rr),
-            "    for (int64_t k = k0; k < k1; ++k) {",
-            "      const rs_af b0 = rs_att_hload(b + k * ldb + j);",
-            *(f"      c{r}0 += rs_af_splat(a[{r} * lda + k * ak]) * b0;" for r in rr),
-            "    }",
-            *(f"    rs_af_store(c + {r} * ldc + j, c{r}0);" for r in rr),
-            "  }",
+            "  const int zero = init && k0 == 0, ahead = kstep < K && k1 < K;",
+            "  int64_t j = 0;"]
+        for nv in decode_widths(lanes, rows):
+            width, vv = nv * lanes, range(nv)
+            body += [
+                f"  for (; j + {width} <= cols; j += {width}) {{",
+                *(f"    rs_af c{r}_{v} = zero ? rs_af_splat(0.0f) : rs_af_load(c + {r} * ldc + j + {v * lanes});"
+                  for r in rr for v in vv),
+                "    for (int64_t k = k0; k < k1; ++k) {",
+                f"      const {btype}* restrict bk = b + k * ldb + j;",
+                # the next group's rows at these columns (far rows), else further along this row
+                *(f"      if (ahead) __builtin_prefetch(bk + {HALF_GROUP} * ldb + {o}, 0, 3);"
+                  for o in range(0, width, line)),
+                f"      if (!ahead) __builtin_prefetch(bk + {HALF_AHEAD * width}, 0, 3);",
+                *(f"      const rs_af b{v} = {load}(bk + {v * lanes});" for v in vv),
+                *(f"      {{ const rs_af x = rs_af_splat(a[{r} * lda + k * ak]); "
+                  + " ".join(f"c{r}_{v} += x * b{v};" for v in vv) + " }" for r in rr),
+                "    }",
+                *(f"    rs_af_store(c + {r} * ldc + j + {v * lanes}, c{r}_{v});" for r in rr for v in vv),
+                "  }"]
+        body += [
             "  for (; j < cols; ++j) {",
-            *(f"    float s{r} = c[{r} * ldc + j];" for r in rr),
+            *(f"    float s{r} = zero ? 0.0f : c[{r} * ldc + j];" for r in rr),
             "    for (int64_t k = k0; k < k1; ++k) {",
-            "      const float bk = rs_half_to_float(b[k * ldb + j]);",
+            f"      const float bk = {scalar};",
             *(f"      s{r} += a[{r} * lda + k * ak] * bk;" for r in rr),
             "    }",
             *(f"    c[{r} * ldc + j] = s{r};" for r in rr),
             "  }",
             "  }",
             "}"]
-    cases = " ".join(f"case {n}: rs_att_outer_h{n}(c + r * ldc, ldc, a + r * lda, lda, ak, b, ldb, K, cols); break;"
-                     for n in range(1, MICRO_ROWS + 1))
-    parts += ["static inline void rs_att_outer_h(int64_t rows, float* restrict c, int64_t ldc, "
-              "const float* restrict a, int64_t lda, int64_t ak, const uint16_t* restrict b, int64_t ldb, int64_t K, "
-              "int64_t cols) {",
+        parts += body
+    cases = " ".join(f"case {n}: rs_att_outer_{kind}{n}(c + r * ldc, ldc, a + r * lda, lda, ak, b, ldb, K, cols, "
+                     "init); break;" for n in range(1, MICRO_ROWS + 1))
+    parts += [f"static inline void rs_att_outer_{kind}(int64_t rows, float* restrict c, int64_t ldc, "
+              f"const float* restrict a, int64_t lda, int64_t ak, const {btype}* restrict b, int64_t ldb, int64_t K, "
+              "int64_t cols, int init) {",
               f"  for (int64_t r = 0; r < rows; r += {MICRO_ROWS}) {{",
               f"    switch (rows - r < {MICRO_ROWS} ? rows - r : {MICRO_ROWS}) {{ {cases} }}",
               "  }", "}", "#endif"]
@@ -835,9 +844,8 @@ def attention_c_source(k: AttentionC, key_axes: str, value_axes: str) -> str:
 
     def task_body(kb: int) -> list[str]:
         """One task's C statements with blocks of ``kb`` keys: packed blocks for several
-        micro tiles, else (``kb`` > KEY_BLOCK: decode) in place, each operand row read once
-        from end to end (``rs_att_stream``) so that the hardware prefetcher follows it."""
-        product = "rs_att_outer" if kb == KEY_BLOCK else "rs_att_stream"
+        micro tiles, else (``kb`` > KEY_BLOCK: decode) in place, register-tiled over all rows
+        (``rs_att_outer_f``/``_h``: each operand element loaded once)."""
         # kcols: the score columns computed. A block copied into kpack or kt_t is zero-padded to
         # kb keys, so its product runs whole vectors over all kb columns (the scores past w are
         # never read); rs_att_outer's column tail is scalar, which made a ragged block (n = 31:
@@ -875,14 +883,14 @@ def attention_c_source(k: AttentionC, key_axes: str, value_axes: str) -> str:
                     f"  if (w < {kb}) memset(kpack + x * {kb} + w, 0, (size_t)({kb} - w) * sizeof(float)); }}",
                     f"rs_att_outer(rows, s, {kb}, qt, {d}, 1, kpack, {kb}, {d}, {kb});"]
             else:
-                key_block += [f"rs_att_outer_h(rows, s, {kb}, qt, {d}, 1, kblock, kld, {d}, w);"]
+                key_block += [f"rs_att_outer_h(rows, s, {kb}, qt, {d}, 1, kblock, kld, {d}, w, 1);"]
         elif key_kind == "dot":
             in_place = f"{key_source} + kb * ({ks['M']})"
             key_block += ["else if (!kt_t) " + _product("dot", "rows", "s", str(kb), "qt", str(d),
                                                        in_place, ks["D"], ks["M"], str(d), "w"),
                           f"else rs_att_outer(rows, s, {kb}, qt, {d}, 1, kblock, kld, {d}, kcols);"]
         else:
-            key_block += [f"else {product}(rows, s, {kb}, qt, {d}, 1, kblock, kld, {d}, kcols);"]
+            key_block += [f"else rs_att_outer_f(rows, s, {kb}, qt, {d}, 1, kblock, kld, {d}, kcols, 1);"]
         value_block = [
             "const float* restrict vblock; int64_t vld;",
             *([f"if (v_t) {{ vblock = v_t + (h * used + kb) * {dv}; vld = {dv}; }} else"] if value_transposed else []),
@@ -896,7 +904,7 @@ def attention_c_source(k: AttentionC, key_axes: str, value_axes: str) -> str:
                                 f"rs_att_widen(vpack + j * {dv}, vblock + j * vld, {dv});",
                                 f"rs_att_outer(rows, o, {dv}, s, {kb}, 1, vpack, {dv}, w, {dv});"]
             else:
-                value_block += [f"rs_att_outer_h(rows, o, {dv}, s, {kb}, 1, vblock, vld, w, {dv});"]
+                value_block += [f"rs_att_outer_h(rows, o, {dv}, s, {kb}, 1, vblock, vld, w, {dv}, 0);"]
         elif value_kind == "dot":
             in_place = f"{value_source} + kb * ({vs['M']})"
             value_block += ["if (!v_t) " + _product("dot", "rows", "o", str(dv), "s", str(kb),
@@ -908,7 +916,7 @@ def attention_c_source(k: AttentionC, key_axes: str, value_axes: str) -> str:
                 f"  for (int64_t j = 0; j < w; ++j) memcpy(vpack + j * {dv}, vblock + j * vld, {dv} * sizeof(float));",
                 f"  vblock = vpack; vld = {dv};",
                 "}",
-                f"{product}(rows, o, {dv}, s, {kb}, 1, vblock, vld, w, {dv});"]
+                f"rs_att_outer_f(rows, o, {dv}, s, {kb}, 1, vblock, vld, w, {dv}, 0);"]
         row_locals = [f"  {line}" for line in k.row_locals]
         if k.live is None:
             skip = []
@@ -946,26 +954,36 @@ def attention_c_source(k: AttentionC, key_axes: str, value_axes: str) -> str:
             block_body = [*key_block, *packed_softmax(row_locals), *value_block]
         else:
             block_body = [
-                "memset(s, 0, sizeof s);",
+                # the in-place products of "outer" keys overwrite the scores; the others add to them
+                *([] if k.half_keys or key_kind == "outer" else ["memset(s, 0, sizeof s);"]),
                 *key_block,
                 "for (int64_t r = 0; r < rows; ++r) {",
                 "  const int64_t rs_row = i0 + r;",
                 *row_locals,
                 f"  float* restrict sr = s + r * {kb};",
-                "  #pragma omp simd",
+                "  float mx = rmax[r];",    # the scores and their max in one pass
+                "  #pragma omp simd reduction(max:mx)",
                 "  for (int64_t j = 0; j < w; ++j) {",
                 "    const int64_t rs_key = kb + j;",
                 "    const float rs_s = sr[j];",
-                f"    sr[j] = {k.score};",
+                f"    const float rs_v = {k.score};",
+                "    sr[j] = rs_v;",
+                "    mx = rs_v > mx ? rs_v : mx;",
                 "  }",
-                "  float mx = rmax[r];",
-                "  #pragma omp simd reduction(max:mx)",
-                "  for (int64_t j = 0; j < w; ++j) mx = sr[j] > mx ? sr[j] : mx;",
                 "  const float alpha = rs_expf(rmax[r] - mx);",
-                "  float sum = 0.0f;",
-                "  #pragma omp simd reduction(+:sum)",
-                "  for (int64_t j = 0; j < w; ++j) { const float p = rs_expf(sr[j] - mx); sr[j] = p; sum += p; }",
-                "  rsum[r] = rsum[r] * alpha + sum;",
+                # the exps a vector at a time (rs_att_vexp), the block's last vector padded with
+                # -inf (weight 0): a scalar rs_expf loop stayed scalar, its sum a store-to-load
+                # chain through memory (two thirds of the decode kernel's time at 1024 keys)
+                f"  const int64_t wv = (w + {k.lanes - 1}) / {k.lanes} * {k.lanes};",
+                "  for (int64_t j = w; j < wv; ++j) sr[j] = -INFINITY;",
+                "  const rs_af mv = rs_af_splat(mx);",
+                "  rs_af acc = rs_af_splat(0.0f);",
+                f"  for (int64_t j = 0; j < wv; j += {k.lanes}) {{",
+                "    const rs_af p = rs_att_vexp(rs_af_load(sr + j) - mv);",
+                "    rs_af_store(sr + j, p);",
+                "    acc += p;",
+                "  }",
+                "  rsum[r] = rsum[r] * alpha + rs_af_sum(acc);",
                 "  rmax[r] = mx;",
                 f"  if (alpha != 1.0f) for (int64_t x = 0; x < {dv}; ++x) o[r * {dv} + x] *= alpha;",
                 "}",
@@ -988,7 +1006,7 @@ def attention_c_source(k: AttentionC, key_axes: str, value_axes: str) -> str:
                else "float* const vpack = NULL;"] if not value_transposed else []),
             f"float rmax[{rt}], rsum[{rt}];",
             f"for (int64_t r = 0; r < {rt}; ++r) rmax[r] = -INFINITY, rsum[r] = 0.0f;",
-            "memset(o, 0, sizeof o);",
+            f"memset(o, 0, (size_t)rows * {dv} * sizeof(float));",    # the rows past ``rows`` are never read
             *([f"rs_af rsumv[{rt}];", f"for (int64_t r = 0; r < {rt}; ++r) rsumv[r] = rs_af_splat(0.0f);"]
               if kb == KEY_BLOCK else []),
             f"for (int64_t kb = k0; kb < k1; kb += {kb}) {{",

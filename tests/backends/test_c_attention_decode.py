@@ -16,9 +16,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import relaxscript as rx
 from backends.c.attention import CHUNK_KEYS, DIRECT_BLOCK, MICRO_ROWS, decode_widths
 from backends.c.quantized_gemv import detect_features
+from tests.backends.attention_builds import attention_main
 
 CAPACITY = 1100
 
@@ -51,30 +51,9 @@ class Module:
 '''
 
 
-_BUILT: dict = {}
-
-
 def _run(key: tuple, flags: tuple = (), lanes: int | None = None):
-    """The compiled main of ``_source(*key)``, built once per (key, flags, lanes): ``flags`` added to
-    the C compiler's, ``lanes`` the vector width the kernel is generated for."""
-    if (key, flags, lanes) not in _BUILT:
-        from backends.c import codegen, compiler
-        saved = compiler.DEFAULT_FLAGS, codegen.detect_features
-        try:
-            compiler.DEFAULT_FLAGS = compiler.DEFAULT_FLAGS + flags
-            if lanes is not None:
-                features = detect_features()
-
-                class Narrow:
-                    def __getattr__(self, name):
-                        return lanes if name == "lanes" else getattr(features, name)
-                codegen.detect_features = lambda *a, **k: Narrow()
-            exe = rx.build(rx.from_source(_source(*key)), target="c")
-        finally:
-            compiler.DEFAULT_FLAGS, codegen.detect_features = saved
-        assert "/* fused attention" in exe.c_library.source
-        _BUILT[key, flags, lanes] = rx.VirtualMachine(exe)["main"]
-    return _BUILT[key, flags, lanes]
+    """The compiled main of ``_source(*key)`` (``attention_main``)."""
+    return attention_main(_source(*key), flags, lanes)
 
 
 def _check(key: tuple, m: int, seed: int, flags: tuple = (), lanes: int | None = None) -> None:

@@ -29,11 +29,13 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from backends.c.codegen import HALF_TO_FLOAT_C  # noqa: E402
 from backends.c.compiler import DEFAULT_FLAGS, find_compiler  # noqa: E402
 from backends.c.quantized_gemv import ColumnEpilogue, VectorFeatures, detect_features, gemv_source  # noqa: E402
 from backends.c.status import C_DEFINES  # noqa: E402
+from native_helpers import KERNEL_PRELUDE, TIMING_C  # noqa: E402
 
 ROWS, COLS = 576, 1536
 SILU = "rs_prod / (1.0f + expf(-rs_prod))"
@@ -44,24 +46,8 @@ EPILOGUES = {
                          "rs_prod * rs_gate[rs_col]"),
 }
 
-PRELUDE = r"""#include <stdint.h>
-#include <stdlib.h>
-#include <stdio.h>
-#include <string.h>
-#include <math.h>
-#include <time.h>
-#include <omp.h>
-#include <sys/mman.h>
-static int rs_team_size = 1;
-static inline int rs_threads(void) { return rs_team_size; }
-"""
 
-DRIVER = r"""
-static double now_us(void) {
-  struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t); return t.tv_sec * 1e6 + t.tv_nsec * 1e-3; }
-static int cmp(const void* a, const void* b) {
-  double x = *(const double*)a, y = *(const double*)b; return x < y ? -1 : x > y; }
-static void report(const char* name, double* t, int n) {
+DRIVER = TIMING_C + r"""static void report(const char* name, double* t, int n) {
   double s = 0; for (int i = 0; i < n; ++i) s += t[i];
   qsort(t, n, sizeof(double), cmp);
   printf("%s %.3f %.3f %.3f\n", name, t[n / 2], t[n / 10], t[0]);
@@ -131,7 +117,7 @@ def build(workdir: Path, l1d_kib: int = 0) -> Path:
     if l1d_kib:
         features = VectorFeatures(features.name, features.vector_bytes, features.registers, l1d_kib << 10)
     roles = {"codes": 0, "scale": 1, "min": 2, "x": 3, "y": 4}
-    parts = [C_DEFINES, PRELUDE, HALF_TO_FLOAT_C, f"#define ROWS {ROWS}\n#define COLS {COLS}"]
+    parts = [C_DEFINES, KERNEL_PRELUDE, HALF_TO_FLOAT_C, f"#define ROWS {ROWS}\n#define COLS {COLS}"]
     for name, epilogue in EPILOGUES.items():
         cols = 2 * COLS if name == "merged" else COLS
         parts.append(gemv_source(f"kernel_{name}", "q4_1", ROWS, cols, roles, features, epilogue, "q8_0",

@@ -35,34 +35,19 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from backends.c.codegen import HALF_TO_FLOAT_C  # noqa: E402
 from backends.c.compiler import DEFAULT_FLAGS, find_compiler  # noqa: E402
 from backends.c.quantized_gemv import detect_features, gemv_source  # noqa: E402
+from native_helpers import KERNEL_PRELUDE, TIMING_C  # noqa: E402
 
 # (name, in_features, out_features, format): SmolLM2-135M's decode projections (q/k/v merged)
 SHAPES = [("qkv", 576, 960, "q4_1"), ("o_proj", 576, 576, "q4_1"), ("gate/up", 576, 1536, "q4_1"),
           ("down", 1536, 576, "q4_1"), ("lm_head", 576, 49152, "q8_0")]
 
-PRELUDE = r"""#include <stdint.h>
-#include <stdbool.h>
-#include <stdlib.h>
-#include <stdio.h>
-#include <string.h>
-#include <math.h>
-#include <time.h>
-#include <omp.h>
-#include <sys/mman.h>
-static int rs_team_size = 1;
-static inline int rs_threads(void) { return rs_team_size; }
-"""
 
-DRIVER = r"""
-static double now_us(void) {
-  struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t); return t.tv_sec * 1e6 + t.tv_nsec * 1e-3; }
-static int cmp(const void* a, const void* b) {
-  double x = *(const double*)a, y = *(const double*)b; return x < y ? -1 : x > y; }
-static volatile uint64_t sink;
+DRIVER = TIMING_C + r"""static volatile uint64_t sink;
 
 static uint64_t read_words(const uint64_t* p, int64_t n) {
   uint64_t total = 0;
@@ -152,7 +137,7 @@ def build(shapes, workdir: Path, scales: str = "f32", baseline: str = "row-walk-
     where ``kernel_<i>`` reads float16 ones; with ``baseline="avx512-off"`` as generated with
     ``RELAXSCRIPT_GEMV_AVX512=0`` (the AVX2 walks where the kernel has AVX-512 ones)."""
     features = detect_features()
-    parts, cases = [PRELUDE, HALF_TO_FLOAT_C], []
+    parts, cases = [KERNEL_PRELUDE, HALF_TO_FLOAT_C], []
     kernel_dtype, baseline_dtype = SCALES[scales]
     for i, (_name, rows, cols, fmt) in enumerate(shapes):
         roles = {"codes": 0, "scale": 1, "min": 2, "x": 3, "y": 4} if fmt == "q4_1" else \

@@ -15,3 +15,27 @@ def load_c(source: str, optimization: str = "-O3") -> ctypes.CDLL:
         subprocess.run(["gcc", optimization, "-march=native", "-fopenmp", "-shared", "-fPIC", str(path), "-o",
                         str(library)], check=True)
         return ctypes.CDLL(str(library))
+
+
+# what a generated kernel compiled outside the runtime needs: the headers it includes and the
+# runtime's team size (``rs_threads``), set by the driver
+KERNEL_PRELUDE = r"""#include <stdint.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <stdio.h>
+#include <string.h>
+#include <math.h>
+#include <time.h>
+#include <omp.h>
+#include <sys/mman.h>
+static int rs_team_size = 1;
+static inline int rs_threads(void) { return rs_team_size; }
+"""
+
+# a monotonic clock in microseconds and a comparison of doubles for qsort (medians)
+TIMING_C = r"""
+static double now_us(void) {
+  struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t); return t.tv_sec * 1e6 + t.tv_nsec * 1e-3; }
+static int cmp(const void* a, const void* b) {
+  double x = *(const double*)a, y = *(const double*)b; return x < y ? -1 : x > y; }
+"""

@@ -288,21 +288,32 @@ def column_epilogue(blocks, product_out, params: dict) -> dict | None:
     def position(spatial) -> dict:
         return {**{v: E.IntImm(0, v.dtype) for v in spatial[:-1]}, spatial[-1]: column}
 
+    def fits_width(width: int):
+        def fits(spatial, out) -> bool:
+            return bool(spatial) and const_int(out.shape[-1]) == width and \
+                all(const_int(d) == 1 for d in out.shape[:-1])
+        return fits
+
+    chain = whole_or_pair_steps(blocks, product_out, product, params, cols, column, fits_width, position,
+                                at_column)
+    return None if chain is None else {"column": column, "product": product, **chain}
+
+
+def whole_or_pair_steps(blocks, product_out, product, params: dict, cols: int, column, fits_width, position,
+                        at_product) -> dict | None:
+    """``elementwise_steps`` over the whole product's columns, else (an even column count) as a pair
+    epilogue over its two halves (``product_hi``, ``pair``), or None. ``fits_width(w)``: the test
+    of a step's output for ``w`` columns."""
     for width in (cols, cols // 2 if cols and cols % 2 == 0 else None):
         if width is None:
             continue
-
-        def fits(spatial, out, width=width) -> bool:
-            return bool(spatial) and const_int(out.shape[-1]) == width and \
-                all(const_int(d) == 1 for d in out.shape[:-1])
-
+        # a pair epilogue: the product's second half read at column + width
         pair = width != cols
-        hi = (E.Var("rs_prod_hi", "float32"), second_half(at_column, column, width),
-              second_half(at_column, column, width, 0)) if pair else None
-        chain = elementwise_steps(blocks, product_out, product, params, fits, position, at_column, hi)
+        hi = (E.Var("rs_prod_hi", "float32"), second_half(at_product, column, width),
+              second_half(at_product, column, width, 0)) if pair else None
+        chain = elementwise_steps(blocks, product_out, product, params, fits_width(width), position, at_product, hi)
         if chain is not None:
-            extra = {"product_hi": hi[0], "pair": True} if pair else {}
-            return {"column": column, "product": product, **extra, **chain}
+            return {"product_hi": hi[0], "pair": True, **chain} if pair else chain
     return None
 
 

@@ -20,8 +20,8 @@ from ..schedule.state import StmtIndex
 from ..stmt import Block, BufferStore
 from ..structural import structural_equal
 from .common import const_int, leaf_block_names
-from .quantized import (CODE_DTYPES, FAKE_QUANTIZE_BLOCK, activation_rounding, decoded_product, second_half,
-                        elementwise_steps, scale_dtype_entry)
+from .quantized import (CODE_DTYPES, FAKE_QUANTIZE_BLOCK, activation_rounding, decoded_product, whole_or_pair_steps,
+                        scale_dtype_entry)
 
 QUANTIZED_GEMM_ATTR = "c.quantized_gemm"
 
@@ -219,21 +219,12 @@ def element_epilogue(blocks, product_out, params: dict) -> dict | None:
     def position(spatial) -> dict:
         return {**{v: E.IntImm(0, v.dtype) for v in spatial[:-2]}, spatial[-2]: row, spatial[-1]: column}
 
-    cols = const_int(shape[-1])
-    for width in (cols, cols // 2 if cols and cols % 2 == 0 else None):
-        if width is None:
-            continue
-
-        def fits(spatial, out, width=width) -> bool:
+    def fits_width(width: int):
+        def fits(spatial, out) -> bool:
             return len(spatial) == len(shape) and len(out.shape) == len(shape) and \
                 all(_same(a, b) for a, b in zip(out.shape[:-1], shape[:-1])) and const_int(out.shape[-1]) == width
+        return fits
 
-        # a pair epilogue (``column_epilogue``): the product's second half read at column + width
-        pair = width != cols
-        hi = (E.Var("rs_prod_hi", "float32"), second_half(at_element, column, width),
-              second_half(at_element, column, width, 0)) if pair else None
-        chain = elementwise_steps(blocks, product_out, product, params, fits, position, at_element, hi)
-        if chain is not None:
-            extra = {"product_hi": hi[0], "pair": True} if pair else {}
-            return {"row": row, "column": column, "product": product, **extra, **chain}
-    return None
+    chain = whole_or_pair_steps(blocks, product_out, product, params, const_int(shape[-1]), column, fits_width,
+                                position, at_element)
+    return None if chain is None else {"row": row, "column": column, "product": product, **chain}

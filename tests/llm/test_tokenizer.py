@@ -4,7 +4,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from relaxscript.frontend.gguf import GGUFFormatError, UnsupportedModelError, read_gguf
-from relaxscript.llm.tokenizer import Tokenizer, render_chatml
+from relaxscript.llm.tokenizer import Tokenizer, default_system_message, render_chatml
 from tests.llm.gguf_files import CORPUS, gguf, tiny_bpe
 
 pytest.importorskip("tokenizers", reason="the tokenizer is built with the tokenizers library (extra 'llm')")
@@ -94,3 +94,25 @@ def test_real_model_tokenizer(real_model_path):
     assert tok.encode("<|im_start|>user\n")[:1] == [1] and (tok.bos_id, tok.eos_id) == (1, 2)
     prompt = tok.apply_chat_template([{"role": "user", "content": "Hi"}])
     assert prompt.startswith("<|im_start|>system\nYou are a helpful AI assistant named SmolLM")
+
+
+_TEMPLATE_PIECES = ["<|im_start|>system\n", "<|im_start|>system\\n", "<|im_start|>", "system", "<|im_end|>",
+                    "\n", "hello", "|", "<", "{{ x }}"]
+
+
+@settings(max_examples=200, deadline=None)
+@given(pieces=st.lists(st.sampled_from(_TEMPLATE_PIECES), max_size=12))
+def test_default_system_message_is_the_first_system_block(pieces):
+    import re
+    text = "".join(pieces)
+    found = re.search(r"<\|im_start\|>system(?:\n|\\n)(.*?)<\|im_end\|>", text, re.S)   # the old definition
+    assert default_system_message(text) == (found.group(1) if found else None)
+
+
+def test_a_huge_template_without_an_end_is_linear():
+    # the lazy regex rescanned the rest of the template from every start marker: 8000 markers took 7 s
+    import time
+    start = time.process_time()
+    assert default_system_message("<|im_start|>system\n" * 200_000) is None
+    assert default_system_message("<|im_start|>system\nx" * 100_000 + "<|im_end|>") == "x" + "<|im_start|>system\nx" * 99_999
+    assert time.process_time() - start < 1.0

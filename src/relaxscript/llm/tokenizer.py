@@ -29,7 +29,19 @@ __all__ = ["Tokenizer", "StreamDecoder", "render_chatml"]
 # token types of tokenizer.ggml.token_type (llama.cpp's llama_token_type)
 _CONTROL, _USER_DEFINED = 3, 4
 _SUPPORTED_PRE = ("default", "gpt2", "smollm")
-_DEFAULT_SYSTEM = re.compile(r"<\|im_start\|>system(?:\n|\\n)(.*?)<\|im_end\|>", re.S)
+_SYSTEM_START = re.compile(r"<\|im_start\|>system(?:\n|\\n)")
+
+
+def default_system_message(template: str) -> str | None:
+    """The text between the template's first ``<|im_start|>system`` line and the next ``<|im_end|>``.
+
+    Two linear scans: one lazy regex over both ends (``start(.*?)end``) rescanned the rest of
+    the text from every start marker, quadratic in a file's template (2 MB took minutes)."""
+    start = _SYSTEM_START.search(template)
+    if start is None:
+        return None
+    end = template.find("<|im_end|>", start.end())
+    return None if end < 0 else template[start.end():end]
 
 
 def _pre_tokenizer(name: str, path: str):
@@ -146,9 +158,7 @@ class Tokenizer:
             if "<|im_start|>" not in self.chat_template:
                 raise UnsupportedModelError(f"{self.path}: chat template is not ChatML (the only kind supported): "
                                             f"{self.chat_template[:120]!r}")
-            found = _DEFAULT_SYSTEM.search(self.chat_template)
-            if found:
-                default_system = found.group(1)
+            default_system = default_system_message(self.chat_template)
         return render_chatml(messages, add_generation_prompt=add_generation_prompt, default_system=default_system)
 
     def stream_decoder(self, skip_special_tokens: bool = True) -> "StreamDecoder":

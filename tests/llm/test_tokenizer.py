@@ -62,6 +62,7 @@ def test_stream_decoder_holds_back_partial_characters(tokenizer):
 
 def _write_tokenizer_file(path, **overrides):
     tokens, merges = tiny_bpe(64)
+    tokens = overrides.get("tokens", tokens)
     writer = gguf.GGUFWriter(path, "llama")
     writer.add_tokenizer_model(overrides.get("model", "gpt2"))
     writer.add_tokenizer_pre(overrides.get("pre", "smollm"))
@@ -116,3 +117,18 @@ def test_a_huge_template_without_an_end_is_linear():
     assert default_system_message("<|im_start|>system\n" * 200_000) is None
     assert default_system_message("<|im_start|>system\nx" * 100_000 + "<|im_end|>") == "x" + "<|im_start|>system\nx" * 99_999
     assert time.process_time() - start < 1.0
+
+
+def test_a_text_listed_twice_keeps_the_files_ids(tmp_path):
+    # the backend's vocabulary holds one id per text: the second id of a duplicated text decoded to
+    # nothing and the last id was "outside the vocabulary" (the model's logits have one per listed token)
+    tokens, _ = tiny_bpe(64)
+    duplicated = list(tokens)
+    duplicated[10] = tokens[20]
+    plain = Tokenizer.from_gguf(_write_tokenizer_file(tmp_path / "a.gguf"))
+    dup = Tokenizer.from_gguf(_write_tokenizer_file(tmp_path / "b.gguf", tokens=duplicated))
+    assert dup.vocab_size == plain.vocab_size == 64
+    assert dup.decode([20, 10, 63]) == plain.decode([20, 20, 63])
+    assert dup.encode(plain.decode([20])) == [10]   # the first id of a text encodes it
+    with pytest.raises(ValueError, match="token id 64 is outside the vocabulary 0..63"):
+        dup.decode([64])

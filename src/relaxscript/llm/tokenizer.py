@@ -76,12 +76,15 @@ class Tokenizer:
     """Encode/decode text with a GGUF file's byte-level BPE; ``Tokenizer.from_gguf(file_or_path)``."""
 
     def __init__(self, backend, *, bos_id: int | None, eos_id: int | None, add_bos: bool,
-                 chat_template: str | None, path: str = "<tokenizer>"):
+                 chat_template: str | None, path: str = "<tokenizer>", same_text: list[int] | None = None):
         self.backend = backend
         self.bos_id, self.eos_id, self.add_bos = bos_id, eos_id, add_bos
         self.chat_template = chat_template
         self.path = path
-        self.vocab_size = backend.get_vocab_size(with_added_tokens=True)
+        # a file may list the same text under two ids; the backend's vocabulary (text -> id) keeps the
+        # first, so ``same_text[i]`` is the id the backend knows for id i's text (ids stay the file's)
+        self.same_text = same_text
+        self.vocab_size = len(same_text) if same_text is not None else backend.get_vocab_size(with_added_tokens=True)
 
     @classmethod
     def from_gguf(cls, gguf: GGUFFile | str) -> "Tokenizer":
@@ -128,7 +131,7 @@ class Tokenizer:
             if value is not None and not 0 <= value < len(tokens):
                 raise GGUFFormatError(f"{path}: tokenizer.ggml.{key}_token_id {value!r} is not a token id")
             ids[key] = value
-        return cls(backend, bos_id=ids["bos"], eos_id=ids["eos"],
+        return cls(backend, bos_id=ids["bos"], eos_id=ids["eos"], same_text=[vocab[t] for t in tokens],
                    add_bos=gguf.get_typed("tokenizer.ggml.add_bos_token", bool, False),
                    chat_template=gguf.get_typed("tokenizer.chat_template", str), path=path)
 
@@ -146,7 +149,8 @@ class Tokenizer:
         bad = [i for i in ids if not 0 <= int(i) < self.vocab_size]
         if bad:
             raise ValueError(f"{self.path}: token id {bad[0]} is outside the vocabulary 0..{self.vocab_size - 1}")
-        return self.backend.decode([int(i) for i in ids], skip_special_tokens=skip_special_tokens)
+        known = [int(i) for i in ids] if self.same_text is None else [self.same_text[int(i)] for i in ids]
+        return self.backend.decode(known, skip_special_tokens=skip_special_tokens)
 
     def token_to_id(self, token: str) -> int | None:
         return self.backend.token_to_id(token)

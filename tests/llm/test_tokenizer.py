@@ -132,3 +132,47 @@ def test_a_text_listed_twice_keeps_the_files_ids(tmp_path):
     assert dup.encode(plain.decode([20])) == [10]   # the first id of a text encodes it
     with pytest.raises(ValueError, match="token id 64 is outside the vocabulary 0..63"):
         dup.decode([64])
+
+
+_ODD_TEXTS = ["", " ", "\x00", "Ġ", "<|im_start|>", "a b", "Ġthe", "\n", "ĊĊ", "x" * 300, "é", "\U0001F600"]
+
+
+@pytest.mark.fuzz
+@settings(max_examples=400, deadline=None)
+@given(data=st.data())
+def test_mutated_tokenizer_metadata_builds_or_fails_clearly(tiny_gguf_q4, data):
+    """Token texts, merges, token types and special ids replaced: the tokenizer builds and encodes,
+    decodes, streams and renders the chat, or raises a format error / ValueError naming the file."""
+    import numpy as np
+    gguf_file = read_gguf(tiny_gguf_q4)
+    md = gguf_file.metadata
+    tokens, merges = list(md["tokenizer.ggml.tokens"]), list(md["tokenizer.ggml.merges"])
+    types = np.array(md["tokenizer.ggml.token_type"])
+    for _ in range(data.draw(st.integers(1, 4))):
+        kind = data.draw(st.sampled_from(["token", "merge", "type", "bos", "append"]))
+        if kind == "token":
+            tokens[data.draw(st.integers(0, len(tokens) - 1))] = data.draw(st.sampled_from(_ODD_TEXTS + tokens))
+        elif kind == "merge" and merges:
+            merges[data.draw(st.integers(0, len(merges) - 1))] = data.draw(st.sampled_from(_ODD_TEXTS)) + \
+                data.draw(st.sampled_from([" ", "", "  "])) + data.draw(st.sampled_from(_ODD_TEXTS + tokens))
+        elif kind == "type":
+            types[data.draw(st.integers(0, len(types) - 1))] = data.draw(st.sampled_from([0, 1, 2, 3, 4, 5, 6]))
+        elif kind == "bos":
+            md["tokenizer.ggml.bos_token_id"] = data.draw(st.sampled_from([0, len(tokens) - 1, len(tokens), -1]))
+        else:
+            tokens.append(data.draw(st.sampled_from(tokens)))
+            types = np.append(types, 1).astype(types.dtype)
+    md.update({"tokenizer.ggml.tokens": tokens, "tokenizer.ggml.merges": merges, "tokenizer.ggml.token_type": types})
+    try:
+        tok = Tokenizer.from_gguf(gguf_file)
+    except (GGUFFormatError, UnsupportedModelError) as err:
+        assert str(tiny_gguf_q4) in str(err)
+        return
+    assert tok.vocab_size == len(tokens)
+    ids = tok.encode("the quick brown fox <|im_start|> 42 " + tokens[-1])
+    assert all(0 <= i < len(tokens) for i in ids)
+    tok.decode(ids)
+    stream = tok.stream_decoder()
+    pieces = [stream.feed(i) for i in range(len(tokens))] + [stream.flush()]
+    assert "".join(pieces) == tok.decode(list(range(len(tokens))), skip_special_tokens=True)
+    tok.apply_chat_template([{"role": "user", "content": "hi"}])

@@ -61,7 +61,7 @@ def test_field_walker_sees_the_tables(files):
 def test_all_ones_in_every_field(files, tmp_path):
     """Each field at its type's maximum (a huge count, length, dimension, offset or value)."""
     for index, data in enumerate(files):
-        for offset, fmt, role in gguf_fields(data):
+        for offset, fmt, _ in gguf_fields(data):
             corrupt = bytearray(data)
             struct.pack_into(fmt, corrupt, offset, (1 << 8 * struct.calcsize(fmt)) - 1)
             path = tmp_path / f"ones{index}.gguf"

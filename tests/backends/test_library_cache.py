@@ -60,7 +60,7 @@ def test_a_substituted_library_under_the_same_name_is_not_used(cache):
 
 def test_a_damaged_compile_record_is_recompiled(cache):
     compiler.compile_shared(SOURCE_A)
-    (record,) = cache.glob("src-*.lib")
+    (record,) = cache.glob("key-*.lib")
     record.write_text("not a digest")
     _, compiled = compiler.compile_shared(SOURCE_A)
     assert compiled
@@ -111,9 +111,9 @@ def test_swapped_compile_records_do_not_map_a_source_to_another_library(cache):
     # entries swapped, a restored backup) made source A load B's library, whose kernels
     # take other arguments
     path_a, _ = compiler.compile_shared(SOURCE_A)
-    records_before = set(cache.glob("src-*.lib"))
+    records_before = set(cache.glob("key-*.lib"))
     compiler.compile_shared(SOURCE_B)
-    (record_b,) = set(cache.glob("src-*.lib")) - records_before
+    (record_b,) = set(cache.glob("key-*.lib")) - records_before
     (record_a,) = records_before
     record_a.write_bytes(record_b.read_bytes())
     again, compiled = compiler.compile_shared(SOURCE_A)
@@ -123,7 +123,7 @@ def test_swapped_compile_records_do_not_map_a_source_to_another_library(cache):
 
 def test_unreadable_cache_entries_are_rebuilt(cache):
     path, _ = compiler.compile_shared(SOURCE_A)
-    (record,) = cache.glob("src-*.lib")
+    (record,) = cache.glob("key-*.lib")
     record.unlink()
     record.mkdir()   # a directory where the record should be
     path.unlink()

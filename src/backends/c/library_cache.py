@@ -2,7 +2,9 @@
 
 A library is stored as ``lib-<sha256 of its bytes>.so``; a compile key (the
 hash of source, flags and compiler) maps to a library through a small record
-``src-<key>.lib`` holding the key and that sha256. A library is used only after its bytes
+``key-<key>.lib`` holding the key and that sha256 (named apart from the
+earlier digest-only ``src-<key>.lib`` records, so builds of both versions sharing one cache do
+not rewrite each other's records). A library is used only after its bytes
 hash to the name it is stored under, so a corrupted, truncated or substituted
 file is rewritten (or recompiled), never loaded. The directory is private
 (mode 0700, owned by the user; a directory anyone else can write to is
@@ -103,7 +105,7 @@ def lookup_compiled(key: str) -> Path | None:
     """The verified library compiled under ``key``, or None (not cached, or the entry is damaged)."""
     directory = cache_dir()
     try:
-        text = (directory / f"src-{key}.lib").read_bytes()[:200].decode("ascii").strip()
+        text = (directory / f"key-{key}.lib").read_bytes()[:200].decode("ascii").strip()
     except (OSError, UnicodeDecodeError):   # missing, a directory, unreadable, not text
         return None
     recorded_key, _, digest = text.partition(" ")
@@ -117,6 +119,6 @@ def record_compiled(key: str, data: bytes) -> Path:
     """Store a freshly compiled library and remember it under ``key``."""
     digest = library_digest(data)
     target = store_library(data, digest)
-    _write_private(target.parent, target.parent / f"src-{key}.lib", _record_text(key, digest).encode("ascii"),
+    _write_private(target.parent, target.parent / f"key-{key}.lib", _record_text(key, digest).encode("ascii"),
                    ".key-")
     return target

@@ -1,4 +1,5 @@
 """Saved executables: a versioned plain-data format, verified before anything is loaded."""
+import copy
 import hashlib
 import json
 import pickle
@@ -255,7 +256,7 @@ def test_manifest_mutations_load_or_fail_clearly(saved, tmp_path, data):
         choices = list(_ODD_VALUES)
         if type(old) is int:
             choices += [old + 1, old - 1, -old, old * 1000]
-        parent[where[-1]] = data.draw(st.sampled_from(choices))
+        parent[where[-1]] = copy.deepcopy(data.draw(st.sampled_from(choices)))   # never edit _ODD_VALUES
     file_format.write_container(crafted, manifest, bytes(payload))
     try:
         Executable.load(crafted)

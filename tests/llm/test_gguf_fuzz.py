@@ -111,3 +111,18 @@ def test_fields_set_to_extreme_values(files, tmp_path, data):
     path = tmp_path / "field.gguf"
     path.write_bytes(bytes(corrupt))
     _loads_or_fails_clearly(path)
+
+
+def test_a_device_or_pipe_is_refused_before_reading(tmp_path):
+    # /dev/zero was read until memory ran out
+    import os
+    with pytest.raises(GGUFFormatError, match="/dev/zero: not a regular file"):
+        read_gguf("/dev/zero")
+    fifo = tmp_path / "pipe.gguf"
+    os.mkfifo(fifo)
+    fd = os.open(fifo, os.O_RDWR | os.O_NONBLOCK)   # a writer, so opening for reading does not block
+    try:
+        with pytest.raises(GGUFFormatError, match="pipe.gguf: not a regular file"):
+            read_gguf(fifo)
+    finally:
+        os.close(fd)

@@ -262,3 +262,9 @@ def test_manifest_mutations_load_or_fail_clearly(saved, tmp_path, data):
         Executable.load(crafted)
     except ExecutableFormatError as err:
         assert str(crafted) in str(err)
+
+
+def test_a_device_is_refused_before_reading():
+    # /dev/zero was read until memory ran out
+    with pytest.raises(ExecutableFormatError, match="not a regular file"):
+        Executable.load("/dev/zero")

@@ -23,6 +23,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
+import stat
 import struct
 from typing import Any
 
@@ -225,6 +226,9 @@ def read_gguf(path: str | os.PathLike) -> GGUFFile:
     path = os.fspath(path)
     try:
         with open(path, "rb") as handle:
+            # a device or pipe (/dev/zero, a FIFO) would be read until memory runs out
+            if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+                raise GGUFFormatError(f"{path}: not a regular file")
             data = handle.read()
     except OSError as err:
         raise GGUFFormatError(f"{path}: cannot be read ({err.strerror})") from None

@@ -60,7 +60,7 @@ def test_a_substituted_library_under_the_same_name_is_not_used(cache):
 
 def test_a_damaged_compile_record_is_recompiled(cache):
     compiler.compile_shared(SOURCE_A)
-    (record,) = cache.glob("src-*.lib")
+    (record,) = cache.glob("key-*.lib")
     record.write_text("not a digest")
     _, compiled = compiler.compile_shared(SOURCE_A)
     assert compiled
@@ -104,3 +104,33 @@ def test_a_cache_path_that_is_a_file_is_a_clear_error(cache):
     cache.write_text("a file where the cache directory should be")
     with pytest.raises(CacheDirectoryError, match="cannot be created|is not a directory"):
         library_cache.cache_dir()
+
+
+def test_swapped_compile_records_do_not_map_a_source_to_another_library(cache):
+    # the records held the digest alone: a record copied onto another key's name (two cache
+    # entries swapped, a restored backup) made source A load B's library, whose kernels
+    # take other arguments
+    path_a, _ = compiler.compile_shared(SOURCE_A)
+    records_before = set(cache.glob("key-*.lib"))
+    compiler.compile_shared(SOURCE_B)
+    (record_b,) = set(cache.glob("key-*.lib")) - records_before
+    (record_a,) = records_before
+    record_a.write_bytes(record_b.read_bytes())
+    again, compiled = compiler.compile_shared(SOURCE_A)
+    assert compiled and again == path_a and _probe(again) == 11
+    assert record_a.read_bytes() != record_b.read_bytes()
+
+
+def test_unreadable_cache_entries_are_rebuilt(cache):
+    path, _ = compiler.compile_shared(SOURCE_A)
+    (record,) = cache.glob("key-*.lib")
+    record.unlink()
+    record.mkdir()   # a directory where the record should be
+    path.unlink()
+    path.mkdir()     # and where the library should be
+    with pytest.raises(OSError):   # cannot replace a directory by a file: an OSError naming it, no crash
+        compiler.compile_shared(SOURCE_A)
+    record.rmdir()
+    path.rmdir()
+    again, compiled = compiler.compile_shared(SOURCE_A)
+    assert compiled and _probe(again) == 11

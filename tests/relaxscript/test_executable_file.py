@@ -1,4 +1,5 @@
 """Saved executables: a versioned plain-data format, verified before anything is loaded."""
+import copy
 import hashlib
 import json
 import pickle
@@ -7,6 +8,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import relaxscript as rx
 from relaxscript.vm import Executable
@@ -171,6 +174,9 @@ def test_trailing_data_is_a_clear_error(saved, tmp_path):
     (lambda m: m["functions"][0]["record"].__setitem__(0, "Popen"), "unknown record 'Popen'"),
     (lambda m: m["library"].update(size=m["library"]["size"] - 1), "do not match their recorded sha256"),
     (lambda m: m.update(target="tpu"), "unknown target"),
+    # found by test_manifest_mutations_load_or_fail_clearly: an AttributeError leaked from load
+    (lambda m: _first(m, "CallKernel").update(call_site="x"), "the call site is not a CallSite record"),
+    (lambda m: _first(m, "CallKernel").update(call_site=3), "the call site is not a CallSite record"),
 ])
 def test_a_well_hashed_but_malformed_manifest_is_rejected(saved, tmp_path, edit, reason):
     path, data = saved
@@ -217,3 +223,48 @@ def test_saving_replaces_the_file_atomically(tmp_path):
     exe.save(path)
     assert Executable.load(path).function_names() == exe.function_names()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["model.rsx"]   # no temporary left
+
+
+def _paths(node, prefix=()):
+    """Every place in a manifest, as the keys and indices that reach it."""
+    yield prefix
+    items = node.items() if isinstance(node, dict) else enumerate(node) if isinstance(node, list) else ()
+    for key, child in items:
+        yield from _paths(child, prefix + (key,))
+
+
+_ODD_VALUES = [None, True, False, 0, -1, 1, 2 ** 63, -2 ** 63 - 1, 10 ** 30, 1.5, "", "x", "main", "float64",
+               [], {}, [0], {"a": 1}, {"tuple": []}, {"node": 0}, {"record": ["CallSite", {}]}]
+
+
+@pytest.mark.fuzz
+@settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_manifest_mutations_load_or_fail_clearly(saved, tmp_path, data):
+    """A well-hashed manifest with one or two values replaced (a crafted file: the hash does not
+    stop it) loads or raises ExecutableFormatError, never an internal error."""
+    path, raw = saved
+    crafted = tmp_path / "mutated.rsx"
+    crafted.write_bytes(raw)
+    manifest, payload = file_format.read_container(crafted)
+    for _ in range(data.draw(st.integers(1, 2))):
+        where = data.draw(st.sampled_from(list(_paths(manifest))[1:]))
+        parent = manifest
+        for key in where[:-1]:
+            parent = parent[key]
+        old = parent[where[-1]]
+        choices = list(_ODD_VALUES)
+        if type(old) is int:
+            choices += [old + 1, old - 1, -old, old * 1000]
+        parent[where[-1]] = copy.deepcopy(data.draw(st.sampled_from(choices)))   # never edit _ODD_VALUES
+    file_format.write_container(crafted, manifest, bytes(payload))
+    try:
+        Executable.load(crafted)
+    except ExecutableFormatError as err:
+        assert str(crafted) in str(err)
+
+
+def test_a_device_is_refused_before_reading():
+    # /dev/zero was read until memory ran out
+    with pytest.raises(ExecutableFormatError, match="not a regular file"):
+        Executable.load("/dev/zero")

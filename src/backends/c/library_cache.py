@@ -2,7 +2,9 @@
 
 A library is stored as ``lib-<sha256 of its bytes>.so``; a compile key (the
 hash of source, flags and compiler) maps to a library through a small record
-``src-<key>.lib`` holding that sha256. A library is used only after its bytes
+``key-<key>.lib`` holding the key and that sha256 (named apart from the
+earlier digest-only ``src-<key>.lib`` records, so builds of both versions sharing one cache do
+not rewrite each other's records). A library is used only after its bytes
 hash to the name it is stored under, so a corrupted, truncated or substituted
 file is rewritten (or recompiled), never loaded. The directory is private
 (mode 0700, owned by the user; a directory anyone else can write to is
@@ -65,7 +67,7 @@ def _library_path(directory: Path, digest: str) -> Path:
 def _holds(path: Path, digest: str) -> bool:
     try:
         return library_digest(path.read_bytes()) == digest
-    except (FileNotFoundError, IsADirectoryError):
+    except OSError:   # missing, a directory, unreadable: rewritten from the bytes we have
         return False
 
 
@@ -92,14 +94,22 @@ def store_library(data: bytes, digest: str | None = None) -> Path:
     return target
 
 
+def _record_text(key: str, digest: str) -> str:
+    # the key is written inside the record too: a record copied or renamed onto another key's
+    # name (a swapped file) names the wrong key and is ignored, never mapping one source to
+    # another source's library (whose kernels take other arguments)
+    return f"{key} {digest}"
+
+
 def lookup_compiled(key: str) -> Path | None:
     """The verified library compiled under ``key``, or None (not cached, or the entry is damaged)."""
     directory = cache_dir()
     try:
-        digest = (directory / f"src-{key}.lib").read_text("ascii").strip()
-    except (FileNotFoundError, UnicodeDecodeError):
+        text = (directory / f"key-{key}.lib").read_bytes()[:200].decode("ascii").strip()
+    except (OSError, UnicodeDecodeError):   # missing, a directory, unreadable, not text
         return None
-    if len(digest) != 64 or not all(c in "0123456789abcdef" for c in digest):
+    recorded_key, _, digest = text.partition(" ")
+    if recorded_key != key or len(digest) != 64 or not all(c in "0123456789abcdef" for c in digest):
         return None
     target = _library_path(directory, digest)
     return target if _holds(target, digest) else None
@@ -109,5 +119,6 @@ def record_compiled(key: str, data: bytes) -> Path:
     """Store a freshly compiled library and remember it under ``key``."""
     digest = library_digest(data)
     target = store_library(data, digest)
-    _write_private(target.parent, target.parent / f"src-{key}.lib", digest.encode("ascii"), ".key-")
+    _write_private(target.parent, target.parent / f"key-{key}.lib", _record_text(key, digest).encode("ascii"),
+                   ".key-")
     return target

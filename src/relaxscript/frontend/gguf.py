@@ -21,7 +21,9 @@ halves ``(i, i + head_dim/2)`` of Hugging Face's layout), with angle
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
+import stat
 import struct
 from typing import Any
 
@@ -224,6 +226,9 @@ def read_gguf(path: str | os.PathLike) -> GGUFFile:
     path = os.fspath(path)
     try:
         with open(path, "rb") as handle:
+            # a device or pipe (/dev/zero, a FIFO) would be read until memory runs out
+            if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+                raise GGUFFormatError(f"{path}: not a regular file")
             data = handle.read()
     except OSError as err:
         raise GGUFFormatError(f"{path}: cannot be read ({err.strerror})") from None
@@ -342,6 +347,11 @@ class LlamaConfig:
                              f"num_kv_heads {self.num_kv_heads}")
         if self.head_dim % 2:
             raise ValueError(f"LlamaConfig: head_dim {self.head_dim} must be even for rotary embedding")
+        # a nan/inf/negative base or epsilon would make every logit nan: refused, not computed
+        if not (math.isfinite(self.rope_theta) and self.rope_theta > 0):
+            raise ValueError(f"LlamaConfig.rope_theta must be a positive finite number, got {self.rope_theta}")
+        if not (math.isfinite(self.rms_norm_eps) and self.rms_norm_eps >= 0):
+            raise ValueError(f"LlamaConfig.rms_norm_eps must be a finite number >= 0, got {self.rms_norm_eps}")
 
 
 SUPPORTED_ARCHITECTURES = ("llama",)
@@ -386,6 +396,12 @@ def llama_config(gguf: GGUFFile) -> LlamaConfig:
         raise
     except (TypeError, ValueError) as err:   # a metadata value of the wrong kind or range
         raise GGUFFormatError(f"{gguf.path}: {err}") from None
+    # each layer has its own tensors: a block count the table cannot hold is corrupt, and listing
+    # the expected names of 2**32 layers would take minutes and gigabytes
+    if config.num_layers * len(_LAYER_TENSORS) > len(gguf.tensors):
+        raise GGUFFormatError(f"{gguf.path}: block_count {config.num_layers} needs "
+                              f"{config.num_layers * len(_LAYER_TENSORS)} layer tensors, the file has "
+                              f"{len(gguf.tensors)} tensors in all")
     _check_tensor_shapes(gguf, config)
     return config
 

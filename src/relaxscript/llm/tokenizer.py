@@ -29,7 +29,19 @@ __all__ = ["Tokenizer", "StreamDecoder", "render_chatml"]
 # token types of tokenizer.ggml.token_type (llama.cpp's llama_token_type)
 _CONTROL, _USER_DEFINED = 3, 4
 _SUPPORTED_PRE = ("default", "gpt2", "smollm")
-_DEFAULT_SYSTEM = re.compile(r"<\|im_start\|>system(?:\n|\\n)(.*?)<\|im_end\|>", re.S)
+_SYSTEM_START = re.compile(r"<\|im_start\|>system(?:\n|\\n)")
+
+
+def default_system_message(template: str) -> str | None:
+    """The text between the template's first ``<|im_start|>system`` line and the next ``<|im_end|>``.
+
+    Two linear scans: one lazy regex over both ends (``start(.*?)end``) rescanned the rest of
+    the text from every start marker, quadratic in a file's template (2 MB took minutes)."""
+    start = _SYSTEM_START.search(template)
+    if start is None:
+        return None
+    end = template.find("<|im_end|>", start.end())
+    return None if end < 0 else template[start.end():end]
 
 
 def _pre_tokenizer(name: str, path: str):
@@ -64,12 +76,15 @@ class Tokenizer:
     """Encode/decode text with a GGUF file's byte-level BPE; ``Tokenizer.from_gguf(file_or_path)``."""
 
     def __init__(self, backend, *, bos_id: int | None, eos_id: int | None, add_bos: bool,
-                 chat_template: str | None, path: str = "<tokenizer>"):
+                 chat_template: str | None, path: str = "<tokenizer>", same_text: list[int] | None = None):
         self.backend = backend
         self.bos_id, self.eos_id, self.add_bos = bos_id, eos_id, add_bos
         self.chat_template = chat_template
         self.path = path
-        self.vocab_size = backend.get_vocab_size(with_added_tokens=True)
+        # a file may list the same text under two ids; the backend's vocabulary (text -> id) keeps the
+        # first, so ``same_text[i]`` is the id the backend knows for id i's text (ids stay the file's)
+        self.same_text = same_text
+        self.vocab_size = len(same_text) if same_text is not None else backend.get_vocab_size(with_added_tokens=True)
 
     @classmethod
     def from_gguf(cls, gguf: GGUFFile | str) -> "Tokenizer":
@@ -116,7 +131,7 @@ class Tokenizer:
             if value is not None and not 0 <= value < len(tokens):
                 raise GGUFFormatError(f"{path}: tokenizer.ggml.{key}_token_id {value!r} is not a token id")
             ids[key] = value
-        return cls(backend, bos_id=ids["bos"], eos_id=ids["eos"],
+        return cls(backend, bos_id=ids["bos"], eos_id=ids["eos"], same_text=[vocab[t] for t in tokens],
                    add_bos=gguf.get_typed("tokenizer.ggml.add_bos_token", bool, False),
                    chat_template=gguf.get_typed("tokenizer.chat_template", str), path=path)
 
@@ -134,7 +149,8 @@ class Tokenizer:
         bad = [i for i in ids if not 0 <= int(i) < self.vocab_size]
         if bad:
             raise ValueError(f"{self.path}: token id {bad[0]} is outside the vocabulary 0..{self.vocab_size - 1}")
-        return self.backend.decode([int(i) for i in ids], skip_special_tokens=skip_special_tokens)
+        known = [int(i) for i in ids] if self.same_text is None else [self.same_text[int(i)] for i in ids]
+        return self.backend.decode(known, skip_special_tokens=skip_special_tokens)
 
     def token_to_id(self, token: str) -> int | None:
         return self.backend.token_to_id(token)
@@ -146,9 +162,7 @@ class Tokenizer:
             if "<|im_start|>" not in self.chat_template:
                 raise UnsupportedModelError(f"{self.path}: chat template is not ChatML (the only kind supported): "
                                             f"{self.chat_template[:120]!r}")
-            found = _DEFAULT_SYSTEM.search(self.chat_template)
-            if found:
-                default_system = found.group(1)
+            default_system = default_system_message(self.chat_template)
         return render_chatml(messages, add_generation_prompt=add_generation_prompt, default_system=default_system)
 
     def stream_decoder(self, skip_special_tokens: bool = True) -> "StreamDecoder":

@@ -20,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import stat
 import struct
 import tempfile
 from pathlib import Path
@@ -63,7 +64,11 @@ def _reject_constant(name: str):
 
 def read_container(path) -> tuple[dict, memoryview]:
     """``(manifest, payload)`` of a file written by ``write_container``, verified first."""
-    data = Path(path).read_bytes()
+    with open(path, "rb") as handle:
+        # a device or pipe (/dev/zero, a FIFO) would be read until memory runs out
+        if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+            raise ExecutableFormatError(path, "not a regular file")
+        data = handle.read()
     if not data or not MAGIC.startswith(data[:len(MAGIC)]):
         hint = " (an executable saved with pickle by relaxscript before format 2: rebuild it)" \
             if data[:1] == b"\x80" else ""

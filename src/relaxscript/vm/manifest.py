@@ -263,6 +263,8 @@ def check_function(func, kernels) -> None:
                     raise ValueError(f"{at}: malformed or unknown kernel variant {entry!r:.60}")
                 render_expr(entry[0])
             site = ins.call_site
+            if site is not None and not isinstance(site, I.CallSite):
+                raise ValueError(f"{at}: the call site is not a CallSite record")
             if site is not None:
                 for reg, ndim, dtype, _ in site.structure:
                     _int(reg, f"{at}: a call-site register", regs)

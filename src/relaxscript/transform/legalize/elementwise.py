@@ -28,7 +28,9 @@ def _sign(x):
     one, zero = E.const(1, x.dtype), E.const(0, x.dtype)
     if dt.is_uint(x.dtype):
         return E.Select(E.GT(x, zero), one, zero)
-    return E.Select(E.GT(x, zero), one, E.Select(E.LT(x, zero), E.const(-1, x.dtype), zero))
+    # a float that is neither > 0 nor < 0 is its own sign: 0, -0 and NaN (NumPy's sign(nan) is nan)
+    rest = x if dt.is_float(x.dtype) else zero
+    return E.Select(E.GT(x, zero), one, E.Select(E.LT(x, zero), E.const(-1, x.dtype), rest))
 
 
 def _isfinite(x):

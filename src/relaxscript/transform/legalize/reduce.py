@@ -1,6 +1,7 @@
 """Reductions: sum/prod/max/min, mean/variance (NumPy accumulation dtypes), argmax/argmin."""
 from __future__ import annotations
 
+from tensorir import dtype as dt
 from tensorir import expr as E
 from tensorir.compute import compute, max_value, reduce_max, reduce_min, reduce_prod, reduce_sum
 
@@ -85,9 +86,14 @@ def _make_arg_reduce(combine):
         reduced_dims = [r.x.shape[a] for a in r.axes]
         never = E.IntImm(max_value("int64"))
 
+        is_float = dt.is_float(r.x.dtype)
+
         def first_index(v, idx, raxes):
             position = flat_index([ax.var for ax in raxes], reduced_dims)
-            return E.Select(E.EQ(v, extreme[idx]), position, never)
+            hit = E.EQ(v, extreme[idx])
+            if is_float:   # max/min propagate NaN, which equals nothing: the first NaN, as NumPy
+                hit = E.Or(hit, E.NE(v, v))
+            return E.Select(hit, position, never)
 
         out = r.reduce(reduce_min, first_index, "T_" + name, "int64")
         return r.te.emit(name, out)

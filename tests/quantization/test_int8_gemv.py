@@ -166,3 +166,25 @@ def main(a: R.Tensor((3, "n", 32), "float32"), qd: R.Tensor((48, 40), "uint8"), 
 def test_every_pipeline_stage_of_a_rounded_quantized_linear_round_trips(tokens):
     from tests.relaxscript.test_pipeline_roundtrip import assert_every_stage_round_trips
     assert_every_stage_round_trips(rounded(linear_module("q4_1", 64, 72, bias=True, activation=True, tokens=tokens)))
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
+@pytest.mark.parametrize("int8_dot", ["1", "0"])
+def test_non_finite_activation_makes_every_output_nan(monkeypatch, bad, int8_dot):
+    """A NaN or an infinity in the input of a rounded product is not silently dropped: its block
+    has codes 0 and a NaN or infinite scale, so every output is NaN, in the reference, the
+    one-token kernel (integer dot products and the float kernel) and the prefill GEMM. Casting
+    the NaN code to an integer had given a finite garbage code: finite logits from a NaN."""
+    monkeypatch.setenv("RELAXSCRIPT_INT8_DOT", int8_dot)
+    rng = np.random.default_rng(9)
+    fmt, rows, cols = "q4_1", 96, 40
+    tensors = quantize_numpy(rng.standard_normal((rows, cols)), fmt)
+    x = rng.standard_normal((3, rows)).astype(np.float32)
+    x[:, 37] = bad
+    rounded_x = fake_quantize_numpy(x)
+    assert np.isnan(rounded_x[:, 32:64]).all() and np.isfinite(np.delete(rounded_x, np.s_[32:64], 1)).all()
+    assert np.isnan(expected_product(x, tensors, fmt)).all()
+    one = rx.VirtualMachine(rx.build(rounded(linear_module(fmt, rows, cols, tokens="1")), target="c"))["main"]
+    assert np.isnan(one(x[:1], *tensors)).all()
+    several = rx.VirtualMachine(rx.build(rounded(linear_module(fmt, rows, cols, tokens='"n"')), target="c"))["main"]
+    assert np.isnan(several(x, *tensors)).all()

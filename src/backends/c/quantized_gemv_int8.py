@@ -53,13 +53,19 @@ def block_rounding_c(xb: str, store: str, indent: str) -> list[str]:
     block's scale ``d`` and code sum ``s``, and run ``store`` (a statement reading ``r`` and the
     code ``q``, a float) for each value."""
     return [indent + line for line in (
+        # a NaN is kept as the max (``a != a``) and a non-finite value's code is 0, so a block holding
+        # NaN or inf has codes 0 and scale NaN or inf: its values are NaN (casting NaN to int is
+        # undefined in C: it gave a finite garbage code)
         "float amax = 0.0f;",
-        f"for (int64_t r = 0; r < {BLOCK}; ++r) {{ const float a = fabsf({xb}[r]); amax = a > amax ? a : amax; }}",
+        f"for (int64_t r = 0; r < {BLOCK}; ++r) {{",
+        f"  const float a = fabsf({xb}[r]); amax = (a > amax || a != a) ? a : amax;",
+        "}",
         "const float inv = amax > 0.0f ? 127.0f / amax : 0.0f;",
         "const float d = amax * (1.0f / 127.0f);",
         "int32_t s = 0;",
         f"for (int64_t r = 0; r < {BLOCK}; ++r) {{",
-        f"  const float q = nearbyintf({xb}[r] * inv);",
+        f"  const float v = {xb}[r] * inv;",
+        "  const float q = v - v == 0.0f ? nearbyintf(v) : 0.0f;",
         f"  {store} s += (int32_t)q;",
         "}")]
 
@@ -90,11 +96,14 @@ def round_rows_c(row_count: str, width: int, source: str, target: str) -> list[s
         f"  for (int64_t rs_block = 0; rs_block < {row_count} * {width // BLOCK}; ++rs_block) {{",
         f"    const float* xb = {source} + rs_block * {BLOCK};",
         f"    float* qb = {target} + rs_block * {BLOCK};",
-        "    float amax = 0.0f;",
-        f"    for (int r = 0; r < {BLOCK}; ++r) {{ const float a = fabsf(xb[r]); amax = a > amax ? a : amax; }}",
+        "    float amax = 0.0f;",     # NaN kept, as block_rounding_c
+        f"    for (int r = 0; r < {BLOCK}; ++r) {{",
+        "      const float a = fabsf(xb[r]); amax = (a > amax || a != a) ? a : amax;",
+        "    }",
         "    const float inv = amax > 0.0f ? 127.0f / amax : 0.0f;",
         "    const float d = amax * (1.0f / 127.0f);",
-        f"    for (int r = 0; r < {BLOCK}; ++r) qb[r] = nearbyintf(xb[r] * inv) * d;",
+        f"    for (int r = 0; r < {BLOCK}; ++r) {{ const float v = xb[r] * inv; "
+        "qb[r] = (v - v == 0.0f ? nearbyintf(v) : 0.0f) * d; }",
         "  }",
     ]
 

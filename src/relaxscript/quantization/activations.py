@@ -48,7 +48,10 @@ def quantize_activations_numpy(x, format: str = "q8_0") -> tuple[np.ndarray, np.
     amax = np.abs(blocks).max(axis=-1, keepdims=True)
     with np.errstate(divide="ignore"):
         inv = np.where(amax > 0, np.float32(CODE_LIMIT) / amax, np.float32(0)).astype(np.float32)
-    codes = np.rint(blocks * inv).astype(np.int8)
+    scaled = blocks * inv
+    # a block holding NaN or inf: amax (so the scale) is NaN or inf and the non-finite values' codes
+    # are 0, so the block's values are NaN (an int8 cast of NaN is undefined)
+    codes = np.rint(np.where(np.isfinite(scaled), scaled, np.float32(0))).astype(np.int8)
     scales = (amax * np.float32(SCALE_PER_AMAX)).astype(np.float32)[..., 0]
     return codes.reshape(x.shape), scales
 

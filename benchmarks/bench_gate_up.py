@@ -32,10 +32,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from backends.c.codegen import HALF_TO_FLOAT_C  # noqa: E402
-from backends.c.compiler import DEFAULT_FLAGS, find_compiler  # noqa: E402
 from backends.c.quantized_gemv import ColumnEpilogue, VectorFeatures, detect_features, gemv_source  # noqa: E402
 from backends.c.status import C_DEFINES  # noqa: E402
-from native_helpers import KERNEL_PRELUDE, TIMING_C  # noqa: E402
+from native_helpers import KERNEL_PRELUDE, TIMING_C, build_driver  # noqa: E402
 
 ROWS, COLS = 576, 1536
 SILU = "rs_prod / (1.0f + expf(-rs_prod))"
@@ -123,12 +122,7 @@ def build(workdir: Path, l1d_kib: int = 0) -> Path:
         parts.append(gemv_source(f"kernel_{name}", "q4_1", ROWS, cols, roles, features, epilogue, "q8_0",
                                  "float16", pair=name == "merged"))
     parts.append(DRIVER)
-    source = workdir / "driver.c"
-    source.write_text("\n".join(parts))
-    binary = workdir / "driver"
-    flags = [f for f in DEFAULT_FLAGS if f not in ("-shared", "-fPIC")]
-    subprocess.run([find_compiler(), *flags, str(source), "-o", str(binary), "-lm"], check=True)
-    return binary
+    return build_driver(workdir, parts)
 
 
 def main(argv=None) -> None:

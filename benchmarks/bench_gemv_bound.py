@@ -38,9 +38,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from backends.c.codegen import HALF_TO_FLOAT_C  # noqa: E402
-from backends.c.compiler import DEFAULT_FLAGS, find_compiler  # noqa: E402
 from backends.c.quantized_gemv import detect_features, gemv_source  # noqa: E402
-from native_helpers import KERNEL_PRELUDE, TIMING_C  # noqa: E402
+from native_helpers import KERNEL_PRELUDE, TIMING_C, build_driver  # noqa: E402
 
 # (name, in_features, out_features, format): SmolLM2-135M's decode projections (q/k/v merged)
 SHAPES = [("qkv", 576, 960, "q4_1"), ("o_proj", 576, 576, "q4_1"), ("gate/up", 576, 1536, "q4_1"),
@@ -160,12 +159,7 @@ def build(shapes, workdir: Path, scales: str = "f32", baseline: str = "row-walk-
     parts.append("static void KERNEL(int which, void* const* b) { switch (which) { "
                  + " ".join(cases) + " } }")
     parts.append(DRIVER)
-    source = workdir / "driver.c"
-    source.write_text("\n".join(parts))
-    binary = workdir / "driver"
-    flags = [f for f in DEFAULT_FLAGS if f not in ("-shared", "-fPIC")]
-    subprocess.run([find_compiler(), *flags, str(source), "-o", str(binary), "-lm"], check=True)
-    return binary
+    return build_driver(workdir, parts)
 
 
 def main(argv=None) -> None:

@@ -7,6 +7,19 @@ import subprocess
 import tempfile
 
 
+def build_driver(workdir: pathlib.Path, parts: list) -> pathlib.Path:
+    """The C program ``parts`` (joined by newlines) written to ``workdir/driver.c`` and compiled with
+    the runtime's compiler and flags (as an executable, not a shared library): a standalone driver
+    timing generated kernels."""
+    from backends.c.compiler import DEFAULT_FLAGS, find_compiler
+    source = workdir / "driver.c"
+    source.write_text("\n".join(parts))
+    binary = workdir / "driver"
+    flags = [f for f in DEFAULT_FLAGS if f not in ("-shared", "-fPIC")]
+    subprocess.run([find_compiler(), *flags, str(source), "-o", str(binary), "-lm"], check=True)
+    return binary
+
+
 def load_c(source: str, optimization: str = "-O3") -> ctypes.CDLL:
     """``source`` built as a shared library with ``-march=native -fopenmp`` and loaded."""
     with tempfile.TemporaryDirectory() as folder:

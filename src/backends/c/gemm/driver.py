@@ -43,7 +43,8 @@ _EXP_NEG = "expf(v > 80.0f ? -80.0f : v < -80.0f ? 80.0f : -v)"
 ACTIVATION_C = {
     "none": "v",
     "relu": "((v > 0.0f || v != v) ? v : 0.0f)",   # NaN stays NaN, as np.maximum(v, 0)
-    "silu": f"(v / (1.0f + {_EXP_NEG}))",
+    # -inf: x * sigmoid(x) is -inf * 0, NaN in the reference; the clamped exp would give -inf
+    "silu": f"(v == -INFINITY ? NAN : v / (1.0f + {_EXP_NEG}))",
     "gelu": "(0.5f * v * (1.0f + erff(v * 0.70710678118654752f)))",
     "gelu_tanh": "(0.5f * v * (1.0f + tanhf(0.79788456080286536f * (v + 0.044715f * (v * v * v)))))",
     "sigmoid": f"(1.0f / (1.0f + {_EXP_NEG}))",

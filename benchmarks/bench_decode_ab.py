@@ -99,12 +99,17 @@ def main() -> int:
                 times[name].append(clock() - start)
         print(f"\ndecode @{context}: logits of the variants identical: {same}; {args.rounds} rounds, "
               f"{args.clock} clock, load average {os.getloadavg()[0]:.2f}")
-        print(f"{'variant':8s} {'median ms':>9s} {'p10 ms':>7s} {'min ms':>7s} {'tokens/s':>8s}")
-        for name in names:
-            t = np.asarray(times[name]) * 1e3
-            print(f"{name:8s} {np.median(t):9.3f} {np.percentile(t, 10):7.3f} {t.min():7.3f} "
-                  f"{1e3 / np.median(t):8.1f}")
+        print_times(names, times, tokens=1)
     return 0 if ok else 1
+
+
+def print_times(names: list, times: dict, tokens: int) -> None:
+    """Each variant's median, 10th percentile and minimum (ms) and tokens/s from the median."""
+    print(f"{'variant':8s} {'median ms':>9s} {'p10 ms':>7s} {'min ms':>7s} {'tokens/s':>8s}")
+    for name in names:
+        t = np.asarray(times[name]) * 1e3
+        print(f"{name:8s} {np.median(t):9.3f} {np.percentile(t, 10):7.3f} {t.min():7.3f} "
+              f"{tokens * 1e3 / np.median(t):8.1f}")
 
 
 def prefill_rounds(engines: dict, names: list, ids, args, clock) -> bool:
@@ -120,11 +125,7 @@ def prefill_rounds(engines: dict, names: list, ids, args, clock) -> bool:
     spread = max(float(np.abs(last[names[0]] - v).max()) for v in last.values())
     print(f"\nprefill of {args.prefill} tokens: last logits identical: {same} (largest difference {spread:.2e}); "
           f"{args.rounds} rounds, {args.clock} clock, load average {os.getloadavg()[0]:.2f}")
-    print(f"{'variant':8s} {'median ms':>9s} {'p10 ms':>7s} {'min ms':>7s} {'tokens/s':>8s}")
-    for name in names:
-        t = np.asarray(times[name]) * 1e3
-        print(f"{name:8s} {np.median(t):9.3f} {np.percentile(t, 10):7.3f} {t.min():7.3f} "
-              f"{args.prefill * 1e3 / np.median(t):8.1f}")
+    print_times(names, times, tokens=args.prefill)
     return same
 
 

@@ -23,7 +23,7 @@ from backends.c.quantized_gemv_rows_q8 import ROW_WALK_Q8_MARK, ROW_WALK_Q8_VNNI
 from relaxscript.quantization import dequantize_numpy, fake_quantize_numpy, quantize_numpy
 from relaxscript.transform.quantize_activations import QuantizeActivations
 
-from .native_operands import kernel_pointers
+from .native_operands import run_kernel
 from .test_dequantize_op import linear_module
 
 HAS_AVX2 = detect_features().name in ("avx2", "avx512")
@@ -72,9 +72,7 @@ def test_any_team_size_sums_every_block_once(tmp_path_factory, fmt, blocks, cols
         x[:32] = 0                                    # a zero block: scale 0, codes 0
     h = rng.standard_normal(cols).astype(np.float32)
     y = np.full(cols, np.nan, np.float32)
-    pointers = kernel_pointers(tensors, roles, x, y, h)
-    library.rs_set_team(team)
-    assert library.rs_gemv(pointers, None) == 0
+    run_kernel(library, tensors, roles, x, y, h, team)
     expected = fake_quantize_numpy(x[None]).astype(np.float64) @ dequantize_numpy(*tensors, format=fmt)
     expected = expected[0] + (2.0 * h if epilogue else 0.0)
     np.testing.assert_allclose(y, expected, rtol=2e-4, atol=2e-4 * np.sqrt(rows))
@@ -101,9 +99,7 @@ def test_q8_pair_walk_any_team_size_equals_numpy(tmp_path_factory, blocks, cols,
     x = (rng.standard_normal(rows) * 3).astype(np.float32)
     h = rng.standard_normal(cols).astype(np.float32)
     y = np.full(cols, np.nan, np.float32)
-    pointers = kernel_pointers(tensors, roles, x, y, h)
-    library.rs_set_team(team)
-    assert library.rs_gemv(pointers, None) == 0
+    run_kernel(library, tensors, roles, x, y, h, team)
     expected = fake_quantize_numpy(x[None]).astype(np.float64) @ dequantize_numpy(*tensors, format="q8_0")
     expected = expected[0] + (2.0 * h if epilogue else 0.0)
     np.testing.assert_allclose(y, expected, rtol=2e-4, atol=2e-4 * np.sqrt(rows))
@@ -187,9 +183,7 @@ def test_several_rows_per_pass_equal_numpy(tmp_path, monkeypatch, rows_per_pass)
     tensors = quantize_numpy(rng.standard_normal((96, 77)), "q4_1")
     x = rng.standard_normal(96).astype(np.float32)
     y = np.full(77, np.nan, np.float32)
-    pointers = kernel_pointers(tensors, roles, x, y)
-    library.rs_set_team(2)
-    assert library.rs_gemv(pointers, None) == 0
+    run_kernel(library, tensors, roles, x, y, team=2)
     expected = fake_quantize_numpy(x[None]).astype(np.float64) @ dequantize_numpy(*tensors, format="q4_1")
     np.testing.assert_allclose(y, expected[0], rtol=2e-4, atol=2e-4 * np.sqrt(96))
 

@@ -4,7 +4,6 @@ dequantize-then-matmul (NumPy) for every format, token counts no register tile d
 (including 1, which runs the one-token GEMV), ragged columns and depths, and epilogues."""
 from __future__ import annotations
 
-import ctypes
 import subprocess
 
 import numpy as np
@@ -23,7 +22,7 @@ from backends.c.status import C_DEFINES
 from relaxscript.quantization import dequantize_numpy, quantize_numpy
 from tensorir.schedule_rules.quantized_gemm import QUANTIZED_GEMM_ATTR, function_element_epilogue
 
-from .native_operands import kernel_pointers
+from .native_operands import run_kernel, team_library
 from .test_dequantize_op import linear_module, scheduled_module
 
 FAST = settings(max_examples=8, deadline=None)
@@ -302,25 +301,17 @@ def standalone_gemm(tmp_dir, build: str, fmt: str, rows: int, cols: int, kind: s
                     l1d: int, l2: int):
     """The generated GEMM alone in a shared library whose team size the caller sets; small caches
     make several ``kc`` panels (a ragged last one) and several row chunks at a few tokens."""
-    from backends.c.codegen import HALF_TO_FLOAT_C
     from backends.c.quantized_gemv import detect_features
     kind_features, isa, flags = STANDALONE_BUILDS[build]
     features = detect_features() if kind_features is None else VectorFeatures(*kind_features, 32 << 10)
     machine = MachineParams(isa or machine_params().isa, l1d, l2, 8 << 20, 2)
     roles = {"codes": 0, "scale": 1, "x": 2, "y": 3} | ({"min": 4} if fmt == "q4_1" else {})
-    prelude = (C_DEFINES + "\n#include <stdint.h>\n#include <string.h>\n#include <stdlib.h>\n#include <math.h>\n"
-               "static int rs_team_size = 1;\nvoid rs_set_team(int n) { rs_team_size = n; }\n"
-               "static inline int rs_threads(void) { return rs_team_size; }\n" + HALF_TO_FLOAT_C)
     source = gemm_source("rs_gemm", fmt, rows, cols, roles, features, "rs_syms[0]",
                          epilogue=_standalone_epilogue(kind, cols, False),
                          one_row_epilogue=_standalone_epilogue(kind, cols, True), machine=machine,
                          scale_dtype=scale_dtype)
-    path = tmp_dir / "gemm.c"
-    path.write_text(prelude + source)
-    result = subprocess.run([find_compiler(), "-O3", *flags, "-fopenmp", "-shared", "-fPIC", "-fno-math-errno",
-                             str(path), "-o", str(path.with_suffix(".so")), "-lm"], capture_output=True, text=True)
-    assert result.returncode == 0, result.stderr
-    return ctypes.CDLL(str(path.with_suffix(".so"))), roles, gemm_tile(derive_params(machine), rows, l2)
+    library = team_library(tmp_dir, source, flags)
+    return library, roles, gemm_tile(derive_params(machine), rows, l2)
 
 
 def _has_avx512() -> bool:
@@ -356,10 +347,7 @@ def test_standalone_gemm_any_rows_team_and_instruction_set(tmp_path_factory, bui
         x = rng.standard_normal((count, rows)).astype(np.float32)
         h = rng.standard_normal((count, cols)).astype(np.float32)
         y = np.full((count, cols), np.nan, np.float32)
-        pointers = kernel_pointers(tensors, roles, x, y, h)
-        syms = (ctypes.c_int64 * 1)(count)
-        library.rs_set_team(team)
-        assert library.rs_gemm(pointers, syms) == 0
+        run_kernel(library, tensors, roles, x, y, h, team, tokens=count)
         z = x.astype(np.float64) @ weight
         expected = z if STANDALONE_EPILOGUES[kind] is None else STANDALONE_EPILOGUES[kind][2](z, h.astype(np.float64))
         np.testing.assert_allclose(y, expected, rtol=2e-4, atol=4e-4 * np.sqrt(rows),

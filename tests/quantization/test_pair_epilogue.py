@@ -10,8 +10,6 @@ its panel) compute ``y[c]`` from columns ``c`` and ``c + F``. Checked against Nu
 the column split, float16 scales), through the pipeline, and what must not fuse."""
 from __future__ import annotations
 
-import ctypes
-import subprocess
 
 import numpy as np
 import pytest
@@ -19,20 +17,18 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import relaxscript as rx
-from backends.c.compiler import find_compiler
 from backends.c.gemm import machine as gemm_machine
 from backends.c.gemm.machine import MachineParams, machine_params
 from backends.c.quantized_gemm import gemm_source
 from backends.c.quantized_gemv import AVX2, SSE, ColumnEpilogue, VectorFeatures, detect_features, gemv_source
 from backends.c.quantized_gemv_rows import ROW_WALK_MARK
-from backends.c.status import C_DEFINES
 from relaxscript.quantization import dequantize_numpy, fake_quantize_numpy, quantize_numpy
 from relaxscript.transform import FuseOps, MergeParallelMatmul
 from relaxscript.transform.fuse_partition import column_window
 from relaxscript.transform.quantize_activations import QuantizeActivations
 from relaxscript.transform.testing import assert_pass_preserves
 
-from .native_operands import kernel_pointers
+from .native_operands import run_kernel, team_library
 
 # native: the machine's own kernels; avx2: forced AVX2 (gcc -march=x86-64 -mavx2, AVX2 features);
 # no-avx512: the AVX-512 source built for its AVX2 branch; sse: the float kernel (scratch + pass)
@@ -42,9 +38,7 @@ BUILDS = {
     "avx2": (AVX2, ["-march=x86-64", "-mavx2", "-mfma", "-mf16c"]),
     "sse": (SSE, ["-march=x86-64"]),
 }
-PRELUDE = (C_DEFINES + "\n#include <stdint.h>\n#include <string.h>\n#include <stdlib.h>\n#include <math.h>\n"
-           "static int rs_team_size = 1;\nvoid rs_set_team(int n) { rs_team_size = n; }\n"
-           "static inline int rs_threads(void) { return rs_team_size; }\n")
+
 
 
 def _epilogue(half: int, row: str) -> ColumnEpilogue:
@@ -70,16 +64,6 @@ def _assert_close(y, product, h, rows: int, message: str = ""):
     tol = err * (np.abs(up) * 1.2 + np.abs(gate) + 1) + 2e-4 * np.abs(expected)
     bad = ~(np.abs(y - expected) <= tol)
     assert not bad.any(), f"{message}: {bad.sum()} of {bad.size} wrong, e.g. {y[bad][:4]} vs {expected[bad][:4]}"
-
-
-def _compile(tmp_dir, source: str, flags: list[str]):
-    from backends.c.codegen import HALF_TO_FLOAT_C
-    path = tmp_dir / "kernel.c"
-    path.write_text(PRELUDE + HALF_TO_FLOAT_C + source)
-    result = subprocess.run([find_compiler(), "-O3", *flags, "-fopenmp", "-shared", "-fPIC", "-fno-math-errno",
-                             str(path), "-o", str(path.with_suffix(".so")), "-lm"], capture_output=True, text=True)
-    assert result.returncode == 0, result.stderr
-    return ctypes.CDLL(str(path.with_suffix(".so")))
 
 
 def _roles(fmt: str) -> dict:
@@ -114,15 +98,13 @@ def test_standalone_gemv_pair_equals_numpy(tmp_path_factory, build, fmt, blocks,
         source = gemv_source("rs_gemv", fmt, rows, cols, roles, features, _epilogue(half, "0"), activations,
                              scale_dtype, pair=True)
     assert f"pair epilogue over 2 x {half} columns" in source
-    library = _compile(tmp_path_factory.mktemp("pair_gemv"), source, flags)
+    library = team_library(tmp_path_factory.mktemp("pair_gemv"), source, flags)
     rng = np.random.default_rng(seed)
     tensors = quantize_numpy(rng.standard_normal((rows, cols)), fmt, scale_dtype)
     x = (rng.standard_normal(rows) * 3).astype(np.float32)
     h = rng.standard_normal(half).astype(np.float32)
     y = np.full(half, np.nan, np.float32)
-    pointers = kernel_pointers(tensors, roles, x, y, h)
-    library.rs_set_team(team)
-    assert library.rs_gemv(pointers, None) == 0
+    run_kernel(library, tensors, roles, x, y, h, team)
     xs = fake_quantize_numpy(x[None])[0] if activations else x
     product = xs.astype(np.float64) @ dequantize_numpy(*tensors, format=fmt)
     _assert_close(y, product, h.astype(np.float64), rows, f"{build} {fmt} team={team}")
@@ -141,15 +123,14 @@ def test_split_row_walk_equals_numpy(tmp_path, build, fmt, half, l1d):
     source = gemv_source("rs_gemv", fmt, rows, cols, roles, features, _epilogue(half, "0"), "q8_0", "float16",
                          pair=True)
     assert ROW_WALK_MARK in source and "hh < 2" in source
-    library = _compile(tmp_path, source, flags)
+    library = team_library(tmp_path, source, flags)
     rng = np.random.default_rng(half)
     tensors = quantize_numpy(rng.standard_normal((rows, cols)), fmt, "float16")
     for team in (1, 2, 3):
         x = (rng.standard_normal(rows) * 3).astype(np.float32)
         h = rng.standard_normal(half).astype(np.float32)
         y = np.full(half, np.nan, np.float32)
-        library.rs_set_team(team)
-        assert library.rs_gemv(kernel_pointers(tensors, roles, x, y, h), None) == 0
+        run_kernel(library, tensors, roles, x, y, h, team)
         product = fake_quantize_numpy(x[None])[0].astype(np.float64) @ dequantize_numpy(*tensors, format=fmt)
         _assert_close(y, product, h.astype(np.float64), rows, f"{build} team={team}")
 
@@ -196,7 +177,7 @@ def test_standalone_gemm_pair_equals_numpy(tmp_path_factory, build, fmt, blocks,
     source = gemm_source("rs_gemm", fmt, rows, cols, roles, features, "rs_syms[0]",
                          epilogue=_epilogue(half, "rs_row"), one_row_epilogue=_epilogue(half, "0"),
                          machine=machine, scale_dtype=scale_dtype, pair=True)
-    library = _compile(tmp_path_factory.mktemp("pair_gemm"), source, flags)
+    library = team_library(tmp_path_factory.mktemp("pair_gemm"), source, flags)
     rng = np.random.default_rng(seed)
     tensors = quantize_numpy(rng.standard_normal((rows, cols)), fmt, scale_dtype)
     weight = dequantize_numpy(*tensors, format=fmt)
@@ -204,9 +185,7 @@ def test_standalone_gemm_pair_equals_numpy(tmp_path_factory, build, fmt, blocks,
         x = rng.standard_normal((count, rows)).astype(np.float32)
         h = rng.standard_normal((count, half)).astype(np.float32)
         y = np.full((count, half), np.nan, np.float32)
-        pointers = kernel_pointers(tensors, roles, x, y, h)
-        library.rs_set_team(team)
-        assert library.rs_gemm(pointers, (ctypes.c_int64 * 1)(count)) == 0
+        run_kernel(library, tensors, roles, x, y, h, team, tokens=count)
         _assert_close(y, x.astype(np.float64) @ weight, h.astype(np.float64), rows,
                       f"{build} {fmt} n={count} team={team}")
 

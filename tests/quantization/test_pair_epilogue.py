@@ -29,6 +29,7 @@ from relaxscript.transform.quantize_activations import QuantizeActivations
 from relaxscript.transform.testing import assert_pass_preserves
 
 from .native_operands import run_kernel, team_library
+from .quantized_script import constant_script, dequantize_script, quantized_weights
 
 # native: the machine's own kernels; avx2: forced AVX2 (gcc -march=x86-64 -mavx2, AVX2 features);
 # no-avx512: the AVX-512 source built for its AVX2 branch; sse: the float kernel (scratch + pass)
@@ -191,31 +192,19 @@ def test_standalone_gemm_pair_equals_numpy(tmp_path_factory, build, fmt, blocks,
 
 
 # ---------------------------------------------------------------- the graph: merge, fuse, build
-def _qconst(array) -> str:
-    return f"R.const({array.tolist()!r}, \"{array.dtype}\")"
-
-
-def _weights(seed: int, rows: int, cols: int, fmt: str):
-    return quantize_numpy(np.random.default_rng(seed).standard_normal((rows, cols)).astype("float32"), fmt)
-
-
-def _dequantize(arrays, fmt: str) -> str:
-    return f"R.dequantize({', '.join(_qconst(a) for a in arrays)}, format=\"{fmt}\")"
-
-
 def _module(text: str) -> rx.IRModule:
     return rx.IRModule({"main": rx.from_source(text)})
 
 
-GATE, UP = _weights(1, 64, 6, "q4_1"), _weights(2, 64, 6, "q4_1")
+GATE, UP = quantized_weights(1, 64, 6, "q4_1"), quantized_weights(2, 64, 6, "q4_1")
 
 BEFORE = f'''
 @R.function
 def main(x: R.Tensor(("n", 64), "float32")):
     n = T.int64()
     with R.dataflow():
-        gate = R.matmul(x, {_dequantize(GATE, "q4_1")})
-        up = R.matmul(x, {_dequantize(UP, "q4_1")})
+        gate = R.matmul(x, {dequantize_script(GATE, "q4_1")})
+        up = R.matmul(x, {dequantize_script(UP, "q4_1")})
         gv = R.multiply(R.nn.silu(gate), up)
         R.output(gv)
     return gv
@@ -226,11 +215,11 @@ EXPECTED = f'''
 def main(x: R.Tensor(("n", 64), "float32")):
     n = T.int64()
     with R.dataflow():
-        lv = {_dequantize(GATE, "q4_1")}
-        merged_weight = {_dequantize([np.concatenate(p, axis=-1) for p in zip(GATE, UP)], "q4_1")}
+        lv = {dequantize_script(GATE, "q4_1")}
+        merged_weight = {dequantize_script([np.concatenate(p, axis=-1) for p in zip(GATE, UP)], "q4_1")}
         merged_matmul = R.matmul(x, merged_weight)
         gate = R.strided_slice(merged_matmul, R.shape([1]), R.shape([0]), R.shape([6]), R.shape([1]))
-        lv1 = {_dequantize(UP, "q4_1")}
+        lv1 = {dequantize_script(UP, "q4_1")}
         up = R.strided_slice(merged_matmul, R.shape([1]), R.shape([6]), R.shape([12]), R.shape([1]))
         lv2 = R.nn.silu(gate)
         gv = R.multiply(lv2, up)
@@ -303,7 +292,7 @@ def main(x: R.Tensor(("n", {k}), "float32"), gud: R.Tensor(({k // 2}, {2 * f}), 
 
 
 def _halves_module(consumer: str, cols: int = 64, fmt: str = "q4_1", weight: str | None = None) -> rx.IRModule:
-    weight = weight or _dequantize(_weights(3, 64, cols, fmt), fmt)
+    weight = weight or dequantize_script(quantized_weights(3, 64, cols, fmt), fmt)
     half = cols // 2
     return _module(f'''
 @R.function
@@ -349,7 +338,7 @@ def test_unequal_slices_and_float_weights_do_not_pair():
 @R.function
 def main(x: R.Tensor((1, 64), "float32")):
     with R.dataflow():
-        gu = R.matmul(x, {_dequantize(_weights(4, 64, 96, "q4_1"), "q4_1")})
+        gu = R.matmul(x, {dequantize_script(quantized_weights(4, 64, 96, "q4_1"), "q4_1")})
         a = R.strided_slice(gu, R.shape([1]), R.shape([0]), R.shape([32]), R.shape([1]))
         b = R.strided_slice(gu, R.shape([1]), R.shape([32]), R.shape([96]), R.shape([1]))
         gv = R.multiply(R.nn.silu(a), R.strided_slice(b, R.shape([1]), R.shape([0]), R.shape([32]), R.shape([1])))
@@ -357,7 +346,7 @@ def main(x: R.Tensor((1, 64), "float32")):
     return gv
 ''')
     dense = _halves_module("R.multiply(R.nn.silu(a), b)",
-                           weight=_qconst(np.random.default_rng(1).standard_normal((64, 64)).astype("float32")))
+                           weight=constant_script(np.random.default_rng(1).standard_normal((64, 64)).astype("float32")))
     for mod in (thirds, dense):
         groups = _fused_from(_fused(mod))
         assert not any("matmul" in g and "strided_slice" in g for g in groups), groups

@@ -9,6 +9,7 @@ import relaxscript as rx
 from relaxscript.transform import BindParams, MergeParallelMatmul
 from relaxscript.transform.pass_check import _same, random_inputs
 from relaxscript.transform.testing import assert_pass_preserves, dataflow_modules
+from tests.quantization.quantized_script import dequantize_script, quantized_weights
 
 WQ = np.arange(12, dtype="float32").reshape(4, 3) / 8
 WK = np.arange(20, dtype="float32").reshape(4, 5) / -16
@@ -275,32 +276,19 @@ def test_no_constant_caller_leaves_no_copy_behind():
 
 
 # ---------------------------------------------------------------- block-quantized constant weights
-def _qconst(array) -> str:
-    return f"R.const({array.tolist()!r}, \"{array.dtype}\")"
-
-
-def _quantized(seed: int, cols: int, fmt: str):
-    from relaxscript.quantization.formats import quantize_numpy
-    matrix = np.random.default_rng(seed).standard_normal((64, cols)).astype("float32")
-    return quantize_numpy(matrix, fmt)
-
-
-def _dequantize_text(arrays, fmt: str) -> str:
-    return f"R.dequantize({', '.join(_qconst(a) for a in arrays)}, format=\"{fmt}\")"
-
-
 def _quantized_before(fmt_k: str = "q4_1") -> str:
-    q, k, v = _quantized(1, 3, "q4_1"), _quantized(2, 5, fmt_k), _quantized(3, 2, "q4_1")
+    q, k, v = (quantized_weights(seed, 64, cols, fmt) for seed, cols, fmt in ((1, 3, "q4_1"), (2, 5, fmt_k),
+                                                                              (3, 2, "q4_1")))
     return f'''
 @R.function
 def main(x: R.Tensor(("n", 64), "float32")):
     n = T.int64()
     with R.dataflow():
-        wq = {_dequantize_text(q, "q4_1")}
+        wq = {dequantize_script(q, "q4_1")}
         q = R.matmul(x, wq)
-        wk = {_dequantize_text(k, fmt_k)}
+        wk = {dequantize_script(k, fmt_k)}
         k = R.matmul(x, wk)
-        v = R.matmul(x, {_dequantize_text(v, "q4_1")})
+        v = R.matmul(x, {dequantize_script(v, "q4_1")})
         gv = R.concat([q, k, v], axis=1)
         R.output(gv)
     return gv
@@ -308,20 +296,20 @@ def main(x: R.Tensor(("n", 64), "float32")):
 
 
 def test_quantized_projections_merge_with_their_blocks_joined_by_column():
-    q, k, v = _quantized(1, 3, "q4_1"), _quantized(2, 5, "q4_1"), _quantized(3, 2, "q4_1")
+    q, k, v = (quantized_weights(seed, 64, cols, "q4_1") for seed, cols in ((1, 3), (2, 5), (3, 2)))
     joined = [np.concatenate(parts, axis=-1) for parts in zip(q, k, v)]
     expected = f'''
 @R.function
 def main(x: R.Tensor(("n", 64), "float32")):
     n = T.int64()
     with R.dataflow():
-        wq = {_dequantize_text(q, "q4_1")}
-        merged_weight = {_dequantize_text(joined, "q4_1")}
+        wq = {dequantize_script(q, "q4_1")}
+        merged_weight = {dequantize_script(joined, "q4_1")}
         merged_matmul = R.matmul(x, merged_weight)
         q = R.strided_slice(merged_matmul, R.shape([1]), R.shape([0]), R.shape([3]), R.shape([1]))
-        wk = {_dequantize_text(k, "q4_1")}
+        wk = {dequantize_script(k, "q4_1")}
         k = R.strided_slice(merged_matmul, R.shape([1]), R.shape([3]), R.shape([8]), R.shape([1]))
-        lv = {_dequantize_text(v, "q4_1")}
+        lv = {dequantize_script(v, "q4_1")}
         v = R.strided_slice(merged_matmul, R.shape([1]), R.shape([8]), R.shape([10]), R.shape([1]))
         gv = R.concat([q, k, v], axis=1)
         R.output(gv)
@@ -340,9 +328,9 @@ def test_quantized_formats_merge_only_with_their_own_format():
 def test_merged_quantized_module_builds_and_matches_numpy(fmt_k):
     from relaxscript.quantization.formats import dequantize_numpy
     mod = _module(_quantized_before(fmt_k))
-    weights = [dequantize_numpy(*_quantized(1, 3, "q4_1"), format="q4_1"),
-               dequantize_numpy(*_quantized(2, 5, fmt_k), format=fmt_k),
-               dequantize_numpy(*_quantized(3, 2, "q4_1"), format="q4_1")]
+    weights = [dequantize_numpy(*quantized_weights(1, 64, 3, "q4_1"), format="q4_1"),
+               dequantize_numpy(*quantized_weights(2, 64, 5, fmt_k), format=fmt_k),
+               dequantize_numpy(*quantized_weights(3, 64, 2, "q4_1"), format="q4_1")]
     vm = rx.VirtualMachine(rx.build(mod))
     rng = np.random.default_rng(4)
     for n in (1, 3):

@@ -171,3 +171,24 @@ def test_c_build_equals_the_interpreter_at_every_variant_boundary(bound):
     for n in sorted({1, 2, p.a_in_place_rows, p.a_in_place_rows + 1, p.mr, p.mr + 1, s, s + 1, p.skinny_rows,
                      p.skinny_rows + 1, limit, limit + 1, 2 * p.mc + 1}):
         _check_against_interpreter(bound, n, n)
+
+
+def test_a_registry_without_the_choice_still_calls_an_entry_that_takes_the_epilogue():
+    """A registry whose patterns keep only their own library (``choose=None``, as a user replacing
+    the choice writes it): each epilogue pattern's library is the generated entry with that epilogue,
+    which takes the activation and residual operands. It named OpenBLAS's sgemm_bias, whose
+    parameters take 4 shapes, not 5: a TypeError at the first call."""
+    import dataclasses
+
+    from relaxscript.transform.dispatch_library import DEFAULT_CPU_REGISTRY, LibraryRegistry
+    registry = LibraryRegistry([dataclasses.replace(p, choose=None) for p in DEFAULT_CPU_REGISTRY])
+    mod = _module("y = R.add(R.nn.relu(R.add(R.matmul(x, w), b)), r)")
+    rx.assert_structural_equal(DispatchLibrary(registry)(mod),
+                               _module(_call("generated.sgemm_bias.relu.residual", "x, w, b, r")))
+    pipeline = [DispatchLibrary(registry) if isinstance(p, DispatchLibrary) else p for p in rx.get_pipeline("c")]
+    run = rx.VirtualMachine(rx.build(mod, pipeline=pipeline))["main"]
+    rng = np.random.default_rng(0)
+    for n in (1, 5, 40):
+        x, r = rng.standard_normal((n, 16)).astype("float32"), rng.standard_normal((n, 16)).astype("float32")
+        w, b = rng.standard_normal((16, 16)).astype("float32"), rng.standard_normal(16).astype("float32")
+        np.testing.assert_allclose(run(x, w, b, r), np.maximum(x @ w + b, 0) + r, rtol=1e-4, atol=1e-4)

@@ -278,8 +278,10 @@ def _epilogue_patterns() -> list[LibraryPattern]:
                 args = ("a", "b") + (("bias",) if bias else ()) + (("residual",) if residual else ())
                 name = f"sgemm{'_bias' if bias else ''}" + (f"_{act}" if op_name else "") + \
                     (f"_residual_{residual}" if residual else "")
-                patterns.append(LibraryPattern(name, blas_library.SGEMM_BIAS if bias else blas_library.SGEMM,
-                                               value, args, _epilogue_check(bias, residual),
+                # the pattern's own library (what a registry without the choice calls) is the generated
+                # entry with this epilogue: OpenBLAS's entries take no activation or residual operand
+                entry = gemm_library.epilogue_entry(GENERATED_NAMES["sgemm_bias" if bias else "sgemm"], act, residual)
+                patterns.append(LibraryPattern(name, entry, value, args, _epilogue_check(bias, residual),
                                                _epilogue_choose(bias, act, residual)))
     return patterns
 

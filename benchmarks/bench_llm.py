@@ -12,15 +12,20 @@ its own fresh process:
   ``nox -s bench``); left out, with the reason, when it is not installed;
 - **numpy**: ``relaxscript.llm.reference.NumpyLlama``, float32 weights.
 
-Measured: decode tokens/s at context 16, 256 and 1024 (the median time of a
-decode step after a prefill of that many tokens), prefill tokens/s for 16-
+Measured: decode tokens/s at context 16, 256 and 1024 (the median time of
+32 decode steps after a prefill of that many tokens and 8 untimed steps: on
+this shared host every process, llama.cpp's too, runs its first 8-16 steps
+after a prefill or any pause 20-50% slower, measured, and a 16-step median
+landed in that transient; the first 8 steps' median is printed apart), prefill tokens/s for 16-
 and 256-token prompts (median of several prefills from an empty cache), the
 engine's compile time with a cold and a warm kernel cache, its activation
 memory per function with the static memory plan and without, the machine's
 memory read bandwidth (a 2-thread C loop summing 512 MB, built here with
 gcc) and the decode's weight-streaming limit: the quantized weight bytes a
 decode step reads (every tensor of the file once: the layers and the tied
-LM head) over that bandwidth. Decode at the first context is timed a second
+LM head) over that bandwidth. Each worker reads the bandwidth again right
+after its decode steps, and its ratio to the limit uses that read (the same
+moment's: the host's bandwidth moves by 2x within minutes). Decode at the first context is timed a second
 time with every cache evicted before each step (a read of three times the
 last-level cache), alternating with reads of the weights' bytes from memory
 (after an eviction too): a machine whose L3 holds the whole 96 MB model
@@ -216,9 +221,15 @@ def benchmark_ids(model: str, needed: int) -> list[int]:
     return ids
 
 
+def decode_steps(args) -> tuple[int, int]:
+    """(untimed warm-up steps, timed steps) of each decode context."""
+    return (2, 4) if args.quick else (8, 32)
+
+
 def context_needed(args) -> int:
     # decode steps after the longest context, and the longest prompt (prefilled from position 0)
-    decode_end = max(int(c) for c in args.contexts.split(",")) + (4 if args.quick else 16) + 1
+    warmup, steps = decode_steps(args)
+    decode_end = max(int(c) for c in args.contexts.split(",")) + warmup + steps + 1
     return max(decode_end, max(int(p) for p in args.prompts.split(",")))
 
 
@@ -226,7 +237,7 @@ def run_worker(args) -> dict:
     """In a fresh process: build the peer, check it (relaxscript), time prefill and decode."""
     contexts = [int(c) for c in args.contexts.split(",")]
     prompts = [int(p) for p in args.prompts.split(",")]
-    steps = 4 if args.quick else 16
+    warmup, steps = decode_steps(args)
     context = context_needed(args)
     ids = json.loads(pathlib.Path(args.ids).read_text())
     result = {"peer": args.worker}
@@ -246,17 +257,18 @@ def run_worker(args) -> dict:
             peer.prefill(ids[:length])
         prefill()   # warm-up: first-touch of weights and buffers
         result["prefill_tokens_per_s"][length] = length / _median_s(prefill, 2 if args.quick else 5)
-    result["decode_tokens_per_s"] = {}
+    result["decode_tokens_per_s"], result["decode_first_steps_tokens_per_s"] = {}, {}
     for length in contexts:
         peer.reset()
         peer.prefill(ids[:length])
-        peer.decode(ids[length])            # warm-up step
         times = []
-        for step in range(steps):
+        for step in range(warmup + steps):
             start = time.perf_counter()
-            peer.decode(ids[length + 1 + step])
+            peer.decode(ids[length + step])
             times.append(time.perf_counter() - start)
-        result["decode_tokens_per_s"][length] = 1.0 / float(np.median(times))
+        result["decode_first_steps_tokens_per_s"][length] = 1.0 / float(np.median(times[:warmup]))
+        result["decode_tokens_per_s"][length] = 1.0 / float(np.median(times[warmup:]))
+    result["read_gbs"] = read_bandwidth_gbs(args.threads)   # this moment's limit, for the hot steps
     # the first context again, every step after an eviction of the caches (weights from memory),
     # alternating with a read of the weights' bytes from memory (the limit at that moment)
     length, evict, times, reads = contexts[0], CacheEvictor(args.threads), [], []
@@ -462,9 +474,13 @@ def main() -> int:
     print(format_table(header, rows))
     for peer, result in results.items():
         first = result["decode_tokens_per_s"][contexts[0]]
+        settling = result["decode_first_steps_tokens_per_s"][contexts[0]]
+        now_limit = result["read_gbs"] * 1e9 / weight_bytes
         cold, read_gbs = result["cold_decode"]["tokens_per_s"], result["cold_decode"]["read_gbs"]
-        print(f"{peer}: decode @{contexts[0]} streams {first * weight_bytes / 1e9:.1f} GB/s of weights "
-              f"({first / limit:.2f} of the weight-streaming limit); with the caches evicted before each "
+        print(f"{peer}: decode @{contexts[0]} streams {first * weight_bytes / 1e9:.1f} GB/s of weights: "
+              f"{first / limit:.2f} of the limit read at the start, {first / now_limit:.2f} of the worker's own "
+              f"read right after its steps ({result['read_gbs']:.1f} GB/s, {now_limit:.0f} tokens/s); its first "
+              f"steps after the prefill {settling:.1f} tokens/s; with the caches evicted before each "
               f"step {cold:.1f} tokens/s, {cold * weight_bytes / 1e9:.1f} GB/s, against {read_gbs:.1f} GB/s "
               f"for reading the same bytes from memory between the steps ({cold * weight_bytes / 1e9 / read_gbs:.2f} "
               f"of that moment's limit)")

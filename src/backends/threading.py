@@ -23,9 +23,13 @@ What made calls 10-100x slower on a shared machine or beside PyTorch:
   big enough to share are split into blocks on the team by a small C shim
   (blas_parallel.py).
 
-Settings the user made (``RELAXSCRIPT_NUM_THREADS``, ``OMP_NUM_THREADS``: a
-fixed count; ``OMP_WAIT_POLICY``, ``GOMP_SPINCOUNT``: libgomp's waiting) are
-left alone.
+Settings the user made are kept: ``RELAXSCRIPT_NUM_THREADS`` or
+``OMP_NUM_THREADS`` is the most threads a call uses, and the team still
+shrinks below it while other threads hold the cores, as OpenMP's
+``OMP_DYNAMIC=true`` allows (a count held beside a busy neighbour made a
+decode step 3-10x slower, measured); ``OMP_DYNAMIC=false`` or
+``RELAXSCRIPT_ADAPTIVE_THREADS=0`` holds the count exactly.
+``OMP_WAIT_POLICY`` and ``GOMP_SPINCOUNT`` (libgomp's waiting) are left alone.
 """
 from __future__ import annotations
 
@@ -37,13 +41,21 @@ import time
 
 SPIN_US = 100.0               # how long idle team threads spin before they sleep
 SAMPLE_INTERVAL_S = 0.005     # how often the team size follows the machine's load
-_FIXED_COUNT_VARIABLES = ("RELAXSCRIPT_NUM_THREADS", "OMP_NUM_THREADS")
+_COUNT_VARIABLES = ("RELAXSCRIPT_NUM_THREADS", "OMP_NUM_THREADS")
 _WAIT_VARIABLES = ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")
 
 
-def fixed_num_threads() -> int | None:
+def adaptive_threads(env=None) -> bool:
+    """Whether the team follows the machine's load: yes unless the user holds the count exactly
+    (``OMP_DYNAMIC=false``, ``RELAXSCRIPT_ADAPTIVE_THREADS=0``)."""
+    env = os.environ if env is None else env
+    return (env.get("OMP_DYNAMIC", "").strip().lower() not in ("false", "0", "no")
+            and env.get("RELAXSCRIPT_ADAPTIVE_THREADS", "").strip().lower() not in ("false", "0", "no"))
+
+
+def user_num_threads() -> int | None:
     """The thread count the user set in the environment, or None."""
-    for name in _FIXED_COUNT_VARIABLES:
+    for name in _COUNT_VARIABLES:
         value = os.environ.get(name, "").strip().split(",")[0]
         if value.isdigit() and int(value) > 0:
             return int(value)
@@ -54,7 +66,7 @@ def fixed_num_threads() -> int | None:
 def num_threads() -> int:
     """The most threads a call uses: the user's setting, else the CPUs this process may run on
     (its affinity mask, capped by a cgroup CPU quota)."""
-    fixed = fixed_num_threads()
+    fixed = user_num_threads()
     if fixed is not None:
         return fixed
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
@@ -163,7 +175,7 @@ def team() -> TeamSize | None:
 
     def apply(threads: int) -> None:
         cell.value = threads
-    return TeamSize(apply, num_threads(), adaptive=fixed_num_threads() is None, spin_window_s=spin_window_s())
+    return TeamSize(apply, num_threads(), adaptive=adaptive_threads(), spin_window_s=spin_window_s())
 
 
 def bind(lib: ctypes.CDLL) -> None:

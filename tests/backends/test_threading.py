@@ -80,14 +80,23 @@ def test_team_is_fixed_when_not_adaptive(tmp_path):
     assert applied == [3]
 
 
-def test_user_thread_count_is_fixed(monkeypatch):
+def test_user_thread_count_is_the_most_a_call_uses(monkeypatch):
     monkeypatch.setenv("RELAXSCRIPT_NUM_THREADS", "3")
-    assert threads.fixed_num_threads() == 3
+    assert threads.user_num_threads() == 3
     monkeypatch.delenv("RELAXSCRIPT_NUM_THREADS")
     monkeypatch.setenv("OMP_NUM_THREADS", "2,1")   # OpenMP's per-level list: the first level counts
-    assert threads.fixed_num_threads() == 2
+    assert threads.user_num_threads() == 2
     monkeypatch.delenv("OMP_NUM_THREADS")
-    assert threads.fixed_num_threads() is None
+    assert threads.user_num_threads() is None
+
+
+@pytest.mark.parametrize("env, expected", [
+    ({}, True), ({"OMP_NUM_THREADS": "2"}, True), ({"RELAXSCRIPT_NUM_THREADS": "2"}, True),
+    ({"OMP_DYNAMIC": "true"}, True), ({"OMP_DYNAMIC": "FALSE"}, False), ({"OMP_DYNAMIC": "0"}, False),
+    ({"RELAXSCRIPT_ADAPTIVE_THREADS": "0"}, False), ({"RELAXSCRIPT_ADAPTIVE_THREADS": "1"}, True)])
+def test_a_user_count_still_shrinks_under_load_unless_held_exactly(env, expected):
+    # a count held beside a busy neighbour made every parallel region wait a scheduler slice
+    assert threads.adaptive_threads(env) is expected
 
 
 @pytest.mark.parametrize("text, expected", [("max 100000\n", None), ("250000 100000\n", 3),

@@ -25,6 +25,10 @@ class TargetError(ValueError):
     """A target string or object that does not name a known target."""
 
 
+class TargetMismatchError(ValueError):
+    """Saved kernels built for a machine this one is not (a CPU instruction set it lacks)."""
+
+
 @dataclass(frozen=True)
 class Target:
     """A parsed target: ``kind`` ("c", "interp", "opencl", "cuda") and, for CUDA, ``arch``."""

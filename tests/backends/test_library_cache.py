@@ -41,6 +41,33 @@ def test_second_compile_is_a_verified_cache_hit(cache):
     assert second == first and not compiled
 
 
+def test_another_cpu_sharing_the_cache_gets_its_own_library(cache, monkeypatch):
+    # the same source and flags on a CPU with other features (-march=native expands differently):
+    # a shared home directory must not hand it the first machine's library
+    first, _ = compiler.compile_shared(SOURCE_A)
+    real = compiler.predefined_macros
+
+    def other_cpu(cc, flags):
+        return tuple(line for line in real(cc, flags) if "AVX512" not in line) + ("#define __OTHER_CPU__ 1",)
+    monkeypatch.setattr(compiler, "predefined_macros", other_cpu)
+    second, compiled = compiler.compile_shared(SOURCE_A)
+    assert compiled
+    monkeypatch.setattr(compiler, "predefined_macros", real)
+    assert compiler.compile_shared(SOURCE_A) == (first, False)
+
+
+def test_the_instruction_sets_a_library_needs_are_named_as_this_cpu_lists_them(tmp_path):
+    needed = compiler.vector_isa()
+    assert "sse2" in needed and not any(name.endswith("math") for name in needed)
+    assert compiler.missing_isa(needed) == []   # the building machine has all of them
+    assert compiler.vector_isa(("-march=x86-64",)) == ["sse", "sse2"]
+    assert set(compiler.vector_isa(("-march=x86-64-v3",))) >= {"avx", "avx2", "fma", "f16c", "pni", "sse41"}
+    cpuinfo = tmp_path / "cpuinfo"
+    cpuinfo.write_text("processor\t: 0\nflags\t\t: fpu sse sse2 pni sse4_1 avx avx2 fma avx512_vnni\n")
+    assert compiler.missing_isa(["sse41", "avx2", "avx512vnni", "avx512f"], str(cpuinfo)) == ["avx512f"]
+    assert compiler.missing_isa(["avx512f"], str(tmp_path / "absent")) == []
+
+
 def test_a_corrupted_cached_library_is_recompiled_not_loaded(cache):
     path, _ = compiler.compile_shared(SOURCE_A)
     size = path.stat().st_size

@@ -171,6 +171,8 @@ def test_trailing_data_is_a_clear_error(saved, tmp_path):
     (lambda m: _first(m, "CallKernel").update(variants={"tuple": [{"tuple": [
         {"tuple": ["__import__", "os"]}, _first(m, "CallKernel")["kernel"]]}]}), "unknown operator '__import__'"),
     (lambda m: m["library"]["symbols"].update(exp="system"), "malformed library entry"),
+    (lambda m: m["library"].update(isa="avx2"), "malformed library entry"),
+    (lambda m: m["library"].update(isa=["avx2; rm -rf"]), "malformed library entry"),
     (lambda m: m["functions"][0]["record"].__setitem__(0, "Popen"), "unknown record 'Popen'"),
     (lambda m: m["library"].update(size=m["library"]["size"] - 1), "do not match their recorded sha256"),
     (lambda m: m.update(target="tpu"), "unknown target"),
@@ -185,6 +187,24 @@ def test_a_well_hashed_but_malformed_manifest_is_rejected(saved, tmp_path, edit,
     _rewrite(crafted, edit)
     with pytest.raises(ExecutableFormatError, match="malformed manifest: .*" + reason.replace("(", r"\(")):
         Executable.load(crafted)
+
+
+def test_kernels_built_for_an_instruction_set_this_cpu_lacks_are_refused_by_name(saved, tmp_path):
+    # a library compiled with -march=native on an AVX-512 machine, loaded on an AVX2-only one,
+    # would stop the process with an illegal instruction at its first call
+    path, data = saved
+    manifest, _ = file_format.read_container(path)
+    assert "avx2" in manifest["library"]["isa"] or "sse2" in manifest["library"]["isa"]
+    moved = tmp_path / "other_cpu.rsx"
+    moved.write_bytes(data)
+    _rewrite(moved, lambda m: m["library"]["isa"].append("avx1024x"))
+    with pytest.raises(ExecutableFormatError, match="compiled for a CPU with avx1024x, which this CPU lacks"):
+        Executable.load(moved)
+    unrecorded = tmp_path / "unrecorded.rsx"   # written before the set was recorded: loads
+    unrecorded.write_bytes(data)
+    _rewrite(unrecorded, lambda m: m["library"].pop("isa"))
+    got, want = _run_subgraph(Executable.load(unrecorded))
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
 
 
 def test_object_arrays_are_neither_saved_nor_loaded(tmp_path):

@@ -1,6 +1,7 @@
 """gcc driver in front of the verified library cache (``library_cache``).
 
-A compile key is the sha256 of source, flags and compiler; a library compiled
+A compile key is the sha256 of source, flags, compiler and the CPU features
+the flags select (``-march=native`` names none by itself); a library compiled
 under a key is reused only after its bytes match the hash recorded for it,
 so a damaged or substituted cache entry is compiled again, never loaded. gcc
 runs in a private temporary directory with relative file names (the output
@@ -12,6 +13,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -39,6 +41,53 @@ def compiler_identity(cc: str) -> str:
     return out.splitlines()[0] if out else cc
 
 
+@functools.lru_cache(maxsize=None)
+def predefined_macros(cc: str, machine_flags: tuple[str, ...]) -> tuple[str, ...]:
+    """The ``#define`` lines the compiler predefines under ``machine_flags``, sorted
+    (``-march=native`` expands to this CPU's features: __AVX512F__, __AVX2__, ...)."""
+    try:
+        out = subprocess.run([cc, *machine_flags, "-dM", "-E", "-x", "c", os.devnull],
+                             capture_output=True, text=True, check=True).stdout
+    except (OSError, subprocess.CalledProcessError) as err:
+        raise CompileError(f"C compiler {cc!r} cannot list its predefined macros: {err}") from err
+    return tuple(sorted(out.splitlines()))
+
+
+def machine_flags(flags: tuple[str, ...] = DEFAULT_FLAGS) -> tuple[str, ...]:
+    return tuple(f for f in flags if f.startswith("-m"))
+
+
+_VECTOR_ISA = re.compile(r"#define __((?:SSE|SSSE|AVX|FMA|F16C)[A-Z0-9_]*)__ 1\Z")
+
+
+def vector_isa(flags: tuple[str, ...] = DEFAULT_FLAGS) -> list[str]:
+    """The vector instruction sets code compiled with ``flags`` may use, named as /proc/cpuinfo
+    names them less underscores ("avx2", "avx512f", "avx512vnni", "sse41"): what a saved
+    library needs of the CPU that loads it."""
+    macros = predefined_macros(find_compiler(), machine_flags(flags))
+    names = {m.group(1).lower().replace("_", "") for line in macros if (m := _VECTOR_ISA.match(line))}
+    # __SSE_MATH__ / __SSE2_MATH__ say how float math is done, not an instruction set; cpuinfo
+    # calls SSE3 "pni"
+    return sorted(_CPUINFO_NAMES.get(name, name) for name in names if not name.endswith("math"))
+
+
+_CPUINFO_NAMES = {"sse3": "pni"}
+
+
+def missing_isa(needed, cpuinfo: str = "/proc/cpuinfo") -> list[str]:
+    """The instruction sets of ``needed`` (``vector_isa`` names) this CPU lacks; none when the CPU's
+    flags cannot be read (no /proc: nothing to check against)."""
+    try:
+        with open(cpuinfo) as handle:
+            flags = next((line.split(":", 1)[1].split() for line in handle if line.startswith("flags")), None)
+    except OSError:
+        return []
+    if flags is None:
+        return []
+    have = {flag.replace("_", "") for flag in flags}
+    return [name for name in needed if name not in have]
+
+
 def find_compiler() -> str:
     cc = os.environ.get("CC") or shutil.which("gcc") or shutil.which("cc")
     if not cc:
@@ -54,7 +103,11 @@ def compile_shared(source: str, extra_flags: tuple[str, ...] = (),
     """
     cc = find_compiler()
     flags = DEFAULT_FLAGS + tuple(extra_flags)
-    key = hashlib.sha256("\0".join([compiler_identity(cc), *flags, *link_flags, source]).encode()).hexdigest()
+    # the CPU features the flags select are in the key, so a cache shared by machines with
+    # different CPUs (a home directory on several hosts) never hands one machine a library
+    # built for another's instructions (SIGILL)
+    machine = "\n".join(predefined_macros(cc, machine_flags(flags)))
+    key = hashlib.sha256("\0".join([compiler_identity(cc), machine, *flags, *link_flags, source]).encode()).hexdigest()
     cached = lookup_compiled(key[:32])
     if cached is not None:
         return cached, False

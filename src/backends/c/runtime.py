@@ -33,13 +33,14 @@ class CLibraryImage(KernelImage):
     compiled: bool = False
     signatures: dict | None = None   # kernel name -> PrimFunc (fresh builds only: direct calls)
     target: Target = Target("c")
+    isa: tuple = ()   # vector instruction sets the library may use (compiler.vector_isa names)
 
     def kernel_names(self) -> list[str]:
         return list(self.symbols)
 
     def encode(self, encoder) -> dict:
         from .library_cache import library_digest
-        return {"source": self.source, "symbols": dict(self.symbols),
+        return {"source": self.source, "symbols": dict(self.symbols), "isa": list(self.isa),
                 "sha256": library_digest(self.library), **encoder.payload(bytes(self.library))}
 
     def load(self) -> ctypes.CDLL:
@@ -54,7 +55,7 @@ def build_library(kernels: dict) -> CLibraryImage:
     from tensorir.transform import lower
 
     from .codegen import generate_c
-    from .compiler import compile_shared
+    from .compiler import compile_shared, vector_isa
     signatures = {KERNEL_PREFIX + name: func for name, func in kernels.items()}
     lowered = {name: lower(func) for name, func in signatures.items()}
     source, prefixed = generate_c(lowered, signatures=signatures)
@@ -64,7 +65,7 @@ def build_library(kernels: dict) -> CLibraryImage:
             raise ValueError(f"kernel '{name}': the C backend's symbol order differs from the signature's")
     path, compiled = compile_shared(source)
     return CLibraryImage(source, path.read_bytes(), {n: infos[n].name for n in kernels}, str(path),
-                         compiled=compiled, signatures=dict(kernels))
+                         compiled=compiled, signatures=dict(kernels), isa=tuple(vector_isa()))
 
 
 class CKernelModule(KernelModule):

@@ -9,7 +9,7 @@ Python code is taken from the file.
 """
 from __future__ import annotations
 
-from backends.target import KernelImage, Target, TargetError, get_backend
+from backends.target import KernelImage, Target, TargetError, TargetMismatchError, get_backend
 
 from .file_format import ExecutableFormatError, read_container, write_container
 from .instructions import VMFunction
@@ -71,6 +71,8 @@ class Executable:
         manifest, payload = read_container(path)
         try:
             return cls._from_manifest(manifest, payload)
+        except TargetMismatchError as err:
+            raise ExecutableFormatError(path, str(err)) from None
         except (ValueError, TypeError, KeyError, IndexError, RecursionError) as err:
             raise ExecutableFormatError(path, f"malformed manifest: {err}") from None
 

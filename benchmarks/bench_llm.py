@@ -18,7 +18,8 @@ this shared host every process, llama.cpp's too, runs its first 8-16 steps
 after a prefill or any pause 20-50% slower, measured, and a 16-step median
 landed in that transient; the first 8 steps' median is printed apart), prefill tokens/s for 16-
 and 256-token prompts (median of several prefills from an empty cache), the
-engine's compile time with a cold and a warm kernel cache, its activation
+engine's compile time with a cold and a warm cache (kernels and built engines:
+``llm.build_cache``), its activation
 memory per function with the static memory plan and without, the machine's
 memory read bandwidth (a 2-thread C loop summing 512 MB, built here with
 gcc) and the decode's weight-streaming limit: the quantized weight bytes a

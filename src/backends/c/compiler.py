@@ -53,14 +53,15 @@ def predefined_macros(cc: str, machine_flags: tuple[str, ...]) -> tuple[str, ...
     return tuple(sorted(out.splitlines()))
 
 
-def machine_flags(flags: tuple[str, ...] = DEFAULT_FLAGS) -> tuple[str, ...]:
-    return tuple(f for f in flags if f.startswith("-m"))
+def machine_flags(flags: tuple[str, ...] | None = None) -> tuple[str, ...]:
+    """The ``-m`` options of ``flags`` (default: the flags kernels are compiled with now)."""
+    return tuple(f for f in (DEFAULT_FLAGS if flags is None else flags) if f.startswith("-m"))
 
 
 _VECTOR_ISA = re.compile(r"#define __((?:SSE|SSSE|AVX|FMA|F16C)[A-Z0-9_]*)__ 1\Z")
 
 
-def vector_isa(flags: tuple[str, ...] = DEFAULT_FLAGS) -> list[str]:
+def vector_isa(flags: tuple[str, ...] | None = None) -> list[str]:
     """The vector instruction sets code compiled with ``flags`` may use, named as /proc/cpuinfo
     names them less underscores ("avx2", "avx512f", "avx512vnni", "sse41"): what a saved
     library needs of the CPU that loads it."""

@@ -30,7 +30,7 @@ from .. import nn
 from ..frontend.gguf import GGUFFile, llama_config, read_gguf
 from ..quantization.gguf_convert import FLOAT_TYPES, conversion_report, convert_weight
 from .generation import GenerationStats, generate
-from . import kv_cache, weight_arena
+from . import build_cache, kv_cache, weight_arena
 from .kv_cache import CacheOverflowError
 from .kv_cache import cache_dtype as _cache_dtype
 from .model import LlamaForCausalLM, gguf_sources, rope_tables
@@ -50,13 +50,18 @@ WARM_UP_PROMPT_TOKENS = 64
 class Engine:
     """A compiled Llama model with KV caches, tokenizer and generation."""
 
-    def __init__(self, config, exported: nn.Exported, executable, arrays: dict, *,
+    def __init__(self, config, exported: nn.Exported | None, executable, arrays: dict, *,
                  capacity: int, tokenizer: Tokenizer | None = None, lowered_mod=None,
                  activations: str = "f32", kv_cache_dtype: str = "f32", scales: str | None = None,
-                 conversions: dict | None = None):
+                 conversions: dict | None = None, param_names=None, rebuild=None):
+        """``exported=None`` (an executable from the build cache): ``param_names`` gives the
+        functions' parameter order and ``rebuild()`` returns ``(exported, lowered_mod)`` when
+        they are first asked for."""
         import relaxscript as rx
-        self.config, self.exported, self.executable = config, exported, executable
-        self.lowered_mod = lowered_mod    # the module after the pipeline (memory plan, kernels)
+        self.config, self._exported, self.executable = config, exported, executable
+        self._lowered_mod = lowered_mod   # the module after the pipeline (memory plan, kernels)
+        self._rebuild = rebuild
+        param_names = list(exported.param_names if exported is not None else param_names)
         self.activations = activations    # "q8": quantized matmuls' inputs rounded to 8-bit codes
         self.tokenizer = tokenizer
         self.kv_cache = kv_cache_dtype    # "f16" / "f32": the cache tensors' dtype
@@ -70,7 +75,7 @@ class Engine:
         self.eos_id = config.eos_id
         self._vm = rx.VirtualMachine(executable)
         self._prefill, self._decode = self._vm["prefill"], self._vm["decode"]
-        self._weights = [arrays[name] for name in exported.param_names]
+        self._weights = [arrays[name] for name in param_names]
         if weight_arena.arena_enabled():   # one block in huge pages (weight_arena: TLB misses of a step)
             self._weights = weight_arena.pack(self._weights)
         self._caches = kv_cache.allocate_caches(config.num_layers, capacity, config.num_kv_heads,
@@ -88,7 +93,7 @@ class Engine:
     def from_gguf(cls, path, target: str = "c", weights: str = "q4", max_context: int | None = None,
                   tokenizer: bool = True, activations: str | None = None,
                   warm_up: bool | None = None, kv_cache: str | None = None,
-                  scales: str | None = None) -> "Engine":
+                  scales: str | None = None, cache: bool = True) -> "Engine":
         """Read, build and compile a Llama GGUF file.
 
         ``weights="q4"`` computes with the file's quantized blocks: Q4_0/Q4_1/Q8_0 as they
@@ -109,7 +114,9 @@ class Engine:
         scales and mins in float16, GGUF's own values (q4_1: 20 bytes per 32 weights, not 24: a
         decode step streams fewer weight bytes); ``"f32"`` widens them to float32 at load. Both
         dequantize to the same values. ``warm_up`` (default: on for the C target) runs one placeholder
-        prefill and decode step before returning (see ``warm_up``)."""
+        prefill and decode step before returning (see ``warm_up``). ``cache`` (default on) reuses the
+        executable built before for the same model, options, machine and compiler sources
+        (``llm.build_cache``): a warm load skips the export and the pass pipeline."""
         import relaxscript as rx
         gguf = path if isinstance(path, GGUFFile) else read_gguf(path)
         config = llama_config(gguf)
@@ -139,19 +146,50 @@ class Engine:
         merge_gate_up = os.environ.get("RELAXSCRIPT_MERGE_GATE_UP", "1") != "0"
         model = LlamaForCausalLM(config, capacity, formats, kv_cache_dtype=kv_cache_option,
                                  merge_gate_up=merge_gate_up)
-        exported = nn.export(model, dataclasses.replace(model.export_spec(), activations=activations))
-        arrays = load_parameters(gguf, exported.param_names, config, capacity, scale_dtype, conversions)
-        lowered = exported.mod
-        for step in rx.get_pipeline(target):
-            lowered = step(lowered)
-        executable = rx.build(lowered, target=target, pipeline=[])
+        spec = dataclasses.replace(model.export_spec(), activations=activations)
+
+        def lower():
+            exported = nn.export(model, spec)
+            lowered = exported.mod
+            for step in rx.get_pipeline(target):
+                lowered = step(lowered)
+            return exported, lowered
+        exported = lowered = None
+        cache = cache and target == "c"   # native builds are the slow ones; others are not stored
+        key = build_cache.build_key(_build_description(gguf, config, capacity, formats, target, activations,
+                                                       kv_cache_option, merge_gate_up)) if cache else None
+        cached = build_cache.load(key) if cache else None
+        if cached is not None:
+            executable, param_names = cached
+        else:
+            exported, lowered = lower()
+            executable, param_names = rx.build(lowered, target=target, pipeline=[]), exported.param_names
+            if cache:
+                build_cache.store(key, executable, param_names)
+        arrays = load_parameters(gguf, param_names, config, capacity, scale_dtype, conversions)
         tok = Tokenizer.from_gguf(gguf) if tokenizer else None
         engine = cls(config, exported, executable, arrays, capacity=capacity, tokenizer=tok,
                      lowered_mod=lowered, activations=activations, kv_cache_dtype=kv_cache_option,
-                     scales=scales_option if formats else None, conversions=conversions)
+                     scales=scales_option if formats else None, conversions=conversions,
+                     param_names=param_names, rebuild=lower)
         if warm_up if warm_up is not None else target == "c":
             engine.warm_up()
         return engine
+
+    @property
+    def exported(self) -> nn.Exported:
+        """The exported model (``prefill``/``decode`` before the pipeline; rebuilt when first asked
+        for after a load from the build cache)."""
+        if self._exported is None:
+            self._exported, self._lowered_mod = self._rebuild()
+        return self._exported
+
+    @property
+    def lowered_mod(self):
+        """The module after the pass pipeline (memory plan, kernels)."""
+        if self._lowered_mod is None and self._rebuild is not None:
+            self._exported, self._lowered_mod = self._rebuild()
+        return self._lowered_mod
 
     def warm_up(self, prompt_tokens: int = WARM_UP_PROMPT_TOKENS) -> None:
         """A placeholder prefill of ``prompt_tokens`` and one decode step, then ``reset()``.
@@ -299,6 +337,16 @@ def convert_weights(gguf: GGUFFile, scale_dtype: str = "float32") -> dict:
     return {name: convert_weight(tensor.qtype, tensor.raw, tensor.shape, scale_dtype)
             for name, tensor in gguf.tensors.items()
             if tensor.qtype not in FLOAT_TYPES and len(tensor.shape) == 2}
+
+
+def _build_description(gguf: GGUFFile, config, capacity: int, formats: dict, target: str, activations: str,
+                       kv_cache: str, merge_gate_up: bool) -> dict:
+    """What decides an engine's executable besides the compiler and the machine (``build_cache``):
+    the hyperparameters, every tensor's name, type and shape, the weights' formats, the options."""
+    return {"config": repr(config), "capacity": capacity, "target": str(target), "activations": activations,
+            "kv_cache": kv_cache, "merge_gate_up": merge_gate_up,
+            "formats": sorted((name, repr(fmt)) for name, fmt in formats.items()),
+            "tensors": sorted((t.name, t.qtype, list(t.shape)) for t in gguf.tensors.values())}
 
 
 def _weight_formats(gguf: GGUFFile, scale_dtype: str = "float32", conversions: dict | None = None) -> dict:

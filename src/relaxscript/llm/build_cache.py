@@ -1,0 +1,125 @@
+"""Built engines, cached: a model's compiled executable under a key of everything that decides it.
+
+A warm ``Engine.from_gguf`` spent most of its time re-running the export and
+the pass pipeline of a model it had built before (SmolLM2, kernels already
+cached: export 0.9 s, pipeline 5.5 s, build 1.0 s of 10 s at load 4); with
+the executable cached it loads a 3.5 MB file instead. The key hashes:
+
+- the compiler itself: the bytes of every Python source file of the
+  packages that build (``relaxscript``, ``tensorir``, ``backends``), so an
+  edited pass never serves a stale build;
+- the machine: the macros the C compiler predefines for ``-march=native``
+  (the CPU's features) and the CPU's cache sizes (schedules read them);
+- the model: its hyperparameters, every tensor's name, type and shape, the
+  weights' computed formats and the build options;
+- every ``RELAXSCRIPT_*`` / ``OMP_*`` / ``OPENBLAS_*`` environment setting
+  (some switch passes off), except where the cache lives.
+
+Entries live in the C library cache's private directory (``library_cache``):
+``engine-<key>.rsx`` (an executable, verified by its own content hash on
+load) and ``engine-<key>.json`` (the key again, the parameter order and the
+executable's sha256, so a record renamed onto another key or an executable
+swapped under it is ignored). Both are written atomically. Any entry that
+does not verify is rebuilt, never used.
+"""
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import os
+import pathlib
+import tempfile
+
+_PACKAGES = ("relaxscript", "tensorir", "backends")
+_RECORD_LIMIT = 1 << 20   # bytes read of a record (a model has a few hundred parameters)
+
+
+@functools.lru_cache(maxsize=None)
+def compiler_fingerprint() -> str:
+    """sha256 over the relative path and bytes of every ``.py`` file of the building packages."""
+    import backends
+    import relaxscript
+    import tensorir
+    digest = hashlib.sha256()
+    for package in (relaxscript, tensorir, backends):
+        root = pathlib.Path(package.__file__).parent
+        for path in sorted(root.rglob("*.py")):
+            digest.update(f"{package.__name__}/{path.relative_to(root).as_posix()}\0".encode())
+            digest.update(path.read_bytes())
+            digest.update(b"\0")
+    return digest.hexdigest()
+
+
+def machine_identity() -> str:
+    """The C compiler and its flags, the CPU features they select, the CPU's cache sizes."""
+    from backends.c import compiler
+    cc = compiler.find_compiler()
+    sizes = sorted(str(entry) + "=" + entry.read_text().strip()
+                   for entry in pathlib.Path("/sys/devices/system/cpu/cpu0/cache").glob("index*/size"))
+    parts = [compiler.compiler_identity(cc), *compiler.DEFAULT_FLAGS,
+             *compiler.predefined_macros(cc, compiler.machine_flags()), *sizes, str(os.cpu_count())]
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()
+
+
+def _settings() -> dict:
+    return {name: value for name, value in os.environ.items()
+            if name.startswith(("RELAXSCRIPT_", "OMP_", "OPENBLAS_")) and name != "RELAXSCRIPT_CACHE_DIR"}
+
+
+def build_key(model: dict) -> str:
+    """The cache key of a build described by ``model`` (plain data; values reprs when not JSON)."""
+    material = {"compiler": compiler_fingerprint(), "machine": machine_identity(), "settings": _settings(),
+                "model": model}
+    return hashlib.sha256(json.dumps(material, sort_keys=True, default=repr).encode()).hexdigest()
+
+
+def _paths(key: str) -> tuple[pathlib.Path, pathlib.Path]:
+    from backends.c.library_cache import cache_dir
+    directory = cache_dir()
+    return directory / f"engine-{key}.rsx", directory / f"engine-{key}.json"
+
+
+def load(key: str):
+    """``(executable, param_names)`` stored under ``key``, or None (absent, damaged, or built for
+    another CPU: the caller builds again)."""
+    from ..vm.executable import Executable
+    from ..vm.file_format import ExecutableFormatError
+    executable_path, record_path = _paths(key)
+    try:
+        with open(record_path, "rb") as handle:
+            record = json.loads(handle.read(_RECORD_LIMIT))
+        data = executable_path.read_bytes()
+    except (OSError, ValueError):   # absent, unreadable, not JSON
+        return None
+    if (type(record) is not dict or record.get("key") != key
+            or record.get("sha256") != hashlib.sha256(data).hexdigest()):
+        return None
+    names = record.get("param_names")
+    if type(names) is not list or not all(isinstance(name, str) for name in names):
+        return None
+    try:
+        executable = Executable.load(executable_path)
+    except (ExecutableFormatError, OSError):
+        return None
+    if hashlib.sha256(executable_path.read_bytes()).hexdigest() != record["sha256"]:
+        return None   # replaced between the two reads
+    return executable, names
+
+
+def store(key: str, executable, param_names) -> None:
+    """Write ``executable`` and its parameter order under ``key`` (atomically; the executable first,
+    so a record never names an executable that is not there yet)."""
+    executable_path, record_path = _paths(key)
+    executable.save(executable_path)
+    record = {"key": key, "param_names": list(param_names),
+              "sha256": hashlib.sha256(executable_path.read_bytes()).hexdigest()}
+    fd, tmp = tempfile.mkstemp(dir=record_path.parent, prefix=".engine-")
+    try:
+        with os.fdopen(fd, "w") as handle:
+            json.dump(record, handle)
+        os.replace(tmp, record_path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise

@@ -1,0 +1,102 @@
+"""The engine build cache: a warm load reuses the executable, and only a verified entry of the same key."""
+import json
+
+import numpy as np
+import pytest
+
+from relaxscript.llm import build_cache
+from relaxscript.llm.engine import Engine
+
+PROMPT = [5, 9, 2, 17, 3]
+
+
+@pytest.fixture
+def entries(tmp_path, monkeypatch):
+    """Engine entries in a folder of this test's own (kernels stay in the shared library cache)."""
+    monkeypatch.setattr(build_cache, "_paths", lambda key: (tmp_path / f"engine-{key}.rsx",
+                                                             tmp_path / f"engine-{key}.json"))
+    return tmp_path
+
+
+def _build(path, **options):
+    options = {"max_context": 24, **options}
+    return Engine.from_gguf(path, target="c", weights="q4", warm_up=False, **options)
+
+
+def _logits(engine):
+    engine.reset()
+    first = engine.prefill(PROMPT)
+    return np.concatenate([first, engine.decode(7)])
+
+
+def _single(entries, suffix):
+    found = sorted(entries.glob("engine-*" + suffix))
+    assert len(found) == 1
+    return found[0]
+
+
+def test_a_second_load_reuses_the_built_executable_and_computes_the_same(entries, tiny_gguf_q4):
+    built = _build(tiny_gguf_q4)
+    assert built._exported is not None   # built here: the export and the pipeline ran
+    loaded = _build(tiny_gguf_q4)
+    assert loaded._exported is None      # from the cache: neither ran
+    np.testing.assert_array_equal(_logits(loaded), _logits(built))
+    # what the export would have said is still there, rebuilt when asked for
+    assert loaded.exported.param_names == built.exported.param_names
+    assert set(loaded.activation_memory()) == {"prefill", "decode"}
+
+
+def test_other_options_other_sources_and_other_machines_are_other_entries(entries, tiny_gguf_q4, monkeypatch):
+    _build(tiny_gguf_q4)
+    assert _build(tiny_gguf_q4, max_context=32)._exported is not None
+    assert _build(tiny_gguf_q4, kv_cache="f32")._exported is not None
+    monkeypatch.setenv("RELAXSCRIPT_MERGE_GATE_UP", "0")   # a setting that changes the build
+    assert _build(tiny_gguf_q4)._exported is not None
+    monkeypatch.delenv("RELAXSCRIPT_MERGE_GATE_UP")
+    monkeypatch.setattr(build_cache, "compiler_fingerprint", lambda: "an edited pass")
+    assert _build(tiny_gguf_q4)._exported is not None
+    monkeypatch.setattr(build_cache, "machine_identity", lambda: "a CPU without AVX-512")
+    assert _build(tiny_gguf_q4)._exported is not None
+    assert len(list(entries.glob("engine-*.rsx"))) == 6
+
+
+def test_the_compiler_fingerprint_covers_every_source_file():
+    import relaxscript.llm.build_cache as module
+    assert len(module.compiler_fingerprint()) == 64
+    assert module.compiler_fingerprint() == module.compiler_fingerprint()
+
+
+@pytest.mark.parametrize("damage", ["flip executable byte", "truncate executable", "record of another key",
+                                    "record not json", "executable swapped", "names not strings"])
+def test_a_damaged_entry_is_rebuilt_never_used(entries, tiny_gguf_q4, tiny_gguf_f32, damage):
+    reference = _logits(_build(tiny_gguf_q4))
+    executable, record = _single(entries, ".rsx"), _single(entries, ".json")
+    data = bytearray(executable.read_bytes())
+    if damage == "flip executable byte":
+        data[len(data) // 2] ^= 0x40
+        executable.write_bytes(bytes(data))
+    elif damage == "truncate executable":
+        executable.write_bytes(bytes(data[:len(data) // 3]))
+    elif damage == "record of another key":
+        text = json.loads(record.read_text())
+        text["key"] = "0" * 64
+        record.write_text(json.dumps(text))
+    elif damage == "record not json":
+        record.write_bytes(b"\x00garbage")
+    elif damage == "executable swapped":   # another model's well-formed executable under this key
+        other = Engine.from_gguf(tiny_gguf_f32, target="c", weights="f32", max_context=24, warm_up=False,
+                                 cache=False)
+        other.executable.save(executable)
+    else:
+        text = json.loads(record.read_text())
+        text["param_names"] = [1, 2]
+        record.write_text(json.dumps(text))
+    rebuilt = _build(tiny_gguf_q4)
+    assert rebuilt._exported is not None
+    np.testing.assert_array_equal(_logits(rebuilt), reference)
+    assert _build(tiny_gguf_q4)._exported is None   # the rebuild rewrote a good entry
+
+
+def test_cache_false_neither_reads_nor_writes(entries, tiny_gguf_q4):
+    assert _build(tiny_gguf_q4, cache=False)._exported is not None
+    assert not list(entries.iterdir())

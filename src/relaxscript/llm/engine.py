@@ -1,4 +1,5 @@
-"""``Engine``: a GGUF Llama compiled by relaxscript, with its tokenizer and generation.
+"""``Engine``: a GGUF Llama-family model (llama, qwen2) compiled by relaxscript, with its tokenizer
+and generation.
 
 ::
 
@@ -33,7 +34,7 @@ from .generation import GenerationStats, generate
 from . import kv_cache, weight_arena
 from .kv_cache import CacheOverflowError
 from .kv_cache import cache_dtype as _cache_dtype
-from .model import LlamaForCausalLM, gguf_sources, rope_tables
+from .model import LlamaForCausalLM, gguf_sources, rope_tables, with_pair_rows
 from .sampling import Sampler, SamplingParams, greedy
 from .tokenizer import Tokenizer
 
@@ -89,7 +90,8 @@ class Engine:
                   tokenizer: bool = True, activations: str | None = None,
                   warm_up: bool | None = None, kv_cache: str | None = None,
                   scales: str | None = None) -> "Engine":
-        """Read, build and compile a Llama GGUF file.
+        """Read, build and compile a GGUF file of a Llama-family architecture
+        (``frontend.gguf.ARCHITECTURES``: llama, qwen2; another is an ``UnsupportedModelError``).
 
         ``weights="q4"`` computes with the file's quantized blocks: Q4_0/Q4_1/Q8_0 as they
         are, Q5_0 exactly as q8_0, Q4_K repacked as q4_1 (one scale and min per 32 values),
@@ -113,6 +115,8 @@ class Engine:
         import relaxscript as rx
         gguf = path if isinstance(path, GGUFFile) else read_gguf(path)
         config = llama_config(gguf)
+        tok = Tokenizer.from_gguf(gguf) if tokenizer else None   # an unsupported tokenizer fails before the build
+        weights_file = with_pair_rows(gguf, config)   # qwen2: Q/K rows reordered for the pair rotation
         if weights not in ("q4", "f32"):
             raise ValueError(f"Engine.from_gguf: weights must be 'q4' (the file's quantized blocks) or "
                              f"'f32', got {weights!r}")
@@ -133,19 +137,18 @@ class Engine:
         if not isinstance(capacity, int) or capacity < 1:
             raise ValueError(f"Engine.from_gguf: max_context must be a positive int, got {max_context!r}")
         scale_dtype = SCALE_DTYPES[scales_option]
-        conversions = convert_weights(gguf, scale_dtype) if weights == "q4" else {}
-        formats = _weight_formats(gguf, scale_dtype, conversions) if weights == "q4" else {}
+        conversions = convert_weights(weights_file, scale_dtype) if weights == "q4" else {}
+        formats = _weight_formats(weights_file, scale_dtype, conversions) if weights == "q4" else {}
         # RELAXSCRIPT_MERGE_GATE_UP=0: gate and up as two launches (to compare; bench_decode_ab.py does)
         merge_gate_up = os.environ.get("RELAXSCRIPT_MERGE_GATE_UP", "1") != "0"
         model = LlamaForCausalLM(config, capacity, formats, kv_cache_dtype=kv_cache_option,
                                  merge_gate_up=merge_gate_up)
         exported = nn.export(model, dataclasses.replace(model.export_spec(), activations=activations))
-        arrays = load_parameters(gguf, exported.param_names, config, capacity, scale_dtype, conversions)
+        arrays = load_parameters(weights_file, exported.param_names, config, capacity, scale_dtype, conversions)
         lowered = exported.mod
         for step in rx.get_pipeline(target):
             lowered = step(lowered)
         executable = rx.build(lowered, target=target, pipeline=[])
-        tok = Tokenizer.from_gguf(gguf) if tokenizer else None
         engine = cls(config, exported, executable, arrays, capacity=capacity, tokenizer=tok,
                      lowered_mod=lowered, activations=activations, kv_cache_dtype=kv_cache_option,
                      scales=scales_option if formats else None, conversions=conversions)

@@ -331,7 +331,8 @@ def load_parameters(gguf: GGUFFile, param_names, config, capacity: int, scale_dt
                     conversions: dict | None = None) -> dict:
     """The array of every exported parameter: converted blocks for quantized weights (scales in
     ``scale_dtype``; ``conversions`` from ``convert_weights``, made here when absent), float32
-    values otherwise, and the rotary tables."""
+    values otherwise, and the rotary tables. ``gguf`` is the file as the model reads it: a
+    "halves" architecture's through ``model.with_pair_rows`` (``from_gguf`` does that)."""
     cos, sin = rope_tables(capacity, config.head_dim, config.rope_theta)
     arrays = {"rope.cos": cos, "rope.sin": sin}
     conversions = {} if conversions is None else dict(conversions)

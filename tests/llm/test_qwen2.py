@@ -183,6 +183,20 @@ def test_reordering_moves_quantized_rows_exactly(qwen2_q4):
     assert with_pair_rows(gguf_file, llama) is gguf_file
 
 
+def test_reordering_a_block_quantized_bias(tmp_path):
+    # no converter writes one, but a file may: its values move (as float32), the engine still follows
+    path = _qwen2_file(tmp_path / "qbias.gguf", layers=1, tensor_qtypes={"blk.0.attn_k.bias": "Q8_0"})
+    gguf_file = read_gguf(path)
+    config = llama_config(gguf_file)
+    before = gguf_file.tensor("blk.0.attn_k.bias")
+    after = with_pair_rows(gguf_file, config).tensor("blk.0.attn_k.bias")
+    assert (before.qtype, after.qtype) == ("Q8_0", "F32")
+    np.testing.assert_array_equal(after.dequantize(), before.dequantize()[pair_rows(32, config.head_dim)])
+    engine = Engine.from_gguf(path, weights="f32", max_context=32)
+    assert engine.generate(PROMPTS[1], max_new_tokens=6) == generate(NumpyLlama(path, max_context=32),
+                                                                      PROMPTS[1], 6)
+
+
 # ------------------------------------------------------------------ the compiled engine
 @pytest.mark.parametrize("prompt", PROMPTS)
 def test_greedy_f32_engine_equals_the_reference(f32_engine, reference, prompt):

@@ -1,4 +1,5 @@
-"""Small GGUF files written by the tests: a random Llama model with a tiny byte-level BPE tokenizer.
+"""Small GGUF files written by the tests: a random Llama-family model (llama, qwen2) with a tiny
+byte-level BPE tokenizer.
 
 The files are written with the ``gguf`` package's writer (an independent
 implementation of the format), so the project's reader is checked against it.
@@ -115,8 +116,11 @@ def tiny_bpe(vocab: int) -> tuple[list[str], list[str]]:
 
 
 def random_llama_weights(*, layers: int, hidden: int, heads: int, kv_heads: int, ffn: int, vocab: int,
-                         seed: int, tie_embeddings: bool = True) -> dict[str, np.ndarray]:
-    """float32 weights under llama.cpp's tensor names, scaled so activations stay near 1."""
+                         seed: int, tie_embeddings: bool = True, qkv_bias: bool = False,
+                         bias_std: float = 0.5) -> dict[str, np.ndarray]:
+    """float32 weights under llama.cpp's tensor names, scaled so activations stay near 1;
+    ``qkv_bias`` adds ``attn_q/k/v.bias`` (std ``bias_std``, drawn from their own generator so
+    the other weights of a seed stay the same)."""
     rng = np.random.default_rng(seed)
     head_dim = hidden // heads
 
@@ -138,6 +142,12 @@ def random_llama_weights(*, layers: int, hidden: int, heads: int, kv_heads: int,
             f"blk.{i}.attn_output.weight": dense(hidden, heads * head_dim), f"blk.{i}.ffn_norm.weight": norm(),
             f"blk.{i}.ffn_gate.weight": dense(ffn, hidden), f"blk.{i}.ffn_up.weight": dense(ffn, hidden),
             f"blk.{i}.ffn_down.weight": dense(hidden, ffn)})
+    if qkv_bias:
+        bias_rng = np.random.default_rng(seed + 2000)
+        for i in range(layers):
+            for part, rows in (("attn_q", heads), ("attn_k", kv_heads), ("attn_v", kv_heads)):
+                weights[f"blk.{i}.{part}.bias"] = (bias_std * bias_rng.standard_normal(rows * head_dim)
+                                                   ).astype(np.float32)
     return weights
 
 
@@ -146,18 +156,26 @@ def write_random_llama_gguf(path: str | os.PathLike, *, layers: int = 2, hidden:
                             qtypes: tuple[str, str] | str = ("Q4_1", "Q8_0"), seed: int = 0,
                             context_length: int = 256, rope_theta: float = 10000.0,
                             tie_embeddings: bool = True, architecture: str = "llama",
-                            tensor_qtypes: dict[str, str] | None = None) -> str:
+                            tensor_qtypes: dict[str, str] | None = None, qkv_bias: bool | None = None,
+                            pre: str | None = None, chat_template: str = CHAT_TEMPLATE,
+                            rms_eps: float = 1e-5) -> str:
     """Write a random Llama model with a tiny tokenizer to ``path``; returns the path.
 
     ``qtypes`` is ``(projections, token embedding)`` or one type for both;
     ``tensor_qtypes`` overrides the type of named tensors (any ggml type: those
     gguf cannot quantize are random blocks, ``random_blocks``); norm weights are
     F32 unless named there. ``architecture`` other than "llama" writes
-    the same tensors under another name (for the unsupported-architecture error).
+    the same tensors under another name (for the unsupported-architecture error);
+    ``qkv_bias`` (default: with "qwen2") adds q/k/v biases; ``pre`` is the
+    pre-tokenizer's name (default: "qwen2" for qwen2, else "smollm").
     """
+    if qkv_bias is None:
+        qkv_bias = architecture == "qwen2"
+    if pre is None:
+        pre = "qwen2" if architecture == "qwen2" else "smollm"
     proj_type, embd_type = (qtypes, qtypes) if isinstance(qtypes, str) else qtypes
     weights = random_llama_weights(layers=layers, hidden=hidden, heads=heads, kv_heads=kv_heads, ffn=ffn,
-                                   vocab=vocab, seed=seed, tie_embeddings=tie_embeddings)
+                                   vocab=vocab, seed=seed, tie_embeddings=tie_embeddings, qkv_bias=qkv_bias)
     tokens, merges = tiny_bpe(vocab)
     path = os.fspath(path)
     writer = gguf.GGUFWriter(path, architecture)
@@ -169,18 +187,18 @@ def write_random_llama_gguf(path: str | os.PathLike, *, layers: int = 2, hidden:
     writer.add_head_count(heads)
     writer.add_head_count_kv(kv_heads)
     writer.add_rope_freq_base(rope_theta)
-    writer.add_layer_norm_rms_eps(1e-5)
+    writer.add_layer_norm_rms_eps(rms_eps)
     writer.add_rope_dimension_count(hidden // heads)
     writer.add_vocab_size(vocab)
     writer.add_tokenizer_model("gpt2")
-    writer.add_tokenizer_pre("smollm")
+    writer.add_tokenizer_pre(pre)
     writer.add_token_list(tokens)
     writer.add_token_types([gguf.TokenType.CONTROL if t in SPECIAL_TOKENS else gguf.TokenType.NORMAL
                             for t in tokens])
     writer.add_token_merges(merges)
     writer.add_bos_token_id(BOS_ID)
     writer.add_eos_token_id(EOS_ID)
-    writer.add_chat_template(CHAT_TEMPLATE)
+    writer.add_chat_template(chat_template)
     rng = np.random.default_rng(seed + 1000)
     for name, value in weights.items():
         qtype = "F32" if value.ndim == 1 else embd_type if name == "token_embd.weight" else proj_type

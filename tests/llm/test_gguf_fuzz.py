@@ -16,6 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from relaxscript.frontend.gguf import GGUFFormatError, UnsupportedModelError, llama_config, read_gguf
+from relaxscript.llm.model import with_pair_rows
 from relaxscript.quantization.gguf_convert import convert_weight
 
 from .gguf_fields import gguf_fields, interesting_values
@@ -34,14 +35,17 @@ def files(tmp_path_factory):
         folder / "k.gguf", layers=1, hidden=256, heads=2, kv_heads=1, ffn=256, vocab=64, qtypes=("Q4_K", "Q6_K"),
         tensor_qtypes={"blk.0.ffn_down.weight": "Q5_K", "blk.0.attn_v.weight": "Q3_K", "blk.0.attn_k.weight": "Q2_K",
                        "blk.0.attn_q.weight": "BF16", "blk.0.ffn_up.weight": "Q5_0", "blk.0.ffn_gate.weight": "Q5_1"})
-    return [open(plain, "rb").read(), open(k_quants, "rb").read()]
+    # qwen2: biases, its own metadata keys and pre-tokenizer, Q/K rows reordered at load
+    qwen2 = write_random_llama_gguf(folder / "qwen2.gguf", architecture="qwen2", layers=1, hidden=32, heads=2,
+                                    kv_heads=1, ffn=32, vocab=64, qtypes=("Q8_0", "Q4_1"))
+    return [open(plain, "rb").read(), open(k_quants, "rb").read(), open(qwen2, "rb").read()]
 
 
 def _loads_or_fails_clearly(path, seconds=20.0):
     start = time.process_time()
     try:
         gguf_file = read_gguf(path)
-        llama_config(gguf_file)
+        with_pair_rows(gguf_file, llama_config(gguf_file))
         for tensor in gguf_file.tensors.values():
             tensor.dequantize()
             if len(tensor.shape) == 2:
@@ -101,7 +105,7 @@ def test_nan_or_negative_hyperparameters_are_refused(files, tmp_path, key, value
 @settings(max_examples=1500, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.data())
 def test_fields_set_to_extreme_values(files, tmp_path, data):
-    base = files[data.draw(st.integers(0, 1))]
+    base = files[data.draw(st.integers(0, len(files) - 1))]
     fields = gguf_fields(base)
     corrupt = bytearray(base)
     for _ in range(data.draw(st.integers(1, 3))):

@@ -77,8 +77,8 @@ def _write_tokenizer_file(path, **overrides):
 def test_unsupported_tokenizers_are_named(tmp_path):
     with pytest.raises(UnsupportedModelError, match="tokenizer model 'llama' is not supported"):
         Tokenizer.from_gguf(_write_tokenizer_file(tmp_path / "a.gguf", model="llama"))
-    with pytest.raises(UnsupportedModelError, match="pre-tokenizer 'qwen2' is not supported"):
-        Tokenizer.from_gguf(_write_tokenizer_file(tmp_path / "b.gguf", pre="qwen2"))
+    with pytest.raises(UnsupportedModelError, match="pre-tokenizer 'llama-bpe' is not supported"):
+        Tokenizer.from_gguf(_write_tokenizer_file(tmp_path / "b.gguf", pre="llama-bpe"))
     with pytest.raises(GGUFFormatError, match="merge #0 'zz qq' does not join"):
         Tokenizer.from_gguf(_write_tokenizer_file(tmp_path / "c.gguf", merges=["zz qq"]))
     plain = Tokenizer.from_gguf(_write_tokenizer_file(tmp_path / "d.gguf", template="{{ messages }}"))
@@ -98,81 +98,28 @@ def test_real_model_tokenizer(real_model_path):
 
 
 _TEMPLATE_PIECES = ["<|im_start|>system\n", "<|im_start|>system\\n", "<|im_start|>", "system", "<|im_end|>",
-                    "\n", "hello", "|", "<", "{{ x }}"]
+                    "\n", "hello", "|", "<", "{{ x }}", "'", '"', "\\'", "{%"]
 
 
-@settings(max_examples=200, deadline=None)
-@given(pieces=st.lists(st.sampled_from(_TEMPLATE_PIECES), max_size=12))
-def test_default_system_message_is_the_first_system_block(pieces):
+def _oracle_default_system(text: str):
+    """The definition, quadratic and plain: the first system block whose text up to the next
+    <|im_end|> stays inside one string literal (no closing quote; no template code when the
+    marker is not in a literal)."""
     import re
+    for start in re.finditer(r"<\|im_start\|>system(?:\n|\\n)", text):
+        end = text.find("<|im_end|>", start.end())
+        if end < 0:
+            return None
+        block, quote = text[start.end():end], text[start.start() - 1:start.start()]
+        inside = quote not in block.replace("\\" + quote, "") if quote in ("'", '"') else \
+            "{{" not in block and "{%" not in block
+        if inside:
+            return block
+    return None
+
+
+@settings(max_examples=300, deadline=None)
+@given(pieces=st.lists(st.sampled_from(_TEMPLATE_PIECES), max_size=14))
+def test_default_system_message_is_the_first_literal_system_block(pieces):
     text = "".join(pieces)
-    found = re.search(r"<\|im_start\|>system(?:\n|\\n)(.*?)<\|im_end\|>", text, re.S)   # the old definition
-    assert default_system_message(text) == (found.group(1) if found else None)
-
-
-def test_a_huge_template_without_an_end_is_linear():
-    # the lazy regex rescanned the rest of the template from every start marker: 8000 markers took 7 s
-    import time
-    start = time.process_time()
-    assert default_system_message("<|im_start|>system\n" * 200_000) is None
-    assert default_system_message("<|im_start|>system\nx" * 100_000 + "<|im_end|>") == "x" + "<|im_start|>system\nx" * 99_999
-    assert time.process_time() - start < 1.0
-
-
-def test_a_text_listed_twice_keeps_the_files_ids(tmp_path):
-    # the backend's vocabulary holds one id per text: the second id of a duplicated text decoded to
-    # nothing and the last id was "outside the vocabulary" (the model's logits have one per listed token)
-    tokens, _ = tiny_bpe(64)
-    duplicated = list(tokens)
-    duplicated[10] = tokens[20]
-    plain = Tokenizer.from_gguf(_write_tokenizer_file(tmp_path / "a.gguf"))
-    dup = Tokenizer.from_gguf(_write_tokenizer_file(tmp_path / "b.gguf", tokens=duplicated))
-    assert dup.vocab_size == plain.vocab_size == 64
-    assert dup.decode([20, 10, 63]) == plain.decode([20, 20, 63])
-    assert dup.encode(plain.decode([20])) == [10]   # the first id of a text encodes it
-    with pytest.raises(ValueError, match="token id 64 is outside the vocabulary 0..63"):
-        dup.decode([64])
-
-
-_ODD_TEXTS = ["", " ", "\x00", "Ġ", "<|im_start|>", "a b", "Ġthe", "\n", "ĊĊ", "x" * 300, "é", "\U0001F600"]
-
-
-@pytest.mark.fuzz
-@settings(max_examples=400, deadline=None)
-@given(data=st.data())
-def test_mutated_tokenizer_metadata_builds_or_fails_clearly(tiny_gguf_q4, data):
-    """Token texts, merges, token types and special ids replaced: the tokenizer builds and encodes,
-    decodes, streams and renders the chat, or raises a format error / ValueError naming the file."""
-    import numpy as np
-    gguf_file = read_gguf(tiny_gguf_q4)
-    md = gguf_file.metadata
-    tokens, merges = list(md["tokenizer.ggml.tokens"]), list(md["tokenizer.ggml.merges"])
-    types = np.array(md["tokenizer.ggml.token_type"])
-    for _ in range(data.draw(st.integers(1, 4))):
-        kind = data.draw(st.sampled_from(["token", "merge", "type", "bos", "append"]))
-        if kind == "token":
-            tokens[data.draw(st.integers(0, len(tokens) - 1))] = data.draw(st.sampled_from(_ODD_TEXTS + tokens))
-        elif kind == "merge" and merges:
-            merges[data.draw(st.integers(0, len(merges) - 1))] = data.draw(st.sampled_from(_ODD_TEXTS)) + \
-                data.draw(st.sampled_from([" ", "", "  "])) + data.draw(st.sampled_from(_ODD_TEXTS + tokens))
-        elif kind == "type":
-            types[data.draw(st.integers(0, len(types) - 1))] = data.draw(st.sampled_from([0, 1, 2, 3, 4, 5, 6]))
-        elif kind == "bos":
-            md["tokenizer.ggml.bos_token_id"] = data.draw(st.sampled_from([0, len(tokens) - 1, len(tokens), -1]))
-        else:
-            tokens.append(data.draw(st.sampled_from(tokens)))
-            types = np.append(types, 1).astype(types.dtype)
-    md.update({"tokenizer.ggml.tokens": tokens, "tokenizer.ggml.merges": merges, "tokenizer.ggml.token_type": types})
-    try:
-        tok = Tokenizer.from_gguf(gguf_file)
-    except (GGUFFormatError, UnsupportedModelError) as err:
-        assert str(tiny_gguf_q4) in str(err)
-        return
-    assert tok.vocab_size == len(tokens)
-    ids = tok.encode("the quick brown fox <|im_start|> 42 " + tokens[-1])
-    assert all(0 <= i < len(tokens) for i in ids)
-    tok.decode(ids)
-    stream = tok.stream_decoder()
-    pieces = [stream.feed(i) for i in range(len(tokens))] + [stream.flush()]
-    assert "".join(pieces) == tok.decode(list(range(len(tokens))), skip_special_tokens=True)
-    tok.apply_chat_template([{"role": "user", "content": "hi"}])
+    assert default_system_message(text) == _oracle_default_system(text)

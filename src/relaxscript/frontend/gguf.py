@@ -12,11 +12,13 @@ contiguous one); ``GGUFTensor.shape`` is NumPy's row-major order, so a linear
 layer's weight is ``(out_features, in_features)``.
 
 Rotary convention: the rows of ``attn_q``/``attn_k`` are returned exactly as
-the file stores them. llama.cpp's converter permutes them so that rotary
-embedding rotates *adjacent pairs* ``(2i, 2i+1)`` of each head (not the
-halves ``(i, i + head_dim/2)`` of Hugging Face's layout), with angle
-``position * rope_theta ** (-2i / head_dim)``. Every model in this project
-(``relaxscript.llm``) uses that adjacent-pair convention.
+the file stores them. Which pairs of a head rotary embedding rotates depends on
+the architecture (``ARCHITECTURES``): for ``llama`` llama.cpp's converter permutes
+the rows so that it rotates *adjacent pairs* ``(2i, 2i+1)`` ("pairs", llama.cpp's
+NORM rope), for ``qwen2`` it keeps Hugging Face's row order, which rotates the
+*halves* ``(i, i + head_dim/2)`` ("halves", llama.cpp's NEOX rope); the angle is
+``position * rope_theta ** (-2i / head_dim)`` either way. ``LlamaConfig.rope_style``
+says which; ``pair_rows`` is the row order that turns "halves" into "pairs".
 """
 from __future__ import annotations
 
@@ -32,7 +34,8 @@ import numpy as np
 from .ggml_types import GGML_TYPES, NATIVE_DEQUANTIZE, dequantizable, dequantize_blocks
 
 __all__ = ["GGUFFormatError", "UnsupportedModelError", "GGUFFile", "GGUFTensor", "LlamaConfig",
-           "read_gguf", "llama_config", "QUANT_BLOCKS"]
+           "Architecture", "ARCHITECTURES", "read_gguf", "llama_config", "expected_tensor_shapes", "pair_rows",
+           "QUANT_BLOCKS"]
 
 
 class GGUFFormatError(ValueError):
@@ -314,14 +317,21 @@ def read_gguf(path: str | os.PathLike) -> GGUFFile:
     return GGUFFile(path, version, metadata, tensors)
 
 
+ROPE_STYLES = ("pairs", "halves")
+
+
 @dataclasses.dataclass(frozen=True)
 class LlamaConfig:
-    """Hyperparameters of a Llama-architecture model.
+    """Hyperparameters of a Llama-family model (``ARCHITECTURES`` lists the files' architectures).
 
-    Rotary embedding rotates adjacent pairs ``(2i, 2i+1)`` of each query/key
-    head by ``position * rope_theta ** (-2i / head_dim)`` (llama.cpp's row
-    order, which the GGUF reader returns unchanged). Query head ``h`` attends
-    with key/value head ``h // (num_heads // num_kv_heads)``.
+    Rotary embedding rotates, in each query/key head, the pairs ``rope_style``
+    names by ``position * rope_theta ** (-2i / head_dim)`` for pair ``i``:
+    ``"pairs"`` rotates ``(2i, 2i+1)`` (the row order llama.cpp stores Llama in,
+    which the GGUF reader returns unchanged), ``"halves"`` rotates
+    ``(i, i + head_dim/2)`` (Hugging Face's order, which llama.cpp keeps for
+    Qwen2). ``qkv_bias``: the q, k and v projections add a bias (``attn_q.bias``
+    ...). Query head ``h`` attends with key/value head
+    ``h // (num_heads // num_kv_heads)``.
     """
     vocab_size: int
     hidden_size: int
@@ -336,6 +346,9 @@ class LlamaConfig:
     tie_word_embeddings: bool
     bos_id: int | None
     eos_id: int | None
+    architecture: str = "llama"
+    rope_style: str = "pairs"
+    qkv_bias: bool = False
 
     def __post_init__(self):
         for field in ("vocab_size", "hidden_size", "intermediate_size", "num_layers", "num_heads",
@@ -352,19 +365,48 @@ class LlamaConfig:
             raise ValueError(f"LlamaConfig.rope_theta must be a positive finite number, got {self.rope_theta}")
         if not (math.isfinite(self.rms_norm_eps) and self.rms_norm_eps >= 0):
             raise ValueError(f"LlamaConfig.rms_norm_eps must be a finite number >= 0, got {self.rms_norm_eps}")
+        if self.rope_style not in ROPE_STYLES:
+            raise ValueError(f"LlamaConfig.rope_style must be one of {ROPE_STYLES}, got {self.rope_style!r}")
 
 
-SUPPORTED_ARCHITECTURES = ("llama",)
+@dataclasses.dataclass(frozen=True)
+class Architecture:
+    """What a GGUF architecture name means for the Llama-family graph: the rotary pairs its
+    files' Q/K rows are rotated by (``LlamaConfig.rope_style``) and whether q/k/v carry biases.
+    The hyperparameters are read from ``{name}.*`` metadata keys for every entry."""
+    name: str
+    rope_style: str
+    qkv_bias: bool
+
+
+# One entry per GGUF ``general.architecture`` this project runs (llama.cpp's facts): a further
+# Llama-family architecture is a line here, not a branch in the loader, model or reference.
+#   llama: llama.cpp's converter permutes Q/K rows to adjacent pairs (its NORM rope), no biases.
+#   qwen2: Q/K rows in Hugging Face's order (NEOX rope: the halves of a head), q/k/v biases.
+ARCHITECTURES = {arch.name: arch for arch in (
+    Architecture("llama", rope_style="pairs", qkv_bias=False),
+    Architecture("qwen2", rope_style="halves", qkv_bias=True),
+)}
+SUPPORTED_ARCHITECTURES = tuple(ARCHITECTURES)
 _LAYER_TENSORS = ("attn_norm", "attn_q", "attn_k", "attn_v", "attn_output", "ffn_norm", "ffn_gate",
                   "ffn_up", "ffn_down")
+_BIAS_TENSORS = ("attn_q", "attn_k", "attn_v")
+
+
+def architecture(gguf: GGUFFile) -> Architecture:
+    """The ``ARCHITECTURES`` entry of the file's ``general.architecture``; another name is an
+    ``UnsupportedModelError`` naming it."""
+    arch = gguf.require("general.architecture", str)
+    if arch not in ARCHITECTURES:
+        raise UnsupportedModelError(f"{gguf.path}: architecture {arch!r} is not supported "
+                                    f"(supported: {', '.join(SUPPORTED_ARCHITECTURES)})")
+    return ARCHITECTURES[arch]
 
 
 def llama_config(gguf: GGUFFile) -> LlamaConfig:
-    """The Llama hyperparameters of ``gguf``, checked against its tensors' shapes."""
-    arch = gguf.require("general.architecture", str)
-    if arch not in SUPPORTED_ARCHITECTURES:
-        raise UnsupportedModelError(f"{gguf.path}: architecture {arch!r} is not supported "
-                                    f"(supported: {', '.join(SUPPORTED_ARCHITECTURES)})")
+    """The hyperparameters of ``gguf`` (a Llama-family architecture), checked against its tensors' shapes."""
+    spec = architecture(gguf)
+    arch = spec.name
     hidden = gguf.require(f"{arch}.embedding_length")
     heads = gguf.require(f"{arch}.attention.head_count")
     kv_heads = gguf.get_typed(f"{arch}.attention.head_count_kv", int, heads)
@@ -391,23 +433,25 @@ def llama_config(gguf: GGUFFile) -> LlamaConfig:
             context_length=gguf.require(f"{arch}.context_length"),
             tie_word_embeddings="output.weight" not in gguf.tensors,
             bos_id=gguf.get_typed("tokenizer.ggml.bos_token_id", int),
-            eos_id=gguf.get_typed("tokenizer.ggml.eos_token_id", int))
+            eos_id=gguf.get_typed("tokenizer.ggml.eos_token_id", int),
+            architecture=arch, rope_style=spec.rope_style, qkv_bias=spec.qkv_bias)
     except GGUFFormatError:
         raise
     except (TypeError, ValueError) as err:   # a metadata value of the wrong kind or range
         raise GGUFFormatError(f"{gguf.path}: {err}") from None
     # each layer has its own tensors: a block count the table cannot hold is corrupt, and listing
     # the expected names of 2**32 layers would take minutes and gigabytes
-    if config.num_layers * len(_LAYER_TENSORS) > len(gguf.tensors):
+    per_layer = len(_LAYER_TENSORS) + (len(_BIAS_TENSORS) if config.qkv_bias else 0)
+    if config.num_layers * per_layer > len(gguf.tensors):
         raise GGUFFormatError(f"{gguf.path}: block_count {config.num_layers} needs "
-                              f"{config.num_layers * len(_LAYER_TENSORS)} layer tensors, the file has "
+                              f"{config.num_layers * per_layer} layer tensors, the file has "
                               f"{len(gguf.tensors)} tensors in all")
     _check_tensor_shapes(gguf, config)
     return config
 
 
 def expected_tensor_shapes(config: LlamaConfig) -> dict[str, tuple[int, ...]]:
-    """llama.cpp's tensor names of a Llama model and their row-major shapes."""
+    """llama.cpp's tensor names of a Llama-family model and their row-major shapes."""
     c = config
     shapes = {"token_embd.weight": (c.vocab_size, c.hidden_size), "output_norm.weight": (c.hidden_size,)}
     if not c.tie_word_embeddings:
@@ -421,7 +465,19 @@ def expected_tensor_shapes(config: LlamaConfig) -> dict[str, tuple[int, ...]]:
     for layer in range(c.num_layers):
         for part in _LAYER_TENSORS:
             shapes[f"blk.{layer}.{part}.weight"] = per_layer[part]
+        if c.qkv_bias:
+            for part in _BIAS_TENSORS:
+                shapes[f"blk.{layer}.{part}.bias"] = per_layer[part][:1]
     return shapes
+
+
+def pair_rows(rows: int, head_dim: int) -> np.ndarray:
+    """The row order that makes a "halves" projection (rotary pairs ``(i, i + head_dim/2)`` of
+    each head) a "pairs" one (``(2i, 2i+1)``): new row ``h*d + 2i + j`` is old row
+    ``h*d + j*d/2 + i``. Attention scores are sums over a head's rows, unchanged when the
+    queries' and keys' rows are reordered alike; only the order of a float sum changes."""
+    half = head_dim // 2
+    return np.arange(rows).reshape(rows // head_dim, 2, half).transpose(0, 2, 1).reshape(-1)
 
 
 def _check_tensor_shapes(gguf: GGUFFile, config: LlamaConfig) -> None:

@@ -1,4 +1,5 @@
-"""``Engine``: a GGUF Llama compiled by relaxscript, with its tokenizer and generation.
+"""``Engine``: a GGUF Llama-family model (llama, qwen2) compiled by relaxscript, with its tokenizer
+and generation.
 
 ::
 
@@ -33,7 +34,7 @@ from .generation import GenerationStats, generate
 from . import build_cache, kv_cache, weight_arena
 from .kv_cache import CacheOverflowError
 from .kv_cache import cache_dtype as _cache_dtype
-from .model import LlamaForCausalLM, gguf_sources, rope_tables
+from .model import LlamaForCausalLM, gguf_sources, rope_tables, with_pair_rows
 from .sampling import Sampler, SamplingParams, greedy
 from .tokenizer import Tokenizer
 
@@ -94,7 +95,8 @@ class Engine:
                   tokenizer: bool = True, activations: str | None = None,
                   warm_up: bool | None = None, kv_cache: str | None = None,
                   scales: str | None = None, cache: bool = True) -> "Engine":
-        """Read, build and compile a Llama GGUF file.
+        """Read, build and compile a GGUF file of a Llama-family architecture
+        (``frontend.gguf.ARCHITECTURES``: llama, qwen2; another is an ``UnsupportedModelError``).
 
         ``weights="q4"`` computes with the file's quantized blocks: Q4_0/Q4_1/Q8_0 as they
         are, Q5_0 exactly as q8_0, Q4_K repacked as q4_1 (one scale and min per 32 values),
@@ -120,6 +122,8 @@ class Engine:
         import relaxscript as rx
         gguf = path if isinstance(path, GGUFFile) else read_gguf(path)
         config = llama_config(gguf)
+        tok = Tokenizer.from_gguf(gguf) if tokenizer else None   # an unsupported tokenizer fails before the build
+        weights_file = with_pair_rows(gguf, config)   # qwen2: Q/K rows reordered for the pair rotation
         if weights not in ("q4", "f32"):
             raise ValueError(f"Engine.from_gguf: weights must be 'q4' (the file's quantized blocks) or "
                              f"'f32', got {weights!r}")
@@ -140,8 +144,8 @@ class Engine:
         if not isinstance(capacity, int) or capacity < 1:
             raise ValueError(f"Engine.from_gguf: max_context must be a positive int, got {max_context!r}")
         scale_dtype = SCALE_DTYPES[scales_option]
-        conversions = convert_weights(gguf, scale_dtype) if weights == "q4" else {}
-        formats = _weight_formats(gguf, scale_dtype, conversions) if weights == "q4" else {}
+        conversions = convert_weights(weights_file, scale_dtype) if weights == "q4" else {}
+        formats = _weight_formats(weights_file, scale_dtype, conversions) if weights == "q4" else {}
         # RELAXSCRIPT_MERGE_GATE_UP=0: gate and up as two launches (to compare; bench_decode_ab.py does)
         merge_gate_up = os.environ.get("RELAXSCRIPT_MERGE_GATE_UP", "1") != "0"
         model = LlamaForCausalLM(config, capacity, formats, kv_cache_dtype=kv_cache_option,
@@ -166,8 +170,7 @@ class Engine:
             executable, param_names = rx.build(lowered, target=target, pipeline=[]), exported.param_names
             if cache:
                 build_cache.store(key, executable, param_names)
-        arrays = load_parameters(gguf, param_names, config, capacity, scale_dtype, conversions)
-        tok = Tokenizer.from_gguf(gguf) if tokenizer else None
+        arrays = load_parameters(weights_file, param_names, config, capacity, scale_dtype, conversions)
         engine = cls(config, exported, executable, arrays, capacity=capacity, tokenizer=tok,
                      lowered_mod=lowered, activations=activations, kv_cache_dtype=kv_cache_option,
                      scales=scales_option if formats else None, conversions=conversions,
@@ -376,7 +379,8 @@ def load_parameters(gguf: GGUFFile, param_names, config, capacity: int, scale_dt
                     conversions: dict | None = None) -> dict:
     """The array of every exported parameter: converted blocks for quantized weights (scales in
     ``scale_dtype``; ``conversions`` from ``convert_weights``, made here when absent), float32
-    values otherwise, and the rotary tables."""
+    values otherwise, and the rotary tables. ``gguf`` is the file as the model reads it: a
+    "halves" architecture's through ``model.with_pair_rows`` (``from_gguf`` does that)."""
     cos, sin = rope_tables(capacity, config.head_dim, config.rope_theta)
     arrays = {"rope.cos": cos, "rope.sin": sin}
     conversions = {} if conversions is None else dict(conversions)

@@ -1,4 +1,5 @@
-"""The Llama architecture written with ``relaxscript.nn``, with a KV cache.
+"""The Llama-family architectures (``frontend.gguf.ARCHITECTURES``: llama, qwen2) written with
+``relaxscript.nn``, with a KV cache.
 
 One module holds ``prefill(tokens[n], pos, caches)`` and ``decode(token[1], pos,
 caches)``; both return the logits of the last token and append the new keys
@@ -9,7 +10,10 @@ symbolic ``t`` bounded by the capacity. Names follow Hugging Face's Llama
 (``layers.3.self_attn.q_proj.weight``); ``gguf_name`` maps them to llama.cpp's.
 
 Rotary embedding rotates adjacent pairs ``(2i, 2i+1)`` of each head, the row
-order GGUF files store (``relaxscript.frontend.gguf.LlamaConfig``); the
+order llama.cpp stores Llama in (``relaxscript.frontend.gguf.LlamaConfig``);
+an architecture whose files rotate the halves of a head (qwen2, ``rope_style
+== "halves"``) is read through ``with_pair_rows``, which reorders its Q/K rows
+(and biases) once at load, so one graph and one cache kernel serve both. The
 tables ``rope.cos``/``rope.sin`` (capacity, head_dim / 2) are parameters
 filled by ``rope_tables`` so that every path uses the same float64-rounded values.
 """
@@ -80,12 +84,14 @@ class Attention(nn.Module):
         self.heads, self.kv_heads, self.head_dim = cfg.num_heads, cfg.num_kv_heads, d
         kinds = [formats(p) for p in ("q_proj", "k_proj", "v_proj")]
         self.merged = merge_qkv and _same_format(kinds)
+        bias = getattr(cfg, "qkv_bias", False)   # qwen2: q/k/v add a bias (merged: the three stacked)
         if self.merged:
-            self.qkv_proj = nn.Linear(h, (cfg.num_heads + 2 * cfg.num_kv_heads) * d, weight_format=kinds[0])
+            self.qkv_proj = nn.Linear(h, (cfg.num_heads + 2 * cfg.num_kv_heads) * d, bias=bias,
+                                      weight_format=kinds[0])
         else:
-            self.q_proj = nn.Linear(h, cfg.num_heads * d, weight_format=kinds[0])
-            self.k_proj = nn.Linear(h, cfg.num_kv_heads * d, weight_format=kinds[1])
-            self.v_proj = nn.Linear(h, cfg.num_kv_heads * d, weight_format=kinds[2])
+            self.q_proj = nn.Linear(h, cfg.num_heads * d, bias=bias, weight_format=kinds[0])
+            self.k_proj = nn.Linear(h, cfg.num_kv_heads * d, bias=bias, weight_format=kinds[1])
+            self.v_proj = nn.Linear(h, cfg.num_kv_heads * d, bias=bias, weight_format=kinds[2])
         self.o_proj = nn.Linear(cfg.num_heads * d, h, weight_format=formats("o_proj"))
 
     def forward(self, x, rotary, cos, sin, cache_k, cache_v, t, n):
@@ -180,6 +186,9 @@ _GGUF_NAMES = {
     "layers.{i}.self_attn.q_proj.weight": "blk.{i}.attn_q.weight",
     "layers.{i}.self_attn.k_proj.weight": "blk.{i}.attn_k.weight",
     "layers.{i}.self_attn.v_proj.weight": "blk.{i}.attn_v.weight",
+    "layers.{i}.self_attn.q_proj.bias": "blk.{i}.attn_q.bias",
+    "layers.{i}.self_attn.k_proj.bias": "blk.{i}.attn_k.bias",
+    "layers.{i}.self_attn.v_proj.bias": "blk.{i}.attn_v.bias",
     "layers.{i}.self_attn.o_proj.weight": "blk.{i}.attn_output.weight",
     "layers.{i}.post_attention_layernorm.weight": "blk.{i}.ffn_norm.weight",
     "layers.{i}.mlp.gate_proj.weight": "blk.{i}.ffn_gate.weight",
@@ -192,6 +201,9 @@ _GGUF_NAMES = {
 _MERGED = {"layers.{i}.self_attn.qkv_proj.weight": ("layers.{i}.self_attn.q_proj.weight",
                                                     "layers.{i}.self_attn.k_proj.weight",
                                                     "layers.{i}.self_attn.v_proj.weight"),
+           "layers.{i}.self_attn.qkv_proj.bias": ("layers.{i}.self_attn.q_proj.bias",
+                                                  "layers.{i}.self_attn.k_proj.bias",
+                                                  "layers.{i}.self_attn.v_proj.bias"),
            "layers.{i}.mlp.gate_up_proj.weight": ("layers.{i}.mlp.gate_proj.weight",
                                                   "layers.{i}.mlp.up_proj.weight")}
 
@@ -226,6 +238,41 @@ def gguf_tensor(gguf, param_name: str):
     return dataclasses.replace(first, name="+".join(names), shape=shape, raw=raw)
 
 
+_ROTATED = ("attn_q", "attn_k")   # the projections whose rows rotary embedding pairs up
+
+
+def _reorder_rows(tensor, order: np.ndarray):
+    """``tensor`` with its rows (a 1-D tensor: its values) in ``order``."""
+    if len(tensor.shape) == 2:   # each row is whole blocks of its type: exact for every type
+        raw = tensor.raw[order]
+    elif tensor.block_size == 1:   # F32 / F16 / BF16 values: their bytes move as they are
+        raw = tensor.raw.reshape(tensor.shape[0], -1)[order].reshape(-1)
+    else:   # a block-quantized 1-D tensor (no converter writes one): its float32 values
+        values = tensor.dequantize()[order]
+        return dataclasses.replace(tensor, qtype="F32", raw=np.ascontiguousarray(values).view(np.uint8))
+    return dataclasses.replace(tensor, raw=np.ascontiguousarray(raw))
+
+
+def with_pair_rows(gguf, config):
+    """``gguf`` as this model reads it: unchanged when ``config.rope_style`` is "pairs"; for
+    "halves" (qwen2) a file object whose q/k weights and biases have each head's rows
+    reordered by ``frontend.gguf.pair_rows``, so rotating adjacent pairs computes what the
+    file's half rotation does (the rows are moved, never rounded: quantized blocks stay the
+    file's bytes). The other tensors are shared, not copied."""
+    from ..frontend.gguf import GGUFFile, pair_rows
+    if config.rope_style == "pairs":
+        return gguf
+    tensors = dict(gguf.tensors)
+    for layer in range(config.num_layers):
+        for part in _ROTATED:
+            for kind in ("weight", "bias"):
+                name = f"blk.{layer}.{part}.{kind}"
+                if name in tensors:
+                    order = pair_rows(tensors[name].shape[0], config.head_dim)
+                    tensors[name] = _reorder_rows(tensors[name], order)
+    return GGUFFile(gguf.path, gguf.version, gguf.metadata, tensors)
+
+
 def gguf_name(param_name: str) -> str:
     """The GGUF tensor holding parameter ``param_name`` (a quantized weight's ``.data`` /
     ``.scale`` / ``.min`` all come from that tensor)."""
@@ -245,7 +292,8 @@ def gguf_name(param_name: str) -> str:
 
 
 class LlamaForCausalLM(nn.Module):
-    """Llama with a KV cache of ``capacity`` positions.
+    """A Llama-family model with a KV cache of ``capacity`` positions (its Q/K rows in pair order:
+    read a "halves" file through ``with_pair_rows``; ``cfg.qkv_bias`` adds the q/k/v biases).
 
     ``weight_formats`` maps a GGUF tensor name to an ``nn.Quantized`` format
     (or None for a float32 weight); absent names are float32. ``merge_qkv``: one

@@ -1,12 +1,17 @@
-"""A plain NumPy float32 Llama with a KV cache: the reference the compiled model is checked against.
+"""A plain NumPy float32 Llama-family model (llama, qwen2) with a KV cache: the reference the compiled
+model is checked against.
 
 It implements the step protocol every model of ``relaxscript.llm`` follows
 (``reset``, ``prefill(ids) -> logits``, ``decode(token) -> logits``,
 ``position``, ``max_context``), so the generation loop, the chat command and
 the benchmarks run it the same way as the compiled engine.
 
-Conventions (the same as ``LlamaConfig``'s): rotary embedding rotates
-adjacent pairs ``(2i, 2i+1)`` of each head; query head ``h`` reads key/value
+Conventions (the same as ``LlamaConfig``'s): rotary embedding rotates the
+pairs ``config.rope_style`` names, computed as written, from the file's own row
+order: adjacent pairs ``(2i, 2i+1)`` ("pairs", llama) or the halves
+``(i, i + head_dim/2)`` ("halves", qwen2; the engine instead reorders the rows
+once and rotates pairs, so the two check each other); ``config.qkv_bias`` adds
+``attn_q/k/v.bias`` to the projections; query head ``h`` reads key/value
 head ``h // (num_heads // num_kv_heads)``; RMSNorm is
 ``x / sqrt(mean(x**2) + eps) * weight``; the MLP is
 ``down(silu(gate(x)) * up(x))``.
@@ -43,13 +48,17 @@ def rope_tables(positions: np.ndarray, head_dim: int, theta: float) -> tuple[np.
     return np.cos(angles).astype(np.float32), np.sin(angles).astype(np.float32)
 
 
-def apply_rope(x: np.ndarray, cos: np.ndarray, sin: np.ndarray) -> np.ndarray:
-    """Rotate pairs ``(x[..., 2i], x[..., 2i+1])`` of ``x[tokens, heads, head_dim]`` by the angles."""
-    even, odd = x[..., 0::2], x[..., 1::2]
+def apply_rope(x: np.ndarray, cos: np.ndarray, sin: np.ndarray, style: str = "pairs") -> np.ndarray:
+    """Rotate the pairs of ``x[tokens, heads, head_dim]`` by the angles: ``(x[..., 2i], x[..., 2i+1])``
+    with ``style="pairs"``, ``(x[..., i], x[..., i + head_dim/2])`` with ``style="halves"``."""
+    half = x.shape[-1] // 2
+    first, second = {"pairs": (np.s_[..., 0::2], np.s_[..., 1::2]),
+                     "halves": (np.s_[..., :half], np.s_[..., half:])}[style]
+    a, b = x[first], x[second]
     c, s = cos[:, None, :], sin[:, None, :]
     out = np.empty_like(x)
-    out[..., 0::2] = even * c - odd * s
-    out[..., 1::2] = even * s + odd * c
+    out[first] = a * c - b * s
+    out[second] = a * s + b * c
     return out
 
 
@@ -119,6 +128,11 @@ class NumpyLlama:
             x = fake_quantize_numpy(np.ascontiguousarray(x, dtype=np.float32))
         return x @ self.weights[name].T
 
+    def _projection(self, x: np.ndarray, prefix: str) -> np.ndarray:
+        """A q/k/v projection, with its bias where the architecture has one."""
+        y = self._linear(x, prefix + ".weight")
+        return y + self.weights[prefix + ".bias"] if self.config.qkv_bias else y
+
     def reset(self) -> None:
         """Empty the KV cache."""
         self.position = 0
@@ -169,10 +183,11 @@ class NumpyLlama:
         for layer in range(c.num_layers):
             p = f"blk.{layer}."
             h = _rms_norm(x, w[p + "attn_norm.weight"], c.rms_norm_eps)
-            q = self._linear(h, p + "attn_q.weight").reshape(n, c.num_heads, c.head_dim)
-            k = self._linear(h, p + "attn_k.weight").reshape(n, c.num_kv_heads, c.head_dim)
-            v = self._linear(h, p + "attn_v.weight").reshape(n, c.num_kv_heads, c.head_dim)
-            q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
+            q, k, v = (self._projection(h, p + part) for part in ("attn_q", "attn_k", "attn_v"))
+            q = q.reshape(n, c.num_heads, c.head_dim)
+            k = k.reshape(n, c.num_kv_heads, c.head_dim)
+            v = v.reshape(n, c.num_kv_heads, c.head_dim)
+            q, k = apply_rope(q, cos, sin, c.rope_style), apply_rope(k, cos, sin, c.rope_style)
             self._keys[layer][:, start:end] = k.transpose(1, 0, 2)
             self._values[layer][:, start:end] = v.transpose(1, 0, 2)
             # (kv_heads, end, head_dim), widened from a float16 cache (its writes rounded above)

@@ -28,31 +28,62 @@ __all__ = ["Tokenizer", "StreamDecoder", "render_chatml"]
 
 # token types of tokenizer.ggml.token_type (llama.cpp's llama_token_type)
 _CONTROL, _USER_DEFINED = 3, 4
-_SUPPORTED_PRE = ("default", "gpt2", "smollm")
+# Qwen2's split (llama.cpp's LLAMA_VOCAB_PRE_TYPE_QWEN2, the Split of Hugging Face's Qwen2
+# tokenizer.json): contractions in any case, letters with at most one leading non-letter,
+# *one* digit per piece, punctuation runs with their trailing newlines, newline runs, spaces
+QWEN2_SPLIT = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}"
+               r"| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
+# tokenizer.ggml.pre -> how the text is split before BPE: "gpt2" (GPT-2's regex, inside
+# ByteLevel), "digits" (digits one by one, then GPT-2's regex: llama.cpp's "smollm"), or a
+# split regex applied before the byte-level mapping. A name not here is refused: a wrong
+# split silently changes the tokens
+_PRE_TOKENIZERS = {"default": "gpt2", "gpt2": "gpt2", "smollm": "digits",
+                   "qwen2": QWEN2_SPLIT, "deepseek-r1-qwen": QWEN2_SPLIT}
+_SUPPORTED_PRE = tuple(_PRE_TOKENIZERS)
 _SYSTEM_START = re.compile(r"<\|im_start\|>system(?:\n|\\n)")
 
 
 def default_system_message(template: str) -> str | None:
-    """The text between the template's first ``<|im_start|>system`` line and the next ``<|im_end|>``.
+    """The default system message of a ChatML template: the text between a
+    ``<|im_start|>system`` line and the next ``<|im_end|>`` inside one string literal.
 
-    Two linear scans: one lazy regex over both ends (``start(.*?)end``) rescanned the rest of
-    the text from every start marker, quadratic in a file's template (2 MB took minutes)."""
-    start = _SYSTEM_START.search(template)
-    if start is None:
-        return None
-    end = template.find("<|im_end|>", start.end())
-    return None if end < 0 else template[start.end():end]
+    A system line whose literal closes first is where a message's own content goes
+    (``'<|im_start|>system\\n' + messages[0]['content']``, or Qwen2.5's tools branch before
+    its default-message branch): those are skipped, else template code would become the
+    message. Linear: each ``<|im_end|>`` search resumes where the last one ended (one lazy
+    regex over both ends rescanned the rest of the text from every start marker, quadratic
+    in a file's template: 2 MB took minutes)."""
+    end = -1
+    for start in _SYSTEM_START.finditer(template):
+        if end < start.end():
+            end = template.find("<|im_end|>", start.end())
+            if end < 0:
+                return None
+        quote = template[start.start() - 1:start.start()]
+        text = template[start.end():end]
+        if quote in ("'", '"'):
+            if quote not in text.replace("\\" + quote, ""):   # the literal runs on to <|im_end|>
+                return text
+        elif "{{" not in text and "{%" not in text:
+            return text
+    return None
 
 
 def _pre_tokenizer(name: str, path: str):
-    from tokenizers import pre_tokenizers
+    from tokenizers import Regex, pre_tokenizers
+    if name not in _PRE_TOKENIZERS:
+        raise UnsupportedModelError(f"{path}: tokenizer pre-tokenizer {name!r} is not supported "
+                                    f"(supported: {', '.join(_SUPPORTED_PRE)})")
+    kind = _PRE_TOKENIZERS[name]
     byte_level = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
-    if name in ("default", "gpt2"):
+    if kind == "gpt2":
         return byte_level
-    if name == "smollm":   # digits split one by one before GPT-2's regex (llama.cpp's "smollm")
+    if kind == "digits":   # digits split one by one before GPT-2's regex (llama.cpp's "smollm")
         return pre_tokenizers.Sequence([pre_tokenizers.Digits(individual_digits=True), byte_level])
-    raise UnsupportedModelError(f"{path}: tokenizer pre-tokenizer {name!r} is not supported "
-                                f"(supported: {', '.join(_SUPPORTED_PRE)})")
+    # the pieces the regex matches (and nothing else: every character matches some branch),
+    # then the byte-level alphabet without GPT-2's own regex
+    return pre_tokenizers.Sequence([pre_tokenizers.Split(Regex(kind), behavior="isolated"),
+                                    pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
 
 
 def render_chatml(messages: list[dict], *, add_generation_prompt: bool = True,

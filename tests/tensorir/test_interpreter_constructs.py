@@ -124,14 +124,40 @@ def test_match_buffer_views_a_strided_region(vectorize):
     np.testing.assert_array_equal(xv, want)
 
 
-def test_match_buffer_of_non_contiguous_region_needs_strides():
-    x = Buffer("x", [4, 4])
-    sub = Buffer("sub", [2, 2])
-    region = BufferRegion(x, [Range(0, 2), Range(0, 2)])
-    block = Block("b", [], [region], [region], BufferStore(sub, 1.0, [0, 0]),
-                  match_buffers=[MatchBufferRegion(sub, region)])
-    with pytest.raises(ValueError, match="not contiguous"):
-        interpret(func([x], BlockRealize([], None, block)), np.zeros((4, 4), np.float32))
+NON_CONTIGUOUS_REGIONS = """
+from tvm.script import tir as T
+
+@T.prim_func
+def add_tiles(a: T.handle, c: T.handle) -> None:
+    A = T.match_buffer(a, (8, 6, 10))
+    C = T.match_buffer(c, (8, 10))
+    for i, j, k in T.grid(2, 6, 5):
+        with T.block():
+            T.reads(C[i * 4 : i * 4 + 4, k * 2 : k * 2 + 2])
+            T.writes(A[i * 4 : i * 4 + 4, j, k * 2 : k * 2 + 2])
+            tile_a = T.match_buffer(A[i * 4 : i * 4 + 4, j, k * 2 : k * 2 + 2], (4, 1, 2), offset_factor=1)
+            tile_c = T.match_buffer(C[i * 4 : i * 4 + 4, k * 2 : k * 2 + 2], (4, 2), offset_factor=1)
+            for ii, kk in T.grid(4, 2):
+                tile_a[ii, 0, kk] += tile_c[ii, kk]
+"""
+
+
+def test_match_buffer_of_a_non_contiguous_region_without_strides_accesses_the_region():
+    # TVM's LowerMatchBuffer maps element accesses onto the region whether or not it is
+    # contiguous; strides need declaring only for opaque uses (data, elem_offset, strides)
+    from backends.target import build_kernels
+    from tensorir import from_source
+    f = from_source(NON_CONTIGUOUS_REGIONS)
+    rng = np.random.default_rng(4)
+    a, c = rng.standard_normal((8, 6, 10)).astype(np.float32), rng.standard_normal((8, 10)).astype(np.float32)
+    want = a + c[:, None, :]
+    for vectorize in (False, True):
+        got = a.copy()
+        interpret(f, got, c, vectorize=vectorize)
+        np.testing.assert_allclose(got, want, rtol=1e-6)
+    got = a.copy()
+    build_kernels("c", {"add_tiles": f})["add_tiles"](got, c)
+    np.testing.assert_allclose(got, want, rtol=1e-6)
 
 
 @both_paths

@@ -3,16 +3,18 @@
 The matched buffer may have fewer dimensions than the region (leading unit
 extents are dropped). Its shape, strides and elem_offset may be symbolic:
 still-unbound vars are bound to the region's values for the block's
-duration, bound ones are checked. Without declared strides the region must
-be compact (contiguous), as in TVM; an elem_offset of literal 0 (the
-Buffer default) means "not declared" and accepts any offset.
+duration, bound ones are checked. Without declared strides any region is
+viewed through the source's strides: an element access is an access of the
+region (TVM's LowerMatchBuffer rewrites them so, contiguous or not, and so
+does ``transform.lower_blocks``); an elem_offset of literal 0 (the Buffer
+default) means "not declared" and accepts any offset.
 """
 from __future__ import annotations
 
 from .. import expr as E
 from .errors import InterpretError
 from .evaluator import scalar
-from .storage import BufferView, compact_strides
+from .storage import BufferView
 
 
 def match_view(ex, match) -> tuple[BufferView, list]:
@@ -47,8 +49,6 @@ def match_view(ex, match) -> tuple[BufferView, list]:
     if target.strides:
         for dim, (expr, value) in enumerate(zip(target.strides, strides)):
             match(expr, value, f"stride of dim {dim}")
-    elif any(st != cs for st, cs, n in zip(strides, compact_strides(shape), shape) if n > 1):
-        raise InterpretError(f"{name}: region is not contiguous; declare strides on the buffer")
     if not E.is_const_int(target.elem_offset, 0):  # a literal 0 means "not declared"
         match(target.elem_offset, offset, "elem_offset")
     return BufferView(target.name, source.data, shape, strides, offset), tokens

@@ -100,3 +100,12 @@ def test_a_damaged_entry_is_rebuilt_never_used(entries, tiny_gguf_q4, tiny_gguf_
 def test_cache_false_neither_reads_nor_writes(entries, tiny_gguf_q4):
     assert _build(tiny_gguf_q4, cache=False)._exported is not None
     assert not list(entries.iterdir())
+
+
+def test_a_cache_that_cannot_be_written_still_gives_the_engine(tmp_path, monkeypatch, tiny_gguf_q4):
+    full = tmp_path / "full"
+    full.write_text("a file where the entries' folder should be")
+    monkeypatch.setattr(build_cache, "_paths", lambda key: (full / "e.rsx", full / "e.json"))
+    with pytest.warns(RuntimeWarning, match="not cached"):
+        engine = _build(tiny_gguf_q4)
+    assert len(_logits(engine)) > 0

@@ -30,6 +30,7 @@ import json
 import os
 import pathlib
 import tempfile
+import warnings
 
 _PACKAGES = ("relaxscript", "tensorir", "backends")
 _RECORD_LIMIT = 1 << 20   # bytes read of a record (a model has a few hundred parameters)
@@ -109,7 +110,15 @@ def load(key: str):
 
 def store(key: str, executable, param_names) -> None:
     """Write ``executable`` and its parameter order under ``key`` (atomically; the executable first,
-    so a record never names an executable that is not there yet)."""
+    so a record never names an executable that is not there yet). A cache that cannot be written
+    (a full disk) costs the next load its speed, not this one its engine: a warning, no error."""
+    try:
+        _write_entry(key, executable, param_names)
+    except OSError as err:
+        warnings.warn(f"relaxscript: the built engine was not cached ({err})", RuntimeWarning, stacklevel=3)
+
+
+def _write_entry(key: str, executable, param_names) -> None:
     executable_path, record_path = _paths(key)
     executable.save(executable_path)
     record = {"key": key, "param_names": list(param_names),

@@ -57,13 +57,18 @@ def quantize_rows_numpy(x: np.ndarray) -> np.ndarray:
     ``absmax = max|x|``, codes ``rint(x * (127 / absmax))`` (0 for a zero row), scale
     ``absmax * float32(1 / 127)``, value ``code * scale``, every step in float32 as the append
     kernel computes it (the reference model and the tests round with this)."""
+    codes, scales = quantize_rows_codes(x)
+    return codes.astype(np.float32) * scales
+
+
+def quantize_rows_codes(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(int8 codes, float32 scales with a last axis of 1) of ``quantize_rows_numpy``."""
     x = np.asarray(x, dtype=np.float32)
     amax = np.max(np.abs(x), axis=-1, keepdims=True)
     live = amax > 0
-    with np.errstate(divide="ignore", invalid="ignore"):
-        inv = np.float32(Q8_LEVELS) / np.where(live, amax, np.float32(1))
+    inv = np.float32(Q8_LEVELS) / np.where(live, amax, np.float32(1))
     codes = np.where(live, np.rint(x * inv), np.float32(0)).astype(np.int8)
-    return codes.astype(np.float32) * (amax * np.float32(Q8_INV_LEVELS))
+    return codes, amax * np.float32(Q8_INV_LEVELS)
 
 
 def cache_dtype(option: str, where: str = "kv_cache") -> str:

@@ -390,7 +390,8 @@ def _byte_helpers(lanes: int) -> str:
         "static inline void rs_att_widen_bk(float* restrict dst, const int8_t* restrict src, "
         "const float* restrict scale, int64_t n) {",
         "  int64_t j = 0;",
-        f"  for (; j + {lanes} <= n; j += {lanes}) rs_af_store(dst + j, rs_att_bload(src + j) * rs_af_load(scale + j));",
+        f"  for (; j + {lanes} <= n; j += {lanes})",
+        "    rs_af_store(dst + j, rs_att_bload(src + j) * rs_af_load(scale + j));",
         "  for (; j < n; ++j) dst[j] = (float)src[j] * scale[j];",
         "}",
         "static inline void rs_att_widen_bv(float* restrict dst, const int8_t* restrict src, float scale, int64_t n) {",
@@ -620,7 +621,8 @@ def attention_c_source(k: AttentionC, key_axes: str, value_axes: str) -> str:
                 f"  if (kb + {kb} < k1) for (int64_t x = 0; x < {d}; ++x) {{",
                 f"    __builtin_prefetch(kin + x * ({ks['D']}) + {kb}, 0, 3);",
                 f"    __builtin_prefetch(kin + x * ({ks['D']}) + {kb + 32}, 0, 3); }}",
-                f"  for (int64_t x = 0; x < {d}; ++x) {{ {widen_key_row(f'kpack + x * {kb}', f'kin + x * ({key_row_stride})')}",
+                f"  for (int64_t x = 0; x < {d}; ++x) {{ "
+                + widen_key_row(f"kpack + x * {kb}", f"kin + x * ({key_row_stride})"),
                 f"    if (w < {kb}) memset(kpack + x * {kb} + w, 0, (size_t)({kb} - w) * sizeof(float)); }}",
                 f"  {qk('kpack')}",
                 "}"]
@@ -740,7 +742,8 @@ def attention_c_source(k: AttentionC, key_axes: str, value_axes: str) -> str:
             f"if (kb + {kb} < used) for (int64_t x = 0; x < {d}; ++x) {{",
             f"  __builtin_prefetch(kin + x * ({ks['D']}) + {kb}, 0, 3);",
             f"  __builtin_prefetch(kin + x * ({ks['D']}) + {kb + 32}, 0, 3); }}",
-            f"for (int64_t x = 0; x < {d}; ++x) {widen_key_row(f'kpack + x * {kb}', f'kin + x * ({key_row_stride})')}"]
+            f"for (int64_t x = 0; x < {d}; ++x) "
+            + widen_key_row(f"kpack + x * {kb}", f"kin + x * ({key_row_stride})")]
     # values V(j, x) from a[x * lda + j * ak]: in place, unless float16 (widened per block into
     # vpack) or float32 rows a multiple of 4 KiB apart (a block's rows then share a few L1 sets
     # and evict each other between the output's register tiles; copying rows 2 KiB apart
@@ -976,7 +979,8 @@ def attention_c_source(k: AttentionC, key_axes: str, value_axes: str) -> str:
                         "    #pragma omp simd",
                         "    for (int64_t j = 0; j < w; ++j) sr[j] *= vsc[j];",
                         "  } }"]
-                value_block += [f"rs_att_outer_{'b' if q8v else 'h'}(rows, o, {dv}, s, {kb}, 1, vblock, vld, w, {dv}, 0);"]
+                value_block += [f"rs_att_outer_{'b' if q8v else 'h'}(rows, o, {dv}, s, {kb}, 1, vblock, vld, w, "
+                                f"{dv}, 0);"]
         elif value_kind == "dot":
             in_place = f"{value_source} + kb * ({vs['M']})"
             value_block += ["if (!v_t) " + _product("dot", "rows", "o", str(dv), "s", str(kb),

@@ -109,9 +109,9 @@ class Engine:
         checking path) in float32, ``"q8"`` as 8-bit codes with one float32 scale per position and
         kv head (each new row's absmax maps to 127, rounded to nearest; 68 bytes per 64 values, a
         little over half of float16's: the bytes a long-context decode step's attention reads;
-        ``kv_cache.quantize_rows_numpy`` is the rounding). ``scales="f16"`` (the default with q4 weights) keeps the blocks'
-        scales and mins in float16, GGUF's own values (q4_1: 20 bytes per 32 weights, not 24: a
-        decode step streams fewer weight bytes); ``"f32"`` widens them to float32 at load. Both
+        ``kv_cache.quantize_rows_numpy`` is the rounding). ``scales="f16"`` (the default with q4
+        weights) keeps the blocks' scales and mins in float16, GGUF's own values (q4_1: 20 bytes per
+        32 weights, not 24: a decode step streams fewer weight bytes); ``"f32"`` widens them to float32 at load. Both
         dequantize to the same values. ``warm_up`` (default: on for the C target) runs one placeholder
         prefill and decode step before returning (see ``warm_up``)."""
         import relaxscript as rx

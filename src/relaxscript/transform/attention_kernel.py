@@ -13,8 +13,8 @@ Keys and values may be read in place from a larger buffer in any axis order
 (``KeySource``): a KV cache of ``capacity`` rows of which the first ``M`` are
 used, ``M`` then being a scalar parameter; a float16 buffer is widened to float32
 as it is loaded (``T.cast``), an int8 one (a q8 cache) is widened and multiplied by its
-(head, key)'s float32 scale (``kt_scale`` / ``v_scale``), the products accumulate in float32. Rows may be groups of query heads
-sharing one key head (``groups``: row ``i`` is group ``i // (N / groups)``,
+(head, key)'s float32 scale (``kt_scale`` / ``v_scale``), the products accumulate in float32.
+Rows may be groups of query heads sharing one key head (``groups``: row ``i`` is group ``i // (N / groups)``,
 query ``i % (N / groups)``); a mask computed from positions is an expression
 over the row/key indices and scalar parameters ``s0, s1, ...`` (``mask.expr``).
 """

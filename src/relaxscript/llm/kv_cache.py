@@ -1,5 +1,12 @@
-"""The KV cache of one attention layer: float16 or float32 tensors the model updates in place
+"""The KV cache of one attention layer: float16, float32 or int8 tensors the model updates in place
 with ``R.call_tir_inplace``, laid out so that attention reads them in place.
+
+The "q8" option (int8 tensors) stores each new (position, kv head) row of keys (after rotation)
+and of values as 8-bit codes ``rint(x * 127 / absmax)`` with one float32 scale
+``absmax / 127`` (``quantize_rows_numpy``), the scales in two more tensors per layer
+(``key_scale_shape`` / ``value_scale_shape``: a head's scales of consecutive positions are
+contiguous); readers take ``dequantized(view, scale_view)`` = ``astype(view) * scales``, which
+FuseAttention reads in place (codes and scales: 68 bytes per 64 values against float16's 128).
 
 The cache dtype (``CACHE_DTYPES``: "f16" or "f32") is a graph-level dtype: the cache
 parameters are ``R.Tensor(..., "float16")``, the write kernels round the new keys and values

@@ -9,12 +9,16 @@ the memory report counts the codes and the scales.
 """
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+import relaxscript as rx
+from relaxscript import nn
 from relaxscript.llm import kv_cache
 from relaxscript.llm.engine import Engine
 from relaxscript.llm.generation import generate
 from relaxscript.llm.kv_cache import CacheOverflowError, quantize_rows_codes, quantize_rows_numpy
-from relaxscript.llm.reference import NumpyLlama
+from relaxscript.llm.reference import NumpyLlama, apply_rope, rope_tables
 from tests.llm.cache_checks import assert_continuation_matches_one_prefill
 
 PROMPTS = ([1, 2, 3], [5, 17, 33, 60, 2, 9, 11], list(range(3, 60, 3)))
@@ -126,3 +130,64 @@ def test_option_values_are_checked(tiny_gguf_q4):
 class _FakeCache:
     class struct_info:
         dtype = "int8"
+
+
+# ---------------------------------------------------------------- the append kernel alone
+KV, D, CAP = 2, 8, 12
+
+
+class _Append(nn.Module):
+    def forward(self, cache_k, cache_v, scale_k, scale_v, src, cos, sin, pos):
+        (t,) = pos.struct_info.values
+        out = kv_cache.append_rotated(cache_k, cache_v, src, 0, src, KV * D, cos, sin, t, (scale_k, scale_v))
+        return nn.emit(rx.op.sum(rx.op.add(rx.op.sum(out[2]), rx.op.sum(out[3]))), "total")
+
+
+_APPEND = {}
+
+
+def _append_module():
+    shapes = kv_cache.cache_shapes(CAP, KV, D, "int8")
+    spec = nn.ExportSpec(methods={"forward": {
+        **{name: nn.Tensor(shape, dtype) for name, (shape, dtype) in zip(("cache_k", "cache_v", "scale_k", "scale_v"),
+                                                                        shapes)},
+        "src": nn.Tensor(("n", 2 * KV * D), "float32"), "cos": nn.Tensor(("n", D // 2), "float32"),
+        "sin": nn.Tensor(("n", D // 2), "float32"), "pos": nn.Shape(["t"])}}, dims={"n": CAP, "t": CAP})
+    return nn.export(_Append(), spec).mod
+
+
+@pytest.mark.parametrize("target", ["reference", "c"])
+@settings(max_examples=8, deadline=None)
+@given(n=st.integers(1, 5), t=st.integers(0, CAP), seed=st.integers(0, 2**16), zero_row=st.booleans())
+def test_q8_append_equals_numpy(target, n, t, seed, zero_row):
+    """Codes and scales of the new rows as ``quantize_rows_codes`` computes them (an all-zero row:
+    codes 0, scale 0); rows past the capacity and every other position are left as they were."""
+    rng = np.random.default_rng(seed)
+    caches = [rng.integers(-127, 128, kv_cache.key_shape(CAP, KV, D)).astype(np.int8),
+              rng.integers(-127, 128, kv_cache.value_shape(CAP, KV, D)).astype(np.int8),
+              rng.uniform(0.1, 1, kv_cache.key_scale_shape(CAP, KV, D)).astype(np.float32),
+              rng.uniform(0.1, 1, kv_cache.value_scale_shape(CAP, KV, D)).astype(np.float32)]
+    src = (rng.standard_normal((n, 2 * KV * D)) * rng.uniform(0.01, 100)).astype(np.float32)
+    if zero_row:
+        src[0] = 0
+    cos, sin = rope_tables(np.arange(t, t + n), D, 10000.0)
+    keys = apply_rope(src[:, :KV * D].reshape(n, KV, D), cos, sin)        # (n, kv, d)
+    values = src[:, KV * D:].reshape(n, KV, D)
+    want = [c.copy() for c in caches]
+    rows = max(0, min(n, CAP - t))            # rows past the capacity are never written
+    (kc, ks), (vc, vs) = quantize_rows_codes(keys[:rows]), quantize_rows_codes(values[:rows])
+    want[0][:, :, t:t + rows] = kc.transpose(1, 2, 0)
+    want[1][:, t:t + rows, :] = vc.transpose(1, 0, 2)
+    want[2][:, 0, t:t + rows] = ks[:, :, 0].T
+    want[3][:, t:t + rows, 0] = vs[:, :, 0].T
+    if target == "reference":
+        rx.interpret(_append_module(), "forward", *caches, src, cos, sin, (t,))
+    else:
+        if "c" not in _APPEND:
+            _APPEND["c"] = rx.VirtualMachine(rx.build(_append_module(), target="c"))["forward"]
+        _APPEND["c"](*caches, src, cos, sin, (t,))
+    # the rotation's float32 rounding (an FMA in C) may move a key across a code's rounding boundary
+    assert np.abs(caches[0].astype(np.int32) - want[0]).max() <= 1
+    np.testing.assert_array_equal(caches[1], want[1])
+    np.testing.assert_allclose(caches[2], want[2], rtol=1e-6)
+    np.testing.assert_array_equal(caches[3], want[3])

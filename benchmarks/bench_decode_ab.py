@@ -8,7 +8,9 @@ Variants (built in this process, the same GGUF file, each its own engine and KV 
 - ``after``: the kernels as generated now (the AVX-512 walks where gcc targets AVX-512: the q8_0 VNNI
   walk, the 512-bit q4 row walk) and runs;
 - ``separate``: as ``after``, with gate and up as two GEMV launches (``RELAXSCRIPT_MERGE_GATE_UP=0``),
-  where ``after`` runs them as one launch with the ``silu(gate) * up`` pair epilogue.
+  where ``after`` runs them as one launch with the ``silu(gate) * up`` pair epilogue;
+- ``kv16`` / ``kvq8``: as ``after`` with the float16 / the 8-bit KV cache (``kv_cache="q8"``: its logits
+  differ by the rounding, so only variants with the first one's cache are compared).
 
 For each context, every variant prefills the same tokens, then ``--rounds`` decode steps at that
 position alternate between the variants (the order rotates each round); medians, 10th percentiles and
@@ -37,16 +39,17 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from profile_decode import default_model  # noqa: E402
 
-VARIANTS = {"before": ("0", False), "runs": ("0", True), "after": ("1", True), "separate": ("1", True, "0")}
+VARIANTS = {"before": ("0", False), "runs": ("0", True), "after": ("1", True), "separate": ("1", True, "0"),
+            "kv16": ("1", True, "1", "f16"), "kvq8": ("1", True, "1", "q8")}
 
 
-def make_engine(path: str, context: int, vnni: str, runs: bool, merge_gate_up: str = "1"):
+def make_engine(path: str, context: int, vnni: str, runs: bool, merge_gate_up: str = "1", kv_cache: str = "f16"):
     from relaxscript.llm.engine import Engine
     switches = {"RELAXSCRIPT_GEMV_AVX512": vnni, "RELAXSCRIPT_MERGE_GATE_UP": merge_gate_up}
     saved = {name: os.environ.get(name) for name in switches}
     os.environ.update(switches)
     try:
-        engine = Engine.from_gguf(path, target="c", weights="q4", max_context=context)
+        engine = Engine.from_gguf(path, target="c", weights="q4", max_context=context, kv_cache=kv_cache)
     finally:
         for name, value in saved.items():
             if value is None:
@@ -86,7 +89,8 @@ def main() -> int:
             engine.reset()
             engine.prefill(ids[:context])
             first[name] = np.asarray(engine.decode(int(ids[context])))
-        same = all(np.array_equal(first[names[0]], v) for v in first.values())
+        peers = [n for n in names if VARIANTS[n][3:] == VARIANTS[names[0]][3:]]    # the same KV cache
+        same = all(np.array_equal(first[names[0]], first[n]) for n in peers)
         ok &= same
         times = {name: [] for name in names}
         for r in range(args.rounds):

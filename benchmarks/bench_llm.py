@@ -390,7 +390,7 @@ def main() -> int:
     parser.add_argument("--contexts", default="16,256,1024")
     parser.add_argument("--prompts", default="16,256")
     parser.add_argument("--quick", action="store_true", help="fewer repetitions")
-    parser.add_argument("--kv-cache", choices=("f16", "f32"), default="f16",
+    parser.add_argument("--kv-cache", choices=("f16", "f32", "q8"), default="f16",
                         help="relaxscript's (and the NumPy reference's) KV cache dtype; llama.cpp's is f16")
     parser.add_argument("--activations", choices=("q8", "f32"), default="q8",
                         help="relaxscript's matmul inputs: 8-bit rounded (default, as llama.cpp) or exact")

@@ -176,6 +176,7 @@ def main() -> None:
     parser.add_argument("--prefill", type=int, default=0,
                         help="profile the prefill of this many tokens instead of a decode step (--steps rounds; "
                              "native mode)")
+    parser.add_argument("--kv-cache", choices=("f16", "f32", "q8"), default="f16", help="the KV cache's dtype")
     parser.add_argument("--clock", choices=("wall", "cpu"), default="wall",
                         help="cpu: this thread's CPU time on one thread (robust to other processes' load)")
     parser.add_argument("--mode", choices=("native", "steps"), default="native",
@@ -190,7 +191,7 @@ def main() -> None:
         clock = time.thread_time
     from relaxscript.llm.engine import Engine
     engine = Engine.from_gguf(args.model or default_model(), target="c", weights="q4",
-                              max_context=max(args.context, args.prefill) + 8)
+                              max_context=max(args.context, args.prefill) + 8, kv_cache=args.kv_cache)
     if args.prefill or args.mode == "native":
         if args.prefill:
             plain, rest, rows = profile_native_prefill(engine, args.prefill, args.steps)

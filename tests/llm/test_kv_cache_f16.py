@@ -100,7 +100,7 @@ def test_the_memory_report_counts_half_the_cache_bytes(f16_engine):
 
 
 def test_option_values_are_checked(tiny_gguf_q4):
-    with pytest.raises(ValueError, match="kv_cache must be one of 'f16', 'f32', got 'f8'"):
+    with pytest.raises(ValueError, match="kv_cache must be one of 'f16', 'f32', 'q8', got 'f8'"):
         Engine.from_gguf(tiny_gguf_q4, weights="f32", kv_cache="f8")
     with pytest.raises(ValueError, match="kv_cache must be one of"):
         NumpyLlama(tiny_gguf_q4, kv_cache="float16")

@@ -30,10 +30,19 @@ def engine(long_gguf):
     return Engine.from_gguf(long_gguf, target="c", weights="f32", max_context=CONTEXT, kv_cache="f16")
 
 
+@pytest.fixture(scope="module")
+def q8_engine(long_gguf):
+    return Engine.from_gguf(long_gguf, target="c", weights="f32", max_context=CONTEXT, kv_cache="q8")
+
+
+@pytest.mark.parametrize("cache", ["f16", "q8"])
 @pytest.mark.parametrize("context", [16, 256, 1024])
-def test_decode_logits_at_long_contexts_match_the_reference(engine, long_gguf, context):
+def test_decode_logits_at_long_contexts_match_the_reference(engine, q8_engine, long_gguf, context, cache):
+    """Either cache (float16; q8: int8 codes widened by the decode tiles, scales applied to the scores
+    and weights) against the reference that rounds its rows the same way."""
     ids = list(np.random.default_rng(context).integers(0, 96, context + 3))
-    reference = NumpyLlama(long_gguf, max_context=CONTEXT, kv_cache="f16")
+    reference = NumpyLlama(long_gguf, max_context=CONTEXT, kv_cache=cache)
+    engine = engine if cache == "f16" else q8_engine
     engine.reset()
 
     def close(got, want, what):

@@ -165,7 +165,7 @@ def _micro_kernels(lanes: int) -> str:
                   f"    switch (rows - r < {MICRO_ROWS} ? rows - r : {MICRO_ROWS}) {{ {cases} }}",
                   "  }", "}"]
     # decode's in-place products with float32 operands (a float16 cache's: _half_helpers)
-    parts.append(_decode_tiles(lanes, half=False))
+    parts.append(_decode_tiles(lanes, "f"))
     parts.append("#endif")
     return "\n".join(parts)
 
@@ -354,7 +354,52 @@ def _half_helpers(lanes: int) -> str:
         f"  for (; j + {lanes} <= n; j += {lanes}) rs_af_store(dst + j, rs_att_hload(src + j));",
         "  for (; j < n; ++j) dst[j] = rs_half_to_float(src[j]);",
         "}"]
-    parts += [_decode_tiles(lanes, half=True), "#endif"]
+    parts += [_decode_tiles(lanes, "h"), "#endif"]
+    return "\n".join(parts)
+
+
+def _byte_helpers(lanes: int) -> str:
+    """int8 operands (a q8 KV cache: codes, one float32 scale per head and key), widened to float32
+    as they are loaded: 16 at a time with AVX-512F (``vpmovsxbd`` + ``vcvtdq2ps``), 8 with AVX2,
+    else a scalar loop (``RS_ATT_NO_I8VEC`` forces it, which a test compiles); the products
+    accumulate in float32 and the scales are applied outside them (``rs_att_widen_bk``: a key
+    block's row times its keys' scales; ``rs_att_widen_bv``: a value row times its one scale;
+    decode multiplies the scores and the weights instead, see attention_c_source).
+
+    ``rs_att_outer_b`` (``_decode_tiles``) is the decode products' register tiles with an int8
+    ``b``: a quarter of the float32 bytes, a half of float16's."""
+    vec = {8: ("__m256", "_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i*)p)))",
+               "defined(__AVX2__)"),
+           16: ("__m512", "_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i*)p)))",
+                "defined(__AVX512F__)")}.get(lanes)
+    parts = ["#ifndef RS_ATT_BYTE_HELPERS", "#define RS_ATT_BYTE_HELPERS"]
+    if vec is not None:
+        wide, convert, guard = vec
+        parts += [f"#if {guard} && !defined(RS_ATT_NO_I8VEC)", "#include <immintrin.h>", "#define RS_ATT_I8VEC 1",
+                  "#endif"]
+    parts += [
+        "static inline rs_af rs_att_bload(const int8_t* p) {",
+        *([] if vec is None else [
+            "#ifdef RS_ATT_I8VEC",
+            f"  const {wide} x = {convert};",
+            "  rs_af v; memcpy(&v, &x, sizeof v); return v;",
+            "#else"]),
+        f"  rs_af v; for (int i = 0; i < {lanes}; ++i) v[i] = (float)p[i]; return v;",
+        *([] if vec is None else ["#endif"]),
+        "}",
+        "static inline void rs_att_widen_bk(float* restrict dst, const int8_t* restrict src, "
+        "const float* restrict scale, int64_t n) {",
+        "  int64_t j = 0;",
+        f"  for (; j + {lanes} <= n; j += {lanes})",
+        "    rs_af_store(dst + j, rs_att_bload(src + j) * rs_af_load(scale + j));",
+        "  for (; j < n; ++j) dst[j] = (float)src[j] * scale[j];",
+        "}",
+        "static inline void rs_att_widen_bv(float* restrict dst, const int8_t* restrict src, float scale, int64_t n) {",
+        "  int64_t j = 0;",
+        f"  for (; j + {lanes} <= n; j += {lanes}) rs_af_store(dst + j, rs_att_bload(src + j) * rs_af_splat(scale));",
+        "  for (; j < n; ++j) dst[j] = (float)src[j] * scale;",
+        "}"]
+    parts += [_decode_tiles(lanes, "b"), "#endif"]
     return "\n".join(parts)
 
 
@@ -372,7 +417,7 @@ def decode_widths(lanes: int, rows: int) -> tuple:
     return (widest, *(w for w in (4, 2, 1) if w < widest))
 
 
-def _decode_tiles(lanes: int, half: bool) -> str:
+def _decode_tiles(lanes: int, kind: str) -> str:
     """``rs_att_outer_{h|f}(rows, c, ldc, a, lda, ak, b, ldb, K, cols, init)``: ``c[r][j] (+)= sum_k
     a[r*lda + k*ak] * b[k*ldb + j]`` (``init``: overwrite c) with a float16 (``h``, widened as
     loaded) or float32 ``b``, register-tiled for few rows (decode: the query heads of one kv head):
@@ -383,10 +428,11 @@ def _decode_tiles(lanes: int, half: bool) -> str:
     apart, each on its own page) are swept HALF_GROUP at a time, a few streams the hardware
     prefetcher follows (all K rows at once were K streams: stalled on loads), with the same
     columns of the next group's rows prefetched."""
-    kind, btype = ("h", "uint16_t") if half else ("f", "float")
-    load = "rs_att_hload" if half else "rs_af_load"
-    scalar = "rs_half_to_float(b[k * ldb + j])" if half else "b[k * ldb + j]"
-    line = 64 // (2 if half else 4)          # elements of b per cache line
+    btype, load, scalar, size = {
+        "f": ("float", "rs_af_load", "b[k * ldb + j]", 4),
+        "h": ("uint16_t", "rs_att_hload", "rs_half_to_float(b[k * ldb + j])", 2),
+        "b": ("int8_t", "rs_att_bload", "(float)b[k * ldb + j]", 1)}[kind]
+    line = 64 // size          # elements of b per cache line
     parts = [f"#ifndef RS_ATT_OUTER_{kind.upper()}", f"#define RS_ATT_OUTER_{kind.upper()}"]
     for rows in range(1, MICRO_ROWS + 1):
         rr = range(rows)
@@ -447,7 +493,8 @@ class AttentionC:
                  heads: str, rows: str, keys_used: str, key_strides: dict, value_strides: dict,
                  q: str, keys: str, values: str, out: str, score: str, mask_kind: str,
                  live: str | None, fill: float, row_locals: list[str], half_keys: bool = False,
-                 half_values: bool = False, row_local_parts: tuple = ()):
+                 half_values: bool = False, row_local_parts: tuple = (), key_scale: str | None = None,
+                 value_scale: str | None = None):
         self.__dict__.update(locals())
         del self.__dict__["self"]
 
@@ -473,6 +520,22 @@ def attention_c_source(k: AttentionC, key_axes: str, value_axes: str) -> str:
     """``int32_t symbol(void* const* rs_buffers, const int64_t* rs_syms)``: the fused attention."""
     kb, rt, d, dv = KEY_BLOCK, ROW_TILE, k.head_dim, k.value_dim
     ks, vs = k.key_strides, k.value_strides
+    # float16 or int8 (q8: codes with a float32 scale per head and key, k.key_scale the head's
+    # scales) operands are widened per block, or by the decode tiles as they are loaded
+    q8k, q8v = k.key_scale is not None, k.value_scale is not None
+    narrow_k, narrow_v = k.half_keys or q8k, k.half_values or q8v
+    ketype, vetype = ("int8_t" if q8k else "uint16_t"), ("int8_t" if q8v else "uint16_t")
+    key_row_stride, value_row_stride = ks["D"], vs["M"]
+
+    def widen_key_row(dst: str, src: str) -> str:     # row x of a key block: keys kb .. kb + w
+        if q8k:
+            return f"rs_att_widen_bk({dst}, {src}, {k.key_scale} + kb, w);"
+        return f"rs_att_widen({dst}, {src}, w);"
+
+    def widen_value_row(dst: str, src: str, j: str) -> str:    # the values of key kb + j
+        if q8v:
+            return f"rs_att_widen_bv({dst}, {src}, ({k.value_scale})[kb + {j}], {dv});"
+        return f"rs_att_widen({dst}, {src}, {dv});"
     key_kind = _layout_kind("M", "D", key_axes)      # scores: columns are keys, reduced over D
     value_kind = _layout_kind("DV", "M", value_axes)  # output: columns are DV, reduced over keys
     # keys: "outer" reads (D, keys) rows along the keys; otherwise, when several micro tiles
@@ -550,15 +613,16 @@ def attention_c_source(k: AttentionC, key_axes: str, value_axes: str) -> str:
     def packed_key_block() -> list[str]:
         """The scores s (rows x KEY_BLOCK) of a block: from kt_t, else packed into kpack
         (zero-padded) and multiplied there, else (few rows) in place over its w keys."""
-        if k.half_keys:   # float16 keys, "outer" layout (attention_c checks it)
+        if narrow_k:   # float16 keys, "outer" layout (attention_c checks it)
             return [
                 f"if (kt_t) {qk(packed_block)}",
                 "else {",
-                f"  const uint16_t* restrict kin = {key_source} + kb * ({ks['M']});",
+                f"  const {ketype}* restrict kin = {key_source} + kb * ({ks['M']});",
                 f"  if (kb + {kb} < k1) for (int64_t x = 0; x < {d}; ++x) {{",
                 f"    __builtin_prefetch(kin + x * ({ks['D']}) + {kb}, 0, 3);",
                 f"    __builtin_prefetch(kin + x * ({ks['D']}) + {kb + 32}, 0, 3); }}",
-                f"  for (int64_t x = 0; x < {d}; ++x) {{ rs_att_widen(kpack + x * {kb}, kin + x * ({ks['D']}), w);",
+                f"  for (int64_t x = 0; x < {d}; ++x) {{ "
+                + widen_key_row(f"kpack + x * {kb}", f"kin + x * ({key_row_stride})"),
                 f"    if (w < {kb}) memset(kpack + x * {kb} + w, 0, (size_t)({kb} - w) * sizeof(float)); }}",
                 f"  {qk('kpack')}",
                 "}"]
@@ -595,11 +659,12 @@ def attention_c_source(k: AttentionC, key_axes: str, value_axes: str) -> str:
     def packed_value_block() -> list[str]:
         """o (rows x DV) += p (rows x w) x the block's values: from v_t, else in place or packed."""
         from_vt = pv(f"v_t + (h * used + kb) * {dv}", str(dv))
-        if k.half_values:   # float16 values, "outer" layout
+        if narrow_v:   # float16 values, "outer" layout
             return [f"if (v_t) {from_vt}",
                     "else {",
-                    f"  const uint16_t* restrict vin = {value_source} + kb * ({vs['M']});",
-                    f"  for (int64_t j = 0; j < w; ++j) rs_att_widen(vpack + j * {dv}, vin + j * ({vs['M']}), {dv});",
+                    f"  const {vetype}* restrict vin = {value_source} + kb * ({vs['M']});",
+                    f"  for (int64_t j = 0; j < w; ++j) "
+                    f"{widen_value_row(f'vpack + j * {dv}', f'vin + j * ({value_row_stride})', 'j')}",
                     f"  {pv('vpack', str(dv))}",
                     "}"]
         if value_kind == "outer":
@@ -664,20 +729,21 @@ def attention_c_source(k: AttentionC, key_axes: str, value_axes: str) -> str:
     # barrier waits for a descheduled thread on a loaded machine (a 16-token float16 prefill:
     # 0.37-0.48 ms against 0.16-0.27 without, two threads); copying float32 cache blocks per task
     # was 15% slower than reading them in place (their rows, 8 KiB apart, share one L1 set)
-    if key_kind == "dot" or (key_kind == "outer" and not k.half_keys):
+    if key_kind == "dot" or (key_kind == "outer" and not narrow_k):
         col_keys, col_key_pack = (f"{key_source} + kb * ({ks['M']})", ks["M"], ks["D"]), []
     elif key_kind == "gather":
         col_keys, col_key_pack = (packed_block, "1", str(kb)), []
     else:
         col_keys = ("kpack", "1", str(kb))
         col_key_pack = [
-            f"const uint16_t* restrict kin = {key_source} + kb * ({ks['M']});",
+            f"const {ketype}* restrict kin = {key_source} + kb * ({ks['M']});",
             # rows a capacity apart are as many streams as the head dim: the hardware prefetcher
             # does not follow them, so the next block's lines are asked for here
             f"if (kb + {kb} < used) for (int64_t x = 0; x < {d}; ++x) {{",
             f"  __builtin_prefetch(kin + x * ({ks['D']}) + {kb}, 0, 3);",
             f"  __builtin_prefetch(kin + x * ({ks['D']}) + {kb + 32}, 0, 3); }}",
-            f"for (int64_t x = 0; x < {d}; ++x) rs_att_widen(kpack + x * {kb}, kin + x * ({ks['D']}), w);"]
+            f"for (int64_t x = 0; x < {d}; ++x) "
+            + widen_key_row(f"kpack + x * {kb}", f"kin + x * ({key_row_stride})")]
     # values V(j, x) from a[x * lda + j * ak]: in place, unless float16 (widened per block into
     # vpack) or float32 rows a multiple of 4 KiB apart (a block's rows then share a few L1 sets
     # and evict each other between the output's register tiles; copying rows 2 KiB apart
@@ -685,10 +751,10 @@ def attention_c_source(k: AttentionC, key_axes: str, value_axes: str) -> str:
     far = vs["M"] if value_kind == "outer" else vs["DV"]
     col_values_in_place = (f"{value_source} + kb * ({vs['M']})", vs["DV"], vs["M"])
     col_values_packed = ("vpack", "1", str(dv))
-    if k.half_values:
-        col_value_pack = [f"const uint16_t* restrict vin = {value_source} + kb * ({vs['M']});",
+    if narrow_v:
+        col_value_pack = [f"const {vetype}* restrict vin = {value_source} + kb * ({vs['M']});",
                           f"for (int64_t j = 0; j < w; ++j) "
-                          f"rs_att_widen(vpack + j * {dv}, vin + j * ({vs['M']}), {dv});"]
+                          f"{widen_value_row(f'vpack + j * {dv}', f'vin + j * ({value_row_stride})', 'j')}"]
     else:
         col_value_pack = [f"const float* restrict vin = {value_source} + kb * ({vs['M']});",
                           f"for (int64_t j = 0; j < w; ++j) for (int64_t x = 0; x < {dv}; ++x) "
@@ -763,7 +829,7 @@ def attention_c_source(k: AttentionC, key_axes: str, value_axes: str) -> str:
         vv = range(col_vectors)
         if value_kind == "gather":
             values = [pv_call(f"v_t + (h * used + kb) * {dv}", "1", str(dv))]
-        elif k.half_values:
+        elif narrow_v:
             values = [*col_value_pack, pv_call(*col_values_packed)]
         else:
             values = [f"if (({far}) * 4 % 4096 == 0) {{", *("  " + line for line in col_value_pack),
@@ -870,20 +936,21 @@ def attention_c_source(k: AttentionC, key_axes: str, value_axes: str) -> str:
             f"  rs_att_outer(rows, s, {kb}, qt, {d}, 1, kpack, {kb}, {d}, {kb});",
             "}",
         ]
-        if k.half_keys:   # float16 keys, "outer" layout (attention_c checks it)
+        if narrow_k:   # float16 keys, "outer" layout (attention_c checks it)
             key_block = [
-                f"const uint16_t* restrict kblock = {key_source} + kb * ({ks['M']});",
+                f"const {ketype}* restrict kblock = {key_source} + kb * ({ks['M']});",
                 f"const int64_t kld = {ks['D']};",
                 f"if (kb + {kb} < k1) for (int64_t x = 0; x < {d}; ++x) {{",
                 f"  __builtin_prefetch(kblock + x * kld + {kb}, 0, 3);",
                 f"  __builtin_prefetch(kblock + x * kld + {kb + 32}, 0, 3); }}"]
             if kb == KEY_BLOCK:
                 key_block += [
-                    f"for (int64_t x = 0; x < {d}; ++x) {{ rs_att_widen(kpack + x * {kb}, kblock + x * kld, w);",
+                    f"for (int64_t x = 0; x < {d}; ++x) {{ {widen_key_row(f'kpack + x * {kb}', 'kblock + x * kld')}",
                     f"  if (w < {kb}) memset(kpack + x * {kb} + w, 0, (size_t)({kb} - w) * sizeof(float)); }}",
                     f"rs_att_outer(rows, s, {kb}, qt, {d}, 1, kpack, {kb}, {d}, {kb});"]
             else:
-                key_block += [f"rs_att_outer_h(rows, s, {kb}, qt, {d}, 1, kblock, kld, {d}, w, 1);"]
+                # q8: the codes' products, each score then times its key's scale (in the score loop)
+                key_block += [f"rs_att_outer_{'b' if q8k else 'h'}(rows, s, {kb}, qt, {d}, 1, kblock, kld, {d}, w, 1);"]
         elif key_kind == "dot":
             in_place = f"{key_source} + kb * ({ks['M']})"
             key_block += ["else if (!kt_t) " + _product("dot", "rows", "s", str(kb), "qt", str(d),
@@ -896,15 +963,24 @@ def attention_c_source(k: AttentionC, key_axes: str, value_axes: str) -> str:
             *([f"if (v_t) {{ vblock = v_t + (h * used + kb) * {dv}; vld = {dv}; }} else"] if value_transposed else []),
             f"{{ vblock = {value_source} + kb * ({vs['M']}); vld = {vs['M']}; }}",
         ]
-        if k.half_values:   # float16 values, "outer" layout
-            value_block = [f"const uint16_t* restrict vblock = {value_source} + kb * ({vs['M']});",
+        if narrow_v:   # float16 values, "outer" layout
+            value_block = [f"const {vetype}* restrict vblock = {value_source} + kb * ({vs['M']});",
                            f"const int64_t vld = {vs['M']};"]
             if kb == KEY_BLOCK:
                 value_block += [f"for (int64_t j = 0; j < w; ++j) "
-                                f"rs_att_widen(vpack + j * {dv}, vblock + j * vld, {dv});",
+                                f"{widen_value_row(f'vpack + j * {dv}', 'vblock + j * vld', 'j')}",
                                 f"rs_att_outer(rows, o, {dv}, s, {kb}, 1, vpack, {dv}, w, {dv});"]
             else:
-                value_block += [f"rs_att_outer_h(rows, o, {dv}, s, {kb}, 1, vblock, vld, w, {dv}, 0);"]
+                if q8v:   # the weights times their values' scales (the sums took them unscaled)
+                    value_block += [
+                        f"{{ const float* restrict vsc = {k.value_scale} + kb;",
+                        "  for (int64_t r = 0; r < rows; ++r) {",
+                        f"    float* restrict sr = s + r * {kb};",
+                        "    #pragma omp simd",
+                        "    for (int64_t j = 0; j < w; ++j) sr[j] *= vsc[j];",
+                        "  } }"]
+                value_block += [f"rs_att_outer_{'b' if q8v else 'h'}(rows, o, {dv}, s, {kb}, 1, vblock, vld, w, "
+                                f"{dv}, 0);"]
         elif value_kind == "dot":
             in_place = f"{value_source} + kb * ({vs['M']})"
             value_block += ["if (!v_t) " + _product("dot", "rows", "o", str(dv), "s", str(kb),
@@ -955,17 +1031,18 @@ def attention_c_source(k: AttentionC, key_axes: str, value_axes: str) -> str:
         else:
             block_body = [
                 # the in-place products of "outer" keys overwrite the scores; the others add to them
-                *([] if k.half_keys or key_kind == "outer" else ["memset(s, 0, sizeof s);"]),
+                *([] if narrow_k or key_kind == "outer" else ["memset(s, 0, sizeof s);"]),
                 *key_block,
                 "for (int64_t r = 0; r < rows; ++r) {",
                 "  const int64_t rs_row = i0 + r;",
                 *row_locals,
                 f"  float* restrict sr = s + r * {kb};",
+                *([f"  const float* restrict ksc = {k.key_scale} + kb;"] if q8k else []),
                 "  float mx = rmax[r];",    # the scores and their max in one pass
                 "  #pragma omp simd reduction(max:mx)",
                 "  for (int64_t j = 0; j < w; ++j) {",
                 "    const int64_t rs_key = kb + j;",
-                "    const float rs_s = sr[j];",
+                f"    const float rs_s = sr[j]{' * ksc[j]' if q8k else ''};",
                 f"    const float rs_v = {k.score};",
                 "    sr[j] = rs_v;",
                 "    mx = rs_v > mx ? rs_v : mx;",
@@ -1042,7 +1119,8 @@ def attention_c_source(k: AttentionC, key_axes: str, value_axes: str) -> str:
     return "\n".join([
         f"/* fused attention: keys {key_axes} ({key_kind}), values {value_axes} ({value_kind}), "
         f"blocks of {kb} keys, tiles of {rt} rows"
-        + "".join(f", float16 {name}" for name, half in (("keys", k.half_keys), ("values", k.half_values)) if half)
+        + "".join(f", {'int8' if q8 else 'float16'} {name}" for name, half, q8 in
+                  (("keys", narrow_k, q8k), ("values", narrow_v, q8v)) if half)
         + " */",
         f"int32_t {k.symbol}(void* const* rs_buffers, const int64_t* rs_syms) {{",
         *ind(k.declarations, 2),
@@ -1175,6 +1253,9 @@ def attention_c(func, symbol: str, layout: dict, lanes: int) -> str | None:
 
     buffers = func.buffer_params
     q, keys, values, out = (buffers[layout[role]] for role in ("q", "kt", "v", "out"))
+    scale_of = {id(keys): layout.get("kscale"), id(values): layout.get("vscale")}
+    if any((buf.dtype == "int8") != (scale_of[id(buf)] is not None) for buf in (keys, values)):
+        return None
     head_dim, value_dim = q.shape[2], out.shape[2]
     if not (isinstance(head_dim, E.IntImm) and isinstance(value_dim, E.IntImm)):
         return None
@@ -1191,8 +1272,8 @@ def attention_c(func, symbol: str, layout: dict, lanes: int) -> str | None:
     declarations = []
     for position, buf in enumerate(buffers):
         name = emitter.names.get(buf, f"rs_in_{buf.name}", internal=True)
-        ctype = {"float32": "float", "bool": "bool", "float16": "uint16_t"}.get(buf.dtype)
-        if ctype is None or (buf.dtype == "float16" and buf is not keys and buf is not values):
+        ctype = {"float32": "float", "bool": "bool", "float16": "uint16_t", "int8": "int8_t"}.get(buf.dtype)
+        if ctype is None or (buf.dtype in ("float16", "int8") and buf is not keys and buf is not values):
             return None
         const = "" if buf is out else "const "
         declarations.append(f"{const}{ctype}* restrict {name} = ({const}{ctype}*)rs_buffers[{position}];")
@@ -1230,9 +1311,23 @@ def attention_c(func, symbol: str, layout: dict, lanes: int) -> str | None:
 
     # float16 keys/values are widened row by row: only along the layout's contiguous axis ("outer")
     half_keys, half_values = keys.dtype == "float16", values.dtype == "float16"
-    if (half_keys and _layout_kind("M", "D", layout["keys"]) != "outer") or \
-            (half_values and _layout_kind("DV", "M", layout["values"]) != "outer"):
+    if (keys.dtype != "float32" and _layout_kind("M", "D", layout["keys"]) != "outer") or \
+            (values.dtype != "float32" and _layout_kind("DV", "M", layout["values"]) != "outer"):
         return None
+    # q8: the scales of one head's consecutive keys must be contiguous (the cache's (kv, 1, capacity)
+    # key scales and (kv, capacity, 1) value scales are): a vector of them per block of keys
+    scale_heads = {}
+    for buf, axes_key in ((keys, "kscale_axes"), (values, "vscale_axes")):
+        position = scale_of[id(buf)]
+        if position is None:
+            continue
+        scale = buffers[position]
+        axes = layout[axes_key].split(",")
+        if scale.dtype != "float32" or any(not (isinstance(dim, E.IntImm) and dim.value == 1)
+                                           for dim in scale.shape[axes.index("M") + 1:]):
+            return None
+        stride = strides(scale, layout[axes_key])["B"]
+        scale_heads[id(buf)] = f"({emitter.names.by_id[id(scale)]} + h * ({stride}))"
     if layout["m"] == "param":
         (used,) = [p for p in func.params if isinstance(p, E.Var) and p.name == "m"]
         keys_used = emitter.names.get(used, used.name)
@@ -1251,8 +1346,10 @@ def attention_c(func, symbol: str, layout: dict, lanes: int) -> str | None:
         fill=float(layout.get("fill", 0.0)),
         row_locals=[f"const {t} {n} = {e}; (void){n};" for t, n, e, _ in row_locals],
         row_local_parts=row_locals, half_keys=half_keys,
-        half_values=half_values)
+        half_values=half_values, key_scale=scale_heads.get(id(keys)), value_scale=scale_heads.get(id(values)))
     helpers = _micro_kernels(lanes) + ("\n" + _half_helpers(lanes) if half_keys or half_values else "")
+    if scale_heads:
+        helpers += "\n" + _byte_helpers(lanes)
     helpers += "\n" + _vector_exp(lanes) + "\n" + _tiled_products(lanes, "qk", *tile_shape(KEY_BLOCK // lanes, lanes))
     if int(value_dim.value) % lanes == 0:
         helpers += "\n" + _tiled_products(lanes, "pv", *tile_shape(int(value_dim.value) // lanes, lanes))

@@ -105,8 +105,9 @@ def main(argv: list[str] | None = None, out: TextIO = sys.stdout, inp: TextIO = 
                         help="compute with the file's quantized blocks (q4) or float32 copies (f32)")
     parser.add_argument("--activations", choices=("q8", "f32"),
                         help="matmul inputs: 8-bit rounded (the default with q4 weights, as llama.cpp) or exact")
-    parser.add_argument("--kv-cache", choices=("f16", "f32"),
-                        help="KV cache dtype: float16 (the default with q4 weights, as llama.cpp) or float32")
+    parser.add_argument("--kv-cache", choices=("f16", "f32", "q8"),
+                        help="KV cache dtype: float16 (the default with q4 weights, as llama.cpp), float32, or "
+                             "q8 (8-bit codes with a scale per position and head)")
     parser.add_argument("--prompt", help="one question; without it, read questions line by line")
     parser.add_argument("--system", help="a system message (default: the chat template's own, if any)")
     parser.add_argument("--max-new-tokens", type=int, default=256)

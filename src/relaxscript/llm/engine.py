@@ -4,7 +4,8 @@ and generation.
 ::
 
     engine = Engine.from_gguf(path, target="c", weights="q4")   # or weights="f32"
-    # weights="q4" keeps the KV cache in float16 (kv_cache="f16", as llama.cpp); "f32" with f32 weights
+    # weights="q4" keeps the KV cache in float16 (kv_cache="f16", as llama.cpp); "f32" with f32 weights;
+    # kv_cache="q8": 8-bit codes with a float32 scale per (position, head), about half f16's bytes
     # weights="q4" rounds the matmuls' inputs to 8-bit codes (activations="q8", as llama.cpp);
     # activations="f32" keeps them exact; weights="q4" keeps the blocks' scales in float16 (scales="f16",
     # GGUF's own values); scales="f32" widens them at load
@@ -65,7 +66,7 @@ class Engine:
         param_names = list(exported.param_names if exported is not None else param_names)
         self.activations = activations    # "q8": quantized matmuls' inputs rounded to 8-bit codes
         self.tokenizer = tokenizer
-        self.kv_cache = kv_cache_dtype    # "f16" / "f32": the cache tensors' dtype
+        self.kv_cache = kv_cache_dtype    # "f16" / "f32" / "q8": the cache tensors' dtype
         self.scales = scales              # "f16" / "f32": the quantized blocks' scales (None: no quantized weights)
         # GGUF tensor name -> ConvertedWeight: how each quantized weight of the file is computed
         # (copied, repacked or requantized, with its measured error); empty with weights="f32".
@@ -112,9 +113,12 @@ class Engine:
         the inputs exact. ``kv_cache="f16"`` (the default with q4 weights, as llama.cpp) keeps the
         KV cache in float16 (keys and values rounded to nearest even as they are written; half
         the bytes attention reads per step), ``"f32"`` (the default with f32 weights: the exact
-        checking path) in float32. ``scales="f16"`` (the default with q4 weights) keeps the blocks'
-        scales and mins in float16, GGUF's own values (q4_1: 20 bytes per 32 weights, not 24: a
-        decode step streams fewer weight bytes); ``"f32"`` widens them to float32 at load. Both
+        checking path) in float32, ``"q8"`` as 8-bit codes with one float32 scale per position and
+        kv head (each new row's absmax maps to 127, rounded to nearest; 68 bytes per 64 values, a
+        little over half of float16's: the bytes a long-context decode step's attention reads;
+        ``kv_cache.quantize_rows_numpy`` is the rounding). ``scales="f16"`` (the default with q4
+        weights) keeps the blocks' scales and mins in float16, GGUF's own values (q4_1: 20 bytes per
+        32 weights, not 24: a decode step streams fewer weight bytes); ``"f32"`` widens them to float32 at load. Both
         dequantize to the same values. ``warm_up`` (default: on for the C target) runs one placeholder
         prefill and decode step before returning (see ``warm_up``). ``cache`` (default on) reuses the
         executable built before for the same model, options, machine and compiler sources

@@ -94,7 +94,7 @@ class Attention(nn.Module):
             self.v_proj = nn.Linear(h, cfg.num_kv_heads * d, bias=bias, weight_format=kinds[2])
         self.o_proj = nn.Linear(cfg.num_heads * d, h, weight_format=formats("o_proj"))
 
-    def forward(self, x, rotary, cos, sin, cache_k, cache_v, t, n):
+    def forward(self, x, rotary, cos, sin, cache_k, cache_v, t, n, scales=None):
         heads, kv, d = self.heads, self.kv_heads, self.head_dim
         group = heads // kv
         if self.merged:
@@ -106,8 +106,8 @@ class Attention(nn.Module):
             keys, key_offset, values, value_offset = self.k_proj(x), 0, self.v_proj(x), 0
         q = rotary(R.reshape(q, (n, heads, d)), cos, sin, n, heads)
         # one kernel rotates the new keys and writes keys and values into the caches (in place)
-        cache_k, cache_v = kv_cache.append_rotated(cache_k, cache_v, keys, key_offset,
-                                                   values, value_offset, cos, sin, t)
+        cache_k, cache_v, *scales = kv_cache.append_rotated(cache_k, cache_v, keys, key_offset, values,
+                                                            value_offset, cos, sin, t, scales)
         total = t + n
         keys = nn.emit(kv_cache.key_view(cache_k, total), "keys")          # (kv, d, total)
         values = nn.emit(kv_cache.value_view(cache_v, total), "values")    # (kv, total, d)
@@ -115,8 +115,13 @@ class Attention(nn.Module):
         # match_cast); written as the views give it, the shapes below are provably equal,
         # which lets FuseAttention read the caches in place
         total = keys.struct_info.shape[2]
-        # a float16 cache is widened for the products (FuseAttention reads it in place as float16)
-        keys, values = kv_cache.widened(keys), kv_cache.widened(values)
+        if scales:   # q8: codes times their rows' scales (FuseAttention reads both in place)
+            keys = kv_cache.dequantized(keys, nn.emit(kv_cache.key_scale_view(scales[0], total), "key_scales"))
+            values = kv_cache.dequantized(values, nn.emit(kv_cache.value_scale_view(scales[1], total),
+                                                          "value_scales"))
+        else:
+            # a float16 cache is widened for the products (FuseAttention reads it in place as float16)
+            keys, values = kv_cache.widened(keys), kv_cache.widened(values)
         # query head h uses kv head h // group: group the queries of one kv head as rows
         qg = R.reshape(R.permute_dims(R.reshape(q, (n, kv, group, d)), [1, 2, 0, 3]), (kv, group * n, d))
         scores = R.multiply(R.matmul(qg, keys), constant(np.float32(1.0 / np.sqrt(d))))
@@ -170,9 +175,9 @@ class DecoderLayer(nn.Module):
         self.post_attention_layernorm = nn.RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
         self.mlp = MLP(cfg, formats, merge_gate_up)
 
-    def forward(self, x, rotary, cos, sin, cache_k, cache_v, t, n):
+    def forward(self, x, rotary, cos, sin, cache_k, cache_v, t, n, scales=None):
         attn, cache_k, cache_v = self.self_attn(self.input_layernorm(x), rotary, cos, sin,
-                                                cache_k, cache_v, t, n)
+                                                cache_k, cache_v, t, n, scales)
         h = R.add(x, attn)
         return R.add(h, self.mlp(self.post_attention_layernorm(h))), cache_k, cache_v
 
@@ -299,7 +304,8 @@ class LlamaForCausalLM(nn.Module):
     (or None for a float32 weight); absent names are float32. ``merge_qkv``: one
     ``qkv_proj`` per layer where q, k and v share a format (``gguf_tensor`` stacks them);
     ``merge_gate_up``: one ``gate_up_proj`` where gate and up share a quantized format.
-    ``kv_cache_dtype``: "f32" or "f16" (the cache tensors' dtype, see kv_cache.py).
+    ``kv_cache_dtype``: "f32", "f16" or "q8" (the cache tensors' dtype, see kv_cache.py; q8
+    adds each layer's key and value scales after its keys and values).
     """
 
     def __init__(self, cfg, capacity: int, weight_formats: dict | None = None, merge_qkv: bool = True,
@@ -329,10 +335,11 @@ class LlamaForCausalLM(nn.Module):
 
     def cache_spec(self) -> dict:
         dims = (self.capacity, self.cfg.num_kv_heads, self.cfg.head_dim)
+        names = ("cache_k", "cache_v", "cache_ks", "cache_vs")   # q8: the keys' and values' scales too
         spec = {}
         for i in range(self.cfg.num_layers):
-            spec[f"cache_k_{i}"] = nn.Tensor(kv_cache.key_shape(*dims), self.cache_dtype)
-            spec[f"cache_v_{i}"] = nn.Tensor(kv_cache.value_shape(*dims), self.cache_dtype)
+            for name, (shape, dtype) in zip(names, kv_cache.cache_shapes(*dims, self.cache_dtype)):
+                spec[f"{name}_{i}"] = nn.Tensor(shape, dtype)
         return spec
 
     def export_spec(self) -> nn.ExportSpec:
@@ -355,8 +362,10 @@ class LlamaForCausalLM(nn.Module):
     def _forward(self, tokens, t, n, caches):
         h = self.embed_tokens(tokens)
         cos, sin = self.rope.tables(t, n)
+        per = kv_cache.caches_per_layer(self.cache_dtype)
         for i, layer in enumerate(self.layers):
-            h, _, _ = layer(h, self.rope, cos, sin, caches[2 * i], caches[2 * i + 1], t, n)
+            mine = caches[per * i: per * (i + 1)]
+            h, _, _ = layer(h, self.rope, cos, sin, mine[0], mine[1], t, n, tuple(mine[2:]) or None)
             h = nn.emit(h, f"h{i}")
         # one row: with n >= 1 (the spec's lower bound) the slice deduces to (1, hidden), so the LM
         # head runs the generated one-token GEMV

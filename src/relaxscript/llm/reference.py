@@ -21,7 +21,10 @@ block codes first (``quantization.fake_quantize_numpy``), as the engine's defaul
 does: which weights are quantized comes from the file's tensor types (or ``quantized``).
 ``kv_cache="f16"`` stores the keys (after rotation) and values rounded to float16 (NumPy's
 ``astype``: round to nearest even), as the engine's float16 cache does; attention computes
-with them widened back to float32.
+with them widened back to float32. ``kv_cache="q8"`` stores each new (position, head) row of keys
+and of values quantized to 8-bit codes with one scale and dequantized again
+(``kv_cache.quantize_rows_numpy``: the engine's append kernel's float32 steps), so the same
+greedy tokens can be compared.
 """
 from __future__ import annotations
 
@@ -30,8 +33,10 @@ import numpy as np
 from relaxscript.frontend.gguf import GGUFFile, LlamaConfig, expected_tensor_shapes, llama_config, read_gguf
 from relaxscript.quantization.activations import fake_quantize_numpy
 
+from .kv_cache import quantize_rows_numpy
+
 ACTIVATIONS = ("f32", "q8")
-KV_CACHE_DTYPES = {"f32": np.float32, "f16": np.float16}
+KV_CACHE_DTYPES = {"f32": np.float32, "f16": np.float16, "q8": np.float32}   # q8: rows kept dequantized
 _FLOAT_TYPES = ("F32", "F16", "BF16")   # the GGUF types the engine computes as float32 (all others quantized)
 
 __all__ = ["NumpyLlama", "ContextOverflowError", "rope_tables", "apply_rope"]
@@ -75,7 +80,8 @@ class NumpyLlama:
     decode past it raises ``ContextOverflowError``. ``activations="q8"`` rounds the
     inputs of the matmuls whose weights are quantized (the file's tensors of a quantized type,
     or the names in ``quantized``; default with a config: every matmul).
-    ``kv_cache="f16"`` keeps the cache in float16 (the engine's default with q4 weights).
+    ``kv_cache="f16"`` keeps the cache in float16 (the engine's default with q4 weights), ``"q8"``
+    rounds its rows to 8-bit codes with a scale per (position, head) as the engine's q8 cache.
     """
 
     def __init__(self, source: GGUFFile | LlamaConfig | str, weights: dict[str, np.ndarray] | None = None,
@@ -188,6 +194,8 @@ class NumpyLlama:
             k = k.reshape(n, c.num_kv_heads, c.head_dim)
             v = v.reshape(n, c.num_kv_heads, c.head_dim)
             q, k = apply_rope(q, cos, sin, c.rope_style), apply_rope(k, cos, sin, c.rope_style)
+            if self.kv_cache == "q8":    # each (position, head) row rounded as the engine writes it
+                k, v = quantize_rows_numpy(k), quantize_rows_numpy(v)
             self._keys[layer][:, start:end] = k.transpose(1, 0, 2)
             self._values[layer][:, start:end] = v.transpose(1, 0, 2)
             # (kv_heads, end, head_dim), widened from a float16 cache (its writes rounded above)

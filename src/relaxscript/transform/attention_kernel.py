@@ -12,8 +12,9 @@ script text and parsed, so it is exactly what the printer shows.
 Keys and values may be read in place from a larger buffer in any axis order
 (``KeySource``): a KV cache of ``capacity`` rows of which the first ``M`` are
 used, ``M`` then being a scalar parameter; a float16 buffer is widened to float32
-as it is loaded (``T.cast``), the products accumulate in float32. Rows may be groups of query heads
-sharing one key head (``groups``: row ``i`` is group ``i // (N / groups)``,
+as it is loaded (``T.cast``), an int8 one (a q8 cache) is widened and multiplied by its
+(head, key)'s float32 scale (``kt_scale`` / ``v_scale``), the products accumulate in float32.
+Rows may be groups of query heads sharing one key head (``groups``: row ``i`` is group ``i // (N / groups)``,
 query ``i % (N / groups)``); a mask computed from positions is an expression
 over the row/key indices and scalar parameters ``s0, s1, ...`` (``mask.expr``).
 """
@@ -44,7 +45,9 @@ class KeySource:
     capacity: object = False   # False: the buffer's M axis is the keys; an int (None: symbolic) is
                                # that axis's length, of which the first M rows are the keys
     dtype: str = "float32"     # the buffer's dtype: float16 (a half-precision KV cache) is widened
-                               # as it is loaded
+                               # as it is loaded; int8 (a q8 cache) is multiplied by its scale
+    scale_axes: tuple | None = None   # int8: the float32 scale buffer's axes (roles, the head dim's
+                                      # role a dim of 1), one scale per (head, key), same capacity
 
 
 KEYS = KeySource(("B", "D", "M"))
@@ -123,14 +126,21 @@ def _score_expr(spec: AttentionSpec, key: str) -> str:
 
 def _load(name: str, source: KeySource, index: dict) -> str:
     load = f"{name}[" + ", ".join(index[r] for r in source.axes) + "]"
-    return load if source.dtype == "float32" else f'T.cast({load}, "float32")'
+    if source.dtype == "float32":
+        return load
+    if source.scale_axes is None:
+        return f'T.cast({load}, "float32")'
+    scale = f"{name}_scale[" + ", ".join(index[r] if r in ("B", "M") else "0" for r in source.scale_axes) + "]"
+    return f'T.cast({load}, "float32") * {scale}'
 
 
-def _source_shape(spec: AttentionSpec, source: KeySource, capacity_name: str) -> str:
+def _source_shape(spec: AttentionSpec, source: KeySource, capacity_name: str, axes: tuple | None = None) -> str:
     dims = []
-    for role in source.axes:
+    for role in axes or source.axes:
         if role == "M" and source.capacity is not False:
             dims.append(str(source.capacity) if source.capacity is not None else f'"{capacity_name}"')
+        elif axes is not None and role not in ("B", "M"):
+            dims.append("1")       # a scale buffer's head dim
         else:
             dims.append(_dim(spec, role))
     return "(" + ", ".join(dims) + ")"
@@ -225,6 +235,9 @@ def attention_source(spec: AttentionSpec) -> str:
     params = [f'q: T.Buffer({_shape(spec, ("B", "N", "D"))}, "float32")',
               f'kt: T.Buffer({_source_shape(spec, spec.keys, "kcap")}, "{spec.keys.dtype}")',
               f'v: T.Buffer({_source_shape(spec, spec.values, "vcap")}, "{spec.values.dtype}")']
+    for name, source, cap in (("kt", spec.keys, "kcap"), ("v", spec.values, "vcap")):
+        if source.scale_axes is not None:
+            params.append(f'{name}_scale: T.Buffer({_source_shape(spec, source, cap, source.scale_axes)}, "float32")')
     if spec.mask is not None and spec.mask.expr is None:
         params.append(f'mask: T.Buffer({_shape(spec, spec.mask.dims)}, "{spec.mask.dtype}")')
     params.append(f'out: T.Buffer({_shape(spec, ("B", "N", "DV"))}, "float32")')
@@ -272,12 +285,19 @@ def attention_layout(spec: AttentionSpec) -> dict:
     positions, the key and value buffers' axis orders, where the key count comes from
     ("param": the scalar ``m``; an int; "axis": the keys' M axis) and the mask's kind."""
     has_mask = spec.mask is not None and spec.mask.expr is None
-    layout = {"q": 0, "kt": 1, "v": 2, "out": 4 if has_mask else 3,
+    layout = {"q": 0, "kt": 1, "v": 2,
               "keys": ",".join(spec.keys.axes), "values": ",".join(spec.values.axes),
               "m": ("param" if spec.dims["M"] is None else spec.dims["M"]) if spec.sliced() else "axis",
               "mask": spec.mask.kind if spec.mask is not None else "none"}
+    position = 3
+    for name, source in (("kscale", spec.keys), ("vscale", spec.values)):   # a q8 cache's scales
+        if source.scale_axes is not None:
+            layout[name], layout[name + "_axes"] = position, ",".join(source.scale_axes)
+            position += 1
     if has_mask:
-        layout["mask_operand"] = 3
+        layout["mask_operand"] = position
+        position += 1
+    layout["out"] = position
     if spec.mask is not None and spec.mask.kind == "where":
         layout["fill"] = float(spec.mask.fill)
     return layout

@@ -146,9 +146,45 @@ def _mask(match: PatternMatch, dims: dict, grouped: dict, context) -> tuple | No
 
 
 def _key_source(expr, roles: tuple, context) -> tuple:
-    """(buffer, KeySource, vars made dead): keys or values read through at most one
-    ``permute_dims``, one prefix ``strided_slice`` of the key axis and one ``astype`` from
-    float16 (a half-precision cache, widened by the kernel's loads), in place."""
+    """(buffer, KeySource, vars made dead, scale buffer or None): keys or values read through at
+    most one ``permute_dims``, one prefix ``strided_slice`` of the key axis and one ``astype``
+    from float16 (a half-precision cache, widened by the kernel's loads), in place; or a q8
+    cache's ``multiply(astype(int8 codes, float32), scales)`` whose scales (float32, the head
+    dim's axis 1: one per head and key) come through the same kind of walk, with the codes'
+    capacity (both read in place)."""
+    scaled = _scaled_source(expr, roles, context)
+    if scaled is not None:
+        return scaled
+    buffer, source, dead = _walk_source(expr, roles, context)
+    return buffer, source, dead, None
+
+
+def _scaled_source(expr, roles: tuple, context):
+    call = context.bound.get(id(expr)) if isinstance(expr, Var) else None
+    if not (isinstance(call, Call) and isinstance(call.op, Op) and call.op.name == "relax.multiply"
+            and len(call.args) == 2):
+        return None
+    inner = [r for r in roles if r not in ("B", "M")]
+    for codes, scales in (call.args, call.args[::-1]):
+        buffer, source, dead = _walk_source(codes, roles, context, int8=True)
+        if source.dtype != "int8":
+            continue
+        s_buffer, s_source, s_dead = _walk_source(scales, roles, context)
+        s_sinfo = getattr(s_buffer, "struct_info", None)
+        if s_source.dtype != "float32" or s_source.capacity != source.capacity or \
+                not isinstance(s_sinfo, TensorStructInfo) or s_sinfo.shape is None or \
+                any(not context.analyzer.can_prove_equal(dim, 1)
+                    for dim, role in zip(s_sinfo.shape, s_source.axes) if role in inner):
+            return None
+        head = context.dead_chain([expr])
+        dead = head + (dead + s_dead if head else [])
+        return buffer, KeySource(source.axes, source.capacity, "int8", s_source.axes), dead, s_buffer
+    return None
+
+
+def _walk_source(expr, roles: tuple, context, int8: bool = False) -> tuple:
+    """(buffer, KeySource, vars made dead) of the walk ``_key_source`` describes (``int8``: the
+    ``astype`` may widen int8 codes, whose scales the caller finds)."""
     axes, capacity, walked, seen, dtype = list(roles), False, [], set(), "float32"
     while isinstance(expr, Var) and isinstance(context.bound.get(id(expr)), Call):
         call = context.bound[id(expr)]
@@ -171,9 +207,10 @@ def _key_source(expr, roles: tuple, context) -> tuple:
             capacity = sinfo.shape[prefix]
             capacity = int(capacity.value) if isinstance(capacity, E.IntImm) else None
         elif name == "relax.astype":
-            if sinfo.dtype != "float16" or call.struct_info.dtype != "float32":
+            if sinfo.dtype not in (("float16", "int8") if int8 else ("float16",)) or \
+                    call.struct_info.dtype != "float32":
                 break
-            dtype = "float16"
+            dtype = sinfo.dtype
         else:
             break
         seen.add(name)
@@ -231,16 +268,17 @@ def _fusion(match: PatternMatch, analyzer: Analyzer, context=None):
     if masked is None:
         return miss
     mask, mask_operand, dead = masked
-    kt, keys, dead_k = _key_source(match.values["kt"], ("B", "D", "M"), context)
-    v, values, dead_v = _key_source(match.values["v"], ("B", "M", "DV"), context)
+    kt, keys, dead_k, k_scale = _key_source(match.values["kt"], ("B", "D", "M"), context)
+    v, values, dead_v, v_scale = _key_source(match.values["v"], ("B", "M", "DV"), context)
     static = {r: (int(d.value) if isinstance(d, E.IntImm) else None) for r, d in dims.items()}
     if keys.capacity is not False or values.capacity is not False:   # both take M as a scalar
-        keys, values = (s if s.capacity is not False else KeySource(s.axes, static["M"], s.dtype)
+        keys, values = (s if s.capacity is not False else KeySource(s.axes, static["M"], s.dtype, s.scale_axes)
                         for s in (keys, values))
     spec = AttentionSpec(static, None if scale is None else float(np.float32(scale)), mask,
                          groups, keys, values, len(context.scalars.values))
     tir_vars = ([dims["M"]] if spec.sliced() and static["M"] is None else []) + context.scalars.values
-    operands = [match.values["q"], kt, v] + ([mask_operand] if mask_operand is not None else [])
+    operands = [match.values["q"], kt, v] + [x for x in (k_scale, v_scale) if x is not None] \
+        + ([mask_operand] if mask_operand is not None else [])
     return spec, operands, tir_vars, dead + dead_k + dead_v
 
 

@@ -60,10 +60,48 @@ def vm_alloc_tensor(storage, offset, shape, dtype, runtime_device_index=0):
     return memory_alloc_tensor(storage, offset, shape, dtype)
 
 
+class Device(tuple):
+    """TVM's ``R.device(dev_type, index)`` / ``R.cpu(index)``: only read by
+    ``R.hint_on_device``; ``(1, 0)`` (the host CPU) is the one device there is."""
+
+    def __repr__(self):
+        return f"R.device({self[0]}, {self[1]})"
+
+
+def device(dev_type, index=0):
+    return Device((plain_int(dev_type, "R.device: dev_type"), plain_int(index, "R.device: index")))
+
+
+def cpu(index=0):
+    return device(1, index)
+
+
+def hint_on_device(data, dst_vdevice, memory_scope="global"):
+    """TVM's ``R.hint_on_device(x, device, scope)``: a placement hint. With one device (the
+    host CPU) there is nothing to place, so the value is ``data`` itself."""
+    if not isinstance(dst_vdevice, Device):
+        raise OpAttributeError(f"R.hint_on_device: the device must be R.device(...) or R.cpu(), "
+                               f"got {dst_vdevice!r}")
+    scope = plain_str(memory_scope, "R.hint_on_device: memory_scope")
+    if tuple(dst_vdevice) != (1, 0) or scope != "global":
+        raise OpAttributeError(f"R.hint_on_device: {dst_vdevice!r} scope {scope!r} is not supported; "
+                               "the only device is the host CPU, R.device(1, 0) \"global\"")
+    return data
+
+
+def _linear(data, weight, bias=None, out_dtype=None):
+    from .linear_algebra import linear
+    return linear(data, weight, bias, out_dtype)
+
+
 # script path (below R) -> constructor
 TVM_SPELLINGS = {
     "vm.alloc_storage": vm_alloc_storage,
     "vm.alloc_tensor": vm_alloc_tensor,
+    "linear": _linear,
+    "device": device,
+    "cpu": cpu,
+    "hint_on_device": hint_on_device,
 }
 
 __all__ = ["TVM_SPELLINGS", "vm_alloc_storage", "vm_alloc_tensor", "check_host_device"]

@@ -184,3 +184,6 @@ from .nn_attention import attention  # noqa: E402
 from .nn_pool import adaptive_avg_pool2d, avg_pool2d, max_pool2d  # noqa: E402
 
 __all__ += ["attention", "conv1d", "conv2d", "conv2d_transpose", "max_pool2d", "avg_pool2d", "adaptive_avg_pool2d"]
+from .nn_norm import batch_norm, group_norm, instance_norm, prelu  # noqa: E402
+
+__all__ += ["batch_norm", "group_norm", "instance_norm", "prelu"]

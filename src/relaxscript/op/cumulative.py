@@ -39,6 +39,7 @@ def _make_cumulative(name: str, np_fn, identity: int):
         dtype = dtype or data.dtype.name
         if axis is None:
             data, axis = data.reshape(-1), 0
+        axis %= data.ndim   # the shift below indexes from the front
         out = np_fn(data, axis=axis, dtype=dtype)
         if exclusive:  # shift by one along the axis, the identity first
             shifted = np.full_like(out, identity)

@@ -32,6 +32,7 @@ from .data_dependent import nonzero, unique
 from .gather_scatter import flip, gather_nd, one_hot, scatter_elements, scatter_nd
 from .datatype import astype
 from .indexing import concat, split, strided_slice, take
+from .layout_transform import layout_transform
 from .linear_algebra import einsum, linear, matmul
 from .manipulate import *  # noqa: F401,F403
 from .manipulate import __all__ as _manipulate
@@ -51,7 +52,7 @@ from .unary import __all__ as _unary
 __all__ = [
     "nn", "call_tir", "call_tir_inplace", "call_dps_library", "call_dps_packed", "call_pure_packed",
     "unique", "nonzero", "astype", "concat", "split", "strided_slice", "take", "matmul", "dequantize",
-    "fake_quantize", "einsum", "linear",
+    "fake_quantize", "einsum", "linear", "layout_transform",
     "shape_of", "DeductionContext", "OpAttributeError",
     # TVM's ops of issue 15 item 6
     "assert_op", "collapse_sum_like", "collapse_sum_to", "cumsum", "flip", "gather_nd", "one_hot",

@@ -111,9 +111,23 @@ def _norm_attrs(op: str, axes, epsilon) -> dict:
     return {"axes": axes, "epsilon": float(epsilon)}
 
 
-def layer_norm(x, gamma, beta, axes=-1, epsilon: float = 1e-5):
-    """R.nn.layer_norm(x, gamma, beta, axes=-1, epsilon=1e-5)."""
-    return make_call("relax.nn.layer_norm", [as_tensor(x), as_tensor(gamma), as_tensor(beta)],
+def layer_norm(x, gamma, beta, axes=-1, epsilon: float = 1e-5, center: bool = True,
+               scale: bool = True):
+    """R.nn.layer_norm(x, gamma, beta, axes=-1, epsilon=1e-5, center=True, scale=True).
+
+    TVM's ``center=False`` / ``scale=False`` (no ``beta`` / no ``gamma``) are kept as
+    a zero ``beta`` / unit ``gamma`` (``R.zeros_like`` / ``R.ones_like``), so the op
+    itself has no such attributes."""
+    from .create import ones_like, zeros_like
+    for name, flag in (("center", center), ("scale", scale)):
+        if not isinstance(flag, (bool, np.bool_)):
+            raise OpAttributeError(f"R.nn.layer_norm: {name} must be a bool, got {flag!r}")
+    gamma, beta = as_tensor(gamma), as_tensor(beta)
+    if not scale:
+        gamma = ones_like(gamma)
+    if not center:
+        beta = zeros_like(beta)
+    return make_call("relax.nn.layer_norm", [as_tensor(x), gamma, beta],
                      _norm_attrs("layer_norm", axes, epsilon))
 
 

@@ -177,7 +177,8 @@ def split(x, indices_or_sections, axis: int = 0):
     """R.split(x, indices_or_sections, axis=0): a tuple of parts (NumPy ``np.split``).
 
     An int ``k`` splits into k equal parts (the dim must be divisible by k);
-    a tuple of ints gives the split points.
+    a tuple of ints gives the split points. As in TVM (and unlike NumPy), a
+    negative split point is 0, not counted from the end.
     """
     if isinstance(indices_or_sections, (int, np.integer)):
         value = attr_int(indices_or_sections, "split", "indices_or_sections")
@@ -207,8 +208,8 @@ def _infer_split(call, ctx) -> TupleStructInfo:
                       f"into {spec} sections")
         sizes = [simplify(ctx, dim // spec)] * spec
     else:
-        bounds = [0, *spec]
-        sizes = [slice_extent(ctx, dim, b, e, 1) for b, e in zip(bounds, [*spec, None])]
+        points = split_points(spec)
+        sizes = [slice_extent(ctx, dim, b, e, 1) for b, e in zip([0, *points], [*points, None])]
     parts = []
     for size in sizes:
         dims = list(x.shape)
@@ -217,8 +218,18 @@ def _infer_split(call, ctx) -> TupleStructInfo:
     return TupleStructInfo(parts)
 
 
-register_op("relax.split", _infer_split,
-            lambda x, indices_or_sections, axis=0: tuple(np.split(x, indices_or_sections, axis)),
+def split_points(spec) -> list[int]:
+    """Split points as TVM reads them: a negative one is 0 (NumPy would count from the end)."""
+    return [max(int(b), 0) for b in spec]
+
+
+def _split_reference(x, indices_or_sections, axis=0):
+    if not isinstance(indices_or_sections, int):
+        indices_or_sections = split_points(indices_or_sections)
+    return tuple(np.split(x, indices_or_sections, axis))
+
+
+register_op("relax.split", _infer_split, _split_reference,
             attr_names=("indices_or_sections", "axis"), constructor=split)
 
 

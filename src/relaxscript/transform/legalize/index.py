@@ -6,6 +6,7 @@ from tensorir import expr as E
 from tensorir.compute import compute
 
 from ...expr import Tuple, TupleGetItem
+from ...op.indexing import split_points
 from .common import product, unravel
 from .registry import register_legalize
 
@@ -83,7 +84,7 @@ def _split(ctx, call):
     if isinstance(spec, int):
         starts = [te.simplify(i * (dim // spec)) for i in range(spec)]
     else:
-        starts = [E.IntImm(0)] + [slice_begin(te, b, dim, 1) for b in spec]
+        starts = [E.IntImm(0)] + [slice_begin(te, b, dim, 1) for b in split_points(spec)]
     outputs = []
     for part, start in enumerate(starts):
         def body(*idx, start=start):

@@ -89,6 +89,20 @@ def hint_on_device(data, dst_vdevice, memory_scope="global"):
     return data
 
 
+HOST_TARGETS = ("llvm", "c", "cpu")
+
+
+def to_vdevice(data, dst_vdevice):
+    """TVM's ``R.to_vdevice(x, "llvm")``: a copy to another device. The host CPU is the
+    only device, so moving to it is ``data`` itself; any other target is refused."""
+    target = getattr(dst_vdevice, "target", dst_vdevice)
+    target = plain_str(target if target is not None else "llvm", "R.to_vdevice: the device")
+    if target.split()[0] not in HOST_TARGETS:
+        raise OpAttributeError(f"R.to_vdevice: device {target!r} is not supported; the only device "
+                               "is the host CPU (\"llvm\")")
+    return data
+
+
 def _linear(data, weight, bias=None, out_dtype=None):
     from .linear_algebra import linear
     return linear(data, weight, bias, out_dtype)
@@ -102,6 +116,7 @@ TVM_SPELLINGS = {
     "device": device,
     "cpu": cpu,
     "hint_on_device": hint_on_device,
+    "to_vdevice": to_vdevice,
 }
 
 __all__ = ["TVM_SPELLINGS", "vm_alloc_storage", "vm_alloc_tensor", "check_host_device"]

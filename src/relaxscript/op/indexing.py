@@ -18,8 +18,8 @@ from ..expr import Expr
 from ..struct_info import TensorStructInfo, TupleStructInfo
 from ._convert import as_shape, as_tensor, as_tuple, make_call
 from ._infer_util import (attr_axes, attr_int, const_value, format_sinfo, normalize_axes,
-                          normalize_axis, prove_equal, prove_not_equal, same_dtype, shape_arg,
-                          simplify, sinfo_of, tensor_arg)
+                          normalize_axis, product, prove_equal, prove_not_equal, same_dtype,
+                          shape_arg, simplify, sinfo_of, tensor_arg)
 from .registry import OpAttributeError, register_op
 
 
@@ -126,9 +126,11 @@ register_op("relax.strided_slice", _infer_strided_slice, _strided_slice_referenc
 
 
 # ---------------------------------------------------------------- concat
-def concat(tensors, axis: int = 0):
-    """R.concat(tensors, axis=0): join tensors along an existing axis."""
-    return make_call("relax.concat", [as_tuple(tensors)], {"axis": attr_int(axis, "concat", "axis")})
+def concat(tensors, axis: int | None = 0):
+    """R.concat(tensors, axis=0): join tensors along an existing axis; ``axis=None``
+    joins them flattened (TVM's and NumPy's meaning)."""
+    return make_call("relax.concat", [as_tuple(tensors)],
+                     {"axis": None if axis is None else attr_int(axis, "concat", "axis")})
 
 
 def _infer_concat(call, ctx) -> TensorStructInfo:
@@ -139,6 +141,11 @@ def _infer_concat(call, ctx) -> TensorStructInfo:
     if not tensors or not all(isinstance(t, TensorStructInfo) for t in tensors):
         ctx.error(f"relax.concat expects a non-empty tuple of tensors, got {format_sinfo(fields)}")
     dtype = same_dtype(ctx, call, tensors)
+    if call.attrs["axis"] is None:   # flattened: one dim, the total size
+        if any(t.shape is None for t in tensors):
+            return TensorStructInfo(None, dtype, 1)
+        return TensorStructInfo([simplify(ctx, sum((product(t.shape) for t in tensors[1:]),
+                                                   product(tensors[0].shape)))], dtype)
     ranks = {t.ndim for t in tensors if t.ndim >= 0}
     if len(ranks) > 1:
         ctx.error(f"relax.concat: tensors have different ranks: {format_sinfo(fields)}")
@@ -166,7 +173,7 @@ def _infer_concat(call, ctx) -> TensorStructInfo:
 
 
 register_op("relax.concat", _infer_concat,
-            lambda tensors, axis=0: np.concatenate(list(tensors), axis=axis),
+            lambda tensors, axis=0: np.concatenate(list(tensors), axis=axis),  # None: flattened
             attr_names=("axis",), constructor=concat)
 
 

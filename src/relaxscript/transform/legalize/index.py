@@ -49,6 +49,9 @@ def _concat(ctx, call):
     te = ctx.te(call)
     parts = _tuple_fields(ctx, call.args[0])
     tensors = [te.placeholder(p, f"x{i}") for i, p in enumerate(parts)]
+    if call.attrs["axis"] is None:   # flattened: each part read through its row-major index
+        return te.emit("concat", compute(te.out_shape(), lambda i: _flat_concat(te, tensors, i),
+                                         "T_concat", te.out_dtype()))
     axis = call.attrs["axis"] % tensors[0].ndim
 
     def body(*idx):
@@ -65,6 +68,18 @@ def _concat(ctx, call):
         return value
 
     return te.emit("concat", compute(te.out_shape(), body, "T_concat", te.out_dtype()))
+
+
+def _flat_concat(te, tensors, i):
+    offsets, offset = [], E.IntImm(0)
+    for t in tensors:
+        offsets.append(offset)
+        offset = te.simplify(offset + product(t.shape))
+    value = tensors[-1][tuple(unravel(i - offsets[-1], tensors[-1].shape))]
+    for t, start in reversed(list(zip(tensors[:-1], offsets[:-1]))):
+        end = te.simplify(start + product(t.shape))
+        value = E.Select(E.LT(i, end), t[tuple(unravel(i - start, t.shape))], value)
+    return value
 
 
 def _tuple_fields(ctx, value):

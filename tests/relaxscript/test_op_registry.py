@@ -9,6 +9,7 @@ import tensorir as tir
 from relaxscript import op
 from relaxscript.expr import Call, ExternFunc, GlobalVar, Op, Tuple, Var
 from relaxscript.op import DeductionContext, OpAttributeError, OpDeductionError, OpSpec
+from relaxscript.op.layout_transform import IndexMap
 from relaxscript.struct_info import ShapeStructInfo, TensorStructInfo, TupleStructInfo
 
 from .op_helpers import SYMBOLS, check_call, infer, shape_equal, tensor_var, valid_index_arrays
@@ -20,6 +21,11 @@ IDX = tensor_var("idx", (m,), "int64")
 B = tensor_var("b", (n, 4), "bool")
 W = tensor_var("w", (4,))
 IMAGE = tensor_var("image", (2, 3, n, m))  # NCHW
+
+
+_LT = [tir.Var(name, "int64") for name in ("a", "b", "c")]
+# (2, n, 4) -> (n, 2, 2, 3): a permutation with the last dim split by a non-divisor (padding)
+_SPLIT_LAST = IndexMap(_LT, [_LT[1], _LT[0], _LT[2] // 3, _LT[2] % 3])
 
 
 def sample_calls():
@@ -74,6 +80,10 @@ def sample_calls():
                          tensor_var("gb", (4,)), 2, 1, (2,), 1e-4, False, True),
         op.nn.instance_norm(X3, tensor_var("ig", (n,)), tensor_var("ib", (n,)), 1, None),
         op.nn.prelu(X3, tensor_var("pa", (n,)), 1),
+        op.layout_transform(X3, _SPLIT_LAST, 1.5), op.concat([X, W], None),
+        op.nn.leakyrelu(X, 0.3), op.nn.softplus(X, 2.0, 1.0), op.nn.selu(X),
+        op.nn.cross_entropy_with_logits(X3, tensor_var("lab", (2, n, 4))),
+        op.nn.nll_loss(X3, tensor_var("nt", (2, 4), "int64"), tensor_var("nw", (n,)), "mean", -1),
         op.collapse_sum_to(X3, (n, 1)), op.collapse_sum_like(X3, tensor_var("ct", (1, n, 4))),
         op.shape_to_tensor((n, 4, m * 2)), op.tensor_to_shape(tensor_var("dims3", (3,), "int64")),
         op.nn.attention(tensor_var("q", (2, n, 3, 4)), tensor_var("kk", (2, m, 3, 4)),

@@ -103,6 +103,12 @@ def to_vdevice(data, dst_vdevice):
     return data
 
 
+def _relu6(data):
+    """TVM's ``R.nn.relu6(x)``: ``R.clip(x, 0, 6)`` (TVM builds the same)."""
+    from .unary import clip
+    return clip(data, 0.0, 6.0)
+
+
 def _linear(data, weight, bias=None, out_dtype=None):
     from .linear_algebra import linear
     return linear(data, weight, bias, out_dtype)
@@ -117,6 +123,7 @@ TVM_SPELLINGS = {
     "cpu": cpu,
     "hint_on_device": hint_on_device,
     "to_vdevice": to_vdevice,
+    "nn.relu6": _relu6,
 }
 
 __all__ = ["TVM_SPELLINGS", "vm_alloc_storage", "vm_alloc_tensor", "check_host_device"]

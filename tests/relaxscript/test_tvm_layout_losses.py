@@ -1,0 +1,210 @@
+"""More TVM graph forms found missing by the s10 sweep (docs/ARCHITECTURE.md, "s10-tvms"):
+R.layout_transform with lambda / T.index_map index maps, R.concat(axis=None), R.split with
+negative split points, R.vdevice / R.to_vdevice, R.nn.leakyrelu / softplus / selu / relu6,
+R.nn.cross_entropy_with_logits, R.nn.nll_loss and layer_norm's center/scale. Sources are
+written for this project in TVM's printed style: each parses, round-trips, and runs on the
+interpreter and every VM target equal to NumPy formulas written here."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import relaxscript as rx
+from relaxscript.op.registry import OpDeductionError
+from tensorir.errors import ParseError
+
+from .tvm_compat import assert_round_trip, assert_runs_alike, module_of
+
+LAYOUTS = '''
+@R.function
+def main(x: R.Tensor((2, "c", "h", 4), dtype="float32"), flat: R.Tensor(("m",), dtype="float32"), sq: R.Tensor((4, 4), dtype="float32")):
+    c = T.int64()
+    h = T.int64()
+    m = T.int64()
+    with R.dataflow():
+        nhwc: R.Tensor((2, h, 4, c), dtype="float32") = R.layout_transform(x, index_map=lambda n, c, h, w: (n, h, w, c), pad_value=None)
+        blocked: R.Tensor((2, (c - 1) // 3 + 1, h, 4, 3), dtype="float32") = R.layout_transform(x, index_map=T.index_map(lambda i0, i1, i2, i3: (i0, i1 // 3, i2, i3, i1 % 3), index_dtype="int32"), pad_value=2.5)
+        tiles: R.Tensor((2, c, (h - 1) // 2 + 1, 2, 2, 2), dtype="float32") = R.layout_transform(x, index_map=T.index_map(lambda n, c, h, w: (n, c, h // 2, w // 2, h % 2, w % 2)), pad_value=None, axis_separators=[])
+        rows: R.Tensor(((m - 1) // 4 + 1, 4), dtype="float32") = R.layout_transform(flat, index_map=lambda i: (i // 4, i % 4), pad_value=None)
+        fused: R.Tensor((16,), dtype="float32") = R.layout_transform(sq, index_map=lambda axis0, axis1: (axis0 * 4 + axis1,), pad_value=None)
+        padded: R.Tensor((16,), dtype="float32") = R.layout_transform(sq, index_map=T.index_map(lambda a, b: (b * 4 + a,)), pad_value=None)
+        gv = (nhwc, blocked, tiles, rows, fused, padded)
+        R.output(gv)
+    return gv
+'''
+
+
+def _blocks(x, axis, k, pad):
+    """NumPy: split ``axis`` of ``x`` into (ceil(n / k), k), padding with ``pad``."""
+    n = x.shape[axis]
+    blocks = -(-n // k)
+    width = [(0, 0)] * x.ndim
+    width[axis] = (0, blocks * k - n)
+    padded = np.pad(x, width, constant_values=pad)
+    shape = list(x.shape)
+    shape[axis:axis + 1] = [blocks, k]
+    return padded.reshape(shape)
+
+
+@settings(max_examples=6, deadline=None)
+@given(c=st.integers(1, 7), h=st.integers(1, 5), m=st.integers(1, 11), seed=st.integers(0, 2**31))
+def test_layout_transforms_match_numpy_on_every_target(c, h, m, seed):
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((2, c, h, 4)).astype("float32")
+    flat = rng.standard_normal(m).astype("float32")
+    sq = rng.standard_normal((4, 4)).astype("float32")
+    mod = module_of(LAYOUTS)
+    text = assert_round_trip(mod)
+    assert 'index_map=T.index_map(lambda i0, i1, i2, i3: (i0, i1 // 3, i2, i3, i1 % 3), index_dtype="int32")' in text
+    nhwc, blocked, tiles, rows, fused, padded = assert_runs_alike(mod, x, flat, sq)
+    np.testing.assert_array_equal(nhwc, x.transpose(0, 2, 3, 1))
+    np.testing.assert_array_equal(blocked, _blocks(x, 1, 3, 2.5).transpose(0, 1, 3, 4, 2))
+    tiled = _blocks(_blocks(x, 2, 2, 0), 4, 2, 0)          # n, c, h/2, 2, w/2, 2
+    np.testing.assert_array_equal(tiles, tiled.transpose(0, 1, 2, 4, 3, 5))
+    np.testing.assert_array_equal(rows, _blocks(flat, 0, 4, 0))
+    np.testing.assert_array_equal(fused, sq.reshape(-1))
+    np.testing.assert_array_equal(padded, sq.T.reshape(-1))
+
+
+def test_layout_transform_refusals_name_the_form():
+    head = '@R.function\ndef main(x: R.Tensor((4, 6), "float32")):\n'
+    cases = [("R.layout_transform(x, index_map=lambda i, j: (i, j), axis_separators=[1])",
+              ParseError, "axis_separators"),
+             ("R.layout_transform(x, index_map=lambda i, j: (i, k))", ParseError,
+              "reads only its own indices"),
+             ("R.layout_transform(x, index_map=lambda i: (i,))", OpDeductionError,
+              "takes 1 indices"),
+             ("R.layout_transform(x, index_map=T.index_map(lambda i, j: (j, i), inverse_index_map=1))",
+              ParseError, "inverse_index_map")]
+    for call, error, message in cases:
+        with pytest.raises(error, match=message):
+            module_of(head + f"    y = {call}\n    return y\n")
+
+
+def test_a_map_without_a_derived_inverse_runs_through_its_reference():
+    """``i + j`` is not one-to-one: it keeps the op (the VMs run the NumPy reference), where
+    later input elements land over earlier ones."""
+    src = ('@R.function\ndef main(x: R.Tensor((3, 3), "float32")):\n'
+           '    y = R.layout_transform(x, index_map=lambda i, j: (i + j,))\n    return y\n')
+    mod = module_of(src)
+    legalized = rx.transform.LegalizeOps()(mod)
+    assert "R.layout_transform" in legalized.script()
+    x = np.arange(9, dtype="float32").reshape(3, 3)
+    want = np.zeros(5, "float32")
+    for i in range(3):
+        for j in range(3):
+            want[i + j] = x[i, j]
+    np.testing.assert_array_equal(assert_runs_alike(mod, x), want)
+
+
+CONCAT_SPLIT = '''
+@I.ir_module
+class Module:
+    I.module_global_infos({"vdevice": [R.vdevice("llvm")]})
+
+    @R.function
+    def main(x: R.Tensor((2, "n"), dtype="float32"), y: R.Tensor((3,), dtype="float32"), z: R.Tensor(("n", 2), dtype="float32")):
+        n = T.int64()
+        flat: R.Tensor((n * 4 + 3,), dtype="float32") = R.concat((x, y, z), axis=None)
+        parts = R.split(flat, indices_or_sections=[-2, 3, 1, 5, 100], axis=0)
+        moved = R.to_vdevice(parts[1], "llvm")
+        return (flat, parts, moved)
+'''
+
+
+@settings(max_examples=5, deadline=None)
+@given(n=st.integers(1, 6), seed=st.integers(0, 2**31))
+def test_flattened_concat_and_tvm_split_points(n, seed):
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((2, n)).astype("float32")
+    y = rng.standard_normal(3).astype("float32")
+    z = rng.standard_normal((n, 2)).astype("float32")
+    mod = module_of(CONCAT_SPLIT)
+    assert_round_trip(mod)
+    flat, parts, moved = assert_runs_alike(mod, x, y, z)
+    want = np.concatenate([x.ravel(), y, z.ravel()])
+    np.testing.assert_array_equal(flat, want)
+    # TVM's reading: -2 is 0 (NumPy would count it from the end); bounds clamp to the length
+    points = [0, 0, 3, 1, 5, 100, None]
+    for got, lo, hi in zip(parts, points[:-1], points[1:]):
+        lo, hi = min(lo, want.size), want.size if hi is None else min(hi, want.size)
+        np.testing.assert_array_equal(got, want[lo:max(lo, hi)])
+    np.testing.assert_array_equal(moved, parts[1])
+
+
+def test_to_another_device_is_refused_at_its_line():
+    src = ('@R.function\ndef main(x: R.Tensor((2,), "float32")):\n'
+           '    y = R.to_vdevice(x, "cuda")\n    return y\n')
+    with pytest.raises(ParseError, match="the only device is the host CPU") as err:
+        module_of(src)
+    assert ":3:" in str(err.value)
+
+
+ACTIVATIONS_LOSSES = '''
+@R.function
+def main(x: R.Tensor(("n", 3, 2), dtype="float32"), labels: R.Tensor(("n", 3, 2), dtype="float32"), targets: R.Tensor(("n", 2), dtype="int64"), weights: R.Tensor((3,), dtype="float32"), g: R.Tensor((2,), dtype="float32"), b: R.Tensor((2,), dtype="float32")):
+    n = T.int64()
+    with R.dataflow():
+        leaky: R.Tensor((n, 3, 2), dtype="float32") = R.nn.leakyrelu(x, alpha=0.2)
+        soft: R.Tensor((n, 3, 2), dtype="float32") = R.nn.softplus(x, beta=2.0, threshold=3.0)
+        se: R.Tensor((n, 3, 2), dtype="float32") = R.nn.selu(x)
+        r6: R.Tensor((n, 3, 2), dtype="float32") = R.nn.relu6(x)
+        ce: R.Tensor((), dtype="float32") = R.nn.cross_entropy_with_logits(x, labels)
+        mean: R.Tensor((), dtype="float32") = R.nn.nll_loss(x, targets, weights, reduction="mean", ignore_index=1)
+        total: R.Tensor((), dtype="float32") = R.nn.nll_loss(x, targets, reduction="sum", ignore_index=-100)
+        each: R.Tensor((n, 2), dtype="float32") = R.nn.nll_loss(x, targets, weights, "none", 0)
+        no_beta: R.Tensor((n, 3, 2), dtype="float32") = R.nn.layer_norm(x, g, b, axes=[-1], epsilon=1.0000000000000001e-05, center=False, scale=True)
+        gv = (leaky, soft, se, r6, ce, mean, total, each, no_beta)
+        R.output(gv)
+    return gv
+'''
+
+
+@settings(max_examples=6, deadline=None)
+@given(n=st.integers(1, 4), seed=st.integers(0, 2**31))
+def test_activations_and_losses_match_numpy_formulas(n, seed):
+    rng = np.random.default_rng(seed)
+    x = (rng.standard_normal((n, 3, 2)) * 4).astype("float32")
+    labels = rng.random((n, 3, 2)).astype("float32")
+    targets = rng.integers(0, 3, size=(n, 2))
+    weights = (rng.random(3) + 0.5).astype("float32")
+    g, b = rng.standard_normal(2).astype("float32"), rng.standard_normal(2).astype("float32")
+    mod = module_of(ACTIVATIONS_LOSSES)
+    assert_round_trip(mod)
+    leaky, soft, se, r6, ce, mean, total, each, no_beta = assert_runs_alike(
+        mod, x, labels, targets, weights, g, b, tol=1e-5)
+    xd = x.astype("float64")
+    np.testing.assert_allclose(leaky, np.where(x >= 0, x, 0.2 * xd), rtol=1e-6)
+    np.testing.assert_allclose(soft, np.where(2 * xd > 3, xd, np.log(1 + np.exp(2 * xd)) / 2),
+                               rtol=1e-5, atol=1e-6)
+    alpha, scale = 1.6732632423543772, 1.0507009873554805
+    np.testing.assert_allclose(se, scale * np.where(xd > 0, xd, alpha * (np.exp(xd) - 1)),
+                               rtol=1e-5, atol=1e-6)
+    np.testing.assert_array_equal(r6, np.minimum(np.maximum(x, 0), 6))
+    np.testing.assert_allclose(ce, -(xd * labels).sum() / n, rtol=1e-5, atol=1e-5)
+    picked = np.array([[xd[i, targets[i, j], j] for j in range(2)] for i in range(n)])
+    w_of = weights.astype("float64")[targets]
+    kept = targets != 1
+    if kept.any():
+        np.testing.assert_allclose(mean, (-picked * w_of)[kept].sum() / w_of[kept].sum(),
+                                   rtol=1e-5, atol=1e-6)
+    else:   # every target ignored: 0 / 0
+        assert np.isnan(mean)
+    np.testing.assert_allclose(total, -picked.sum(), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(each, np.where(targets == 0, 0.0, -picked * w_of), rtol=1e-6)
+    centered = (xd - xd.mean(-1, keepdims=True)) / np.sqrt(xd.var(-1, keepdims=True) + 1e-5)
+    np.testing.assert_allclose(no_beta, centered * g, rtol=1e-4, atol=1e-5)
+
+
+def test_nll_loss_checks_its_operands():
+    head = ('@R.function\ndef main(p: R.Tensor((2, 3), "float32"), t: R.Tensor((2,), "float32"), '
+            'u: R.Tensor((3,), "int64"), w: R.Tensor((4,), "float32")):\n')
+    for call, message in (("R.nn.nll_loss(p, t)", "targets must be an integer tensor"),
+                          ("R.nn.nll_loss(p, u)", "do not match predictions"),
+                          ("R.nn.nll_loss(p, R.astype(t, \"int64\"), w)", "do not match the classes")):
+        with pytest.raises(OpDeductionError, match=message):
+            module_of(head + f"    y = {call}\n    return y\n")
+    with pytest.raises(ParseError, match="reduction must be one of"):
+        module_of(head + '    y = R.nn.nll_loss(p, u, reduction="max")\n    return y\n')

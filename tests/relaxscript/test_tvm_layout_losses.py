@@ -208,3 +208,29 @@ def test_nll_loss_checks_its_operands():
             module_of(head + f"    y = {call}\n    return y\n")
     with pytest.raises(ParseError, match="reduction must be one of"):
         module_of(head + '    y = R.nn.nll_loss(p, u, reduction="max")\n    return y\n')
+
+
+TAKE_SCALAR = '''
+@R.function
+def main(x: R.Tensor((2, "n", 4), dtype="float32"), k: R.Prim("int64")):
+    n = T.int64()
+    last: R.Tensor((2, 4), dtype="float32") = R.take(x, R.prim_value(n - 1), axis=1)
+    first_col: R.Tensor((2, n), dtype="float32") = R.take(x, R.prim_value(0), axis=2)
+    picked: R.Tensor((2, 4), dtype="float32") = R.take(x, k, axis=1)
+    flat: R.Tensor((), dtype="float32") = R.take(x, R.prim_value(5))
+    return (last, first_col, picked, flat)
+'''
+
+
+@settings(max_examples=5, deadline=None)
+@given(n=st.integers(1, 5), data=st.data())
+def test_take_with_a_scalar_index_drops_the_axis(n, data):
+    k = data.draw(st.integers(-n, n - 1))
+    x = np.arange(2 * n * 4, dtype="float32").reshape(2, n, 4)
+    mod = module_of(TAKE_SCALAR)
+    assert_round_trip(mod)
+    last, first_col, picked, flat = assert_runs_alike(mod, x, k)
+    np.testing.assert_array_equal(last, x[:, n - 1])
+    np.testing.assert_array_equal(first_col, x[:, :, 0])
+    np.testing.assert_array_equal(picked, x[:, k])
+    assert flat.shape == () and flat == x.ravel()[5]

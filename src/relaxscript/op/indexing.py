@@ -15,7 +15,7 @@ from tensorir import dtype as dt
 from tensorir import expr as E
 
 from ..expr import Expr
-from ..struct_info import TensorStructInfo, TupleStructInfo
+from ..struct_info import PrimStructInfo, TensorStructInfo, TupleStructInfo
 from ._convert import as_shape, as_tensor, as_tuple, make_call
 from ._infer_util import (attr_axes, attr_int, const_value, format_sinfo, normalize_axes,
                           normalize_axis, product, prove_equal, prove_not_equal, same_dtype,
@@ -242,14 +242,23 @@ register_op("relax.split", _infer_split, _split_reference,
 
 # ---------------------------------------------------------------- take
 def take(x, indices, axis=None):
-    """R.take(x, indices, axis=None): gather along ``axis`` (x flattened when None)."""
+    """R.take(x, indices, axis=None): gather along ``axis`` (x flattened when None).
+    ``indices`` may be an ``R.Prim`` integer (TVM's scalar index): the axis is dropped."""
     if axis is not None:
         axis = attr_int(axis, "take", "axis")
     return make_call("relax.take", [as_tensor(x), as_tensor(indices, "int64")], {"axis": axis})
 
 
 def _infer_take(call, ctx) -> TensorStructInfo:
-    x, indices = tensor_arg(call, 0, ctx), tensor_arg(call, 1, ctx)
+    x = tensor_arg(call, 0, ctx)
+    if isinstance(sinfo_of(call.args[1]), PrimStructInfo):
+        # TVM's scalar index (R.Prim / R.prim_value): the axis is dropped, as NumPy's take
+        index = sinfo_of(call.args[1])
+        if index.dtype is not None and not dt.is_int(index.dtype):
+            ctx.error(f"relax.take: a scalar index must be an integer, got {format_sinfo(index)}")
+        indices = TensorStructInfo([], index.dtype)
+    else:
+        indices = tensor_arg(call, 1, ctx)
     if indices.dtype is not None and not dt.is_int(indices.dtype):
         ctx.error(f"relax.take: indices must be an integer tensor, got {format_sinfo(indices)}")
     axis = call.attrs.get("axis")
@@ -264,7 +273,13 @@ def _infer_take(call, ctx) -> TensorStructInfo:
     return TensorStructInfo([*x.shape[:axis], *indices.shape, *x.shape[axis + 1:]], x.dtype)
 
 
-register_op("relax.take", _infer_take, lambda x, indices, axis=None: np.asarray(np.take(x, indices, axis)),
+def _take_reference(x, indices, axis=None):
+    if not isinstance(indices, np.ndarray):   # an R.Prim index: a Python int at run time
+        indices = np.int64(indices)
+    return np.asarray(np.take(x, indices, axis))
+
+
+register_op("relax.take", _infer_take, _take_reference,
             attr_names=("axis",), constructor=take)
 
 __all__ = ["strided_slice", "concat", "split", "take"]

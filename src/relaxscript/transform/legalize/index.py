@@ -6,6 +6,7 @@ from tensorir import expr as E
 from tensorir.compute import compute
 
 from ...expr import Tuple, TupleGetItem
+from ...struct_info import PrimStructInfo
 from ...op.indexing import split_points
 from .common import product, unravel
 from .registry import register_legalize
@@ -110,6 +111,9 @@ def _split(ctx, call):
 
 @register_legalize("relax.take")
 def _take(ctx, call):
+    index_sinfo = call.args[1].struct_info
+    if isinstance(index_sinfo, PrimStructInfo):
+        return _take_scalar(ctx, call, index_sinfo)
     te = ctx.te(call)
     x = te.placeholder(call.args[0], "x")
     indices = te.placeholder(call.args[1], "indices")
@@ -123,5 +127,24 @@ def _take(ctx, call):
         inner = idx[a:a + indices.ndim]
         picked = E.checked_index(indices[tuple(inner)], x.shape[a])
         return x[(*idx[:a], picked, *idx[a + indices.ndim:])]
+
+    return te.emit("take", compute(te.out_shape(), body, "T_take", x.dtype))
+
+
+def _take_scalar(ctx, call, index_sinfo):
+    """An ``R.Prim`` index: its value in the kernel's vars (an index known only at run time
+    keeps the op, which the VMs run through the reference)."""
+    if index_sinfo.value is None:
+        return None
+    te = ctx.te(call)
+    x = te.placeholder(call.args[0], "x")
+    index = E.cast("int64", te.expr(index_sinfo.value))
+    axis = call.attrs.get("axis")
+
+    def body(*idx):
+        if axis is None:
+            return x[unravel(E.checked_index(index, product(x.shape)), x.shape)]
+        a = axis % x.ndim
+        return x[(*idx[:a], E.checked_index(index, x.shape[a]), *idx[a:])]
 
     return te.emit("take", compute(te.out_shape(), body, "T_take", x.dtype))

@@ -81,7 +81,7 @@ def sample_calls():
         op.nn.instance_norm(X3, tensor_var("ig", (n,)), tensor_var("ib", (n,)), 1, None),
         op.nn.prelu(X3, tensor_var("pa", (n,)), 1),
         op.layout_transform(X3, _SPLIT_LAST, 1.5), op.concat([X, W], None),
-        op.nn.leakyrelu(X, 0.3), op.nn.softplus(X, 2.0, 1.0), op.nn.selu(X),
+        op.nn.pad(X3, (0, 1, 2, -1, 1, 0), 0.5), op.nn.leakyrelu(X, 0.3), op.nn.softplus(X, 2.0, 1.0), op.nn.selu(X),
         op.nn.cross_entropy_with_logits(X3, tensor_var("lab", (2, n, 4))),
         op.nn.nll_loss(X3, tensor_var("nt", (2, 4), "int64"), tensor_var("nw", (n,)), "mean", -1),
         op.collapse_sum_to(X3, (n, 1)), op.collapse_sum_like(X3, tensor_var("ct", (1, n, 4))),

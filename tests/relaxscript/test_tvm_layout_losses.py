@@ -234,3 +234,42 @@ def test_take_with_a_scalar_index_drops_the_axis(n, data):
     np.testing.assert_array_equal(first_col, x[:, :, 0])
     np.testing.assert_array_equal(picked, x[:, k])
     assert flat.shape == () and flat == x.ravel()[5]
+
+
+PADS = '''
+@R.function
+def main(x: R.Tensor((2, "n", 5), dtype="float32")):
+    n = T.int64()
+    with R.dataflow():
+        const: R.Tensor((2, n + 3, 8), dtype="float32") = R.nn.pad(x, pad_width=[0, 0, 1, 2, 2, 1], pad_value=1.5, pad_mode="constant")
+        edge: R.Tensor((3, n + 2, 11), dtype="float32") = R.nn.pad(x, (1, 0, 0, 2, 3, 3), R.const(0, "int32"), pad_mode="edge")
+        mirror: R.Tensor((2, n + 3, 13), dtype="float32") = R.nn.pad(x, [0, 0, 2, 1, 4, 4], pad_mode="reflect")
+        crop: R.Tensor((2, n, 2), dtype="float32") = R.nn.pad(x, pad_width=[T.int64(0), T.int64(0), T.int64(-1), T.int64(1), T.int64(-1), T.int64(-2)], pad_value=0.0, pad_mode="constant")
+        gv = (const, edge, mirror, crop)
+        R.output(gv)
+    return gv
+'''
+
+
+@settings(max_examples=5, deadline=None)
+@given(n=st.integers(1, 6), seed=st.integers(0, 2**31))
+def test_pad_modes_and_crops_match_numpy(n, seed):
+    x = np.random.default_rng(seed).standard_normal((2, n, 5)).astype("float32")
+    mod = module_of(PADS)
+    assert_round_trip(mod)
+    const, edge, mirror, crop = assert_runs_alike(mod, x)
+    np.testing.assert_array_equal(const, np.pad(x, [(0, 0), (1, 2), (2, 1)], constant_values=1.5))
+    np.testing.assert_array_equal(edge, np.pad(x, [(1, 0), (0, 2), (3, 3)], mode="edge"))
+    np.testing.assert_array_equal(mirror, np.pad(x, [(0, 0), (2, 1), (4, 4)], mode="reflect"))
+    np.testing.assert_array_equal(crop, np.pad(x[:, 1:, 1:3], [(0, 0), (0, 1), (0, 0)]))
+
+
+def test_pad_refusals():
+    head = '@R.function\ndef main(x: R.Tensor((2, 3), "float32")):\n'
+    for call, message in (('R.nn.pad(x, [1, 1, 1])', "a \\(before, after\\) pair per axis"),
+                          ('R.nn.pad(x, [0, 0, -1, 0], pad_mode="edge")', "negative width"),
+                          ('R.nn.pad(x, [0, 0, 1, 0], pad_mode="wrap")', "pad_mode must be one of")):
+        with pytest.raises(ParseError, match=message):
+            module_of(head + f"    y = {call}\n    return y\n")
+    with pytest.raises(OpDeductionError, match="has 3 \\(before, after\\) pairs"):
+        module_of(head + "    y = R.nn.pad(x, [0, 0, 1, 1, 2, 2])\n    return y\n")

@@ -204,3 +204,6 @@ __all__ += ["batch_norm", "group_norm", "instance_norm", "prelu"]
 from .nn_extra import cross_entropy_with_logits, leakyrelu, nll_loss, selu, softplus  # noqa: E402
 
 __all__ += ["cross_entropy_with_logits", "leakyrelu", "nll_loss", "selu", "softplus"]
+from .nn_pad import pad  # noqa: E402
+
+__all__ += ["pad"]

@@ -92,3 +92,42 @@ def _nll_loss(ctx, call):
         out = compute([], lambda: E.cast(p.dtype, losses[()] / weights[()]), "T_nll_loss", p.dtype)
     return te.emit("nll_loss", out)
 
+
+
+@register_legalize("relax.nn.pad")
+def _pad(ctx, call):
+    """Each output element reads ``x`` at its index minus the leading width; outside ``x``
+    it is ``pad_value`` (constant), the clamped index (edge) or the mirrored one (reflect)."""
+    te = ctx.te(call)
+    x = te.placeholder(call.args[0], "x")
+    widths = call.attrs["pad_width"]
+    mode = call.attrs["pad_mode"]
+    out_shape = te.out_shape()
+
+    def body(*idx):
+        te.bind_loops(idx, out_shape)
+        index, inside = [], []
+        for i, d, before in zip(idx, x.shape, widths[0::2]):
+            source = te.simplify(i - E.IntImm(before))
+            if mode == "edge":
+                source = E.max_(E.min_(source, d - 1), E.IntImm(0))
+            elif mode == "reflect":
+                # mirror at 0 and d - 1 (period 2 * (d - 1)); a one-element axis repeats it
+                period = E.max_(d * 2 - 2, E.IntImm(1))
+                folded = E.floormod(source, period)
+                source = E.min_(folded, period - folded)
+            else:
+                if not te.prove(E.GE(source, E.IntImm(0))):
+                    inside.append(E.GE(source, E.IntImm(0)))
+                if not te.prove(E.LT(source, d)):
+                    inside.append(E.LT(source, d))
+            index.append(source)
+        load = x[tuple(index)]
+        if not inside:
+            return load
+        cond = inside[0]
+        for c in inside[1:]:
+            cond = E.And(cond, c)
+        return E.select(cond, load, E.const(call.attrs["pad_value"], x.dtype))
+
+    return te.emit("pad", compute(out_shape, body, "T_pad", x.dtype))

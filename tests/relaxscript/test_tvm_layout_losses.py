@@ -273,3 +273,69 @@ def test_pad_refusals():
             module_of(head + f"    y = {call}\n    return y\n")
     with pytest.raises(OpDeductionError, match="has 3 \\(before, after\\) pairs"):
         module_of(head + "    y = R.nn.pad(x, [0, 0, 1, 1, 2, 2])\n    return y\n")
+
+
+RESIZES = '''
+@R.function
+def main(x: R.Tensor((2, 3, "h", "w"), dtype="float32"), img: R.Tensor((1, "h", "w", 3), dtype="uint8")):
+    h = T.int64()
+    w = T.int64()
+    with R.dataflow():
+        up: R.Tensor((2, 3, h * 2, w * 4), dtype="float32") = R.image.resize2d(x, R.shape([h * 2, w * 4]), roi=[T.float32(0), T.float32(0), T.float32(0), T.float32(0)], layout="NCHW", method="nearest_neighbor", coordinate_transformation_mode="asymmetric", rounding_method="floor", cubic_alpha=-0.5, cubic_exclude=0, extrapolation_value=0, out_dtype="void")
+        corners: R.Tensor((2, 3, 5, 4), dtype="float32") = R.image.resize2d(x, (5, 4), method="linear", coordinate_transformation_mode="align_corners")
+        smooth: R.Tensor((2, 3, 7, 3), dtype="float32") = R.image.resize2d(x, size=(7, 3))
+        pixels: R.Tensor((1, 6, 5, 3), dtype="float32") = R.image.resize2d(img, size=(6, 5), layout="NHWC", method="linear", coordinate_transformation_mode="half_pixel", out_dtype="float32")
+        gv = (up, corners, smooth, pixels)
+        R.output(gv)
+    return gv
+'''
+
+
+def _linear_numpy(x, out_h, out_w, coordinate):
+    """Bilinear resize of the last two axes, coordinates from ``coordinate(o, n, m)``."""
+    def taps(n, m):
+        c = np.array([coordinate(o, n, m) for o in range(m)])
+        lo = np.floor(c)
+        t = c - lo
+        lo = lo.astype(int)
+        return np.clip(lo, 0, n - 1), np.clip(lo + 1, 0, n - 1), t
+    h, w = x.shape[-2:]
+    y0, y1, ty = taps(h, out_h)
+    x0, x1, tx = taps(w, out_w)
+    rows = x[..., y0, :] * (1 - ty)[:, None] + x[..., y1, :] * ty[:, None]
+    return rows[..., x0] * (1 - tx) + rows[..., x1] * tx
+
+
+@settings(max_examples=5, deadline=None)
+@given(h=st.integers(1, 5), w=st.integers(1, 5), seed=st.integers(0, 2**31))
+def test_resize2d_matches_numpy_interpolation(h, w, seed):
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((2, 3, h, w)).astype("float32")
+    img = rng.integers(0, 256, size=(1, h, w, 3)).astype("uint8")
+    mod = module_of(RESIZES)
+    assert_round_trip(mod)
+    up, corners, smooth, pixels = assert_runs_alike(mod, x, img, tol=1e-5)
+    np.testing.assert_array_equal(up, x.repeat(2, axis=2).repeat(4, axis=3))
+    xd = x.astype("float64")
+
+    def align(o, n, m):
+        return 0.0 if m == 1 else o * (n - 1) / (m - 1)
+
+    def half(o, n, m):
+        return (o + 0.5) * n / m - 0.5
+    np.testing.assert_allclose(corners, _linear_numpy(xd, 5, 4, align), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(smooth, _linear_numpy(xd, 7, 3, half), rtol=1e-5, atol=1e-5)
+    # uint8 pixels read as float32 (an integer out_dtype would truncate, and a compiled
+    # multiply-add may land on the other side of an integer than the interpreter)
+    want = _linear_numpy(np.moveaxis(img, 3, 1).astype("float64"), 6, 5, half)
+    np.testing.assert_allclose(pixels, np.moveaxis(want, 1, 3), rtol=1e-5, atol=1e-3)
+
+
+def test_resize2d_refusals_name_the_form():
+    head = '@R.function\ndef main(x: R.Tensor((1, 3, 4, 4), "float32")):\n'
+    for kwargs, message in (('method="cubic"', 'method "cubic" is not supported'),
+                            ('coordinate_transformation_mode="tf_crop_and_resize"', "an ROI"),
+                            ('layout="NCHW16c"', "split layouts"),
+                            ('method="bicubic"', "method must be one of")):
+        with pytest.raises(ParseError, match=message):
+            module_of(head + f"    y = R.image.resize2d(x, (8, 8), {kwargs})\n    return y\n")

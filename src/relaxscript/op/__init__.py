@@ -19,7 +19,7 @@ Conventions shared by every operator:
 """
 from __future__ import annotations
 
-from . import memory, nn  # memory: lowered allocation / DPS ops (op/memory.py)
+from . import image, memory, nn  # memory: lowered allocation / DPS ops (op/memory.py)
 from .binary import *  # noqa: F401,F403
 from .binary import __all__ as _binary
 from .call import call_dps_library, call_tir, call_tir_inplace
@@ -50,7 +50,7 @@ from .unary import *  # noqa: F401,F403
 from .unary import __all__ as _unary
 
 __all__ = [
-    "nn", "call_tir", "call_tir_inplace", "call_dps_library", "call_dps_packed", "call_pure_packed",
+    "nn", "image", "call_tir", "call_tir_inplace", "call_dps_library", "call_dps_packed", "call_pure_packed",
     "unique", "nonzero", "astype", "concat", "split", "strided_slice", "take", "matmul", "dequantize",
     "fake_quantize", "einsum", "linear", "layout_transform",
     "shape_of", "DeductionContext", "OpAttributeError",

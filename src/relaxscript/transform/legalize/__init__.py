@@ -3,7 +3,7 @@
 Each family module registers ``fn(ctx, call)`` per op with
 ``register_legalize``; the prim_funcs are built with ``tensorir.compute``.
 """
-from . import (binary, collapse_sum, create, elementwise, gather_scatter, index,  # noqa: F401
+from . import (binary, collapse_sum, create, elementwise, gather_scatter, image, index,  # noqa: F401
                layout_transform, linear_algebra, manipulate, nn, nn_attention, nn_extra, nn_window,
                quantize, reduce, shape, sorting)
 from .context import LegalizeContext

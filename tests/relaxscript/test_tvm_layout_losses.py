@@ -339,3 +339,48 @@ def test_resize2d_refusals_name_the_form():
                             ('method="bicubic"', "method must be one of")):
         with pytest.raises(ParseError, match=message):
             module_of(head + f"    y = R.image.resize2d(x, (8, 8), {kwargs})\n    return y\n")
+
+
+QDQ = '''
+@R.function
+def main(x: R.Tensor(("n", 3), dtype="float32"), scale: R.Tensor((3,), dtype="float32"), zp: R.Tensor((3,), dtype="int8")):
+    n = T.int64()
+    with R.dataflow():
+        q: R.Tensor((n, 3), dtype="int8") = R.quantize(x, scale, zp, axis=1, out_dtype="int8")
+        q_scalar: R.Tensor((n, 3), dtype="uint8") = R.quantize(x, R.const(0.5, "float32"), R.const(128, "uint8"), axis=-1, out_dtype="uint8")
+        back: R.Tensor((n, 3), dtype="float32") = R.dequantize(q, scale, zp, axis=1, out_dtype="float32")
+        back_scalar: R.Tensor((n, 3), dtype="float32") = R.dequantize(q_scalar, R.const(0.5, "float32"), R.const(128, "uint8"))
+        gv = (q, q_scalar, back, back_scalar)
+        R.output(gv)
+    return gv
+'''
+
+
+@settings(max_examples=5, deadline=None)
+@given(n=st.integers(1, 6), seed=st.integers(0, 2**31))
+def test_affine_quantize_dequantize_match_numpy(n, seed):
+    rng = np.random.default_rng(seed)
+    x = (rng.standard_normal((n, 3)) * 40).astype("float32")
+    x[0, 0] = 2.5 * 0.5   # a tie: 2.5 rounds away from zero
+    scale = np.array([0.5, 1.0, 4.0], "float32")
+    zp = np.array([0, -3, 5], "int8")
+    mod = module_of(QDQ)
+    text = assert_round_trip(mod)
+    assert "R.dequantize(q, scale, zp, axis=1" in text and "dequantize_affine" not in text
+    q, q_scalar, back, back_scalar = assert_runs_alike(mod, x, scale, zp)
+
+    def round_away(v):
+        return np.sign(v) * np.floor(np.abs(v) + 0.5)
+    want_q = np.clip(round_away(x / scale) + zp, -128, 127).astype("int8")
+    np.testing.assert_array_equal(q, want_q)
+    np.testing.assert_array_equal(q_scalar, np.clip(round_away(x / 0.5) + 128, 0, 255).astype("uint8"))
+    np.testing.assert_array_equal(back, (want_q.astype("int32") - zp).astype("float32") * scale)
+    np.testing.assert_array_equal(back_scalar, (q_scalar.astype("int32") - 128).astype("float32") * 0.5)
+    assert q[0, 0] == 3
+
+
+def test_dequantize_needs_a_format_or_a_zero_point():
+    src = ('@R.function\ndef main(x: R.Tensor((2,), "int8"), s: R.Tensor((), "float32")):\n'
+           '    y = R.dequantize(x, s)\n    return y\n')
+    with pytest.raises(ParseError, match="give format= .* or a zero_point"):
+        module_of(src)

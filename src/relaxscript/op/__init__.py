@@ -37,6 +37,7 @@ from .linear_algebra import einsum, linear, matmul
 from .manipulate import *  # noqa: F401,F403
 from .manipulate import __all__ as _manipulate
 from .quantize import dequantize
+from .qdq import quantize  # after .quantize: the submodule import would shadow the op
 from .quantize_activations import fake_quantize
 from .reduce import *  # noqa: F401,F403
 from .reduce import __all__ as _reduce
@@ -52,7 +53,7 @@ from .unary import __all__ as _unary
 __all__ = [
     "nn", "image", "call_tir", "call_tir_inplace", "call_dps_library", "call_dps_packed", "call_pure_packed",
     "unique", "nonzero", "astype", "concat", "split", "strided_slice", "take", "matmul", "dequantize",
-    "fake_quantize", "einsum", "linear", "layout_transform",
+    "fake_quantize", "einsum", "linear", "layout_transform", "quantize",
     "shape_of", "DeductionContext", "OpAttributeError",
     # TVM's ops of issue 15 item 6
     "assert_op", "collapse_sum_like", "collapse_sum_to", "cumsum", "flip", "gather_nd", "one_hot",

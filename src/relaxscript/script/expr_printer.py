@@ -13,6 +13,7 @@ from tensorir.script.literals import is_identifier, string_literal
 from .. import expr as rx
 from ..op.registry import OpDeductionError, get_op_spec
 from ..op.layout_transform import IndexMap
+from ..op.qdq import SCRIPT_NAMES
 from .annotations import format_struct_info
 from .constants import CONSTANT_KEY, METADATA_NAME, can_inline, inline_literal
 from .naming import RESERVED
@@ -57,7 +58,7 @@ class ExprPrinter(ClassDispatch):
 
     @handles(rx.Op)
     def expr_Op(self, e: rx.Op) -> str:
-        return "R." + e.name[len("relax."):]
+        return "R." + SCRIPT_NAMES.get(e.name, e.name[len("relax."):])
 
     @handles(rx.ExternFunc)
     def expr_ExternFunc(self, e: rx.ExternFunc) -> str:

@@ -384,3 +384,35 @@ def test_dequantize_needs_a_format_or_a_zero_point():
            '    y = R.dequantize(x, s)\n    return y\n')
     with pytest.raises(ParseError, match="give format= .* or a zero_point"):
         module_of(src)
+
+
+CONV1D_T = '''
+@R.function
+def main(x: R.Tensor((2, 4, "w"), dtype="float32"), k: R.Tensor((4, 3, 3), dtype="float32")):
+    w = T.int64()
+    up = R.nn.conv1d_transpose(x, k, strides=2, padding=[1, 0], output_padding=1, dilation=1, groups=1, data_layout="NCW", kernel_layout="IOW", out_dtype="float32")
+    same = R.nn.conv1d_transpose(x, k)
+    return (up, same)
+'''
+
+
+def _conv1d_transpose_numpy(x, k, stride, lo, hi, extra):
+    n, c, w = x.shape
+    _, o, taps = k.shape
+    full = np.zeros((n, o, (w - 1) * stride + taps + extra))
+    for i in range(w):   # each input position scatters the kernel times its value
+        full[:, :, i * stride:i * stride + taps] += np.einsum("nc,cok->nok", x[:, :, i], k)
+    return full[:, :, lo:full.shape[2] - hi]
+
+
+@settings(max_examples=4, deadline=None)
+@given(w=st.integers(1, 6), seed=st.integers(0, 2**31))
+def test_conv1d_transpose_is_the_scatter_of_kernels(w, seed):
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((2, 4, w)).astype("float32")
+    k = rng.standard_normal((4, 3, 3)).astype("float32")
+    mod = module_of(CONV1D_T)
+    assert_round_trip(mod)
+    up, same = assert_runs_alike(mod, x, k, tol=1e-5)
+    np.testing.assert_allclose(up, _conv1d_transpose_numpy(x, k, 2, 1, 0, 1), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(same, _conv1d_transpose_numpy(x, k, 1, 0, 0, 0), rtol=1e-5, atol=1e-5)

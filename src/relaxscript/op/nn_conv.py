@@ -211,3 +211,28 @@ register_op("relax.nn.conv2d_transpose", _infer_conv2d_transpose, _conv2d_transp
             constructor=conv2d_transpose)
 
 __all__ += ["conv2d_transpose"]
+
+
+def conv1d_transpose(data, weight, strides=1, padding=0, output_padding=0, dilation=1, groups=1,
+                     data_layout="NCW", kernel_layout="IOW", out_layout=None, out_dtype=None):
+    """R.nn.conv1d_transpose(data, weight, strides=1, padding=0, output_padding=0, dilation=1,
+    groups=1, data_layout="NCW", kernel_layout="IOW", out_layout=None, out_dtype=None).
+
+    Not an operator of its own: ``conv2d_transpose`` of a height-1 image (``expand_dims``
+    of data and weight at axis 2, ``squeeze`` after), which the normalizer binds one by one.
+    Only the NCW/IOW layouts are taken (``R.permute_dims`` around it otherwise)."""
+    from .manipulate import expand_dims, squeeze
+    op = "nn.conv1d_transpose"
+    for name, given, want in (("data_layout", data_layout, "NCW"), ("kernel_layout", kernel_layout, "IOW"),
+                              ("out_layout", out_layout or "NCW", "NCW")):
+        if given != want:
+            raise OpAttributeError(f"R.{op}: {name} {given!r} is not supported; use {want!r} "
+                                   "(R.permute_dims around the call)")
+    (stride,) = attr_per_axis(strides, 1, op, "strides", 1)
+    (dil,) = attr_per_axis(dilation, 1, op, "dilation", 1)
+    (extra,) = attr_per_axis(output_padding, 1, op, "output_padding", 0)
+    lo, hi = attr_padding(padding, 1, op)
+    out = conv2d_transpose(expand_dims(as_tensor(data), [2]), expand_dims(as_tensor(weight), [2]),
+                           strides=(1, stride), padding=(0, lo, 0, hi), output_padding=(0, extra),
+                           dilation=(1, dil), groups=groups, out_dtype=out_dtype)
+    return squeeze(out, [2])

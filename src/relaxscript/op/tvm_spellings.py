@@ -124,6 +124,12 @@ TVM_SPELLINGS = {
     "hint_on_device": hint_on_device,
     "to_vdevice": to_vdevice,
     "nn.relu6": _relu6,
+    "nn.conv1d_transpose": lambda *args, **kwargs: _conv1d_transpose()(*args, **kwargs),
 }
+
+
+def _conv1d_transpose():
+    from .nn_conv import conv1d_transpose
+    return conv1d_transpose
 
 __all__ = ["TVM_SPELLINGS", "vm_alloc_storage", "vm_alloc_tensor", "check_host_device"]

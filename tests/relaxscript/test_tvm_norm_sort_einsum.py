@@ -11,7 +11,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import relaxscript as rx
 from relaxscript.op.registry import OpAttributeError, OpDeductionError
 from tensorir.errors import ParseError
 

@@ -61,7 +61,7 @@ def inverse(te, index_map, in_shape, outs):
         terms.sort(key=lambda t: -t[1])
         if terms[-1][1] != 1:
             return None
-        for (v, stride), (nxt, nxt_stride) in zip(terms, terms[1:]):
+        for (_, stride), (nxt, nxt_stride) in zip(terms, terms[1:]):
             if not te.analyzer.can_prove_equal(E.IntImm(stride), E.IntImm(nxt_stride) * extent[nxt]):
                 return None
         for j, (v, stride) in enumerate(terms):

@@ -416,3 +416,41 @@ def test_conv1d_transpose_is_the_scatter_of_kernels(w, seed):
     up, same = assert_runs_alike(mod, x, k, tol=1e-5)
     np.testing.assert_allclose(up, _conv1d_transpose_numpy(x, k, 2, 1, 0, 1), rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(same, _conv1d_transpose_numpy(x, k, 1, 0, 0, 0), rtol=1e-5, atol=1e-5)
+
+
+SHUFFLE_POOL1D = '''
+@R.function
+def main(x: R.Tensor((1, 8, "h", 3), dtype="float32"), s: R.Tensor((2, 3, "w"), dtype="float32")):
+    h = T.int64()
+    w = T.int64()
+    with R.dataflow():
+        shuffled: R.Tensor((1, 2, h * 2, 6), dtype="float32") = R.nn.pixel_shuffle(x, upscale_factor=2)
+        avg = R.nn.avg_pool1d(s, pool_size=[2], strides=[1], dilation=[1], padding=[1, 0], ceil_mode=False, count_include_pad=True, layout="NCW", out_layout="NCW")
+        peak = R.nn.max_pool1d(s, pool_size=[2], strides=[2], padding=[0, 1])
+        mean = R.nn.adaptive_avg_pool1d(s, output_size=[1])
+        gv = (shuffled, avg, peak, mean)
+        R.output(gv)
+    return gv
+'''
+
+
+@settings(max_examples=4, deadline=None)
+@given(h=st.integers(1, 4), w=st.integers(1, 6), seed=st.integers(0, 2**31))
+def test_pixel_shuffle_and_1d_pools_match_numpy(h, w, seed):
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((1, 8, h, 3)).astype("float32")
+    s = rng.standard_normal((2, 3, w)).astype("float32")
+    mod = module_of(SHUFFLE_POOL1D)
+    assert_round_trip(mod)
+    shuffled, avg, peak, mean = assert_runs_alike(mod, x, s, tol=1e-6)
+    want = np.empty((1, 2, h * 2, 6), "float32")
+    for c in range(2):
+        for i in range(h * 2):
+            for j in range(6):
+                want[0, c, i, j] = x[0, c * 4 + (i % 2) * 2 + j % 2, i // 2, j // 2]
+    np.testing.assert_array_equal(shuffled, want)
+    padded = np.pad(s, [(0, 0), (0, 0), (1, 0)])
+    np.testing.assert_allclose(avg, (padded[..., :-1] + padded[..., 1:]) / 2, rtol=1e-6)
+    tail = np.pad(s, [(0, 0), (0, 0), (0, 1)], constant_values=-np.inf)
+    np.testing.assert_array_equal(peak, np.maximum(tail[..., 0:w:2], tail[..., 1:w + 1:2]))
+    np.testing.assert_allclose(mean, s.mean(axis=2, keepdims=True), rtol=1e-6)

@@ -201,9 +201,11 @@ __all__ += ["attention", "conv1d", "conv2d", "conv2d_transpose", "max_pool2d", "
 from .nn_norm import batch_norm, group_norm, instance_norm, prelu  # noqa: E402
 
 __all__ += ["batch_norm", "group_norm", "instance_norm", "prelu"]
-from .nn_extra import cross_entropy_with_logits, leakyrelu, nll_loss, selu, softplus  # noqa: E402
+from .nn_extra import (cross_entropy_with_logits, leakyrelu, nll_loss, pixel_shuffle,  # noqa: E402
+                       selu, softplus)
 
-__all__ += ["cross_entropy_with_logits", "leakyrelu", "nll_loss", "selu", "softplus"]
+__all__ += ["cross_entropy_with_logits", "leakyrelu", "nll_loss", "pixel_shuffle", "selu",
+            "softplus"]
 from .nn_pad import pad  # noqa: E402
 
 __all__ += ["pad"]

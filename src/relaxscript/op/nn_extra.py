@@ -194,3 +194,45 @@ register_op("relax.nn.nll_loss", _infer_nll_loss, _nll_loss_reference,
             attr_names=("reduction", "ignore_index"), constructor=nll_loss)
 
 __all__ = ["leakyrelu", "softplus", "selu", "cross_entropy_with_logits", "nll_loss"]
+
+
+# ---------------------------------------------------------------- pixel_shuffle
+def pixel_shuffle(data, upscale_factor: int):
+    """R.nn.pixel_shuffle(data, upscale_factor): ``(..., C * r * r, H, W)`` to
+    ``(..., C, H * r, W * r)``; output ``[c, h, w]`` reads input
+    ``[c * r * r + (h % r) * r + w % r, h // r, w // r]`` (PyTorch's order)."""
+    r = attr_int(upscale_factor, "nn.pixel_shuffle", "upscale_factor")
+    if r < 1:
+        raise OpAttributeError(f"R.nn.pixel_shuffle: upscale_factor must be positive, got {r}")
+    return make_call("relax.nn.pixel_shuffle", [as_tensor(data)], {"upscale_factor": r})
+
+
+def _infer_pixel_shuffle(call, ctx) -> TensorStructInfo:
+    from ._infer_util import simplify
+    x = tensor_arg(call, 0, ctx, "data")
+    r = call.attrs["upscale_factor"]
+    if x.ndim >= 0 and x.ndim < 3:
+        ctx.error(f"{call.op.name}: data must have at least 3 dims (C, H, W), got {format_sinfo(x)}")
+    if x.shape is None:
+        return TensorStructInfo(None, x.dtype, x.ndim)
+    *lead, c, h, w = x.shape
+    if prove_not_equal(ctx, c % (r * r), 0):
+        ctx.error(f"{call.op.name}: {c} channels of {format_sinfo(x)} are not a multiple of "
+                  f"upscale_factor ** 2 = {r * r}")
+    return TensorStructInfo([*lead, simplify(ctx, c // (r * r)), simplify(ctx, h * r),
+                             simplify(ctx, w * r)], x.dtype)
+
+
+def _pixel_shuffle_reference(data, upscale_factor):
+    r = upscale_factor
+    *lead, c, h, w = data.shape
+    split = data.reshape(*lead, c // (r * r), r, r, h, w)
+    n = len(lead)
+    order = [*range(n), n, n + 3, n + 1, n + 4, n + 2]
+    return np.ascontiguousarray(split.transpose(order)).reshape(*lead, c // (r * r), h * r, w * r)
+
+
+register_op("relax.nn.pixel_shuffle", _infer_pixel_shuffle, _pixel_shuffle_reference,
+            attr_names=("upscale_factor",), constructor=pixel_shuffle)
+
+__all__ += ["pixel_shuffle"]

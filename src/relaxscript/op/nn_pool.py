@@ -173,3 +173,52 @@ register_op("relax.nn.adaptive_avg_pool2d", _infer_adaptive, _adaptive_reference
             attr_names=("output_size", "layout", "out_layout"), constructor=adaptive_avg_pool2d)
 
 __all__ = ["max_pool2d", "avg_pool2d", "adaptive_avg_pool2d"]
+
+
+# ---------------------------------------------------------------- 1-D pools
+def _pool1d(op: str, pool2d, data, pool_size, strides, padding, dilation, ceil_mode,
+            count_include_pad, layout, out_layout):
+    """A 1-D pool is the 2-D pool of a height-1 image (``expand_dims`` at axis 2, ``squeeze``
+    after), which the normalizer binds one by one; only the NCW layout is taken."""
+    from ._window import attr_padding, attr_per_axis
+    from .manipulate import expand_dims, squeeze
+    for name, given in (("layout", layout), ("out_layout", out_layout or "NCW")):
+        if given != "NCW":
+            raise OpAttributeError(f"R.{op}: {name} {given!r} is not supported; use \"NCW\" "
+                                   "(R.permute_dims around the call)")
+    (size,) = attr_per_axis(pool_size, 1, op, "pool_size", 1)
+    (stride,) = attr_per_axis(strides, 1, op, "strides", 1)
+    (dil,) = attr_per_axis(dilation, 1, op, "dilation", 1)
+    lo, hi = attr_padding(padding, 1, op)
+    out = pool2d(expand_dims(as_tensor(data), [2]), (1, size), (1, stride), (0, lo, 0, hi),
+                 (1, dil), ceil_mode, count_include_pad)
+    return squeeze(out, [2])
+
+
+def max_pool1d(data, pool_size=1, strides=1, padding=0, dilation=1, ceil_mode=False,
+               count_include_pad=False, layout="NCW", out_layout=None):
+    """R.nn.max_pool1d(data, pool_size=1, strides=1, padding=0, dilation=1, ...) (NCW)."""
+    return _pool1d("nn.max_pool1d", max_pool2d, data, pool_size, strides, padding, dilation,
+                   ceil_mode, count_include_pad, layout, out_layout)
+
+
+def avg_pool1d(data, pool_size=1, strides=1, padding=0, dilation=1, ceil_mode=False,
+               count_include_pad=False, layout="NCW", out_layout=None):
+    """R.nn.avg_pool1d(data, pool_size=1, strides=1, padding=0, dilation=1, ...) (NCW)."""
+    return _pool1d("nn.avg_pool1d", avg_pool2d, data, pool_size, strides, padding, dilation,
+                   ceil_mode, count_include_pad, layout, out_layout)
+
+
+def adaptive_avg_pool1d(data, output_size=None, layout="NCW", out_layout=None):
+    """R.nn.adaptive_avg_pool1d(data, output_size=None, layout="NCW") (NCW)."""
+    from .manipulate import expand_dims, squeeze
+    op = "nn.adaptive_avg_pool1d"
+    for name, given in (("layout", layout), ("out_layout", out_layout or "NCW")):
+        if given != "NCW":
+            raise OpAttributeError(f"R.{op}: {name} {given!r} is not supported; use \"NCW\"")
+    if isinstance(output_size, (list, tuple)):
+        if len(output_size) != 1:
+            raise OpAttributeError(f"R.{op}: output_size has one value, got {output_size!r}")
+        output_size = output_size[0]
+    size = None if output_size is None else (1, output_size)
+    return squeeze(adaptive_avg_pool2d(expand_dims(as_tensor(data), [2]), size), [2])

@@ -125,7 +125,15 @@ TVM_SPELLINGS = {
     "to_vdevice": to_vdevice,
     "nn.relu6": _relu6,
     "nn.conv1d_transpose": lambda *args, **kwargs: _conv1d_transpose()(*args, **kwargs),
+    "nn.max_pool1d": lambda *args, **kwargs: _pool1d("max_pool1d")(*args, **kwargs),
+    "nn.avg_pool1d": lambda *args, **kwargs: _pool1d("avg_pool1d")(*args, **kwargs),
+    "nn.adaptive_avg_pool1d": lambda *args, **kwargs: _pool1d("adaptive_avg_pool1d")(*args, **kwargs),
 }
+
+
+def _pool1d(name: str):
+    from . import nn_pool
+    return getattr(nn_pool, name)
 
 
 def _conv1d_transpose():

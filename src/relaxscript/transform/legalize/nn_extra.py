@@ -131,3 +131,17 @@ def _pad(ctx, call):
         return E.select(cond, load, E.const(call.attrs["pad_value"], x.dtype))
 
     return te.emit("pad", compute(out_shape, body, "T_pad", x.dtype))
+
+
+@register_legalize("relax.nn.pixel_shuffle")
+def _pixel_shuffle(ctx, call):
+    te = ctx.te(call)
+    x = te.placeholder(call.args[0], "x")
+    r = E.IntImm(call.attrs["upscale_factor"])
+
+    def body(*idx):
+        *lead, c, h, w = idx
+        channel = c * r * r + E.floormod(h, r) * r + E.floormod(w, r)
+        return x[(*lead, channel, E.floordiv(h, r), E.floordiv(w, r))]
+
+    return te.emit("pixel_shuffle", compute(te.out_shape(), body, "T_pixel_shuffle", x.dtype))

@@ -83,6 +83,8 @@ def sample_calls():
         op.layout_transform(X3, _SPLIT_LAST, 1.5), op.concat([X, W], None),
         op.nn.pad(X3, (0, 1, 2, -1, 1, 0), 0.5), op.nn.leakyrelu(X, 0.3),
         op.nn.pixel_shuffle(tensor_var("ps", (2, 8, n, 3)), 2),
+        op.nn.conv3d(tensor_var("v3", (1, 2, 3, n, 4)), tensor_var("k3", (4, 1, 2, 1, 2)), (1, 1, 2),
+                     (0, 1, 0, 1, 0, 1), 1, 2),
         op.quantize(X3, tensor_var("qs", (4,)), tensor_var("qz", (4,), "int8"), -1, "int8"),
         op.dequantize(tensor_var("qd", (2, n, 4), "uint8"), tensor_var("qs0", ()),
                       tensor_var("qz0", (), "int32"), axis=1, out_dtype="float16"),

@@ -454,3 +454,45 @@ def test_pixel_shuffle_and_1d_pools_match_numpy(h, w, seed):
     tail = np.pad(s, [(0, 0), (0, 0), (0, 1)], constant_values=-np.inf)
     np.testing.assert_array_equal(peak, np.maximum(tail[..., 0:w:2], tail[..., 1:w + 1:2]))
     np.testing.assert_allclose(mean, s.mean(axis=2, keepdims=True), rtol=1e-6)
+
+
+CONV3D = '''
+@R.function
+def main(x: R.Tensor((1, 2, "d", 4, 5), dtype="float32"), w: R.Tensor((3, 2, 2, 3, 1), dtype="float32")):
+    d = T.int64()
+    with R.dataflow():
+        y = R.nn.conv3d(x, w, strides=[1, 1, 2], padding=[0, 1, 0, 0, 1, 0], dilation=[1], data_layout="NCDHW", kernel_layout="OIDHW", out_layout="NCDHW", out_dtype="float32")
+        z = R.nn.conv3d(x, w)
+        gv = (y, z)
+        R.output(gv)
+    return gv
+'''
+
+
+def _conv3d_numpy(x, w, strides, lows, highs):
+    xp = np.pad(x, [(0, 0), (0, 0)] + list(zip(lows, highs)))
+    n, c, *size = xp.shape
+    o, _, *taps = w.shape
+    out_dims = [(s - k) // st + 1 for s, k, st in zip(size, taps, strides)]
+    out = np.zeros((n, o, *out_dims))
+    for pos in np.ndindex(*out_dims):
+        start = [p * st for p, st in zip(pos, strides)]
+        window = xp[:, :, start[0]:start[0] + taps[0], start[1]:start[1] + taps[1],
+                    start[2]:start[2] + taps[2]]
+        out[(slice(None), slice(None), *pos)] = np.einsum("ncdhw,ocdhw->no", window, w)
+    return out
+
+
+@settings(max_examples=3, deadline=None)
+@given(d=st.integers(2, 4), seed=st.integers(0, 2**31))
+def test_conv3d_matches_a_numpy_window_loop(d, seed):
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((1, 2, d, 4, 5)).astype("float32")
+    w = rng.standard_normal((3, 2, 2, 3, 1)).astype("float32")
+    mod = module_of(CONV3D)
+    assert_round_trip(mod)
+    y, z = assert_runs_alike(mod, x, w, tol=1e-5)
+    np.testing.assert_allclose(y, _conv3d_numpy(x, w, (1, 1, 2), (0, 1, 0), (0, 1, 0)),
+                               rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(z, _conv3d_numpy(x, w, (1, 1, 1), (0, 0, 0), (0, 0, 0)),
+                               rtol=1e-4, atol=1e-5)

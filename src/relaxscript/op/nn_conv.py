@@ -17,7 +17,7 @@ from ._window import (attr_layout, attr_padding, attr_per_axis, numpy_output_dim
                       relayout, window_output_shape)
 from .registry import OpAttributeError, register_op
 
-_LAYOUTS = {1: ("NCW", "OIW"), 2: ("NCHW", "OIHW")}
+_LAYOUTS = {1: ("NCW", "OIW"), 2: ("NCHW", "OIHW"), 3: ("NCDHW", "OIDHW")}
 
 
 def _conv_attrs(op: str, ndim: int, strides, padding, dilation, groups, data_layout,
@@ -46,7 +46,8 @@ def _conv(ndim: int, data, weight, strides, padding, dilation, groups, data_layo
           out_layout, out_dtype, kernel_default=None):
     """A convolution in any permuted layouts: the default-layout op between transposes
     (``out_layout`` defaults to ``data_layout``, as in TVM)."""
-    op = {1: "nn.conv1d", 2: "nn.conv2d"}[ndim] if kernel_default is None else "nn.conv2d_transpose"
+    op = {1: "nn.conv1d", 2: "nn.conv2d", 3: "nn.conv3d"}[ndim] if kernel_default is None \
+        else "nn.conv2d_transpose"
     data_default, kernel_standard = _LAYOUTS[ndim]
     kernel_default = kernel_default or kernel_standard
     out_layout = data_layout if out_layout is None else out_layout
@@ -71,6 +72,14 @@ def conv2d(data, weight, strides=(1, 1), padding=(0, 0), dilation=(1, 1), groups
     other layouts than NCHW/OIHW (NHWC, HWIO, OHWI...) become transposes around the
     NCHW/OIHW convolution."""
     return _conv(2, data, weight, strides, padding, dilation, groups, data_layout, kernel_layout,
+                 out_layout, out_dtype)[0]
+
+
+def conv3d(data, weight, strides=(1, 1, 1), padding=(0, 0, 0), dilation=(1, 1, 1), groups=1,
+           data_layout="NCDHW", kernel_layout="OIDHW", out_layout=None, out_dtype=None):
+    """R.nn.conv3d(data, weight, strides=(1, 1, 1), padding=(0, 0, 0), dilation=(1, 1, 1),
+    groups=1, ...): the same direct convolution over three spatial axes."""
+    return _conv(3, data, weight, strides, padding, dilation, groups, data_layout, kernel_layout,
                  out_layout, out_dtype)[0]
 
 
@@ -127,8 +136,9 @@ _ATTRS = ("strides", "padding", "dilation", "groups", "data_layout", "kernel_lay
           "out_dtype")
 register_op("relax.nn.conv1d", _infer_conv, conv_reference, attr_names=_ATTRS, constructor=conv1d)
 register_op("relax.nn.conv2d", _infer_conv, conv_reference, attr_names=_ATTRS, constructor=conv2d)
+register_op("relax.nn.conv3d", _infer_conv, conv_reference, attr_names=_ATTRS, constructor=conv3d)
 
-__all__ = ["conv1d", "conv2d"]
+__all__ = ["conv1d", "conv2d", "conv3d"]
 
 
 # ---------------------------------------------------------------- conv2d_transpose

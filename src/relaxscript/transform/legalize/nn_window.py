@@ -70,6 +70,7 @@ def _conv(ctx, call):
 
 register_legalize("relax.nn.conv1d")(_conv)
 register_legalize("relax.nn.conv2d")(_conv)
+register_legalize("relax.nn.conv3d")(_conv)
 
 
 @register_legalize("relax.nn.max_pool2d")

@@ -496,3 +496,32 @@ def test_conv3d_matches_a_numpy_window_loop(d, seed):
                                rtol=1e-4, atol=1e-5)
     np.testing.assert_allclose(z, _conv3d_numpy(x, w, (1, 1, 1), (0, 0, 0), (0, 0, 0)),
                                rtol=1e-4, atol=1e-5)
+
+
+POOL3D = '''
+@R.function
+def main(x: R.Tensor((1, 2, "d", 4, 4), dtype="float32")):
+    d = T.int64()
+    with R.dataflow():
+        avg = R.nn.avg_pool3d(x, pool_size=[2, 2, 2], strides=[2, 2, 2], dilation=[1, 1, 1], padding=[0, 0, 0, 0, 0, 0], ceil_mode=False, count_include_pad=True, layout="NCDHW", out_layout="NCDHW")
+        peak = R.nn.max_pool3d(x, pool_size=[1, 2, 2], strides=[1, 2, 2])
+        mean = R.nn.adaptive_avg_pool3d(x, output_size=[1, 2, 1], layout="NCDHW", out_layout="NCDHW")
+        gv = (avg, peak, mean)
+        R.output(gv)
+    return gv
+'''
+
+
+@settings(max_examples=3, deadline=None)
+@given(half=st.integers(1, 3), seed=st.integers(0, 2**31))
+def test_3d_pools_match_numpy_blocks(half, seed):
+    d = half * 2
+    x = np.random.default_rng(seed).standard_normal((1, 2, d, 4, 4)).astype("float32")
+    mod = module_of(POOL3D)
+    assert_round_trip(mod)
+    avg, peak, mean = assert_runs_alike(mod, x, tol=1e-6)
+    blocks = x.reshape(1, 2, d // 2, 2, 2, 2, 2, 2)
+    np.testing.assert_allclose(avg, blocks.mean(axis=(3, 5, 7)), rtol=1e-6)
+    np.testing.assert_array_equal(peak, x.reshape(1, 2, d, 2, 2, 2, 2).max(axis=(4, 6)))
+    halves = x.reshape(1, 2, d, 2, 2, 4)
+    np.testing.assert_allclose(mean, halves.mean(axis=(2, 4, 5))[:, :, None, :, None], rtol=1e-5)

@@ -526,3 +526,16 @@ def test_3d_pools_match_numpy_blocks(half, seed):
     halves = x.reshape(1, 2, d, 2, 2, 4)
     np.testing.assert_allclose(mean, halves.mean(axis=(2, 4, 5))[:, :, None, :, None], rtol=1e-5,
                                atol=1e-6)
+
+
+def test_an_executable_keeping_an_index_map_saves_and_loads(tmp_path):
+    src = ('@R.function\ndef main(x: R.Tensor((3, 3), "float32")):\n'
+           '    y = R.layout_transform(x, index_map=lambda i, j: (i + j,), pad_value=-1.0)\n'
+           '    return y\n')
+    exe = rx.build(module_of(src), target="c")
+    path = tmp_path / "lt.rxe"
+    exe.save(path)
+    loaded = type(exe).load(path)
+    x = np.arange(9, dtype="float32").reshape(3, 3)
+    want = np.array([0, 3, 6, 7, 8], "float32")   # the last element written to each position
+    np.testing.assert_array_equal(rx.VirtualMachine(loaded)["main"](x), want)

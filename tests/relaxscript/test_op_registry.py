@@ -82,7 +82,7 @@ def sample_calls():
         op.nn.prelu(X3, tensor_var("pa", (n,)), 1),
         op.layout_transform(X3, _SPLIT_LAST, 1.5), op.concat([X, W], None),
         op.nn.pad(X3, (0, 1, 2, -1, 1, 0), 0.5), op.nn.leakyrelu(X, 0.3),
-        op.nn.pixel_shuffle(tensor_var("ps", (2, 8, n, 3)), 2),
+        op.nn.pixel_shuffle(tensor_var("ps", (2, 8, n, 3)), 2), op.nn.dropout(X3, 0.25),
         op.nn.conv3d(tensor_var("v3", (1, 2, 3, n, 4)), tensor_var("k3", (4, 1, 2, 1, 2)), (1, 1, 2),
                      (0, 1, 0, 1, 0, 1), 1, 2),
         op.nn.max_pool3d(tensor_var("p3", (1, 2, n, 3, 4)), (2, 1, 2), (1, 1, 2), (0, 1, 0, 1, 0, 1)),

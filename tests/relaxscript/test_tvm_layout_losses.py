@@ -539,3 +539,17 @@ def test_an_executable_keeping_an_index_map_saves_and_loads(tmp_path):
     x = np.arange(9, dtype="float32").reshape(3, 3)
     want = np.array([0, 3, 6, 7, 8], "float32")   # the last element written to each position
     np.testing.assert_array_equal(rx.VirtualMachine(loaded)["main"](x), want)
+
+
+def test_dropout_runs_as_at_inference():
+    src = ('@R.function\ndef main(x: R.Tensor(("n", 3), "float32")):\n'
+           '    gv: R.Tuple(R.Tensor(("n", 3), "float32"), R.Tensor(("n", 3), "float32")) = '
+           'R.nn.dropout(x, rate=0.5)\n    return gv\n')
+    mod = module_of(src)
+    assert_round_trip(mod)
+    x = np.random.default_rng(3).standard_normal((4, 3)).astype("float32")
+    out, mask = assert_runs_alike(mod, x)
+    np.testing.assert_array_equal(out, x)
+    np.testing.assert_array_equal(mask, np.ones_like(x))
+    with pytest.raises(ParseError, match="rate must be in"):
+        module_of(src.replace("rate=0.5", "rate=1.5"))

@@ -203,10 +203,10 @@ __all__ += ["attention", "conv1d", "conv2d", "conv3d", "conv2d_transpose", "max_
 from .nn_norm import batch_norm, group_norm, instance_norm, prelu  # noqa: E402
 
 __all__ += ["batch_norm", "group_norm", "instance_norm", "prelu"]
-from .nn_extra import (cross_entropy_with_logits, leakyrelu, nll_loss, pixel_shuffle,  # noqa: E402
-                       selu, softplus)
+from .nn_extra import (cross_entropy_with_logits, dropout, leakyrelu, nll_loss,  # noqa: E402
+                       pixel_shuffle, selu, softplus)
 
-__all__ += ["cross_entropy_with_logits", "leakyrelu", "nll_loss", "pixel_shuffle", "selu",
+__all__ += ["cross_entropy_with_logits", "dropout", "leakyrelu", "nll_loss", "pixel_shuffle", "selu",
             "softplus"]
 from .nn_pad import pad  # noqa: E402
 

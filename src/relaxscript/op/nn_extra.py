@@ -236,3 +236,30 @@ register_op("relax.nn.pixel_shuffle", _infer_pixel_shuffle, _pixel_shuffle_refer
             attr_names=("upscale_factor",), constructor=pixel_shuffle)
 
 __all__ += ["pixel_shuffle"]
+
+
+# ---------------------------------------------------------------- dropout
+def dropout(data, rate: float = 0.5):
+    """R.nn.dropout(data, rate=0.5): the tuple ``(out, mask)``. Executed as at inference
+    (this compiler runs models, it does not train them): ``out`` is ``data`` and ``mask``
+    is all ones; TVM leaves the op to the frontends the same way."""
+    rate = float(check_attr_number(rate, "nn.dropout", "rate"))
+    if not 0.0 <= rate < 1.0:
+        raise OpAttributeError(f"R.nn.dropout: rate must be in [0, 1), got {rate}")
+    return make_call("relax.nn.dropout", [as_tensor(data)], {"rate": rate})
+
+
+def _infer_dropout(call, ctx):
+    from ..struct_info import TupleStructInfo
+    x = _unary_infer(call, ctx)
+    return TupleStructInfo([x, TensorStructInfo(x.shape, x.dtype, x.ndim)])
+
+
+def _dropout_reference(data, rate=0.5):
+    return data.copy(), np.ones_like(data)
+
+
+register_op("relax.nn.dropout", _infer_dropout, _dropout_reference, attr_names=("rate",),
+            constructor=dropout)
+
+__all__ += ["dropout"]

@@ -9,6 +9,7 @@ import tensorir as tir
 from relaxscript import op
 from relaxscript.expr import Call, ExternFunc, GlobalVar, Op, Tuple, Var
 from relaxscript.op import DeductionContext, OpAttributeError, OpDeductionError, OpSpec
+from relaxscript.op.layout_transform import IndexMap
 from relaxscript.struct_info import ShapeStructInfo, TensorStructInfo, TupleStructInfo
 
 from .op_helpers import SYMBOLS, check_call, infer, shape_equal, tensor_var, valid_index_arrays
@@ -20,6 +21,11 @@ IDX = tensor_var("idx", (m,), "int64")
 B = tensor_var("b", (n, 4), "bool")
 W = tensor_var("w", (4,))
 IMAGE = tensor_var("image", (2, 3, n, m))  # NCHW
+
+
+_LT = [tir.Var(name, "int64") for name in ("a", "b", "c")]
+# (2, n, 4) -> (n, 2, 2, 3): a permutation with the last dim split by a non-divisor (padding)
+_SPLIT_LAST = IndexMap(_LT, [_LT[1], _LT[0], _LT[2] // 3, _LT[2] % 3])
 
 
 def sample_calls():
@@ -65,6 +71,31 @@ def sample_calls():
         op.scatter_elements(X, tensor_var("se", (2, 4), "int64"), tensor_var("sv", (2, 4)), 0,
                             "max"),
         op.argsort(X3, 1, True, "int64"), op.topk(X3, 2, -1, "both", False, "int64"),
+        op.sort(X3, 1, True), op.cumprod(X3, -1, "float64", True), op.std(X3, (0, 2), True),
+        op.einsum([X3, tensor_var("e2", (4, m))], "bij,jk->bik"),
+        op.einsum([tensor_var("e3", (1, n, 4)), X3], "...j,...j->..."),
+        op.nn.batch_norm(X3, tensor_var("c1", (n,)), tensor_var("c2", (n,)), tensor_var("c3", (n,)),
+                         tensor_var("c4", (n,)), 1, 1e-3, True, False, 0.25, True),
+        op.nn.group_norm(tensor_var("gx", (2, 4, n)), tensor_var("gg", (4,)),
+                         tensor_var("gb", (4,)), 2, 1, (2,), 1e-4, False, True),
+        op.nn.instance_norm(X3, tensor_var("ig", (n,)), tensor_var("ib", (n,)), 1, None),
+        op.nn.prelu(X3, tensor_var("pa", (n,)), 1),
+        op.layout_transform(X3, _SPLIT_LAST, 1.5), op.concat([X, W], None),
+        op.nn.pad(X3, (0, 1, 2, -1, 1, 0), 0.5), op.nn.leakyrelu(X, 0.3),
+        op.nn.pixel_shuffle(tensor_var("ps", (2, 8, n, 3)), 2), op.nn.dropout(X3, 0.25),
+        op.nn.conv3d(tensor_var("v3", (1, 2, 3, n, 4)), tensor_var("k3", (4, 1, 2, 1, 2)), (1, 1, 2),
+                     (0, 1, 0, 1, 0, 1), 1, 2),
+        op.nn.max_pool3d(tensor_var("p3", (1, 2, n, 3, 4)), (2, 1, 2), (1, 1, 2), (0, 1, 0, 1, 0, 1)),
+        op.nn.avg_pool3d(tensor_var("p3", (1, 2, n, 3, 4)), (2, 2, 2), (2, 1, 1), (1, 0, 0, 1, 1, 1),
+                         (1, 1, 1), True, True),
+        op.nn.adaptive_avg_pool3d(tensor_var("p3", (1, 2, n, 3, 4)), (2, 2, 3)),
+        op.quantize(X3, tensor_var("qs", (4,)), tensor_var("qz", (4,), "int8"), -1, "int8"),
+        op.dequantize(tensor_var("qd", (2, n, 4), "uint8"), tensor_var("qs0", ()),
+                      tensor_var("qz0", (), "int32"), axis=1, out_dtype="float16"),
+        op.image.resize2d(IMAGE, (m, 3), None, "NCHW", "linear", "align_corners"),
+        op.image.resize2d(IMAGE, (n * 2, 2), None, "NCHW", "nearest_neighbor", "asymmetric", "floor"), op.nn.softplus(X, 2.0, 1.0), op.nn.selu(X),
+        op.nn.cross_entropy_with_logits(X3, tensor_var("lab", (2, n, 4))),
+        op.nn.nll_loss(X3, tensor_var("nt", (2, 4), "int64"), tensor_var("nw", (n,)), "mean", -1),
         op.collapse_sum_to(X3, (n, 1)), op.collapse_sum_like(X3, tensor_var("ct", (1, n, 4))),
         op.shape_to_tensor((n, 4, m * 2)), op.tensor_to_shape(tensor_var("dims3", (3,), "int64")),
         op.nn.attention(tensor_var("q", (2, n, 3, 4)), tensor_var("kk", (2, m, 3, 4)),

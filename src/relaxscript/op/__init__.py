@@ -19,7 +19,7 @@ Conventions shared by every operator:
 """
 from __future__ import annotations
 
-from . import memory, nn  # memory: lowered allocation / DPS ops (op/memory.py)
+from . import image, memory, nn  # memory: lowered allocation / DPS ops (op/memory.py)
 from .binary import *  # noqa: F401,F403
 from .binary import __all__ as _binary
 from .call import call_dps_library, call_tir, call_tir_inplace
@@ -27,15 +27,17 @@ from .packed import call_dps_packed, call_pure_packed
 from .create import *  # noqa: F401,F403
 from .create import __all__ as _create
 from .collapse_sum import collapse_sum_like, collapse_sum_to
-from .cumulative import cumsum
+from .cumulative import cumprod, cumsum
 from .data_dependent import nonzero, unique
 from .gather_scatter import flip, gather_nd, one_hot, scatter_elements, scatter_nd
 from .datatype import astype
 from .indexing import concat, split, strided_slice, take
-from .linear_algebra import matmul
+from .layout_transform import layout_transform
+from .linear_algebra import einsum, linear, matmul
 from .manipulate import *  # noqa: F401,F403
 from .manipulate import __all__ as _manipulate
 from .quantize import dequantize
+from .qdq import quantize  # after .quantize: the submodule import would shadow the op
 from .quantize_activations import fake_quantize
 from .reduce import *  # noqa: F401,F403
 from .reduce import __all__ as _reduce
@@ -44,18 +46,18 @@ from .registry import (DeductionContext, OpAttributeError, OpDeductionError, OpS
 from .side_effects import assert_op
 from .side_effects import print as print_  # noqa: F401 - R.print; a module-level print would shadow
 from .shape import shape_of, shape_to_tensor, tensor_to_shape
-from .sorting import argsort, topk
+from .sorting import argsort, sort, topk
 from .unary import *  # noqa: F401,F403
 from .unary import __all__ as _unary
 
 __all__ = [
-    "nn", "call_tir", "call_tir_inplace", "call_dps_library", "call_dps_packed", "call_pure_packed",
+    "nn", "image", "call_tir", "call_tir_inplace", "call_dps_library", "call_dps_packed", "call_pure_packed",
     "unique", "nonzero", "astype", "concat", "split", "strided_slice", "take", "matmul", "dequantize",
-    "fake_quantize",
+    "fake_quantize", "einsum", "linear", "layout_transform", "quantize",
     "shape_of", "DeductionContext", "OpAttributeError",
     # TVM's ops of issue 15 item 6
     "assert_op", "collapse_sum_like", "collapse_sum_to", "cumsum", "flip", "gather_nd", "one_hot",
-    "scatter_elements", "scatter_nd", "argsort", "topk", "shape_to_tensor", "tensor_to_shape",
+    "scatter_elements", "scatter_nd", "argsort", "topk", "sort", "cumprod", "shape_to_tensor", "tensor_to_shape",
     "OpDeductionError", "OpSpec", "all_op_specs", "get_op", "get_op_spec", "register_op",
     *_binary, *_create, *_manipulate, *_reduce, *_unary,
 ]

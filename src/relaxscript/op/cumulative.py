@@ -1,6 +1,7 @@
-"""``R.cumsum(data, axis=None, dtype=None, exclusive=False)`` (TVM's signature):
-running sums along ``axis``, over the flattened input when ``axis`` is None;
-``exclusive`` leaves each element out of its own sum (the first is 0)."""
+"""``R.cumsum`` / ``R.cumprod(data, axis=None, dtype=None, exclusive=False)`` (TVM's
+signatures): running sums (products) along ``axis``, over the flattened input when
+``axis`` is None; ``exclusive`` leaves each element out of its own sum (the first is
+the identity, 0 or 1)."""
 from __future__ import annotations
 
 import numpy as np
@@ -9,16 +10,6 @@ from ..struct_info import TensorStructInfo
 from ._convert import as_tensor, make_call
 from ._infer_util import attr_dtype, attr_int, normalize_axis, product, simplify, tensor_arg
 from .registry import OpAttributeError, register_op
-
-
-def cumsum(data, axis=None, dtype=None, exclusive=False):
-    """R.cumsum(data, axis=None, dtype=None, exclusive=False)."""
-    if not isinstance(exclusive, (bool, np.bool_)):
-        raise OpAttributeError(f"R.cumsum: exclusive must be a bool, got {exclusive!r}")
-    return make_call("relax.cumsum", [as_tensor(data)], {
-        "axis": None if axis is None else attr_int(axis, "cumsum", "axis"),
-        "dtype": None if dtype in (None, "void", "") else attr_dtype(dtype, "cumsum"),
-        "exclusive": bool(exclusive)})
 
 
 def _infer_cumsum(call, ctx) -> TensorStructInfo:
@@ -33,20 +24,38 @@ def _infer_cumsum(call, ctx) -> TensorStructInfo:
     return TensorStructInfo(x.shape, dtype, x.ndim)
 
 
-def _cumsum_reference(data, axis=None, dtype=None, exclusive=False):
-    dtype = dtype or data.dtype.name
-    if axis is None:
-        data, axis = data.reshape(-1), 0
-    out = np.cumsum(data, axis=axis, dtype=dtype)
-    if exclusive:  # shift by one along the axis, 0 first
-        shifted = np.zeros_like(out)
-        lead = (slice(None),) * axis
-        shifted[lead + (slice(1, None),)] = out[lead + (slice(None, -1),)]
-        out = shifted
-    return np.asarray(out, dtype=dtype)
+def _make_cumulative(name: str, np_fn, identity: int):
+    op_name = "relax." + name
+
+    def constructor(data, axis=None, dtype=None, exclusive=False):
+        if not isinstance(exclusive, (bool, np.bool_)):
+            raise OpAttributeError(f"R.{name}: exclusive must be a bool, got {exclusive!r}")
+        return make_call(op_name, [as_tensor(data)], {
+            "axis": None if axis is None else attr_int(axis, name, "axis"),
+            "dtype": None if dtype in (None, "void", "") else attr_dtype(dtype, name),
+            "exclusive": bool(exclusive)})
+
+    def reference(data, axis=None, dtype=None, exclusive=False):
+        dtype = dtype or data.dtype.name
+        if axis is None:
+            data, axis = data.reshape(-1), 0
+        axis %= data.ndim   # the shift below indexes from the front
+        out = np_fn(data, axis=axis, dtype=dtype)
+        if exclusive:  # shift by one along the axis, the identity first
+            shifted = np.full_like(out, identity)
+            lead = (slice(None),) * axis
+            shifted[lead + (slice(1, None),)] = out[lead + (slice(None, -1),)]
+            out = shifted
+        return np.asarray(out, dtype=dtype)
+
+    constructor.__name__ = name
+    constructor.__doc__ = f"R.{name}(data, axis=None, dtype=None, exclusive=False)."
+    register_op(op_name, _infer_cumsum, reference, attr_names=("axis", "dtype", "exclusive"),
+                constructor=constructor)
+    return constructor
 
 
-register_op("relax.cumsum", _infer_cumsum, _cumsum_reference,
-            attr_names=("axis", "dtype", "exclusive"), constructor=cumsum)
+cumsum = _make_cumulative("cumsum", np.cumsum, 0)
+cumprod = _make_cumulative("cumprod", np.cumprod, 1)
 
-__all__ = ["cumsum"]
+__all__ = ["cumsum", "cumprod"]

@@ -15,11 +15,11 @@ from tensorir import dtype as dt
 from tensorir import expr as E
 
 from ..expr import Expr
-from ..struct_info import TensorStructInfo, TupleStructInfo
+from ..struct_info import PrimStructInfo, TensorStructInfo, TupleStructInfo
 from ._convert import as_shape, as_tensor, as_tuple, make_call
 from ._infer_util import (attr_axes, attr_int, const_value, format_sinfo, normalize_axes,
-                          normalize_axis, prove_equal, prove_not_equal, same_dtype, shape_arg,
-                          simplify, sinfo_of, tensor_arg)
+                          normalize_axis, product, prove_equal, prove_not_equal, same_dtype,
+                          shape_arg, simplify, sinfo_of, tensor_arg)
 from .registry import OpAttributeError, register_op
 
 
@@ -126,9 +126,11 @@ register_op("relax.strided_slice", _infer_strided_slice, _strided_slice_referenc
 
 
 # ---------------------------------------------------------------- concat
-def concat(tensors, axis: int = 0):
-    """R.concat(tensors, axis=0): join tensors along an existing axis."""
-    return make_call("relax.concat", [as_tuple(tensors)], {"axis": attr_int(axis, "concat", "axis")})
+def concat(tensors, axis: int | None = 0):
+    """R.concat(tensors, axis=0): join tensors along an existing axis; ``axis=None``
+    joins them flattened (TVM's and NumPy's meaning)."""
+    return make_call("relax.concat", [as_tuple(tensors)],
+                     {"axis": None if axis is None else attr_int(axis, "concat", "axis")})
 
 
 def _infer_concat(call, ctx) -> TensorStructInfo:
@@ -139,6 +141,11 @@ def _infer_concat(call, ctx) -> TensorStructInfo:
     if not tensors or not all(isinstance(t, TensorStructInfo) for t in tensors):
         ctx.error(f"relax.concat expects a non-empty tuple of tensors, got {format_sinfo(fields)}")
     dtype = same_dtype(ctx, call, tensors)
+    if call.attrs["axis"] is None:   # flattened: one dim, the total size
+        if any(t.shape is None for t in tensors):
+            return TensorStructInfo(None, dtype, 1)
+        return TensorStructInfo([simplify(ctx, sum((product(t.shape) for t in tensors[1:]),
+                                                   product(tensors[0].shape)))], dtype)
     ranks = {t.ndim for t in tensors if t.ndim >= 0}
     if len(ranks) > 1:
         ctx.error(f"relax.concat: tensors have different ranks: {format_sinfo(fields)}")
@@ -166,7 +173,7 @@ def _infer_concat(call, ctx) -> TensorStructInfo:
 
 
 register_op("relax.concat", _infer_concat,
-            lambda tensors, axis=0: np.concatenate(list(tensors), axis=axis),
+            lambda tensors, axis=0: np.concatenate(list(tensors), axis=axis),  # None: flattened
             attr_names=("axis",), constructor=concat)
 
 
@@ -177,7 +184,8 @@ def split(x, indices_or_sections, axis: int = 0):
     """R.split(x, indices_or_sections, axis=0): a tuple of parts (NumPy ``np.split``).
 
     An int ``k`` splits into k equal parts (the dim must be divisible by k);
-    a tuple of ints gives the split points.
+    a tuple of ints gives the split points. As in TVM (and unlike NumPy), a
+    negative split point is 0, not counted from the end.
     """
     if isinstance(indices_or_sections, (int, np.integer)):
         value = attr_int(indices_or_sections, "split", "indices_or_sections")
@@ -207,8 +215,8 @@ def _infer_split(call, ctx) -> TupleStructInfo:
                       f"into {spec} sections")
         sizes = [simplify(ctx, dim // spec)] * spec
     else:
-        bounds = [0, *spec]
-        sizes = [slice_extent(ctx, dim, b, e, 1) for b, e in zip(bounds, [*spec, None])]
+        points = split_points(spec)
+        sizes = [slice_extent(ctx, dim, b, e, 1) for b, e in zip([0, *points], [*points, None])]
     parts = []
     for size in sizes:
         dims = list(x.shape)
@@ -217,21 +225,40 @@ def _infer_split(call, ctx) -> TupleStructInfo:
     return TupleStructInfo(parts)
 
 
-register_op("relax.split", _infer_split,
-            lambda x, indices_or_sections, axis=0: tuple(np.split(x, indices_or_sections, axis)),
+def split_points(spec) -> list[int]:
+    """Split points as TVM reads them: a negative one is 0 (NumPy would count from the end)."""
+    return [max(int(b), 0) for b in spec]
+
+
+def _split_reference(x, indices_or_sections, axis=0):
+    if not isinstance(indices_or_sections, int):
+        indices_or_sections = split_points(indices_or_sections)
+    return tuple(np.split(x, indices_or_sections, axis))
+
+
+register_op("relax.split", _infer_split, _split_reference,
             attr_names=("indices_or_sections", "axis"), constructor=split)
 
 
 # ---------------------------------------------------------------- take
 def take(x, indices, axis=None):
-    """R.take(x, indices, axis=None): gather along ``axis`` (x flattened when None)."""
+    """R.take(x, indices, axis=None): gather along ``axis`` (x flattened when None).
+    ``indices`` may be an ``R.Prim`` integer (TVM's scalar index): the axis is dropped."""
     if axis is not None:
         axis = attr_int(axis, "take", "axis")
     return make_call("relax.take", [as_tensor(x), as_tensor(indices, "int64")], {"axis": axis})
 
 
 def _infer_take(call, ctx) -> TensorStructInfo:
-    x, indices = tensor_arg(call, 0, ctx), tensor_arg(call, 1, ctx)
+    x = tensor_arg(call, 0, ctx)
+    if isinstance(sinfo_of(call.args[1]), PrimStructInfo):
+        # TVM's scalar index (R.Prim / R.prim_value): the axis is dropped, as NumPy's take
+        index = sinfo_of(call.args[1])
+        if index.dtype is not None and not dt.is_int(index.dtype):
+            ctx.error(f"relax.take: a scalar index must be an integer, got {format_sinfo(index)}")
+        indices = TensorStructInfo([], index.dtype)
+    else:
+        indices = tensor_arg(call, 1, ctx)
     if indices.dtype is not None and not dt.is_int(indices.dtype):
         ctx.error(f"relax.take: indices must be an integer tensor, got {format_sinfo(indices)}")
     axis = call.attrs.get("axis")
@@ -246,7 +273,13 @@ def _infer_take(call, ctx) -> TensorStructInfo:
     return TensorStructInfo([*x.shape[:axis], *indices.shape, *x.shape[axis + 1:]], x.dtype)
 
 
-register_op("relax.take", _infer_take, lambda x, indices, axis=None: np.asarray(np.take(x, indices, axis)),
+def _take_reference(x, indices, axis=None):
+    if not isinstance(indices, np.ndarray):   # an R.Prim index: a Python int at run time
+        indices = np.int64(indices)
+    return np.asarray(np.take(x, indices, axis))
+
+
+register_op("relax.take", _infer_take, _take_reference,
             attr_names=("axis",), constructor=take)
 
 __all__ = ["strided_slice", "concat", "split", "take"]

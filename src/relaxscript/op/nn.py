@@ -111,9 +111,23 @@ def _norm_attrs(op: str, axes, epsilon) -> dict:
     return {"axes": axes, "epsilon": float(epsilon)}
 
 
-def layer_norm(x, gamma, beta, axes=-1, epsilon: float = 1e-5):
-    """R.nn.layer_norm(x, gamma, beta, axes=-1, epsilon=1e-5)."""
-    return make_call("relax.nn.layer_norm", [as_tensor(x), as_tensor(gamma), as_tensor(beta)],
+def layer_norm(x, gamma, beta, axes=-1, epsilon: float = 1e-5, center: bool = True,
+               scale: bool = True):
+    """R.nn.layer_norm(x, gamma, beta, axes=-1, epsilon=1e-5, center=True, scale=True).
+
+    TVM's ``center=False`` / ``scale=False`` (no ``beta`` / no ``gamma``) are kept as
+    a zero ``beta`` / unit ``gamma`` (``R.zeros_like`` / ``R.ones_like``), so the op
+    itself has no such attributes."""
+    from .create import ones_like, zeros_like
+    for name, flag in (("center", center), ("scale", scale)):
+        if not isinstance(flag, (bool, np.bool_)):
+            raise OpAttributeError(f"R.nn.layer_norm: {name} must be a bool, got {flag!r}")
+    gamma, beta = as_tensor(gamma), as_tensor(beta)
+    if not scale:
+        gamma = ones_like(gamma)
+    if not center:
+        beta = zeros_like(beta)
+    return make_call("relax.nn.layer_norm", [as_tensor(x), gamma, beta],
                      _norm_attrs("layer_norm", axes, epsilon))
 
 
@@ -179,8 +193,21 @@ register_op("relax.nn.rms_norm", _infer_norm, _rms_norm_reference,
 __all__ = [*_ACTIVATIONS, "softmax", "log_softmax", "layer_norm", "rms_norm"]
 
 # convolutions and pools live in their own files; R.nn exposes them here
-from .nn_conv import conv1d, conv2d, conv2d_transpose  # noqa: E402
+from .nn_conv import conv1d, conv2d, conv2d_transpose, conv3d  # noqa: E402
 from .nn_attention import attention  # noqa: E402
-from .nn_pool import adaptive_avg_pool2d, avg_pool2d, max_pool2d  # noqa: E402
+from .nn_pool import (adaptive_avg_pool2d, adaptive_avg_pool3d, avg_pool2d, avg_pool3d,  # noqa: E402
+                      max_pool2d, max_pool3d)
 
-__all__ += ["attention", "conv1d", "conv2d", "conv2d_transpose", "max_pool2d", "avg_pool2d", "adaptive_avg_pool2d"]
+__all__ += ["attention", "conv1d", "conv2d", "conv3d", "conv2d_transpose", "max_pool2d", "avg_pool2d",
+            "adaptive_avg_pool2d", "max_pool3d", "avg_pool3d", "adaptive_avg_pool3d"]
+from .nn_norm import batch_norm, group_norm, instance_norm, prelu  # noqa: E402
+
+__all__ += ["batch_norm", "group_norm", "instance_norm", "prelu"]
+from .nn_extra import (cross_entropy_with_logits, dropout, leakyrelu, nll_loss,  # noqa: E402
+                       pixel_shuffle, selu, softplus)
+
+__all__ += ["cross_entropy_with_logits", "dropout", "leakyrelu", "nll_loss", "pixel_shuffle", "selu",
+            "softplus"]
+from .nn_pad import pad  # noqa: E402
+
+__all__ += ["pad"]

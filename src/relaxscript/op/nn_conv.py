@@ -17,7 +17,7 @@ from ._window import (attr_layout, attr_padding, attr_per_axis, numpy_output_dim
                       relayout, window_output_shape)
 from .registry import OpAttributeError, register_op
 
-_LAYOUTS = {1: ("NCW", "OIW"), 2: ("NCHW", "OIHW")}
+_LAYOUTS = {1: ("NCW", "OIW"), 2: ("NCHW", "OIHW"), 3: ("NCDHW", "OIDHW")}
 
 
 def _conv_attrs(op: str, ndim: int, strides, padding, dilation, groups, data_layout,
@@ -46,7 +46,8 @@ def _conv(ndim: int, data, weight, strides, padding, dilation, groups, data_layo
           out_layout, out_dtype, kernel_default=None):
     """A convolution in any permuted layouts: the default-layout op between transposes
     (``out_layout`` defaults to ``data_layout``, as in TVM)."""
-    op = {1: "nn.conv1d", 2: "nn.conv2d"}[ndim] if kernel_default is None else "nn.conv2d_transpose"
+    op = {1: "nn.conv1d", 2: "nn.conv2d", 3: "nn.conv3d"}[ndim] if kernel_default is None \
+        else "nn.conv2d_transpose"
     data_default, kernel_standard = _LAYOUTS[ndim]
     kernel_default = kernel_default or kernel_standard
     out_layout = data_layout if out_layout is None else out_layout
@@ -71,6 +72,14 @@ def conv2d(data, weight, strides=(1, 1), padding=(0, 0), dilation=(1, 1), groups
     other layouts than NCHW/OIHW (NHWC, HWIO, OHWI...) become transposes around the
     NCHW/OIHW convolution."""
     return _conv(2, data, weight, strides, padding, dilation, groups, data_layout, kernel_layout,
+                 out_layout, out_dtype)[0]
+
+
+def conv3d(data, weight, strides=(1, 1, 1), padding=(0, 0, 0), dilation=(1, 1, 1), groups=1,
+           data_layout="NCDHW", kernel_layout="OIDHW", out_layout=None, out_dtype=None):
+    """R.nn.conv3d(data, weight, strides=(1, 1, 1), padding=(0, 0, 0), dilation=(1, 1, 1),
+    groups=1, ...): the same direct convolution over three spatial axes."""
+    return _conv(3, data, weight, strides, padding, dilation, groups, data_layout, kernel_layout,
                  out_layout, out_dtype)[0]
 
 
@@ -127,8 +136,9 @@ _ATTRS = ("strides", "padding", "dilation", "groups", "data_layout", "kernel_lay
           "out_dtype")
 register_op("relax.nn.conv1d", _infer_conv, conv_reference, attr_names=_ATTRS, constructor=conv1d)
 register_op("relax.nn.conv2d", _infer_conv, conv_reference, attr_names=_ATTRS, constructor=conv2d)
+register_op("relax.nn.conv3d", _infer_conv, conv_reference, attr_names=_ATTRS, constructor=conv3d)
 
-__all__ = ["conv1d", "conv2d"]
+__all__ = ["conv1d", "conv2d", "conv3d"]
 
 
 # ---------------------------------------------------------------- conv2d_transpose
@@ -211,3 +221,28 @@ register_op("relax.nn.conv2d_transpose", _infer_conv2d_transpose, _conv2d_transp
             constructor=conv2d_transpose)
 
 __all__ += ["conv2d_transpose"]
+
+
+def conv1d_transpose(data, weight, strides=1, padding=0, output_padding=0, dilation=1, groups=1,
+                     data_layout="NCW", kernel_layout="IOW", out_layout=None, out_dtype=None):
+    """R.nn.conv1d_transpose(data, weight, strides=1, padding=0, output_padding=0, dilation=1,
+    groups=1, data_layout="NCW", kernel_layout="IOW", out_layout=None, out_dtype=None).
+
+    Not an operator of its own: ``conv2d_transpose`` of a height-1 image (``expand_dims``
+    of data and weight at axis 2, ``squeeze`` after), which the normalizer binds one by one.
+    Only the NCW/IOW layouts are taken (``R.permute_dims`` around it otherwise)."""
+    from .manipulate import expand_dims, squeeze
+    op = "nn.conv1d_transpose"
+    for name, given, want in (("data_layout", data_layout, "NCW"), ("kernel_layout", kernel_layout, "IOW"),
+                              ("out_layout", out_layout or "NCW", "NCW")):
+        if given != want:
+            raise OpAttributeError(f"R.{op}: {name} {given!r} is not supported; use {want!r} "
+                                   "(R.permute_dims around the call)")
+    (stride,) = attr_per_axis(strides, 1, op, "strides", 1)
+    (dil,) = attr_per_axis(dilation, 1, op, "dilation", 1)
+    (extra,) = attr_per_axis(output_padding, 1, op, "output_padding", 0)
+    lo, hi = attr_padding(padding, 1, op)
+    out = conv2d_transpose(expand_dims(as_tensor(data), [2]), expand_dims(as_tensor(weight), [2]),
+                           strides=(1, stride), padding=(0, lo, 0, hi), output_padding=(0, extra),
+                           dilation=(1, dil), groups=groups, out_dtype=out_dtype)
+    return squeeze(out, [2])

@@ -19,9 +19,19 @@ from ._infer_util import format_sinfo, prove_not_equal, simplify, tensor_arg
 from .registry import OpAttributeError, register_op
 
 
-def dequantize(data, scale, min=None, *, format: str):  # noqa: A002 - the op's argument name
+def dequantize(data, scale, min=None, *, format: str | None = None,  # noqa: A002 - op's names
+               axis: int = -1, out_dtype: str = "float32"):
     """R.dequantize(data, scale, [min], format="q4_0"|"q4_1"|"q8_0"): float32 (rows, cols), blocks of
-    32 rows per column (layout: ``relaxscript.quantization.formats``)."""
+    32 rows per column (layout: ``relaxscript.quantization.formats``).
+
+    Without ``format`` it is TVM's ``R.dequantize(data, scale, zero_point, axis=-1,
+    out_dtype="float32")`` (``op/qdq.py``; the third argument is the zero point)."""
+    if format is None:
+        if min is None:
+            raise OpAttributeError("R.dequantize: give format= (a block-quantized weight) or a "
+                                   "zero_point (TVM's affine dequantize)")
+        from .qdq import dequantize_affine
+        return dequantize_affine(data, scale, min, axis, out_dtype)
     try:
         fmt = get_format(format)
     except ValueError as err:

@@ -1,4 +1,4 @@
-"""Reductions: sum, mean, max, min, prod, variance over ``axis`` (int, tuple or
+"""Reductions: sum, mean, max, min, prod, variance, std over ``axis`` (int, tuple or
 None = all) with ``keepdims``; argmax / argmin over one axis (or the
 flattened tensor) giving int64.
 
@@ -61,6 +61,7 @@ _REDUCE = {
     "max": lambda x, axis, keepdims: np.max(x, axis=axis, keepdims=keepdims, initial=min_value(x.dtype.name)),
     "min": lambda x, axis, keepdims: np.min(x, axis=axis, keepdims=keepdims, initial=max_value(x.dtype.name)),
     "variance": _empty_mean(np.var),
+    "std": _empty_mean(np.std),   # the square root of variance (biased, as TVM's)
 }
 
 

@@ -1,4 +1,4 @@
-"""``R.argsort`` and ``R.topk`` (TVM's signatures).
+"""``R.sort``, ``R.argsort`` and ``R.topk`` (TVM's signatures).
 
 Orders are stable: equal elements keep their index order, in both
 directions. NaN sorts as the largest value (last ascending, first
@@ -41,6 +41,30 @@ def stable_order(data: np.ndarray, axis: int, descending: bool) -> np.ndarray:
     size = data.shape[axis]
     backwards = np.argsort(np.flip(data, axis), axis=axis, kind="stable")
     return np.flip(size - 1 - backwards, axis)
+
+
+# ---------------------------------------------------------------- sort
+def sort(x, axis: int = -1, descending: bool = False):
+    """R.sort(x, axis=-1, descending=False): the values in order along ``axis``."""
+    return make_call("relax.sort", [as_tensor(x)], {
+        "axis": attr_int(axis, "sort", "axis"),
+        "descending": _attr_bool(descending, "sort", "descending")})
+
+
+def _infer_sort(call, ctx) -> TensorStructInfo:
+    x = tensor_arg(call, 0, ctx, "x")
+    if x.ndim >= 0:
+        normalize_axis(ctx, call, call.attrs["axis"], x.ndim, x)
+    return TensorStructInfo(x.shape, x.dtype, x.ndim)
+
+
+def _sort_reference(x, axis=-1, descending=False):
+    axis %= max(x.ndim, 1)
+    return np.take_along_axis(x, stable_order(x, axis, descending), axis=axis)
+
+
+register_op("relax.sort", _infer_sort, _sort_reference, attr_names=("axis", "descending"),
+            constructor=sort)
 
 
 # ---------------------------------------------------------------- argsort
@@ -120,4 +144,4 @@ def _topk_reference(data, k=1, axis=-1, ret_type="both", largest=True, dtype="in
 register_op("relax.topk", _infer_topk, _topk_reference,
             attr_names=("k", "axis", "ret_type", "largest", "dtype"), constructor=topk)
 
-__all__ = ["argsort", "topk"]
+__all__ = ["sort", "argsort", "topk"]

@@ -12,6 +12,8 @@ from tensorir.script.literals import is_identifier, string_literal
 
 from .. import expr as rx
 from ..op.registry import OpDeductionError, get_op_spec
+from ..op.layout_transform import IndexMap
+from ..op.qdq import SCRIPT_NAMES
 from .annotations import format_struct_info
 from .constants import CONSTANT_KEY, METADATA_NAME, can_inline, inline_literal
 from .naming import RESERVED
@@ -56,7 +58,7 @@ class ExprPrinter(ClassDispatch):
 
     @handles(rx.Op)
     def expr_Op(self, e: rx.Op) -> str:
-        return "R." + e.name[len("relax."):]
+        return "R." + SCRIPT_NAMES.get(e.name, e.name[len("relax."):])
 
     @handles(rx.ExternFunc)
     def expr_ExternFunc(self, e: rx.ExternFunc) -> str:
@@ -150,6 +152,8 @@ class ExprPrinter(ClassDispatch):
 
     # ------------------------------------------------------------ attribute values
     def attr(self, value) -> str:
+        if isinstance(value, IndexMap):
+            return repr(value)   # T.index_map(lambda ...): its own parameter names
         if isinstance(value, E.PrimExpr):
             return self.sym(value)
         if isinstance(value, rx.Expr):

@@ -229,8 +229,9 @@ def _global_infos(call: ast.Call, ctx: ParseContext) -> dict:
 
 
 def _global_info(node: ast.expr, ctx: ParseContext):
-    if not (isinstance(node, ast.Call) and ctx.i_path(node.func) == "vdevice"):
-        return _literal(node, ctx)
+    if not (isinstance(node, ast.Call) and "vdevice" in (ctx.i_path(node.func),
+                                                          ctx.r_path(node.func))):
+        return _literal(node, ctx)   # R.vdevice is TVM's other spelling of I.vdevice
     names = ("target", "vdevice_id", "memory_scope")
     if len(node.args) > 3 or any(k.arg not in names for k in node.keywords):
         raise ctx.error("I.vdevice takes target, vdevice_id and memory_scope", node)

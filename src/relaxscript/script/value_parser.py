@@ -19,6 +19,7 @@ from tensorir.dispatch import ClassDispatch, handles
 from tensorir.errors import ParseError
 
 from .. import expr as rx
+from ..op.layout_transform import IndexMap
 from ..struct_info import StructInfo
 from . import namespace as ns
 from .annotations import ANNOTATION_KINDS, AnnotationParser
@@ -259,6 +260,42 @@ class ValueParser(ClassDispatch):
         if reason is not None:
             raise self.ctx.error(f"R.{path} is not supported: {reason}", node)
 
+    @handles(ast.Lambda)
+    def _Lambda(self, node: ast.Lambda, index_dtype: str = "int64"):
+        """``lambda i, j: (j, i)``: an index map (R.layout_transform's ``index_map``)."""
+        a = node.args
+        if a.vararg or a.kwarg or a.kwonlyargs or a.defaults or a.posonlyargs:
+            raise self.ctx.error("an index map is a lambda of plain index names", node)
+        params = [E.Var(arg.arg, "int64") for arg in a.args]
+        by_name = {p.name: p for p in params}
+        if len(by_name) != len(params):
+            raise self.ctx.error("an index map names each index once", node)
+
+        def lookup(name, at):
+            if name in by_name:
+                return by_name[name]
+            raise self.ctx.error(f"an index map reads only its own indices, not {name!r}", at)
+        parser = SymExprParser(lookup, self.ctx.error, self.ctx.t_names)
+        body = node.body.elts if isinstance(node.body, (ast.Tuple, ast.List)) else [node.body]
+        return IndexMap(params, [parser.parse(e) for e in body], index_dtype)
+
+    def _t_index_map(self, node: ast.Call):
+        """``T.index_map(lambda ..., index_dtype="int32")``."""
+        kwargs = {k.arg: k.value for k in node.keywords}
+        unknown = set(kwargs) - {"index_dtype", "inverse_index_map"}
+        if len(node.args) != 1 or not isinstance(node.args[0], ast.Lambda) or unknown:
+            raise self.ctx.error("T.index_map takes one lambda (and index_dtype=)", node)
+        if "inverse_index_map" in kwargs:
+            raise self.ctx.error("T.index_map: inverse_index_map is not supported; the inverse is "
+                                 "derived from the map", node)
+        dtype = "int64"
+        if "index_dtype" in kwargs:
+            dtype = self.value(kwargs["index_dtype"])
+            if dtype not in ("int32", "int64"):
+                raise self.ctx.error(f"T.index_map: index_dtype must be int32 or int64, got {dtype!r}",
+                                     node)
+        return self._Lambda(node.args[0], dtype)
+
     @handles(ast.Call)
     def _Call(self, node: ast.Call):
         func = node.func
@@ -266,6 +303,8 @@ class ValueParser(ClassDispatch):
         if path is not None:
             return self.r_call(path, node)
         if isinstance(func, ast.Attribute) and self.ctx.is_t(func.value):
+            if func.attr == "index_map":
+                return self._t_index_map(node)
             return self.sym(node)
         if isinstance(func, ast.Name) and func.id == "float" and self.scope.lookup("float") is None:
             return self.literal(node)

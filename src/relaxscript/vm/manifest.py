@@ -95,6 +95,10 @@ class Encoder:
         from tensorir.node import Node
         if isinstance(v, Node):
             return {"node": self.node(v)}
+        from ..op.layout_transform import IndexMap
+        if kind is IndexMap:   # R.layout_transform's map, when the op runs by its reference
+            return {"index_map": [[self.value(p) for p in v.params],
+                                  [self.value(r) for r in v.results], v.index_dtype]}
         raise ValueError(f"cannot save a value of type {kind.__name__} in an executable")
 
     def node(self, node) -> int:
@@ -161,7 +165,21 @@ class Decoder:
             return self.record(*body)
         if tag == "node" and type(body) is int and 0 <= body < len(self.nodes):
             return self.nodes[body]
+        if tag == "index_map" and type(body) is list and len(body) == 3 and \
+                type(body[0]) is list and type(body[1]) is list and body[2] in ("int32", "int64"):
+            return self._index_map(*body)
         raise ValueError(f"malformed value {v!r:.80}")
+
+    def _index_map(self, params, results, index_dtype):
+        from tensorir import expr as E
+
+        from ..op.layout_transform import IndexMap
+        params = [self.value(p) for p in params]
+        results = [self.value(r) for r in results]
+        if not all(isinstance(p, E.Var) for p in params) or \
+                not all(isinstance(r, E.PrimExpr) for r in results):
+            raise ValueError("malformed index map")
+        return IndexMap(params, results, index_dtype)
 
     def record(self, name, fields: dict):
         cls = _RECORDS.get(name) if isinstance(name, str) else None

@@ -10,10 +10,10 @@ an ``IndexOutOfRangeError`` on every target, as in the interpreter).
 from __future__ import annotations
 
 from tensorir import expr as E
-from tensorir.compute import compute, reduce_axis, reduce_max, reduce_sum
+from tensorir.compute import compute, reduce_axis, reduce_max, reduce_prod, reduce_sum
 
 from ...struct_info import PrimStructInfo
-from .common import product, unravel
+from .common import op_short_name, product, unravel
 from .registry import register_legalize
 
 
@@ -172,7 +172,8 @@ def _scatter_elements(ctx, call):
 
 
 @register_legalize("relax.cumsum")
-def _cumsum(ctx, call):
+@register_legalize("relax.cumprod")
+def _cumulative(ctx, call):
     if not _known(call):
         return None
     te = ctx.te(call)
@@ -197,6 +198,8 @@ def _cumsum(ctx, call):
         k = reduce_axis(shape[axis], "k")
         keep = E.LT(k.var, i[axis]) if exclusive else E.LE(k.var, i[axis])
         source = element(*i[:axis], k.var, *i[axis + 1:])
-        return reduce_sum(E.select(keep, E.cast(dtype, source), E.const(0, dtype)), [k])
+        return combine(E.select(keep, E.cast(dtype, source), E.const(identity, dtype)), [k])
 
-    return te.emit("cumsum", compute(te.out_shape(), body, "T_cumsum", dtype))
+    name = op_short_name(call)
+    combine, identity = (reduce_prod, 1) if name == "cumprod" else (reduce_sum, 0)
+    return te.emit(name, compute(te.out_shape(), body, "T_" + name, dtype))

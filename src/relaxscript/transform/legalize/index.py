@@ -6,6 +6,8 @@ from tensorir import expr as E
 from tensorir.compute import compute
 
 from ...expr import Tuple, TupleGetItem
+from ...struct_info import PrimStructInfo
+from ...op.indexing import split_points
 from .common import product, unravel
 from .registry import register_legalize
 
@@ -48,6 +50,9 @@ def _concat(ctx, call):
     te = ctx.te(call)
     parts = _tuple_fields(ctx, call.args[0])
     tensors = [te.placeholder(p, f"x{i}") for i, p in enumerate(parts)]
+    if call.attrs["axis"] is None:   # flattened: each part read through its row-major index
+        return te.emit("concat", compute(te.out_shape(), lambda i: _flat_concat(te, tensors, i),
+                                         "T_concat", te.out_dtype()))
     axis = call.attrs["axis"] % tensors[0].ndim
 
     def body(*idx):
@@ -64,6 +69,18 @@ def _concat(ctx, call):
         return value
 
     return te.emit("concat", compute(te.out_shape(), body, "T_concat", te.out_dtype()))
+
+
+def _flat_concat(te, tensors, i):
+    offsets, offset = [], E.IntImm(0)
+    for t in tensors:
+        offsets.append(offset)
+        offset = te.simplify(offset + product(t.shape))
+    value = tensors[-1][tuple(unravel(i - offsets[-1], tensors[-1].shape))]
+    for t, start in reversed(list(zip(tensors[:-1], offsets[:-1]))):
+        end = te.simplify(start + product(t.shape))
+        value = E.Select(E.LT(i, end), t[tuple(unravel(i - start, t.shape))], value)
+    return value
 
 
 def _tuple_fields(ctx, value):
@@ -83,7 +100,7 @@ def _split(ctx, call):
     if isinstance(spec, int):
         starts = [te.simplify(i * (dim // spec)) for i in range(spec)]
     else:
-        starts = [E.IntImm(0)] + [slice_begin(te, b, dim, 1) for b in spec]
+        starts = [E.IntImm(0)] + [slice_begin(te, b, dim, 1) for b in split_points(spec)]
     outputs = []
     for part, start in enumerate(starts):
         def body(*idx, start=start):
@@ -94,6 +111,9 @@ def _split(ctx, call):
 
 @register_legalize("relax.take")
 def _take(ctx, call):
+    index_sinfo = call.args[1].struct_info
+    if isinstance(index_sinfo, PrimStructInfo):
+        return _take_scalar(ctx, call, index_sinfo)
     te = ctx.te(call)
     x = te.placeholder(call.args[0], "x")
     indices = te.placeholder(call.args[1], "indices")
@@ -107,5 +127,24 @@ def _take(ctx, call):
         inner = idx[a:a + indices.ndim]
         picked = E.checked_index(indices[tuple(inner)], x.shape[a])
         return x[(*idx[:a], picked, *idx[a + indices.ndim:])]
+
+    return te.emit("take", compute(te.out_shape(), body, "T_take", x.dtype))
+
+
+def _take_scalar(ctx, call, index_sinfo):
+    """An ``R.Prim`` index: its value in the kernel's vars (an index known only at run time
+    keeps the op, which the VMs run through the reference)."""
+    if index_sinfo.value is None:
+        return None
+    te = ctx.te(call)
+    x = te.placeholder(call.args[0], "x")
+    index = E.cast("int64", te.expr(index_sinfo.value))
+    axis = call.attrs.get("axis")
+
+    def body(*idx):
+        if axis is None:
+            return x[unravel(E.checked_index(index, product(x.shape)), x.shape)]
+        a = axis % x.ndim
+        return x[(*idx[:a], E.checked_index(index, x.shape[a]), *idx[a:])]
 
     return te.emit("take", compute(te.out_shape(), body, "T_take", x.dtype))

@@ -70,9 +70,11 @@ def _conv(ctx, call):
 
 register_legalize("relax.nn.conv1d")(_conv)
 register_legalize("relax.nn.conv2d")(_conv)
+register_legalize("relax.nn.conv3d")(_conv)
 
 
 @register_legalize("relax.nn.max_pool2d")
+@register_legalize("relax.nn.max_pool3d")
 def _max_pool2d(ctx, call):
     if not _known_shape(call):
         return None
@@ -84,13 +86,16 @@ def _max_pool2d(ctx, call):
     def body(n, c, *out_pos):
         taps = [reduce_axis(k, f"r{i}") for i, k in enumerate(attrs["pool_size"])]
         positions = _input_positions(out_pos, [t.var for t in taps], attrs)
-        load = E.select(_inside(positions, [0, 0], data.shape[2:]), data[(n, c, *positions)], lowest)
+        load = E.select(_inside(positions, [0] * len(positions), data.shape[2:]),
+                        data[(n, c, *positions)], lowest)
         return reduce_max(load, taps)
 
-    return te.emit("max_pool2d", compute(te.out_shape(), body, "T_max_pool2d"))
+    name = op_short_name(call)
+    return te.emit(name, compute(te.out_shape(), body, "T_" + name))
 
 
 @register_legalize("relax.nn.avg_pool2d")
+@register_legalize("relax.nn.avg_pool3d")
 def _avg_pool2d(ctx, call):
     if not _known_shape(call):
         return None
@@ -99,22 +104,23 @@ def _avg_pool2d(ctx, call):
     attrs = call.attrs
     dtype = data.dtype
     spatial = list(data.shape[2:])
+    nd = len(spatial)
     if attrs["count_include_pad"]:
         pad = attrs["padding"]
-        counted = ([-pad[0], -pad[1]], [spatial[0] + pad[2], spatial[1] + pad[3]])
+        counted = ([-pad[i] for i in range(nd)], [spatial[i] + pad[nd + i] for i in range(nd)])
     else:
-        counted = ([0, 0], spatial)
+        counted = ([0] * nd, spatial)
 
     def window_sum(value_of):
         def body(*index):
-            out_pos = index[-2:]
+            out_pos = index[-nd:]
             taps = [reduce_axis(k, f"r{i}") for i, k in enumerate(attrs["pool_size"])]
             positions = _input_positions(out_pos, [t.var for t in taps], attrs)
-            return reduce_sum(value_of(index[:-2], positions), taps)
+            return reduce_sum(value_of(index[:-nd], positions), taps)
         return body
 
     def element(lead, positions):
-        return E.select(_inside(positions, [0, 0], spatial), data[(*lead, *positions)],
+        return E.select(_inside(positions, [0] * nd, spatial), data[(*lead, *positions)],
                         E.const(0, dtype))
 
     def one_if_counted(_lead, positions):
@@ -123,11 +129,13 @@ def _avg_pool2d(ctx, call):
     out_shape = te.out_shape()
     total = compute(out_shape, window_sum(element), "T_pool_sum")
     count = compute(out_shape[2:], window_sum(one_if_counted), "T_pool_count", dtype)
-    out = compute(out_shape, lambda n, c, i, j: total[n, c, i, j] / count[i, j], "T_avg_pool2d")
-    return te.emit("avg_pool2d", out)
+    name = op_short_name(call)
+    out = compute(out_shape, lambda n, c, *pos: total[(n, c, *pos)] / count[pos], "T_" + name)
+    return te.emit(name, out)
 
 
 @register_legalize("relax.nn.adaptive_avg_pool2d")
+@register_legalize("relax.nn.adaptive_avg_pool3d")
 def _adaptive_avg_pool2d(ctx, call):
     if not _known_shape(call):
         return None
@@ -141,22 +149,31 @@ def _adaptive_avg_pool2d(ctx, call):
         size, out = spatial[axis], out_spatial[axis]
         return E.floordiv(i * size, out), E.floordiv((i + 1) * size + out - 1, out)
 
-    def body(n, c, i, j):
-        (h0, h1), (w0, w1) = bounds(i, 0), bounds(j, 1)
+    nd = len(spatial)
+
+    def body(n, c, *pos):
         # the widest window: ceil(size / out) + 1 rows; the rest of each window is masked
         taps = [reduce_axis(E.floordiv(spatial[a] + out_spatial[a] - 1, out_spatial[a]) + 1, f"r{a}")
-                for a in range(2)]
-        h, w = h0 + taps[0].var, w0 + taps[1].var
-        inside = E.And(E.LT(h, h1), E.LT(w, w1))
-        return reduce_sum(E.select(inside, data[n, c, h, w], E.const(0, dtype)), taps)
+                for a in range(nd)]
+        index, inside = [], None
+        for a in range(nd):
+            lo, hi = bounds(pos[a], a)
+            at = lo + taps[a].var
+            index.append(at)
+            inside = E.LT(at, hi) if inside is None else E.And(inside, E.LT(at, hi))
+        return reduce_sum(E.select(inside, data[(n, c, *index)], E.const(0, dtype)), taps)
 
     total = compute(out_shape, body, "T_adaptive_sum")
 
-    def average(n, c, i, j):
-        (h0, h1), (w0, w1) = bounds(i, 0), bounds(j, 1)
-        return total[n, c, i, j] / E.cast(dtype, (h1 - h0) * (w1 - w0))
+    def average(n, c, *pos):
+        count = None
+        for a in range(nd):
+            lo, hi = bounds(pos[a], a)
+            count = (hi - lo) if count is None else count * (hi - lo)
+        return total[(n, c, *pos)] / E.cast(dtype, count)
 
-    return te.emit("adaptive_avg_pool2d", compute(out_shape, average, "T_adaptive_avg_pool2d"))
+    name = op_short_name(call)
+    return te.emit(name, compute(out_shape, average, "T_" + name))
 
 
 @register_legalize("relax.nn.conv2d_transpose")

@@ -7,6 +7,9 @@ matrix is never stored.
 """
 from __future__ import annotations
 
+import numpy as np
+
+from tensorir import dtype as dt
 from tensorir import expr as E
 from tensorir.compute import compute
 
@@ -74,3 +77,54 @@ def _fake_quantize(ctx, call):
         return fake_quantize_value(lambda j: x[(*lead, j)], last, block)
 
     return te.emit(f"fake_quantize_{fmt}", compute(te.out_shape(), body, f"T_fake_quantize_{fmt}", "float32"))
+
+
+def _qdq_param(te, tensor, x, idx, axis):
+    """A scalar or per-axis scale / zero point at output index ``idx``."""
+    if tensor.ndim == 0:
+        return tensor[()]
+    if x.ndim == 0 or te.is_one(tensor.shape[0]):
+        return tensor[(E.IntImm(0),)]
+    return tensor[(idx[axis % x.ndim],)]
+
+
+def _clip_cast(value, dtype: str):
+    if dt.is_int(dtype):
+        lo, hi = np.iinfo(dtype).min, np.iinfo(dtype).max
+        value = E.max_(E.min_(value, E.const(float(hi), "float32")), E.const(float(lo), "float32"))
+    return E.cast(dtype, value)
+
+
+@register_legalize("relax.quantize")
+def _quantize_affine(ctx, call):
+    te = ctx.te(call)
+    x = te.placeholder(call.args[0], "data")
+    scale = te.placeholder(call.args[1], "scale")
+    zp = te.placeholder(call.args[2], "zero_point")
+    axis, out_dtype = call.attrs["axis"], call.attrs["out_dtype"]
+
+    def body(*idx):
+        scaled = E.cast("float32", x[idx]) / E.cast("float32", _qdq_param(te, scale, x, idx, axis))
+        if dt.is_int(out_dtype):   # half away from zero, as the reference
+            floor = E.call_intrin("floor", E.call_intrin("abs", scaled) + E.const(0.5, "float32"))
+            scaled = E.select(E.LT(scaled, E.const(0.0, "float32")),
+                              E.const(0.0, "float32") - floor, floor)
+        return _clip_cast(scaled + E.cast("float32", _qdq_param(te, zp, x, idx, axis)), out_dtype)
+
+    return te.emit("quantize", compute(x.shape, body, "T_quantize", out_dtype))
+
+
+@register_legalize("relax.dequantize_affine")
+def _dequantize_affine(ctx, call):
+    te = ctx.te(call)
+    x = te.placeholder(call.args[0], "data")
+    scale = te.placeholder(call.args[1], "scale")
+    zp = te.placeholder(call.args[2], "zero_point")
+    axis, out_dtype = call.attrs["axis"], call.attrs["out_dtype"]
+
+    def body(*idx):
+        diff = E.cast("int32", x[idx]) - E.cast("int32", _qdq_param(te, zp, x, idx, axis))
+        value = E.cast("float32", diff) * E.cast("float32", _qdq_param(te, scale, x, idx, axis))
+        return _clip_cast(value, out_dtype)
+
+    return te.emit("dequantize", compute(x.shape, body, "T_dequantize", out_dtype))

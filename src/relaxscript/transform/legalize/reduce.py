@@ -61,6 +61,7 @@ def _mean(ctx, call):
 
 
 @register_legalize("relax.variance")
+@register_legalize("relax.std")
 def _variance(ctx, call):
     r = _Reduction(ctx, call, call.attrs.get("axis"))
     dtype = r.te.out_dtype()
@@ -72,8 +73,14 @@ def _variance(ctx, call):
         return deviation * deviation
 
     total = r.reduce(reduce_sum, squared_deviation, "T_sq_sum", acc)
-    out = compute(r.out_shape, lambda *idx: total[idx] / E.cast(acc, r.count), "T_variance", dtype)
-    return r.te.emit("variance", out)
+    name = op_short_name(call)
+    if name == "std":
+        def body(*idx):
+            return E.call_intrin("sqrt", total[idx] / E.cast(acc, r.count))
+    else:
+        def body(*idx):
+            return total[idx] / E.cast(acc, r.count)
+    return r.te.emit(name, compute(r.out_shape, body, "T_" + name, dtype))
 
 
 def _make_arg_reduce(combine):

@@ -1,4 +1,4 @@
-"""``R.argsort`` / ``R.topk`` by ranks: element ``i``'s rank along the axis is the
+"""``R.sort`` / ``R.argsort`` / ``R.topk`` by ranks: element ``i``'s rank along the axis is the
 number of elements ordered before it (stable: ties by index; NaN largest),
 and output position ``p`` takes the element whose rank is ``p``. Both stages
 are ``O(n^2)`` along the axis, with no data-dependent memory access."""
@@ -44,6 +44,18 @@ def _placed(x, rank, axis: int, shape, value_of, name: str, dtype: str):
 
 def _known(call) -> bool:
     return call.args[0].struct_info.shape is not None
+
+
+@register_legalize("relax.sort")
+def _sort(ctx, call):
+    if not _known(call):
+        return None
+    te = ctx.te(call)
+    x = te.placeholder(call.args[0], "x")
+    axis = call.attrs["axis"] % x.ndim
+    rank = _ranks(x, axis, call.attrs["descending"])
+    return te.emit("sort", _placed(x, rank, axis, x.shape, lambda index: x[index], "T_sort",
+                                   x.dtype))
 
 
 @register_legalize("relax.argsort")

@@ -1,0 +1,172 @@
+"""TVM's ``R.image.resize2d(data, size, roi=None, layout="NCHW", method="linear",
+coordinate_transformation_mode="half_pixel", rounding_method="round", cubic_alpha=-0.5,
+cubic_exclude=0, extrapolation_value=0.0, out_dtype=None)``.
+
+Each output position ``o`` of a resized axis (input length ``n``, output ``m``, scale
+``n / m``) reads the input at the coordinate, in float32 as TVM computes it:
+
+- ``half_pixel``: ``(o + 0.5) * n / m - 0.5``; ``pytorch_half_pixel``: the same, 0 when
+  ``m == 1``; ``align_corners``: ``o * (n - 1) / (m - 1)`` (0 when ``m == 1``);
+  ``asymmetric``: ``o * n / m``; ``tf_half_pixel_for_nn``: ``(o + 0.5) * n / m``.
+
+``nearest_neighbor`` rounds that coordinate (``round``: half away from zero;
+``round_prefer_floor``/``round_prefer_ceil``: ties down/up; ``floor``/``ceil`` with
+TVM's 1e-5 slack) and clamps it into the axis; ``linear`` interpolates the two clamped
+neighbours of each axis (``a * (1 - t) + b * t``). The result is cast to ``out_dtype``
+(default: the data's; a cast to an integer type truncates). ``cubic``, the ROI mode
+``tf_crop_and_resize`` and split layouts (``NCHW16c``) are refused by name.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from tensorir import expr as E
+
+from ..struct_info import TensorStructInfo
+from ._convert import as_shape, as_tensor, check_attr_number, make_call
+from ._infer_util import attr_dtype, format_sinfo, shape_arg, tensor_arg
+from .registry import OpAttributeError, register_op
+
+METHODS = ("nearest_neighbor", "linear")
+COORDINATE_MODES = ("half_pixel", "pytorch_half_pixel", "align_corners", "asymmetric",
+                    "tf_half_pixel_for_nn")
+ROUNDING = ("round", "round_prefer_floor", "round_prefer_ceil", "floor", "ceil", "")
+
+
+def _number(value, name):
+    if isinstance(value, (E.IntImm, E.FloatImm)):
+        value = value.value
+    return float(check_attr_number(value, "image.resize2d", name))
+
+
+def spatial_axes(layout: str) -> tuple[int, int]:
+    """The H and W axes of a permutation of ``NCHW``."""
+    if sorted(layout) != sorted("NCHW"):
+        raise OpAttributeError(f"R.image.resize2d: layout {layout!r} is not supported; use a "
+                               "permutation of NCHW (split layouts such as NCHW16c are not)")
+    return layout.index("H"), layout.index("W")
+
+
+def resize2d(data, size, roi=None, layout: str = "NCHW", method: str = "linear",
+             coordinate_transformation_mode: str = "half_pixel", rounding_method: str = "round",
+             cubic_alpha: float = -0.5, cubic_exclude: int = 0, extrapolation_value: float = 0.0,
+             out_dtype=None):
+    """R.image.resize2d(data, size, roi=None, layout="NCHW", method="linear", ...)."""
+    if method == "cubic":
+        raise OpAttributeError("R.image.resize2d: method \"cubic\" is not supported; use "
+                               "\"linear\" or \"nearest_neighbor\"")
+    if method not in METHODS:
+        raise OpAttributeError(f"R.image.resize2d: method must be one of {', '.join(METHODS)}, "
+                               f"got {method!r}")
+    if coordinate_transformation_mode == "tf_crop_and_resize":
+        raise OpAttributeError("R.image.resize2d: coordinate_transformation_mode "
+                               "\"tf_crop_and_resize\" (an ROI) is not supported")
+    if coordinate_transformation_mode not in COORDINATE_MODES:
+        raise OpAttributeError(f"R.image.resize2d: coordinate_transformation_mode must be one of "
+                               f"{', '.join(COORDINATE_MODES)}, got {coordinate_transformation_mode!r}")
+    if rounding_method not in ROUNDING:
+        raise OpAttributeError(f"R.image.resize2d: rounding_method must be one of "
+                               f"{', '.join(r for r in ROUNDING if r)}, got {rounding_method!r}")
+    if not isinstance(layout, str):
+        raise OpAttributeError(f"R.image.resize2d: layout must be a string, got {layout!r}")
+    spatial_axes(layout)
+    if isinstance(size, (int, np.integer, E.PrimExpr)):
+        size = (size, size)
+    roi = tuple(_number(v, "roi") for v in (roi if roi is not None else (0.0,) * 4))
+    if len(roi) != 4:
+        raise OpAttributeError(f"R.image.resize2d: roi has 4 values, got {len(roi)}")
+    out_dtype = None if out_dtype in (None, "void", "") else attr_dtype(out_dtype, "image.resize2d",
+                                                                       "out_dtype")
+    return make_call("relax.image.resize2d", [as_tensor(data), as_shape(size)], {
+        "roi": roi, "layout": layout, "method": method,
+        "coordinate_transformation_mode": coordinate_transformation_mode,
+        "rounding_method": rounding_method,
+        "cubic_alpha": _number(cubic_alpha, "cubic_alpha"),
+        "cubic_exclude": int(_number(cubic_exclude, "cubic_exclude")),
+        "extrapolation_value": _number(extrapolation_value, "extrapolation_value"),
+        "out_dtype": out_dtype})
+
+
+def _infer_resize2d(call, ctx) -> TensorStructInfo:
+    x = tensor_arg(call, 0, ctx, "data")
+    size = shape_arg(call, 1, ctx)
+    dtype = call.attrs["out_dtype"] or x.dtype
+    if size.ndim >= 0 and size.ndim != 2:
+        ctx.error(f"relax.image.resize2d: size has 2 values (height, width), got {format_sinfo(size)}")
+    if x.ndim >= 0 and x.ndim != 4:
+        ctx.error(f"relax.image.resize2d: data must be 4-D, got {format_sinfo(x)}")
+    if x.shape is None or size.values is None:
+        return TensorStructInfo(None, dtype, 4)
+    h, w = spatial_axes(call.attrs["layout"])
+    dims = list(x.shape)
+    dims[h], dims[w] = size.values
+    return TensorStructInfo(dims, dtype)
+
+
+def source_coordinate(out_index, in_size, out_size, mode):
+    """Float32 input coordinate of output positions ``out_index`` (NumPy, as the kernels)."""
+    f32 = np.float32
+    o = np.asarray(out_index, dtype=f32)
+    scale = f32(in_size) / f32(out_size)
+    if mode in ("half_pixel", "pytorch_half_pixel"):
+        x = (o + f32(0.5)) * scale - f32(0.5)
+        if mode == "pytorch_half_pixel" and out_size == 1:
+            x = np.zeros_like(o)
+        return x
+    if mode == "align_corners":
+        if out_size == 1:
+            return np.zeros_like(o)
+        return o * (f32(in_size - 1) / f32(out_size - 1))
+    if mode == "asymmetric":
+        return o * scale
+    return (o + f32(0.5)) * scale     # tf_half_pixel_for_nn
+
+
+def nearest(x, rounding):
+    f32 = np.float32
+    if rounding in ("round", ""):
+        return np.sign(x) * np.floor(np.abs(x) + f32(0.5))     # half away from zero
+    if rounding == "round_prefer_floor":
+        return np.ceil(x - f32(0.5))
+    if rounding == "round_prefer_ceil":
+        return np.floor(x + f32(0.5))
+    if rounding == "floor":
+        return np.floor(x + f32(1e-5))
+    return np.ceil(x - f32(1e-5))
+
+
+def _resize2d_reference(data, size, roi=None, layout="NCHW", method="linear",
+                        coordinate_transformation_mode="half_pixel", rounding_method="round",
+                        cubic_alpha=-0.5, cubic_exclude=0, extrapolation_value=0.0, out_dtype=None):
+    h_axis, w_axis = spatial_axes(layout)
+    x = np.moveaxis(data, (h_axis, w_axis), (-2, -1)).astype(np.float32)
+    in_h, in_w = x.shape[-2:]
+    out_h, out_w = int(size[0]), int(size[1])
+    ys = source_coordinate(np.arange(out_h), in_h, out_h, coordinate_transformation_mode)
+    xs = source_coordinate(np.arange(out_w), in_w, out_w, coordinate_transformation_mode)
+    if method == "nearest_neighbor":
+        yi = np.clip(nearest(ys, rounding_method).astype(np.int64), 0, in_h - 1)
+        xi = np.clip(nearest(xs, rounding_method).astype(np.int64), 0, in_w - 1)
+        out = x[..., yi[:, None], xi[None, :]]
+    else:
+        y0, x0 = np.floor(ys), np.floor(xs)
+        ty, tx = (ys - y0)[:, None], (xs - x0)[None, :]
+        y0, x0 = y0.astype(np.int64), x0.astype(np.int64)
+
+        def at(yy, xx):
+            return x[..., np.clip(yy, 0, in_h - 1)[:, None], np.clip(xx, 0, in_w - 1)[None, :]]
+        one = np.float32(1)
+        top = at(y0, x0) * (one - tx) + at(y0, x0 + 1) * tx
+        bottom = at(y0 + 1, x0) * (one - tx) + at(y0 + 1, x0 + 1) * tx
+        out = top * (one - ty) + bottom * ty
+    out = np.moveaxis(out, (-2, -1), (h_axis, w_axis))
+    return out.astype(out_dtype or data.dtype)
+
+
+register_op("relax.image.resize2d", _infer_resize2d, _resize2d_reference,
+            attr_names=("roi", "layout", "method", "coordinate_transformation_mode",
+                        "rounding_method", "cubic_alpha", "cubic_exclude", "extrapolation_value",
+                        "out_dtype"),
+            constructor=resize2d)
+
+__all__ = ["resize2d"]

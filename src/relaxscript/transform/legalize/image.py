@@ -1,0 +1,84 @@
+"""``R.image.resize2d`` (nearest and linear): per output element, the float32 source
+coordinate of each resized axis as the reference computes it, then one load (nearest) or
+four clamped loads interpolated (linear)."""
+from __future__ import annotations
+
+from tensorir import expr as E
+from tensorir.compute import compute
+
+from ...op.image import spatial_axes
+from .registry import register_legalize
+
+F32 = "float32"
+
+
+def _f(value):
+    return E.const(value, F32)
+
+
+def _coordinate(o, in_size, out_size, mode):
+    o = E.cast(F32, o)
+    scale = E.cast(F32, in_size) / E.cast(F32, out_size)
+    if mode in ("half_pixel", "pytorch_half_pixel"):
+        x = (o + _f(0.5)) * scale - _f(0.5)
+        if mode == "pytorch_half_pixel":
+            x = E.select(E.EQ(out_size, E.IntImm(1)), _f(0.0), x)
+        return x
+    if mode == "align_corners":
+        ratio = E.cast(F32, in_size - 1) / E.cast(F32, E.max_(out_size - 1, E.IntImm(1)))
+        return E.select(E.EQ(out_size, E.IntImm(1)), _f(0.0), o * ratio)
+    if mode == "asymmetric":
+        return o * scale
+    return (o + _f(0.5)) * scale     # tf_half_pixel_for_nn
+
+
+def _nearest(x, rounding):
+    floor, ceil = (lambda v: E.call_intrin("floor", v)), (lambda v: E.call_intrin("ceil", v))
+    if rounding in ("round", ""):      # half away from zero
+        return E.select(E.LT(x, _f(0.0)), _f(0.0) - floor(_f(0.5) - x), floor(x + _f(0.5)))
+    if rounding == "round_prefer_floor":
+        return ceil(x - _f(0.5))
+    if rounding == "round_prefer_ceil":
+        return floor(x + _f(0.5))
+    if rounding == "floor":
+        return floor(x + _f(1e-5))
+    return ceil(x - _f(1e-5))
+
+
+def _clamp(i, size):
+    return E.max_(E.min_(i, size - 1), E.IntImm(0))
+
+
+@register_legalize("relax.image.resize2d")
+def _resize2d(ctx, call):
+    te = ctx.te(call)
+    x = te.placeholder(call.args[0], "x")
+    a = call.attrs
+    h_axis, w_axis = spatial_axes(a["layout"])
+    out_shape = te.out_shape()
+    in_h, in_w = x.shape[h_axis], x.shape[w_axis]
+    out_h, out_w = out_shape[h_axis], out_shape[w_axis]
+    mode = a["coordinate_transformation_mode"]
+    dtype = te.out_dtype()
+
+    def load(idx, yy, xx):
+        index = list(idx)
+        index[h_axis], index[w_axis] = _clamp(yy, in_h), _clamp(xx, in_w)
+        return E.cast(F32, x[tuple(index)])
+
+    def body(*idx):
+        ys = _coordinate(idx[h_axis], in_h, out_h, mode)
+        xs = _coordinate(idx[w_axis], in_w, out_w, mode)
+        if a["method"] == "nearest_neighbor":
+            yi = E.cast("int64", _nearest(ys, a["rounding_method"]))
+            xi = E.cast("int64", _nearest(xs, a["rounding_method"]))
+            return E.cast(dtype, load(idx, yi, xi))
+        y0f, x0f = E.call_intrin("floor", ys), E.call_intrin("floor", xs)
+        ty, tx = ys - y0f, xs - x0f
+        y0, x0 = E.cast("int64", y0f), E.cast("int64", x0f)
+        one = _f(1.0)
+        top = load(idx, y0, x0) * (one - tx) + load(idx, y0, x0 + 1) * tx
+        bottom = load(idx, y0 + 1, x0) * (one - tx) + load(idx, y0 + 1, x0 + 1) * tx
+        return E.cast(dtype, top * (one - ty) + bottom * ty)
+
+    return te.emit("resize2d", compute(out_shape, body, "T_resize2d", dtype))

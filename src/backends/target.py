@@ -227,6 +227,16 @@ class TargetBackend:
         """The host thread team the VM sizes around each call (``backends.threading``), or None."""
         return None
 
+    def built_cache_folder(self):
+        """A private folder where whole built executables of this target may be kept
+        (``relaxscript.llm.build_cache``), or None: this target's builds are not kept."""
+        return None
+
+    def machine_identity(self) -> str:
+        """What decides this target's generated code besides the IR (compiler, flags, the CPU's
+        features): a key part of kept builds."""
+        return self.kind
+
 
 def get_backend(target) -> TargetBackend:
     """The backend of ``target`` (a string or Target); imports only that target's folder."""

@@ -13,8 +13,8 @@ PROMPT = [5, 9, 2, 17, 3]
 @pytest.fixture
 def entries(tmp_path, monkeypatch):
     """Engine entries in a folder of this test's own (kernels stay in the shared library cache)."""
-    monkeypatch.setattr(build_cache, "_paths", lambda key: (tmp_path / f"engine-{key}.rsx",
-                                                             tmp_path / f"engine-{key}.json"))
+    monkeypatch.setattr(build_cache, "_paths", lambda key, target: (tmp_path / f"engine-{key}.rsx",
+                                                                     tmp_path / f"engine-{key}.json"))
     return tmp_path
 
 
@@ -55,7 +55,7 @@ def test_other_options_other_sources_and_other_machines_are_other_entries(entrie
     monkeypatch.delenv("RELAXSCRIPT_MERGE_GATE_UP")
     monkeypatch.setattr(build_cache, "compiler_fingerprint", lambda: "an edited pass")
     assert _build(tiny_gguf_q4)._exported is not None
-    monkeypatch.setattr(build_cache, "machine_identity", lambda: "a CPU without AVX-512")
+    monkeypatch.setattr(build_cache, "machine_identity", lambda target: "a CPU without AVX-512")
     assert _build(tiny_gguf_q4)._exported is not None
     assert len(list(entries.glob("engine-*.rsx"))) == 6
 
@@ -102,10 +102,15 @@ def test_cache_false_neither_reads_nor_writes(entries, tiny_gguf_q4):
     assert not list(entries.iterdir())
 
 
+def test_only_targets_with_a_private_folder_keep_builds():
+    assert build_cache.keeps_builds("c")
+    assert not build_cache.keeps_builds("interp")
+
+
 def test_a_cache_that_cannot_be_written_still_gives_the_engine(tmp_path, monkeypatch, tiny_gguf_q4):
     full = tmp_path / "full"
     full.write_text("a file where the entries' folder should be")
-    monkeypatch.setattr(build_cache, "_paths", lambda key: (full / "e.rsx", full / "e.json"))
+    monkeypatch.setattr(build_cache, "_paths", lambda key, target: (full / "e.rsx", full / "e.json"))
     with pytest.warns(RuntimeWarning, match="not cached"):
         engine = _build(tiny_gguf_q4)
     assert len(_logits(engine)) > 0

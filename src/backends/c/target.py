@@ -47,5 +47,23 @@ class CBackend(TargetBackend):
         from ..threading import team
         return team()
 
+    def built_cache_folder(self):
+        from .library_cache import cache_dir
+        return cache_dir()   # private, checked: the libraries' own folder
+
+    def machine_identity(self) -> str:
+        """The C compiler and its flags, the CPU features they select, the CPU's cache sizes
+        (schedules read them)."""
+        import hashlib
+        import os
+        import pathlib
+        from . import compiler
+        cc = compiler.find_compiler()
+        sizes = sorted(str(entry) + "=" + entry.read_text().strip()
+                       for entry in pathlib.Path("/sys/devices/system/cpu/cpu0/cache").glob("index*/size"))
+        parts = [compiler.compiler_identity(cc), *compiler.DEFAULT_FLAGS,
+                 *compiler.predefined_macros(cc, compiler.machine_flags()), *sizes, str(os.cpu_count())]
+        return hashlib.sha256("\n".join(parts).encode()).hexdigest()
+
 
 BACKEND = CBackend()

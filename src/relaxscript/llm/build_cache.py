@@ -8,14 +8,15 @@ the executable cached it loads a 3.5 MB file instead. The key hashes:
 - the compiler itself: the bytes of every Python source file of the
   packages that build (``relaxscript``, ``tensorir``, ``backends``), so an
   edited pass never serves a stale build;
-- the machine: the macros the C compiler predefines for ``-march=native``
-  (the CPU's features) and the CPU's cache sizes (schedules read them);
+- the machine: the target's ``machine_identity`` (for C: compiler, flags,
+  the CPU features ``-march=native`` selects, the CPU's cache sizes);
 - the model: its hyperparameters, every tensor's name, type and shape, the
   weights' computed formats and the build options;
 - every ``RELAXSCRIPT_*`` / ``OMP_*`` / ``OPENBLAS_*`` environment setting
   (some switch passes off), except where the cache lives.
 
-Entries live in the C library cache's private directory (``library_cache``):
+Entries live in the target's private folder (``built_cache_folder``: for C, the
+library cache's own directory):
 ``engine-<key>.rsx`` (an executable, verified by its own content hash on
 load) and ``engine-<key>.json`` (the key again, the parameter order and the
 executable's sha256, so a record renamed onto another key or an executable
@@ -52,15 +53,16 @@ def compiler_fingerprint() -> str:
     return digest.hexdigest()
 
 
-def machine_identity() -> str:
-    """The C compiler and its flags, the CPU features they select, the CPU's cache sizes."""
-    from backends.c import compiler
-    cc = compiler.find_compiler()
-    sizes = sorted(str(entry) + "=" + entry.read_text().strip()
-                   for entry in pathlib.Path("/sys/devices/system/cpu/cpu0/cache").glob("index*/size"))
-    parts = [compiler.compiler_identity(cc), *compiler.DEFAULT_FLAGS,
-             *compiler.predefined_macros(cc, compiler.machine_flags()), *sizes, str(os.cpu_count())]
-    return hashlib.sha256("\n".join(parts).encode()).hexdigest()
+def machine_identity(target: str = "c") -> str:
+    """What decides the target's native code besides the IR (``TargetBackend.machine_identity``)."""
+    from backends.target import get_backend
+    return get_backend(target).machine_identity()
+
+
+def keeps_builds(target: str) -> bool:
+    """Whether builds for ``target`` are kept (a native target with a private cache folder)."""
+    from backends.target import get_backend
+    return get_backend(target).built_cache_folder() is not None
 
 
 def _settings() -> dict:
@@ -68,25 +70,26 @@ def _settings() -> dict:
             if name.startswith(("RELAXSCRIPT_", "OMP_", "OPENBLAS_")) and name != "RELAXSCRIPT_CACHE_DIR"}
 
 
-def build_key(model: dict) -> str:
-    """The cache key of a build described by ``model`` (plain data; values reprs when not JSON)."""
-    material = {"compiler": compiler_fingerprint(), "machine": machine_identity(), "settings": _settings(),
-                "model": model}
+def build_key(model: dict, target: str = "c") -> str:
+    """The cache key of a build for ``target`` described by ``model`` (plain data; values reprs when
+    not JSON)."""
+    material = {"compiler": compiler_fingerprint(), "machine": machine_identity(target), "settings": _settings(),
+                "target": str(target), "model": model}
     return hashlib.sha256(json.dumps(material, sort_keys=True, default=repr).encode()).hexdigest()
 
 
-def _paths(key: str) -> tuple[pathlib.Path, pathlib.Path]:
-    from backends.c.library_cache import cache_dir
-    directory = cache_dir()
+def _paths(key: str, target: str = "c") -> tuple[pathlib.Path, pathlib.Path]:
+    from backends.target import get_backend
+    directory = get_backend(target).built_cache_folder()
     return directory / f"engine-{key}.rsx", directory / f"engine-{key}.json"
 
 
-def load(key: str):
+def load(key: str, target: str = "c"):
     """``(executable, param_names)`` stored under ``key``, or None (absent, damaged, or built for
     another CPU: the caller builds again)."""
     from ..vm.executable import Executable
     from ..vm.file_format import ExecutableFormatError
-    executable_path, record_path = _paths(key)
+    executable_path, record_path = _paths(key, target)
     try:
         with open(record_path, "rb") as handle:
             record = json.loads(handle.read(_RECORD_LIMIT))
@@ -108,18 +111,18 @@ def load(key: str):
     return executable, names
 
 
-def store(key: str, executable, param_names) -> None:
+def store(key: str, executable, param_names, target: str = "c") -> None:
     """Write ``executable`` and its parameter order under ``key`` (atomically; the executable first,
     so a record never names an executable that is not there yet). A cache that cannot be written
     (a full disk) costs the next load its speed, not this one its engine: a warning, no error."""
     try:
-        _write_entry(key, executable, param_names)
+        _write_entry(_paths(key, target), key, executable, param_names)
     except OSError as err:
         warnings.warn(f"relaxscript: the built engine was not cached ({err})", RuntimeWarning, stacklevel=3)
 
 
-def _write_entry(key: str, executable, param_names) -> None:
-    executable_path, record_path = _paths(key)
+def _write_entry(paths, key: str, executable, param_names) -> None:
+    executable_path, record_path = paths
     executable.save(executable_path)
     record = {"key": key, "param_names": list(param_names),
               "sha256": hashlib.sha256(executable_path.read_bytes()).hexdigest()}

@@ -163,17 +163,17 @@ class Engine:
                 lowered = step(lowered)
             return exported, lowered
         exported = lowered = None
-        cache = cache and target == "c"   # native builds are the slow ones; others are not stored
+        cache = cache and build_cache.keeps_builds(target)   # native targets keep them
         key = build_cache.build_key(_build_description(gguf, config, capacity, formats, target, activations,
-                                                       kv_cache_option, merge_gate_up)) if cache else None
-        cached = build_cache.load(key) if cache else None
+                                                       kv_cache_option, merge_gate_up), target) if cache else None
+        cached = build_cache.load(key, target) if cache else None
         if cached is not None:
             executable, param_names = cached
         else:
             exported, lowered = lower()
             executable, param_names = rx.build(lowered, target=target, pipeline=[]), exported.param_names
             if cache:
-                build_cache.store(key, executable, param_names)
+                build_cache.store(key, executable, param_names, target)
         arrays = load_parameters(weights_file, param_names, config, capacity, scale_dtype, conversions)
         engine = cls(config, exported, executable, arrays, capacity=capacity, tokenizer=tok,
                      lowered_mod=lowered, activations=activations, kv_cache_dtype=kv_cache_option,

@@ -153,3 +153,51 @@ def test_forced_avx2_build_matches_numpy_at_its_boundaries():
             assert status == 0
             np.testing.assert_allclose(c, a.astype(np.float64) @ w + bias, rtol=2e-4,
                                        atol=2e-4 * max(1.0, np.sqrt(k)))
+
+
+def test_min_tail_rows_derivation():
+    """A last row tile below NR_VECTORS + 2 rows is bound by its loads; at most half of mr moves."""
+    from backends.c.gemm.params import NR_VECTORS
+    assert PARAMS.min_tail_rows == max(1, min(PARAMS.mr // 2, NR_VECTORS + 2))
+    assert SMALL.min_tail_rows == min(SMALL.mr // 2, NR_VECTORS + 2) == 3   # 6-row tiles: 4 + 3, not 6 + 1
+    assert 1 <= PARAMS.min_tail_rows <= PARAMS.mr // 2 or PARAMS.mr == 1
+
+
+@settings(max_examples=25, deadline=None)
+@given(tiles=st.integers(1, 12), tail=st.integers(1, 5), n=st.integers(1, 120), k=st.integers(1, 450),
+       threads=st.sampled_from([1, 2]), small=st.booleans(), bias=st.booleans(), residual=st.booleans(),
+       act=st.sampled_from(["none", "relu", "silu"]), seed=st.integers(0, 2**31))
+def test_short_last_row_tiles_take_rows_from_the_tile_before(tiles, tail, n, k, threads, small, bias, residual, act,
+                                                             seed):
+    """Rows a whole number of tiles plus a short tail (the tail below min_tail_rows takes rows from the
+    tile before it; the packed-A path, so more than a_in_place_rows rows; with SMALL's small mc over
+    several row blocks, each with its own tail)."""
+    p = SMALL if small else PARAMS
+    m = tiles * p.mr + min(tail, p.mr - 1)
+    if m <= p.a_in_place_rows:
+        m += p.mr
+    _run(m, n, k, p, threads, seed, bias, residual, act)
+
+
+def test_forced_avx2_build_short_last_row_tiles():
+    """The AVX2 build (6-row tiles: min_tail_rows 3) at every tail below it behind 1..3 whole tiles and over
+    row blocks split between threads, with an epilogue."""
+    lib, p = forced_avx2_library()
+    if lib is None:
+        pytest.skip("the compiler cannot target AVX2 + FMA without AVX-512 here")
+    assert p.min_tail_rows == 3
+    rng = np.random.default_rng(11)
+    for m in [q * p.mr + r for q in (1, 2, 3, 10) for r in range(1, p.min_tail_rows + 1)] + [2 * p.mc + 1]:
+        n, k = int(rng.integers(1, 4 * p.nr)), int(rng.integers(1, 2 * p.kc + 9))
+        a = rng.standard_normal((m, k)).astype(np.float32)
+        w = rng.standard_normal((k, n)).astype(np.float32)
+        bias = rng.standard_normal(n).astype(np.float32)
+        residual = rng.standard_normal((m, n)).astype(np.float32)
+        packed = pack_weight(w, p.nr)
+        for threads in (1, 2):
+            c = np.full((m, n), np.nan, np.float32)
+            status = lib.rs_gen_gemm_prepacked(m, n, k, a.ctypes.data, packed.ctypes.data, None,
+                                               c.ctypes.data, bias.ctypes.data, residual.ctypes.data, 0, threads, 0)
+            assert status == 0
+            np.testing.assert_allclose(c, a.astype(np.float64) @ w + bias + residual, rtol=2e-4,
+                                       atol=2e-4 * max(1.0, np.sqrt(k)))

@@ -215,6 +215,7 @@ def emit_gemm_library(params: GemmParams) -> str:
 #define B_PREPACKED {B_PREPACKED}
 #define PREPACKED_ROWS {prepacked_rows(params)}
 #define PANEL_STREAMS {PANEL_STREAMS}
+#define MIN_TAIL_ROWS {params.min_tail_rows}
 #define NRV {params.vectors_per_row}
 #define RESIDUAL_AFTER_ACT {RESIDUAL_AFTER_ACT}
 
@@ -518,14 +519,22 @@ static int block_prepacked(long h, long w, long k, const float* a, const float* 
     for (long q = 0; q < blocks; ++q) {{
       const long ic = tiles * q / blocks * MR, hc = min_long(h, tiles * (q + 1) / blocks * MR) - ic;
       const long qt = (hc + MR - 1) / MR;
-      pack_a(kcb, (int)hc, a, k, i0 + ic, pc, ap);   /* tile t in MR-wide panel t */
+      /* A last tile of fewer than MIN_TAIL_ROWS rows (params.py) takes rows from the tile before it
+         (16 = 12 + 4, not 14 + 2): a tile of so few rows is bound by its loads, not its multiply-adds.
+         Tile t is in MR-wide panel t either way. */
+      const long tail = hc - (qt - 1) * MR, moved = qt > 1 && tail < MIN_TAIL_ROWS ? MIN_TAIL_ROWS - tail : 0;
+      if (moved == 0) pack_a(kcb, (int)hc, a, k, i0 + ic, pc, ap);
+      else {{
+        pack_a(kcb, (int)((qt - 1) * MR - moved), a, k, i0 + ic, pc, ap);
+        pack_a(kcb, (int)(tail + moved), a, k, i0 + ic + (qt - 1) * MR - moved, pc, ap + (qt - 1) * MR * kcb);
+      }}
       for (long jr = 0; jr < w; jr += NR) {{
         const int cols = (int)min_long(NR, w - jr);
         const float* panel = bp + (j0 + jr) / NR * ldp + pc * NR;
         const float* next = jr + NR < w ? panel + ldp : NULL;
         for (long t = 0; t < qt; ++t) {{
-          const long r0 = t * MR;
-          const int rows = (int)min_long(MR, hc - r0);
+          const long r0 = t * MR - (t == qt - 1 ? moved : 0);
+          const int rows = (int)(t == qt - 1 ? hc - r0 : MR - (t == qt - 2 ? moved : 0));
           float* ct = c + (i0 + ic + r0) * n + j0 + jr;
           /* every tile asks for its rows' share of the next panel's slice, spread over its k steps,
              so the stream from L3 overlaps all of this panel's multiply-adds (the first tile alone

@@ -73,7 +73,7 @@ def test_boundaries_of_each_path(which, threads):
         _run(1, n, p.kc + 5, params, threads, n, residual=True, act="silu")
     for m in (2, p.a_in_place_rows, p.a_in_place_rows + 1, p.mr, p.mr + 1, p.skinny_rows, p.skinny_rows + 1,
               split - 1, split, split + 1, split + p.mr + 1, threads * p.mc - 1, threads * p.mc + 1):
-        _run(m, 2 * p.nr + 3, 2 * p.kc + 1, params, threads, m, act="relu")
+        _run(m, 2 * p.nr + 3, 2 * p.kc + 1, params, threads, m, residual=m >= split - 1, act="relu")
 
 
 def test_packed_operand_checks():

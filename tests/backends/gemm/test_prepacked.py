@@ -204,3 +204,24 @@ def test_forced_avx2_build_short_last_row_tiles():
             assert status == 0
             np.testing.assert_allclose(c, a.astype(np.float64) @ w + bias + residual, rtol=2e-4,
                                        atol=2e-4 * max(1.0, np.sqrt(k)))
+
+
+@pytest.mark.parametrize("which", ["machine", "small"])
+@pytest.mark.parametrize("prepacked", [True, False])
+def test_rows_of_a_an_alias_stride_apart(which, prepacked):
+    """k a multiple of 1024 floats (rows of A 4 KiB apart, one L1 set) and k +- 1: whole tiles, short
+    tails and rows under one tile, on the prepacked path and the per-call packed path, one and two
+    threads, with a residual."""
+    p = PARAMS if which == "machine" else SMALL
+    rng = np.random.default_rng(5)
+    for k in (1024, 2048, 1023, 1025):
+        for m in (p.a_in_place_rows + 1, p.mr + 1, 2 * p.mr + 3, 3 * p.mr, p.skinny_rows + 5):
+            n = int(rng.integers(1, 3 * p.nr))
+            a = rng.standard_normal((m, k)).astype(np.float32)
+            w = rng.standard_normal((k, n)).astype(np.float32)
+            residual = rng.standard_normal((m, n)).astype(np.float32)
+            threads = 1 + m % 2
+            c = np.full((m, n), np.nan, np.float32)
+            gemm_library.gemm(a, pack_weight(w, p.nr) if prepacked else w, c, residual=residual, threads=threads,
+                              params=p, prepacked=prepacked)
+            np.testing.assert_allclose(c, a.astype(np.float64) @ w + residual, rtol=2e-4, atol=2e-4 * np.sqrt(k))

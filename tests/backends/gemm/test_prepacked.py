@@ -61,16 +61,19 @@ def test_random_shapes_match_numpy(m, n, k, threads, small, bias, residual, act,
 def test_boundaries_of_each_path(which, threads):
     """One row: whole groups of PANEL_STREAMS panels and a ragged rest (and fewer panels than a
     group); A in place over all k up to a_in_place_rows rows, packed above (one row tile up to mr,
-    then several, each asking for its share of the next panel); the rows split over threads from
-    threads * mc rows. k over two kc blocks, n no panel divides."""
+    then several, each asking for its share of the next panel); the rows split evenly over threads
+    from threads * prepacked_split_rows rows (and past threads * mc). k over two kc blocks, n no panel
+    divides."""
+    from backends.c.gemm.driver import prepacked_split_rows
     p = params = PARAMS if which == "machine" else SMALL
     assert 1 <= p.a_in_place_rows <= p.mr
+    split = threads * prepacked_split_rows(p)
     group = PANEL_STREAMS * p.nr
     for n in (group - 1, group, 2 * group + p.nr + 3):
         _run(1, n, p.kc + 5, params, threads, n, residual=True, act="silu")
     for m in (2, p.a_in_place_rows, p.a_in_place_rows + 1, p.mr, p.mr + 1, p.skinny_rows, p.skinny_rows + 1,
-              threads * p.mc - 1, threads * p.mc + 1):
-        _run(m, 2 * p.nr + 3, 2 * p.kc + 1, params, threads, m, act="relu")
+              split - 1, split, split + 1, split + p.mr + 1, threads * p.mc - 1, threads * p.mc + 1):
+        _run(m, 2 * p.nr + 3, 2 * p.kc + 1, params, threads, m, residual=m >= split - 1, act="relu")
 
 
 def test_packed_operand_checks():
@@ -153,3 +156,72 @@ def test_forced_avx2_build_matches_numpy_at_its_boundaries():
             assert status == 0
             np.testing.assert_allclose(c, a.astype(np.float64) @ w + bias, rtol=2e-4,
                                        atol=2e-4 * max(1.0, np.sqrt(k)))
+
+
+def test_min_tail_rows_derivation():
+    """A last row tile below NR_VECTORS + 2 rows is bound by its loads; at most half of mr moves."""
+    from backends.c.gemm.params import NR_VECTORS
+    assert PARAMS.min_tail_rows == max(1, min(PARAMS.mr // 2, NR_VECTORS + 2))
+    assert SMALL.min_tail_rows == min(SMALL.mr // 2, NR_VECTORS + 2) == 3   # 6-row tiles: 4 + 3, not 6 + 1
+    assert 1 <= PARAMS.min_tail_rows <= PARAMS.mr // 2 or PARAMS.mr == 1
+
+
+@settings(max_examples=25, deadline=None)
+@given(tiles=st.integers(1, 12), tail=st.integers(1, 5), n=st.integers(1, 120), k=st.integers(1, 450),
+       threads=st.sampled_from([1, 2]), small=st.booleans(), bias=st.booleans(), residual=st.booleans(),
+       act=st.sampled_from(["none", "relu", "silu"]), seed=st.integers(0, 2**31))
+def test_short_last_row_tiles_take_rows_from_the_tile_before(tiles, tail, n, k, threads, small, bias, residual, act,
+                                                             seed):
+    """Rows a whole number of tiles plus a short tail (the tail below min_tail_rows takes rows from the
+    tile before it; the packed-A path, so more than a_in_place_rows rows; with SMALL's small mc over
+    several row blocks, each with its own tail)."""
+    p = SMALL if small else PARAMS
+    m = tiles * p.mr + min(tail, p.mr - 1)
+    if m <= p.a_in_place_rows:
+        m += p.mr
+    _run(m, n, k, p, threads, seed, bias, residual, act)
+
+
+def test_forced_avx2_build_short_last_row_tiles():
+    """The AVX2 build (6-row tiles: min_tail_rows 3) at every tail below it behind 1..3 whole tiles and over
+    row blocks split between threads, with an epilogue."""
+    lib, p = forced_avx2_library()
+    if lib is None:
+        pytest.skip("the compiler cannot target AVX2 + FMA without AVX-512 here")
+    assert p.min_tail_rows == 3
+    rng = np.random.default_rng(11)
+    for m in [q * p.mr + r for q in (1, 2, 3, 10) for r in range(1, p.min_tail_rows + 1)] + [2 * p.mc + 1]:
+        n, k = int(rng.integers(1, 4 * p.nr)), int(rng.integers(1, 2 * p.kc + 9))
+        a = rng.standard_normal((m, k)).astype(np.float32)
+        w = rng.standard_normal((k, n)).astype(np.float32)
+        bias = rng.standard_normal(n).astype(np.float32)
+        residual = rng.standard_normal((m, n)).astype(np.float32)
+        packed = pack_weight(w, p.nr)
+        for threads in (1, 2):
+            c = np.full((m, n), np.nan, np.float32)
+            status = lib.rs_gen_gemm_prepacked(m, n, k, a.ctypes.data, packed.ctypes.data, None,
+                                               c.ctypes.data, bias.ctypes.data, residual.ctypes.data, 0, threads, 0)
+            assert status == 0
+            np.testing.assert_allclose(c, a.astype(np.float64) @ w + bias + residual, rtol=2e-4,
+                                       atol=2e-4 * max(1.0, np.sqrt(k)))
+
+
+@pytest.mark.parametrize("which", ["machine", "small"])
+@pytest.mark.parametrize("prepacked", [True, False])
+def test_rows_of_a_an_alias_stride_apart(which, prepacked):
+    """k a multiple of 1024 floats (rows of A 4 KiB apart, one L1 set) and k +- 1: whole tiles, short
+    tails and rows under one tile, on the prepacked path and the per-call packed path, one and two
+    threads, with a residual."""
+    p = PARAMS if which == "machine" else SMALL
+    rng = np.random.default_rng(5)
+    for k in (1024, 2048, 1023, 1025):
+        for m in (p.a_in_place_rows + 1, p.mr + 1, 2 * p.mr + 3, 3 * p.mr, p.skinny_rows + 5):
+            n = int(rng.integers(1, 3 * p.nr))
+            a = rng.standard_normal((m, k)).astype(np.float32)
+            w = rng.standard_normal((k, n)).astype(np.float32)
+            residual = rng.standard_normal((m, n)).astype(np.float32)
+            threads = 1 + m % 2
+            c = np.full((m, n), np.nan, np.float32)
+            gemm_library.gemm(a, pack_weight(w, p.nr) if prepacked else w, c, residual=residual, threads=threads,
+                              params=p, prepacked=prepacked)
+            np.testing.assert_allclose(c, a.astype(np.float64) @ w + residual, rtol=2e-4, atol=2e-4 * np.sqrt(k))

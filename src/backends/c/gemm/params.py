@@ -28,6 +28,12 @@ The derivation is the analytical model of Goto/BLIS that Vortex builds on
   slice of B (half of L1 by kc's derivation) already holds half of the ways, so a tile of more
   rows evicts its own lines. The in-place kernel also keeps one pointer per row, which GCC spills
   to the stack at 14 rows (x86-64 has 16 general registers).
+- **min_tail_rows**: the fewest rows the prepacked path gives a last, ragged row tile (it takes the
+  rest from the tile before it: 16 rows as 12 + 4, not 14 + 2). A tile of ``r`` rows issues ``r *
+  NR_VECTORS`` multiply-adds a k step against ``NR_VECTORS + r`` loads (B's vectors, A's
+  broadcasts) and a prefetch; with as many load ports as FMA ports (two each on the x86 cores
+  here) the multiply-adds bound it only from ``r = NR_VECTORS + 2`` rows; fewer leave the FMA ports
+  idle while it loads. At most half of ``mr``, so the tile giving rows stays the larger.
 """
 from __future__ import annotations
 
@@ -58,6 +64,7 @@ class GemmParams:
     gemv_cols: int = 2048   # output columns the GEMV keeps in L1 at once
     gemv_split_bytes: int = 1 << 19   # a GEMV's B from this size on is split over the threads
     a_in_place_rows: int = 4          # rows the prepacked path reads A in place for (half of L1's ways)
+    min_tail_rows: int = 1            # fewest rows of a prepacked product's last row tile (see above)
 
     @property
     def vectors_per_row(self) -> int:
@@ -84,8 +91,9 @@ def derive_params(machine: MachineParams) -> GemmParams:
     skinny_nc = min(MAX_NC, _round_down(machine.l2_bytes // 2 // (kc * 4), nr, nr))
     gemv_cols = max(nr, machine.l1d_bytes // 2 // 4 // nr * nr)
     a_in_place_rows = max(1, min(mr, machine.l1d_ways // 2))
+    min_tail_rows = max(1, min(mr // 2, NR_VECTORS + 2))
     return GemmParams(isa.name, lanes, mr, nr, kc, mc, nc, skinny_rows, skinny_nc, machine.cores,
-                      isa.registers, gemv_cols, machine.l2_bytes // 2, a_in_place_rows)
+                      isa.registers, gemv_cols, machine.l2_bytes // 2, a_in_place_rows, min_tail_rows)
 
 
 def gemm_params() -> GemmParams:

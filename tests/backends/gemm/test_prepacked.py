@@ -61,19 +61,16 @@ def test_random_shapes_match_numpy(m, n, k, threads, small, bias, residual, act,
 def test_boundaries_of_each_path(which, threads):
     """One row: whole groups of PANEL_STREAMS panels and a ragged rest (and fewer panels than a
     group); A in place over all k up to a_in_place_rows rows, packed above (one row tile up to mr,
-    then several, each asking for its share of the next panel); the rows split evenly over threads
-    from threads * prepacked_split_rows rows (and past threads * mc). k over two kc blocks, n no panel
-    divides."""
-    from backends.c.gemm.driver import prepacked_split_rows
+    then several, each asking for its share of the next panel); the rows split over threads from
+    threads * mc rows. k over two kc blocks, n no panel divides."""
     p = params = PARAMS if which == "machine" else SMALL
     assert 1 <= p.a_in_place_rows <= p.mr
-    split = threads * prepacked_split_rows(p)
     group = PANEL_STREAMS * p.nr
     for n in (group - 1, group, 2 * group + p.nr + 3):
         _run(1, n, p.kc + 5, params, threads, n, residual=True, act="silu")
     for m in (2, p.a_in_place_rows, p.a_in_place_rows + 1, p.mr, p.mr + 1, p.skinny_rows, p.skinny_rows + 1,
-              split - 1, split, split + 1, split + p.mr + 1, threads * p.mc - 1, threads * p.mc + 1):
-        _run(m, 2 * p.nr + 3, 2 * p.kc + 1, params, threads, m, residual=m >= split - 1, act="relu")
+              threads * p.mc - 1, threads * p.mc, threads * p.mc + p.mr + 1):
+        _run(m, 2 * p.nr + 3, 2 * p.kc + 1, params, threads, m, residual=m >= threads * p.mc - 1, act="relu")
 
 
 def test_packed_operand_checks():

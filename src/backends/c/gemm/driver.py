@@ -77,23 +77,6 @@ PREPACKED_SKINNY_MULTIPLE = 4
 def prepacked_rows(params: GemmParams) -> int:
     """Most rows the prepacked kernel keeps beside OpenBLAS on this machine (see above)."""
     return PREPACKED_SKINNY_MULTIPLE * params.skinny_rows
-# Row tiles each thread needs before the prepacked kernel's threads split the rows instead of the
-# columns. Splitting columns, every thread packs all of A (per kc block: rows x kc floats, one
-# strided read each) for half the multiply-adds: at 128 rows on 512..1024 columns about a tenth of
-# a thread's time. Splitting rows, each thread streams all of B's panels, hidden only while enough
-# of its own row tiles reuse each panel slice from L1. One thread timing each half of a 2-thread
-# product (thread CPU time, minima of 15 interleaved rounds, the six workload shapes): 64 of 128 rows
-# against all 128 rows of half the columns 0.95-0.98x the time on every shape (0.957x summed); 32 of
-# 64 rows 0.95-1.03x (1.01x summed); 16 of 32 rows 0.98-1.06x (1.02x summed). So rows from 4 tiles.
-PREPACKED_SPLIT_TILES = 4
-
-
-def prepacked_split_rows(params: GemmParams) -> int:
-    """Rows per thread from which the prepacked kernel's threads split rows (see above), at most
-    ``mc`` (from there every thread has a whole L2 block of A anyway)."""
-    return min(params.mc, PREPACKED_SPLIT_TILES * params.mr)
-
-
 # Prepacked panels one row of A reads at once (separate sequential streams; see row_panels). One
 # thread, CPU time, MLP weights from memory: 1 panel at a time 0.67-0.77 ms, 4 at once 0.51-0.56, 8 0.54-0.55
 PANEL_STREAMS = 4
@@ -233,7 +216,6 @@ def emit_gemm_library(params: GemmParams) -> str:
 #define PREPACKED_ROWS {prepacked_rows(params)}
 #define PANEL_STREAMS {PANEL_STREAMS}
 #define MIN_TAIL_ROWS {params.min_tail_rows}
-#define PREPACKED_SPLIT_ROWS {prepacked_split_rows(params)}
 #define NRV {params.vectors_per_row}
 #define RESIDUAL_AFTER_ACT {RESIDUAL_AFTER_ACT}
 
@@ -572,22 +554,20 @@ static int block_prepacked(long h, long w, long k, const float* a, const float* 
 }}
 
 /* c = act(a @ B + bias + residual) with B prepacked (block_prepacked); threads split the columns in
-   whole panels, or the rows evenly once each thread has PREPACKED_SPLIT_ROWS of them (a column split
-   has every thread pack all of A for its panels; a row split packs each row once and has every
-   thread stream all of B's panels, which its own row tiles then hide) */
+   whole panels, or the rows in whole MR tiles once each thread has MC of them */
 static int gemm_prepacked(long m, long n, long k, const float* a, const float* bp, float* c, const epilogue_t* e,
                           int threads) {{
   if (2.0 * m * n * k < MIN_FLOPS_TO_SPLIT) threads = 1;
-  const int by_rows = m >= (long)threads * PREPACKED_SPLIT_ROWS;
-  const long col_units = (n + NR - 1) / NR;
-  const int parts = (int)min_long(threads, by_rows ? m : col_units);
+  const int by_rows = m >= (long)threads * MC;
+  const long col_units = (n + NR - 1) / NR, row_units = (m + MR - 1) / MR;
+  const int parts = (int)min_long(threads, by_rows ? row_units : col_units);
   int status = 0;
   #pragma omp parallel num_threads(parts) if(parts > 1) reduction(|:status)
   {{
     const int t = omp_get_thread_num(), count = omp_get_num_threads();
     long i0 = 0, h = m, j0 = 0, w = n;
-    if (by_rows) {{   /* even shares: a short last tile of a share takes rows from the one before it */
-      i0 = m * t / count; h = m * (t + 1) / count - i0;
+    if (by_rows) {{
+      i0 = row_units * t / count * MR; h = min_long(m, row_units * (t + 1) / count * MR) - i0;
     }} else {{
       j0 = col_units * t / count * NR; w = min_long(n, col_units * (t + 1) / count * NR) - j0;
     }}

@@ -18,7 +18,7 @@ from .expr import (Call, Constant, DataflowBlock, Expr, ExternFunc, Function, Gl
 from .op.registry import DeductionContext, OpDeductionError, get_op_spec
 from .struct_info import (FuncStructInfo, ObjectStructInfo, PrimStructInfo, ShapeStructInfo,
                           TensorStructInfo, TupleStructInfo)
-from .struct_info_of import signature_of
+from .struct_info_of import signature_of, with_own_callable_vars
 from .struct_info_util import (NO, erase_to_well_defined, format_sinfo, is_base_of,
                                is_dtype_int_scalar, struct_info_lca, symbolic_vars_of)
 
@@ -252,7 +252,7 @@ class Normalizer(ClassDispatch):
         body_sinfo = func.body.struct_info
         ret = func.ret_struct_info
         if ret is None:
-            ret = body_sinfo
+            ret = with_own_callable_vars(body_sinfo)
             func = func.replace(ret_struct_info=ret)
         else:
             param_vars = symbolic_vars_of([p.struct_info for p in func.params])

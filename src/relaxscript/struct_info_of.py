@@ -20,3 +20,27 @@ def signature_of(func) -> FuncStructInfo:
     if isinstance(func, PrimFunc):
         return FuncStructInfo(None, TupleStructInfo([]), purity=False)
     raise TypeError(f"not a function: {type(func).__name__}")
+
+
+def with_own_callable_vars(sinfo):
+    """``sinfo`` with the symbolic variables of each Callable in it replaced by fresh ones of the
+    same names and facts (a deduced return annotation: see ``normalize.finish_function``)."""
+    if isinstance(sinfo, TupleStructInfo):
+        fields = [with_own_callable_vars(f) for f in sinfo.fields]
+        return sinfo if all(a is b for a, b in zip(fields, sinfo.fields)) else TupleStructInfo(fields)
+    if isinstance(sinfo, FuncStructInfo):
+        return _with_own_vars(sinfo)
+    return sinfo
+
+
+def _with_own_vars(sinfo: FuncStructInfo) -> FuncStructInfo:
+    """The Callable's variables are its own binders. A function returning a module function's value
+    held that callee's variables in its own return annotation; printed and re-parsed, they became
+    the caller's (found by the script mutation fuzzer)."""
+    from tensorir import expr as E
+    from .struct_info_util import substitute_sinfo, symbolic_vars_of
+    own = symbolic_vars_of(sinfo)
+    if not own:
+        return sinfo
+    fresh = {v: E.Var(v.name, v.dtype, lower=v.lower, upper=v.upper, multiple_of=v.multiple_of) for v in own}
+    return substitute_sinfo(sinfo, fresh)

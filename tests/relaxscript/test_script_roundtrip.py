@@ -309,3 +309,34 @@ class Module:
 '''
     printed = assert_round_trip(rx.from_source(text))
     assert 'storage_scope="global"' in printed and "_1: R.Tuple() = " in printed
+
+
+RETURNS_A_MODULE_FUNCTION = '''
+@R.ir_module
+class Module:
+    @R.function
+    def double(x: R.Tensor(("n * 2",), "float32"), s: R.Shape(["n"])) -> R.Tensor(("n * 2",), "float32"):
+        n = T.int64()
+        y = R.add(x, x)
+        return y
+
+    @R.function
+    def main(x: R.Tensor(("n", 2), "float32")):
+        n = T.int64()
+        cls = Module
+        flat = R.reshape(x, R.shape([n * 2]))
+        used = cls.double(flat, R.shape([n]))
+        return (cls.double, used)
+'''
+
+
+def test_a_returned_module_function_keeps_its_own_symbolic_vars_through_a_round_trip():
+    # found by the script mutation fuzzer: main's deduced return annotation held double's own
+    # `n`; printed, it named main's renamed `n_1`, and the re-parsed module differed
+    import relaxscript as rx
+    mod = rx.from_source(RETURNS_A_MODULE_FUNCTION)
+    ret = mod["main"].ret_struct_info.fields[0]
+    from relaxscript.struct_info_util import symbolic_vars_of
+    callee_vars = {id(v) for p in mod["double"].params for v in symbolic_vars_of(p.struct_info)}
+    assert callee_vars and not callee_vars & {id(v) for v in symbolic_vars_of(ret)}
+    rx.assert_structural_equal(rx.from_source(mod.script()), mod)

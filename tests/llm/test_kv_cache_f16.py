@@ -19,13 +19,12 @@ from backends.c.attention import CHUNK_KEYS, DIRECT_BLOCK, KEY_BLOCK
 from relaxscript.interpreter import ShapeTuple
 from relaxscript.llm import kv_cache
 from relaxscript.llm.engine import Engine
-from relaxscript.llm.generation import generate
-from relaxscript.llm.kv_cache import CacheOverflowError
 from relaxscript.llm.memory_report import kv_cache_bytes
 from relaxscript.llm.model import LlamaForCausalLM
 from relaxscript.llm.reference import NumpyLlama
 from relaxscript.transform import DeadCodeElimination, FuseAttention
-from tests.llm.cache_checks import assert_continuation_matches_one_prefill
+from tests.llm.cache_checks import (assert_continuation_matches_one_prefill, assert_refuses_a_write_past_its_bound,
+                                   assert_rounded_cache_matches_its_reference)
 
 PROMPTS = ([1, 2, 3], [5, 17, 33, 60, 2, 9, 11], list(range(3, 60, 3)))
 
@@ -54,23 +53,14 @@ def test_the_caches_are_float16_tensors(f16_engine):
 @pytest.mark.parametrize("prompt", PROMPTS)
 def test_greedy_f16_cache_equals_the_reference_with_the_same_rounding(f16_engine, f16_reference, tiny_gguf_q4,
                                                                       prompt):
-    assert f16_engine.generate(prompt, max_new_tokens=10) == generate(f16_reference, prompt, 10)
-    exact = NumpyLlama(tiny_gguf_q4, max_context=48)
-    for model in (f16_reference, f16_engine, exact):
-        model.reset()
-    want, got, unrounded = f16_reference.prefill(prompt), f16_engine.prefill(prompt), exact.prefill(prompt)
-    steps = [(f16_engine.decode(t), f16_reference.decode(t), exact.decode(t)) for t in (4, 8, 15)]
     # float32 summation order (vector width, blocking) can put one cached element on the other side
     # of a float16 rounding boundary: one half ulp (2^-11 relative) moves the logits by ~1e-4
     # (measured up to 1.7e-4 on the 19-token prompt with AVX-512; ~5e-6 with no flip), while the
     # rounding itself moves them by 2e-3..7e-3, which the last assertion keeps 10x apart
-    for engine_logits, reference_logits, _ in [(got, want, unrounded)] + steps:
-        np.testing.assert_allclose(engine_logits, reference_logits, rtol=1e-4, atol=4e-4)
     # the float16 rounding moves the logits far more than the engine differs from its reference
     # (from the first position on: prefill's own keys are read back rounded)
-    rounding = max(np.abs(r - e).max() for _, r, e in steps)
-    engine_error = max(np.abs(g - r).max() for g, r, _ in steps)
-    assert rounding > 1e-4 and engine_error < rounding / 10, (rounding, engine_error)
+    assert_rounded_cache_matches_its_reference(f16_engine, f16_reference, NumpyLlama(tiny_gguf_q4, max_context=48), prompt,
+                                               least_rounding=1e-4)
 
 
 @pytest.mark.parametrize("split", [1, 4, 9])
@@ -81,14 +71,7 @@ def test_prefill_then_decode_equals_one_longer_prefill(f16_engine, split):
 
 
 def test_the_f16_cache_refuses_a_write_past_its_bound(f16_engine):
-    f16_engine.reset()
-    f16_engine.prefill(list(range(1, 48)))
-    f16_engine.decode(5)
-    with pytest.raises(CacheOverflowError, match="holds 48 positions: 48 are used and 1 more"):
-        f16_engine.decode(6)
-    f16_engine.reset()
-    with pytest.raises(ValueError):     # the VM's own check, past the engine's
-        f16_engine._decode(np.array([1]), (48,), *f16_engine._caches, *f16_engine._weights)
+    assert_refuses_a_write_past_its_bound(f16_engine, 48)
 
 
 def test_the_memory_report_counts_half_the_cache_bytes(f16_engine):

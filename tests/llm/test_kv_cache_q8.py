@@ -16,10 +16,10 @@ import relaxscript as rx
 from relaxscript import nn
 from relaxscript.llm import kv_cache
 from relaxscript.llm.engine import Engine
-from relaxscript.llm.generation import generate
-from relaxscript.llm.kv_cache import CacheOverflowError, quantize_rows_codes, quantize_rows_numpy
+from relaxscript.llm.kv_cache import quantize_rows_codes, quantize_rows_numpy
 from relaxscript.llm.reference import NumpyLlama, apply_rope, rope_tables
-from tests.llm.cache_checks import assert_continuation_matches_one_prefill
+from tests.llm.cache_checks import (assert_continuation_matches_one_prefill, assert_refuses_a_write_past_its_bound,
+                                   assert_rounded_cache_matches_its_reference)
 
 PROMPTS = ([1, 2, 3], [5, 17, 33, 60, 2, 9, 11], list(range(3, 60, 3)))
 
@@ -50,18 +50,9 @@ def test_the_caches_are_int8_codes_and_float32_scales(q8_engine):
 @pytest.mark.parametrize("prompt", PROMPTS)
 def test_greedy_q8_cache_equals_the_reference_with_the_same_rounding(q8_engine, q8_reference, tiny_gguf_q4,
                                                                      prompt):
-    assert q8_engine.generate(prompt, max_new_tokens=10) == generate(q8_reference, prompt, 10)
-    exact = NumpyLlama(tiny_gguf_q4, max_context=48)
-    for model in (q8_reference, q8_engine, exact):
-        model.reset()
-    want, got, unrounded = q8_reference.prefill(prompt), q8_engine.prefill(prompt), exact.prefill(prompt)
-    steps = [(q8_engine.decode(t), q8_reference.decode(t), exact.decode(t)) for t in (4, 8, 15)]
-    for engine_logits, reference_logits, _ in [(got, want, unrounded)] + steps:
-        np.testing.assert_allclose(engine_logits, reference_logits, rtol=1e-4, atol=4e-4)
     # the 8-bit rounding moves the logits far more than the engine differs from its reference
-    rounding = max(np.abs(r - e).max() for _, r, e in steps)
-    engine_error = max(np.abs(g - r).max() for g, r, _ in steps)
-    assert rounding > 1e-3 and engine_error < rounding / 10, (rounding, engine_error)
+    assert_rounded_cache_matches_its_reference(q8_engine, q8_reference, NumpyLlama(tiny_gguf_q4, max_context=48), prompt,
+                                               least_rounding=1e-3)
 
 
 @pytest.mark.parametrize("split", [1, 4, 9])
@@ -71,14 +62,7 @@ def test_prefill_then_decode_equals_one_longer_prefill(q8_engine, split):
 
 
 def test_the_q8_cache_refuses_a_write_past_its_bound(q8_engine):
-    q8_engine.reset()
-    q8_engine.prefill(list(range(1, 48)))
-    q8_engine.decode(5)
-    with pytest.raises(CacheOverflowError, match="holds 48 positions: 48 are used and 1 more"):
-        q8_engine.decode(6)
-    q8_engine.reset()
-    with pytest.raises(ValueError):     # the VM's own check, past the engine's
-        q8_engine._decode(np.array([1]), (48,), *q8_engine._caches, *q8_engine._weights)
+    assert_refuses_a_write_past_its_bound(q8_engine, 48)
 
 
 def test_the_memory_report_counts_codes_and_scales(q8_engine):

@@ -95,13 +95,16 @@ def _clip_cast(value, dtype: str):
     return E.cast(dtype, value)
 
 
+def _affine_operands(ctx, call):
+    """(te, data, scale, zero_point, axis, out_dtype) of an affine quantize or dequantize call."""
+    te = ctx.te(call)
+    return (te, te.placeholder(call.args[0], "data"), te.placeholder(call.args[1], "scale"),
+            te.placeholder(call.args[2], "zero_point"), call.attrs["axis"], call.attrs["out_dtype"])
+
+
 @register_legalize("relax.quantize")
 def _quantize_affine(ctx, call):
-    te = ctx.te(call)
-    x = te.placeholder(call.args[0], "data")
-    scale = te.placeholder(call.args[1], "scale")
-    zp = te.placeholder(call.args[2], "zero_point")
-    axis, out_dtype = call.attrs["axis"], call.attrs["out_dtype"]
+    te, x, scale, zp, axis, out_dtype = _affine_operands(ctx, call)
 
     def body(*idx):
         scaled = E.cast("float32", x[idx]) / E.cast("float32", _qdq_param(te, scale, x, idx, axis))
@@ -116,11 +119,7 @@ def _quantize_affine(ctx, call):
 
 @register_legalize("relax.dequantize_affine")
 def _dequantize_affine(ctx, call):
-    te = ctx.te(call)
-    x = te.placeholder(call.args[0], "data")
-    scale = te.placeholder(call.args[1], "scale")
-    zp = te.placeholder(call.args[2], "zero_point")
-    axis, out_dtype = call.attrs["axis"], call.attrs["out_dtype"]
+    te, x, scale, zp, axis, out_dtype = _affine_operands(ctx, call)
 
     def body(*idx):
         diff = E.cast("int32", x[idx]) - E.cast("int32", _qdq_param(te, zp, x, idx, axis))

@@ -24,6 +24,7 @@ from ..struct_info import TensorStructInfo
 from ._convert import as_tensor, check_attr_number, make_call
 from ._infer_util import attr_int, format_sinfo, prove_not_equal, tensor_arg
 from .nn import _require_float
+from .nn_norm import _check_channel_params
 from .registry import OpAttributeError, register_op
 
 SELU_ALPHA = 1.6732632423543772848170429916717
@@ -145,17 +146,9 @@ def _infer_nll_loss(call, ctx) -> TensorStructInfo:
             if prove_not_equal(ctx, a, b):
                 ctx.error(f"{call.op.name}: targets {format_sinfo(t)} do not match predictions "
                           f"{format_sinfo(p)}")
-    if len(call.args) > 2:
-        w = tensor_arg(call, 2, ctx, "weights")
-        if w.dtype is not None and p.dtype is not None and w.dtype != p.dtype:
-            ctx.error(f"{call.op.name}: weights {format_sinfo(w)} do not match the dtype of "
-                      f"{format_sinfo(p)}")
-        if w.ndim >= 0 and w.ndim != 1:
-            ctx.error(f"{call.op.name}: weights {format_sinfo(w)} must be 1-D")
-        if w.shape is not None and p.shape is not None and prove_not_equal(
-                ctx, w.shape[0], p.shape[channel]):
-            ctx.error(f"{call.op.name}: weights {format_sinfo(w)} do not match the classes of "
-                      f"{format_sinfo(p)}")
+    if len(call.args) > 2:   # class weights: one per class of the predictions
+        _check_channel_params(ctx, call, p, channel, [tensor_arg(call, 2, ctx, "weights")], what="weights",
+                              mismatch="do not match the classes")
     if call.attrs["reduction"] == "none":
         return TensorStructInfo(t.shape, p.dtype, t.ndim)
     return TensorStructInfo([], p.dtype)

@@ -41,18 +41,21 @@ def _epsilon(value, op: str) -> float:
     return float(value)
 
 
-def _check_channel_params(ctx, call, x: TensorStructInfo, channel: int, params) -> None:
-    """Each parameter is a 1-D tensor of x's dtype with x.shape[channel] elements."""
+def _check_channel_params(ctx, call, x: TensorStructInfo, channel: int, params, what: str = "parameter",
+                          mismatch: str | None = None) -> None:
+    """Each parameter (a norm's scale and shift, a loss's class weights) is a 1-D tensor of x's
+    dtype with x.shape[channel] elements; ``what`` names them in the errors, ``mismatch`` says
+    what a wrong length misses (default "does not match axis <channel>")."""
     for p in params:
         if x.dtype is not None and p.dtype is not None and p.dtype != x.dtype:
-            ctx.error(f"{call.op.name}: parameter {format_sinfo(p)} does not match the dtype of "
+            ctx.error(f"{call.op.name}: {what} {format_sinfo(p)} does not match the dtype of "
                       f"{format_sinfo(x)}")
         if p.ndim >= 0 and p.ndim != 1:
-            ctx.error(f"{call.op.name}: parameter {format_sinfo(p)} must be 1-D")
+            ctx.error(f"{call.op.name}: {what} {format_sinfo(p)} must be 1-D")
         if p.shape is not None and x.shape is not None and prove_not_equal(
                 ctx, p.shape[0], x.shape[channel]):
-            ctx.error(f"{call.op.name}: parameter {format_sinfo(p)} does not match axis {channel} "
-                      f"of {format_sinfo(x)}")
+            ctx.error(f"{call.op.name}: {what} {format_sinfo(p)} "
+                      f"{mismatch or f'does not match axis {channel}'} of {format_sinfo(x)}")
 
 
 def _along(values: np.ndarray, ndim: int, axis: int) -> np.ndarray:

@@ -334,21 +334,10 @@ def _half_helpers(lanes: int) -> str:
            16: ("__m512", "_mm512_cvtph_ps", "__m256i", "_mm256_loadu_si256",
                "defined(__F16C__) && defined(__AVX512F__)")}.get(lanes)
     parts = ["#ifndef RS_ATT_HALF_HELPERS", "#define RS_ATT_HALF_HELPERS"]
-    if vec is not None:
-        wide, convert, narrow, load, guard = vec
-        parts += [f"#if {guard} && !defined(RS_ATT_NO_F16C)", "#include <immintrin.h>", "#define RS_ATT_F16C 1",
-                  "#endif"]
+    # no F16C spelling for other vector widths (SSE's 4 lanes): the bit conversion only
+    parts += _widening_load("rs_att_hload", "uint16_t", lanes, "rs_half_to_float(p[i])", None if vec is None else (
+        vec[0], f"{vec[1]}({vec[3]}((const {vec[2]}*)p))", vec[4], "RS_ATT_F16C", "RS_ATT_NO_F16C"))
     parts += [
-        "static inline rs_af rs_att_hload(const uint16_t* p) {",
-        # no F16C spelling for other vector widths (SSE's 4 lanes): the bit conversion only
-        *([] if vec is None else [
-            "#ifdef RS_ATT_F16C",
-            f"  const {wide} x = {convert}({load}((const {narrow}*)p));",
-            "  rs_af v; memcpy(&v, &x, sizeof v); return v;",
-            "#else"]),
-        f"  rs_af v; for (int i = 0; i < {lanes}; ++i) v[i] = rs_half_to_float(p[i]); return v;",
-        *([] if vec is None else ["#endif"]),
-        "}",
         "static inline void rs_att_widen(float* restrict dst, const uint16_t* restrict src, int64_t n) {",
         "  int64_t j = 0;",
         f"  for (; j + {lanes} <= n; j += {lanes}) rs_af_store(dst + j, rs_att_hload(src + j));",
@@ -356,6 +345,25 @@ def _half_helpers(lanes: int) -> str:
         "}"]
     parts += [_decode_tiles(lanes, "h"), "#endif"]
     return "\n".join(parts)
+
+
+def _widening_load(name: str, elem: str, lanes: int, scalar: str, vector) -> list:
+    """C lines of ``rs_af name(const elem* p)``: ``lanes`` values widened to float32, by
+    ``vector = (register type, expression of p, guard, macro, disabling macro)`` where the guard
+    holds and the disabling macro is not defined (the macro is then defined), else by ``scalar``
+    (an expression of p and i) per lane. ``vector=None``: the scalar loop only."""
+    lines = []
+    if vector is not None:
+        wide, expression, guard, macro, disable = vector
+        lines += [f"#if {guard} && !defined({disable})", "#include <immintrin.h>", f"#define {macro} 1", "#endif"]
+    lines.append(f"static inline rs_af {name}(const {elem}* p) {{")
+    if vector is not None:
+        lines += [f"#ifdef {macro}", f"  const {wide} x = {expression};",
+                  "  rs_af v; memcpy(&v, &x, sizeof v); return v;", "#else"]
+    lines.append(f"  rs_af v; for (int i = 0; i < {lanes}; ++i) v[i] = {scalar}; return v;")
+    if vector is not None:
+        lines.append("#endif")
+    return lines + ["}"]
 
 
 def _byte_helpers(lanes: int) -> str:
@@ -373,20 +381,9 @@ def _byte_helpers(lanes: int) -> str:
            16: ("__m512", "_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i*)p)))",
                 "defined(__AVX512F__)")}.get(lanes)
     parts = ["#ifndef RS_ATT_BYTE_HELPERS", "#define RS_ATT_BYTE_HELPERS"]
-    if vec is not None:
-        wide, convert, guard = vec
-        parts += [f"#if {guard} && !defined(RS_ATT_NO_I8VEC)", "#include <immintrin.h>", "#define RS_ATT_I8VEC 1",
-                  "#endif"]
+    parts += _widening_load("rs_att_bload", "int8_t", lanes, "(float)p[i]", None if vec is None else (
+        vec[0], vec[1], vec[2], "RS_ATT_I8VEC", "RS_ATT_NO_I8VEC"))
     parts += [
-        "static inline rs_af rs_att_bload(const int8_t* p) {",
-        *([] if vec is None else [
-            "#ifdef RS_ATT_I8VEC",
-            f"  const {wide} x = {convert};",
-            "  rs_af v; memcpy(&v, &x, sizeof v); return v;",
-            "#else"]),
-        f"  rs_af v; for (int i = 0; i < {lanes}; ++i) v[i] = (float)p[i]; return v;",
-        *([] if vec is None else ["#endif"]),
-        "}",
         "static inline void rs_att_widen_bk(float* restrict dst, const int8_t* restrict src, "
         "const float* restrict scale, int64_t n) {",
         "  int64_t j = 0;",

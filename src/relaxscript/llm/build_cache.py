@@ -102,13 +102,10 @@ def load(key: str, target: str = "c"):
     names = record.get("param_names")
     if type(names) is not list or not all(isinstance(name, str) for name in names):
         return None
-    try:
-        executable = Executable.load(executable_path)
+    try:   # a file replaced since the check above is another build under this key (atomic writes)
+        return Executable.load(executable_path), names
     except (ExecutableFormatError, OSError):
         return None
-    if hashlib.sha256(executable_path.read_bytes()).hexdigest() != record["sha256"]:
-        return None   # replaced between the two reads
-    return executable, names
 
 
 def store(key: str, executable, param_names, target: str = "c") -> None:

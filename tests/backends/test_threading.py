@@ -96,7 +96,14 @@ def test_user_thread_count_is_the_most_a_call_uses(monkeypatch):
     ({"RELAXSCRIPT_ADAPTIVE_THREADS": "0"}, False), ({"RELAXSCRIPT_ADAPTIVE_THREADS": "1"}, True)])
 def test_a_user_count_still_shrinks_under_load_unless_held_exactly(env, expected):
     # a count held beside a busy neighbour made every parallel region wait a scheduler slice
-    assert threads.adaptive_threads(env) is expected
+    assert threads.adaptive_threads(env, policy=os.SCHED_OTHER) is expected
+
+
+@pytest.mark.parametrize("policy, expected", [("SCHED_OTHER", True), ("SCHED_BATCH", True),
+                                              ("SCHED_FIFO", False), ("SCHED_RR", False)])
+def test_a_real_time_policy_keeps_the_whole_team(policy, expected):
+    # ordinary threads cannot take a real-time process's cores: counting them only shrank the team
+    assert threads.adaptive_threads({}, policy=getattr(os, policy)) is expected
 
 
 @pytest.mark.parametrize("text, expected", [("max 100000\n", None), ("250000 100000\n", 3),

@@ -17,7 +17,9 @@ Measured: decode tokens/s at context 16, 256 and 1024 (the median time of
 this shared host every process, llama.cpp's too, runs its first 8-16 steps
 after a prefill or any pause 20-50% slower, measured, and a 16-step median
 landed in that transient; the first 8 steps' median is printed apart), prefill tokens/s for 16-
-and 256-token prompts (median of several prefills from an empty cache), the
+and 256-token prompts (median of several prefills from an empty cache), each
+cell after ``WARMUP_S`` seconds of the same work untimed (prefill and 8 steps
+again and again: a fresh process's first 0.5-1.5 s run slower still), the
 engine's compile time with a cold and a warm cache (kernels and built engines:
 ``llm.build_cache``), its activation
 memory per function with the static memory plan and without, the machine's
@@ -222,6 +224,20 @@ def benchmark_ids(model: str, needed: int) -> list[int]:
     return ids
 
 
+# Seconds a worker keeps doing the work of a cell, untimed, before timing it: on this host every
+# process, llama.cpp's too, runs its first 0.5-1.5 s of work on a large working set 20-40% slower
+# (measured per half second on the benchmark workloads, onnxruntime alike), longer than 8 steps.
+WARMUP_S = 1.5
+
+
+def warm_up(work, seconds: float) -> None:
+    """Call ``work()`` at least once and until ``seconds`` have passed."""
+    start = time.perf_counter()
+    work()
+    while time.perf_counter() - start < seconds:
+        work()
+
+
 def decode_steps(args) -> tuple[int, int]:
     """(untimed warm-up steps, timed steps) of each decode context."""
     return (2, 4) if args.quick else (8, 32)
@@ -256,10 +272,16 @@ def run_worker(args) -> dict:
         def prefill():
             peer.reset()
             peer.prefill(ids[:length])
-        prefill()   # warm-up: first-touch of weights and buffers
+        warm_up(prefill, 0.0 if args.quick else WARMUP_S)   # first-touch of weights and buffers, then the transient
         result["prefill_tokens_per_s"][length] = length / _median_s(prefill, 2 if args.quick else 5)
     result["decode_tokens_per_s"], result["decode_first_steps_tokens_per_s"] = {}, {}
     for length in contexts:
+        def prefill_and_decode():
+            peer.reset()
+            peer.prefill(ids[:length])
+            for step in range(warmup):
+                peer.decode(ids[length + step])
+        warm_up(prefill_and_decode, 0.0 if args.quick else WARMUP_S)
         peer.reset()
         peer.prefill(ids[:length])
         times = []

@@ -3,6 +3,7 @@ what they claim: a loop that skipped or double-read bytes would report a wrong b
 from __future__ import annotations
 
 import sys
+import time
 
 import numpy as np
 import pytest
@@ -43,3 +44,13 @@ def test_read_cold_times_a_read_of_the_requested_bytes(monkeypatch):
 def test_multiply_add_peak_is_positive_and_finite():
     peak = machine_peak.peak_gflops(1, passes=1, iterations=1000)
     assert np.isfinite(peak) and peak > 0.0
+
+
+def test_warm_up_runs_the_work_once_at_least_and_then_until_the_time_is_spent():
+    calls = []
+    bench_llm.warm_up(lambda: calls.append(1), 0.0)
+    assert len(calls) == 1   # a zero warm-up (--quick) still touches the buffers once
+    calls.clear()
+    start = time.perf_counter()
+    bench_llm.warm_up(lambda: (calls.append(1), time.sleep(0.01)), 0.05)
+    assert time.perf_counter() - start >= 0.05 and 3 <= len(calls) <= 10

@@ -26,8 +26,9 @@ included, runs its first 0.5-1.5 s of calls on a large working set 20-40%
 slower than from then on (measured per half second: MLP n = 512, relaxscript
 37 -> 29 ms, onnxruntime 42 -> 31 ms; a 0.25 s warm-up timed every peer in
 that transient). The same code also runs up to 30% faster or slower from one
-fresh process to the next, which the median over processes softens; ``--isolation shared`` times all peers one after another in one
-process per turn instead (same placement for everyone).
+fresh process to the next, which the median over processes softens;
+``--isolation shared`` times all peers one after another in one process per
+turn instead (same placement for everyone). ``--warmup`` sets the warm-up.
 """
 from __future__ import annotations
 
@@ -151,7 +152,8 @@ def run_worker(peers: list[str], name: str, sizes, budget_s: float, isolate: boo
     if not isolate:
         return {peer: time_peer(peer, WORKLOADS[name], sizes, budget_s) for peer in peers}
     cmd = [sys.executable, os.path.abspath(__file__), "--worker", ",".join(peers), "--workloads", name,
-           "--sizes", ",".join(map(str, sizes)), "--budget", str(budget_s), "--relax-weights", RELAX_WEIGHTS,
+           "--sizes", ",".join(map(str, sizes)), "--budget", str(budget_s),
+           "--warmup", str(WARMUP_S), "--relax-weights", RELAX_WEIGHTS,
            "--clock", CLOCK]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode != 0:
@@ -255,6 +257,7 @@ def parse_args(argv):
                         help="skip the torch-based columns (torch, torch.compile, onnxruntime)")
     parser.add_argument("--peers", default=",".join(PEERS), help="comma-separated, of " + ", ".join(PEERS))
     parser.add_argument("--budget", type=float, default=1.0, help="seconds of timing per cell")
+    parser.add_argument("--warmup", type=float, default=WARMUP_S, help="seconds of untimed calls before a cell")
     parser.add_argument("--processes", type=int, default=5,
                         help="fresh worker processes per peer, in turns; a cell is their median")
     parser.add_argument("--isolation", choices=("peer", "shared", "none"), default="peer",
@@ -272,8 +275,8 @@ def parse_args(argv):
 
 def main(argv=None) -> int:
     args = parse_args(argv)
-    global RELAX_WEIGHTS
-    RELAX_WEIGHTS = args.relax_weights
+    global RELAX_WEIGHTS, WARMUP_S
+    RELAX_WEIGHTS, WARMUP_S = args.relax_weights, args.warmup
     use_clock(args.clock)
     if args.measure_compile:
         print(json.dumps(measure_compile(args.measure_compile)))

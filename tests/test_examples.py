@@ -77,6 +77,7 @@ def test_llama_decoder_example_runs():
 def test_bench_models_quick():
     """The model benchmark runs (correctness checks inside), on small sizes without torch."""
     run_script(ROOT / "benchmarks" / "bench_models.py", "--sizes", "1,7", "--no-torch", "--budget", "0.05",
+               "--warmup", "0.05",
                "--workloads", "mlp,norm_softmax", timeout=600)
 
 

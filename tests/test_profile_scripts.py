@@ -34,6 +34,7 @@ def test_cpu_clock_profile_lists_every_kernel_once_per_call():
 def test_bench_models_cpu_clock_runs_every_peer_on_one_thread():
     from tests.test_examples import run_script
     proc = run_script(ROOT / "benchmarks" / "bench_models.py", "--sizes", "1,7", "--no-torch", "--budget", "0.05",
+               "--warmup", "0.05",
                       "--workloads", "mlp", "--processes", "1", "--clock", "cpu", timeout=600)
     assert "1 thread per peer, its thread's CPU time" in proc.stdout
 

@@ -162,3 +162,41 @@ def test_skinny_reads_b_in_place_up_to_one_register_tile_then_packs_it(which, th
         assert variant_for(m, params, threads) == "skinny"
         _run(m, params.nr * 3 + 5, params.kc + 9, False, ("bias", "residual"), "silu", threads, params, m)
         _run(m, params.skinny_nc + params.nr + 1, 2 * params.kc + 1, False, (), "none", threads, params, m + 1)
+
+
+@pytest.mark.parametrize("which", ["machine", "small"])
+@pytest.mark.parametrize("threads", [1, 2])
+def test_rows_against_b_stored_n_by_k_as_dot_products(which, threads):
+    """Up to NT_DOT_ROWS rows with B stored (n, k) run as dot products of NT_ROWS x nt_cols tiles: row
+    counts at and around the tile and the limit, outputs no tile divides (and fewer than one tile),
+    k no vector divides (and shorter than one vector), with and without an epilogue; one row more
+    than the limit packs B as before."""
+    from backends.c.gemm.gemv import NT_DOT_ROWS, NT_ROWS, nt_cols
+    params = PARAMS if which == "machine" else SMALL
+    cols = nt_cols(params)
+    for i, m in enumerate((2, NT_ROWS - 1, NT_ROWS, NT_ROWS + 1, NT_DOT_ROWS - 1, NT_DOT_ROWS, NT_DOT_ROWS + 1)):
+        # the skinny variant runs them (SSE's small L1 sends more than its skinny_rows to the packed path)
+        assert variant_for(m, params, threads) == ("skinny" if m <= params.skinny_rows else "medium")
+        for j, (n, k) in enumerate(((cols - 1, params.lanes - 1), (5 * cols + 1, 3 * params.lanes + 5),
+                                    (params.nr * 7 + 3, 577))):
+            _run(m, n, k, True, ("bias", "residual"), "silu", threads, params, 10 * i + j)
+            _run(m, n, k, True, (), "none", threads, params, 10 * i + j + 100)
+
+
+def test_forced_avx2_build_runs_the_dot_products_of_b_stored_n_by_k():
+    """The AVX2 build (16 registers: NT_ROWS x 2 accumulators) on this machine with AVX-512 off."""
+    from backends.c.gemm.gemv import NT_DOT_ROWS
+    from tests.backends.gemm.forced_avx2 import forced_avx2_library
+    lib, p = forced_avx2_library()
+    if lib is None:
+        pytest.skip("the compiler cannot target AVX2 + FMA without AVX-512 here")
+    rng = np.random.default_rng(11)
+    for m in (1, 3, NT_DOT_ROWS, NT_DOT_ROWS + 1):
+        n, k = int(rng.integers(1, 70)), int(rng.integers(1, 300))
+        a = rng.standard_normal((m, k)).astype(np.float32)
+        b = rng.standard_normal((n, k)).astype(np.float32)
+        bias = rng.standard_normal(n).astype(np.float32)
+        c = np.full((m, n), np.nan, np.float32)
+        assert lib.rs_gen_gemm(m, n, k, a.ctypes.data, b.ctypes.data, 1, c.ctypes.data, bias.ctypes.data, None,
+                               0, 2, 0) == 0
+        np.testing.assert_allclose(c, a.astype(np.float64) @ b.T + bias, rtol=2e-4, atol=2e-4 * max(1.0, np.sqrt(k)))

@@ -66,7 +66,8 @@ def test_boundaries_of_each_path(which, threads):
     p = params = PARAMS if which == "machine" else SMALL
     assert 1 <= p.a_in_place_rows <= p.mr
     group = PANEL_STREAMS * p.nr
-    for n in (group - 1, group, 2 * group + p.nr + 3):
+    split_n = p.gemv_split_bytes // (4 * (p.kc + 5)) + p.nr + 3   # one row over the GEMV's split size
+    for n in (group - 1, group, 2 * group + p.nr + 3, split_n):
         _run(1, n, p.kc + 5, params, threads, n, residual=True, act="silu")
     for m in (2, p.a_in_place_rows, p.a_in_place_rows + 1, p.mr, p.mr + 1, p.skinny_rows, p.skinny_rows + 1,
               threads * p.mc - 1, threads * p.mc, threads * p.mc + p.mr + 1):

@@ -13,7 +13,9 @@ Variants, chosen per call by the actual ``m`` (the symbolic row count, ``n`` tok
   only add a copy as large as the product's reads). While one register tile covers the rows
   (``m <= mr``) B is read in place too, streamed once; with more rows B is packed ``kc`` rows
   at a time in chunks of L2's size (each row read as one contiguous run) and the row tiles
-  re-read each packed panel from L1. Threads split the columns.
+  re-read each packed panel from L1. With B stored ``(n, k)`` and up to ``NT_DOT_ROWS`` rows,
+  every output is a dot product of two contiguous rows, a few rows by a few outputs per register
+  tile (``gemv.py``'s ``dot_block_nt``), and nothing is packed. Threads split the columns.
 - **medium** (``skinny_rows < m < threads * mc``): A and B packed (Goto/BLIS loops
   ``jc -> pc -> ic -> jr -> ir``); threads split the columns, each packing the whole (small)
   A block itself rather than waiting at a barrier for a shared one.
@@ -29,7 +31,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from .gemv import emit_gemv
+from .gemv import NT_DOT_ROWS, emit_gemv
 from .microkernel import emit_microkernel, switch_on_rows, vector_type, vector_typedefs
 from .params import GemmParams
 
@@ -208,6 +210,7 @@ def emit_gemm_library(params: GemmParams) -> str:
 #define SKINNY_NC {params.skinny_nc}
 #define SKINNY_KC {SKINNY_KC}
 #define SKINNY_DIRECT_ROWS {params.mr}
+#define NT_DOT_ROWS {NT_DOT_ROWS}
 #define SKINNY_CHUNK {skinny_chunk_cols(params)}
 #define MIN_FLOPS_TO_SPLIT {MIN_FLOPS_TO_SPLIT}L
 /* elements of c from which a pass over it (bias fill, epilogue) is shared by the team */
@@ -355,6 +358,10 @@ static int has_epilogue(const epilogue_t* e) {{
 /* one thread's share: rows [i0, i0+h) x columns [j0, j0+w) of c, A read in place (skinny) */
 static int block_skinny(long h, long w, long k, const float* a, const float* b, int trans_b, float* c,
                         long n, long i0, long j0, const epilogue_t* e) {{
+  if (trans_b && h <= NT_DOT_ROWS) {{
+    dot_block_nt(h, k, w, a, b, k, c, n, i0, j0, e);
+    return 0;
+  }}
   if (!trans_b && h <= SKINNY_DIRECT_ROWS) {{
     /* One register tile covers the rows: each B vector serves all of them once, so B is read
        where it lies. (With several row tiles, below, B is packed: reading it in place, 2 threads
@@ -557,7 +564,9 @@ static int block_prepacked(long h, long w, long k, const float* a, const float* 
    whole panels, or the rows in whole MR tiles once each thread has MC of them */
 static int gemm_prepacked(long m, long n, long k, const float* a, const float* bp, float* c, const epilogue_t* e,
                           int threads) {{
-  if (2.0 * m * n * k < MIN_FLOPS_TO_SPLIT) threads = 1;
+  /* one row streams B once, as the GEMV does: split by B's bytes like it (by the flops, a 512 x 1536
+     weight, 3 MB, ran on one thread from L3: 0.088 ms against the split GEMV's 0.026) */
+  if (m == 1 ? (double)n * k * sizeof(float) < GEMV_SPLIT_BYTES : 2.0 * m * n * k < MIN_FLOPS_TO_SPLIT) threads = 1;
   const int by_rows = m >= (long)threads * MC;
   const long col_units = (n + NR - 1) / NR, row_units = (m + MR - 1) / MR;
   const int parts = (int)min_long(threads, by_rows ? row_units : col_units);

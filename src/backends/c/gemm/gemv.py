@@ -38,6 +38,92 @@ def _tree(terms: list[str]) -> str:
     return terms[0]
 
 
+def _hsum(vt: str, lanes: int) -> str:
+    """``hsum(v)``: the sum of a vector's lanes by rotate-and-add, log2(lanes) steps. A scalar loop
+    over the lanes (float adds are not reassociated) cost as much as a 576-long dot product's
+    multiply-adds: 8 dot products of a 576 x 1536 weight stored (out, in), one row, ran at 0.80x
+    OpenBLAS's GEMV."""
+    if lanes == 1 or lanes & (lanes - 1):
+        return (f"static float hsum(const {vt} v) {{\n  float s = 0.0f;\n"
+                f"  for (int i = 0; i < {lanes}; ++i) s += v[i];\n  return s;\n}}")
+    steps, step = [], lanes // 2
+    while step:
+        steps.append(", ".join(str((i + step) % lanes) for i in range(lanes)))
+        step //= 2
+    index = f"rs_gemm_i32x{lanes}"
+    gcc = "\n".join(f"  s = s + __builtin_shuffle(s, ({index}){{{m}}});" for m in steps)
+    clang = "\n".join(f"  s = s + __builtin_shufflevector(s, s, {m});" for m in steps)
+    return (f"typedef int {index} __attribute__((vector_size({lanes * 4})));\n"
+            f"static float hsum(const {vt} v) {{\n  {vt} s = v;\n#if defined(__clang__)\n{clang}\n#else\n"
+            f"{gcc}\n#endif\n  return s[0];\n}}")
+
+
+NT_ROWS = 4   # rows of A per tile of the several-row dot-product kernel (B stored (n, k))
+# Most rows of A the skinny variant computes as dot products with B stored (n, k) (each row tile
+# streams B once: four passes). 2 threads, 576 x 1536 stored (out, in), against packing B: 2 rows
+# 0.038 ms vs 0.238 (OpenBLAS 0.162), 4 rows 0.049 vs 0.238, 8 rows 0.097 vs 0.261, 16 rows 0.173
+# vs 0.302 (OpenBLAS 0.232); at 24 rows level with OpenBLAS, at 32 0.57 vs the packed 0.40.
+NT_DOT_ROWS = 4 * NT_ROWS
+
+
+def nt_cols(params: GemmParams) -> int:
+    """Rows of B (outputs) per tile of ``dot_block_nt``: NT_ROWS x this many vector accumulators
+    and NT_ROWS + this many loaded vectors fit the register file (AVX-512's 32: 4; 16: 2)."""
+    return 4 if params.registers >= 32 else 2
+
+
+def _dot_block_nt(params: GemmParams) -> str:
+    """``dot_block_nt``: c[i0 + i, j0 + j] = a[i0 + i, :] . b[j0 + j, :] for a few rows of A and a
+    run of B's rows (B stored (n, k), each row contiguous), then the epilogue. Each tile keeps
+    NT_ROWS x nt_cols dot products in registers, so every vector of B loaded serves NT_ROWS rows of A
+    and nothing is packed (the packed path copies and transposes B first, a pass as long as the
+    product for a few rows)."""
+    vt, lanes, cols = vector_type(params), params.lanes, nt_cols(params)
+    rows = NT_ROWS
+    acc = ", ".join(f"d{r}_{o} = {{0}}" for r in range(rows) for o in range(cols))
+    a_ptrs = " ".join(f"const float* restrict a{r} = a + (i0 + ir + (long)({r} < h_t ? {r} : h_t - 1)) * k;"
+                      for r in range(rows))
+    b_ptrs = " ".join(f"const float* restrict q{o} = b + (j0 + j + {o}) * ldb;" for o in range(cols))
+    step = (" ".join(f"const {vt} b{o} = {vt}_load(q{o} + p);" for o in range(cols)) + " "
+            + " ".join(f"{{ const {vt} av = {vt}_load(a{r} + p); "
+                       + " ".join(f"d{r}_{o} += av * b{o};" for o in range(cols)) + " }" for r in range(rows)))
+    sums = " ".join(f"float t{r}_{o} = hsum(d{r}_{o});" for r in range(rows) for o in range(cols))
+    tail = " ".join(f"t{r}_{o} += a{r}[p] * q{o}[p];" for r in range(rows) for o in range(cols))
+    stores = " ".join(f"if ({r} < h_t) c[(i0 + ir + {r}) * n + j0 + j + {o}] = t{r}_{o};"
+                      for r in range(rows) for o in range(cols))
+    return f"""#define NT_ROWS {rows}
+#define NT_COLS {cols}
+static void dot_block_nt(long h, long k, long w, const float* restrict a, const float* restrict b, long ldb,
+                         float* c, long n, long i0, long j0, const epilogue_t* e) {{
+  const long vec_end = k / {lanes} * {lanes};
+  for (long ir = 0; ir < h; ir += NT_ROWS) {{
+    const long h_t = min_long(NT_ROWS, h - ir);
+    {a_ptrs}
+    long j = 0;
+    for (; j + NT_COLS <= w; j += NT_COLS) {{
+      {b_ptrs}
+      {vt} {acc};
+      long p = 0;
+      for (; p < vec_end; p += {lanes}) {{ {step} }}
+      {sums}
+      for (; p < k; ++p) {{ {tail} }}
+      {stores}
+    }}
+    for (; j < w; ++j)
+      for (long i = 0; i < h_t; ++i) {{
+        const float* x = a + (i0 + ir + i) * k; const float* q = b + (j0 + j) * ldb;
+        float v = 0.0f;
+        for (long p = 0; p < k; ++p) v += x[p] * q[p];
+        c[(i0 + ir + i) * n + j0 + j] = v;
+      }}
+  }}
+  if (has_epilogue(e))
+    apply_epilogue(c + i0 * n + j0, n, (int)h, (int)w, e->bias == NULL ? NULL : e->bias + j0,
+                   e->residual == NULL ? NULL : e->residual + i0 * n + j0, e->act);
+}}
+"""
+
+
 def emit_gemv(params: GemmParams) -> str:
     """``gemv_rows`` (rows ``[p0, p1)`` of B into a partial row), ``gemv_add`` (the partials' sum
     and the epilogue) and ``gemv_block_nt`` for the translation unit of
@@ -56,11 +142,7 @@ def emit_gemv(params: GemmParams) -> str:
     return f"""#define GEMV_ROWS {rows}
 #define GEMV_CHUNK {params.gemv_cols}
 #define GEMV_SPLIT_BYTES {params.gemv_split_bytes}L
-static float hsum(const {vt} v) {{
-  float s = 0.0f;
-  for (int i = 0; i < {lanes}; ++i) s += v[i];
-  return s;
-}}
+{_hsum(vt, lanes)}
 
 /* y[0 : w) = x[p0 : p1] @ b[p0 : p1, 0 : w) (b row-major with row stride ldb, already at the
    first column); chunks of GEMV_CHUNK columns stay in L1 while GEMV_ROWS rows stream past */
@@ -123,6 +205,7 @@ static void gemv_block_nt(long k, long w, const float* restrict x, const float* 
                    e->residual == NULL ? NULL : e->residual + j0, e->act);
 }}
 
+{_dot_block_nt(params)}
 #define GEMV_MAX_THREADS 256
 /* one row: c = act(x @ op(b) + bias + residual) */
 static int gemv(long n, long k, const float* x, const float* b, int trans_b, float* c, const epilogue_t* e,

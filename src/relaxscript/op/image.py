@@ -170,3 +170,69 @@ register_op("relax.image.resize2d", _infer_resize2d, _resize2d_reference,
             constructor=resize2d)
 
 __all__ = ["resize2d"]
+
+
+# ---------------------------------------------------------------- affine_grid
+def affine_grid(data, size, align_corners: bool = True):
+    """R.image.affine_grid(data, size, align_corners=True): the sampling grid of the 2-D
+    affine maps ``data`` (``(n, 2, 3)``) over an ``(h, w)`` image, ``(n, 2, h, w)``:
+    ``out[b, d, i, j] = data[b, d, 0] * x_j + data[b, d, 1] * y_i + data[b, d, 2]``, where
+    ``x_j`` spans ``[-1, 1]`` over the ``w`` columns (corner centres when ``align_corners``,
+    ``-1 + (2 j + 1) / w`` otherwise; a single column is at 0), ``y_i`` likewise."""
+    if not isinstance(align_corners, (bool, np.bool_)):
+        raise OpAttributeError(f"R.image.affine_grid: align_corners must be a bool, got "
+                               f"{align_corners!r}")
+    if isinstance(size, (int, np.integer, E.PrimExpr)):
+        size = (size, size)
+    return make_call("relax.image.affine_grid", [as_tensor(data), as_shape(size)],
+                     {"align_corners": bool(align_corners)})
+
+
+def _infer_affine_grid(call, ctx) -> TensorStructInfo:
+    theta = tensor_arg(call, 0, ctx, "data")
+    size = shape_arg(call, 1, ctx)
+    if size.ndim >= 0 and size.ndim != 2:
+        ctx.error(f"relax.image.affine_grid: size has 2 values (height, width), got "
+                  f"{format_sinfo(size)}")
+    if theta.ndim >= 0 and theta.ndim != 3:
+        ctx.error(f"relax.image.affine_grid: data must be (batch, 2, 3), got {format_sinfo(theta)}")
+    if theta.dtype and not theta.dtype.startswith(("float", "bfloat")):
+        ctx.error(f"relax.image.affine_grid: data must be a float tensor, got {format_sinfo(theta)}")
+    if theta.shape is not None:
+        for axis, want in ((1, 2), (2, 3)):
+            got = theta.shape[axis]
+            if isinstance(got, E.IntImm) and got.value != want:
+                ctx.error(f"relax.image.affine_grid: data must be (batch, 2, 3), got "
+                          f"{format_sinfo(theta)}")
+    if theta.shape is None or size.values is None:
+        return TensorStructInfo(None, theta.dtype, 4)
+    return TensorStructInfo([theta.shape[0], E.IntImm(2), *size.values], theta.dtype)
+
+
+def grid_coordinates(count: int, align_corners: bool, dtype: str) -> np.ndarray:
+    """The ``count`` coordinates of one axis in ``[-1, 1]``, computed in ``dtype`` as
+    ``start + index * step``."""
+    index = np.arange(count).astype(dtype)
+    if count == 1:
+        return np.zeros(1, dtype)
+    if align_corners:
+        start, step = np.asarray(-1.0, dtype), np.asarray(2.0, dtype) / np.asarray(count - 1, dtype)
+    else:
+        step = np.asarray(2.0, dtype) / np.asarray(count, dtype)
+        start = np.asarray(-1.0, dtype) + step / np.asarray(2.0, dtype)
+    return (start + index * step).astype(dtype)
+
+
+def _affine_grid_reference(data, size, align_corners=True):
+    height, width = (int(v) for v in size)
+    dtype = data.dtype
+    xs = grid_coordinates(width, align_corners, dtype)[None, None, None, :]
+    ys = grid_coordinates(height, align_corners, dtype)[None, None, :, None]
+    a, b, c = (data[:, :, k][:, :, None, None] for k in range(3))
+    return np.ascontiguousarray((a * xs + b * ys + c).astype(dtype))
+
+
+register_op("relax.image.affine_grid", _infer_affine_grid, _affine_grid_reference,
+            attr_names=("align_corners",), constructor=affine_grid)
+
+__all__ += ["affine_grid"]

@@ -82,3 +82,30 @@ def _resize2d(ctx, call):
         return E.cast(dtype, top * (one - ty) + bottom * ty)
 
     return te.emit("resize2d", compute(out_shape, body, "T_resize2d", dtype))
+
+
+@register_legalize("relax.image.affine_grid")
+def _affine_grid(ctx, call):
+    """One stage: ``theta[b, d, 0] * x_j + theta[b, d, 1] * y_i + theta[b, d, 2]`` with the
+    coordinates ``start + index * step`` in the data's dtype, as the reference."""
+    te = ctx.te(call)
+    theta = te.placeholder(call.args[0], "theta")
+    dtype = theta.dtype
+    align = call.attrs["align_corners"]
+    out_shape = te.out_shape()
+
+    def coordinate(index, count):
+        c = lambda v: E.cast(dtype, v)  # noqa: E731
+        if align:
+            start, step = E.const(-1.0, dtype), c(2.0) / c(E.max_(count - 1, E.IntImm(1)))
+        else:
+            step = c(2.0) / c(count)
+            start = E.const(-1.0, dtype) + step / E.const(2.0, dtype)
+        return E.select(E.EQ(count, E.IntImm(1)), E.const(0.0, dtype), start + c(index) * step)
+
+    def body(b, d, i, j):
+        x = coordinate(j, out_shape[3])
+        y = coordinate(i, out_shape[2])
+        return theta[(b, d, 0)] * x + theta[(b, d, 1)] * y + theta[(b, d, 2)]
+
+    return te.emit("affine_grid", compute(out_shape, body, "T_affine_grid", dtype))

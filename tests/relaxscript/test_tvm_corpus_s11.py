@@ -240,3 +240,62 @@ def test_affine_grid_round_trips_and_refuses_bad_forms():
     with pytest.raises(ParseError, match="align_corners must be a bool") as err:
         module_of(src.replace("size=(4, 4)", 'size=(4, 4), align_corners="yes"'))
     assert ":3" in str(err.value)
+
+
+# ---------------------------------------------------------------- resize3d
+RESIZE3D = '''
+@R.function
+def main(x: R.Tensor((2, 3, "d", 4, 3), dtype="float32")):
+    d = T.int64()
+    with R.dataflow():
+        near: R.Tensor((2, 3, d * 2, 2, 6), dtype="float32") = R.image.resize3d(x, size=(d * 2, 2, 6), layout="NCDHW", method="nearest_neighbor", coordinate_transformation_mode="asymmetric", rounding_method="floor")
+        lin: R.Tensor((2, 3, 3, 5, 3), dtype="float32") = R.image.resize3d(x, R.shape([5, 3, 3]), layout="NHWDC", method="linear", coordinate_transformation_mode="half_pixel")
+        gv = (near, lin)
+        R.output(gv)
+    return gv
+'''
+
+
+def _lerp_axis(x, axis, out_size):
+    """Half-pixel linear resampling of one axis (float64, clamped neighbours)."""
+    n = x.shape[axis]
+    pos = (np.arange(out_size) + 0.5) * n / out_size - 0.5
+    lo = np.floor(pos).astype(int)
+    t = pos - lo
+    a = np.take(x, np.clip(lo, 0, n - 1), axis=axis)
+    b = np.take(x, np.clip(lo + 1, 0, n - 1), axis=axis)
+    shape = [1] * x.ndim
+    shape[axis] = out_size
+    return a * (1 - t.reshape(shape)) + b * t.reshape(shape)
+
+
+@settings(max_examples=6, deadline=None)
+@given(d=st.integers(1, 4), seed=st.integers(0, 2**31))
+def test_resize3d_nearest_and_trilinear_on_every_target(d, seed):
+    """Nearest with floor rounding at an exact 1/2 scale repeats each source element; the
+    separable trilinear form in float64 equals the float32 kernels to rounding."""
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((2, 3, d, 4, 3)).astype("float32")
+    near, lin = assert_runs_alike(module_of(RESIZE3D), x, tol=1e-5)
+    want_near = x.repeat(2, axis=2)[:, :, :, ::2, :].repeat(2, axis=4)
+    np.testing.assert_array_equal(near, want_near)
+    # layout NHWDC: axis 1 is H, 2 is W, 3 is D; size (5, 3, 3) is in D, H, W order
+    want = x.astype("float64")
+    for axis, size in ((3, 5), (1, 3), (2, 3)):
+        want = _lerp_axis(want, axis, size)
+    np.testing.assert_allclose(lin, want, rtol=1e-5, atol=1e-5)
+
+
+def test_resize3d_round_trips_and_refuses_bad_forms():
+    text = assert_round_trip(module_of(RESIZE3D))
+    assert 'layout="NHWDC"' in text
+    src = ('@R.function\ndef main(x: R.Tensor((1, 2, 4, 4, 4), "float32")):\n'
+           '    y = R.image.resize3d(x, size=(2, 2, 2), layout="NCDHW")\n    return y\n')
+    module_of(src)
+    with pytest.raises(ParseError, match="layout 'NCDHW8c' is not supported") as err:
+        module_of(src.replace('"NCDHW"', '"NCDHW8c"'))
+    assert ":3" in str(err.value)
+    with pytest.raises(ParseError, match="method must be one of"):
+        module_of(src.replace('layout="NCDHW"', 'method="cubic"'))
+    with pytest.raises(OpDeductionError, match="size has 3 values"):
+        module_of(src.replace("size=(2, 2, 2)", "R.shape([2, 2])"))

@@ -236,3 +236,102 @@ register_op("relax.image.affine_grid", _infer_affine_grid, _affine_grid_referenc
             attr_names=("align_corners",), constructor=affine_grid)
 
 __all__ += ["affine_grid"]
+
+
+# ---------------------------------------------------------------- resize3d
+def volume_axes(layout: str) -> tuple[int, int, int]:
+    """The D, H and W axes of a permutation of ``NCDHW``."""
+    if not isinstance(layout, str) or sorted(layout) != sorted("NCDHW"):
+        raise OpAttributeError(f"R.image.resize3d: layout {layout!r} is not supported; use a "
+                               "permutation of NCDHW (split layouts such as NCDHW16c are not)")
+    return layout.index("D"), layout.index("H"), layout.index("W")
+
+
+def resize3d(data, size, roi=None, layout: str = "NCDHW", method: str = "linear",
+             coordinate_transformation_mode: str = "half_pixel", rounding_method: str = "round",
+             cubic_alpha: float = -0.5, cubic_exclude: int = 0, extrapolation_value: float = 0.0,
+             out_dtype=None):
+    """R.image.resize3d(data, size, roi=None, layout="NCDHW", method="linear", ...): resize2d's
+    coordinates and roundings on three axes; ``linear`` interpolates W, then H, then D."""
+    if method not in METHODS:
+        raise OpAttributeError(f"R.image.resize3d: method must be one of {', '.join(METHODS)}, "
+                               f"got {method!r}")
+    if coordinate_transformation_mode not in COORDINATE_MODES:
+        raise OpAttributeError(f"R.image.resize3d: coordinate_transformation_mode must be one of "
+                               f"{', '.join(COORDINATE_MODES)}, got {coordinate_transformation_mode!r}")
+    if rounding_method not in ROUNDING:
+        raise OpAttributeError(f"R.image.resize3d: rounding_method must be one of "
+                               f"{', '.join(r for r in ROUNDING if r)}, got {rounding_method!r}")
+    volume_axes(layout)
+    if isinstance(size, (int, np.integer, E.PrimExpr)):
+        size = (size, size, size)
+    roi = tuple(_number(v, "roi") for v in (roi if roi is not None else (0.0,) * 6))
+    if len(roi) != 6:
+        raise OpAttributeError(f"R.image.resize3d: roi has 6 values, got {len(roi)}")
+    out_dtype = None if out_dtype in (None, "void", "") else attr_dtype(out_dtype, "image.resize3d",
+                                                                       "out_dtype")
+    return make_call("relax.image.resize3d", [as_tensor(data), as_shape(size)], {
+        "roi": roi, "layout": layout, "method": method,
+        "coordinate_transformation_mode": coordinate_transformation_mode,
+        "rounding_method": rounding_method,
+        "cubic_alpha": _number(cubic_alpha, "cubic_alpha"),
+        "cubic_exclude": int(_number(cubic_exclude, "cubic_exclude")),
+        "extrapolation_value": _number(extrapolation_value, "extrapolation_value"),
+        "out_dtype": out_dtype})
+
+
+def _infer_resize3d(call, ctx) -> TensorStructInfo:
+    x = tensor_arg(call, 0, ctx, "data")
+    size = shape_arg(call, 1, ctx)
+    dtype = call.attrs["out_dtype"] or x.dtype
+    if size.ndim >= 0 and size.ndim != 3:
+        ctx.error(f"relax.image.resize3d: size has 3 values (depth, height, width), got "
+                  f"{format_sinfo(size)}")
+    if x.ndim >= 0 and x.ndim != 5:
+        ctx.error(f"relax.image.resize3d: data must be 5-D, got {format_sinfo(x)}")
+    if x.shape is None or size.values is None:
+        return TensorStructInfo(None, dtype, 5)
+    dims = list(x.shape)
+    for axis, value in zip(volume_axes(call.attrs["layout"]), size.values):
+        dims[axis] = value
+    return TensorStructInfo(dims, dtype)
+
+
+def _resize3d_reference(data, size, roi=None, layout="NCDHW", method="linear",
+                        coordinate_transformation_mode="half_pixel", rounding_method="round",
+                        cubic_alpha=-0.5, cubic_exclude=0, extrapolation_value=0.0, out_dtype=None):
+    axes = volume_axes(layout)
+    x = np.moveaxis(data, axes, (-3, -2, -1)).astype(np.float32)
+    ins = x.shape[-3:]
+    outs = [int(s) for s in size]
+    coords = [source_coordinate(np.arange(o), i, o, coordinate_transformation_mode)
+              for i, o in zip(ins, outs)]
+    grid = (lambda a: a[:, None, None], lambda a: a[None, :, None], lambda a: a[None, None, :])
+
+    def at(idx):
+        return x[(Ellipsis, *[g(np.clip(i, 0, n - 1)) for g, i, n in zip(grid, idx, ins)])]
+    if method == "nearest_neighbor":
+        out = at([nearest(c, rounding_method).astype(np.int64) for c in coords])
+    else:
+        lows = [np.floor(c) for c in coords]
+        ts = [g(c - lo) for g, c, lo in zip(grid, coords, lows)]
+        lows = [lo.astype(np.int64) for lo in lows]
+        one = np.float32(1)
+
+        def lerp_w(d, h):
+            return at([d, h, lows[2]]) * (one - ts[2]) + at([d, h, lows[2] + 1]) * ts[2]
+
+        def lerp_hw(d):
+            return lerp_w(d, lows[1]) * (one - ts[1]) + lerp_w(d, lows[1] + 1) * ts[1]
+        out = lerp_hw(lows[0]) * (one - ts[0]) + lerp_hw(lows[0] + 1) * ts[0]
+    out = np.moveaxis(out, (-3, -2, -1), axes)
+    return np.ascontiguousarray(out.astype(out_dtype or data.dtype))
+
+
+register_op("relax.image.resize3d", _infer_resize3d, _resize3d_reference,
+            attr_names=("roi", "layout", "method", "coordinate_transformation_mode",
+                        "rounding_method", "cubic_alpha", "cubic_exclude", "extrapolation_value",
+                        "out_dtype"),
+            constructor=resize3d)
+
+__all__ += ["resize3d"]

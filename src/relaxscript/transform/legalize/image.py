@@ -6,7 +6,7 @@ from __future__ import annotations
 from tensorir import expr as E
 from tensorir.compute import compute
 
-from ...op.image import spatial_axes
+from ...op.image import spatial_axes, volume_axes
 from .registry import register_legalize
 
 F32 = "float32"
@@ -109,3 +109,43 @@ def _affine_grid(ctx, call):
         return theta[(b, d, 0)] * x + theta[(b, d, 1)] * y + theta[(b, d, 2)]
 
     return te.emit("affine_grid", compute(out_shape, body, "T_affine_grid", dtype))
+
+
+@register_legalize("relax.image.resize3d")
+def _resize3d(ctx, call):
+    """resize2d's per-axis coordinates on D, H, W; ``linear`` lerps W, then H, then D, in the
+    reference's order."""
+    te = ctx.te(call)
+    x = te.placeholder(call.args[0], "x")
+    a = call.attrs
+    axes = volume_axes(a["layout"])
+    out_shape = te.out_shape()
+    ins = [x.shape[ax] for ax in axes]
+    outs = [out_shape[ax] for ax in axes]
+    mode = a["coordinate_transformation_mode"]
+    dtype = te.out_dtype()
+
+    def load(idx, at):
+        index = list(idx)
+        for ax, i, n in zip(axes, at, ins):
+            index[ax] = _clamp(i, n)
+        return E.cast(F32, x[tuple(index)])
+
+    def body(*idx):
+        coords = [_coordinate(idx[ax], n, o, mode) for ax, n, o in zip(axes, ins, outs)]
+        if a["method"] == "nearest_neighbor":
+            return E.cast(dtype, load(idx, [E.cast("int64", _nearest(c, a["rounding_method"]))
+                                            for c in coords]))
+        floors = [E.call_intrin("floor", c) for c in coords]
+        ts = [c - f for c, f in zip(coords, floors)]
+        lows = [E.cast("int64", f) for f in floors]
+        one = _f(1.0)
+
+        def lerp_w(d, h):
+            return load(idx, [d, h, lows[2]]) * (one - ts[2]) + load(idx, [d, h, lows[2] + 1]) * ts[2]
+
+        def lerp_hw(d):
+            return lerp_w(d, lows[1]) * (one - ts[1]) + lerp_w(d, lows[1] + 1) * ts[1]
+        return E.cast(dtype, lerp_hw(lows[0]) * (one - ts[0]) + lerp_hw(lows[0] + 1) * ts[0])
+
+    return te.emit("resize3d", compute(out_shape, body, "T_resize3d", dtype))

@@ -256,3 +256,78 @@ register_op("relax.scatter_elements", _infer_scatter_elements, _scatter_elements
             attr_names=("axis", "reduction"), constructor=scatter_elements)
 
 __all__ = ["flip", "one_hot", "gather_nd", "scatter_nd", "scatter_elements"]
+
+
+# ---------------------------------------------------------------- slice_scatter
+def _slice_bound(value, name: str) -> int:
+    """A slice bound: an int, or a constant ``R.prim_value(n)`` (TVM's frontends)."""
+    from ..expr import PrimValue
+    if isinstance(value, PrimValue):
+        if not isinstance(value.value, E.IntImm):
+            raise OpAttributeError(f"R.slice_scatter: {name} must be a constant integer, got "
+                                   f"R.prim_value({value.value})")
+        value = value.value.value
+    return attr_int(value, "slice_scatter", name)
+
+
+def slice_scatter(input_tensor, src, start=0, end=None, step=1, axis: int = 0):
+    """R.slice_scatter(input_tensor, src, start, end, step, axis=0): ``input_tensor`` with
+    its slice ``start:end:step`` along ``axis`` replaced by ``src`` (``torch.slice_scatter``).
+    ``start >= 0``, ``step >= 1``; ``end`` past the axis (or None) stops at its end."""
+    start = _slice_bound(start, "start")
+    end = None if end is None else _slice_bound(end, "end")
+    step = _slice_bound(step, "step")
+    if start < 0 or (end is not None and end < 0):
+        raise OpAttributeError(f"R.slice_scatter: start and end must be non-negative, got "
+                               f"{start} and {end}")
+    if step < 1:
+        raise OpAttributeError(f"R.slice_scatter: step must be at least 1, got {step}")
+    return make_call("relax.slice_scatter", [as_tensor(input_tensor), as_tensor(src)], {
+        "start": start, "end": end, "step": step,
+        "axis": attr_int(axis, "slice_scatter", "axis")})
+
+
+def slice_length(size, start: int, end, step: int):
+    """Elements of ``start:end:step`` in an axis of ``size`` (symbolic ``size`` allowed)."""
+    stop = size if end is None else E.min_(E.convert(size), end)
+    return E.floordiv(E.max_(stop - start, E.IntImm(0)) + (step - 1), step)
+
+
+def _infer_slice_scatter(call, ctx) -> TensorStructInfo:
+    data = tensor_arg(call, 0, ctx, "input_tensor")
+    src = tensor_arg(call, 1, ctx, "src")
+    a = call.attrs
+    if data.dtype and src.dtype and data.dtype != src.dtype:
+        ctx.error(f"relax.slice_scatter: src {format_sinfo(src)} must have the dtype of "
+                  f"{format_sinfo(data)}")
+    if data.ndim >= 0:
+        axis = normalize_axis(ctx, call, a["axis"], data.ndim, data)
+        if src.ndim >= 0 and src.ndim != data.ndim:
+            ctx.error(f"relax.slice_scatter: src {format_sinfo(src)} must have the rank of "
+                      f"{format_sinfo(data)}")
+        if data.shape is not None and src.shape is not None:
+            for i, (d, s) in enumerate(zip(data.shape, src.shape)):
+                want = slice_length(d, a["start"], a["end"], a["step"]) if i == axis else d
+                if prove_not_equal(ctx, ctx.analyzer.simplify(want), s):
+                    ctx.error(f"relax.slice_scatter: src {format_sinfo(src)} does not fit the "
+                              f"slice {a['start']}:{a['end']}:{a['step']} of axis {a['axis']} "
+                              f"of {format_sinfo(data)}")
+    return TensorStructInfo(data.shape, data.dtype, data.ndim)
+
+
+def _slice_scatter_reference(input_tensor, src, start=0, end=None, step=1, axis=0):
+    out = input_tensor.copy()
+    index = [slice(None)] * out.ndim
+    index[axis % out.ndim] = slice(start, end, step)
+    target = out[tuple(index)]
+    if target.shape != src.shape:
+        raise ValueError(f"slice_scatter: src of shape {src.shape} does not fit a slice of "
+                         f"shape {target.shape}")
+    out[tuple(index)] = src
+    return out
+
+
+register_op("relax.slice_scatter", _infer_slice_scatter, _slice_scatter_reference,
+            attr_names=("start", "end", "step", "axis"), constructor=slice_scatter)
+
+__all__ += ["slice_scatter"]

@@ -203,3 +203,30 @@ def _cumulative(ctx, call):
     name = op_short_name(call)
     combine, identity = (reduce_prod, 1) if name == "cumprod" else (reduce_sum, 0)
     return te.emit(name, compute(te.out_shape(), body, "T_" + name, dtype))
+
+
+@register_legalize("relax.slice_scatter")
+def _slice_scatter(ctx, call):
+    """Each output element is ``src``'s element when its position along the axis is in the
+    slice, else the input's (the ``src`` position is clamped so the unused load stays in
+    bounds)."""
+    te = ctx.te(call)
+    x = te.placeholder(call.args[0], "x")
+    src = te.placeholder(call.args[1], "src")
+    a = call.attrs
+    axis = a["axis"] % x.ndim
+    start, end, step = a["start"], a["end"], a["step"]
+
+    def body(*idx):
+        pos = idx[axis]
+        offset = pos - start
+        conds = [E.GE(pos, start)]
+        if end is not None:
+            conds.append(E.LT(pos, end))
+        if step > 1:
+            conds.append(E.EQ(E.floormod(offset, step), 0))
+        inside = _all(conds)
+        at = E.max_(E.min_(E.floordiv(offset, step), src.shape[axis] - 1), E.IntImm(0))
+        return E.select(inside, src[(*idx[:axis], at, *idx[axis + 1:])], x[idx])
+
+    return te.emit("slice_scatter", compute(te.out_shape(), body, "T_slice_scatter", x.dtype))

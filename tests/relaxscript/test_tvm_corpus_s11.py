@@ -299,3 +299,61 @@ def test_resize3d_round_trips_and_refuses_bad_forms():
         module_of(src.replace('layout="NCDHW"', 'method="cubic"'))
     with pytest.raises(OpDeductionError, match="size has 3 values"):
         module_of(src.replace("size=(2, 2, 2)", "R.shape([2, 2])"))
+
+
+# ---------------------------------------------------------------- slice_scatter, take modes, clip
+CIRCULAR_PAD = '''
+@R.function
+def main(x: R.Tensor((2, "n"), dtype="float32"), idx: R.Tensor((5,), dtype="int64")):
+    n = T.int64()
+    with R.dataflow():
+        z: R.Tensor((2, n + 2), dtype="float32") = R.zeros(R.shape([2, n + 2]), dtype="float32")
+        mid: R.Tensor((2, n + 2), dtype="float32") = R.slice_scatter(z, x, R.prim_value(2), R.prim_value(100), R.prim_value(1), axis=1)
+        head = R.strided_slice(x, axes=[1], begin=[n - 2], end=[n])
+        left: R.Tensor((2, n + 2), dtype="float32") = R.slice_scatter(mid, head, 0, 2, 1, axis=1)
+        strided: R.Tensor((2, n + 2), dtype="float32") = R.slice_scatter(left, R.full(R.shape([2, 2]), R.const(7, "float32"), dtype="float32"), start=1, end=100, step=n, axis=-1)
+        clipped: R.Tensor((2, 5), dtype="float32") = R.take(x, idx, axis=1, mode="clip")
+        wrapped: R.Tensor((2, 5), dtype="float32") = R.take(x, idx, axis=1, mode="wrap")
+        fast: R.Tensor((2, 5), dtype="float32") = R.take(x, R.clip(idx, R.prim_value(0), R.prim_value(1)), axis=1, mode="fast")
+        gv = (left, strided, clipped, wrapped, fast)
+        R.output(gv)
+    return gv
+'''
+
+
+@settings(max_examples=8, deadline=None)
+@given(n=st.integers(2, 7), seed=st.integers(0, 2**31))
+def test_slice_scatter_take_modes_and_prim_clip_on_every_target(n, seed):
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((2, n)).astype("float32")
+    idx = rng.integers(-2 * n, 2 * n, size=5).astype("int64")
+    src = CIRCULAR_PAD.replace("step=n,", f"step={n},")
+    left, strided, clipped, wrapped, fast = assert_runs_alike(module_of(src), x, idx)
+    want = np.zeros((2, n + 2), "float32")
+    want[:, 2:n + 2] = x
+    want[:, 0:2] = x[:, n - 2:n]     # a circular pad of 2 on the left
+    np.testing.assert_array_equal(left, want)
+    want[:, [1, n + 1]] = 7
+    np.testing.assert_array_equal(strided, want)
+    np.testing.assert_array_equal(clipped, x[:, [min(max(int(i), 0), n - 1) for i in idx]])
+    np.testing.assert_array_equal(wrapped, x[:, [int(i) % n for i in idx]])
+    np.testing.assert_array_equal(fast, x[:, [min(max(int(i), 0), 1) for i in idx]])
+
+
+def test_slice_scatter_and_take_modes_round_trip_and_refuse_bad_forms():
+    text = assert_round_trip(module_of(CIRCULAR_PAD.replace("step=n,", "step=3,")))
+    assert 'mode="clip"' in text and 'mode="fast"' in text
+    assert "R.slice_scatter(left, " in text and "start=1, end=100, step=3, axis=-1" in text
+    with pytest.raises(ParseError, match="step must be an int, got n") as err:
+        module_of(CIRCULAR_PAD)     # step=n: symbolic
+    assert ":10" in str(err.value)
+    src = ('@R.function\ndef main(x: R.Tensor((4, 6), "float32"), s: R.Tensor((4, 2), "float32")):\n'
+           '    y = R.slice_scatter(x, s, 1, 5, 2, axis=1)\n    return y\n')
+    module_of(src)
+    with pytest.raises(OpDeductionError, match="does not fit the slice 1:6:1 of axis 1"):
+        module_of(src.replace("1, 5, 2", "1, 6, 1"))
+    with pytest.raises(ParseError, match="step must be at least 1"):
+        module_of(src.replace("1, 5, 2", "1, 5, 0"))
+    with pytest.raises(ParseError, match="mode must be one of fast, clip, wrap"):
+        module_of(src.replace("R.slice_scatter(x, s, 1, 5, 2, axis=1)",
+                              'R.take(x, R.const([0], "int64"), axis=1, mode="nearest")'))

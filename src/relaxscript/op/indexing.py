@@ -254,8 +254,8 @@ def take(x, indices, axis=None, mode="fast"):
         axis = attr_int(axis, "take", "axis")
     if mode not in TAKE_MODES:
         raise OpAttributeError(f"R.take: mode must be one of {', '.join(TAKE_MODES)}, got {mode!r}")
-    attrs = {"axis": axis} if mode == "fast" else {"axis": axis, "mode": mode}
-    return make_call("relax.take", [as_tensor(x), as_tensor(indices, "int64")], attrs)
+    return make_call("relax.take", [as_tensor(x), as_tensor(indices, "int64")],
+                     {"axis": axis, "mode": mode})
 
 
 def _infer_take(call, ctx) -> TensorStructInfo:

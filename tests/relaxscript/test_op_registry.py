@@ -39,7 +39,7 @@ def sample_calls():
     calls += [getattr(op, name)(IDX, IDX) for name in
               ("bitwise_and", "bitwise_or", "bitwise_xor", "left_shift", "right_shift")]
     calls += [getattr(op, name)(X, W) for name in
-              ("add", "subtract", "multiply", "divide", "floor_divide", "floor_mod", "power",
+              ("add", "subtract", "multiply", "divide", "floor_divide", "floor_mod", "mod", "power",
                "maximum", "minimum", "equal", "not_equal", "less", "less_equal", "greater",
                "greater_equal")]
     calls += [getattr(op, name)(B, B) for name in ("logical_and", "logical_or", "logical_xor")]
@@ -95,6 +95,7 @@ def sample_calls():
         op.image.affine_grid(tensor_var("th", (m, 2, 3)), (n, 3)),
         op.image.affine_grid(tensor_var("th", (m, 2, 3)), (2, n * 2), False),
         op.take(X, IDX, 0, "clip"), op.take(X, IDX, None, "wrap"),
+        op.mod(X, 1.5),
         op.slice_scatter(X3, tensor_var("ss", (2, n, 2)), 1, 4, 2, -1),
         op.slice_scatter(X3, tensor_var("ss0", (1, n, 4)), 1, None, 1, 0),
         op.image.resize3d(tensor_var("vol", (1, 2, n, 3, 4)), (m, 2, 3), None, "NCDHW", "linear",

@@ -357,3 +357,48 @@ def test_slice_scatter_and_take_modes_round_trip_and_refuse_bad_forms():
     with pytest.raises(ParseError, match="mode must be one of fast, clip, wrap"):
         module_of(src.replace("R.slice_scatter(x, s, 1, 5, 2, axis=1)",
                               'R.take(x, R.const([0], "int64"), axis=1, mode="nearest")'))
+
+
+# ---------------------------------------------------------------- mod
+ROLL = '''
+@R.function
+def main(x: R.Tensor(("n", 3), dtype="int64"), a: R.Tensor(("n", 3), dtype="float32"), b: R.Tensor((3,), dtype="float32"), k: R.Tensor(("n", 3), dtype="int32")):
+    n = T.int64()
+    with R.dataflow():
+        pos: R.Tensor((n,), dtype="int64") = R.arange(R.prim_value(0), R.prim_value(n), R.prim_value(1), dtype="int64")
+        shifted: R.Tensor((n,), dtype="int64") = R.add(pos, R.const(2, "int64"))
+        src: R.Tensor((n,), dtype="int64") = R.mod(shifted, R.shape_to_tensor(R.shape([n])))
+        rolled: R.Tensor((n, 3), dtype="int64") = R.take(x, src, axis=0, mode="fast")
+        fm: R.Tensor((n, 3), dtype="float32") = R.mod(a, b)
+        im: R.Tensor((n, 3), dtype="int32") = R.mod(k, R.const(-3, "int32"))
+        gv = (rolled, fm, im)
+        R.output(gv)
+    return gv
+'''
+
+
+@settings(max_examples=8, deadline=None)
+@given(n=st.integers(1, 6), seed=st.integers(0, 2**31))
+def test_mod_is_the_truncating_remainder_on_every_target(n, seed):
+    """R.mod keeps the dividend's sign (C's %, fmod), unlike floor_mod; with it, arange + mod +
+    take rolls an axis (TVM's torch.roll decomposition)."""
+    rng = np.random.default_rng(seed)
+    x = rng.integers(-9, 10, size=(n, 3)).astype("int64")
+    a = rng.uniform(-6, 6, size=(n, 3)).astype("float32")
+    b = np.array([1.5, -2.25, 4.0], "float32")
+    k = rng.integers(-20, 21, size=(n, 3)).astype("int32")
+    rolled, fm, im = assert_runs_alike(module_of(ROLL), x, a, b, k, tol=1e-6)
+    np.testing.assert_array_equal(rolled, np.roll(x, -2, axis=0))
+    for i, j in np.ndindex(n, 3):
+        q = int(a[i, j] / b[j])          # truncated quotient
+        assert abs(fm[i, j] - (a[i, j] - q * b[j])) <= 1e-5 * (1 + abs(a[i, j]))
+        assert fm[i, j] == 0 or np.sign(fm[i, j]) == np.sign(a[i, j])
+        r = abs(int(k[i, j])) % 3
+        assert im[i, j] == (r if k[i, j] >= 0 else -r)
+
+
+def test_mod_round_trips_and_checks_dtypes():
+    assert "R.mod(shifted, " in assert_round_trip(module_of(ROLL))
+    with pytest.raises(OpDeductionError):
+        module_of('@R.function\ndef main(x: R.Tensor((2,), "float32"), y: R.Tensor((2,), "int32")):\n'
+                  '    z = R.mod(x, y)\n    return z\n')

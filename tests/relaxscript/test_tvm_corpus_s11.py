@@ -402,3 +402,31 @@ def test_mod_round_trips_and_checks_dtypes():
     with pytest.raises(OpDeductionError):
         module_of('@R.function\ndef main(x: R.Tensor((2,), "float32"), y: R.Tensor((2,), "int32")):\n'
                   '    z = R.mod(x, y)\n    return z\n')
+
+
+def test_return_annotation_none_means_deduced():
+    """``-> None`` on a graph function is no annotation (TVM deduces the result), also for a
+    callee whose result its caller's deduction needs first."""
+    src = '''
+@I.ir_module
+class Module:
+    @R.function
+    def main(x1: R.Tensor((3, 3), dtype="float32")):
+        res1 = Module.mul(x1)
+        return res1
+
+    @R.function
+    def mul(x: R.Tensor((3, 3), dtype="float32")) -> None:
+        res = R.multiply(x, x)
+        return res
+'''
+    mod = module_of(src)
+    plain = module_of(src.replace(" -> None:", ":"))
+    import relaxscript as rx
+    rx.assert_structural_equal(mod, plain)
+    assert mod["main"].ret_struct_info.shape is not None
+    x = np.arange(9, dtype="float32").reshape(3, 3)
+    np.testing.assert_array_equal(assert_runs_alike(mod, x), x * x)
+    with pytest.raises(ParseError, match="expected an annotation") as err:
+        module_of(src.replace(" -> None:", " -> 3:"))
+    assert ":10" in str(err.value)

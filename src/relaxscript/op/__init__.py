@@ -57,7 +57,8 @@ __all__ = [
     "shape_of", "DeductionContext", "OpAttributeError",
     # TVM's ops of issue 15 item 6
     "assert_op", "collapse_sum_like", "collapse_sum_to", "cumsum", "flip", "gather_nd", "one_hot",
-    "scatter_elements", "scatter_nd", "slice_scatter", "argsort", "topk", "sort", "median", "cumprod", "shape_to_tensor", "tensor_to_shape",
+    "scatter_elements", "scatter_nd", "slice_scatter", "argsort", "topk", "sort", "median", "cumprod",
+    "shape_to_tensor", "tensor_to_shape",
     "OpDeductionError", "OpSpec", "all_op_specs", "get_op", "get_op_spec", "register_op",
     *_binary, *_create, *_manipulate, *_reduce, *_unary,
 ]

@@ -50,8 +50,8 @@ _BITWISE = {"bitwise_and": np.bitwise_and, "bitwise_or": np.bitwise_or, "bitwise
 _PRIM_VALUE = {
     "add": E.add, "subtract": E.sub, "multiply": E.mul, "divide": E.div,
     "floor_divide": E.floordiv, "floor_mod": E.floormod, "mod": lambda a, b: a - E.div(a, b) * b,
-    "maximum": E.max_, "minimum": E.min_, "equal": E.EQ, "not_equal": E.NE, "less": E.LT, "less_equal": E.LE, "greater": E.GT,
-    "greater_equal": E.GE,
+    "maximum": E.max_, "minimum": E.min_, "equal": E.EQ, "not_equal": E.NE, "less": E.LT,
+    "less_equal": E.LE, "greater": E.GT, "greater_equal": E.GE,
 }
 
 

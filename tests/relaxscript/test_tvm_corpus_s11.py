@@ -430,3 +430,52 @@ class Module:
     with pytest.raises(ParseError, match="expected an annotation") as err:
         module_of(src.replace(" -> None:", " -> 3:"))
     assert ":10" in str(err.value)
+
+
+# ---------------------------------------------------------------- gather_elements
+GATHERS = '''
+@R.function
+def main(x: R.Tensor(("n", 4), dtype="float32"), i0: R.Tensor((2, 3), dtype="int64"), i1: R.Tensor(("n", 6), dtype="int32")):
+    n = T.int64()
+    with R.dataflow():
+        rows: R.Tensor((2, 3), dtype="float32") = R.gather_elements(x, i0, axis=0)
+        cols: R.Tensor((n, 6), dtype="float32") = R.gather_elements(x, i1, axis=-1)
+        gv = (rows, cols)
+        R.output(gv)
+    return gv
+'''
+
+
+@settings(max_examples=8, deadline=None)
+@given(n=st.integers(2, 6), seed=st.integers(0, 2**31))
+def test_gather_elements_on_every_target(n, seed):
+    """torch.gather's meaning, negative indices from the end; the indices may be smaller than
+    the data on the other axes (2 x 3 of n x 4)."""
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((n, 4)).astype("float32")
+    i0 = rng.integers(-n, n, size=(2, 3)).astype("int64")
+    i1 = rng.integers(-4, 4, size=(n, 6)).astype("int32")
+    rows, cols = assert_runs_alike(module_of(GATHERS), x, i0, i1)
+    for a, b in np.ndindex(2, 3):
+        assert rows[a, b] == x[int(i0[a, b]) % n, b]
+    for a, b in np.ndindex(n, 6):
+        assert cols[a, b] == x[a, int(i1[a, b]) % 4]
+
+
+def test_gather_elements_refuses_bad_forms_and_indices():
+    assert "R.gather_elements(x, i1, axis=-1)" in assert_round_trip(module_of(GATHERS))
+    src = ('@R.function\ndef main(x: R.Tensor((2, 4), "float32"), i: R.Tensor((2, 4), "int64")):\n'
+           '    y = R.gather_elements(x, i, axis=1)\n    return y\n')
+    with pytest.raises(OpDeductionError, match="is larger than data"):
+        module_of(src.replace('i: R.Tensor((2, 4)', 'i: R.Tensor((3, 4)'))
+    with pytest.raises(OpDeductionError, match="must have the 2 dims"):
+        module_of(src.replace('i: R.Tensor((2, 4)', 'i: R.Tensor((2, 4, 1)'))
+    with pytest.raises(OpDeductionError, match="integer"):
+        module_of(src.replace('"int64"', '"float32"'))
+    import relaxscript as rx
+    mod = module_of(src)
+    bad = np.array([[0, 1, 2, 4], [0, 0, 0, 0]], "int64")     # 4 is past the axis
+    with pytest.raises(Exception, match="index|out of range|bounds"):
+        rx.interpret(mod, "main", np.zeros((2, 4), "float32"), bad)
+    with pytest.raises(Exception, match="index|out of range|bounds"):
+        rx.VirtualMachine(rx.build(mod, target="c"))["main"](np.zeros((2, 4), "float32"), bad)

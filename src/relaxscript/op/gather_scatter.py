@@ -331,3 +331,42 @@ register_op("relax.slice_scatter", _infer_slice_scatter, _slice_scatter_referenc
             attr_names=("start", "end", "step", "axis"), constructor=slice_scatter)
 
 __all__ += ["slice_scatter"]
+
+
+# ---------------------------------------------------------------- gather_elements
+def gather_elements(data, indices, axis: int = 0):
+    """R.gather_elements(data, indices, axis=0): ``out[i] = data[i with its axis position
+    replaced by indices[i]]`` (ONNX GatherElements, ``torch.gather``); the result has the
+    indices' shape, which may be smaller than the data's on the other axes."""
+    return make_call("relax.gather_elements", [as_tensor(data), as_tensor(indices, "int64")],
+                     {"axis": attr_int(axis, "gather_elements", "axis")})
+
+
+def _infer_gather_elements(call, ctx) -> TensorStructInfo:
+    data = tensor_arg(call, 0, ctx, "data")
+    indices = _index_tensor(call, 1, ctx, "indices")
+    axis = call.attrs["axis"]
+    if data.ndim >= 0:
+        axis = normalize_axis(ctx, call, axis, data.ndim, data)
+        if indices.ndim >= 0 and indices.ndim != data.ndim:
+            ctx.error(f"relax.gather_elements: indices {format_sinfo(indices)} must have the "
+                      f"{data.ndim} dims of data {format_sinfo(data)}")
+        if data.shape is not None and indices.shape is not None:
+            for d, (n, k) in enumerate(zip(data.shape, indices.shape)):
+                if d != axis and ctx.analyzer.can_prove(E.GT(k, n)):
+                    ctx.error(f"relax.gather_elements: indices {format_sinfo(indices)} is larger "
+                              f"than data {format_sinfo(data)} on axis {d}")
+    return TensorStructInfo(indices.shape, data.dtype, indices.ndim)
+
+
+def _gather_elements_reference(data, indices, axis=0):
+    axis %= data.ndim
+    grid = list(np.indices(indices.shape, sparse=True))
+    grid[axis] = indices.astype(np.int64)
+    return np.ascontiguousarray(data[tuple(grid)])
+
+
+register_op("relax.gather_elements", _infer_gather_elements, _gather_elements_reference,
+            attr_names=("axis",), constructor=gather_elements)
+
+__all__ += ["gather_elements"]

@@ -230,3 +230,22 @@ def _slice_scatter(ctx, call):
         return E.select(inside, src[(*idx[:axis], at, *idx[axis + 1:])], x[idx])
 
     return te.emit("slice_scatter", compute(te.out_shape(), body, "T_slice_scatter", x.dtype))
+
+
+@register_legalize("relax.gather_elements")
+def _gather_elements(ctx, call):
+    """One load per output element; the index read from data goes through
+    ``T.checked_index`` (negative from the end, out of range an error)."""
+    if not _known(call):
+        return None
+    te = ctx.te(call)
+    data = te.placeholder(call.args[0], "data")
+    indices = te.placeholder(call.args[1], "indices")
+    axis = call.attrs["axis"] % data.ndim
+
+    def body(*idx):
+        picked = E.checked_index(indices[idx], data.shape[axis])
+        return data[(*idx[:axis], picked, *idx[axis + 1:])]
+
+    return te.emit("gather_elements", compute(te.out_shape(), body, "T_gather_elements",
+                                              data.dtype))

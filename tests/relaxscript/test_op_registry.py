@@ -97,6 +97,8 @@ def sample_calls():
         op.take(X, IDX, 0, "clip"), op.take(X, IDX, None, "wrap"),
         op.mod(X, 1.5),
         op.gather_elements(X3, tensor_var("ge", (1, n, 3), "int64"), -1),
+        op.index_put(X, (tensor_var("ip0", (m,), "int64"), tensor_var("ip1", (m,), "int64")),
+                     tensor_var("ipv", (m,)), True),
         op.slice_scatter(X3, tensor_var("ss", (2, n, 2)), 1, 4, 2, -1),
         op.slice_scatter(X3, tensor_var("ss0", (1, n, 4)), 1, None, 1, 0),
         op.image.resize3d(tensor_var("vol", (1, 2, n, 3, 4)), (m, 2, 3), None, "NCDHW", "linear",

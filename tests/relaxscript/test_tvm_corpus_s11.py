@@ -479,3 +479,61 @@ def test_gather_elements_refuses_bad_forms_and_indices():
         rx.interpret(mod, "main", np.zeros((2, 4), "float32"), bad)
     with pytest.raises(Exception, match="index|out of range|bounds"):
         rx.VirtualMachine(rx.build(mod, target="c"))["main"](np.zeros((2, 4), "float32"), bad)
+
+
+# ---------------------------------------------------------------- index_put
+INDEX_PUTS = '''
+@R.function
+def main(data: R.Tensor((5, "n"), dtype="float32"), cols: R.Tensor((7,), dtype="int64"), v: R.Tensor((7,), dtype="float32"), r: R.Tensor(("k",), dtype="int64"), c: R.Tensor(("k",), dtype="int64")):
+    n = T.int64()
+    k = T.int64()
+    with R.dataflow():
+        rows: R.Tensor((5, 1), dtype="int64") = R.expand_dims(R.arange(R.prim_value(0), R.prim_value(5), R.prim_value(1), dtype="int64"), axis=[1])
+        grid: R.Tensor((5, n), dtype="float32") = R.index_put(data, R.tuple(rows, cols), v, accumulate=False)
+        added: R.Tensor((5, n), dtype="float32") = R.index_put(data, R.tuple(r, c), R.const(1.5, "float32"), accumulate=True)
+        gv = (grid, added)
+        R.output(gv)
+    return gv
+'''
+
+
+@settings(max_examples=8, deadline=None)
+@given(n=st.integers(1, 6), k=st.integers(1, 9), seed=st.integers(0, 2**31))
+def test_index_put_on_every_target(n, k, seed):
+    """torch's index_put_: broadcast index tensors (a (5, 1) column against 7 columns), the
+    last write of a repeated position kept; with accumulate every write adds (repeats too)."""
+    rng = np.random.default_rng(seed)
+    data = rng.standard_normal((5, n)).astype("float32")
+    cols = rng.integers(-n, n, size=7).astype("int64")
+    v = rng.standard_normal(7).astype("float32")
+    r = rng.integers(-5, 5, size=k).astype("int64")
+    c = rng.integers(-n, n, size=k).astype("int64")
+    grid, added = assert_runs_alike(module_of(INDEX_PUTS), data, cols, v, r, c)
+    want = data.copy()
+    for row in range(5):
+        for j in range(7):                 # row-major order: the later j wins
+            want[row, int(cols[j]) % n] = v[j]
+    np.testing.assert_array_equal(grid, want)
+    want = data.astype("float64")
+    for a, b in zip(r, c):
+        want[int(a) % 5, int(b) % n] += 1.5
+    np.testing.assert_allclose(added, want, rtol=1e-6, atol=1e-6)
+
+
+def test_index_put_round_trips_and_refuses_bad_forms():
+    assert "accumulate=True" in assert_round_trip(module_of(INDEX_PUTS))
+    src = ('@R.function\ndef main(x: R.Tensor((4, 3), "float32"), i: R.Tensor((2,), "int64"), '
+           'j: R.Tensor((2,), "int64"), v: R.Tensor((2,), "float32")):\n'
+           '    y = R.index_put(x, R.tuple(i, j), v)\n    return y\n')
+    module_of(src)
+    with pytest.raises(OpDeductionError, match="one index tensor per axis"):
+        module_of(src.replace("R.tuple(i, j)", "R.tuple(i,)"))
+    with pytest.raises(OpDeductionError, match="cannot broadcast"):
+        module_of(src.replace('v: R.Tensor((2,), "float32")', 'v: R.Tensor((3,), "float32")'))
+    with pytest.raises(OpDeductionError, match=r"do not broadcast to the indices' shape \(2,\)"):
+        module_of(src.replace('v: R.Tensor((2,), "float32")', 'v: R.Tensor((3, 2), "float32")'))
+    with pytest.raises(OpDeductionError, match="integer tensors"):
+        module_of(src.replace('j: R.Tensor((2,), "int64")', 'j: R.Tensor((2,), "float32")'))
+    with pytest.raises(ParseError, match="accumulate must be a bool") as err:
+        module_of(src.replace("R.index_put(x, R.tuple(i, j), v)", 'R.index_put(x, R.tuple(i, j), v, accumulate="no")'))
+    assert ":3" in str(err.value)

@@ -29,8 +29,8 @@ from .create import __all__ as _create
 from .collapse_sum import collapse_sum_like, collapse_sum_to
 from .cumulative import cumprod, cumsum
 from .data_dependent import nonzero, unique
-from .gather_scatter import (flip, gather_elements, gather_nd, one_hot, scatter_elements, scatter_nd,
-                             slice_scatter)
+from .gather_scatter import (flip, gather_elements, gather_nd, index_put, one_hot, scatter_elements,
+                             scatter_nd, slice_scatter)
 from .datatype import astype
 from .indexing import concat, split, strided_slice, take
 from .layout_transform import layout_transform
@@ -58,7 +58,7 @@ __all__ = [
     "shape_of", "DeductionContext", "OpAttributeError",
     # TVM's ops of issue 15 item 6
     "assert_op", "collapse_sum_like", "collapse_sum_to", "cumsum", "flip", "gather_elements", "gather_nd",
-    "one_hot",
+    "index_put", "one_hot",
     "scatter_elements", "scatter_nd", "slice_scatter", "argsort", "topk", "sort", "median", "cumprod",
     "shape_to_tensor", "tensor_to_shape",
     "OpDeductionError", "OpSpec", "all_op_specs", "get_op", "get_op_spec", "register_op",

@@ -370,3 +370,69 @@ register_op("relax.gather_elements", _infer_gather_elements, _gather_elements_re
             attr_names=("axis",), constructor=gather_elements)
 
 __all__ += ["gather_elements"]
+
+
+# ---------------------------------------------------------------- index_put
+def index_put(data, indices, values, accumulate: bool = False):
+    """R.index_put(data, indices, values, accumulate=False): ``torch.index_put_``. ``indices``
+    is a tuple of one integer tensor per axis of ``data``; they broadcast together to a shape
+    ``B`` and ``values`` broadcasts to ``B``; element ``b`` of ``B`` writes ``values[b]`` at
+    ``(indices[0][b], ...)`` (negatives from the end; a repeated position keeps the last
+    write in row-major order) or, with ``accumulate``, adds it."""
+    from ._convert import as_tuple
+    if not isinstance(accumulate, (bool, np.bool_)):
+        raise OpAttributeError(f"R.index_put: accumulate must be a bool, got {accumulate!r}")
+    return make_call("relax.index_put", [as_tensor(data), as_tuple(indices), as_tensor(values)],
+                     {"accumulate": bool(accumulate)})
+
+
+def _infer_index_put(call, ctx) -> TensorStructInfo:
+    from ..struct_info import TupleStructInfo
+    from ._infer_util import broadcast_shapes
+    data = tensor_arg(call, 0, ctx, "data")
+    fields = sinfo_of(call.args[1])
+    if not isinstance(fields, TupleStructInfo) or not all(
+            isinstance(f, TensorStructInfo) for f in fields.fields):
+        ctx.error(f"relax.index_put: indices must be a tuple of tensors, got {format_sinfo(fields)}")
+    index_list = list(fields.fields)
+    for f in index_list:
+        if f.dtype is not None and not dt.is_int(f.dtype):
+            ctx.error(f"relax.index_put: indices must be integer tensors, got {format_sinfo(f)}")
+    if data.ndim >= 0 and len(index_list) != data.ndim:
+        ctx.error(f"relax.index_put: give one index tensor per axis of {format_sinfo(data)} "
+                  f"({data.ndim}), got {len(index_list)}")
+    values = tensor_arg(call, 2, ctx, "values")
+    if data.dtype is not None and values.dtype is not None and data.dtype != values.dtype:
+        ctx.error(f"relax.index_put: values {format_sinfo(values)} and data {format_sinfo(data)} "
+                  f"have different dtypes")
+    target = broadcast_shapes(ctx, call, index_list)
+    if not isinstance(target, int):
+        full = broadcast_shapes(ctx, call, [TensorStructInfo(target, None), values])
+        if not isinstance(full, int) and (len(full) != len(target) or any(
+                prove_not_equal(ctx, a, b) for a, b in zip(full, target))):
+            ctx.error(f"relax.index_put: values {format_sinfo(values)} do not broadcast to the "
+                      f"indices' shape {tuple(target)}")
+    return TensorStructInfo(data.shape, data.dtype, data.ndim)
+
+
+def _index_put_reference(data, indices, values, accumulate=False):
+    index_arrays = np.broadcast_arrays(*[np.asarray(i, dtype=np.int64) for i in indices])
+    shape = index_arrays[0].shape if index_arrays else ()
+    vals = np.broadcast_to(values, shape)
+    out = data.copy()
+    for b in np.ndindex(*shape):
+        position = []
+        for axis, arr in enumerate(index_arrays):
+            i, n = int(arr[b]), data.shape[axis]
+            if not -n <= i < n:
+                raise IndexError(f"index {i} is out of bounds for axis {axis} with size {n}")
+            position.append(i % n)
+        position = tuple(position)
+        out[position] = out[position] + vals[b] if accumulate else vals[b]
+    return out
+
+
+register_op("relax.index_put", _infer_index_put, _index_put_reference,
+            attr_names=("accumulate",), constructor=index_put)
+
+__all__ += ["index_put"]

@@ -249,3 +249,50 @@ def _gather_elements(ctx, call):
 
     return te.emit("gather_elements", compute(te.out_shape(), body, "T_gather_elements",
                                               data.dtype))
+
+
+class _Broadcast:
+    """``values`` read at positions of a larger broadcast shape (NumPy's rule)."""
+
+    def __init__(self, te, tensor):
+        self.te, self.tensor = te, tensor
+
+    def __getitem__(self, index):
+        from .common import broadcast_index
+        return self.tensor[broadcast_index(self.te, self.tensor.shape, tuple(index))]
+
+
+@register_legalize("relax.index_put")
+def _index_put(ctx, call):
+    """Gather form, as the scatters: each output element takes the last matching write (or
+    adds every matching one); the positions read from data go through ``T.checked_index``."""
+    from .index import _tuple_fields
+    if getattr(call.struct_info, "shape", None) is None:
+        return None
+    parts = _tuple_fields(ctx, call.args[1])
+    if any(getattr(p.struct_info, "shape", None) is None for p in parts) \
+            or call.args[2].struct_info.shape is None or call.args[0].struct_info.shape is None:
+        return None
+    te = ctx.te(call)
+    data = te.placeholder(call.args[0], "data")
+    index_tensors = [te.placeholder(p, f"i{k}") for k, p in enumerate(parts)]
+    values = te.placeholder(call.args[2], "values")
+    ndim = max([t.ndim for t in index_tensors] + [0])
+    shape = []
+    for d in range(ndim):      # the indices' broadcast shape: the first non-unit extent
+        extent = E.IntImm(1)
+        for t in index_tensors:
+            offset = ndim - t.ndim
+            if d >= offset and not te.is_one(t.shape[d - offset]):
+                extent = t.shape[d - offset]
+                break
+        shape.append(extent)
+    broadcast = [_Broadcast(te, t) for t in index_tensors]
+
+    def aims_at(p, u):
+        return _all([E.EQ(E.checked_index(b[tuple(u)], data.shape[axis]), p[axis])
+                     for axis, b in enumerate(broadcast)])
+
+    reduction = "add" if call.attrs["accumulate"] else "update"
+    out = _scatter(te, data, _Broadcast(te, values), shape, aims_at, reduction, "T_index_put")
+    return te.emit("index_put", out)

@@ -121,9 +121,13 @@ def valid_index_arrays(env, rng) -> dict:
     """In-range index tensors for the sample calls that index by value (test_op_registry):
     ``idx`` rows of ``x`` (n, 4), ``nd`` positions in the leading (2, n) dims of ``x3``,
     ``se`` rows of ``x`` for scatter_elements, ``nt`` classes of ``x3`` (2, n, 4) for nll_loss
-    (with -1, the ignored class there)."""
+    (with -1, the ignored class there), ``ge`` positions in the last axis of ``x3`` for
+    gather_elements, ``ip0``/``ip1`` rows and columns of ``x`` for index_put."""
     n, m = env[SYMBOLS[0]], env[SYMBOLS[1]]
     nd = np.stack([rng.integers(-2, 2, size=m), rng.integers(-n, n, size=m)], axis=1)
     return {"idx": rng.integers(-n, n, size=m), "nd": nd.astype("int64"),
             "se": rng.integers(-n, n, size=(2, 4)).astype("int64"),
-            "nt": rng.integers(-1, n, size=(2, 4)).astype("int64")}
+            "nt": rng.integers(-1, n, size=(2, 4)).astype("int64"),
+            "ge": rng.integers(-4, 4, size=(1, n, 3)).astype("int64"),
+            "ip0": rng.integers(-n, n, size=m).astype("int64"),
+            "ip1": rng.integers(-4, 4, size=m).astype("int64")}

@@ -39,7 +39,7 @@ def sample_calls():
     calls += [getattr(op, name)(IDX, IDX) for name in
               ("bitwise_and", "bitwise_or", "bitwise_xor", "left_shift", "right_shift")]
     calls += [getattr(op, name)(X, W) for name in
-              ("add", "subtract", "multiply", "divide", "floor_divide", "floor_mod", "power",
+              ("add", "subtract", "multiply", "divide", "floor_divide", "floor_mod", "mod", "power",
                "maximum", "minimum", "equal", "not_equal", "less", "less_equal", "greater",
                "greater_equal")]
     calls += [getattr(op, name)(B, B) for name in ("logical_and", "logical_or", "logical_xor")]
@@ -89,6 +89,22 @@ def sample_calls():
         op.nn.avg_pool3d(tensor_var("p3", (1, 2, n, 3, 4)), (2, 2, 2), (2, 1, 1), (1, 0, 0, 1, 1, 1),
                          (1, 1, 1), True, True),
         op.nn.adaptive_avg_pool3d(tensor_var("p3", (1, 2, n, 3, 4)), (2, 2, 3)),
+        op.nn.conv3d_transpose(tensor_var("t3", (1, 2, 3, n, 2)), tensor_var("tk", (2, 1, 2, 1, 2)),
+                               (2, 1, 1), (1, 0, 0, 0, 0, 1), (1, 0, 0), (1, 1, 2), 2),
+        op.median(X3, [1]), op.median(X3, -1, True), op.median(X), op.median(X3, None, True),
+        op.image.affine_grid(tensor_var("th", (m, 2, 3)), (n, 3)),
+        op.image.affine_grid(tensor_var("th", (m, 2, 3)), (2, n * 2), False),
+        op.take(X, IDX, 0, "clip"), op.take(X, IDX, None, "wrap"),
+        op.mod(X, 1.5),
+        op.gather_elements(X3, tensor_var("ge", (1, n, 3), "int64"), -1),
+        op.index_put(X, (tensor_var("ip0", (m,), "int64"), tensor_var("ip1", (m,), "int64")),
+                     tensor_var("ipv", (m,)), True),
+        op.slice_scatter(X3, tensor_var("ss", (2, n, 2)), 1, 4, 2, -1),
+        op.slice_scatter(X3, tensor_var("ss0", (1, n, 4)), 1, None, 1, 0),
+        op.image.resize3d(tensor_var("vol", (1, 2, n, 3, 4)), (m, 2, 3), None, "NCDHW", "linear",
+                          "align_corners"),
+        op.image.resize3d(tensor_var("vol", (1, 2, n, 3, 4)), (n * 2, 4, 2), None, "NDHWC",
+                          "nearest_neighbor", "half_pixel", "round_prefer_floor"),
         op.quantize(X3, tensor_var("qs", (4,)), tensor_var("qz", (4,), "int8"), -1, "int8"),
         op.dequantize(tensor_var("qd", (2, n, 4), "uint8"), tensor_var("qs0", ()),
                       tensor_var("qz0", (), "int32"), axis=1, out_dtype="float16"),

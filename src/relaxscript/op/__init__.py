@@ -29,7 +29,8 @@ from .create import __all__ as _create
 from .collapse_sum import collapse_sum_like, collapse_sum_to
 from .cumulative import cumprod, cumsum
 from .data_dependent import nonzero, unique
-from .gather_scatter import flip, gather_nd, one_hot, scatter_elements, scatter_nd
+from .gather_scatter import (flip, gather_elements, gather_nd, index_put, one_hot, scatter_elements,
+                             scatter_nd, slice_scatter)
 from .datatype import astype
 from .indexing import concat, split, strided_slice, take
 from .layout_transform import layout_transform
@@ -46,7 +47,7 @@ from .registry import (DeductionContext, OpAttributeError, OpDeductionError, OpS
 from .side_effects import assert_op
 from .side_effects import print as print_  # noqa: F401 - R.print; a module-level print would shadow
 from .shape import shape_of, shape_to_tensor, tensor_to_shape
-from .sorting import argsort, sort, topk
+from .sorting import argsort, median, sort, topk
 from .unary import *  # noqa: F401,F403
 from .unary import __all__ as _unary
 
@@ -56,8 +57,10 @@ __all__ = [
     "fake_quantize", "einsum", "linear", "layout_transform", "quantize",
     "shape_of", "DeductionContext", "OpAttributeError",
     # TVM's ops of issue 15 item 6
-    "assert_op", "collapse_sum_like", "collapse_sum_to", "cumsum", "flip", "gather_nd", "one_hot",
-    "scatter_elements", "scatter_nd", "argsort", "topk", "sort", "cumprod", "shape_to_tensor", "tensor_to_shape",
+    "assert_op", "collapse_sum_like", "collapse_sum_to", "cumsum", "flip", "gather_elements", "gather_nd",
+    "index_put", "one_hot",
+    "scatter_elements", "scatter_nd", "slice_scatter", "argsort", "topk", "sort", "median", "cumprod",
+    "shape_to_tensor", "tensor_to_shape",
     "OpDeductionError", "OpSpec", "all_op_specs", "get_op", "get_op_spec", "register_op",
     *_binary, *_create, *_manipulate, *_reduce, *_unary,
 ]

@@ -32,7 +32,7 @@ def _divide(a, b):
 
 _ARITH = {
     "add": np.add, "subtract": np.subtract, "multiply": np.multiply, "divide": _divide,
-    "floor_divide": np.floor_divide, "floor_mod": np.mod, "power": np.power,
+    "floor_divide": np.floor_divide, "floor_mod": np.mod, "mod": np.fmod, "power": np.power,
     "maximum": np.maximum, "minimum": np.minimum,
 }
 _COMPARE = {
@@ -49,9 +49,9 @@ _BITWISE = {"bitwise_and": np.bitwise_and, "bitwise_or": np.bitwise_or, "bitwise
 # Symbolic value of an op on two known integer scalars (TIR's meaning: divide truncates).
 _PRIM_VALUE = {
     "add": E.add, "subtract": E.sub, "multiply": E.mul, "divide": E.div,
-    "floor_divide": E.floordiv, "floor_mod": E.floormod, "maximum": E.max_, "minimum": E.min_,
-    "equal": E.EQ, "not_equal": E.NE, "less": E.LT, "less_equal": E.LE, "greater": E.GT,
-    "greater_equal": E.GE,
+    "floor_divide": E.floordiv, "floor_mod": E.floormod, "mod": lambda a, b: a - E.div(a, b) * b,
+    "maximum": E.max_, "minimum": E.min_, "equal": E.EQ, "not_equal": E.NE, "less": E.LT,
+    "less_equal": E.LE, "greater": E.GT, "greater_equal": E.GE,
 }
 
 

@@ -256,3 +256,183 @@ register_op("relax.scatter_elements", _infer_scatter_elements, _scatter_elements
             attr_names=("axis", "reduction"), constructor=scatter_elements)
 
 __all__ = ["flip", "one_hot", "gather_nd", "scatter_nd", "scatter_elements"]
+
+
+# ---------------------------------------------------------------- slice_scatter
+def _slice_bound(value, name: str) -> int:
+    """A slice bound: an int, or a constant ``R.prim_value(n)`` (TVM's frontends)."""
+    from ..expr import PrimValue
+    if isinstance(value, PrimValue):
+        if not isinstance(value.value, E.IntImm):
+            raise OpAttributeError(f"R.slice_scatter: {name} must be a constant integer, got "
+                                   f"R.prim_value({value.value})")
+        value = value.value.value
+    return attr_int(value, "slice_scatter", name)
+
+
+def slice_scatter(input_tensor, src, start=0, end=None, step=1, axis: int = 0):
+    """R.slice_scatter(input_tensor, src, start, end, step, axis=0): ``input_tensor`` with
+    its slice ``start:end:step`` along ``axis`` replaced by ``src`` (``torch.slice_scatter``).
+    ``start >= 0``, ``step >= 1``; ``end`` past the axis (or None) stops at its end."""
+    start = _slice_bound(start, "start")
+    end = None if end is None else _slice_bound(end, "end")
+    step = _slice_bound(step, "step")
+    if start < 0 or (end is not None and end < 0):
+        raise OpAttributeError(f"R.slice_scatter: start and end must be non-negative, got "
+                               f"{start} and {end}")
+    if step < 1:
+        raise OpAttributeError(f"R.slice_scatter: step must be at least 1, got {step}")
+    return make_call("relax.slice_scatter", [as_tensor(input_tensor), as_tensor(src)], {
+        "start": start, "end": end, "step": step,
+        "axis": attr_int(axis, "slice_scatter", "axis")})
+
+
+def slice_length(size, start: int, end, step: int):
+    """Elements of ``start:end:step`` in an axis of ``size`` (symbolic ``size`` allowed)."""
+    stop = size if end is None else E.min_(E.convert(size), end)
+    return E.floordiv(E.max_(stop - start, E.IntImm(0)) + (step - 1), step)
+
+
+def _infer_slice_scatter(call, ctx) -> TensorStructInfo:
+    data = tensor_arg(call, 0, ctx, "input_tensor")
+    src = tensor_arg(call, 1, ctx, "src")
+    a = call.attrs
+    if data.dtype and src.dtype and data.dtype != src.dtype:
+        ctx.error(f"relax.slice_scatter: src {format_sinfo(src)} must have the dtype of "
+                  f"{format_sinfo(data)}")
+    if data.ndim >= 0:
+        axis = normalize_axis(ctx, call, a["axis"], data.ndim, data)
+        if src.ndim >= 0 and src.ndim != data.ndim:
+            ctx.error(f"relax.slice_scatter: src {format_sinfo(src)} must have the rank of "
+                      f"{format_sinfo(data)}")
+        if data.shape is not None and src.shape is not None:
+            for i, (d, s) in enumerate(zip(data.shape, src.shape)):
+                want = slice_length(d, a["start"], a["end"], a["step"]) if i == axis else d
+                if prove_not_equal(ctx, ctx.analyzer.simplify(want), s):
+                    ctx.error(f"relax.slice_scatter: src {format_sinfo(src)} does not fit the "
+                              f"slice {a['start']}:{a['end']}:{a['step']} of axis {a['axis']} "
+                              f"of {format_sinfo(data)}")
+    return TensorStructInfo(data.shape, data.dtype, data.ndim)
+
+
+def _slice_scatter_reference(input_tensor, src, start=0, end=None, step=1, axis=0):
+    out = input_tensor.copy()
+    index = [slice(None)] * out.ndim
+    index[axis % out.ndim] = slice(start, end, step)
+    target = out[tuple(index)]
+    if target.shape != src.shape:
+        raise ValueError(f"slice_scatter: src of shape {src.shape} does not fit a slice of "
+                         f"shape {target.shape}")
+    out[tuple(index)] = src
+    return out
+
+
+register_op("relax.slice_scatter", _infer_slice_scatter, _slice_scatter_reference,
+            attr_names=("start", "end", "step", "axis"), constructor=slice_scatter)
+
+__all__ += ["slice_scatter"]
+
+
+# ---------------------------------------------------------------- gather_elements
+def gather_elements(data, indices, axis: int = 0):
+    """R.gather_elements(data, indices, axis=0): ``out[i] = data[i with its axis position
+    replaced by indices[i]]`` (ONNX GatherElements, ``torch.gather``); the result has the
+    indices' shape, which may be smaller than the data's on the other axes."""
+    return make_call("relax.gather_elements", [as_tensor(data), as_tensor(indices, "int64")],
+                     {"axis": attr_int(axis, "gather_elements", "axis")})
+
+
+def _infer_gather_elements(call, ctx) -> TensorStructInfo:
+    data = tensor_arg(call, 0, ctx, "data")
+    indices = _index_tensor(call, 1, ctx, "indices")
+    axis = call.attrs["axis"]
+    if data.ndim >= 0:
+        axis = normalize_axis(ctx, call, axis, data.ndim, data)
+        if indices.ndim >= 0 and indices.ndim != data.ndim:
+            ctx.error(f"relax.gather_elements: indices {format_sinfo(indices)} must have the "
+                      f"{data.ndim} dims of data {format_sinfo(data)}")
+        if data.shape is not None and indices.shape is not None:
+            for d, (n, k) in enumerate(zip(data.shape, indices.shape)):
+                if d != axis and ctx.analyzer.can_prove(E.GT(k, n)):
+                    ctx.error(f"relax.gather_elements: indices {format_sinfo(indices)} is larger "
+                              f"than data {format_sinfo(data)} on axis {d}")
+    return TensorStructInfo(indices.shape, data.dtype, indices.ndim)
+
+
+def _gather_elements_reference(data, indices, axis=0):
+    axis %= data.ndim
+    grid = list(np.indices(indices.shape, sparse=True))
+    grid[axis] = indices.astype(np.int64)
+    return np.ascontiguousarray(data[tuple(grid)])
+
+
+register_op("relax.gather_elements", _infer_gather_elements, _gather_elements_reference,
+            attr_names=("axis",), constructor=gather_elements)
+
+__all__ += ["gather_elements"]
+
+
+# ---------------------------------------------------------------- index_put
+def index_put(data, indices, values, accumulate: bool = False):
+    """R.index_put(data, indices, values, accumulate=False): ``torch.index_put_``. ``indices``
+    is a tuple of one integer tensor per axis of ``data``; they broadcast together to a shape
+    ``B`` and ``values`` broadcasts to ``B``; element ``b`` of ``B`` writes ``values[b]`` at
+    ``(indices[0][b], ...)`` (negatives from the end; a repeated position keeps the last
+    write in row-major order) or, with ``accumulate``, adds it."""
+    from ._convert import as_tuple
+    if not isinstance(accumulate, (bool, np.bool_)):
+        raise OpAttributeError(f"R.index_put: accumulate must be a bool, got {accumulate!r}")
+    return make_call("relax.index_put", [as_tensor(data), as_tuple(indices), as_tensor(values)],
+                     {"accumulate": bool(accumulate)})
+
+
+def _infer_index_put(call, ctx) -> TensorStructInfo:
+    from ..struct_info import TupleStructInfo
+    from ._infer_util import broadcast_shapes
+    data = tensor_arg(call, 0, ctx, "data")
+    fields = sinfo_of(call.args[1])
+    if not isinstance(fields, TupleStructInfo) or not all(
+            isinstance(f, TensorStructInfo) for f in fields.fields):
+        ctx.error(f"relax.index_put: indices must be a tuple of tensors, got {format_sinfo(fields)}")
+    index_list = list(fields.fields)
+    for f in index_list:
+        if f.dtype is not None and not dt.is_int(f.dtype):
+            ctx.error(f"relax.index_put: indices must be integer tensors, got {format_sinfo(f)}")
+    if data.ndim >= 0 and len(index_list) != data.ndim:
+        ctx.error(f"relax.index_put: give one index tensor per axis of {format_sinfo(data)} "
+                  f"({data.ndim}), got {len(index_list)}")
+    values = tensor_arg(call, 2, ctx, "values")
+    if data.dtype is not None and values.dtype is not None and data.dtype != values.dtype:
+        ctx.error(f"relax.index_put: values {format_sinfo(values)} and data {format_sinfo(data)} "
+                  f"have different dtypes")
+    target = broadcast_shapes(ctx, call, index_list)
+    if not isinstance(target, int):
+        full = broadcast_shapes(ctx, call, [TensorStructInfo(target, None), values])
+        if not isinstance(full, int) and (len(full) != len(target) or any(
+                prove_not_equal(ctx, a, b) for a, b in zip(full, target))):
+            ctx.error(f"relax.index_put: values {format_sinfo(values)} do not broadcast to the "
+                      f"indices' shape {tuple(target)}")
+    return TensorStructInfo(data.shape, data.dtype, data.ndim)
+
+
+def _index_put_reference(data, indices, values, accumulate=False):
+    index_arrays = np.broadcast_arrays(*[np.asarray(i, dtype=np.int64) for i in indices])
+    shape = index_arrays[0].shape if index_arrays else ()
+    vals = np.broadcast_to(values, shape)
+    out = data.copy()
+    for b in np.ndindex(*shape):
+        position = []
+        for axis, arr in enumerate(index_arrays):
+            i, n = int(arr[b]), data.shape[axis]
+            if not -n <= i < n:
+                raise IndexError(f"index {i} is out of bounds for axis {axis} with size {n}")
+            position.append(i % n)
+        position = tuple(position)
+        out[position] = out[position] + vals[b] if accumulate else vals[b]
+    return out
+
+
+register_op("relax.index_put", _infer_index_put, _index_put_reference,
+            attr_names=("accumulate",), constructor=index_put)
+
+__all__ += ["index_put"]

@@ -170,3 +170,168 @@ register_op("relax.image.resize2d", _infer_resize2d, _resize2d_reference,
             constructor=resize2d)
 
 __all__ = ["resize2d"]
+
+
+# ---------------------------------------------------------------- affine_grid
+def affine_grid(data, size, align_corners: bool = True):
+    """R.image.affine_grid(data, size, align_corners=True): the sampling grid of the 2-D
+    affine maps ``data`` (``(n, 2, 3)``) over an ``(h, w)`` image, ``(n, 2, h, w)``:
+    ``out[b, d, i, j] = data[b, d, 0] * x_j + data[b, d, 1] * y_i + data[b, d, 2]``, where
+    ``x_j`` spans ``[-1, 1]`` over the ``w`` columns (corner centres when ``align_corners``,
+    ``-1 + (2 j + 1) / w`` otherwise; a single column is at 0), ``y_i`` likewise."""
+    if not isinstance(align_corners, (bool, np.bool_)):
+        raise OpAttributeError(f"R.image.affine_grid: align_corners must be a bool, got "
+                               f"{align_corners!r}")
+    if isinstance(size, (int, np.integer, E.PrimExpr)):
+        size = (size, size)
+    return make_call("relax.image.affine_grid", [as_tensor(data), as_shape(size)],
+                     {"align_corners": bool(align_corners)})
+
+
+def _infer_affine_grid(call, ctx) -> TensorStructInfo:
+    theta = tensor_arg(call, 0, ctx, "data")
+    size = shape_arg(call, 1, ctx)
+    if size.ndim >= 0 and size.ndim != 2:
+        ctx.error(f"relax.image.affine_grid: size has 2 values (height, width), got "
+                  f"{format_sinfo(size)}")
+    if theta.ndim >= 0 and theta.ndim != 3:
+        ctx.error(f"relax.image.affine_grid: data must be (batch, 2, 3), got {format_sinfo(theta)}")
+    if theta.dtype and not theta.dtype.startswith(("float", "bfloat")):
+        ctx.error(f"relax.image.affine_grid: data must be a float tensor, got {format_sinfo(theta)}")
+    if theta.shape is not None:
+        for axis, want in ((1, 2), (2, 3)):
+            got = theta.shape[axis]
+            if isinstance(got, E.IntImm) and got.value != want:
+                ctx.error(f"relax.image.affine_grid: data must be (batch, 2, 3), got "
+                          f"{format_sinfo(theta)}")
+    if theta.shape is None or size.values is None:
+        return TensorStructInfo(None, theta.dtype, 4)
+    return TensorStructInfo([theta.shape[0], E.IntImm(2), *size.values], theta.dtype)
+
+
+def grid_coordinates(count: int, align_corners: bool, dtype: str) -> np.ndarray:
+    """The ``count`` coordinates of one axis in ``[-1, 1]``, computed in ``dtype`` as
+    ``start + index * step``."""
+    index = np.arange(count).astype(dtype)
+    if count == 1:
+        return np.zeros(1, dtype)
+    if align_corners:
+        start, step = np.asarray(-1.0, dtype), np.asarray(2.0, dtype) / np.asarray(count - 1, dtype)
+    else:
+        step = np.asarray(2.0, dtype) / np.asarray(count, dtype)
+        start = np.asarray(-1.0, dtype) + step / np.asarray(2.0, dtype)
+    return (start + index * step).astype(dtype)
+
+
+def _affine_grid_reference(data, size, align_corners=True):
+    height, width = (int(v) for v in size)
+    dtype = data.dtype
+    xs = grid_coordinates(width, align_corners, dtype)[None, None, None, :]
+    ys = grid_coordinates(height, align_corners, dtype)[None, None, :, None]
+    a, b, c = (data[:, :, k][:, :, None, None] for k in range(3))
+    return np.ascontiguousarray((a * xs + b * ys + c).astype(dtype))
+
+
+register_op("relax.image.affine_grid", _infer_affine_grid, _affine_grid_reference,
+            attr_names=("align_corners",), constructor=affine_grid)
+
+__all__ += ["affine_grid"]
+
+
+# ---------------------------------------------------------------- resize3d
+def volume_axes(layout: str) -> tuple[int, int, int]:
+    """The D, H and W axes of a permutation of ``NCDHW``."""
+    if not isinstance(layout, str) or sorted(layout) != sorted("NCDHW"):
+        raise OpAttributeError(f"R.image.resize3d: layout {layout!r} is not supported; use a "
+                               "permutation of NCDHW (split layouts such as NCDHW16c are not)")
+    return layout.index("D"), layout.index("H"), layout.index("W")
+
+
+def resize3d(data, size, roi=None, layout: str = "NCDHW", method: str = "linear",
+             coordinate_transformation_mode: str = "half_pixel", rounding_method: str = "round",
+             cubic_alpha: float = -0.5, cubic_exclude: int = 0, extrapolation_value: float = 0.0,
+             out_dtype=None):
+    """R.image.resize3d(data, size, roi=None, layout="NCDHW", method="linear", ...): resize2d's
+    coordinates and roundings on three axes; ``linear`` interpolates W, then H, then D."""
+    if method not in METHODS:
+        raise OpAttributeError(f"R.image.resize3d: method must be one of {', '.join(METHODS)}, "
+                               f"got {method!r}")
+    if coordinate_transformation_mode not in COORDINATE_MODES:
+        raise OpAttributeError(f"R.image.resize3d: coordinate_transformation_mode must be one of "
+                               f"{', '.join(COORDINATE_MODES)}, got {coordinate_transformation_mode!r}")
+    if rounding_method not in ROUNDING:
+        raise OpAttributeError(f"R.image.resize3d: rounding_method must be one of "
+                               f"{', '.join(r for r in ROUNDING if r)}, got {rounding_method!r}")
+    volume_axes(layout)
+    if isinstance(size, (int, np.integer, E.PrimExpr)):
+        size = (size, size, size)
+    roi = tuple(_number(v, "roi") for v in (roi if roi is not None else (0.0,) * 6))
+    if len(roi) != 6:
+        raise OpAttributeError(f"R.image.resize3d: roi has 6 values, got {len(roi)}")
+    out_dtype = None if out_dtype in (None, "void", "") else attr_dtype(out_dtype, "image.resize3d",
+                                                                       "out_dtype")
+    return make_call("relax.image.resize3d", [as_tensor(data), as_shape(size)], {
+        "roi": roi, "layout": layout, "method": method,
+        "coordinate_transformation_mode": coordinate_transformation_mode,
+        "rounding_method": rounding_method,
+        "cubic_alpha": _number(cubic_alpha, "cubic_alpha"),
+        "cubic_exclude": int(_number(cubic_exclude, "cubic_exclude")),
+        "extrapolation_value": _number(extrapolation_value, "extrapolation_value"),
+        "out_dtype": out_dtype})
+
+
+def _infer_resize3d(call, ctx) -> TensorStructInfo:
+    x = tensor_arg(call, 0, ctx, "data")
+    size = shape_arg(call, 1, ctx)
+    dtype = call.attrs["out_dtype"] or x.dtype
+    if size.ndim >= 0 and size.ndim != 3:
+        ctx.error(f"relax.image.resize3d: size has 3 values (depth, height, width), got "
+                  f"{format_sinfo(size)}")
+    if x.ndim >= 0 and x.ndim != 5:
+        ctx.error(f"relax.image.resize3d: data must be 5-D, got {format_sinfo(x)}")
+    if x.shape is None or size.values is None:
+        return TensorStructInfo(None, dtype, 5)
+    dims = list(x.shape)
+    for axis, value in zip(volume_axes(call.attrs["layout"]), size.values):
+        dims[axis] = value
+    return TensorStructInfo(dims, dtype)
+
+
+def _resize3d_reference(data, size, roi=None, layout="NCDHW", method="linear",
+                        coordinate_transformation_mode="half_pixel", rounding_method="round",
+                        cubic_alpha=-0.5, cubic_exclude=0, extrapolation_value=0.0, out_dtype=None):
+    axes = volume_axes(layout)
+    x = np.moveaxis(data, axes, (-3, -2, -1)).astype(np.float32)
+    ins = x.shape[-3:]
+    outs = [int(s) for s in size]
+    coords = [source_coordinate(np.arange(o), i, o, coordinate_transformation_mode)
+              for i, o in zip(ins, outs)]
+    grid = (lambda a: a[:, None, None], lambda a: a[None, :, None], lambda a: a[None, None, :])
+
+    def at(idx):
+        return x[(Ellipsis, *[g(np.clip(i, 0, n - 1)) for g, i, n in zip(grid, idx, ins)])]
+    if method == "nearest_neighbor":
+        out = at([nearest(c, rounding_method).astype(np.int64) for c in coords])
+    else:
+        lows = [np.floor(c) for c in coords]
+        ts = [g(c - lo) for g, c, lo in zip(grid, coords, lows)]
+        lows = [lo.astype(np.int64) for lo in lows]
+        one = np.float32(1)
+
+        def lerp_w(d, h):
+            return at([d, h, lows[2]]) * (one - ts[2]) + at([d, h, lows[2] + 1]) * ts[2]
+
+        def lerp_hw(d):
+            return lerp_w(d, lows[1]) * (one - ts[1]) + lerp_w(d, lows[1] + 1) * ts[1]
+        out = lerp_hw(lows[0]) * (one - ts[0]) + lerp_hw(lows[0] + 1) * ts[0]
+    out = np.moveaxis(out, (-3, -2, -1), axes)
+    return np.ascontiguousarray(out.astype(out_dtype or data.dtype))
+
+
+register_op("relax.image.resize3d", _infer_resize3d, _resize3d_reference,
+            attr_names=("roi", "layout", "method", "coordinate_transformation_mode",
+                        "rounding_method", "cubic_alpha", "cubic_exclude", "extrapolation_value",
+                        "out_dtype"),
+            constructor=resize3d)
+
+__all__ += ["resize3d"]

@@ -241,12 +241,21 @@ register_op("relax.split", _infer_split, _split_reference,
 
 
 # ---------------------------------------------------------------- take
-def take(x, indices, axis=None):
-    """R.take(x, indices, axis=None): gather along ``axis`` (x flattened when None).
-    ``indices`` may be an ``R.Prim`` integer (TVM's scalar index): the axis is dropped."""
+TAKE_MODES = ("fast", "clip", "wrap")
+
+
+def take(x, indices, axis=None, mode="fast"):
+    """R.take(x, indices, axis=None, mode="fast"): gather along ``axis`` (x flattened when
+    None). ``indices`` may be an ``R.Prim`` integer (TVM's scalar index): the axis is dropped.
+    ``mode``: ``"fast"`` (TVM leaves an index out of range undefined; here it has NumPy's
+    meaning, negatives from the end, and any other value is an error), ``"clip"`` (clamped
+    into ``[0, n - 1]``) or ``"wrap"`` (modulo ``n``), as NumPy's ``take`` modes."""
     if axis is not None:
         axis = attr_int(axis, "take", "axis")
-    return make_call("relax.take", [as_tensor(x), as_tensor(indices, "int64")], {"axis": axis})
+    if mode not in TAKE_MODES:
+        raise OpAttributeError(f"R.take: mode must be one of {', '.join(TAKE_MODES)}, got {mode!r}")
+    return make_call("relax.take", [as_tensor(x), as_tensor(indices, "int64")],
+                     {"axis": axis, "mode": mode})
 
 
 def _infer_take(call, ctx) -> TensorStructInfo:
@@ -273,13 +282,13 @@ def _infer_take(call, ctx) -> TensorStructInfo:
     return TensorStructInfo([*x.shape[:axis], *indices.shape, *x.shape[axis + 1:]], x.dtype)
 
 
-def _take_reference(x, indices, axis=None):
+def _take_reference(x, indices, axis=None, mode="fast"):
     if not isinstance(indices, np.ndarray):   # an R.Prim index: a Python int at run time
         indices = np.int64(indices)
-    return np.asarray(np.take(x, indices, axis))
+    return np.asarray(np.take(x, indices, axis, mode="raise" if mode == "fast" else mode))
 
 
 register_op("relax.take", _infer_take, _take_reference,
-            attr_names=("axis",), constructor=take)
+            attr_names=("axis", "mode"), constructor=take)
 
 __all__ = ["strided_slice", "concat", "split", "take"]

@@ -193,12 +193,13 @@ register_op("relax.nn.rms_norm", _infer_norm, _rms_norm_reference,
 __all__ = [*_ACTIVATIONS, "softmax", "log_softmax", "layer_norm", "rms_norm"]
 
 # convolutions and pools live in their own files; R.nn exposes them here
-from .nn_conv import conv1d, conv2d, conv2d_transpose, conv3d  # noqa: E402
+from .nn_conv import conv1d, conv2d, conv2d_transpose, conv3d, conv3d_transpose  # noqa: E402
 from .nn_attention import attention  # noqa: E402
 from .nn_pool import (adaptive_avg_pool2d, adaptive_avg_pool3d, avg_pool2d, avg_pool3d,  # noqa: E402
                       max_pool2d, max_pool3d)
 
-__all__ += ["attention", "conv1d", "conv2d", "conv3d", "conv2d_transpose", "max_pool2d", "avg_pool2d",
+__all__ += ["attention", "conv1d", "conv2d", "conv3d", "conv2d_transpose", "conv3d_transpose",
+            "max_pool2d", "avg_pool2d",
             "adaptive_avg_pool2d", "max_pool3d", "avg_pool3d", "adaptive_avg_pool3d"]
 from .nn_norm import batch_norm, group_norm, instance_norm, prelu  # noqa: E402
 

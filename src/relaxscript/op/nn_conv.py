@@ -141,17 +141,19 @@ register_op("relax.nn.conv3d", _infer_conv, conv_reference, attr_names=_ATTRS, c
 __all__ = ["conv1d", "conv2d", "conv3d"]
 
 
-# ---------------------------------------------------------------- conv2d_transpose
-def conv2d_transpose(data, weight, strides=(1, 1), padding=(0, 0), output_padding=(0, 0),
-                     dilation=(1, 1), groups=1, data_layout="NCHW", kernel_layout="IOHW",
-                     out_layout=None, out_dtype=None):
-    """R.nn.conv2d_transpose(data, weight, strides=(1, 1), padding=(0, 0), output_padding=(0, 0),
-    dilation=(1, 1), groups=1, ...): the gradient of conv2d with respect to its input; the
-    weight is ``(in_channels, out_channels / groups, kh, kw)`` (``IOHW``)."""
-    op = "nn.conv2d_transpose"
-    attrs = _conv_attrs(op, 2, strides, padding, dilation, groups, None, None, None, out_dtype)
-    attrs["kernel_layout"] = attr_layout(None, "IOHW", op, "kernel_layout")
-    extra = attr_per_axis(output_padding, 2, op, "output_padding", 0)
+# ---------------------------------------------------------------- conv2d/3d_transpose
+_TRANSPOSE_LAYOUTS = {2: ("NCHW", "IOHW"), 3: ("NCDHW", "IODHW")}
+
+
+def _conv_transpose(ndim: int, data, weight, strides, padding, output_padding, dilation, groups,
+                    data_layout, kernel_layout, out_layout, out_dtype):
+    op = f"nn.conv{ndim}d_transpose"
+    data_default, kernel_default = _TRANSPOSE_LAYOUTS[ndim]
+    attrs = _conv_attrs(op, ndim, strides, padding, dilation, groups, None, None, None, out_dtype)
+    attrs["data_layout"] = attr_layout(None, data_default, op, "data_layout")
+    attrs["kernel_layout"] = attr_layout(None, kernel_default, op, "kernel_layout")
+    attrs["out_layout"] = attr_layout(None, data_default, op, "out_layout")
+    extra = attr_per_axis(output_padding, ndim, op, "output_padding", 0)
     for e, s, d in zip(extra, attrs["strides"], attrs["dilation"]):
         if e >= max(s, d):
             raise OpAttributeError(f"R.{op}: output_padding {extra} must be smaller than the "
@@ -159,68 +161,98 @@ def conv2d_transpose(data, weight, strides=(1, 1), padding=(0, 0), output_paddin
     attrs = {"strides": attrs["strides"], "padding": attrs["padding"], "output_padding": extra,
              **{k: v for k, v in attrs.items() if k not in ("strides", "padding")}}
     out_layout = data_layout if out_layout is None else out_layout
-    return relayout(op, lambda d, w: make_call("relax.nn.conv2d_transpose", [d, w], attrs),
-                    [(as_tensor(data), data_layout, "NCHW", "data_layout"),
-                     (as_tensor(weight), kernel_layout, "IOHW", "kernel_layout")],
-                    out_layout, "NCHW")
+    return relayout(op, lambda d, w: make_call("relax." + op, [d, w], attrs),
+                    [(as_tensor(data), data_layout, data_default, "data_layout"),
+                     (as_tensor(weight), kernel_layout, kernel_default, "kernel_layout")],
+                    out_layout, data_default)
+
+
+def conv2d_transpose(data, weight, strides=(1, 1), padding=(0, 0), output_padding=(0, 0),
+                     dilation=(1, 1), groups=1, data_layout="NCHW", kernel_layout="IOHW",
+                     out_layout=None, out_dtype=None):
+    """R.nn.conv2d_transpose(data, weight, strides=(1, 1), padding=(0, 0), output_padding=(0, 0),
+    dilation=(1, 1), groups=1, ...): the gradient of conv2d with respect to its input; the
+    weight is ``(in_channels, out_channels / groups, kh, kw)`` (``IOHW``)."""
+    return _conv_transpose(2, data, weight, strides, padding, output_padding, dilation, groups,
+                           data_layout, kernel_layout, out_layout, out_dtype)
+
+
+def conv3d_transpose(data, weight, strides=(1, 1, 1), padding=(0, 0, 0),
+                     output_padding=(0, 0, 0), dilation=(1, 1, 1), groups=1, data_layout="NCDHW",
+                     kernel_layout="IODHW", out_layout=None, out_dtype=None):
+    """R.nn.conv3d_transpose(...): conv2d_transpose over three spatial axes; the weight is
+    ``(in_channels, out_channels / groups, kd, kh, kw)`` (``IODHW``); other layouts (``NDHWC``,
+    ``DHWOI``...) become transposes around the NCDHW/IODHW op."""
+    return _conv_transpose(3, data, weight, strides, padding, output_padding, dilation, groups,
+                           data_layout, kernel_layout, out_layout, out_dtype)
 
 
 def transposed_output_dim(size, kernel, stride, dilation, pad_lo, pad_hi, extra):
     return (size - 1) * stride - pad_lo - pad_hi + dilation * (kernel - 1) + extra + 1
 
 
-def _infer_conv2d_transpose(call, ctx) -> TensorStructInfo:
+def _infer_conv_transpose(call, ctx) -> TensorStructInfo:
     data = tensor_arg(call, 0, ctx, "data")
     weight = tensor_arg(call, 1, ctx, "weight")
     a = call.attrs
+    d = len(a["strides"])
     out_dtype = a["out_dtype"] or same_dtype(ctx, call, [data, weight])
-    for what, sinfo, layout in (("data", data, "NCHW"), ("weight", weight, "IOHW")):
-        if sinfo.ndim >= 0 and sinfo.ndim != 4:
-            ctx.error(f"{call.op.name}: {what} must have 4 dims ({layout}), got {format_sinfo(sinfo)}")
+    data_layout, kernel_layout = _TRANSPOSE_LAYOUTS[d]
+    for what, sinfo, layout in (("data", data, data_layout), ("weight", weight, kernel_layout)):
+        if sinfo.ndim >= 0 and sinfo.ndim != d + 2:
+            ctx.error(f"{call.op.name}: {what} must have {d + 2} dims ({layout}), "
+                      f"got {format_sinfo(sinfo)}")
     if data.shape is None or weight.shape is None:
-        return TensorStructInfo(None, out_dtype, 4)
+        return TensorStructInfo(None, out_dtype, d + 2)
     if prove_not_equal(ctx, weight.shape[0], data.shape[1]):
         ctx.error(f"{call.op.name}: data has {data.shape[1]} channels but weight "
-                  f"{format_sinfo(weight)} expects {weight.shape[0]} (IOHW)")
+                  f"{format_sinfo(weight)} expects {weight.shape[0]} ({kernel_layout})")
     if a["groups"] > 1 and prove_not_equal(ctx, data.shape[1] % a["groups"], 0):
         ctx.error(f"{call.op.name}: groups={a['groups']} must divide the input channels of "
                   f"{format_sinfo(data)}")
     p = a["padding"]
     spatial = [simplify(ctx, transposed_output_dim(data.shape[2 + i], weight.shape[2 + i],
-                                                   a["strides"][i], a["dilation"][i], p[i], p[2 + i],
-                                                   a["output_padding"][i])) for i in range(2)]
+                                                   a["strides"][i], a["dilation"][i], p[i], p[d + i],
+                                                   a["output_padding"][i])) for i in range(d)]
     return TensorStructInfo([data.shape[0], simplify(ctx, weight.shape[1] * a["groups"]), *spatial],
                             out_dtype)
 
 
-def _conv2d_transpose_reference(data, weight, strides, padding, output_padding, dilation, groups=1,
-                                out_dtype=None, **_layouts):
+def _conv_transpose_reference(data, weight, strides, padding, output_padding, dilation, groups=1,
+                              out_dtype=None, **_layouts):
+    """Scatter form: input position ``t`` with tap ``k`` adds to output ``t * s + k * dl``
+    (before the leading padding is cut off)."""
     dtype = out_dtype or data.dtype.name
-    batch, channels, height, width = data.shape
+    d = len(strides)
+    batch, channels = data.shape[:2]
+    spatial, kernel = data.shape[2:], weight.shape[2:]
     per_group_out = weight.shape[1]
-    kh, kw = weight.shape[2:]
     in_group = channels // groups
-    full = [(height - 1) * strides[0] + dilation[0] * (kh - 1) + 1 + output_padding[0],
-            (width - 1) * strides[1] + dilation[1] * (kw - 1) + 1 + output_padding[1]]
+    full = [(spatial[i] - 1) * strides[i] + dilation[i] * (kernel[i] - 1) + 1 + output_padding[i]
+            for i in range(d)]
     out = np.zeros((batch, groups, per_group_out, *full), dtype=dtype)
-    grouped = data.astype(dtype).reshape(batch, groups, in_group, height, width)
-    taps = weight.astype(dtype).reshape(groups, in_group, per_group_out, kh, kw)
-    for i, j in np.ndindex(kh, kw):
-        contribution = np.einsum("ngchw,gco->ngohw", grouped, taps[:, :, :, i, j]).astype(dtype)
-        out[:, :, :, i * dilation[0]:i * dilation[0] + (height - 1) * strides[0] + 1:strides[0],
-            j * dilation[1]:j * dilation[1] + (width - 1) * strides[1] + 1:strides[1]] += contribution
-    out_h = max(full[0] - padding[0] - padding[2], 0)
-    out_w = max(full[1] - padding[1] - padding[3], 0)
-    out = out[:, :, :, padding[0]:padding[0] + out_h, padding[1]:padding[1] + out_w]
-    return np.ascontiguousarray(out.reshape(batch, groups * per_group_out, out_h, out_w))
+    grouped = data.astype(dtype).reshape(batch, groups, in_group, *spatial)
+    taps = weight.astype(dtype).reshape(groups, in_group, per_group_out, *kernel)
+    for offsets in np.ndindex(*kernel):
+        contribution = np.einsum("ngc...,gco->ngo...", grouped,
+                                 taps[(slice(None),) * 3 + offsets]).astype(dtype)
+        window = tuple(slice(k * dl, k * dl + (n - 1) * s + 1, s)
+                       for k, dl, s, n in zip(offsets, dilation, strides, spatial))
+        out[(slice(None),) * 3 + window] += contribution
+    sizes = [max(full[i] - padding[i] - padding[d + i], 0) for i in range(d)]
+    out = out[(slice(None),) * 3 + tuple(slice(padding[i], padding[i] + sizes[i])
+                                         for i in range(d))]
+    return np.ascontiguousarray(out.reshape(batch, groups * per_group_out, *sizes))
 
 
-register_op("relax.nn.conv2d_transpose", _infer_conv2d_transpose, _conv2d_transpose_reference,
-            attr_names=("strides", "padding", "output_padding", "dilation", "groups", "data_layout",
-                        "kernel_layout", "out_layout", "out_dtype"),
-            constructor=conv2d_transpose)
+_TRANSPOSE_ATTRS = ("strides", "padding", "output_padding", "dilation", "groups", "data_layout",
+                    "kernel_layout", "out_layout", "out_dtype")
+register_op("relax.nn.conv2d_transpose", _infer_conv_transpose, _conv_transpose_reference,
+            attr_names=_TRANSPOSE_ATTRS, constructor=conv2d_transpose)
+register_op("relax.nn.conv3d_transpose", _infer_conv_transpose, _conv_transpose_reference,
+            attr_names=_TRANSPOSE_ATTRS, constructor=conv3d_transpose)
 
-__all__ += ["conv2d_transpose"]
+__all__ += ["conv2d_transpose", "conv3d_transpose"]
 
 
 def conv1d_transpose(data, weight, strides=1, padding=0, output_padding=0, dilation=1, groups=1,

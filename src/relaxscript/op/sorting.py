@@ -145,3 +145,74 @@ register_op("relax.topk", _infer_topk, _topk_reference,
             attr_names=("k", "axis", "ret_type", "largest", "dtype"), constructor=topk)
 
 __all__ = ["sort", "argsort", "topk"]
+
+
+# ---------------------------------------------------------------- median
+def median(x, axis=None, keepdims: bool = False):
+    """R.median(x, axis=None, keepdims=False): the lower median (element ``(n - 1) // 2`` of
+    the stable ascending order, as ``torch.median``; NaN sorts last). Along one axis
+    (``axis=1`` or ``axis=[1]``) it is a ``(values, indices)`` tuple, the indices int64
+    positions along that axis; with ``axis=None`` it is the median of all elements, a
+    tensor."""
+    if axis is not None:
+        items = (axis,) if isinstance(axis, (int, np.integer)) and not isinstance(axis, bool) \
+            else None
+        if items is None:
+            try:
+                items = tuple(axis)
+            except TypeError:
+                items = ()
+        if len(items) != 1:
+            raise OpAttributeError(f"R.median: axis must be None or a single axis, got {axis!r}")
+        axis = attr_int(items[0], "median", "axis")
+    return make_call("relax.median", [as_tensor(x)], {
+        "axis": axis, "keepdims": _attr_bool(keepdims, "median", "keepdims")})
+
+
+def _infer_median(call, ctx):
+    x = tensor_arg(call, 0, ctx, "x")
+    axis, keepdims = call.attrs["axis"], call.attrs["keepdims"]
+    if axis is None:
+        ndim = x.ndim if keepdims else 0
+        shape = None if ndim < 0 else [E.IntImm(1)] * ndim
+        if x.shape is not None and any(const_value(s) == 0 for s in x.shape):
+            ctx.error(f"relax.median: {format_sinfo(x)} has no elements")
+        return TensorStructInfo(shape, x.dtype, ndim)
+    shape, ndim = None, -1
+    if x.ndim >= 0:
+        a = normalize_axis(ctx, call, axis, x.ndim, x)
+        ndim = x.ndim if keepdims else x.ndim - 1
+        if x.shape is not None:
+            if const_value(x.shape[a]) == 0:
+                ctx.error(f"relax.median: axis {axis} of {format_sinfo(x)} is empty")
+            shape = list(x.shape)
+            if keepdims:
+                shape[a] = E.IntImm(1)
+            else:
+                del shape[a]
+    return TupleStructInfo([TensorStructInfo(shape, x.dtype, ndim),
+                            TensorStructInfo(shape, "int64", ndim)])
+
+
+def _median_reference(x, axis=None, keepdims=False):
+    if axis is None:
+        flat = x.reshape(-1)
+        if flat.size == 0:
+            raise ValueError("median: the tensor has no elements")
+        value = flat[stable_order(flat, 0, False)[(flat.size - 1) // 2]]
+        return np.full((1,) * x.ndim if keepdims else (), value, dtype=x.dtype)
+    axis %= x.ndim
+    size = x.shape[axis]
+    if size == 0:
+        raise ValueError(f"median: axis {axis} is empty")
+    pick = np.take(stable_order(x, axis, False), [(size - 1) // 2], axis=axis)
+    values = np.take_along_axis(x, pick, axis=axis)
+    if not keepdims:
+        values, pick = np.squeeze(values, axis), np.squeeze(pick, axis)
+    return np.ascontiguousarray(values), np.ascontiguousarray(pick.astype("int64"))
+
+
+register_op("relax.median", _infer_median, _median_reference, attr_names=("axis", "keepdims"),
+            constructor=median)
+
+__all__ += ["median"]

@@ -11,6 +11,7 @@ import math
 import numpy as np
 
 from tensorir import dtype as dt
+from tensorir import expr as E
 
 from ..struct_info import TensorStructInfo
 from ._convert import as_tensor, check_attr_number, make_call
@@ -97,10 +98,19 @@ for _name, (_fn, _kind) in _UNARY.items():
 
 
 # ---------------------------------------------------------------- clip
+def _constant_prim(value):
+    """The number a constant ``R.prim_value`` holds (anything else unchanged)."""
+    from ..expr import PrimValue
+    if isinstance(value, PrimValue) and isinstance(value.value, (E.IntImm, E.FloatImm)):
+        return value.value.value
+    return value
+
+
 def clip(x, min, max):  # noqa: A002 - names follow R.clip
-    """R.clip(x, min, max): clamp every element to [min, max]."""
-    lo = check_attr_number(min, "clip", "min")
-    hi = check_attr_number(max, "clip", "max")
+    """R.clip(x, min, max): clamp every element to [min, max]; the bounds are numbers, or
+    constant ``R.prim_value(n)`` as TVM's frontends write them."""
+    lo = check_attr_number(_constant_prim(min), "clip", "min")
+    hi = check_attr_number(_constant_prim(max), "clip", "max")
     if lo > hi:
         raise OpAttributeError(f"R.clip: min {lo} is greater than max {hi}")
     return make_call("relax.clip", [as_tensor(x)], {"min": lo, "max": hi})

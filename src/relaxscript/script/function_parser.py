@@ -24,6 +24,14 @@ from .value_parser import ValueParser
 _FACTS = ("lower", "upper", "multiple_of")
 
 
+
+def written_return(node):
+    """A function's return annotation; ``-> None`` is none (TVM deduces the result then)."""
+    returns = node.returns
+    if isinstance(returns, ast.Constant) and returns.value is None:
+        return None
+    return returns
+
 class FunctionParser:
     def __init__(self, ctx: ParseContext, global_vars: dict, class_names=frozenset()):
         self.ctx = ctx
@@ -106,7 +114,7 @@ class FunctionParser:
             self.scope.define(arg.arg, var)
             params.append(var)
         ret = None
-        if node.returns is not None:
+        if written_return(node) is not None:
             with self._where("return annotation"):
                 ret = self.values.annotations.parse(node.returns)
         return params, ret

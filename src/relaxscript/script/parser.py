@@ -27,7 +27,7 @@ from ..irmodule import GLOBAL_INFOS
 from .ir_namespace import vdevice
 from .naming import RESERVED
 from .constants import find_metadata, read_metadata
-from .function_parser import FunctionParser
+from .function_parser import FunctionParser, written_return
 from .scope import ParseContext
 
 RELAX_DECORATORS = ("function",)
@@ -157,7 +157,7 @@ def _body_order(defs: dict, class_names) -> list[str]:
             return
         state[name] = "visiting"
         for ref in _references(defs[name], class_names):
-            if ref in defs and defs[ref].returns is None and not state.get(ref):
+            if ref in defs and written_return(defs[ref]) is None and not state.get(ref):
                 visit(ref)
         order.append(name)
         state[name] = "done"

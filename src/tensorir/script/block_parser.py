@@ -209,7 +209,11 @@ class BlockParserMixin:
         if not call.args:
             raise self.error("T.match_buffer(region, shape, dtype) needs a source region", call)
         source = self.exprs.region(call.args[0])
-        buf: Buffer = self.buffer_from_call(name, call, first_arg=1)
+        if len(call.args) == 1 and not any(k.arg in ("shape", "dtype") for k in call.keywords):
+            # TVM's implicit form: the region's extents and the source's dtype
+            buf = Buffer(name, [r.extent for r in source.region], source.buffer.dtype)
+        else:
+            buf = self.buffer_from_call(name, call, first_arg=1)
         frame.match_buffers.append(MatchBufferRegion(buf, source))
         self.scope.define(name, buf)
 

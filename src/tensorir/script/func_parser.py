@@ -39,7 +39,11 @@ def _t_call_name(node, t_names) -> str | None:
 
 
 # Newer TVM spells some T forms differently (its ``tirx`` namespace); same IR here.
-_TVM_RENAMES = {"sblock": "block", "sblock_attr": "block_attr"}
+_TVM_RENAMES = {"sblock": "block", "sblock_attr": "block_attr", "sblock_alloc_buffer": "alloc_buffer"}
+
+
+# Bare call statements TVM wraps in T.evaluate that mean something here (an external call).
+_EFFECT_CALLS = ("call_extern",)
 
 
 def _attr_key(key):
@@ -336,6 +340,8 @@ class FunctionParser(BlockParserMixin):
                 scoped = self.parse_ann_assign(st, rest, frame)
             elif isinstance(st, ast.Expr) and self.t_call(st.value) == "launch_thread":
                 scoped = self.parse_launch_thread(None, st.value, rest, frame)
+            elif isinstance(st, ast.Expr) and self.t_call(st.value) == "Bind":
+                scoped = self.parse_bind(st.value, rest, frame)
             if scoped is not MISSING:
                 if scoped is not None:
                     out.append(scoped)
@@ -404,8 +410,17 @@ class FunctionParser(BlockParserMixin):
             self.parse_axes([st.targets[0]], value, frame)
             return None
         if kind == "decl_buffer":
+            if any(k.arg == "data" for k in value.keywords):
+                # a view of storage T.allocate made (or of another buffer's .data): no new memory
+                self.scope.define(name, self.buffer_from_call(name, value, view=True))
+                return None
             buf = self.buffer_from_call(name, value)
             return Allocate(buf, self.scoped_body(rest, frame, name, buf))
+        if kind == "meta_var":
+            # TVM substitutes a meta_var's value where the name is used: no let binding
+            self.exprs.expect_args(value, 1)
+            self.scope.define(name, self.exprs.expr(value.args[0]))
+            return None
         if isinstance(value, ast.Call) and self.t_call(value) is None and isinstance(value.func, ast.Name) \
                 and value.func.id == "range":
             raise self.error("range(...) is only valid as a for-loop iterator", value)
@@ -556,6 +571,9 @@ class FunctionParser(BlockParserMixin):
         call = st.value
         if kind == "evaluate":
             self.exprs.expect_args(call, 1)
+            if self.t_call(call.args[0]) == "assume":
+                self.assumption(call.args[0])
+                return None
             return Evaluate(self.exprs.expr(call.args[0]))
         if kind == "func_attr":
             if frame is None or not frame.is_root:
@@ -569,10 +587,46 @@ class FunctionParser(BlockParserMixin):
         if kind in ("reads", "writes", "where", "block_attr"):
             self.parse_block_meta(kind, call, frame)
             return None
+        if kind == "assume":
+            self.assumption(call)
+            return None
+        if kind in _EFFECT_CALLS:
+            # TVM evaluates a bare call statement; only calls with an effect mean anything here
+            return Evaluate(self.exprs.expr(call))
         if isinstance(st.value, ast.Constant) and isinstance(st.value.value, str):
             return None  # a comment-like string
         raise self.error(f"expression statement {ast.unparse(st.value)} has no effect; "
                          "use T.evaluate(...) to keep it", st)
+
+    def assumption(self, call: ast.Call) -> None:
+        """``T.assume(cond)``: a fact TVM's simplifier may use. It has no effect on what the
+        function computes, so it is checked (a boolean expression) and not kept."""
+        self.exprs.expect_args(call, 1)
+        cond = self.exprs.expr(call.args[0])
+        if cond.dtype != "bool":
+            raise self.error(f"T.assume takes a boolean condition, got dtype {cond.dtype}",
+                             call.args[0])
+
+    def parse_bind(self, call: ast.Call, rest, frame) -> Stmt:
+        """``T.Bind(value, var=j)`` after ``j = T.int32()``: ``j`` is ``value`` for the rest of
+        the body (TVM's explicit let statement)."""
+        kw = {k.arg: k.value for k in call.keywords}
+        if any(k.arg != "var" for k in call.keywords) or len(call.args) + len(kw) != 2 \
+                or not call.args:
+            raise self.error("write T.Bind(value, var=name) with name declared as name = T.int32()",
+                             call)
+        var_node = kw.get("var", call.args[1] if len(call.args) > 1 else None)
+        var = self.scope.lookup(var_node.id) if isinstance(var_node, ast.Name) else MISSING
+        if not isinstance(var, E.Var):
+            raise self.error(f"T.Bind binds a declared variable (name = T.int32()), got "
+                             f"{ast.unparse(var_node)}", var_node)
+        value = self.exprs.expr(call.args[0], var.dtype)
+        if value.dtype != var.dtype:
+            raise self.error(f"T.Bind: {var.name!r} is {var.dtype} but the value is {value.dtype}",
+                             call.args[0])
+        # a plain let variable: the declaration's size-var facts (lower bound 0) do not apply
+        bound = E.Var(var.name, var.dtype)
+        return LetStmt(bound, value, self.scoped_body(rest, frame, var_node.id, bound))
 
     def parse_if(self, st: ast.If) -> Stmt:
         cond = self.exprs.expr(st.test)
@@ -640,14 +694,21 @@ class FunctionParser(BlockParserMixin):
         for k in call.keywords:
             if k.arg not in allowed:
                 raise self.error(f"unknown argument {k.arg!r} of {ast.unparse(call.func)}", k.value)
-        if len(call.args) not in (1, 2):
+        args = list(call.args)
+        if kind == "thread_binding" and args and isinstance(args[-1], ast.Constant) \
+                and isinstance(args[-1].value, str):
+            # TVM's T.thread_binding(128, "threadIdx.x"): the thread axis positionally
+            if "thread" in kw:
+                raise self.error("T.thread_binding names its thread axis twice", call)
+            kw["thread"] = args.pop()
+        if len(args) not in (1, 2):
             raise self.error(f"{ast.unparse(call.func)} takes an extent or (min, max)", call)
-        raw = [self.exprs.eval(a) for a in call.args]
-        for node, v in zip(call.args, raw):
+        raw = [self.exprs.eval(a) for a in args]
+        for node, v in zip(args, raw):
             if not dt.is_int(self.exprs.to_prim(v, node).dtype):
                 raise self.error(f"loop bounds must be integers, got {ast.unparse(node)}", node)
         if len(raw) == 1:
-            ext = self.exprs.to_prim(raw[0], call.args[0])
+            ext = self.exprs.to_prim(raw[0], args[0])
             lo = E.const(0, ext.dtype)
         else:
             lo, hi = E._promote_pair(*raw)

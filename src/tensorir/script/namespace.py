@@ -22,7 +22,8 @@ DTYPE_NAMES = ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "
 SCRIPT_ONLY = ("grid", "serial", "parallel", "vectorized", "unroll", "thread_binding", "block",
                "init", "reads", "writes", "where", "alloc_buffer", "match_buffer", "decl_buffer",
                "func_attr", "block_attr", "evaluate", "LetStmt", "allocate", "launch_thread",
-               "env_thread", "var", "Let", "address_of")
+               "env_thread", "var", "Let", "address_of", "meta_var", "assume", "Bind",
+               "sblock_alloc_buffer")
 
 
 @dataclass(frozen=True)

@@ -119,6 +119,8 @@ class _AccessCollector:
         source = self.match.get(id(buffer))
         if source is not None:  # a view: the block touches its source region
             buffer, ranges = source.buffer, list(source.region)
+            if id(buffer) in self.excluded:  # a view of the block's own allocation
+                return
         entry = table.setdefault(id(buffer), (buffer, [[] for _ in buffer.shape]))
         for dim, r in enumerate(ranges):
             entry[1][dim].append(r)

@@ -26,6 +26,9 @@ _BINARY = {
     "divide": lambda a, b: a / b,          # true division for floats, truncating for integers
     "floor_divide": E.floordiv,
     "floor_mod": E.floormod,
+    # the truncating division's remainder: C's % for integers, fmod for floats
+    "mod": lambda a, b: E.call_intrin("fmod", a, b) if a.dtype.startswith(("float", "bfloat"))
+    else a - E.div(a, b) * b,
     "power": lambda a, b: E.call_intrin("pow", a, b),
     "maximum": E.max_,
     "minimum": E.min_,

@@ -203,3 +203,96 @@ def _cumulative(ctx, call):
     name = op_short_name(call)
     combine, identity = (reduce_prod, 1) if name == "cumprod" else (reduce_sum, 0)
     return te.emit(name, compute(te.out_shape(), body, "T_" + name, dtype))
+
+
+@register_legalize("relax.slice_scatter")
+def _slice_scatter(ctx, call):
+    """Each output element is ``src``'s element when its position along the axis is in the
+    slice, else the input's (the ``src`` position is clamped so the unused load stays in
+    bounds)."""
+    te = ctx.te(call)
+    x = te.placeholder(call.args[0], "x")
+    src = te.placeholder(call.args[1], "src")
+    a = call.attrs
+    axis = a["axis"] % x.ndim
+    start, end, step = a["start"], a["end"], a["step"]
+
+    def body(*idx):
+        pos = idx[axis]
+        offset = pos - start
+        conds = [E.GE(pos, start)]
+        if end is not None:
+            conds.append(E.LT(pos, end))
+        if step > 1:
+            conds.append(E.EQ(E.floormod(offset, step), 0))
+        inside = _all(conds)
+        at = E.max_(E.min_(E.floordiv(offset, step), src.shape[axis] - 1), E.IntImm(0))
+        return E.select(inside, src[(*idx[:axis], at, *idx[axis + 1:])], x[idx])
+
+    return te.emit("slice_scatter", compute(te.out_shape(), body, "T_slice_scatter", x.dtype))
+
+
+@register_legalize("relax.gather_elements")
+def _gather_elements(ctx, call):
+    """One load per output element; the index read from data goes through
+    ``T.checked_index`` (negative from the end, out of range an error)."""
+    if not _known(call):
+        return None
+    te = ctx.te(call)
+    data = te.placeholder(call.args[0], "data")
+    indices = te.placeholder(call.args[1], "indices")
+    axis = call.attrs["axis"] % data.ndim
+
+    def body(*idx):
+        picked = E.checked_index(indices[idx], data.shape[axis])
+        return data[(*idx[:axis], picked, *idx[axis + 1:])]
+
+    return te.emit("gather_elements", compute(te.out_shape(), body, "T_gather_elements",
+                                              data.dtype))
+
+
+class _Broadcast:
+    """``values`` read at positions of a larger broadcast shape (NumPy's rule)."""
+
+    def __init__(self, te, tensor):
+        self.te, self.tensor = te, tensor
+
+    def __getitem__(self, index):
+        from .common import broadcast_index
+        return self.tensor[broadcast_index(self.te, self.tensor.shape, tuple(index))]
+
+
+@register_legalize("relax.index_put")
+def _index_put(ctx, call):
+    """Gather form, as the scatters: each output element takes the last matching write (or
+    adds every matching one); the positions read from data go through ``T.checked_index``."""
+    from .index import _tuple_fields
+    if getattr(call.struct_info, "shape", None) is None:
+        return None
+    parts = _tuple_fields(ctx, call.args[1])
+    if any(getattr(p.struct_info, "shape", None) is None for p in parts) \
+            or call.args[2].struct_info.shape is None or call.args[0].struct_info.shape is None:
+        return None
+    te = ctx.te(call)
+    data = te.placeholder(call.args[0], "data")
+    index_tensors = [te.placeholder(p, f"i{k}") for k, p in enumerate(parts)]
+    values = te.placeholder(call.args[2], "values")
+    ndim = max([t.ndim for t in index_tensors] + [0])
+    shape = []
+    for d in range(ndim):      # the indices' broadcast shape: the first non-unit extent
+        extent = E.IntImm(1)
+        for t in index_tensors:
+            offset = ndim - t.ndim
+            if d >= offset and not te.is_one(t.shape[d - offset]):
+                extent = t.shape[d - offset]
+                break
+        shape.append(extent)
+    broadcast = [_Broadcast(te, t) for t in index_tensors]
+
+    def aims_at(p, u):
+        return _all([E.EQ(E.checked_index(b[tuple(u)], data.shape[axis]), p[axis])
+                     for axis, b in enumerate(broadcast)])
+
+    reduction = "add" if call.attrs["accumulate"] else "update"
+    out = _scatter(te, data, _Broadcast(te, values), shape, aims_at, reduction, "T_index_put")
+    return te.emit("index_put", out)

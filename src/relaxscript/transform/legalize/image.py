@@ -6,7 +6,7 @@ from __future__ import annotations
 from tensorir import expr as E
 from tensorir.compute import compute
 
-from ...op.image import spatial_axes
+from ...op.image import spatial_axes, volume_axes
 from .registry import register_legalize
 
 F32 = "float32"
@@ -82,3 +82,70 @@ def _resize2d(ctx, call):
         return E.cast(dtype, top * (one - ty) + bottom * ty)
 
     return te.emit("resize2d", compute(out_shape, body, "T_resize2d", dtype))
+
+
+@register_legalize("relax.image.affine_grid")
+def _affine_grid(ctx, call):
+    """One stage: ``theta[b, d, 0] * x_j + theta[b, d, 1] * y_i + theta[b, d, 2]`` with the
+    coordinates ``start + index * step`` in the data's dtype, as the reference."""
+    te = ctx.te(call)
+    theta = te.placeholder(call.args[0], "theta")
+    dtype = theta.dtype
+    align = call.attrs["align_corners"]
+    out_shape = te.out_shape()
+
+    def coordinate(index, count):
+        c = lambda v: E.cast(dtype, v)  # noqa: E731
+        if align:
+            start, step = E.const(-1.0, dtype), c(2.0) / c(E.max_(count - 1, E.IntImm(1)))
+        else:
+            step = c(2.0) / c(count)
+            start = E.const(-1.0, dtype) + step / E.const(2.0, dtype)
+        return E.select(E.EQ(count, E.IntImm(1)), E.const(0.0, dtype), start + c(index) * step)
+
+    def body(b, d, i, j):
+        x = coordinate(j, out_shape[3])
+        y = coordinate(i, out_shape[2])
+        return theta[(b, d, 0)] * x + theta[(b, d, 1)] * y + theta[(b, d, 2)]
+
+    return te.emit("affine_grid", compute(out_shape, body, "T_affine_grid", dtype))
+
+
+@register_legalize("relax.image.resize3d")
+def _resize3d(ctx, call):
+    """resize2d's per-axis coordinates on D, H, W; ``linear`` lerps W, then H, then D, in the
+    reference's order."""
+    te = ctx.te(call)
+    x = te.placeholder(call.args[0], "x")
+    a = call.attrs
+    axes = volume_axes(a["layout"])
+    out_shape = te.out_shape()
+    ins = [x.shape[ax] for ax in axes]
+    outs = [out_shape[ax] for ax in axes]
+    mode = a["coordinate_transformation_mode"]
+    dtype = te.out_dtype()
+
+    def load(idx, at):
+        index = list(idx)
+        for ax, i, n in zip(axes, at, ins):
+            index[ax] = _clamp(i, n)
+        return E.cast(F32, x[tuple(index)])
+
+    def body(*idx):
+        coords = [_coordinate(idx[ax], n, o, mode) for ax, n, o in zip(axes, ins, outs)]
+        if a["method"] == "nearest_neighbor":
+            return E.cast(dtype, load(idx, [E.cast("int64", _nearest(c, a["rounding_method"]))
+                                            for c in coords]))
+        floors = [E.call_intrin("floor", c) for c in coords]
+        ts = [c - f for c, f in zip(coords, floors)]
+        lows = [E.cast("int64", f) for f in floors]
+        one = _f(1.0)
+
+        def lerp_w(d, h):
+            return load(idx, [d, h, lows[2]]) * (one - ts[2]) + load(idx, [d, h, lows[2] + 1]) * ts[2]
+
+        def lerp_hw(d):
+            return lerp_w(d, lows[1]) * (one - ts[1]) + lerp_w(d, lows[1] + 1) * ts[1]
+        return E.cast(dtype, lerp_hw(lows[0]) * (one - ts[0]) + lerp_hw(lows[0] + 1) * ts[0])
+
+    return te.emit("resize3d", compute(out_shape, body, "T_resize3d", dtype))

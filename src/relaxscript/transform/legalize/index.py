@@ -109,6 +109,17 @@ def _split(ctx, call):
     return te.emit("split", outputs)
 
 
+def _taken(call, index, extent):
+    """The position ``index`` picks in an axis of ``extent`` under the call's ``mode``."""
+    mode = call.attrs.get("mode", "fast")
+    if mode == "clip":
+        index = E.cast("int64", index)
+        return E.max_(E.min_(index, E.cast("int64", extent) - 1), E.IntImm(0))
+    if mode == "wrap":
+        return E.floormod(E.cast("int64", index), E.cast("int64", extent))
+    return E.checked_index(index, extent)
+
+
 @register_legalize("relax.take")
 def _take(ctx, call):
     index_sinfo = call.args[1].struct_info
@@ -122,10 +133,10 @@ def _take(ctx, call):
     def body(*idx):
         if axis is None:
             total = product(x.shape)
-            return x[unravel(E.checked_index(indices[idx], total), x.shape)]
+            return x[unravel(_taken(call, indices[idx], total), x.shape)]
         a = axis % x.ndim
         inner = idx[a:a + indices.ndim]
-        picked = E.checked_index(indices[tuple(inner)], x.shape[a])
+        picked = _taken(call, indices[tuple(inner)], x.shape[a])
         return x[(*idx[:a], picked, *idx[a + indices.ndim:])]
 
     return te.emit("take", compute(te.out_shape(), body, "T_take", x.dtype))
@@ -143,8 +154,8 @@ def _take_scalar(ctx, call, index_sinfo):
 
     def body(*idx):
         if axis is None:
-            return x[unravel(E.checked_index(index, product(x.shape)), x.shape)]
+            return x[unravel(_taken(call, index, product(x.shape)), x.shape)]
         a = axis % x.ndim
-        return x[(*idx[:a], E.checked_index(index, x.shape[a]), *idx[a:])]
+        return x[(*idx[:a], _taken(call, index, x.shape[a]), *idx[a:])]
 
     return te.emit("take", compute(te.out_shape(), body, "T_take", x.dtype))

@@ -177,9 +177,10 @@ def _adaptive_avg_pool2d(ctx, call):
 
 
 @register_legalize("relax.nn.conv2d_transpose")
-def _conv2d_transpose(ctx, call):
+@register_legalize("relax.nn.conv3d_transpose")
+def _conv_transpose(ctx, call):
     """``out[y] = sum data[t / s] * w[k]`` over the taps ``k`` whose ``t = y + pad - k * d``
-    is a multiple of the stride inside the input."""
+    is a multiple of the stride inside the input (every spatial axis alike)."""
     if not _known_shape(call):
         return None
     te = ctx.te(call)
@@ -191,14 +192,14 @@ def _conv2d_transpose(ctx, call):
     in_per_group = E.floordiv(data.shape[1], groups)
     out_per_group = weight.shape[1]
 
-    def body(n, o, y, x):
+    def body(n, o, *out_pos):
         rc = reduce_axis(in_per_group, "rc")
         taps = [reduce_axis(k, f"r{i}") for i, k in enumerate(weight.shape[2:])]
         channel = rc.var if groups == 1 else E.floordiv(o, out_per_group) * in_per_group + rc.var
         conds, source = [], []
-        for axis, (out_pos, tap) in enumerate(zip((y, x), taps)):
+        for axis, (pos, tap) in enumerate(zip(out_pos, taps)):
             stride = attrs["strides"][axis]
-            t = out_pos + attrs["padding"][axis] - tap.var * attrs["dilation"][axis]
+            t = pos + attrs["padding"][axis] - tap.var * attrs["dilation"][axis]
             conds += [E.GE(t, 0), E.LT(E.floordiv(t, stride), data.shape[2 + axis])]
             if stride > 1:
                 conds.append(E.EQ(E.floormod(t, stride), 0))
@@ -208,4 +209,5 @@ def _conv2d_transpose(ctx, call):
         return reduce_sum(load * E.cast(dtype, weight[(channel, o_in_group, *[t.var for t in taps])]),
                           [rc, *taps])
 
-    return te.emit("conv2d_transpose", compute(te.out_shape(), body, "T_conv2d_transpose", dtype))
+    name = op_short_name(call)
+    return te.emit(name, compute(te.out_shape(), body, "T_" + name, dtype))

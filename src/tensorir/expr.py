@@ -133,7 +133,7 @@ class Max(BinaryOp): symbol = "max"
 
 class CmpOp(BinaryOp):
     def _result_dtype(self, operand_dtype: str) -> str:
-        return "bool"
+        return dt.with_lanes("bool", dt.lanes(operand_dtype))  # lane-wise on vectors
 
 
 class EQ(CmpOp): symbol = "=="
@@ -152,8 +152,8 @@ class LogicalBinary(BinaryOp):
     """
 
     def __init__(self, a, b):
-        self.a, self.b = as_bool(a), as_bool(b)
-        self.dtype = "bool"
+        self.a, self.b = _promote_pair(as_bool(a), as_bool(b))
+        self.dtype = self.a.dtype  # bool, or bool lanes
 
 
 class And(LogicalBinary): symbol = "and"
@@ -166,7 +166,7 @@ class Not(PrimExpr):
 
     def __init__(self, a):
         self.a = as_bool(a)
-        self.dtype = "bool"
+        self.dtype = self.a.dtype
 
 
 class Select(PrimExpr):
@@ -178,6 +178,9 @@ class Select(PrimExpr):
         self.condition = as_bool(condition)
         self.true_value, self.false_value = _promote_pair(true_value, false_value)
         self.dtype = self.true_value.dtype
+        n = dt.lanes(self.condition.dtype)
+        if n != 1 and n != dt.lanes(self.dtype):
+            raise TypeError(f"a select's condition has {n} lanes but its values {dt.lanes(self.dtype)}")
 
 
 class Cast(PrimExpr):
@@ -187,6 +190,9 @@ class Cast(PrimExpr):
     def __init__(self, dtype: str, value):
         self.dtype = dt.normalize(dtype)
         self.value = convert(value)
+        if dt.lanes(self.dtype) != dt.lanes(self.value.dtype):
+            raise TypeError(f"cannot cast a {self.value.dtype} value to {self.dtype}: the lane "
+                            f"counts differ (T.Broadcast makes a vector of a scalar)")
 
 
 class Call(PrimExpr):
@@ -208,7 +214,8 @@ class BufferLoad(PrimExpr):
     def __init__(self, buffer, indices: Sequence):
         self.buffer = buffer
         self.indices = index_exprs(buffer, indices)
-        self.dtype = buffer.dtype
+        # a vector index (T.Ramp) loads that many lanes
+        self.dtype = dt.with_lanes(buffer.dtype, index_lanes(buffer, self.indices))
 
 
 def index_exprs(buffer, indices: Sequence) -> tuple:
@@ -220,6 +227,62 @@ def index_exprs(buffer, indices: Sequence) -> tuple:
             raise TypeError(f"an index of buffer {getattr(buffer, 'name', '?')!r} must be an integer "
                             f"expression, got a {i.dtype} one")
     return out
+
+
+def index_lanes(buffer, indices) -> int:
+    """Lanes of an access: 1, or the lane count its vector indices share (scalar ones repeat)."""
+    counts = {dt.lanes(i.dtype) for i in indices} - {1}
+    if len(counts) > 1:
+        raise TypeError(f"the vector indices of buffer {getattr(buffer, 'name', '?')!r} have "
+                        f"different lane counts {sorted(counts)}")
+    return counts.pop() if counts else 1
+
+
+class Ramp(PrimExpr):
+    """``T.Ramp(base, stride, lanes)``: the integer vector ``base + stride * k`` for
+    ``k = 0 .. lanes - 1`` (TVM's tir.Ramp; a vector index of a load or store)."""
+    __slots__ = ("base", "stride", "lanes")
+    _fields = ("base", "stride")
+    _attrs = ("dtype", "lanes")
+
+    def __init__(self, base, stride, lanes: int):
+        base, stride = _promote_pair(base, stride)
+        for what, value in (("base", base), ("stride", stride)):
+            if not dt.is_int(value.dtype) or dt.lanes(value.dtype) != 1:
+                raise TypeError(f"T.Ramp's {what} must be a scalar integer, got a {value.dtype} one")
+        self.base, self.stride = base, stride
+        self.lanes = _lane_count("T.Ramp", lanes)
+        self.dtype = dt.with_lanes(base.dtype, self.lanes)
+
+
+class Broadcast(PrimExpr):
+    """``T.Broadcast(value, lanes)``: a vector of ``lanes`` copies of a scalar."""
+    __slots__ = ("value", "lanes")
+    _fields = ("value",)
+    _attrs = ("dtype", "lanes")
+
+    def __init__(self, value, lanes: int):
+        value = convert(value)
+        if dt.lanes(value.dtype) != 1:
+            raise TypeError(f"T.Broadcast takes a scalar, got a {value.dtype} value")
+        if value.dtype == "handle":
+            raise TypeError("T.Broadcast takes a number, got a handle")
+        self.value = value
+        self.lanes = _lane_count("T.Broadcast", lanes)
+        self.dtype = dt.with_lanes(value.dtype, self.lanes)
+
+
+def _lane_count(what: str, lanes) -> int:
+    if isinstance(lanes, IntImm) and lanes.dtype != "bool":
+        lanes = lanes.value
+    if isinstance(lanes, bool) or not isinstance(lanes, int) or not 2 <= lanes <= dt.MAX_LANES:
+        raise TypeError(f"{what}'s lanes must be a constant integer from 2 to {dt.MAX_LANES}, got {lanes!r}")
+    return lanes
+
+
+def is_vector(e) -> bool:
+    """Whether ``e`` (a PrimExpr) has more than one lane."""
+    return dt.lanes(e.dtype) != 1
 
 
 # Math intrinsics: name -> number of arguments. Their NumPy and C
@@ -278,14 +341,15 @@ def call_intrin(op: str, *args) -> Call:
             raise ValueError(f"T.{op} takes integer operands, got {', '.join(a.dtype for a in args)}")
         return Call(args[0].dtype, op, args)
     if op in ("isnan", "isinf"):
-        return Call("bool", op, args)
+        return Call(dt.with_lanes("bool", dt.lanes(args[0].dtype)), op, args)
     if op in _FLOAT_PAIRS:
         args = list(_promote_pair(*args))
     out = args[0].dtype
     if op == "abs" or dt.is_float(out):
         return Call(out, op, args)
     # Transcendental ops on integers compute in float32, as NumPy would in float64.
-    return Call("float32", op, [Cast("float32", a) for a in args])
+    wide = dt.with_lanes("float32", dt.lanes(out))
+    return Call(wide, op, [Cast(wide, a) for a in args])
 
 
 # ---------------------------------------------------------------- conversion
@@ -320,25 +384,53 @@ def convert(value) -> PrimExpr:
 
 
 def as_bool(value) -> PrimExpr:
+    """A boolean expression (or a vector of booleans, lane-wise)."""
     value = convert(value)
-    if value.dtype != "bool":
+    if dt.element(value.dtype) != "bool":
         raise TypeError(f"expected a boolean expression, got dtype {value.dtype}")
     return value
 
 
+def as_scalar_bool(value, what: str) -> PrimExpr:
+    """A boolean that is one value (a branch, loop or assert condition)."""
+    value = as_bool(value)
+    if value.dtype != "bool":
+        raise TypeError(f"{what} must be one boolean, got a {value.dtype} vector")
+    return value
+
+
 def _promote_pair(a, b):
-    """Convert two operands to PrimExprs of one dtype (Python literals adopt the other side)."""
+    """Convert two operands to PrimExprs of one dtype (Python literals adopt the other side;
+    a scalar next to a vector is broadcast to its lanes)."""
     if not isinstance(a, PrimExpr) and isinstance(b, PrimExpr):
-        a = const(a, b.dtype if not isinstance(a, float) or dt.is_float(b.dtype) else None)
+        a = const(a, dt.element(b.dtype) if not isinstance(a, float) or dt.is_float(b.dtype) else None)
     elif not isinstance(b, PrimExpr) and isinstance(a, PrimExpr):
-        b = const(b, a.dtype if not isinstance(b, float) or dt.is_float(a.dtype) else None)
+        b = const(b, dt.element(a.dtype) if not isinstance(b, float) or dt.is_float(a.dtype) else None)
     else:
         a, b = convert(a), convert(b)
+    la, lb = dt.lanes(a.dtype), dt.lanes(b.dtype)
+    if la != lb:
+        return _promote_lanes(a, b, la, lb)
     if a.dtype != b.dtype:
         target = dt.promote(a.dtype, b.dtype)
         a = a if a.dtype == target else _cast_const(target, a)
         b = b if b.dtype == target else _cast_const(target, b)
     return a, b
+
+
+def _promote_lanes(a, b, la: int, lb: int):
+    """Operands of different lane counts: a scalar is broadcast to the vector's lanes (after both
+    take the promoted element dtype); two vectors must have the same lanes."""
+    if la != 1 and lb != 1:
+        raise TypeError(f"operands of {la} and {lb} lanes: vector operands need the same lane count")
+    target = dt.promote(dt.element(a.dtype), dt.element(b.dtype))
+    lanes_ = max(la, lb)
+
+    def widen(e):
+        if dt.lanes(e.dtype) == 1:
+            return Broadcast(e if e.dtype == target else _cast_const(target, e), lanes_)
+        return e if dt.element(e.dtype) == target else Cast(dt.with_lanes(target, lanes_), e)
+    return widen(a), widen(b)
 
 
 def _cast_const(dtype: str, e: PrimExpr) -> PrimExpr:
@@ -411,6 +503,8 @@ def cast(dtype: str, value) -> PrimExpr:
     dtype = dt.normalize(dtype)
     if value.dtype == dtype:
         return value
-    if isinstance(value, (IntImm, FloatImm)) and dtype != "bool":
+    if isinstance(value, (IntImm, FloatImm)) and dtype != "bool" and dt.lanes(dtype) == 1:
         return _cast_const(dtype, value)
+    if dt.lanes(dtype) != 1 and dt.lanes(value.dtype) == 1:
+        return Broadcast(cast(dt.element(dtype), value), dt.lanes(dtype))
     return Cast(dtype, value)

@@ -22,7 +22,7 @@ DTYPE_NAMES = ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "
 SCRIPT_ONLY = ("grid", "serial", "parallel", "vectorized", "unroll", "thread_binding", "block",
                "init", "reads", "writes", "where", "alloc_buffer", "match_buffer", "decl_buffer",
                "func_attr", "block_attr", "evaluate", "LetStmt", "allocate", "launch_thread",
-               "env_thread", "var", "Let", "address_of")
+               "env_thread", "var", "Let", "address_of", "Assert")
 
 
 @dataclass(frozen=True)
@@ -115,6 +115,8 @@ class _Namespace:
     truncdiv = staticmethod(_truncdiv)
     if_then_else = staticmethod(E.select)
     Select = staticmethod(E.select)
+    Ramp = staticmethod(E.Ramp)
+    Broadcast = staticmethod(E.Broadcast)
 
     @staticmethod
     def cast(value, dtype):

@@ -40,6 +40,7 @@ def normalize(dtype) -> str:
     return name
 
 
+SCALAR_NAMES = frozenset(_CANONICAL)   # every dtype that is not a vector
 MAX_LANES = 65536
 
 

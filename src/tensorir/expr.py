@@ -458,6 +458,10 @@ def _fits(value: int, dtype: str) -> bool:
 
 def _fold(cls, a, b, fn):
     a, b = _promote_pair(a, b)
+    if isinstance(a, (Broadcast, Ramp)) and isinstance(b, (Broadcast, Ramp)):
+        folded = _fold_lanes(cls, a, b, fn)
+        if folded is not None:
+            return folded
     if isinstance(a, IntImm) and isinstance(b, IntImm) and a.dtype != "bool":
         try:
             value = fn(a.value, b.value)
@@ -471,6 +475,25 @@ def _fold(cls, a, b, fn):
         except ZeroDivisionError:
             pass
     return cls(a, b)
+
+
+def _fold_lanes(cls, a, b, fn):
+    """Exact identities of vector operands, which keep flattened vector indices a ramp:
+    op(broadcast x, broadcast y) = broadcast(op(x, y)); a ramp plus, minus or times a broadcast
+    (or plus/minus a ramp) is a ramp. None where no identity applies."""
+    if isinstance(a, Broadcast) and isinstance(b, Broadcast):
+        return Broadcast(_fold(cls, a.value, b.value, fn), a.lanes)
+    if cls is Add or cls is Sub:
+        op = add if cls is Add else sub
+        if isinstance(a, Ramp) and isinstance(b, Ramp):
+            return Ramp(op(a.base, b.base), op(a.stride, b.stride), a.lanes)
+        if isinstance(a, Ramp):
+            return Ramp(op(a.base, b.value), a.stride, a.lanes)
+        return Ramp(op(a.value, b.base), b.stride if cls is Add else sub(0, b.stride), b.lanes)
+    if cls is Mul and (isinstance(a, Broadcast) or isinstance(b, Broadcast)):
+        ramp, factor = (a, b.value) if isinstance(a, Ramp) else (b, a.value)
+        return Ramp(mul(ramp.base, factor), mul(ramp.stride, factor), ramp.lanes)
+    return None
 
 
 def _trunc_div(x, y):

@@ -117,6 +117,12 @@ class SourceEmitter(ClassDispatch):
             raise self.error(f"variable {e.name!r} is used but not defined")
         return self.names.by_id[id(e)]
 
+    @handles(E.Ramp, E.Broadcast, table="expr")
+    def vector(self, e) -> str:
+        # lower / lower_for_gpu write vector code as loops over lanes (scalarize_vectors)
+        raise self.error(f"the {self.LANGUAGE} target writes scalars: `{format_expr(e)}` ({e.dtype}) "
+                         "must be scalarized first (tensorir.transform.scalarize_vectors, part of lower)")
+
     @handles(E.Div, table="expr")
     def div(self, e: E.Div) -> str:
         if dt.is_float(e.dtype):

@@ -85,10 +85,13 @@ class StmtIndex:
         self.require_outside_while(found, f"block {name!r}")
         return found
 
+    def under_while(self, node: Stmt) -> bool:
+        return any(isinstance(a, While) for a in self.ancestors(node))
+
     def require_outside_while(self, node: Stmt, what: str) -> None:
         """Schedules reason about loops with known trip counts: what a data-dependent ``while``
         encloses is left as written."""
-        if any(isinstance(a, While) for a in self.ancestors(node)):
+        if self.under_while(node):
             raise ScheduleError(f"{what} of function {self.func.name!r} sits inside a while loop; "
                                 "schedule primitives do not transform code under a while")
 

@@ -255,6 +255,21 @@ def test_wrong_lanes_point_at_the_line(old, new, match):
     assert match in str(err)
 
 
+def test_a_vector_local_may_carry_its_type():
+    text = SHIFT.replace("    A[T.Ramp(1, 1, 4)] = A[T.Ramp(0, 1, 4)]",
+                         "    v: T.float32x4 = A[T.Ramp(0, 1, 4)] + T.Broadcast(T.float32(1), 4)\n"
+                         "    A[T.Ramp(4, 1, 4)] = v")
+    func = tir.from_source(text)
+    assert_structural_equal(tir.from_source(func.script()), func)
+    for target in ("interp", "c"):
+        a = np.arange(8, dtype="float32")
+        _run(target, func, a)
+        np.testing.assert_array_equal(a, [0, 1, 2, 3, 1, 2, 3, 4])
+    bad = text.replace("v: T.float32x4 = A[T.Ramp(0, 1, 4)] + T.Broadcast(T.float32(1), 4)", "v: T.float32x4 = A[0]")
+    err = _error(bad)
+    assert err.lineno == _line(bad, "v: T.float32x4") and "T.Broadcast(value, 4)" in str(err)
+
+
 def test_a_vector_into_one_element_is_refused():
     text = SHIFT.replace("A[T.Ramp(1, 1, 4)] =", "A[1] =")
     err = _error(text)

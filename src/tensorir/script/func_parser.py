@@ -227,6 +227,17 @@ class FunctionParser(BlockParserMixin):
         self.param_name = None
         return params
 
+    def vector_annotation(self, node) -> str | None:
+        """``T.float32x4`` (a vector local's type, as TVM prints it), or None."""
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) \
+                and node.value.id in self.t_names and node.attr not in DTYPE_NAMES:
+            try:
+                dtype = dt.normalize(node.attr)
+            except ValueError:
+                return None
+            return dtype if dt.lanes(dtype) > 1 else None
+        return None
+
     def scalar_annotation(self, node) -> str | None:
         if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) \
                 and node.value.id in self.t_names:
@@ -426,14 +437,16 @@ class FunctionParser(BlockParserMixin):
         if self.t_call(st.annotation) == "Buffer":
             plain = ast.copy_location(ast.Assign(targets=[st.target], value=st.value), st)
             return self.parse_named_assign(plain, rest, frame)
-        dtype = self.scalar_annotation(st.annotation)
+        dtype = self.vector_annotation(st.annotation) or self.scalar_annotation(st.annotation)
         if dtype is None or dtype == "handle":
             raise self.error(f"unsupported annotation {ast.unparse(st.annotation)} on a local; "
                              "use a scalar type such as T.int32", st.annotation)
-        value = self.exprs.expr(st.value, dtype)
+        value = self.exprs.expr(st.value, dtype if dt.lanes(dtype) == 1 else None)
         if value.dtype != dtype:
-            raise self.error(f"{st.target.id!r} is annotated {dtype} but the value is {value.dtype}; "
-                             f"convert it with T.{dtype}(...)", st.value)
+            hint = f"convert it with T.{dtype}(...)" if dt.lanes(dtype) == 1 else \
+                f"a scalar makes a vector with T.Broadcast(value, {dt.lanes(dtype)})"
+            raise self.error(f"{st.target.id!r} is annotated {dtype} but the value is {value.dtype}; {hint}",
+                             st.value)
         var = E.Var(st.target.id, dtype)
         return LetStmt(var, value, self.scoped_body(rest, frame, st.target.id, var))
 

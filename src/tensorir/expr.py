@@ -16,6 +16,9 @@ from . import dtype as dt
 from .node import Node
 
 
+_SCALAR = dt.SCALAR_NAMES   # dtypes of one lane
+
+
 class PrimExpr(Node):
     __slots__ = ("dtype",)
     _attrs = ("dtype",)
@@ -214,8 +217,11 @@ class BufferLoad(PrimExpr):
     def __init__(self, buffer, indices: Sequence):
         self.buffer = buffer
         self.indices = index_exprs(buffer, indices)
-        # a vector index (T.Ramp) loads that many lanes
-        self.dtype = dt.with_lanes(buffer.dtype, index_lanes(buffer, self.indices))
+        self.dtype = buffer.dtype
+        for i in self.indices:
+            if i.dtype not in _SCALAR:   # a vector index (T.Ramp) loads that many lanes
+                self.dtype = dt.with_lanes(buffer.dtype, index_lanes(buffer, self.indices))
+                break
 
 
 def index_exprs(buffer, indices: Sequence) -> tuple:
@@ -231,6 +237,12 @@ def index_exprs(buffer, indices: Sequence) -> tuple:
 
 def index_lanes(buffer, indices) -> int:
     """Lanes of an access: 1, or the lane count its vector indices share (scalar ones repeat)."""
+    scalar = dt.SCALAR_NAMES
+    for i in indices:   # the common case (no vector index) kept cheap: loads are built often
+        if i.dtype not in scalar:
+            break
+    else:
+        return 1
     counts = {dt.lanes(i.dtype) for i in indices} - {1}
     if len(counts) > 1:
         raise TypeError(f"the vector indices of buffer {getattr(buffer, 'name', '?')!r} have "
@@ -403,15 +415,17 @@ def _promote_pair(a, b):
     """Convert two operands to PrimExprs of one dtype (Python literals adopt the other side;
     a scalar next to a vector is broadcast to its lanes)."""
     if not isinstance(a, PrimExpr) and isinstance(b, PrimExpr):
-        a = const(a, dt.element(b.dtype) if not isinstance(a, float) or dt.is_float(b.dtype) else None)
+        d = b.dtype if b.dtype in _SCALAR else dt.element(b.dtype)
+        a = const(a, d if not isinstance(a, float) or dt.is_float(d) else None)
     elif not isinstance(b, PrimExpr) and isinstance(a, PrimExpr):
-        b = const(b, dt.element(a.dtype) if not isinstance(b, float) or dt.is_float(a.dtype) else None)
+        d = a.dtype if a.dtype in _SCALAR else dt.element(a.dtype)
+        b = const(b, d if not isinstance(b, float) or dt.is_float(d) else None)
     else:
         a, b = convert(a), convert(b)
-    la, lb = dt.lanes(a.dtype), dt.lanes(b.dtype)
-    if la != lb:
-        return _promote_lanes(a, b, la, lb)
     if a.dtype != b.dtype:
+        la, lb = dt.lanes(a.dtype), dt.lanes(b.dtype)   # (equal dtypes have equal lanes)
+        if la != lb:
+            return _promote_lanes(a, b, la, lb)
         target = dt.promote(a.dtype, b.dtype)
         a = a if a.dtype == target else _cast_const(target, a)
         b = b if b.dtype == target else _cast_const(target, b)
@@ -458,10 +472,6 @@ def _fits(value: int, dtype: str) -> bool:
 
 def _fold(cls, a, b, fn):
     a, b = _promote_pair(a, b)
-    if isinstance(a, (Broadcast, Ramp)) and isinstance(b, (Broadcast, Ramp)):
-        folded = _fold_lanes(cls, a, b, fn)
-        if folded is not None:
-            return folded
     if isinstance(a, IntImm) and isinstance(b, IntImm) and a.dtype != "bool":
         try:
             value = fn(a.value, b.value)
@@ -474,6 +484,10 @@ def _fold(cls, a, b, fn):
             return FloatImm(fn(a.value, b.value), a.dtype)
         except ZeroDivisionError:
             pass
+    elif a.dtype not in _SCALAR and isinstance(a, (Broadcast, Ramp)) and isinstance(b, (Broadcast, Ramp)):
+        folded = _fold_lanes(cls, a, b, fn)
+        if folded is not None:
+            return folded
     return cls(a, b)
 
 

@@ -321,3 +321,27 @@ def f(A: T.Buffer((8,), "float32"), k: T.Buffer((1,), "int32")):
     b, k = np.zeros(8, "float32"), np.array([3], "int32")
     _run("c", func, b, k)
     np.testing.assert_array_equal(b, 3)
+
+
+def test_block_regions_of_vector_accesses_and_schedules():
+    func = tir.from_source('''
+@T.prim_func
+def f(A: T.Buffer((16,), "float32"), C: T.Buffer((16,), "float32")):
+    for i in range(4):
+        with T.block("v"):
+            vi = T.axis.spatial(4, i)
+            C[T.Ramp(vi * 4 + 3, -1, 4)] = A[T.Ramp(vi * 4, 1, 4)] * T.Broadcast(T.float32(3), 4)
+''')
+    block = collect(func.body, lambda n: isinstance(n, S.Block) and n.name == "v")[0]
+    (read,), (write,) = block.reads, block.writes
+    for region in (read, write):   # a ramp's span, whichever way it runs: vi * 4 .. vi * 4 + 3
+        assert region.region[0].extent.value == 4
+        assert tir.from_source(func.script()).script() == func.script()
+    sch = tir.Schedule(func)
+    sch.split(sch.get_loops(sch.get_block("v"))[0], [2, 2])
+    a = np.arange(16, dtype="float32")
+    expected = (a.reshape(4, 4)[:, ::-1] * 3).reshape(16)
+    for target, candidate in (("interp", sch.func), ("c", sch.func), ("interp", func), ("c", func)):
+        c = np.zeros(16, "float32")
+        _run(target, candidate, a, c)
+        np.testing.assert_array_equal(c, expected)

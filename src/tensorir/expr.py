@@ -136,7 +136,7 @@ class Max(BinaryOp): symbol = "max"
 
 class CmpOp(BinaryOp):
     def _result_dtype(self, operand_dtype: str) -> str:
-        return dt.with_lanes("bool", dt.lanes(operand_dtype))  # lane-wise on vectors
+        return "bool" if operand_dtype in _SCALAR else dt.with_lanes("bool", dt.lanes(operand_dtype))
 
 
 class EQ(CmpOp): symbol = "=="
@@ -181,7 +181,7 @@ class Select(PrimExpr):
         self.condition = as_bool(condition)
         self.true_value, self.false_value = _promote_pair(true_value, false_value)
         self.dtype = self.true_value.dtype
-        n = dt.lanes(self.condition.dtype)
+        n = 1 if self.condition.dtype in _SCALAR else dt.lanes(self.condition.dtype)
         if n != 1 and n != dt.lanes(self.dtype):
             raise TypeError(f"a select's condition has {n} lanes but its values {dt.lanes(self.dtype)}")
 
@@ -193,7 +193,8 @@ class Cast(PrimExpr):
     def __init__(self, dtype: str, value):
         self.dtype = dt.normalize(dtype)
         self.value = convert(value)
-        if dt.lanes(self.dtype) != dt.lanes(self.value.dtype):
+        if (self.dtype not in _SCALAR or self.value.dtype not in _SCALAR) \
+                and dt.lanes(self.dtype) != dt.lanes(self.value.dtype):
             raise TypeError(f"cannot cast a {self.value.dtype} value to {self.dtype}: the lane "
                             f"counts differ (T.Broadcast makes a vector of a scalar)")
 

@@ -77,7 +77,7 @@ class BufferStore(Stmt):
         self.value = convert(value)
         self.indices = index_exprs(buffer, indices)
         lanes = index_lanes(buffer, self.indices)
-        if dt.lanes(self.value.dtype) != lanes:
+        if (1 if self.value.dtype in dt.SCALAR_NAMES else dt.lanes(self.value.dtype)) != lanes:
             raise TypeError(f"a store to buffer {buffer.name!r} writes {lanes} lane(s) (its indices) "
                             f"but the value ({self.value.dtype}) has {dt.lanes(self.value.dtype)}"
                             + ("; T.Broadcast(value, lanes) repeats a scalar" if lanes > 1 else ""))

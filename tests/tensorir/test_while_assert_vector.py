@@ -345,3 +345,27 @@ def f(A: T.Buffer((16,), "float32"), C: T.Buffer((16,), "float32")):
         c = np.zeros(16, "float32")
         _run(target, candidate, a, c)
         np.testing.assert_array_equal(c, expected)
+
+
+def test_asserts_and_heap_scratch_inside_a_parallel_loop():
+    # a malloc'd scratch per iteration (over 16 KiB): its failure path and the assert both leave the
+    # iteration with a goto (a return from an OpenMP loop does not compile), freeing what they leave
+    func = tir.from_source('''
+@T.prim_func
+def f(A: T.Buffer((64, 8), "float32"), B: T.Buffer((64, 8), "float32")):
+    big = T.decl_buffer((8192,), "float32")
+    for i in T.parallel(64):
+        tmp = T.decl_buffer((8192,), "float32")
+        for j in range(8):
+            tmp[j] = A[i, j]
+            assert tmp[j] >= T.float32(0), "negative"
+            big[j] = tmp[j]
+            B[i, j] = tmp[j] * T.float32(2)
+''')
+    for target in ("interp", "c"):
+        a, b = np.ones((64, 8), "float32"), np.zeros((64, 8), "float32")
+        _run(target, func, a, b)
+        np.testing.assert_array_equal(b, 2)
+        a[40, 3] = -1
+        with pytest.raises(KernelAssertionError, match="negative"):
+            _run(target, func, a, b)

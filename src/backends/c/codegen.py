@@ -108,6 +108,9 @@ static void rs_assert_failed(int32_t* status, const char** where, const char* me
   int32_t ok = STATUS_OK;
   if (__atomic_compare_exchange_n(status, &ok, STATUS_ASSERT_FAILED, 0, __ATOMIC_RELAXED,
                                   __ATOMIC_RELAXED)) *where = message; }
+static inline void rs_set_status(int32_t* status, int32_t code) {
+  int32_t ok = STATUS_OK;
+  __atomic_compare_exchange_n(status, &ok, code, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED); }
 static inline int64_t rs_floordiv(int64_t a, int64_t b) {
   int64_t q = a / b; return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q; }
 static inline int64_t rs_floormod(int64_t a, int64_t b) {
@@ -192,6 +195,19 @@ class KernelInfo:
     sym_vars: list        # tensorir Vars passed in sym_values, in order
 
 
+def _element_count(buf: Buffer):
+    size = E.IntImm(1)
+    for dim in buf.shape:
+        size = E.mul(size, dim)
+    return size
+
+
+def _on_heap(buf: Buffer) -> bool:
+    """Whether an allocation is malloc'd (else a local array): 16 KiB or a run-time size."""
+    size = _element_count(buf)
+    return not (isinstance(size, E.IntImm) and size.value * dt.itemsize(buf.dtype) <= 16384)
+
+
 def c_string(text: str) -> str:
     """``text`` as a C string literal (UTF-8; every byte that is not plain ASCII text escaped)."""
     out = []
@@ -227,7 +243,8 @@ class CFunctionEmitter(SourceEmitter):
         self.safe_division = False    # emitting hoisted code: a zero divisor must not trap
         self.hoist_count = 0
         self.checks_indices = False   # the body uses T.checked_index: rs_bad_index is declared
-        self.asserts = False          # the body has an assert: rs_assert_msg and rs_exit are declared
+        self.asserts = False          # the body has an assert: rs_assert_msg is declared
+        self.exits = False            # the body leaves early (an assert, no memory): rs_exit is declared
         self.heap: list = []          # (C name, parallel depth) of the malloc'd allocations in scope
         self.parallel_exits: list = []  # per parallel loop being emitted: [label, used]
 
@@ -379,8 +396,9 @@ class CFunctionEmitter(SourceEmitter):
             work = self.expr(nest_iterations(s))
             self.emit(f"#pragma omp parallel for schedule(static) if({hi} > {lo} + 1 && {work} >= "
                       f"{PARALLEL_MIN_ITERATIONS}) num_threads(rs_threads())")
-        elif s.kind == "vectorized" and not collect(s.body, lambda n: isinstance(n, S.AssertStmt)):
-            # (an assert leaves the loop with a goto, which an omp simd loop may not contain)
+        elif s.kind == "vectorized" and not collect(
+                s.body, lambda n: isinstance(n, S.AssertStmt) or (isinstance(n, S.Allocate) and _on_heap(n.buffer))):
+            # (an assert or a failed malloc leaves the loop with a goto, which omp simd may not contain)
             self.emit(f"#pragma omp simd{simd_clause}")
         elif s.kind == "unrolled":
             extent = s.extent.value if isinstance(s.extent, E.IntImm) else 4
@@ -401,8 +419,8 @@ class CFunctionEmitter(SourceEmitter):
         self.in_parallel -= parallel
         self.emit("}")
         if parallel and self.parallel_exits.pop()[1]:
-            # the loop's threads all finished: a failed assert in one of them stops the kernel
-            self.emit_exit("if (rs_status == STATUS_ASSERT_FAILED) ")
+            # the loop's threads all finished: a failed assert (or malloc) in one of them stops the kernel
+            self.emit_exit("if (rs_status == STATUS_ASSERT_FAILED || rs_status == STATUS_NO_MEMORY) ")
         for key in hoisted_values:
             del self.hoisted[key]
 
@@ -485,7 +503,7 @@ class CFunctionEmitter(SourceEmitter):
     def assert_stmt(self, s: S.AssertStmt) -> None:
         """``if (!cond)``: record the message and leave the kernel (from inside a parallel loop,
         the iteration; the loop's end then leaves the kernel)."""
-        self.asserts = True
+        self.asserts = self.exits = True
         message = c_string(s.message or f"assertion failed in {self.func.name}")
         self.emit(f"if (!{parenthesized(self.expr(s.condition))}) {{")
         self.indent += 1
@@ -497,6 +515,7 @@ class CFunctionEmitter(SourceEmitter):
     def emit_exit(self, prefix: str) -> None:
         """``prefix`` (an ``if (...) ``, or nothing) then: free the scratch memory that leaving
         drops, and jump out of the innermost parallel loop's iteration, or the kernel."""
+        self.exits = True
         depth = self.in_parallel
         frees = [f"free({name});" for name, level in reversed(self.heap) if level == depth]
         if depth:
@@ -511,18 +530,22 @@ class CFunctionEmitter(SourceEmitter):
         buf = s.buffer
         name = self.names.get(buf, buf.name)
         ctype = c_type(buf.dtype)
-        size = E.IntImm(1)
-        for dim in buf.shape:
-            size = E.mul(size, dim)
+        size = _element_count(buf)
         self.emit("{")
         self.indent += 1
-        if isinstance(size, E.IntImm) and size.value * dt.itemsize(buf.dtype) <= 16384:
+        if not _on_heap(buf):
             self.emit(f"{ctype} {name}[{max(1, size.value)}] __attribute__((aligned(64)));")
             self.stmt(s.body)
         else:
             nbytes = f"sizeof({ctype}) * (size_t)({self.expr(size)}) + 64"
             self.emit(f"{ctype}* restrict {name} = ({ctype}*)malloc({nbytes});")
-            self.emit(f"if ({name} == NULL) return STATUS_NO_MEMORY;")
+            # leave as an assert does: a return from inside an OpenMP loop does not compile
+            self.emit(f"if ({name} == NULL) {{")
+            self.indent += 1
+            self.emit("rs_set_status(&rs_status, STATUS_NO_MEMORY);")
+            self.emit_exit("")
+            self.indent -= 1
+            self.emit("}")
             self.heap.append((name, self.in_parallel))
             self.stmt(s.body)
             self.heap.pop()
@@ -550,7 +573,9 @@ class CFunctionEmitter(SourceEmitter):
         footer = []
         if self.asserts:
             header.append("  const char* rs_assert_msg = 0;")
+        if self.exits:
             footer.append("rs_exit:")
+        if self.asserts:
             footer.append("  if (rs_status == STATUS_ASSERT_FAILED) rs_assert_report = rs_assert_msg;")
         if self.checks_indices:
             header.append("  int64_t rs_bad_index[2] = {0, 0};")

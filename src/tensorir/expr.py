@@ -217,23 +217,33 @@ class BufferLoad(PrimExpr):
 
     def __init__(self, buffer, indices: Sequence):
         self.buffer = buffer
-        self.indices = index_exprs(buffer, indices)
+        self.indices, vector = _checked_indices(buffer, indices)
         self.dtype = buffer.dtype
-        for i in self.indices:
-            if i.dtype not in _SCALAR:   # a vector index (T.Ramp) loads that many lanes
-                self.dtype = dt.with_lanes(buffer.dtype, index_lanes(buffer, self.indices))
-                break
+        if vector:   # a vector index (T.Ramp) loads that many lanes
+            self.dtype = dt.with_lanes(buffer.dtype, index_lanes(buffer, self.indices))
 
 
 def index_exprs(buffer, indices: Sequence) -> tuple:
     """Buffer indices as PrimExprs; each must be an integer (a string or float index is a mistake
     that would otherwise print as text that does not parse back)."""
+    return _checked_indices(buffer, indices)[0]
+
+
+def _checked_indices(buffer, indices: Sequence) -> tuple[tuple, bool]:
+    """``index_exprs`` and whether any index is a vector."""
     out = tuple(convert(i) for i in indices)
+    vector = False
     for i in out:
+        if i.dtype in _INT_SCALARS:   # the common case first: one set lookup
+            continue
         if not dt.is_int(i.dtype):
             raise TypeError(f"an index of buffer {getattr(buffer, 'name', '?')!r} must be an integer "
                             f"expression, got a {i.dtype} one")
-    return out
+        vector = True
+    return out, vector
+
+
+_INT_SCALARS = frozenset(d for d in dt.SCALAR_NAMES if dt.is_int(d))
 
 
 def index_lanes(buffer, indices) -> int:

@@ -5,7 +5,7 @@ from typing import Mapping, Sequence
 
 from .buffer import Buffer
 from . import dtype as dt
-from .expr import IntImm, PrimExpr, Var, as_bool, as_scalar_bool, convert, index_exprs, index_lanes
+from .expr import IntImm, PrimExpr, Var, _checked_indices, as_bool, as_scalar_bool, convert, index_lanes
 from .node import Node
 
 FOR_KINDS = ("serial", "parallel", "vectorized", "unrolled", "thread_binding")
@@ -75,8 +75,8 @@ class BufferStore(Stmt):
     def __init__(self, buffer: Buffer, value, indices: Sequence):
         self.buffer = buffer
         self.value = convert(value)
-        self.indices = index_exprs(buffer, indices)
-        lanes = index_lanes(buffer, self.indices)
+        self.indices, vector = _checked_indices(buffer, indices)
+        lanes = index_lanes(buffer, self.indices) if vector else 1
         if (1 if self.value.dtype in dt.SCALAR_NAMES else dt.lanes(self.value.dtype)) != lanes:
             raise TypeError(f"a store to buffer {buffer.name!r} writes {lanes} lane(s) (its indices) "
                             f"but the value ({self.value.dtype}) has {dt.lanes(self.value.dtype)}"

@@ -16,6 +16,7 @@ from tensorir import expr as E
 from tensorir import stmt as S
 from tensorir.arith import Analyzer
 from tensorir.dispatch import ClassDispatch, handles
+from tensorir.script.expr_printer import format_expr
 
 INFIX = {E.Add: "+", E.Sub: "-", E.Mul: "*", E.EQ: "==", E.NE: "!=", E.LT: "<",
          E.LE: "<=", E.GT: ">", E.GE: ">=", E.And: "&&", E.Or: "||"}
@@ -115,6 +116,12 @@ class SourceEmitter(ClassDispatch):
         if id(e) not in self.names.by_id:
             raise self.error(f"variable {e.name!r} is used but not defined")
         return self.names.by_id[id(e)]
+
+    @handles(E.Ramp, E.Broadcast, table="expr")
+    def vector(self, e) -> str:
+        # lower / lower_for_gpu write vector code as loops over lanes (scalarize_vectors)
+        raise self.error(f"the {self.LANGUAGE} target writes scalars: `{format_expr(e)}` ({e.dtype}) "
+                         "must be scalarized first (tensorir.transform.scalarize_vectors, part of lower)")
 
     @handles(E.Div, table="expr")
     def div(self, e: E.Div) -> str:
@@ -227,6 +234,18 @@ class SourceEmitter(ClassDispatch):
             self.emit("} else {")
             self.nested(s.else_case)
         self.emit("}")
+
+    @handles(S.While, table="stmt")
+    def while_loop(self, s: S.While) -> None:
+        self.emit(f"while {parenthesized(self.expr(s.condition))} {{")
+        self.nested(s.body)
+        self.emit("}")
+
+    @handles(S.AssertStmt, table="stmt")
+    def assert_stmt(self, s: S.AssertStmt) -> None:
+        raise self.error(f"the {self.LANGUAGE} target cannot check an assert inside a kernel: "
+                         f"`assert {format_expr(s.condition)}, {s.message!r}`; check it in the host "
+                         "code (or run on the C target)")
 
     @handles(S.LetStmt, table="stmt")
     def let(self, s: S.LetStmt) -> None:

@@ -9,16 +9,16 @@ from .lazy_exports import lazy_exports
 
 from . import dtype
 from .buffer import Buffer, decl_buffer
-from .errors import (AllocationError, IndexOutOfRangeError, IRError, KernelDivisionByZeroError,
-                     ParseError, ScheduleError, ShapeMismatchError)
+from .errors import (AllocationError, IndexOutOfRangeError, IRError, KernelAssertionError,
+                     KernelDivisionByZeroError, ParseError, ScheduleError, ShapeMismatchError)
 from .expr import (INTRINSICS, Add, And, BufferLoad, Call, Cast, Div, EQ, FloatImm, FloorDiv,
-                   FloorMod, GE, GT, IntImm, LE, LT, Max, Min, Mul, NE, Not, Or, PrimExpr, Select,
-                   StringImm, Sub, Var, call_intrin, cast, ceildiv, const, convert, size_var)
+                   FloorMod, GE, GT, IntImm, LE, LT, Max, Min, Mul, NE, Not, Or, PrimExpr, Ramp, Select,
+                   Broadcast, StringImm, Sub, Var, call_intrin, cast, ceildiv, const, convert, size_var)
 from .function import PrimFunc
 from .functor import Mutator, Visitor, collect, post_order, substitute
 from .node import Node
-from .stmt import (Allocate, Block, BlockRealize, BufferRegion, BufferStore, Evaluate, For,
-                   IfThenElse, IterVar, LetStmt, MatchBufferRegion, Range, SeqStmt, Stmt, seq)
+from .stmt import (Allocate, AssertStmt, Block, BlockRealize, BufferRegion, BufferStore, Evaluate, For,
+                   IfThenElse, IterVar, LetStmt, MatchBufferRegion, Range, SeqStmt, Stmt, While, seq)
 from .structural import (StructuralMismatch, assert_structural_equal, structural_equal,
                          structural_hash)
 

@@ -19,9 +19,14 @@ _CANONICAL = {
 
 
 def normalize(dtype) -> str:
-    """Return the canonical name of ``dtype`` (accepts 'f32', np.float32, ...)."""
+    """Return the canonical name of ``dtype`` (accepts 'f32', np.float32, ...). A vector
+    dtype is its element's name and a lane count: "float32x4" (TVM's spelling)."""
     if isinstance(dtype, str):
         name = _SHORT_FORMS.get(dtype, dtype)
+        if name not in _CANONICAL:
+            vector = _vector(name)
+            if vector is not None:
+                return vector
     elif dtype is bool:
         name = "bool"
     elif dtype is int:
@@ -33,6 +38,46 @@ def normalize(dtype) -> str:
     if name not in _CANONICAL:
         raise ValueError(f"unknown dtype {dtype!r}")
     return name
+
+
+SCALAR_NAMES = frozenset(_CANONICAL)   # every dtype that is not a vector
+MAX_LANES = 65536
+
+
+def _vector(name: str) -> str | None:
+    """The canonical spelling of a vector dtype name ("float32x4"), or None if it is none."""
+    head, sep, count = name.rpartition("x")
+    if not sep or not count.isdigit() or count.startswith("0"):
+        return None
+    element = _SHORT_FORMS.get(head, head)
+    if element not in _CANONICAL or element in ("handle", "void"):
+        return None
+    lanes_ = int(count)
+    if lanes_ > MAX_LANES:
+        raise ValueError(f"dtype {name!r} has more than {MAX_LANES} lanes")
+    return element if lanes_ == 1 else f"{element}x{lanes_}"
+
+
+def lanes(dtype: str) -> int:
+    """The lane count of a (canonical) dtype: 1 for a scalar, 4 for "float32x4"."""
+    if dtype in _CANONICAL:
+        return 1
+    head, _, count = dtype.rpartition("x")
+    return int(count) if head in _CANONICAL and count.isdigit() else 1
+
+
+def element(dtype: str) -> str:
+    """The element dtype of a (canonical) dtype: "float32" for "float32x4" and "float32"."""
+    if dtype in _CANONICAL:
+        return dtype
+    head, _, count = dtype.rpartition("x")
+    return head if head in _CANONICAL and count.isdigit() else dtype
+
+
+def with_lanes(dtype: str, count: int) -> str:
+    """``dtype``'s element with ``count`` lanes ("float32", 4 -> "float32x4")."""
+    base = element(dtype)
+    return base if count == 1 else f"{base}x{count}"
 
 
 def is_float(dtype: str) -> bool:
@@ -49,10 +94,12 @@ def is_uint(dtype: str) -> bool:
 
 
 def is_bool(dtype: str) -> bool:
-    return dtype == "bool"
+    return dtype == "bool" or element(dtype) == "bool"
 
 
 def bits(dtype: str) -> int:
+    """Bits of one element (of one lane, for a vector dtype)."""
+    dtype = element(dtype)
     if dtype == "bool":
         return 8
     digits = "".join(c for c in dtype if c.isdigit())
@@ -75,6 +122,8 @@ def itemsize(dtype: str) -> int:
 
 
 def to_numpy(dtype: str) -> np.dtype:
+    """The NumPy dtype of one element (a vector's lanes are an array axis of this dtype)."""
+    dtype = element(dtype)
     if dtype == "bfloat16":
         raise ValueError("bfloat16 has no NumPy dtype")
     return np.dtype(dtype)

@@ -43,6 +43,11 @@ class KernelDivisionByZeroError(ZeroDivisionError):
     stops the division, finishes with 0 in its place and reports it instead)."""
 
 
+class KernelAssertionError(AssertionError):
+    """A TIR ``assert condition, "message"`` (``AssertStmt``) failed at run time; every target
+    raises it with the assert's message (the compiled kernels through their status word)."""
+
+
 class ShapeMismatchError(ValueError):
     """A runtime argument or check does not match its declared annotation."""
 

@@ -16,6 +16,9 @@ from . import dtype as dt
 from .node import Node
 
 
+_SCALAR = dt.SCALAR_NAMES   # dtypes of one lane
+
+
 class PrimExpr(Node):
     __slots__ = ("dtype",)
     _attrs = ("dtype",)
@@ -133,7 +136,7 @@ class Max(BinaryOp): symbol = "max"
 
 class CmpOp(BinaryOp):
     def _result_dtype(self, operand_dtype: str) -> str:
-        return "bool"
+        return "bool" if operand_dtype in _SCALAR else dt.with_lanes("bool", dt.lanes(operand_dtype))
 
 
 class EQ(CmpOp): symbol = "=="
@@ -152,8 +155,8 @@ class LogicalBinary(BinaryOp):
     """
 
     def __init__(self, a, b):
-        self.a, self.b = as_bool(a), as_bool(b)
-        self.dtype = "bool"
+        self.a, self.b = _promote_pair(as_bool(a), as_bool(b))
+        self.dtype = self.a.dtype  # bool, or bool lanes
 
 
 class And(LogicalBinary): symbol = "and"
@@ -166,7 +169,7 @@ class Not(PrimExpr):
 
     def __init__(self, a):
         self.a = as_bool(a)
-        self.dtype = "bool"
+        self.dtype = self.a.dtype
 
 
 class Select(PrimExpr):
@@ -178,6 +181,9 @@ class Select(PrimExpr):
         self.condition = as_bool(condition)
         self.true_value, self.false_value = _promote_pair(true_value, false_value)
         self.dtype = self.true_value.dtype
+        n = 1 if self.condition.dtype in _SCALAR else dt.lanes(self.condition.dtype)
+        if n != 1 and n != dt.lanes(self.dtype):
+            raise TypeError(f"a select's condition has {n} lanes but its values {dt.lanes(self.dtype)}")
 
 
 class Cast(PrimExpr):
@@ -187,6 +193,10 @@ class Cast(PrimExpr):
     def __init__(self, dtype: str, value):
         self.dtype = dt.normalize(dtype)
         self.value = convert(value)
+        if (self.dtype not in _SCALAR or self.value.dtype not in _SCALAR) \
+                and dt.lanes(self.dtype) != dt.lanes(self.value.dtype):
+            raise TypeError(f"cannot cast a {self.value.dtype} value to {self.dtype}: the lane "
+                            f"counts differ (T.Broadcast makes a vector of a scalar)")
 
 
 class Call(PrimExpr):
@@ -207,19 +217,95 @@ class BufferLoad(PrimExpr):
 
     def __init__(self, buffer, indices: Sequence):
         self.buffer = buffer
-        self.indices = index_exprs(buffer, indices)
+        self.indices, vector = _checked_indices(buffer, indices)
         self.dtype = buffer.dtype
+        if vector:   # a vector index (T.Ramp) loads that many lanes
+            self.dtype = dt.with_lanes(buffer.dtype, index_lanes(buffer, self.indices))
 
 
 def index_exprs(buffer, indices: Sequence) -> tuple:
     """Buffer indices as PrimExprs; each must be an integer (a string or float index is a mistake
     that would otherwise print as text that does not parse back)."""
+    return _checked_indices(buffer, indices)[0]
+
+
+def _checked_indices(buffer, indices: Sequence) -> tuple[tuple, bool]:
+    """``index_exprs`` and whether any index is a vector."""
     out = tuple(convert(i) for i in indices)
+    vector = False
     for i in out:
+        if i.dtype in _INT_SCALARS:   # the common case first: one set lookup
+            continue
         if not dt.is_int(i.dtype):
             raise TypeError(f"an index of buffer {getattr(buffer, 'name', '?')!r} must be an integer "
                             f"expression, got a {i.dtype} one")
-    return out
+        vector = True
+    return out, vector
+
+
+_INT_SCALARS = frozenset(d for d in dt.SCALAR_NAMES if dt.is_int(d))
+
+
+def index_lanes(buffer, indices) -> int:
+    """Lanes of an access: 1, or the lane count its vector indices share (scalar ones repeat)."""
+    scalar = dt.SCALAR_NAMES
+    for i in indices:   # the common case (no vector index) kept cheap: loads are built often
+        if i.dtype not in scalar:
+            break
+    else:
+        return 1
+    counts = {dt.lanes(i.dtype) for i in indices} - {1}
+    if len(counts) > 1:
+        raise TypeError(f"the vector indices of buffer {getattr(buffer, 'name', '?')!r} have "
+                        f"different lane counts {sorted(counts)}")
+    return counts.pop() if counts else 1
+
+
+class Ramp(PrimExpr):
+    """``T.Ramp(base, stride, lanes)``: the integer vector ``base + stride * k`` for
+    ``k = 0 .. lanes - 1`` (TVM's tir.Ramp; a vector index of a load or store)."""
+    __slots__ = ("base", "stride", "lanes")
+    _fields = ("base", "stride")
+    _attrs = ("dtype", "lanes")
+
+    def __init__(self, base, stride, lanes: int):
+        base, stride = _promote_pair(base, stride)
+        for what, value in (("base", base), ("stride", stride)):
+            if not dt.is_int(value.dtype) or dt.lanes(value.dtype) != 1:
+                raise TypeError(f"T.Ramp's {what} must be a scalar integer, got a {value.dtype} one")
+        self.base, self.stride = base, stride
+        self.lanes = _lane_count("T.Ramp", lanes)
+        self.dtype = dt.with_lanes(base.dtype, self.lanes)
+
+
+class Broadcast(PrimExpr):
+    """``T.Broadcast(value, lanes)``: a vector of ``lanes`` copies of a scalar."""
+    __slots__ = ("value", "lanes")
+    _fields = ("value",)
+    _attrs = ("dtype", "lanes")
+
+    def __init__(self, value, lanes: int):
+        value = convert(value)
+        if dt.lanes(value.dtype) != 1:
+            raise TypeError(f"T.Broadcast takes a scalar, got a {value.dtype} value")
+        if value.dtype == "handle":
+            raise TypeError("T.Broadcast takes a number, got a handle")
+        self.value = value
+        self.lanes = _lane_count("T.Broadcast", lanes)
+        self.dtype = dt.with_lanes(value.dtype, self.lanes)
+
+
+def _lane_count(what: str, lanes) -> int:
+    if isinstance(lanes, IntImm) and lanes.dtype != "bool":
+        lanes = lanes.value
+    if isinstance(lanes, bool) or not isinstance(lanes, int) or not 2 <= lanes <= dt.MAX_LANES:
+        raise TypeError(f"{what}'s lanes must be a constant integer from 2 to {dt.MAX_LANES}, got {lanes!r}")
+    return lanes
+
+
+def is_vector(e) -> bool:
+    """Whether ``e`` (a PrimExpr) has more than one lane."""
+    return dt.lanes(e.dtype) != 1
 
 
 # Math intrinsics: name -> number of arguments. Their NumPy and C
@@ -278,14 +364,15 @@ def call_intrin(op: str, *args) -> Call:
             raise ValueError(f"T.{op} takes integer operands, got {', '.join(a.dtype for a in args)}")
         return Call(args[0].dtype, op, args)
     if op in ("isnan", "isinf"):
-        return Call("bool", op, args)
+        return Call(dt.with_lanes("bool", dt.lanes(args[0].dtype)), op, args)
     if op in _FLOAT_PAIRS:
         args = list(_promote_pair(*args))
     out = args[0].dtype
     if op == "abs" or dt.is_float(out):
         return Call(out, op, args)
     # Transcendental ops on integers compute in float32, as NumPy would in float64.
-    return Call("float32", op, [Cast("float32", a) for a in args])
+    wide = dt.with_lanes("float32", dt.lanes(out))
+    return Call(wide, op, [Cast(wide, a) for a in args])
 
 
 # ---------------------------------------------------------------- conversion
@@ -320,25 +407,55 @@ def convert(value) -> PrimExpr:
 
 
 def as_bool(value) -> PrimExpr:
+    """A boolean expression (or a vector of booleans, lane-wise)."""
     value = convert(value)
-    if value.dtype != "bool":
+    if dt.element(value.dtype) != "bool":
         raise TypeError(f"expected a boolean expression, got dtype {value.dtype}")
     return value
 
 
+def as_scalar_bool(value, what: str) -> PrimExpr:
+    """A boolean that is one value (a branch, loop or assert condition)."""
+    value = as_bool(value)
+    if value.dtype != "bool":
+        raise TypeError(f"{what} must be one boolean, got a {value.dtype} vector")
+    return value
+
+
 def _promote_pair(a, b):
-    """Convert two operands to PrimExprs of one dtype (Python literals adopt the other side)."""
+    """Convert two operands to PrimExprs of one dtype (Python literals adopt the other side;
+    a scalar next to a vector is broadcast to its lanes)."""
     if not isinstance(a, PrimExpr) and isinstance(b, PrimExpr):
-        a = const(a, b.dtype if not isinstance(a, float) or dt.is_float(b.dtype) else None)
+        d = b.dtype if b.dtype in _SCALAR else dt.element(b.dtype)
+        a = const(a, d if not isinstance(a, float) or dt.is_float(d) else None)
     elif not isinstance(b, PrimExpr) and isinstance(a, PrimExpr):
-        b = const(b, a.dtype if not isinstance(b, float) or dt.is_float(a.dtype) else None)
+        d = a.dtype if a.dtype in _SCALAR else dt.element(a.dtype)
+        b = const(b, d if not isinstance(b, float) or dt.is_float(d) else None)
     else:
         a, b = convert(a), convert(b)
     if a.dtype != b.dtype:
+        la, lb = dt.lanes(a.dtype), dt.lanes(b.dtype)   # (equal dtypes have equal lanes)
+        if la != lb:
+            return _promote_lanes(a, b, la, lb)
         target = dt.promote(a.dtype, b.dtype)
         a = a if a.dtype == target else _cast_const(target, a)
         b = b if b.dtype == target else _cast_const(target, b)
     return a, b
+
+
+def _promote_lanes(a, b, la: int, lb: int):
+    """Operands of different lane counts: a scalar is broadcast to the vector's lanes (after both
+    take the promoted element dtype); two vectors must have the same lanes."""
+    if la != 1 and lb != 1:
+        raise TypeError(f"operands of {la} and {lb} lanes: vector operands need the same lane count")
+    target = dt.promote(dt.element(a.dtype), dt.element(b.dtype))
+    lanes_ = max(la, lb)
+
+    def widen(e):
+        if dt.lanes(e.dtype) == 1:
+            return Broadcast(e if e.dtype == target else _cast_const(target, e), lanes_)
+        return e if dt.element(e.dtype) == target else Cast(dt.with_lanes(target, lanes_), e)
+    return widen(a), widen(b)
 
 
 def _cast_const(dtype: str, e: PrimExpr) -> PrimExpr:
@@ -378,7 +495,30 @@ def _fold(cls, a, b, fn):
             return FloatImm(fn(a.value, b.value), a.dtype)
         except ZeroDivisionError:
             pass
+    elif a.dtype not in _SCALAR and isinstance(a, (Broadcast, Ramp)) and isinstance(b, (Broadcast, Ramp)):
+        folded = _fold_lanes(cls, a, b, fn)
+        if folded is not None:
+            return folded
     return cls(a, b)
+
+
+def _fold_lanes(cls, a, b, fn):
+    """Exact identities of vector operands, which keep flattened vector indices a ramp:
+    op(broadcast x, broadcast y) = broadcast(op(x, y)); a ramp plus, minus or times a broadcast
+    (or plus/minus a ramp) is a ramp. None where no identity applies."""
+    if isinstance(a, Broadcast) and isinstance(b, Broadcast):
+        return Broadcast(_fold(cls, a.value, b.value, fn), a.lanes)
+    if cls is Add or cls is Sub:
+        op = add if cls is Add else sub
+        if isinstance(a, Ramp) and isinstance(b, Ramp):
+            return Ramp(op(a.base, b.base), op(a.stride, b.stride), a.lanes)
+        if isinstance(a, Ramp):
+            return Ramp(op(a.base, b.value), a.stride, a.lanes)
+        return Ramp(op(a.value, b.base), b.stride if cls is Add else sub(0, b.stride), b.lanes)
+    if cls is Mul and (isinstance(a, Broadcast) or isinstance(b, Broadcast)):
+        ramp, factor = (a, b.value) if isinstance(a, Ramp) else (b, a.value)
+        return Ramp(mul(ramp.base, factor), mul(ramp.stride, factor), ramp.lanes)
+    return None
 
 
 def _trunc_div(x, y):
@@ -411,6 +551,8 @@ def cast(dtype: str, value) -> PrimExpr:
     dtype = dt.normalize(dtype)
     if value.dtype == dtype:
         return value
-    if isinstance(value, (IntImm, FloatImm)) and dtype != "bool":
+    if isinstance(value, (IntImm, FloatImm)) and dtype != "bool" and dt.lanes(dtype) == 1:
         return _cast_const(dtype, value)
+    if dt.lanes(dtype) != 1 and dt.lanes(value.dtype) == 1:
+        return Broadcast(cast(dt.element(dtype), value), dt.lanes(dtype))
     return Cast(dtype, value)

@@ -4,7 +4,8 @@ from __future__ import annotations
 from typing import Mapping, Sequence
 
 from .buffer import Buffer
-from .expr import IntImm, PrimExpr, Var, as_bool, convert, index_exprs
+from . import dtype as dt
+from .expr import IntImm, PrimExpr, Var, _checked_indices, as_bool, as_scalar_bool, convert, index_lanes
 from .node import Node
 
 FOR_KINDS = ("serial", "parallel", "vectorized", "unrolled", "thread_binding")
@@ -74,7 +75,12 @@ class BufferStore(Stmt):
     def __init__(self, buffer: Buffer, value, indices: Sequence):
         self.buffer = buffer
         self.value = convert(value)
-        self.indices = index_exprs(buffer, indices)
+        self.indices, vector = _checked_indices(buffer, indices)
+        lanes = index_lanes(buffer, self.indices) if vector else 1
+        if (1 if self.value.dtype in dt.SCALAR_NAMES else dt.lanes(self.value.dtype)) != lanes:
+            raise TypeError(f"a store to buffer {buffer.name!r} writes {lanes} lane(s) (its indices) "
+                            f"but the value ({self.value.dtype}) has {dt.lanes(self.value.dtype)}"
+                            + ("; T.Broadcast(value, lanes) repeats a scalar" if lanes > 1 else ""))
 
 
 class SeqStmt(Stmt):
@@ -98,8 +104,33 @@ class IfThenElse(Stmt):
     _fields = ("condition", "then_case", "else_case")
 
     def __init__(self, condition, then_case: Stmt, else_case: Stmt | None = None):
-        self.condition = as_bool(condition)
+        self.condition = as_scalar_bool(condition, "an if condition")
         self.then_case, self.else_case = then_case, else_case
+
+
+class While(Stmt):
+    """``while condition: body`` (TVM's tir.While): the condition is evaluated again before
+    every iteration; the body changes what it reads through buffer stores."""
+    __slots__ = ("condition", "body")
+    _fields = ("condition", "body")
+
+    def __init__(self, condition, body: Stmt):
+        self.condition = as_scalar_bool(condition, "a while condition")
+        self.body = body
+
+
+class AssertStmt(Stmt):
+    """``assert condition, "message"`` (TVM's tir.AssertStmt): where the condition is false the
+    function stops with an error carrying ``message`` (the statements after it do not run)."""
+    __slots__ = ("condition", "message")
+    _fields = ("condition",)
+    _attrs = ("message",)
+
+    def __init__(self, condition, message: str):
+        if not isinstance(message, str):
+            raise TypeError(f"an assert's message is a string, got {type(message).__name__}")
+        self.condition = as_scalar_bool(condition, "an assert condition")
+        self.message = message
 
 
 class LetStmt(Stmt):
@@ -128,6 +159,8 @@ class For(Stmt):
             raise ValueError("thread_tag is required exactly for thread_binding loops")
         self.loop_var = loop_var
         self.min, self.extent = convert(min), convert(extent)
+        if dt.lanes(self.min.dtype) != 1 or dt.lanes(self.extent.dtype) != 1:
+            raise TypeError("a loop's bounds must be scalars, not vectors")
         self.kind, self.body, self.thread_tag = kind, body, thread_tag
         self.annotations = dict(annotations or {})
 

@@ -211,7 +211,8 @@ def test_every_translator_covers_every_loop_level_expression_class():
     assert {E.Add, E.Or, E.Call, E.BufferLoad} <= leaves
     not_computable = {  # classes a translator rejects on purpose, with a clear error
         CFunctionEmitter: {E.StringImm},
-        _TreeBuilder: {E.StringImm, E.BufferLoad},
+        _TreeBuilder: {E.StringImm, E.BufferLoad, E.Ramp, E.Broadcast},   # shapes are scalars
+        _Evaluator: {E.Ramp, E.Broadcast},   # exact scalar evaluation: "cannot evaluate a Ramp node"
     }
     for walker, table in ((ExprPrinter, "visit"), (SymExprPrinter, "visit"), (_Evaluator, "visit"),
                           (ExprEvaluator, "visit"), (CFunctionEmitter, "expr"), (_TreeBuilder, "visit")):

@@ -116,9 +116,11 @@ def f(A):
     ("unsupported_statement", '''
 @T.prim_func
 def f(A: T.Buffer((4,), "float32")):
-    while True:
+    try:
         A[0] = 1.0
-''', "while True", "unsupported statement While", "in function 'f'"),
+    except ValueError:
+        pass
+''', "try:", "unsupported statement Try", "in function 'f'"),
     ("useless_expression", '''
 @T.prim_func
 def f(A: T.Buffer((4,), "float32")):

@@ -29,7 +29,7 @@ from tensorir.schedule_rules.quantized import function_epilogue
 from tensorir.schedule_rules.quantized_gemm import function_element_epilogue, function_row_operand
 
 from ..kernel_signature import kernel_sym_vars
-from ..source_emitter import SourceEmitter
+from ..source_emitter import SourceEmitter, parenthesized
 from ..source_names import Names, sanitize
 
 from .quantized_gemm import MICRO_KERNEL_ATTR as GEMM_KERNEL_ATTR
@@ -99,6 +99,18 @@ static int64_t rs_index_out_of_range(int32_t* status, int64_t* bad, int64_t i, i
 static inline int64_t rs_checked_index(int64_t i, int64_t n, int32_t* status, int64_t* bad) {
   int64_t w = i < 0 ? i + n : i;
   return __builtin_expect(w >= 0 && w < n, 1) ? w : rs_index_out_of_range(status, bad, i, n); }
+/* A TIR assert whose condition is false: STATUS_ASSERT_FAILED and its message (the first failure
+   of a parallel loop's threads wins, as above); the kernel leaves and copies the message to
+   rs_assert_report (per calling thread), which rs_assert_failure reads. */
+static _Thread_local const char* rs_assert_report;
+const char* rs_assert_failure(void) { return rs_assert_report; }
+static void rs_assert_failed(int32_t* status, const char** where, const char* message) {
+  int32_t ok = STATUS_OK;
+  if (__atomic_compare_exchange_n(status, &ok, STATUS_ASSERT_FAILED, 0, __ATOMIC_RELAXED,
+                                  __ATOMIC_RELAXED)) *where = message; }
+static inline void rs_set_status(int32_t* status, int32_t code) {
+  int32_t ok = STATUS_OK;
+  __atomic_compare_exchange_n(status, &ok, code, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED); }
 static inline int64_t rs_floordiv(int64_t a, int64_t b) {
   int64_t q = a / b; return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q; }
 static inline int64_t rs_floormod(int64_t a, int64_t b) {
@@ -183,6 +195,31 @@ class KernelInfo:
     sym_vars: list        # tensorir Vars passed in sym_values, in order
 
 
+def _element_count(buf: Buffer):
+    size = E.IntImm(1)
+    for dim in buf.shape:
+        size = E.mul(size, dim)
+    return size
+
+
+def _on_heap(buf: Buffer) -> bool:
+    """Whether an allocation is malloc'd (else a local array): 16 KiB or a run-time size."""
+    size = _element_count(buf)
+    return not (isinstance(size, E.IntImm) and size.value * dt.itemsize(buf.dtype) <= 16384)
+
+
+def c_string(text: str) -> str:
+    """``text`` as a C string literal (UTF-8; every byte that is not plain ASCII text escaped)."""
+    out = []
+    for byte in text.encode("utf-8"):
+        ch = chr(byte)
+        if ch in "\\\"?" or not 32 <= byte < 127:
+            out.append(f"\\{byte:03o}")
+        else:
+            out.append(ch)
+    return '"' + "".join(out) + '"'
+
+
 def c_type(dtype: str) -> str:
     try:
         return C_TYPES[dtype]
@@ -206,6 +243,10 @@ class CFunctionEmitter(SourceEmitter):
         self.safe_division = False    # emitting hoisted code: a zero divisor must not trap
         self.hoist_count = 0
         self.checks_indices = False   # the body uses T.checked_index: rs_bad_index is declared
+        self.asserts = False          # the body has an assert: rs_assert_msg is declared
+        self.exits = False            # the body leaves early (an assert, no memory): rs_exit is declared
+        self.heap: list = []          # (C name, parallel depth) of the malloc'd allocations in scope
+        self.parallel_exits: list = []  # per parallel loop being emitted: [label, used]
 
     # ------------------------------------------------------------ spelling (SourceEmitter's hooks)
     def error(self, message: str) -> Exception:
@@ -355,22 +396,31 @@ class CFunctionEmitter(SourceEmitter):
             work = self.expr(nest_iterations(s))
             self.emit(f"#pragma omp parallel for schedule(static) if({hi} > {lo} + 1 && {work} >= "
                       f"{PARALLEL_MIN_ITERATIONS}) num_threads(rs_threads())")
-        elif s.kind == "vectorized":
+        elif s.kind == "vectorized" and not collect(
+                s.body, lambda n: isinstance(n, S.AssertStmt) or (isinstance(n, S.Allocate) and _on_heap(n.buffer))):
+            # (an assert or a failed malloc leaves the loop with a goto, which omp simd may not contain)
             self.emit(f"#pragma omp simd{simd_clause}")
         elif s.kind == "unrolled":
             extent = s.extent.value if isinstance(s.extent, E.IntImm) else 4
             self.emit(f"#pragma GCC unroll {max(1, min(extent, 64))}")
         self.emit(f"for (int64_t {var} = {lo}; {var} < {hi}; ++{var}) {{")
         self.in_parallel += parallel
+        if parallel:
+            self.parallel_exits.append([self.fresh_name("rs_next"), False])
         self.bind_loop_var(s)
         saved = dict(self.hoisted)
         self.indent += 1
         self.hoist_invariants(s)
         self.stmt(s.body)
+        if parallel and self.parallel_exits[-1][1]:
+            self.emit(f"{self.parallel_exits[-1][0]}: ;")   # a failed assert ends its iteration here
         self.indent -= 1
         self.hoisted = saved
         self.in_parallel -= parallel
         self.emit("}")
+        if parallel and self.parallel_exits.pop()[1]:
+            # the loop's threads all finished: a failed assert (or malloc) in one of them stops the kernel
+            self.emit_exit("if (rs_status == STATUS_ASSERT_FAILED || rs_status == STATUS_NO_MEMORY) ")
         for key in hoisted_values:
             del self.hoisted[key]
 
@@ -449,24 +499,56 @@ class CFunctionEmitter(SourceEmitter):
         self.hoisted[key] = name
         return key
 
+    @handles(S.AssertStmt, table="stmt")
+    def assert_stmt(self, s: S.AssertStmt) -> None:
+        """``if (!cond)``: record the message and leave the kernel (from inside a parallel loop,
+        the iteration; the loop's end then leaves the kernel)."""
+        self.asserts = self.exits = True
+        message = c_string(s.message or f"assertion failed in {self.func.name}")
+        self.emit(f"if (!{parenthesized(self.expr(s.condition))}) {{")
+        self.indent += 1
+        self.emit(f"rs_assert_failed(&rs_status, &rs_assert_msg, {message});")
+        self.emit_exit("")
+        self.indent -= 1
+        self.emit("}")
+
+    def emit_exit(self, prefix: str) -> None:
+        """``prefix`` (an ``if (...) ``, or nothing) then: free the scratch memory that leaving
+        drops, and jump out of the innermost parallel loop's iteration, or the kernel."""
+        self.exits = True
+        depth = self.in_parallel
+        frees = [f"free({name});" for name, level in reversed(self.heap) if level == depth]
+        if depth:
+            self.parallel_exits[-1][1] = True
+            jump = f"goto {self.parallel_exits[-1][0]};"
+        else:
+            jump = "goto rs_exit;"
+        self.emit(f"{prefix}{{ {' '.join(frees + [jump])} }}")
+
     @handles(S.Allocate, table="stmt")
     def allocate(self, s: S.Allocate) -> None:
         buf = s.buffer
         name = self.names.get(buf, buf.name)
         ctype = c_type(buf.dtype)
-        size = E.IntImm(1)
-        for dim in buf.shape:
-            size = E.mul(size, dim)
+        size = _element_count(buf)
         self.emit("{")
         self.indent += 1
-        if isinstance(size, E.IntImm) and size.value * dt.itemsize(buf.dtype) <= 16384:
+        if not _on_heap(buf):
             self.emit(f"{ctype} {name}[{max(1, size.value)}] __attribute__((aligned(64)));")
             self.stmt(s.body)
         else:
             nbytes = f"sizeof({ctype}) * (size_t)({self.expr(size)}) + 64"
             self.emit(f"{ctype}* restrict {name} = ({ctype}*)malloc({nbytes});")
-            self.emit(f"if ({name} == NULL) return STATUS_NO_MEMORY;")
+            # leave as an assert does: a return from inside an OpenMP loop does not compile
+            self.emit(f"if ({name} == NULL) {{")
+            self.indent += 1
+            self.emit("rs_set_status(&rs_status, STATUS_NO_MEMORY);")
+            self.emit_exit("")
+            self.indent -= 1
+            self.emit("}")
+            self.heap.append((name, self.in_parallel))
             self.stmt(s.body)
+            self.heap.pop()
             self.emit(f"free({name});")
         self.indent -= 1
         self.emit("}")
@@ -489,6 +571,12 @@ class CFunctionEmitter(SourceEmitter):
         header.append("  (void)rs_buffers; (void)rs_syms;")
         self.stmt(self.func.body)
         footer = []
+        if self.asserts:
+            header.append("  const char* rs_assert_msg = 0;")
+        if self.exits:
+            footer.append("rs_exit:")
+        if self.asserts:
+            footer.append("  if (rs_status == STATUS_ASSERT_FAILED) rs_assert_report = rs_assert_msg;")
         if self.checks_indices:
             header.append("  int64_t rs_bad_index[2] = {0, 0};")
             footer.append("  if (rs_status == STATUS_INDEX_OUT_OF_RANGE) "

@@ -62,6 +62,8 @@ def inner_scope(stmt) -> tuple[set[int], set[int]]:
         elif isinstance(s, S.Allocate):
             written.add(id(s.buffer.storage))
             walk(s.body)
+        elif isinstance(s, S.While):
+            walk(s.body)
     walk(stmt)
     return bound, written
 
@@ -126,6 +128,13 @@ def stmt_exprs(stmt, runs_once=lambda loop: True, certain: bool = True):
     elif isinstance(stmt, S.SeqStmt):
         for s in stmt.seq:
             yield from stmt_exprs(s, runs_once, certain)
+            if certain and collect(s, lambda n: isinstance(n, S.AssertStmt)):
+                certain = False   # what follows a failing assert does not run
+    elif isinstance(stmt, S.While):
+        yield stmt.condition, certain
+        yield from stmt_exprs(stmt.body, runs_once, False)
+    elif isinstance(stmt, S.AssertStmt):
+        yield stmt.condition, certain
     elif isinstance(stmt, S.IfThenElse):
         yield stmt.condition, certain
         yield from stmt_exprs(stmt.then_case, runs_once, False)

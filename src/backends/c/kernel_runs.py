@@ -104,7 +104,7 @@ def link_run(module, calls, early: tuple, nxt: int, frame, fixed_values: dict, k
     seen: list = [None] * len(changing)
     labels = tuple(f"{where}: kernel '{ins.kernel}'" for ins in calls)
     count, status = ctypes.c_int64(n), (ctypes.c_int32 * 1)()
-    bad_index = module.bad_index
+    bad_index, assert_message = module.bad_index, module.assert_message
     times = (ctypes.c_double * n)()
     extra = (times,) if timed else ()
 
@@ -124,7 +124,7 @@ def link_run(module, calls, early: tuple, nxt: int, frame, fixed_values: dict, k
                 seen[k] = value
         failed = run(count, fns, bufs_of, syms_of, status, *extra)
         if failed >= 0:
-            raise_for_status(status[0], labels[failed], bad_index)
+            raise_for_status(status[0], labels[failed], bad_index, assert_message)
         for r in kills:
             regs[r] = None
         return nxt

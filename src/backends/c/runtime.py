@@ -94,6 +94,14 @@ class CKernelModule(KernelModule):
         self.lib.rs_index_failure(report)
         return int(report[0]), int(report[1])
 
+    def assert_message(self) -> str | None:
+        """The message of the assert that stopped the last failing kernel of this thread."""
+        getter = self.lib.rs_assert_failure
+        getter.restype = ctypes.c_char_p
+        getter.argtypes = []
+        raw = getter()
+        return raw.decode("utf-8", "replace") if raw is not None else None
+
     @property
     def path(self) -> str:
         return self.image.path
@@ -101,7 +109,7 @@ class CKernelModule(KernelModule):
     def link(self, ins, nxt: int, frame, prologue, where: str):
         regs, ptrs, t = frame.regs, frame.ptrs, frame.table
         cfunc = self.functions[ins.kernel]
-        bad_index = self.bad_index
+        bad_index, assert_message = self.bad_index, self.assert_message
         bufs = (ctypes.c_void_p * max(1, len(ins.buffers)))()
         syms = ctypes.c_void_p(ctypes.addressof(t) + 8 * ins.sym_base) if ins.sym_base >= 0 else None
         # prebound allocations (vm/prebind.py) keep their address for the frame's life: written once
@@ -130,7 +138,7 @@ class CKernelModule(KernelModule):
                     seen[k] = value
             status = cfunc(bufs, syms)
             if status:
-                raise_for_status(status, label, bad_index)
+                raise_for_status(status, label, bad_index, assert_message)
             return nxt
         return step
 
@@ -156,6 +164,6 @@ class CKernelModule(KernelModule):
             finally:
                 if team is not None:
                     team.leave()
-            raise_for_status(status, f"kernel {name!r}", self.bad_index)
+            raise_for_status(status, f"kernel {name!r}", self.bad_index, self.assert_message)
         call.func = func
         return call

@@ -1,17 +1,21 @@
 """What a generated kernel returns, and the Python exception each failure becomes."""
 from __future__ import annotations
 
-from tensorir.errors import AllocationError, IndexOutOfRangeError, KernelDivisionByZeroError
+from tensorir.errors import (AllocationError, IndexOutOfRangeError, KernelAssertionError,
+                             KernelDivisionByZeroError)
 
 STATUS_OK = 0
 STATUS_NO_MEMORY = -1        # a scratch buffer's malloc failed
 STATUS_ZERO_DIVISION = -2    # an integer divisor was zero (the kernel finished with 0 in its place)
 STATUS_INDEX_OUT_OF_RANGE = -3  # a T.checked_index value was outside its axis (the kernel finished
 #                                 reading index 0 in its place; the first bad value is reported)
+STATUS_ASSERT_FAILED = -4    # an assert's condition was false (the kernel stopped there; its
+#                              message is reported, see rs_assert_failure)
 
 C_DEFINES = (f"#define STATUS_OK {STATUS_OK}\n#define STATUS_NO_MEMORY {STATUS_NO_MEMORY}\n"
              f"#define STATUS_ZERO_DIVISION {STATUS_ZERO_DIVISION}\n"
-             f"#define STATUS_INDEX_OUT_OF_RANGE {STATUS_INDEX_OUT_OF_RANGE}\n")
+             f"#define STATUS_INDEX_OUT_OF_RANGE {STATUS_INDEX_OUT_OF_RANGE}\n"
+             f"#define STATUS_ASSERT_FAILED {STATUS_ASSERT_FAILED}\n")
 
 
 # A GPU kernel's status buffer: the int32 status word, 4 bytes of padding, then the int64 index
@@ -19,11 +23,15 @@ C_DEFINES = (f"#define STATUS_OK {STATUS_OK}\n#define STATUS_NO_MEMORY {STATUS_N
 DEVICE_STATUS_BYTES = 24
 
 
-def raise_for_status(status: int, where: str, bad_index=None) -> None:
+def raise_for_status(status: int, where: str, bad_index=None, assert_message=None) -> None:
     """Raise the error a kernel's nonzero ``status`` stands for; ``where`` names function and kernel;
-    ``bad_index()`` gives the (value, extent) an index failure recorded."""
+    ``bad_index()`` gives the (value, extent) an index failure recorded, ``assert_message()`` the
+    message of the assert that failed."""
     if status == STATUS_OK:
         return
+    if status == STATUS_ASSERT_FAILED:
+        message = assert_message() if assert_message is not None else None
+        raise KernelAssertionError(f"{where}: {message or 'assertion failed'}")
     if status == STATUS_ZERO_DIVISION:
         raise KernelDivisionByZeroError(f"{where}: integer division by zero")
     if status == STATUS_INDEX_OUT_OF_RANGE:

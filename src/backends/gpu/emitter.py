@@ -294,6 +294,13 @@ class KernelEmitter(SourceEmitter):
         super().if_then_else(s)
         self.divergent = saved
 
+    @handles(S.While, table="stmt")
+    def while_loop(self, s: S.While) -> None:
+        saved = self.divergent   # threads may leave the loop after different trip counts
+        self.divergent = saved or self.thread_dependent(s.condition)
+        super().while_loop(s)
+        self.divergent = saved
+
     @handles(S.Allocate, table="stmt")
     def allocate(self, s: S.Allocate) -> None:
         buf = s.buffer

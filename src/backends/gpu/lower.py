@@ -29,6 +29,7 @@ from tensorir.transform.flatten_buffers import flat_size, flatten_buffers
 from tensorir.transform.hoist_init import hoist_inits
 from tensorir.transform.lower_blocks import lower_blocks
 from tensorir.transform.lower_predicates import lower_predicates
+from tensorir.transform.scalarize_vectors import scalarize_vectors
 from tensorir.transform.simplify_indices import simplify_indices
 
 from ..kernel_signature import kernel_sym_vars
@@ -142,7 +143,7 @@ def lower_for_gpu(name: str, func: PrimFunc) -> GPUFunction:
     symbol_base = sanitize(name)
     for index, stage in enumerate(stages):
         stage = _InnerAllocations(name).visit(stage)
-        flat = simplify_indices(flatten_buffers(lowered.with_body(stage))).body
+        flat = scalarize_vectors(simplify_indices(flatten_buffers(lowered.with_body(stage)))).body
         grid, block = launch_dims(flat, sym_vars, name)
         shared = _shared_buffers(flat)
         shared_bytes = sum(int(flat_size(b).value) * dt.itemsize(b.dtype) for b in shared)

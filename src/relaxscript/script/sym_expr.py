@@ -47,7 +47,7 @@ class SymExprPrinter(ExprPrinter):
             self.not_in_annotations(e, ctx)
         return f"T.{e.op}({', '.join(self.fmt(a) for a in e.args)})", PREC_ATOM
 
-    @handles(E.StringImm, E.BufferLoad)
+    @handles(E.StringImm, E.BufferLoad, E.Ramp, E.Broadcast)
     def not_in_annotations(self, e, ctx):
         raise ValueError(f"cannot print {type(e).__name__} in a graph-level annotation")
 

@@ -107,7 +107,8 @@ def _is_multiply_add(store: S.BufferStore) -> bool:
 def block_pattern(realize: S.BlockRealize) -> PatternKind:
     block = realize.block
     stores = _stores(block.body)
-    if len(stores) != 1 or collect(block.body, lambda n: isinstance(n, (S.BlockRealize, S.IfThenElse))):
+    if len(stores) != 1 or collect(block.body, lambda n: isinstance(n, (S.BlockRealize, S.IfThenElse, S.While,
+                                                                        S.AssertStmt))):
         return PatternKind.Opaque
     store = stores[0]
     if any(iv.kind not in ("S", "R") for iv in block.iter_vars):

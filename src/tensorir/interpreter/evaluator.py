@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import dtype as dt
 from .. import expr as E
 from ..dispatch import ClassDispatch, handles
 from ..errors import IndexOutOfRangeError
@@ -19,6 +20,8 @@ from .intrinsics import INTRINSIC_IMPLS
 
 
 def np_dtype(dtype: str) -> np.dtype:
+    """The NumPy dtype of one element (a vector's lanes are a trailing array axis)."""
+    dtype = dt.element(dtype)
     if dtype == "bfloat16":
         raise InterpretError("bfloat16 is not supported by the NumPy interpreter")
     return np.dtype(dtype)
@@ -171,6 +174,17 @@ class ExprEvaluator(ClassDispatch):
         t = self.eval(e.true_value, true_mask) if any_active(true_mask) else zero
         f = self.eval(e.false_value, false_mask) if any_active(false_mask) else zero
         return as_dtype(np.where(cond, t, f), e.dtype)
+
+    # vectors (lanes are the last axis; the nest executor declines vector code) ------
+    @handles(E.Ramp)
+    def _ramp(self, e, mask):
+        base, stride = self.eval(e.base, mask), self.eval(e.stride, mask)
+        lanes = np.arange(e.lanes, dtype=np_dtype(e.dtype))
+        return as_dtype(np.add(base, np.multiply(stride, lanes)), e.dtype)
+
+    @handles(E.Broadcast)
+    def _broadcast(self, e, mask):
+        return np.full(e.lanes, self.eval(e.value, mask), dtype=np_dtype(e.dtype))
 
     # conversions and calls --------------------------------------------------------
     @handles(E.Cast)

@@ -14,7 +14,7 @@ import numpy as np
 
 from .. import stmt as S
 from ..dispatch import ClassDispatch, handles
-from ..errors import AllocationError
+from ..errors import AllocationError, KernelAssertionError
 from ..expr import Var
 from ..functor import collect
 from .empty_reduction import hoisted_form, nest_is_empty
@@ -140,6 +140,17 @@ class Executor(ClassDispatch):
             self.run(s.then_case)
         else:
             self.run(s.else_case)
+
+    @handles(S.While)
+    def _while(self, s):
+        while self.eval(s.condition):
+            self.run(s.body)
+
+    @handles(S.AssertStmt)
+    def _assert(self, s):
+        if not self.eval(s.condition):
+            raise KernelAssertionError(f"{self.func.name}: {s.message}" if s.message
+                                       else f"{self.func.name}: assertion failed")
 
     @handles(S.LetStmt)
     def _let(self, s):

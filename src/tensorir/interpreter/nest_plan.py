@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .. import dtype as dt
 from .. import expr as E
 from .. import stmt as S
 from ..functor import collect
@@ -68,7 +69,13 @@ def plan_nest(loop: S.For) -> NestPlan | None:
     reduction = _reduction_of(store)
     if init is not None and reduction is None:
         return None
+    if collect(loop, _is_vector):
+        return None   # lanes would need their own axis in the nest's arrays: run serially
     return NestPlan(loops, wrappers, realize, store, init, reduction)
+
+
+def _is_vector(node) -> bool:
+    return isinstance(node, E.PrimExpr) and node.dtype not in dt.SCALAR_NAMES
 
 
 def _is_var(node) -> bool:

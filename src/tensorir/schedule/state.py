@@ -17,7 +17,7 @@ from ..expr import PrimExpr, Var
 from ..function import PrimFunc
 from ..functor import Mutator, collect
 from ..stmt import (Allocate, Block, BlockRealize, For, IfThenElse, LetStmt, SeqStmt, Stmt,
-                    seq)
+                    While, seq)
 
 
 class BlockRV:
@@ -45,7 +45,7 @@ class LoopRV:
 def _stmt_children(node: Stmt) -> list[Stmt]:
     if isinstance(node, SeqStmt):
         return list(node.seq)
-    if isinstance(node, (For, LetStmt, Allocate)):
+    if isinstance(node, (For, LetStmt, Allocate, While)):
         return [node.body]
     if isinstance(node, IfThenElse):
         return [s for s in (node.then_case, node.else_case) if s is not None]
@@ -82,13 +82,25 @@ class StmtIndex:
         found = self.realize_by_name.get(name)
         if found is None:
             raise ScheduleError(f"no block named {name!r} in function {self.func.name!r}")
+        self.require_outside_while(found, f"block {name!r}")
         return found
+
+    def under_while(self, node: Stmt) -> bool:
+        return any(isinstance(a, While) for a in self.ancestors(node))
+
+    def require_outside_while(self, node: Stmt, what: str) -> None:
+        """Schedules reason about loops with known trip counts: what a data-dependent ``while``
+        encloses is left as written."""
+        if self.under_while(node):
+            raise ScheduleError(f"{what} of function {self.func.name!r} sits inside a while loop; "
+                                "schedule primitives do not transform code under a while")
 
     def loop(self, var: Var) -> For:
         found = self.loop_by_var.get(id(var))
         if found is None:
             raise ScheduleError(f"loop {var.name!r} no longer exists in function {self.func.name!r} "
                                 "(an earlier primitive replaced it)")
+        self.require_outside_while(found, f"loop {var.name!r}")
         return found
 
     def ancestors(self, node: Stmt) -> list[Stmt]:

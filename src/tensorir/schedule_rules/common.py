@@ -20,9 +20,11 @@ def const_int(e: PrimExpr) -> int | None:
 
 
 def leaf_block_names(sch: Schedule) -> list[str]:
-    """Names of the non-root blocks, in program order."""
+    """Names of the non-root blocks, in program order (those under a ``while``, whose trip count
+    is data-dependent, are left as written: the schedule primitives refuse them)."""
     index = StmtIndex(sch.func)
-    return [r.block.name for r in index.all_realizes() if r.block.name != "root" or r.block.iter_vars]
+    return [r.block.name for r in index.all_realizes()
+            if (r.block.name != "root" or r.block.iter_vars) and not index.under_while(r)]
 
 
 def is_reduction_block(sch: Schedule, name: str) -> bool:

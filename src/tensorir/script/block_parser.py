@@ -7,7 +7,7 @@ from .. import expr as E
 from ..buffer import Buffer
 from ..functor import collect, substitute
 from ..stmt import (Allocate, Block, BlockRealize, BufferStore, IterVar, LetStmt,
-                    MatchBufferRegion, Range, Stmt)
+                    MatchBufferRegion, Range, Stmt, seq)
 from .expr_parser import extent_between
 from .region_infer import infer_regions
 from .scope import BlockFrame
@@ -35,6 +35,10 @@ class BlockParserMixin:
                 raise self.error("a block has at most one T.init()", st)
             frame.init = self.nested_body(st.body)
             return None
+        if kind == "Assert":   # TVM's frame form: the body runs after the check
+            if item.optional_vars is not None:
+                raise self.error("T.Assert binds no name", item.optional_vars)
+            return seq(self.assert_call(call), self.nested_body(st.body))
         if kind in ("LetStmt", "decl_buffer", "allocate", "launch_thread"):
             if not isinstance(item.optional_vars, ast.Name):
                 raise self.error(f"write `with T.{kind}(...) as name:`", st)

@@ -91,6 +91,7 @@ _T_SUGAR = {"max_value": lambda p, n: _limit(p, n, "max"), "min_value": lambda p
 # Parameter names of the expression helpers, for keyword arguments (TVM's spelling).
 _PARAM_NAMES = {"if_then_else": ("cond", "t", "f"), "Select": ("condition", "true_value", "false_value"),
                 "cast": ("x", "dtype"), "Cast": ("dtype", "value"), "Let": ("body", "where"),
+                "Ramp": ("base", "stride", "lanes"), "Broadcast": ("value", "lanes"),
                 **{name: ("a", "b") for name in ("max", "min", "floordiv", "floormod", "ceildiv", "truncdiv")}}
 
 
@@ -394,6 +395,15 @@ class ExprParser(ClassDispatch):
         if name == "Cast":
             self.expect_args(node, 2)
             return E.Cast(self.dtype(args[0]), self.expr(args[1]))
+        if name == "Ramp":
+            self.expect_args(node, 3)
+            # a literal base or stride adopts the other's dtype, as in an arithmetic operation
+            base, stride = (v if is_literal(v) else self.to_prim(v, a)
+                            for v, a in ((self.eval(a), a) for a in args[:2]))
+            return E.Ramp(base, stride, self.lanes(args[2], "T.Ramp"))
+        if name == "Broadcast":
+            self.expect_args(node, 2)
+            return E.Broadcast(self.expr(args[0]), self.lanes(args[1], "T.Broadcast"))
         if name == "call_extern":
             if len(args) < 2:
                 raise self.error("T.call_extern(dtype, name, *args) needs a dtype and a name", node)
@@ -498,6 +508,13 @@ class ExprParser(ClassDispatch):
             indices.append(E.floormod(offset, dim) if len(indices) < buf.ndim - 1 else offset)
             offset = E.floordiv(offset, dim)
         return E.address_of(E.BufferLoad(buf, indices[::-1] if buf.ndim else []))
+
+    def lanes(self, node: ast.expr, what: str) -> int:
+        """A vector's lane count: a constant integer of at least 2."""
+        value = self.constant(node, f"{what}'s lane count", (int,))
+        if not 2 <= value <= dt.MAX_LANES:
+            raise self.error(f"{what}'s lane count must be from 2 to {dt.MAX_LANES}, got {value}", node)
+        return value
 
     def expect_args(self, node: ast.Call, count: int) -> None:
         name = ast.unparse(node.func)

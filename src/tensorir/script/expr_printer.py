@@ -149,6 +149,15 @@ class ExprPrinter(ClassDispatch):
     def cast(self, e, ctx):
         return f'T.Cast("{e.dtype}", {self.fmt(e.value)})', _ATOM
 
+    @handles(E.Ramp)
+    def ramp(self, e, ctx):
+        return f"T.Ramp({self.pair(e.base, e.stride, 0)}, {e.lanes})", _ATOM
+
+    @handles(E.Broadcast)
+    def broadcast(self, e, ctx):
+        # the parser gives T.Broadcast's value no dtype context: a literal prints typed
+        return f"T.Broadcast({self.fmt(e.value)}, {e.lanes})", _ATOM
+
     @handles(E.Call)
     def intrinsic_call(self, e, ctx):
         return self.call(e), _ATOM

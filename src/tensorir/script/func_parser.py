@@ -8,8 +8,8 @@ from .. import expr as E
 from ..buffer import Buffer
 from ..errors import ParseError
 from ..function import PrimFunc
-from ..stmt import (Allocate, Block, BlockRealize, BufferStore, Evaluate, For, IfThenElse,
-                    LetStmt, Range, Stmt, seq)
+from ..stmt import (Allocate, AssertStmt, Block, BlockRealize, BufferStore, Evaluate, For, IfThenElse,
+                    LetStmt, Range, Stmt, While, seq)
 from .block_parser import BlockParserMixin
 from .diagnostics import MAX_NESTING, SourceInfo, deeper_than
 from .expr_parser import MISSING, ExprParser, extent_between
@@ -231,6 +231,17 @@ class FunctionParser(BlockParserMixin):
         self.param_name = None
         return params
 
+    def vector_annotation(self, node) -> str | None:
+        """``T.float32x4`` (a vector local's type, as TVM prints it), or None."""
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) \
+                and node.value.id in self.t_names and node.attr not in DTYPE_NAMES:
+            try:
+                dtype = dt.normalize(node.attr)
+            except ValueError:
+                return None
+            return dtype if dt.lanes(dtype) > 1 else None
+        return None
+
     def scalar_annotation(self, node) -> str | None:
         if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) \
                 and node.value.id in self.t_names:
@@ -369,6 +380,10 @@ class FunctionParser(BlockParserMixin):
             return self.parse_with(st, frame)
         if isinstance(st, ast.If):
             return self.parse_if(st)
+        if isinstance(st, ast.While):
+            return self.parse_while(st)
+        if isinstance(st, ast.Assert):
+            return self.parse_assert(st.test, st.msg, st)
         if isinstance(st, ast.Assign):
             return self.parse_assign(st, frame)
         if isinstance(st, ast.AugAssign):
@@ -437,14 +452,16 @@ class FunctionParser(BlockParserMixin):
         if self.t_call(st.annotation) == "Buffer":
             plain = ast.copy_location(ast.Assign(targets=[st.target], value=st.value), st)
             return self.parse_named_assign(plain, rest, frame)
-        dtype = self.scalar_annotation(st.annotation)
+        dtype = self.vector_annotation(st.annotation) or self.scalar_annotation(st.annotation)
         if dtype is None or dtype == "handle":
             raise self.error(f"unsupported annotation {ast.unparse(st.annotation)} on a local; "
                              "use a scalar type such as T.int32", st.annotation)
-        value = self.exprs.expr(st.value, dtype)
+        value = self.exprs.expr(st.value, dtype if dt.lanes(dtype) == 1 else None)
         if value.dtype != dtype:
-            raise self.error(f"{st.target.id!r} is annotated {dtype} but the value is {value.dtype}; "
-                             f"convert it with T.{dtype}(...)", st.value)
+            hint = f"convert it with T.{dtype}(...)" if dt.lanes(dtype) == 1 else \
+                f"a scalar makes a vector with T.Broadcast(value, {dt.lanes(dtype)})"
+            raise self.error(f"{st.target.id!r} is annotated {dtype} but the value is {value.dtype}; {hint}",
+                             st.value)
         var = E.Var(st.target.id, dtype)
         return LetStmt(var, value, self.scoped_body(rest, frame, st.target.id, var))
 
@@ -537,6 +554,7 @@ class FunctionParser(BlockParserMixin):
             buf = self.store_buffer(target)
             indices = [self.exprs.expr(i) for i in self.exprs.index_list(target.slice)]
             self.check_rank(buf, indices, target)
+            self.check_ramps(buf, indices, target)
             return BufferStore(buf, self.exprs.expr(st.value, buf.dtype), indices)
         if isinstance(target, ast.Tuple) and (self.t_call(st.value) or "").startswith("axis."):
             self.parse_axes(target.elts, st.value, frame)
@@ -557,12 +575,26 @@ class FunctionParser(BlockParserMixin):
             raise self.error(f"buffer {buf.name!r} has {buf.ndim} dimension(s), "
                              f"indexed with {len(indices)}", node)
 
+    def check_ramps(self, buf: Buffer, indices, node) -> None:
+        """A constant ``T.Ramp`` index must stay inside a constant dimension (found here, at the
+        line, rather than as an out-of-bounds access when the function runs)."""
+        for dim, (index, extent) in enumerate(zip(indices, buf.shape)):
+            if not (isinstance(index, E.Ramp) and isinstance(index.base, E.IntImm)
+                    and isinstance(index.stride, E.IntImm) and isinstance(extent, E.IntImm)):
+                continue
+            ends = (index.base.value, index.base.value + index.stride.value * (index.lanes - 1))
+            if min(ends) < 0 or max(ends) >= extent.value:
+                raise self.error(f"T.Ramp({index.base.value}, {index.stride.value}, {index.lanes}) reaches "
+                                 f"elements {min(ends)} .. {max(ends)} of dimension {dim} of buffer "
+                                 f"{buf.name!r}, whose extent is {extent.value}", node)
+
     def parse_aug_assign(self, st: ast.AugAssign) -> Stmt:
         if not isinstance(st.target, ast.Subscript) or type(st.op) not in _AUG_OPS:
             raise self.error("augmented assignment is only supported as a buffer update B[i] += e", st)
         buf = self.store_buffer(st.target)
         indices = [self.exprs.expr(i) for i in self.exprs.index_list(st.target.slice)]
         self.check_rank(buf, indices, st.target)
+        self.check_ramps(buf, indices, st.target)
         value = _AUG_OPS[type(st.op)](E.BufferLoad(buf, indices), self.exprs.eval(st.value))
         return BufferStore(buf, value, indices)
 
@@ -584,6 +616,8 @@ class FunctionParser(BlockParserMixin):
                 raise self.error("T.func_attr takes a dict", call)
             self.attrs.update({_attr_key(k): v for k, v in value.items()})
             return None
+        if kind == "Assert":
+            return self.assert_call(call)
         if kind in ("reads", "writes", "where", "block_attr"):
             self.parse_block_meta(kind, call, frame)
             return None
@@ -633,6 +667,28 @@ class FunctionParser(BlockParserMixin):
         then = self.nested_body(st.body)
         other = self.nested_body(st.orelse) if st.orelse else None
         return IfThenElse(cond, then, other)
+
+    def parse_while(self, st: ast.While) -> Stmt:
+        """``while cond:`` (tir.While): the condition is read again before each iteration."""
+        if st.orelse:
+            raise self.error("while-else is not supported", st)
+        cond = self.exprs.expr(st.test)
+        if cond.dtype != "bool":
+            raise self.error(f"a while condition must be one boolean, got {cond.dtype}", st.test)
+        return While(cond, self.nested_body(st.body))
+
+    def parse_assert(self, test, msg, node) -> Stmt:
+        """``assert cond, "message"`` / ``T.Assert(cond, "message")`` (tir.AssertStmt)."""
+        cond = self.exprs.expr(test)
+        if cond.dtype != "bool":
+            raise self.error(f"an assert condition must be one boolean, got {cond.dtype}", test)
+        message = "" if msg is None else self.exprs.constant(msg, "an assert's message", (str,))
+        return AssertStmt(cond, message)
+
+    def assert_call(self, call: ast.Call) -> Stmt:
+        if call.keywords or len(call.args) != 2:
+            raise self.error("T.Assert takes a condition and a message string", call)
+        return self.parse_assert(call.args[0], call.args[1], call)
 
     def nested_body(self, stmts) -> Stmt:
         self.scope.push()

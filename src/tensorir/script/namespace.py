@@ -23,7 +23,7 @@ SCRIPT_ONLY = ("grid", "serial", "parallel", "vectorized", "unroll", "thread_bin
                "init", "reads", "writes", "where", "alloc_buffer", "match_buffer", "decl_buffer",
                "func_attr", "block_attr", "evaluate", "LetStmt", "allocate", "launch_thread",
                "env_thread", "var", "Let", "address_of", "meta_var", "assume", "Bind",
-               "sblock_alloc_buffer")
+               "sblock_alloc_buffer", "Assert")
 
 
 @dataclass(frozen=True)
@@ -116,6 +116,8 @@ class _Namespace:
     truncdiv = staticmethod(_truncdiv)
     if_then_else = staticmethod(E.select)
     Select = staticmethod(E.select)
+    Ramp = staticmethod(E.Ramp)
+    Broadcast = staticmethod(E.Broadcast)
 
     @staticmethod
     def cast(value, dtype):

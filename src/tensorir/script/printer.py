@@ -12,7 +12,8 @@ from ..function import PrimFunc
 from ..functor import collect
 from ..node import Node
 from ..stmt import (Allocate, Block, BlockRealize, BufferRegion, BufferStore, Evaluate, For,
-                    IfThenElse, IterVar, LetStmt, MatchBufferRegion, Range, SeqStmt, Stmt, is_true)
+                    IfThenElse, IterVar, LetStmt, MatchBufferRegion, Range, SeqStmt, Stmt, While,
+                    AssertStmt, is_true)
 from ..structural import structural_equal
 from .expr_printer import ExprPrinter, Namer, format_expr, py_literal
 from .literals import is_identifier, string_literal
@@ -125,6 +126,14 @@ class StmtPrinter(ClassDispatch):
         if node.else_case is not None:
             lines += [f"{indent}else:"] + self.body(node.else_case, indent + self.step)
         return lines
+
+    @handles(While)
+    def stmt_While(self, node: While, indent, last):
+        return [f"{indent}while {self.e(node.condition)}:"] + self.body(node.body, indent + self.step)
+
+    @handles(AssertStmt)
+    def stmt_AssertStmt(self, node: AssertStmt, indent, last):
+        return [f"{indent}assert {self.e(node.condition)}, {string_literal(node.message)}"]
 
     @handles(LetStmt)
     def stmt_LetStmt(self, node: LetStmt, indent, last):

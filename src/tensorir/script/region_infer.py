@@ -99,6 +99,8 @@ class _AccessCollector:
         return None
 
     def index_range(self, index: E.PrimExpr) -> Range | None:
+        if E.is_vector(index):
+            return self.lanes_range(index)
         if self.is_outer(index):
             return Range(index, E.const(1, index.dtype))
         base, var = None, index
@@ -112,6 +114,17 @@ class _AccessCollector:
             return None
         lo = loop.min if base is None else (base if E.is_const_int(loop.min, 0) else base + loop.min)
         return Range(lo, loop.extent)
+
+    def lanes_range(self, index: E.PrimExpr) -> Range | None:
+        """The elements a vector index reaches: a broadcast's one, a ramp's span (a constant
+        stride); None (the whole dimension) for any other vector."""
+        if isinstance(index, E.Broadcast):
+            return self.index_range(index.value)
+        if not (isinstance(index, E.Ramp) and E.is_const_int(index.stride) and self.is_outer(index.base)):
+            return None
+        span = index.stride.value * (index.lanes - 1)
+        lo = index.base if span >= 0 else index.base + span
+        return Range(lo, E.const(abs(span) + 1, index.base.dtype))
 
     def access(self, table, buffer: Buffer, ranges: list[Range | None]) -> None:
         if id(buffer) in self.excluded:

@@ -6,9 +6,11 @@ from .flatten_buffers import flatten_buffers
 from .fuse_loops import fuse_loops, remove_unit_loops
 from .lower_blocks import lower_blocks
 from .lower_predicates import lower_predicates
+from .scalarize_vectors import scalarize_vectors
 from .simplify_indices import simplify_indices
 
-PASSES = (lower_predicates, lower_blocks, flatten_buffers, remove_unit_loops, simplify_indices, fuse_loops)
+PASSES = (lower_predicates, lower_blocks, flatten_buffers, remove_unit_loops, simplify_indices,
+          scalarize_vectors, fuse_loops)
 
 
 def lower(func: PrimFunc) -> PrimFunc:

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from ..buffer import Buffer
 from ..dispatch import handles
-from ..expr import BufferLoad, IntImm, Select
+from ..expr import BufferLoad, Broadcast, IntImm, Ramp, Select, is_vector
 from ..function import PrimFunc
 from ..functor import Mutator
-from ..stmt import BufferStore, For, IfThenElse, LetStmt, Range
+from ..stmt import AssertStmt, BufferStore, For, IfThenElse, LetStmt, Range, While
 
 
 class _IndexSimplifier(Mutator):
@@ -24,6 +24,13 @@ class _IndexSimplifier(Mutator):
         self.analyzer = Analyzer()
 
     def s(self, e):
+        # the analyzer knows scalars: a vector index keeps its form, its scalar parts simplified
+        if isinstance(e, Ramp):
+            return Ramp(self.s(e.base), self.s(e.stride), e.lanes)
+        if isinstance(e, Broadcast):
+            return Broadcast(self.s(e.value), e.lanes)
+        if is_vector(e):
+            return e
         return self.analyzer.simplify(e)
 
     @handles(BufferLoad)
@@ -50,8 +57,8 @@ class _IndexSimplifier(Mutator):
         node = self.generic_visit(node)
         return node.replace(min=lo, extent=extent)
 
-    @handles(IfThenElse)
-    def visit_IfThenElse(self, node: IfThenElse):
+    @handles(IfThenElse, While, AssertStmt)
+    def visit_IfThenElse(self, node):
         node = self.generic_visit(node)
         return node.replace(condition=self.s(node.condition))
 

@@ -167,12 +167,20 @@ class _ShapeFactsMutator(PassMutator):
         tensor, so the reshape keeps its input and fuses as before."""
         x, target = call.args[0], call.args[1]
         x_sinfo = x.struct_info
-        if not (isinstance(target, ShapeExpr) and isinstance(x_sinfo, TensorStructInfo)
-                and x_sinfo.shape is not None):
+        # a shape variable (a parameter R.Shape(["a", "b"])) is checked by its annotation's values
+        values = target.values if isinstance(target, ShapeExpr) else getattr(target.struct_info, "values", None)
+        if values is None or not (isinstance(x_sinfo, TensorStructInfo) and x_sinfo.shape is not None):
             return call
-        if any(isinstance(d, E.IntImm) and d.value < 0 for d in target.values):
-            return call    # -1 is inferred from the count
-        count_in, count_out = _product(x_sinfo.shape), _product(target.values)
+        count_in = _product(x_sinfo.shape)
+        inferred = [i for i, d in enumerate(values) if isinstance(d, E.IntImm) and d.value < 0]
+        if inferred:
+            # -1 is count_in // (the other dims): the counts agree only when that divides exactly
+            # (the kernel read the first elements of a (2, 4) tensor reshaped to (3, -1)); a zero
+            # divisor stops the check itself with a ShapeDivisionByZeroError
+            known = _product(d for i, d in enumerate(values) if i != inferred[0])
+            count_out = known * E.FloorDiv(count_in, known)
+        else:
+            count_out = _product(values)
         if self.builder.analyzer.can_prove_equal(count_in, count_out):
             return call
         self.builder.match_cast(ShapeExpr([count_in]), ShapeStructInfo([count_out]), f"{name}_elements")

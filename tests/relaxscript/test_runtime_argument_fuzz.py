@@ -23,7 +23,8 @@ from tests.relaxscript.test_memory_plan import BOUNDED, module
 SIGNATURES = {"ELEMENTWISE": [("n", "m"), ("m",)], "MLP": [("n", 8), (8, 16), (16,), (16, 4)],
               "NORMS": [("n", "m"), ("m",), ("m",)], "RESHAPE": [("n", "m")],
               "BOUND_FACT": [("n", 4)], "BOUND_ATTR": [("n", 4)],
-              "RESHAPE_INFER": [("n", "m"), "shape"], "RESHAPE_TO_SHAPE": [("n", "m"), "shape"]}
+              "RESHAPE_INFER": [("n", "m"), "shape"], "RESHAPE_TO_SHAPE": [("n", "m"), "shape"],
+              "TOPK": [("n", "m"), "shape"]}
 
 # A reshape whose -1 is inferred from a run-time value, and one to a shape argument: the VM used to
 # return the first elements for counts that do not divide ((2, 4) as (3, -1) gave a (3, 2) result,
@@ -50,6 +51,8 @@ def _modules():
         "ATTR", 'R.func_attr({"relax.memory_upper_bound": {"n": 64}})'))
     mods["RESHAPE_INFER"] = M.parse(RESHAPES.replace("SHAPE", '["k"]').replace("TARGET", "R.shape([2, -1, k])"))
     mods["RESHAPE_TO_SHAPE"] = M.parse(RESHAPES.replace("SHAPE", '["k", "j"]').replace("TARGET", "s"))
+    # topk of an axis shorter than k: the kernel padded with zeros where the reference raises
+    mods["TOPK"] = M.parse(RESHAPES.replace("SHAPE", "[]").replace("R.reshape(x, TARGET)", "R.topk(x, 3, axis=-1)[0]"))
     return mods
 
 
@@ -214,3 +217,16 @@ def test_reshape_counts_are_checked_at_run_time(machines, target, name, x_shape,
             machines[1][name, target]["main"](x, shape)
     else:
         np.testing.assert_array_equal(machines[1][name, target]["main"](x, shape), want)
+
+
+@pytest.mark.parametrize("target", ["c", "interp"])
+@pytest.mark.parametrize("m", [0, 2, 3, 7])
+def test_topk_of_an_axis_shorter_than_k_is_an_error(machines, target, m):
+    x = np.random.default_rng(m).standard_normal((2, m)).astype("float32")
+    check_call(machines, "TOPK", target, [x, ()])
+    if m < 3:
+        with pytest.raises(rx.ShapeMismatchError, match="function 'main'.*topk.*expected >= 3"):
+            machines[1]["TOPK", target]["main"](x, ())
+    else:
+        want = -np.sort(-x, axis=-1)[:, :3] * 2
+        np.testing.assert_allclose(machines[1]["TOPK", target]["main"](x, ()), want, rtol=1e-6)

@@ -32,9 +32,10 @@ import hashlib
 import json
 import os
 import pathlib
-import stat
 import tempfile
 import warnings
+
+from tensorir.regular_files import read_regular_file
 
 _PACKAGES = ("relaxscript", "tensorir", "backends")
 _RECORD_LIMIT = 1 << 20   # bytes read of a record (a model has a few hundred parameters)
@@ -88,25 +89,12 @@ def _paths(key: str, target: str = "c") -> tuple[pathlib.Path, pathlib.Path]:
 
 
 def _read_regular(path, limit: int = -1) -> bytes | None:
-    """The bytes of ``path`` if it is a regular file (None otherwise): a FIFO under an entry's name
-    blocked the load for ever, ``/dev/zero`` was read until memory ran out. Opened without
-    blocking and checked on the open descriptor, so what is read is what was checked."""
+    """The bytes of ``path`` if it is a regular file, else None: a FIFO under an entry's name
+    blocked the load for ever, ``/dev/zero`` was read until memory ran out."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
-    except OSError:
+        return read_regular_file(path, limit)
+    except OSError:   # absent, unreadable, not a regular file
         return None
-    try:
-        regular = stat.S_ISREG(os.fstat(fd).st_mode)
-    except OSError:
-        regular = False
-    if not regular:
-        os.close(fd)
-        return None
-    with os.fdopen(fd, "rb") as handle:
-        try:
-            return handle.read(limit)
-        except OSError:
-            return None
 
 
 def _record_digest(key: str, names, executable_sha256) -> str:

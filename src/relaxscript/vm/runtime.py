@@ -20,7 +20,8 @@ from backends.target import get_backend
 from .bound_call import BoundFunction
 from .executable import Executable
 from .linker import Frame, FunctionCode
-from .instructions import AllocStorage, AllocTensor, CallFallback, CallKernel, CallLibrary, CallPacked, Kill
+from .instructions import (AllocStorage, AllocTensor, CallFallback, CallFunc, CallKernel, CallLibrary,
+                           CallPacked, Kill)
 
 Instrument = Callable[[str, int, str, object], object]
 
@@ -91,8 +92,8 @@ class FunctionRuntime:
         as ``n * 4 // k`` with ``k = 0``) as an error naming the function and the instruction; a
         kernel's own (KernelDivisionByZeroError) passes through."""
         ins = self.func.code[pc]
-        if type(err) is not ZeroDivisionError or isinstance(ins, (CallPacked, CallFallback)):
-            return err   # a packed function's or an op reference's own error is theirs
+        if type(err) is not ZeroDivisionError or isinstance(ins, (CallPacked, CallFallback, CallFunc)):
+            return err   # a packed function's, an op reference's or a callee's own error is theirs
         name = getattr(ins, "name", "") or self.func.reg_names.get(ins.produces(), "")
         what = f"{type(ins).__name__}{f' {name!r}' if name else ''}"
         return ShapeDivisionByZeroError(f"function '{self.func.name}': a shape or symbolic value computed "

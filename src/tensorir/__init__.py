@@ -10,7 +10,7 @@ from .lazy_exports import lazy_exports
 from . import dtype
 from .buffer import Buffer, decl_buffer
 from .errors import (AllocationError, IndexOutOfRangeError, IRError, KernelDivisionByZeroError,
-                     ParseError, ScheduleError, ShapeMismatchError, ShapeDivisionByZeroError)
+                     ParseError, ScheduleError, ShapeMismatchError)
 from .expr import (INTRINSICS, Add, And, BufferLoad, Call, Cast, Div, EQ, FloatImm, FloorDiv,
                    FloorMod, GE, GT, IntImm, LE, LT, Max, Min, Mul, NE, Not, Or, PrimExpr, Select,
                    StringImm, Sub, Var, call_intrin, cast, ceildiv, const, convert, size_var)

@@ -5,7 +5,7 @@ Public names are imported lazily so that each submodule stays independent.
 from __future__ import annotations
 
 from tensorir.errors import (AllocationError, IndexOutOfRangeError, IRError, KernelDivisionByZeroError,
-                             ParseError, ShapeMismatchError)
+                             ParseError, ShapeMismatchError, ShapeDivisionByZeroError)
 from tensorir.lazy_exports import lazy_exports
 from tensorir.structural import (StructuralMismatch, assert_structural_equal, structural_equal,
                                  structural_hash)

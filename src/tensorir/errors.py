@@ -52,6 +52,11 @@ class ShapeMismatchError(ValueError):
     """A runtime argument or check does not match its declared annotation."""
 
 
+class ShapeDivisionByZeroError(ShapeMismatchError, ZeroDivisionError):
+    """A run-time shape or symbolic value divides by zero (``n * 4 // k`` with ``k = 0``, e.g. the
+    inferred ``-1`` of ``R.reshape(x, (k, -1))``). Also a ``ZeroDivisionError``, as Python raises."""
+
+
 class IndexOutOfRangeError(ShapeMismatchError, IndexError):
     """An index read from data (take's, a gather's or a scatter's index tensor) lies outside the
     axis it indexes. Every target raises it: the interpreters, and the compiled kernels through

@@ -10,6 +10,7 @@ from backends.c import compiler
 from backends.c import library_cache
 from backends.c.library_cache import CacheDirectoryError
 from backends.c.runtime import CLibraryImage
+from tests.blocking import without_blocking
 
 SOURCE_A = "int rs_cache_probe(void) { return 11; }\n"
 SOURCE_B = "int rs_cache_probe(void) { return 22; }\n"
@@ -91,6 +92,17 @@ def test_a_damaged_compile_record_is_recompiled(cache):
     record.write_text("not a digest")
     _, compiled = compiler.compile_shared(SOURCE_A)
     assert compiled
+
+
+@pytest.mark.parametrize("entry", ["key-*.lib", "lib-*.so"])
+def test_a_fifo_in_place_of_an_entry_is_rebuilt(cache, entry):
+    # reading it waited for a writer for ever (and /dev/zero was read until memory ran out)
+    compiler.compile_shared(SOURCE_A)
+    (path,) = cache.glob(entry)
+    path.unlink()
+    os.mkfifo(path)
+    again, compiled = without_blocking(path, lambda: compiler.compile_shared(SOURCE_A))
+    assert compiled and _probe(again) == 11 and stat.S_ISREG(os.stat(path).st_mode)
 
 
 def test_an_image_loads_its_own_bytes_even_when_the_cache_file_differs(cache):

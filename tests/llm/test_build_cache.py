@@ -6,6 +6,7 @@ import pytest
 
 from relaxscript.llm import build_cache
 from relaxscript.llm.engine import Engine
+from tests.blocking import without_blocking
 
 PROMPT = [5, 9, 2, 17, 3]
 
@@ -66,9 +67,29 @@ def test_the_compiler_fingerprint_covers_every_source_file():
     assert module.compiler_fingerprint() == module.compiler_fingerprint()
 
 
-@pytest.mark.parametrize("damage", ["flip executable byte", "truncate executable", "record of another key",
-                                    "record not json", "executable swapped", "names not strings"])
+def _swap_same_shaped(names):
+    """Two weights of one shape in two layers: the engine took each other's weights (same logits
+    shape, other values) when a record held them swapped."""
+    i, j = next((i, j) for i in range(len(names)) for j in range(i + 1, len(names))
+                if names[i].split(".", 2)[-1] == names[j].split(".", 2)[-1])
+    names[i], names[j] = names[j], names[i]
+
+
+RECORD_EDITS = {"names not strings": lambda r: r.__setitem__("param_names", [1, 2]),
+                "record of another key": lambda r: r.__setitem__("key", "0" * 64),
+                "swap same-shaped names": lambda r: _swap_same_shaped(r["param_names"]),
+                # these were a KeyError / TypeError / IndexError from the engine, not a rebuild
+                "rename a name": lambda r: r["param_names"].__setitem__(3, r["param_names"][3] + "x"),
+                "drop a name": lambda r: r["param_names"].pop(),
+                "duplicate a name": lambda r: r["param_names"].append(r["param_names"][0]),
+                "record without its digest": lambda r: r.pop("record_sha256")}
+
+
+@pytest.mark.parametrize("damage", ["flip executable byte", "truncate executable", "record not json",
+                                    "executable swapped", "record nested deeply", "record is a fifo",
+                                    "executable is a fifo", "executable is a directory", *RECORD_EDITS])
 def test_a_damaged_entry_is_rebuilt_never_used(entries, tiny_gguf_q4, tiny_gguf_f32, damage):
+    import os
     reference = _logits(_build(tiny_gguf_q4))
     executable, record = _single(entries, ".rsx"), _single(entries, ".json")
     data = bytearray(executable.read_bytes())
@@ -77,24 +98,36 @@ def test_a_damaged_entry_is_rebuilt_never_used(entries, tiny_gguf_q4, tiny_gguf_
         executable.write_bytes(bytes(data))
     elif damage == "truncate executable":
         executable.write_bytes(bytes(data[:len(data) // 3]))
-    elif damage == "record of another key":
+    elif damage in RECORD_EDITS:
         text = json.loads(record.read_text())
-        text["key"] = "0" * 64
+        RECORD_EDITS[damage](text)
         record.write_text(json.dumps(text))
     elif damage == "record not json":
         record.write_bytes(b"\x00garbage")
+    elif damage == "record nested deeply":   # was a RecursionError out of json.loads
+        record.write_text("[" * 100_000 + "]" * 100_000)
+    elif damage.endswith("is a fifo"):      # the load waited for a writer for ever
+        path = record if damage.startswith("record") else executable
+        path.unlink()
+        os.mkfifo(path)
+    elif damage == "executable is a directory":
+        executable.unlink()
+        executable.mkdir()
     elif damage == "executable swapped":   # another model's well-formed executable under this key
         other = Engine.from_gguf(tiny_gguf_f32, target="c", weights="f32", max_context=24, warm_up=False,
                                  cache=False)
         other.executable.save(executable)
+    if damage == "executable is a directory":   # the rebuild cannot replace it: a warning
+        with pytest.warns(RuntimeWarning, match="not cached"):
+            rebuilt = _build(tiny_gguf_q4)
+    elif damage.endswith("is a fifo"):
+        rebuilt = without_blocking(path, lambda: _build(tiny_gguf_q4), 120)
     else:
-        text = json.loads(record.read_text())
-        text["param_names"] = [1, 2]
-        record.write_text(json.dumps(text))
-    rebuilt = _build(tiny_gguf_q4)
+        rebuilt = _build(tiny_gguf_q4)
     assert rebuilt._exported is not None
     np.testing.assert_array_equal(_logits(rebuilt), reference)
-    assert _build(tiny_gguf_q4)._exported is None   # the rebuild rewrote a good entry
+    if damage != "executable is a directory":
+        assert _build(tiny_gguf_q4)._exported is None   # the rebuild rewrote a good entry
 
 
 def test_cache_false_neither_reads_nor_writes(entries, tiny_gguf_q4):

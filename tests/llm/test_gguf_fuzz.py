@@ -19,6 +19,8 @@ from relaxscript.frontend.gguf import GGUFFormatError, UnsupportedModelError, ll
 from relaxscript.llm.model import with_pair_rows
 from relaxscript.quantization.gguf_convert import convert_weight
 
+from tests.blocking import without_blocking
+
 from .gguf_fields import gguf_fields, interesting_values
 from .gguf_files import write_random_llama_gguf
 
@@ -124,7 +126,10 @@ def test_a_device_or_pipe_is_refused_before_reading(tmp_path):
         read_gguf("/dev/zero")
     fifo = tmp_path / "pipe.gguf"
     os.mkfifo(fifo)
-    fd = os.open(fifo, os.O_RDWR | os.O_NONBLOCK)   # a writer, so opening for reading does not block
+    # with no writer, opening it for reading blocked for ever
+    with pytest.raises(GGUFFormatError, match="pipe.gguf: not a regular file"):
+        without_blocking(fifo, lambda: read_gguf(fifo))
+    fd = os.open(fifo, os.O_RDWR | os.O_NONBLOCK)   # and with one
     try:
         with pytest.raises(GGUFFormatError, match="pipe.gguf: not a regular file"):
             read_gguf(fifo)

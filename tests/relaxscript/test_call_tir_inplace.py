@@ -131,3 +131,24 @@ def test_two_updated_arguments_read_field_by_field(target):
     np.testing.assert_array_equal(a, want_a)
     np.testing.assert_array_equal(b, want_b)
     np.testing.assert_allclose(out, want_a + want_b, rtol=1e-6)
+
+
+@pytest.mark.parametrize("target", ["reference"] + VM_TARGETS)
+@pytest.mark.parametrize("form", ["read-only", "frombuffer", "bound"])
+def test_read_only_argument_is_refused(target, form):
+    # the C kernel wrote into a read-only array, and into the immutable bytes under np.frombuffer
+    mod = rx.from_source(SOURCE)
+    data = bytes(64)
+    cache = np.frombuffer(data, "float32").reshape(8, 2)
+    if form == "read-only":
+        cache = np.zeros((8, 2), "float32")
+        cache.flags.writeable = False
+    x = np.ones((3, 2), "float32")
+    with pytest.raises(rx.ShapeMismatchError, match="function 'main'.*writeable"):
+        if target == "reference":
+            rx.interpret(mod, "main", cache, x, (2,))
+        elif form == "bound":
+            rx.VirtualMachine(rx.build(mod, target=target)).bind("main", {0: cache})(x, (2,))
+        else:
+            rx.VirtualMachine(rx.build(mod, target=target))["main"](cache, x, (2,))
+    assert not cache.any() and data == bytes(64)

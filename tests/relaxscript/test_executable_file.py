@@ -2,6 +2,7 @@
 import copy
 import hashlib
 import json
+import os
 import pickle
 import struct
 from pathlib import Path
@@ -15,6 +16,7 @@ import relaxscript as rx
 from relaxscript.vm import Executable
 from relaxscript.vm import file_format
 from relaxscript.vm.file_format import ExecutableFormatError
+from tests.blocking import without_blocking
 from tests.relaxscript import vm_modules as M
 
 CONSTANTS = M.HEADER + '''
@@ -284,7 +286,11 @@ def test_manifest_mutations_load_or_fail_clearly(saved, tmp_path, data):
         assert str(crafted) in str(err)
 
 
-def test_a_device_is_refused_before_reading():
+def test_a_device_is_refused_before_reading(tmp_path):
     # /dev/zero was read until memory ran out
     with pytest.raises(ExecutableFormatError, match="not a regular file"):
         Executable.load("/dev/zero")
+    fifo = tmp_path / "pipe.rsx"
+    os.mkfifo(fifo)
+    with pytest.raises(ExecutableFormatError, match="pipe.rsx: not a regular file"):
+        without_blocking(fifo, lambda: Executable.load(fifo))   # opening it waited for a writer

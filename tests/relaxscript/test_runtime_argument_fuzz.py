@@ -19,10 +19,29 @@ import relaxscript as rx
 from tests.relaxscript import vm_modules as M
 from tests.relaxscript.test_memory_plan import BOUNDED, module
 
-# module name -> parameter shapes (names are symbolic vars)
+# module name -> parameter shapes (names are symbolic vars; "shape" is an R.Shape argument)
 SIGNATURES = {"ELEMENTWISE": [("n", "m"), ("m",)], "MLP": [("n", 8), (8, 16), (16,), (16, 4)],
               "NORMS": [("n", "m"), ("m",), ("m",)], "RESHAPE": [("n", "m")],
-              "BOUND_FACT": [("n", 4)], "BOUND_ATTR": [("n", 4)]}
+              "BOUND_FACT": [("n", 4)], "BOUND_ATTR": [("n", 4)],
+              "RESHAPE_INFER": [("n", "m"), "shape"], "RESHAPE_TO_SHAPE": [("n", "m"), "shape"],
+              "TOPK": [("n", "m"), "shape"]}
+
+# A reshape whose -1 is inferred from a run-time value, and one to a shape argument: the VM used to
+# return the first elements for counts that do not divide ((2, 4) as (3, -1) gave a (3, 2) result,
+# as (16, -1) an empty one) or differ ((2, 4) to a shape (3, 2)), and a zero k raised a bare
+# ZeroDivisionError (the reference interpreter too).
+RESHAPES = M.HEADER + '''
+@R.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor(("n", "m"), "float32"), s: R.Shape(SHAPE)):
+        k = T.int64()
+        with R.dataflow():
+            a = R.reshape(x, TARGET)
+            b = R.multiply(a, R.const(2.0, "float32"))
+            R.output(b)
+        return b
+'''
 
 
 def _modules():
@@ -30,6 +49,10 @@ def _modules():
     mods["BOUND_FACT"] = module(BOUNDED.replace("UPPER", "upper=64").replace("ATTR", ""))
     mods["BOUND_ATTR"] = module(BOUNDED.replace("UPPER", "").replace(
         "ATTR", 'R.func_attr({"relax.memory_upper_bound": {"n": 64}})'))
+    mods["RESHAPE_INFER"] = M.parse(RESHAPES.replace("SHAPE", '["k"]').replace("TARGET", "R.shape([2, -1, k])"))
+    mods["RESHAPE_TO_SHAPE"] = M.parse(RESHAPES.replace("SHAPE", '["k", "j"]').replace("TARGET", "s"))
+    # topk of an axis shorter than k: the kernel padded with zeros where the reference raises
+    mods["TOPK"] = M.parse(RESHAPES.replace("SHAPE", "[]").replace("R.reshape(x, TARGET)", "R.topk(x, 3, axis=-1)[0]"))
     return mods
 
 
@@ -42,6 +65,8 @@ def machines():
 
 @st.composite
 def argument(draw, shape, env):
+    if shape == "shape":   # an R.Shape argument: 0-2 values, zero and negative ones included
+        return tuple(draw(st.lists(st.sampled_from([0, 1, 2, 3, 4, 5, 8, 16, -1]), min_size=0, max_size=3)))
     dims = [env[d] if isinstance(d, str) else d for d in shape]
     change = draw(st.sampled_from(["none"] * 6 + ["rank+", "rank-", "dim"]))
     if change == "rank+":
@@ -174,3 +199,36 @@ def test_nan_and_inf_agree_with_numpy(expr):
             got = rx.VirtualMachine(rx.build(mod, target=target))["main"](x, w)
             for g, r in zip(got if isinstance(got, tuple) else (got,), want if isinstance(want, tuple) else (want,)):
                 np.testing.assert_allclose(np.asarray(g), np.asarray(r), rtol=1e-4, atol=1e-5, equal_nan=True)
+
+
+@pytest.mark.parametrize("target", ["c", "interp"])
+@pytest.mark.parametrize("name,x_shape,shape", [
+    ("RESHAPE_INFER", (2, 4), (1,)), ("RESHAPE_INFER", (2, 4), (4,)), ("RESHAPE_INFER", (2, 4), (3,)),
+    ("RESHAPE_INFER", (2, 4), (16,)), ("RESHAPE_INFER", (2, 4), (0,)), ("RESHAPE_INFER", (0, 4), (0,)),
+    ("RESHAPE_TO_SHAPE", (2, 4), (4, 2)), ("RESHAPE_TO_SHAPE", (2, 4), (3, 2)),
+    ("RESHAPE_TO_SHAPE", (2, 4), (2**62, 0)), ("RESHAPE_TO_SHAPE", (0, 4), (5, 0))])
+def test_reshape_counts_are_checked_at_run_time(machines, target, name, x_shape, shape):
+    x = np.arange(np.prod(x_shape), dtype="float32").reshape(x_shape)
+    check_call(machines, name, target, [x, shape])
+    try:
+        want = np.reshape(x, (2, -1, shape[0]) if name == "RESHAPE_INFER" else shape) * 2
+    except ValueError:
+        # k = 0 divides the count by zero: a ShapeDivisionByZeroError (also a ZeroDivisionError)
+        error = rx.ShapeDivisionByZeroError if name == "RESHAPE_INFER" and shape[0] == 0 else rx.ShapeMismatchError
+        with pytest.raises(error, match="function 'main'"):
+            machines[1][name, target]["main"](x, shape)
+    else:
+        np.testing.assert_array_equal(machines[1][name, target]["main"](x, shape), want)
+
+
+@pytest.mark.parametrize("target", ["c", "interp"])
+@pytest.mark.parametrize("m", [0, 2, 3, 7])
+def test_topk_of_an_axis_shorter_than_k_is_an_error(machines, target, m):
+    x = np.random.default_rng(m).standard_normal((2, m)).astype("float32")
+    check_call(machines, "TOPK", target, [x, ()])
+    if m < 3:
+        with pytest.raises(rx.ShapeMismatchError, match="function 'main'.*topk.*expected >= 3"):
+            machines[1]["TOPK", target]["main"](x, ())
+    else:
+        want = -np.sort(-x, axis=-1)[:, :3] * 2
+        np.testing.assert_allclose(machines[1]["TOPK", target]["main"](x, ()), want, rtol=1e-6)

@@ -19,6 +19,8 @@ import stat
 import tempfile
 from pathlib import Path
 
+from tensorir.regular_files import read_regular_file
+
 
 class CacheDirectoryError(OSError):
     """The library cache directory cannot be used safely (the message says which and why)."""
@@ -66,8 +68,8 @@ def _library_path(directory: Path, digest: str) -> Path:
 
 def _holds(path: Path, digest: str) -> bool:
     try:
-        return library_digest(path.read_bytes()) == digest
-    except OSError:   # missing, a directory, unreadable: rewritten from the bytes we have
+        return library_digest(read_regular_file(path)) == digest
+    except OSError:   # missing, a directory or FIFO, unreadable: rewritten from the bytes we have
         return False
 
 
@@ -105,8 +107,8 @@ def lookup_compiled(key: str) -> Path | None:
     """The verified library compiled under ``key``, or None (not cached, or the entry is damaged)."""
     directory = cache_dir()
     try:
-        text = (directory / f"key-{key}.lib").read_bytes()[:200].decode("ascii").strip()
-    except (OSError, UnicodeDecodeError):   # missing, a directory, unreadable, not text
+        text = read_regular_file(directory / f"key-{key}.lib", 200).decode("ascii").strip()
+    except (OSError, UnicodeDecodeError):   # missing, a directory or FIFO, unreadable, not text
         return None
     recorded_key, _, digest = text.partition(" ")
     if recorded_key != key or len(digest) != 64 or not all(c in "0123456789abcdef" for c in digest):

@@ -25,11 +25,12 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
-import stat
 import struct
 from typing import Any
 
 import numpy as np
+
+from tensorir.regular_files import NotRegularFileError, read_regular_file
 
 from .ggml_types import GGML_TYPES, NATIVE_DEQUANTIZE, dequantizable, dequantize_blocks
 
@@ -228,11 +229,10 @@ def read_gguf(path: str | os.PathLike) -> GGUFFile:
     """Read and validate a GGUF file; a malformed one raises ``GGUFFormatError`` naming the file and problem."""
     path = os.fspath(path)
     try:
-        with open(path, "rb") as handle:
-            # a device or pipe (/dev/zero, a FIFO) would be read until memory runs out
-            if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
-                raise GGUFFormatError(f"{path}: not a regular file")
-            data = handle.read()
+        # a device (/dev/zero) would be read until memory runs out; opening a FIFO blocked
+        data = read_regular_file(path)
+    except NotRegularFileError:
+        raise GGUFFormatError(f"{path}: not a regular file") from None
     except OSError as err:
         raise GGUFFormatError(f"{path}: cannot be read ({err.strerror})") from None
     cur = _Cursor(data, path)

@@ -248,7 +248,7 @@ class Frame(ClassDispatch):
             return None
         try:
             shape = tuple(int(self.shape_env.evaluate(d)) for d in sinfo.shape)
-        except UnboundSymbolError:
+        except (UnboundSymbolError, ZeroDivisionError):   # reshape's inferred -1 of a zero count
             return None
         dtype = dt.to_numpy(sinfo.dtype)
         reason = impossible_shape(shape, np.dtype(dtype).itemsize)

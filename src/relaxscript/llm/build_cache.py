@@ -18,10 +18,12 @@ the executable cached it loads a 3.5 MB file instead. The key hashes:
 Entries live in the target's private folder (``built_cache_folder``: for C, the
 library cache's own directory):
 ``engine-<key>.rsx`` (an executable, verified by its own content hash on
-load) and ``engine-<key>.json`` (the key again, the parameter order and the
-executable's sha256, so a record renamed onto another key or an executable
-swapped under it is ignored). Both are written atomically. Any entry that
-does not verify is rebuilt, never used.
+load) and ``engine-<key>.json`` (the key again, the parameter order, the
+executable's sha256 and a sha256 of those three, so a record renamed onto
+another key, an executable swapped under it or an edited record is ignored;
+the names must also be the executable's own parameters). Both are written
+atomically and read only as regular files. Any entry that does not verify is
+rebuilt, never used.
 """
 from __future__ import annotations
 
@@ -32,6 +34,8 @@ import os
 import pathlib
 import tempfile
 import warnings
+
+from tensorir.regular_files import read_regular_file
 
 _PACKAGES = ("relaxscript", "tensorir", "backends")
 _RECORD_LIMIT = 1 << 20   # bytes read of a record (a model has a few hundred parameters)
@@ -84,28 +88,58 @@ def _paths(key: str, target: str = "c") -> tuple[pathlib.Path, pathlib.Path]:
     return directory / f"engine-{key}.rsx", directory / f"engine-{key}.json"
 
 
+def _read_regular(path, limit: int = -1) -> bytes | None:
+    """The bytes of ``path`` if it is a regular file, else None: a FIFO under an entry's name
+    blocked the load for ever, ``/dev/zero`` was read until memory ran out."""
+    try:
+        return read_regular_file(path, limit)
+    except OSError:   # absent, unreadable, not a regular file
+        return None
+
+
+def _record_digest(key: str, names, executable_sha256) -> str:
+    """What a record's ``record_sha256`` holds: a damaged record (two parameter names swapped: the
+    engine computed with each other's weights) no longer matches it."""
+    return hashlib.sha256(json.dumps([key, names, executable_sha256]).encode()).hexdigest()
+
+
+def _names_match(executable, names: list) -> bool:
+    """Whether ``names`` are the last parameters of every function of ``executable`` (as the export
+    names them)."""
+    from ..nn.export import identifier
+    expected = tuple(identifier(name) for name in names)
+    functions = executable.functions.values()
+    return bool(functions) and all(len(f.params) >= len(expected) + 2
+                                   and tuple(f.params[len(f.params) - len(expected):]) == expected
+                                   for f in functions)
+
+
 def load(key: str, target: str = "c"):
     """``(executable, param_names)`` stored under ``key``, or None (absent, damaged, or built for
     another CPU: the caller builds again)."""
     from ..vm.executable import Executable
     from ..vm.file_format import ExecutableFormatError
     executable_path, record_path = _paths(key, target)
+    text = _read_regular(record_path, _RECORD_LIMIT)
+    data = _read_regular(executable_path) if text is not None else None
+    if data is None:
+        return None
     try:
-        with open(record_path, "rb") as handle:
-            record = json.loads(handle.read(_RECORD_LIMIT))
-        data = executable_path.read_bytes()
-    except (OSError, ValueError):   # absent, unreadable, not JSON
+        record = json.loads(text)
+    except (ValueError, RecursionError):   # not JSON; nested past the parser's depth
         return None
-    if (type(record) is not dict or record.get("key") != key
-            or record.get("sha256") != hashlib.sha256(data).hexdigest()):
+    if type(record) is not dict or record.get("key") != key:
         return None
-    names = record.get("param_names")
-    if type(names) is not list or not all(isinstance(name, str) for name in names):
+    names, digest = record.get("param_names"), record.get("sha256")
+    if (digest != hashlib.sha256(data).hexdigest() or type(names) is not list
+            or not all(isinstance(name, str) for name in names)
+            or record.get("record_sha256") != _record_digest(key, names, digest)):
         return None
     try:   # a file replaced since the check above is another build under this key (atomic writes)
-        return Executable.load(executable_path), names
+        executable = Executable.load(executable_path)
     except (ExecutableFormatError, OSError):
         return None
+    return (executable, names) if _names_match(executable, names) else None
 
 
 def store(key: str, executable, param_names, target: str = "c") -> None:
@@ -121,8 +155,9 @@ def store(key: str, executable, param_names, target: str = "c") -> None:
 def _write_entry(paths, key: str, executable, param_names) -> None:
     executable_path, record_path = paths
     executable.save(executable_path)
-    record = {"key": key, "param_names": list(param_names),
-              "sha256": hashlib.sha256(executable_path.read_bytes()).hexdigest()}
+    digest = hashlib.sha256(executable_path.read_bytes()).hexdigest()
+    record = {"key": key, "param_names": list(param_names), "sha256": digest,
+              "record_sha256": _record_digest(key, list(param_names), digest)}
     fd, tmp = tempfile.mkstemp(dir=record_path.parent, prefix=".engine-")
     try:
         with os.fdopen(fd, "w") as handle:

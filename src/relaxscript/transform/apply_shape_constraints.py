@@ -15,7 +15,7 @@ each graph function in program order and adds what a rebuild alone does not:
    binding; the vars it would have defined are replaced by the expressions
    they equal in the rest of the function. A new var with a bound
    (``T.int64(upper=...)``) or a bound attribute keeps its check.
-3. **Reshape element counts checked once.** A reshape whose element count the
+3. **Reshape element counts checked once** (and a topk's axis at least ``k`` long). A reshape whose element count the
    facts cannot prove equal used to be an out-of-bounds read in the generated
    kernel when the counts differ at run time (the interpreter raises); the
    pass puts one check of the two counts before it (a ``match_cast`` of a
@@ -125,6 +125,8 @@ class _ShapeFactsMutator(PassMutator):
         op_name = getattr(value.op, "name", None)
         if op_name == "relax.reshape":
             value = self._checked_reshape(value, name)
+        elif op_name == "relax.topk":
+            self._checked_topk(value, name)
         if isinstance(value, Call) and (self.facts.facts or value is not binding.value):
             original = value is binding.value
             value = self._rededuce(value)
@@ -167,17 +169,39 @@ class _ShapeFactsMutator(PassMutator):
         tensor, so the reshape keeps its input and fuses as before."""
         x, target = call.args[0], call.args[1]
         x_sinfo = x.struct_info
-        if not (isinstance(target, ShapeExpr) and isinstance(x_sinfo, TensorStructInfo)
-                and x_sinfo.shape is not None):
+        # a shape variable (a parameter R.Shape(["a", "b"])) is checked by its annotation's values
+        values = target.values if isinstance(target, ShapeExpr) else getattr(target.struct_info, "values", None)
+        if values is None or not (isinstance(x_sinfo, TensorStructInfo) and x_sinfo.shape is not None):
             return call
-        if any(isinstance(d, E.IntImm) and d.value < 0 for d in target.values):
-            return call    # -1 is inferred from the count
-        count_in, count_out = _product(x_sinfo.shape), _product(target.values)
+        count_in = _product(x_sinfo.shape)
+        inferred = [i for i, d in enumerate(values) if isinstance(d, E.IntImm) and d.value < 0]
+        if inferred:
+            # -1 is count_in // (the other dims): the counts agree only when that divides exactly
+            # (the kernel read the first elements of a (2, 4) tensor reshaped to (3, -1)); a zero
+            # divisor stops the check itself with a ShapeDivisionByZeroError
+            known = _product(d for i, d in enumerate(values) if i != inferred[0])
+            count_out = known * E.FloorDiv(count_in, known)
+        else:
+            count_out = _product(values)
         if self.builder.analyzer.can_prove_equal(count_in, count_out):
             return call
         self.builder.match_cast(ShapeExpr([count_in]), ShapeStructInfo([count_out]), f"{name}_elements")
         self.stats.checks_added.append(name)
         return call
+
+    def _checked_topk(self, call: Call, name: str) -> None:
+        """Before a topk whose axis the facts cannot prove at least ``k`` long: a check that it is
+        (``R.match_cast`` of the extent to a new var with lower bound ``k``). Its kernel padded the
+        missing places with zeros (values 0, indices 0) where the interpreter raises."""
+        x_sinfo, k = call.args[0].struct_info, call.attrs["k"]
+        if not (isinstance(x_sinfo, TensorStructInfo) and x_sinfo.shape is not None) or k < 1:
+            return
+        extent = x_sinfo.shape[call.attrs["axis"] % len(x_sinfo.shape)]
+        if self.builder.analyzer.can_prove(E.GE(extent, E.IntImm(k))):
+            return
+        at_least_k = E.Var("topk_axis_length", "int64", lower=k)
+        self.builder.match_cast(ShapeExpr([extent]), ShapeStructInfo([at_least_k]), f"{name}_topk")
+        self.stats.checks_added.append(name)
 
     # ---------------------------------------------------------------- match_cast
     def _match_cast(self, binding: MatchCast):

@@ -68,6 +68,7 @@ class FunctionCompiler(ClassDispatch):
         self.field_regs: set = set()        # registers that are fields of some built tuple
         self.reg_aliases: dict = {}         # field register -> names of the folded accesses
         self.written_regs: set = set()      # registers a kernel writes without the VM allocating them
+        self.updated_regs: set = set()      # of those, the ones call_tir_inplace names as updated
 
     # ---------------------------------------------------------------- registers
     def new_reg(self, name: str = "") -> int:
@@ -91,13 +92,19 @@ class FunctionCompiler(ClassDispatch):
         for param in func.params:
             reg = self.regs[param] = self.new_reg(param.name_hint)
             match.add(reg, param.struct_info, param.name_hint, f"parameter '{param.name_hint}'")
-        self._emit_match(match)
+        params_match = self._emit_match(match)
         result = self.compile_seq(func.body)
         self.emit(I.Ret(result, copy_escaping=result in self.aliasing))
         unread = {id(ins) for reg, (ins, _) in self.tuple_defs.items() if reg not in self.tuple_reads}
         code = drop_instructions(self.code, {i for i, ins in enumerate(self.code) if id(ins) in unread})
         param_regs = [self.regs[p] for p in func.params]
         written = tuple(i for i, reg in enumerate(param_regs) if reg in self.written_regs)
+        # known only now; checked with the other parameters, before any kernel runs. A direct DPS
+        # call's arguments are not: which of them its kernel writes is the kernel's affair.
+        for i in (i for i in written if param_regs[i] in self.updated_regs):
+            name = func.params[i].name_hint
+            match.writeable(param_regs[i], name, f"parameter '{name}'")
+        params_match.checks, params_match.messages = list(match.checks), list(match.messages)
         return I.VMFunction(self.name, tuple(p.name_hint for p in func.params), self.num_regs,
                             self.table.size, code, self.constants, self.reg_names,
                             {reg: tuple(names) for reg, names in self.reg_aliases.items()}, written)
@@ -449,6 +456,7 @@ def _call_tir_inplace(c: FunctionCompiler, call: rx.Call, name: str) -> int:
     c.call_kernel(gvar.name_hint, fields, c._scalar_exprs(call.args[2:3]), name)
     updated = [fields[i] for i in call.attrs["inplace_indices"]]
     c.written_regs.update(c.arg_reg(f)[0] for f in updated)
+    c.updated_regs.update(c.arg_reg(f)[0] for f in updated)
     if isinstance(call.sinfo_args[0], TensorStructInfo):
         return c.arg_reg(updated[0])[0]
     # built, not materialized: a tuple only read field by field is dropped (no MakeTuple per call)

@@ -20,10 +20,11 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import stat
 import struct
 import tempfile
 from pathlib import Path
+
+from tensorir.regular_files import NotRegularFileError, read_regular_file
 
 MAGIC = b"\x89RSXVM\r\n"
 FORMAT_VERSION = 4          # 1: the pickle format; 2: before targets encoded their own kernel images;
@@ -64,11 +65,10 @@ def _reject_constant(name: str):
 
 def read_container(path) -> tuple[dict, memoryview]:
     """``(manifest, payload)`` of a file written by ``write_container``, verified first."""
-    with open(path, "rb") as handle:
-        # a device or pipe (/dev/zero, a FIFO) would be read until memory runs out
-        if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
-            raise ExecutableFormatError(path, "not a regular file")
-        data = handle.read()
+    try:   # a device (/dev/zero) would be read until memory runs out; opening a FIFO blocked
+        data = read_regular_file(path)
+    except NotRegularFileError:
+        raise ExecutableFormatError(path, "not a regular file") from None
     if not data or not MAGIC.startswith(data[:len(MAGIC)]):
         hint = " (an executable saved with pickle by relaxscript before format 2: rebuild it)" \
             if data[:1] == b"\x80" else ""

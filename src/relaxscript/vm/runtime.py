@@ -13,14 +13,15 @@ from typing import Callable
 
 import numpy as np
 
-from tensorir.errors import ShapeMismatchError
+from tensorir.errors import ShapeDivisionByZeroError, ShapeMismatchError
 
 from backends.target import get_backend
 
 from .bound_call import BoundFunction
 from .executable import Executable
 from .linker import Frame, FunctionCode
-from .instructions import AllocStorage, AllocTensor, CallKernel, CallLibrary, Kill
+from .instructions import (AllocStorage, AllocTensor, CallFallback, CallFunc, CallKernel, CallLibrary,
+                           CallPacked, Kill)
 
 Instrument = Callable[[str, int, str, object], object]
 
@@ -59,8 +60,11 @@ class FunctionRuntime:
             steps = frame.steps
             pc = 0
             if self.vm.instrument is None:
-                while pc >= 0:
-                    pc = steps[pc]()
+                try:
+                    while pc >= 0:
+                        pc = steps[pc]()
+                except ZeroDivisionError as err:
+                    raise self._division_error(err, pc) from None
             else:
                 self._run_instrumented(frame)
             result = frame.result[0]
@@ -83,12 +87,27 @@ class FunctionRuntime:
             if isinstance(host, np.ndarray) and device is not host and isinstance(device, memory.device_array_type):
                 host[...] = memory.to_host(device)
 
+    def _division_error(self, err: ZeroDivisionError, pc: int) -> ZeroDivisionError:
+        """Python's bare ZeroDivisionError from the symbol code of instruction ``pc`` (a shape such
+        as ``n * 4 // k`` with ``k = 0``) as an error naming the function and the instruction; a
+        kernel's own (KernelDivisionByZeroError) passes through."""
+        ins = self.func.code[pc]
+        if type(err) is not ZeroDivisionError or isinstance(ins, (CallPacked, CallFallback, CallFunc)):
+            return err   # a packed function's, an op reference's or a callee's own error is theirs
+        name = getattr(ins, "name", "") or self.func.reg_names.get(ins.produces(), "")
+        what = f"{type(ins).__name__}{f' {name!r}' if name else ''}"
+        return ShapeDivisionByZeroError(f"function '{self.func.name}': a shape or symbolic value computed "
+                                        f"for {what} (instruction {pc}) divides by zero")
+
     def _run_instrumented(self, frame: Frame) -> None:
         steps, regs, hook, name = frame.instruction_steps, frame.regs, self.vm.instrument, self.func.name
         pc = 0
         while pc >= 0:
             current = pc
-            pc = steps[current]()
+            try:
+                pc = steps[current]()
+            except ZeroDivisionError as err:
+                raise self._division_error(err, current) from None
             for reg, label in self.reports[current]:
                 hook(name, current, label, regs[reg])
 

@@ -233,6 +233,15 @@ class MatchBuilder:
             slots = [("t", self.table.slot_of(v)) for v in used]
             self.checks.append(("fail_if", ("!=", code, expected), k, code, expected, *slots))
 
+    def writeable(self, reg: int, path: str, what: str) -> None:
+        """A check that ``reg`` (a parameter a kernel updates in place) is not a read-only array:
+        a C kernel writes into it regardless (into the ``bytes`` under a ``np.frombuffer``; a
+        read-only memory map: a crash)."""
+        value = self._temp()
+        self.checks.append(("load", value, reg))
+        self.checks.append(("writeable", value, self._fail(what, f"{path}: expected a writeable array, "
+                                                                 "got {actual}")))
+
     def finish(self, dst: int | None = None, src: int | None = None, name: str = "") -> MatchValues:
         self._bind_bare_vars()
         self._solve_linear_dims()

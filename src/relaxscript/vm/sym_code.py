@@ -129,7 +129,7 @@ def _check_line(op: tuple) -> list[str]:
     if not isinstance(op, tuple) or not op or not isinstance(op[0], str):
         raise SymCodeError(f"expected a check tuple, got {op!r:.80}")
     kind, args = op[0], op[1:]
-    shapes = {"load": 2, "tensor": 3, "rank": 3, "dtype": 3, "contiguous": 2, "prim": 4,
+    shapes = {"load": 2, "tensor": 3, "rank": 3, "dtype": 3, "contiguous": 2, "writeable": 2, "prim": 4,
               "shape": 3, "shape_len": 3, "tuple": 3, "let": 2, "store": 2}
     if kind == "tensor" and len(args) == 4:   # with the dtype a list or scalar converts to
         dtype = args[3]
@@ -154,7 +154,7 @@ def _check_line(op: tuple) -> list[str]:
     v = f"v{_index(args[0], 'a temporary')}"
     if kind == "load":
         return [f"{v} = regs[{_index(args[1], 'a register')}]"]
-    message = _index(args[1] if kind in ("tensor", "contiguous", "prim", "shape") else args[2],
+    message = _index(args[1] if kind in ("tensor", "contiguous", "writeable", "prim", "shape") else args[2],
                      "a message index")
     if kind == "tensor":
         # not an exact ndarray: a subclass is viewed as a plain array (its shape property is not
@@ -173,6 +173,9 @@ def _check_line(op: tuple) -> list[str]:
     if kind == "contiguous":
         return [f"if not {v}.flags.c_contiguous: "
                 f"_fail({message}, 'a non-contiguous view (use np.ascontiguousarray)')"]
+    if kind == "writeable":   # a device target's own arrays have no NumPy flags
+        return [f"if type({v}) is _ndarray and not {v}.flags.writeable: "
+                f"_fail({message}, 'a read-only array (a kernel updates it in place)')"]
     if kind in ("prim", "shape"):
         if kind == "prim":
             if args[2] not in _PRIM_KINDS:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 import relaxscript as rx
@@ -164,6 +164,7 @@ def main(x: R.Tensor(("n", 3, 2), dtype="float32"), labels: R.Tensor(("n", 3, 2)
 
 @settings(max_examples=6, deadline=None)
 @given(n=st.integers(1, 4), seed=st.integers(0, 2**31))
+@example(n=1, seed=2438)   # two near-equal values over the normalized axis
 def test_activations_and_losses_match_numpy_formulas(n, seed):
     rng = np.random.default_rng(seed)
     x = (rng.standard_normal((n, 3, 2)) * 4).astype("float32")
@@ -194,8 +195,12 @@ def test_activations_and_losses_match_numpy_formulas(n, seed):
         assert np.isnan(mean)
     np.testing.assert_allclose(total, -picked.sum(), rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(each, np.where(targets == 0, 0.0, -picked * w_of), rtol=1e-6)
-    centered = (xd - xd.mean(-1, keepdims=True)) / np.sqrt(xd.var(-1, keepdims=True) + 1e-5)
-    np.testing.assert_allclose(no_beta, centered * g, rtol=1e-4, atol=1e-5)
+    spread = np.sqrt(xd.var(-1, keepdims=True) + 1e-5)
+    centered = (xd - xd.mean(-1, keepdims=True)) / spread
+    # float32 rounds the centred values by about eps * |x|, which the division by the spread
+    # amplifies: two near-equal values over the 2-wide axis were off by 3e-5 (seed 2438)
+    amplified = 8 * np.finfo(np.float32).eps * np.abs(xd).max(-1, keepdims=True) / spread * np.abs(g)
+    assert np.all(np.abs(no_beta - centered * g) <= 1e-5 + amplified + 1e-4 * np.abs(centered * g))
 
 
 def test_nll_loss_checks_its_operands():

@@ -47,37 +47,34 @@ def spatial_axes(layout: str) -> tuple[int, int]:
     return layout.index("H"), layout.index("W")
 
 
-def resize2d(data, size, roi=None, layout: str = "NCHW", method: str = "linear",
-             coordinate_transformation_mode: str = "half_pixel", rounding_method: str = "round",
-             cubic_alpha: float = -0.5, cubic_exclude: int = 0, extrapolation_value: float = 0.0,
-             out_dtype=None):
-    """R.image.resize2d(data, size, roi=None, layout="NCHW", method="linear", ...)."""
+def _resize_call(op: str, axes_of, dims: int, data, size, roi, layout, method, coordinate_transformation_mode,
+                 rounding_method, cubic_alpha, cubic_exclude, extrapolation_value, out_dtype):
+    """The checked call of ``R.image.<op>`` over ``dims`` spatial axes (``axes_of(layout)`` names them)."""
     if method == "cubic":
-        raise OpAttributeError("R.image.resize2d: method \"cubic\" is not supported; use "
+        raise OpAttributeError(f"R.image.{op}: method \"cubic\" is not supported; use "
                                "\"linear\" or \"nearest_neighbor\"")
     if method not in METHODS:
-        raise OpAttributeError(f"R.image.resize2d: method must be one of {', '.join(METHODS)}, "
+        raise OpAttributeError(f"R.image.{op}: method must be one of {', '.join(METHODS)}, "
                                f"got {method!r}")
     if coordinate_transformation_mode == "tf_crop_and_resize":
-        raise OpAttributeError("R.image.resize2d: coordinate_transformation_mode "
+        raise OpAttributeError(f"R.image.{op}: coordinate_transformation_mode "
                                "\"tf_crop_and_resize\" (an ROI) is not supported")
     if coordinate_transformation_mode not in COORDINATE_MODES:
-        raise OpAttributeError(f"R.image.resize2d: coordinate_transformation_mode must be one of "
+        raise OpAttributeError(f"R.image.{op}: coordinate_transformation_mode must be one of "
                                f"{', '.join(COORDINATE_MODES)}, got {coordinate_transformation_mode!r}")
     if rounding_method not in ROUNDING:
-        raise OpAttributeError(f"R.image.resize2d: rounding_method must be one of "
+        raise OpAttributeError(f"R.image.{op}: rounding_method must be one of "
                                f"{', '.join(r for r in ROUNDING if r)}, got {rounding_method!r}")
     if not isinstance(layout, str):
-        raise OpAttributeError(f"R.image.resize2d: layout must be a string, got {layout!r}")
-    spatial_axes(layout)
+        raise OpAttributeError(f"R.image.{op}: layout must be a string, got {layout!r}")
+    axes_of(layout)
     if isinstance(size, (int, np.integer, E.PrimExpr)):
-        size = (size, size)
-    roi = tuple(_number(v, "roi") for v in (roi if roi is not None else (0.0,) * 4))
-    if len(roi) != 4:
-        raise OpAttributeError(f"R.image.resize2d: roi has 4 values, got {len(roi)}")
-    out_dtype = None if out_dtype in (None, "void", "") else attr_dtype(out_dtype, "image.resize2d",
-                                                                       "out_dtype")
-    return make_call("relax.image.resize2d", [as_tensor(data), as_shape(size)], {
+        size = (size,) * dims
+    roi = tuple(_number(v, "roi") for v in (roi if roi is not None else (0.0,) * (2 * dims)))
+    if len(roi) != 2 * dims:
+        raise OpAttributeError(f"R.image.{op}: roi has {2 * dims} values, got {len(roi)}")
+    out_dtype = None if out_dtype in (None, "void", "") else attr_dtype(out_dtype, f"image.{op}", "out_dtype")
+    return make_call(f"relax.image.{op}", [as_tensor(data), as_shape(size)], {
         "roi": roi, "layout": layout, "method": method,
         "coordinate_transformation_mode": coordinate_transformation_mode,
         "rounding_method": rounding_method,
@@ -85,6 +82,15 @@ def resize2d(data, size, roi=None, layout: str = "NCHW", method: str = "linear",
         "cubic_exclude": int(_number(cubic_exclude, "cubic_exclude")),
         "extrapolation_value": _number(extrapolation_value, "extrapolation_value"),
         "out_dtype": out_dtype})
+
+
+def resize2d(data, size, roi=None, layout: str = "NCHW", method: str = "linear",
+             coordinate_transformation_mode: str = "half_pixel", rounding_method: str = "round",
+             cubic_alpha: float = -0.5, cubic_exclude: int = 0, extrapolation_value: float = 0.0,
+             out_dtype=None):
+    """R.image.resize2d(data, size, roi=None, layout="NCHW", method="linear", ...)."""
+    return _resize_call("resize2d", spatial_axes, 2, data, size, roi, layout, method, coordinate_transformation_mode,
+                        rounding_method, cubic_alpha, cubic_exclude, extrapolation_value, out_dtype)
 
 
 def _infer_resize2d(call, ctx) -> TensorStructInfo:
@@ -253,31 +259,8 @@ def resize3d(data, size, roi=None, layout: str = "NCDHW", method: str = "linear"
              out_dtype=None):
     """R.image.resize3d(data, size, roi=None, layout="NCDHW", method="linear", ...): resize2d's
     coordinates and roundings on three axes; ``linear`` interpolates W, then H, then D."""
-    if method not in METHODS:
-        raise OpAttributeError(f"R.image.resize3d: method must be one of {', '.join(METHODS)}, "
-                               f"got {method!r}")
-    if coordinate_transformation_mode not in COORDINATE_MODES:
-        raise OpAttributeError(f"R.image.resize3d: coordinate_transformation_mode must be one of "
-                               f"{', '.join(COORDINATE_MODES)}, got {coordinate_transformation_mode!r}")
-    if rounding_method not in ROUNDING:
-        raise OpAttributeError(f"R.image.resize3d: rounding_method must be one of "
-                               f"{', '.join(r for r in ROUNDING if r)}, got {rounding_method!r}")
-    volume_axes(layout)
-    if isinstance(size, (int, np.integer, E.PrimExpr)):
-        size = (size, size, size)
-    roi = tuple(_number(v, "roi") for v in (roi if roi is not None else (0.0,) * 6))
-    if len(roi) != 6:
-        raise OpAttributeError(f"R.image.resize3d: roi has 6 values, got {len(roi)}")
-    out_dtype = None if out_dtype in (None, "void", "") else attr_dtype(out_dtype, "image.resize3d",
-                                                                       "out_dtype")
-    return make_call("relax.image.resize3d", [as_tensor(data), as_shape(size)], {
-        "roi": roi, "layout": layout, "method": method,
-        "coordinate_transformation_mode": coordinate_transformation_mode,
-        "rounding_method": rounding_method,
-        "cubic_alpha": _number(cubic_alpha, "cubic_alpha"),
-        "cubic_exclude": int(_number(cubic_exclude, "cubic_exclude")),
-        "extrapolation_value": _number(extrapolation_value, "extrapolation_value"),
-        "out_dtype": out_dtype})
+    return _resize_call("resize3d", volume_axes, 3, data, size, roi, layout, method, coordinate_transformation_mode,
+                        rounding_method, cubic_alpha, cubic_exclude, extrapolation_value, out_dtype)
 
 
 def _infer_resize3d(call, ctx) -> TensorStructInfo:

@@ -93,20 +93,27 @@ def resize2d(data, size, roi=None, layout: str = "NCHW", method: str = "linear",
                         rounding_method, cubic_alpha, cubic_exclude, extrapolation_value, out_dtype)
 
 
-def _infer_resize2d(call, ctx) -> TensorStructInfo:
+def _infer_resize(call, ctx, op: str, axes_of, axis_names: str) -> TensorStructInfo:
+    """The result of ``relax.image.<op>``: data's shape with its spatial axes (``axes_of(layout)``,
+    named ``axis_names``) set to ``size``."""
+    spatial = len(axis_names.split(", "))
     x = tensor_arg(call, 0, ctx, "data")
     size = shape_arg(call, 1, ctx)
     dtype = call.attrs["out_dtype"] or x.dtype
-    if size.ndim >= 0 and size.ndim != 2:
-        ctx.error(f"relax.image.resize2d: size has 2 values (height, width), got {format_sinfo(size)}")
-    if x.ndim >= 0 and x.ndim != 4:
-        ctx.error(f"relax.image.resize2d: data must be 4-D, got {format_sinfo(x)}")
+    if size.ndim >= 0 and size.ndim != spatial:
+        ctx.error(f"relax.image.{op}: size has {spatial} values ({axis_names}), got {format_sinfo(size)}")
+    if x.ndim >= 0 and x.ndim != spatial + 2:
+        ctx.error(f"relax.image.{op}: data must be {spatial + 2}-D, got {format_sinfo(x)}")
     if x.shape is None or size.values is None:
-        return TensorStructInfo(None, dtype, 4)
-    h, w = spatial_axes(call.attrs["layout"])
+        return TensorStructInfo(None, dtype, spatial + 2)
     dims = list(x.shape)
-    dims[h], dims[w] = size.values
+    for axis, value in zip(axes_of(call.attrs["layout"]), size.values):
+        dims[axis] = value
     return TensorStructInfo(dims, dtype)
+
+
+def _infer_resize2d(call, ctx) -> TensorStructInfo:
+    return _infer_resize(call, ctx, "resize2d", spatial_axes, "height, width")
 
 
 def source_coordinate(out_index, in_size, out_size, mode):
@@ -264,20 +271,7 @@ def resize3d(data, size, roi=None, layout: str = "NCDHW", method: str = "linear"
 
 
 def _infer_resize3d(call, ctx) -> TensorStructInfo:
-    x = tensor_arg(call, 0, ctx, "data")
-    size = shape_arg(call, 1, ctx)
-    dtype = call.attrs["out_dtype"] or x.dtype
-    if size.ndim >= 0 and size.ndim != 3:
-        ctx.error(f"relax.image.resize3d: size has 3 values (depth, height, width), got "
-                  f"{format_sinfo(size)}")
-    if x.ndim >= 0 and x.ndim != 5:
-        ctx.error(f"relax.image.resize3d: data must be 5-D, got {format_sinfo(x)}")
-    if x.shape is None or size.values is None:
-        return TensorStructInfo(None, dtype, 5)
-    dims = list(x.shape)
-    for axis, value in zip(volume_axes(call.attrs["layout"]), size.values):
-        dims[axis] = value
-    return TensorStructInfo(dims, dtype)
+    return _infer_resize(call, ctx, "resize3d", volume_axes, "depth, height, width")
 
 
 def _resize3d_reference(data, size, roi=None, layout="NCDHW", method="linear",

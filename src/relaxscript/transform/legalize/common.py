@@ -93,3 +93,14 @@ def accumulation_dtype(dtype: str) -> str:
 def truthy(value: E.PrimExpr) -> E.PrimExpr:
     """A value as bool (non-zero is true)."""
     return value if value.dtype == "bool" else E.NE(value, E.const(0, value.dtype))
+
+
+def guarded(load: E.PrimExpr, conditions: Sequence, fill: E.PrimExpr) -> E.PrimExpr:
+    """``load`` where every one of ``conditions`` holds, else ``fill`` (``load`` itself when there is
+    none: a padding read the simplifier proved in bounds)."""
+    if not conditions:
+        return load
+    inside = conditions[0]
+    for c in conditions[1:]:
+        inside = E.And(inside, c)
+    return E.select(inside, load, fill)

@@ -12,6 +12,7 @@ from __future__ import annotations
 from tensorir import expr as E
 from tensorir.compute import compute
 
+from .common import guarded
 from .registry import register_legalize
 
 
@@ -115,13 +116,7 @@ def _layout_transform(ctx, call):
         index, conds = inverse(te, call.attrs["index_map"], x.shape, list(idx))
         index = [te.simplify(i) for i in index]
         conds = [c for c in (te.simplify(c) for c in conds) if not _always(c)]
-        load = x[tuple(index)]
-        if not conds:
-            return load
-        inside = conds[0]
-        for c in conds[1:]:
-            inside = E.And(inside, c)
-        return E.select(inside, load, pad)
+        return guarded(x[tuple(index)], conds, pad)
 
     return te.emit("layout_transform", compute(out_shape, body, "T_layout_trans", x.dtype))
 

@@ -7,7 +7,7 @@ from tensorir import expr as E
 from tensorir.compute import compute, reduce_axis, reduce_sum
 
 from ...op.nn_extra import SELU_ALPHA, SELU_SCALE
-from .common import accumulation_dtype
+from .common import accumulation_dtype, guarded
 from .elementwise import _elementwise
 from .registry import register_legalize
 
@@ -122,13 +122,7 @@ def _pad(ctx, call):
                 if not te.prove(E.LT(source, d)):
                     inside.append(E.LT(source, d))
             index.append(source)
-        load = x[tuple(index)]
-        if not inside:
-            return load
-        cond = inside[0]
-        for c in inside[1:]:
-            cond = E.And(cond, c)
-        return E.select(cond, load, E.const(call.attrs["pad_value"], x.dtype))
+        return guarded(x[tuple(index)], inside, E.const(call.attrs["pad_value"], x.dtype))
 
     return te.emit("pad", compute(out_shape, body, "T_pad", x.dtype))
 

@@ -172,7 +172,7 @@ def test_prepacked_c_build_equals_numpy_across_the_run_time_boundaries(numpy_cal
     mod, weight, bias = _bound('"n"', bias=True, seed=1)
     vm = rx.VirtualMachine(rx.build(mod, target="c"))
     rng = np.random.default_rng(2)
-    for n in (1, 2, p.mr, p.mr + 1, p.skinny_rows + 1, PREPACKED_ROWS, PREPACKED_ROWS + 1, 2 * p.mc + 1):
+    for n in (1, 2, p.mr, p.mr + 1, p.skinny_rows + 1, PREPACKED_ROWS, PREPACKED_ROWS + 1, 2 * p.mc + 1, 2 * p.packed_mc + 1):
         x = rng.standard_normal((n, 16)).astype(np.float32)
         expected = x.astype(np.float64) @ weight + bias
         np.testing.assert_allclose(vm["main"](x), expected, rtol=1e-4, atol=1e-4)

@@ -169,7 +169,7 @@ def test_c_build_equals_the_interpreter_at_every_variant_boundary(bound):
     p = gemm_params()
     s, limit = skinny_rows(16), prepacked_rows()
     for n in sorted({1, 2, p.a_in_place_rows, p.a_in_place_rows + 1, p.mr, p.mr + 1, s, s + 1, p.skinny_rows,
-                     p.skinny_rows + 1, limit, limit + 1, 2 * p.mc + 1}):
+                     p.skinny_rows + 1, limit, limit + 1, 2 * p.mc + 1, 2 * p.packed_mc + 1}):
         _check_against_interpreter(bound, n, n)
 
 

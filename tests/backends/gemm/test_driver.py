@@ -55,7 +55,7 @@ def test_random_shapes_match_numpy(m, n, k, trans_b, epilogue, act, threads, sma
 
 
 def _boundaries(params, threads):
-    s, large = params.skinny_rows, threads * params.mc
+    s, large = params.skinny_rows, threads * params.packed_mc
     return {1: "gemv", 2: "skinny", s: "skinny", s + 1: "medium", large - 1: "medium", large: "large"}
 
 
@@ -66,8 +66,10 @@ def test_each_variant_at_the_boundaries_of_its_condition(which, threads):
     for m, expected in _boundaries(params, threads).items():
         assert variant_for(m, params, threads) == expected
         assert gemm_library.variant(m, threads, params) == expected   # the C code agrees
-        # n, k not multiples of any tile: ragged edges in every direction (and k over two kc blocks)
-        _run(m, params.nr * 2 + 3, params.kc + 7, m % 2 == 0, ("bias",), "relu", threads, params, m)
+        # n, k not multiples of any tile: ragged edges in every direction (and k over two kc blocks
+        # of the tile that runs: the skinny one, or the packed one of medium and large)
+        nr, kc = (params.nr, params.kc) if m <= params.skinny_rows else (params.packed_nr, params.packed_kc)
+        _run(m, nr * 2 + 3, kc + 7, m % 2 == 0, ("bias",), "relu", threads, params, m)
 
 
 def test_epilogue_without_products():

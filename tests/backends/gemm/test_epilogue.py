@@ -87,10 +87,11 @@ def test_every_variant_of_the_plain_entry(act, order):
     """Rows at each variant's edges (GEMV, skinny, medium, large) on both tile sets, and, under the
     WITH_BLAS policy, the OpenBLAS path whose epilogue is one pass on the team."""
     for params, threads in ((PARAMS, 2), (SMALL, 1)):
-        s, large = params.skinny_rows, threads * params.mc
+        s, large = params.skinny_rows, threads * params.packed_mc
         for m in (1, 2, s, s + 1, large):
             assert variant_for(m, params, threads) in ("gemv", "skinny", "medium", "large")
-            _run(m, 2 * params.nr + 3, params.kc + 7, act, order, m % 2 == 0, threads, params, m)
+            nr, kc = (params.nr, params.kc) if m <= s else (params.packed_nr, params.packed_kc)
+            _run(m, 2 * nr + 3, kc + 7, act, order, m % 2 == 0, threads, params, m)
     if blas.backend() == "openblas":
         for m in (9, 40):
             assert variant_for(m, PARAMS, 2, blas=True, n=70) == "openblas"

@@ -84,6 +84,11 @@ def test_avx2_tiles_from_a_fake_machine(tmp_path):
     assert params.nc == 4096                      # capped
     assert params.skinny_rows == 16               # 16 x 256 floats = half of L1
     assert params.skinny_nc == 256
+    # the packed tile: 6 x 2 vectors again (12 multiply-adds for 8 loads; 14 x 1 gives 14 for 15, 2 x 4
+    # gives 8 for 6); kc: the 6-row A micro-panel in a quarter of L1; mc: the A block in half of L2
+    assert (params.packed_mr, params.packed_nr) == (6, 16)
+    assert params.packed_kc == 336 and 6 * 336 * 4 <= 32 * 1024 // 4
+    assert params.packed_mc == 192 and 192 * 336 * 4 <= 512 * 1024 // 2
 
 
 def test_avx512_and_sse_tiles(tmp_path):
@@ -93,6 +98,11 @@ def test_avx512_and_sse_tiles(tmp_path):
     assert wide.kc == 48 * 1024 // 2 // (32 * 4)
     assert wide.mc % 14 == 0 and wide.mc * wide.kc * 4 <= 1280 * 1024 // 2
     assert wide.nc == 1024 * 1024 // 2 // (wide.kc * 4) // 32 * 32
+    # the packed tile: 6 rows x 4 vectors (24 multiply-adds for 10 loads, 2.4 a load; 14 x 2 gives 1.75)
+    assert (wide.packed_mr, wide.packed_nr) == (6, 64)
+    assert wide.packed_kc == 512                  # capped: 6 x 512 floats is a quarter of 48 KiB
+    assert wide.packed_mc % 6 == 0 and wide.packed_mc * 512 * 4 <= 1280 * 1024 // 2
+    assert wide.packed().mr == 6 and wide.packed().kc == 512 and wide.packed().isa == wide.isa
     narrow = derive_params(machine_from(_macros("__SSE2__"), root, cores=1))
     assert (narrow.mr, narrow.nr, narrow.lanes) == (6, 8, 4)
 
@@ -102,4 +112,6 @@ def test_this_machine_is_detected():
     assert machine.cores >= 1 and machine.l1d_bytes > 0
     params = gemm_params()
     assert params.nr % params.lanes == 0 and params.mc % params.mr == 0 and params.nc % params.nr == 0
+    assert params.packed_nr % params.lanes == 0 and params.packed_mc % params.packed_mr == 0
+    assert params.nc % params.packed_nr == 0
     assert machine.isa.name in params.describe()

@@ -16,11 +16,12 @@ Variants, chosen per call by the actual ``m`` (the symbolic row count, ``n`` tok
   re-read each packed panel from L1. With B stored ``(n, k)`` and up to ``NT_DOT_ROWS`` rows,
   every output is a dot product of two contiguous rows, a few rows by a few outputs per register
   tile (``gemv.py``'s ``dot_block_nt``), and nothing is packed. Threads split the columns.
-- **medium** (``skinny_rows < m < threads * mc``): A and B packed (Goto/BLIS loops
-  ``jc -> pc -> ic -> jr -> ir``); threads split the columns, each packing the whole (small)
-  A block itself rather than waiting at a barrier for a shared one.
-- **large** (``m >= threads * mc``): the same loops, threads split the rows in ``mc`` blocks:
-  every thread gets whole L2 blocks of A and packs its own B blocks.
+- **medium** (``skinny_rows < m < threads * packed_mc``): A and B packed (Goto/BLIS loops
+  ``jc -> pc -> ic -> jr -> ir``) on the packed tile (``params.py``: its own register tile and
+  blocks, each B panel in L2, the next prefetched); threads split the columns, each packing the
+  whole (small) A block itself rather than waiting at a barrier for a shared one.
+- **large** (``m >= threads * packed_mc``): the same loops, threads split the rows in
+  ``packed_mc`` blocks: every thread gets whole L2 blocks of A and packs its own B blocks.
 
 Products below ``MIN_FLOPS_TO_SPLIT`` run on one thread (handing work over costs more).
 The epilogue (bias, residual, activation) is applied to each register tile right after its
@@ -29,6 +30,7 @@ last k block, while the tile is in L1. Pack buffers are per thread, grown on dem
 """
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 
 from .gemv import NT_DOT_ROWS, emit_gemv
@@ -156,6 +158,23 @@ def _prepacked_kernels(params: GemmParams) -> str:
     return "\n".join(out)
 
 
+def _packed_tile_kernels(params: GemmParams) -> str:
+    """The medium and large variants' micro-kernels on the packed tile (``params.packed()``), one per
+    row count 1..packed_mr (a ragged last row tile multiplies only its rows), each prefetching its
+    share of the next B panel (which sits in L2 at this tile's kc, see params.py), and their
+    dispatch ``kernel_wide_rows``."""
+    wide = params.packed()
+    out, calls = [], []
+    for rows in range(1, wide.mr + 1):
+        out.append(emit_microkernel(f"rs_gemm_kernel_wide_rows{rows}", replace(wide, mr=rows), prefetch_c=True,
+                                    a_stride=wide.mr, prefetch_b=True))
+        calls.append(f"rs_gemm_kernel_wide_rows{rows}(kc, a, b, b_next, pf_step, c, ldc, {rows}, cols, acc)")
+    out.append(switch_on_rows("kernel_wide_rows(int rows, int kc, const float* a, const float* b, "
+                              "const float* b_next, long pf_step, float* c, int ldc, int cols, int acc)",
+                              calls) + "\n")
+    return "\n".join(out)
+
+
 def skinny_chunk_cols(params: GemmParams) -> int:
     """Columns of the ``SKINNY_KC``-row block of B that several row tiles of the skinny variant
     re-read from L1: half of it, in whole panels."""
@@ -177,7 +196,100 @@ def variant_for(m: int, params: GemmParams, threads: int, blas: bool = False, n:
         return "gemv"
     if m <= params.skinny_rows:
         return "skinny"
-    return "large" if m >= threads * params.mc else "medium"
+    return "large" if m >= threads * params.packed_mc else "medium"
+
+
+# The packing routines, once per register tile (the skinny/prepacked tile MR x NR, the packed tile
+# PMR x PNR): written with MR and NR, which _pack_functions renames with the function names.
+_PACK_C = r"""/* op(B)[p0 : p0+kcb, j0 : j0+w] into k-major panels of NR columns, zero-padded to NR */
+static void pack_b_rows(int kcb, int w, const float* b, long ldb, long p0, long j0, float* out);
+static void pack_b_panels(int kcb, int w, const float* b, long ldb, int trans_b, long p0, long j0, float* out) {
+  for (int jp = 0; jp < w; jp += NR) {
+    const int cols = w - jp < NR ? w - jp : NR;
+    float* panel = out + (long)jp * kcb;
+    if (!trans_b) {
+      if (cols < NR)
+        for (int p = 0; p < kcb; ++p) {
+          const float* src = b + (p0 + p) * ldb + j0 + jp;
+          float* dst = panel + (long)p * NR;
+          int j = 0; for (; j < cols; ++j) dst[j] = src[j]; for (; j < NR; ++j) dst[j] = 0.0f;
+        }
+      continue;   /* whole panels: copied below, PACK_ROWS rows at a time */
+    } else {   /* b is (n x k): row j of b is column j of op(b), contiguous in p */
+      /* PACK_T_STEPS k steps at a time, all NR columns: the panel's rows being written stay in L1
+         (a whole column at a time wrote every row of a panel larger than L1 once per column: the
+         6 x 64 packed tile's 128 KiB panel made 576 x 1536 at 64 rows 2.5x slower than OpenBLAS) */
+      for (int q = 0; q < kcb; q += PACK_T_STEPS) {
+        const int steps = kcb - q < PACK_T_STEPS ? kcb - q : PACK_T_STEPS;
+        for (int j = 0; j < NR; ++j) {
+          float* dst = panel + (long)q * NR + j;
+          if (j < cols) {
+            const float* src = b + (j0 + jp + j) * ldb + p0 + q;
+            for (int p = 0; p < steps; ++p) dst[(long)p * NR] = src[p];
+          } else {
+            for (int p = 0; p < steps; ++p) dst[(long)p * NR] = 0.0f;
+          }
+        }
+      }
+    }
+  }
+}
+
+/* the whole panels of B (not transposed), PACK_ROWS rows at a time across all panels: that many
+   contiguous read streams, and each panel gets PACK_ROWS consecutive rows (one run of writes),
+   where a panel at a time would read kcb rows a whole row width apart for every 64 bytes */
+static void pack_b_rows(int kcb, int w, const float* b, long ldb, long p0, long j0, float* out) {
+  const int whole = w / NR * NR;
+  for (int p = 0; p < kcb; p += PACK_ROWS) {
+    const int rows = kcb - p < PACK_ROWS ? kcb - p : PACK_ROWS;
+    for (int jp = 0; jp < whole; jp += NR) {
+      float* dst = out + (long)jp * kcb + (long)p * NR;
+      for (int r = 0; r < rows; ++r) {
+        const float* src = b + (p0 + p + r) * ldb + j0 + jp;
+        for (int j = 0; j < NR; ++j) dst[r * NR + j] = src[j];
+      }
+    }
+  }
+}
+
+static void pack_b(int kcb, int w, const float* b, long ldb, int trans_b, long p0, long j0, float* out) {
+  pack_b_panels(kcb, w, b, ldb, trans_b, p0, j0, out);
+  if (!trans_b) pack_b_rows(kcb, w, b, ldb, p0, j0, out);
+}
+
+/* A[i0 : i0+h, p0 : p0+kcb] into k-major panels of MR rows, zero-padded to MR. A whole tile's rows
+   per k step: MR contiguous writes a step (row by row, every write went to another cache line; one
+   thread, the prepacked path at 8..32 rows: 2-4% faster, level with not packing at all) */
+static void pack_a(int kcb, int h, const float* a, long lda, long i0, long p0, float* out) {
+  for (int ip = 0; ip < h; ip += MR) {
+    const int rows = h - ip < MR ? h - ip : MR;
+    float* panel = out + (long)ip * kcb;
+    const float* src = a + (i0 + ip) * lda + p0;
+    if (rows == MR) {
+      for (int p = 0; p < kcb; ++p) {
+        float* dst = panel + (long)p * MR;
+        #pragma GCC unroll 16
+        for (int i = 0; i < MR; ++i) dst[i] = src[(long)i * lda + p];
+      }
+    } else {
+      for (int p = 0; p < kcb; ++p) {
+        float* dst = panel + (long)p * MR;
+        int i = 0;
+        for (; i < rows; ++i) dst[i] = src[(long)i * lda + p];
+        for (; i < MR; ++i) dst[i] = 0.0f;
+      }
+    }
+  }
+}
+
+"""
+_PACK_NAMES = ("pack_b_panels", "pack_b_rows", "pack_b", "pack_a")
+
+
+def _pack_functions(suffix: str, mr: str, nr: str) -> str:
+    """``_PACK_C`` for the tile ``mr x nr`` (macro names), its functions named with ``suffix``."""
+    text = re.sub(r"\bNR\b", nr, re.sub(r"\bMR\b", mr, _PACK_C))
+    return re.sub(r"\b(" + "|".join(_PACK_NAMES) + r")\(", lambda m: m.group(1) + suffix + "(", text)
 
 
 def emit_gemm_library(params: GemmParams) -> str:
@@ -202,6 +314,11 @@ def emit_gemm_library(params: GemmParams) -> str:
 #define KC {kc}
 #define MC {mc}
 #define NC {nc}
+/* the medium and large variants' packed tile and blocks (params.py) */
+#define PMR {params.packed_mr}
+#define PNR {params.packed_nr}
+#define PKC {params.packed_kc}
+#define PMC {params.packed_mc}
 #define SKINNY_ROWS {params.skinny_rows}
 #define A_IN_PLACE_ROWS {params.a_in_place_rows}
 #define ALIAS_BYTES {ALIAS_BYTES}
@@ -222,9 +339,9 @@ def emit_gemm_library(params: GemmParams) -> str:
 #define NRV {params.vectors_per_row}
 #define RESIDUAL_AFTER_ACT {RESIDUAL_AFTER_ACT}
 
-{emit_microkernel("rs_gemm_kernel_packed", params, prefetch_c=True)}
 {_row_kernels(params)}
 {_prepacked_kernels(params)}
+{_packed_tile_kernels(params)}
 static int* rs_team_cell;
 void rs_bind_team(int* cell) {{ rs_team_cell = cell; }}
 static int team_threads(int threads) {{
@@ -245,81 +362,10 @@ static float* grow(float** buf, size_t* cap, size_t floats) {{
   return *buf;
 }}
 
-/* op(B)[p0 : p0+kcb, j0 : j0+w] into k-major panels of NR columns, zero-padded to NR */
-static void pack_b_rows(int kcb, int w, const float* b, long ldb, long p0, long j0, float* out);
-static void pack_b_panels(int kcb, int w, const float* b, long ldb, int trans_b, long p0, long j0, float* out) {{
-  for (int jp = 0; jp < w; jp += NR) {{
-    const int cols = w - jp < NR ? w - jp : NR;
-    float* panel = out + (long)jp * kcb;
-    if (!trans_b) {{
-      if (cols < NR)
-        for (int p = 0; p < kcb; ++p) {{
-          const float* src = b + (p0 + p) * ldb + j0 + jp;
-          float* dst = panel + (long)p * NR;
-          int j = 0; for (; j < cols; ++j) dst[j] = src[j]; for (; j < NR; ++j) dst[j] = 0.0f;
-        }}
-      continue;   /* whole panels: copied below, PACK_ROWS rows at a time */
-    }} else {{   /* b is (n x k): row j of b is column j of op(b), contiguous in p */
-      for (int j = 0; j < NR; ++j) {{
-        if (j < cols) {{
-          const float* src = b + (j0 + jp + j) * ldb + p0;
-          for (int p = 0; p < kcb; ++p) panel[(long)p * NR + j] = src[p];
-        }} else {{
-          for (int p = 0; p < kcb; ++p) panel[(long)p * NR + j] = 0.0f;
-        }}
-      }}
-    }}
-  }}
-}}
-
-/* the whole panels of B (not transposed), PACK_ROWS rows at a time across all panels: that many
-   contiguous read streams, and each panel gets PACK_ROWS consecutive rows (one run of writes),
-   where a panel at a time would read kcb rows a whole row width apart for every 64 bytes */
 #define PACK_ROWS 8
-static void pack_b_rows(int kcb, int w, const float* b, long ldb, long p0, long j0, float* out) {{
-  const int whole = w / NR * NR;
-  for (int p = 0; p < kcb; p += PACK_ROWS) {{
-    const int rows = kcb - p < PACK_ROWS ? kcb - p : PACK_ROWS;
-    for (int jp = 0; jp < whole; jp += NR) {{
-      float* dst = out + (long)jp * kcb + (long)p * NR;
-      for (int r = 0; r < rows; ++r) {{
-        const float* src = b + (p0 + p + r) * ldb + j0 + jp;
-        for (int j = 0; j < NR; ++j) dst[r * NR + j] = src[j];
-      }}
-    }}
-  }}
-}}
-
-static void pack_b(int kcb, int w, const float* b, long ldb, int trans_b, long p0, long j0, float* out) {{
-  pack_b_panels(kcb, w, b, ldb, trans_b, p0, j0, out);
-  if (!trans_b) pack_b_rows(kcb, w, b, ldb, p0, j0, out);
-}}
-
-/* A[i0 : i0+h, p0 : p0+kcb] into k-major panels of MR rows, zero-padded to MR. A whole tile's rows
-   per k step: MR contiguous writes a step (row by row, every write went to another cache line; one
-   thread, the prepacked path at 8..32 rows: 2-4% faster, level with not packing at all) */
-static void pack_a(int kcb, int h, const float* a, long lda, long i0, long p0, float* out) {{
-  for (int ip = 0; ip < h; ip += MR) {{
-    const int rows = h - ip < MR ? h - ip : MR;
-    float* panel = out + (long)ip * kcb;
-    const float* src = a + (i0 + ip) * lda + p0;
-    if (rows == MR) {{
-      for (int p = 0; p < kcb; ++p) {{
-        float* dst = panel + (long)p * MR;
-        #pragma GCC unroll 16
-        for (int i = 0; i < MR; ++i) dst[i] = src[(long)i * lda + p];
-      }}
-    }} else {{
-      for (int p = 0; p < kcb; ++p) {{
-        float* dst = panel + (long)p * MR;
-        int i = 0;
-        for (; i < rows; ++i) dst[i] = src[(long)i * lda + p];
-        for (; i < MR; ++i) dst[i] = 0.0f;
-      }}
-    }}
-  }}
-}}
-
+#define PACK_T_STEPS 32
+{_pack_functions("", "MR", "NR")}
+{_pack_functions("_wide", "PMR", "PNR")}
 typedef struct {{ const float* bias; const float* residual; int act; }} epilogue_t;
 
 /* one row of a tile: row = act(row + bias [+ res]) [+ res]. One loop per step and a loop per
@@ -424,32 +470,36 @@ static int block_skinny(long h, long w, long k, const float* a, const float* b, 
   return 0;
 }}
 
-/* one thread's share with A and B packed (medium and large) */
+/* one thread's share with A and B packed (medium and large), on the packed tile PMR x PNR */
 static int block_packed(long h, long w, long k, const float* a, const float* b, int trans_b, float* c,
                         long n, long i0, long j0, const epilogue_t* e) {{
-  float* ap = grow(&rs_pack_a, &rs_pack_a_cap, (size_t)KC * MC);
-  float* bp = grow(&rs_pack_b, &rs_pack_b_cap, (size_t)KC * (min_long(NC, w) + NR));
+  float* ap = grow(&rs_pack_a, &rs_pack_a_cap, (size_t)PKC * PMC);
+  float* bp = grow(&rs_pack_b, &rs_pack_b_cap, (size_t)PKC * (min_long(NC, w) + PNR));
   if (ap == NULL || bp == NULL) return -1;
   for (long jc = 0; jc < w; jc += NC) {{
     const int wc = (int)min_long(NC, w - jc);
-    for (long pc = 0; pc < k; pc += KC) {{
-      const int kcb = (int)min_long(KC, k - pc);
+    for (long pc = 0; pc < k; pc += PKC) {{
+      const int kcb = (int)min_long(PKC, k - pc);
       const int last = pc + kcb >= k;
-      pack_b(kcb, wc, b, trans_b ? k : n, trans_b, pc, j0 + jc, bp);
-      /* row blocks of at most MC evened out in whole MR (a ragged last block of a few rows would
+      pack_b_wide(kcb, wc, b, trans_b ? k : n, trans_b, pc, j0 + jc, bp);
+      /* row blocks of at most PMC evened out in whole PMR (a ragged last block of a few rows would
          cost a whole pass over the packed B for little work) */
-      const long blocks = (h + MC - 1) / MC, tiles = (h + MR - 1) / MR;
+      const long blocks = (h + PMC - 1) / PMC, tiles = (h + PMR - 1) / PMR;
       for (long q = 0; q < blocks; ++q) {{
-        const long ic = tiles * q / blocks * MR;
-        const int hc = (int)(min_long(h, tiles * (q + 1) / blocks * MR) - ic);
-        pack_a(kcb, hc, a, k, i0 + ic, pc, ap);
-        for (int jr = 0; jr < wc; jr += NR) {{
-          const int cols = wc - jr < NR ? wc - jr : NR;
-          for (int ir = 0; ir < hc; ir += MR) {{
-            const int rows = hc - ir < MR ? hc - ir : MR;
+        const long ic = tiles * q / blocks * PMR;
+        const int hc = (int)(min_long(h, tiles * (q + 1) / blocks * PMR) - ic);
+        pack_a_wide(kcb, hc, a, k, i0 + ic, pc, ap);
+        for (int jr = 0; jr < wc; jr += PNR) {{
+          const int cols = wc - jr < PNR ? wc - jr : PNR;
+          const float* panel = bp + (long)jr * kcb;
+          const float* next = jr + PNR < wc ? panel + (long)PNR * kcb : NULL;
+          for (int ir = 0; ir < hc; ir += PMR) {{
+            const int rows = hc - ir < PMR ? hc - ir : PMR;
             float* ct = c + (i0 + ic + ir) * n + j0 + jc + jr;
-            rs_gemm_kernel_packed(kcb, ap + (long)ir * kcb, bp + (long)jr * kcb, ct, (int)n, rows, cols,
-                                  pc > 0);
+            /* each row tile asks for its share of the next panel over its k steps (block_prepacked) */
+            const float* pf = next == NULL ? NULL : next + (long)ir * kcb * PNR / hc;
+            const long pf_step = (rows * PNR * (long)sizeof(float) + hc - 1) / hc;
+            kernel_wide_rows(rows, kcb, ap + (long)ir * kcb, panel, pf, pf_step, ct, (int)n, cols, pc > 0);
             if (last && has_epilogue(e))
               apply_epilogue(ct, n, rows, cols, e->bias == NULL ? NULL : e->bias + j0 + jc + jr,
                              e->residual == NULL ? NULL : e->residual + (i0 + ic + ir) * n + j0 + jc + jr,
@@ -606,7 +656,7 @@ int rs_gen_gemm_variant(long m, long n, int threads, int policy) {{
   }}
   if (m == 1) return 4;
   if (m <= SKINNY_ROWS) return 0;
-  return m >= (long)threads * MC ? 2 : 1;
+  return m >= (long)threads * PMC ? 2 : 1;
 }}
 
 int rs_gen_gemm(long m, long n, long k, const float* a, const float* b, int trans_b, float* c,
@@ -643,18 +693,19 @@ int rs_gen_gemm(long m, long n, long k, const float* a, const float* b, int tran
   if (variant == 4) return gemv(n, k, a, b, trans_b, c, &e, threads);
   if (2.0 * m * n * k < MIN_FLOPS_TO_SPLIT) threads = 1;
   int status = 0;
-  /* columns are split in whole NR panels; rows (large) in whole MR tiles */
-  const long col_units = (n + NR - 1) / NR, row_units = (m + MC - 1) / MC;
+  /* columns are split in whole panels; rows (large) in whole PMR tiles */
+  const long panel = variant == 0 ? NR : PNR;
+  const long col_units = (n + panel - 1) / panel, row_units = (m + PMC - 1) / PMC;
   const int parts = (int)min_long(threads, variant == 2 ? row_units : col_units);
   #pragma omp parallel num_threads(parts) if(parts > 1) reduction(|:status)
   {{
     const int t = omp_get_thread_num(), count = omp_get_num_threads();
     long i0 = 0, h = m, j0 = 0, w = n;
-    if (variant == 2) {{   /* even shares in whole MR tiles (whole MC blocks left one thread 8 rows more at 512) */
-      const long tiles = (m + MR - 1) / MR;
-      i0 = tiles * t / count * MR; h = min_long(m, tiles * (t + 1) / count * MR) - i0;
+    if (variant == 2) {{   /* even shares in whole PMR tiles (whole PMC blocks left one thread 8 rows more at 512) */
+      const long tiles = (m + PMR - 1) / PMR;
+      i0 = tiles * t / count * PMR; h = min_long(m, tiles * (t + 1) / count * PMR) - i0;
     }} else {{
-      j0 = col_units * t / count * NR; w = min_long(n, col_units * (t + 1) / count * NR) - j0;
+      j0 = col_units * t / count * panel; w = min_long(n, col_units * (t + 1) / count * panel) - j0;
     }}
     if (h > 0 && w > 0)
       status |= variant == 0 ? block_skinny(h, w, k, a, b, trans_b, c, n, i0, j0, &e)

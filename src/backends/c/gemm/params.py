@@ -34,10 +34,23 @@ The derivation is the analytical model of Goto/BLIS that Vortex builds on
   broadcasts) and a prefetch; with as many load ports as FMA ports (two each on the x86 cores
   here) the multiply-adds bound it only from ``r = NR_VECTORS + 2`` rows; fewer leave the FMA ports
   idle while it loads. At most half of ``mr``, so the tile giving rows stays the larger.
+- **the packed tile** (``packed_mr x packed_nr``, ``packed_kc``, ``packed_mc``): the medium and large
+  variants, which pack A and B on every call, have a register tile of their own. Their k loop is long
+  (the whole ``packed_kc``) and nothing streams from memory inside it, so the tile that issues the
+  fewest loads per multiply-add wins: ``NR_VECTORS`` B vectors and ``mr`` broadcasts serve
+  ``mr * nv`` multiply-adds, so the tile maximizes ``mr * nv / (mr + nv)`` over ``nv`` in 1, 2, 4
+  within the register file (AVX-512's 32: 6 x 4 vectors, 2.4, against 14 x 2's 1.75; AVX2's 16:
+  6 x 2 as above). ``packed_kc``: the A micro-panel (``mr x kc``) takes a quarter of L1, at most
+  512 (each kc block reads and writes the C tile once; from 512 that is under 0.4% of the
+  multiply-adds); the B micro-panel then sits in L2 and the kernel prefetches the next one.
+  ``packed_mc``: the packed A block in half of L2. One thread, thread CPU time, m = 512 (Xeon, AVX-512,
+  48 KiB L1, 2 MiB L2), interleaved: 14 x 32 with kc = 192 (the skinny tile) 134-153 GFLOP/s on the
+  workloads' shapes; 6 x 64 with kc = 192 146-158, 256 148-162, 512 156-169 (OpenBLAS 157-163, the
+  measured peak 183).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from .machine import MachineParams, machine_params
 
@@ -65,25 +78,53 @@ class GemmParams:
     gemv_split_bytes: int = 1 << 19   # a GEMV's B from this size on is split over the threads
     a_in_place_rows: int = 4          # rows the prepacked path reads A in place for (half of L1's ways)
     min_tail_rows: int = 1            # fewest rows of a prepacked product's last row tile (see above)
+    packed_mr: int = 0                # the packed tile (medium and large variants, see above)
+    packed_nr: int = 0
+    packed_kc: int = 0
+    packed_mc: int = 0
 
     @property
     def vectors_per_row(self) -> int:
         return self.nr // self.lanes
 
+    def packed(self) -> "GemmParams":
+        """These params with the packed tile as the register tile and cache blocks (what the
+        medium and large variants' emitters read)."""
+        return replace(self, mr=self.packed_mr, nr=self.packed_nr, kc=self.packed_kc, mc=self.packed_mc)
+
     def describe(self) -> str:
         return (f"{self.isa}: register tile {self.mr}x{self.nr}, kc={self.kc}, mc={self.mc}, "
-                f"nc={self.nc}, A unpacked for m <= {self.skinny_rows}, {self.cores} threads")
+                f"nc={self.nc}, A unpacked for m <= {self.skinny_rows}; packed tile "
+                f"{self.packed_mr}x{self.packed_nr}, kc={self.packed_kc}, mc={self.packed_mc}; {self.cores} threads")
 
 
 def _round_down(value: int, multiple: int, minimum: int) -> int:
     return max(minimum, value // multiple * multiple)
 
 
+# most rows of the packed tile (as for mr): more pointers and broadcasts than that gain nothing
+MAX_MR = 16
+PACKED_VECTORS = (1, 2, 4)   # B vectors across the packed tile's row that are weighed
+MAX_PACKED_KC = 512
+
+
+def packed_tile(lanes: int, registers: int, l1d_bytes: int, l2_bytes: int) -> tuple[int, int, int, int]:
+    """``(mr, nr, kc, mc)`` of the packed tile (see the module docstring)."""
+    def loads_ratio(nv: int) -> float:
+        rows = min(MAX_MR, (registers - nv - 1) // nv)
+        return rows * nv / (rows + nv) if rows >= 1 else 0.0
+    nv = max(PACKED_VECTORS, key=loads_ratio)
+    mr = max(1, min(MAX_MR, (registers - nv - 1) // nv))
+    kc = min(MAX_PACKED_KC, _round_down(l1d_bytes // 4 // (mr * 4), 8, 32))
+    mc = _round_down(l2_bytes // 2 // (kc * 4), mr, mr)
+    return mr, nv * lanes, kc, mc
+
+
 def derive_params(machine: MachineParams) -> GemmParams:
     isa = machine.isa
     lanes = isa.lanes
     nr = NR_VECTORS * lanes
-    mr = max(1, min(16, (isa.registers - NR_VECTORS - 1) // NR_VECTORS))
+    mr = max(1, min(MAX_MR, (isa.registers - NR_VECTORS - 1) // NR_VECTORS))
     kc = min(1024, _round_down(machine.l1d_bytes // 2 // (nr * 4), 8, 32))
     mc = _round_down(machine.l2_bytes // 2 // (kc * 4), mr, mr)
     nc = min(MAX_NC, _round_down(machine.l3_bytes // 2 // (kc * 4), nr, nr))
@@ -93,7 +134,8 @@ def derive_params(machine: MachineParams) -> GemmParams:
     a_in_place_rows = max(1, min(mr, machine.l1d_ways // 2))
     min_tail_rows = max(1, min(mr // 2, NR_VECTORS + 2))
     return GemmParams(isa.name, lanes, mr, nr, kc, mc, nc, skinny_rows, skinny_nc, machine.cores,
-                      isa.registers, gemv_cols, machine.l2_bytes // 2, a_in_place_rows, min_tail_rows)
+                      isa.registers, gemv_cols, machine.l2_bytes // 2, a_in_place_rows, min_tail_rows,
+                      *packed_tile(lanes, isa.registers, machine.l1d_bytes, machine.l2_bytes))
 
 
 def gemm_params() -> GemmParams:

@@ -10,6 +10,7 @@ import functools
 
 from .c.gemm import library as _gemm_library
 from .c.gemm.driver import ALIAS_BYTES as _ALIAS_BYTES
+from .c.gemm.driver import packed_beats_blas as _packed_beats_blas
 from .c.gemm.driver import prepacked_rows as _prepacked_rows
 from .c.gemm.driver import skinny_limit as _skinny_limit
 
@@ -52,6 +53,14 @@ def prepacked_rows() -> int | None:
     OpenBLAS on the weight itself), or None without a C compiler."""
     params = _params()
     return None if params is None else _prepacked_rows(params)
+
+
+def packed_rows_beside_blas() -> int | None:
+    """The fewest rows from which the generated kernel's medium and large variants keep a product
+    (B stored (k, n)) beside OpenBLAS on this machine (their packed tile runs level with or ahead
+    of it, ``driver.packed_beats_blas``), or None where OpenBLAS keeps them (or no C compiler)."""
+    params = _params()
+    return None if params is None or not _packed_beats_blas(params) else params.skinny_rows + 1
 
 
 def pack_constant_weight(weight):

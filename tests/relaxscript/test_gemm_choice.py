@@ -10,6 +10,7 @@ import relaxscript as rx
 from backends import blas, get_library
 from relaxscript.transform import DispatchLibrary
 from relaxscript.transform.dispatch_library import gemm_dispatch_report
+from relaxscript.transform import gemm_choice
 from relaxscript.transform.gemm_choice import skinny_rows
 
 
@@ -57,7 +58,23 @@ needs_blas = pytest.mark.skipif(blas.backend() != "openblas", reason="scipy-open
     ("64", True, "openblas.sgemm_bias"),      # provably above skinny_rows: OpenBLAS's packed kernels
     ("4", False, "generated.sgemm"),
 ])
-def test_before_expected(rows, bias, library):
+def test_before_expected(rows, bias, library, monkeypatch):
+    # a machine whose packed tile does not beat OpenBLAS (AVX2): medium and large rows go to OpenBLAS
+    monkeypatch.setattr(gemm_choice, "packed_rows_beside_blas", lambda: None)
+    after = DispatchLibrary()(rx.from_source(_module(rows, bias=bias)))
+    rx.assert_structural_equal(after, rx.from_source(_expected(rows, library, bias=bias)))
+
+
+@needs_blas
+@pytest.mark.parametrize("rows, bias, library", [
+    ("64", True, "generated.sgemm_bias"),     # provably past the packed rows: the packed tile, epilogue fused
+    ("33", False, "generated.sgemm"),
+    ("20", True, "openblas.sgemm_bias"),      # past skinny, provably short of the packed rows: OpenBLAS
+    ('"n"', False, "generated.sgemm"),        # either: the run-time choice
+])
+def test_before_expected_where_the_packed_tile_beats_openblas(rows, bias, library, monkeypatch):
+    """A machine whose medium and large variants beat OpenBLAS from 33 rows (AVX-512's 6 x 64 tile)."""
+    monkeypatch.setattr(gemm_choice, "packed_rows_beside_blas", lambda: 33)
     after = DispatchLibrary()(rx.from_source(_module(rows, bias=bias)))
     rx.assert_structural_equal(after, rx.from_source(_expected(rows, library, bias=bias)))
 
@@ -152,11 +169,13 @@ def test_constant_weight_is_packed_once_for_the_prepacked_entry(bias):
 def test_constant_weight_with_rows_provably_above_the_prepacked_limit_goes_to_openblas_unpacked():
     from backends.library_gemm import prepacked_rows
     PREPACKED_ROWS = prepacked_rows()
-    for rows, library in ((PREPACKED_ROWS, "generated.sgemm_prepacked"), (PREPACKED_ROWS + 1, "openblas.sgemm")):
+    from backends.library_gemm import packed_rows_beside_blas
+    above = "openblas.sgemm" if packed_rows_beside_blas() is None else "generated.sgemm"   # unpacked, either way
+    for rows, library in ((PREPACKED_ROWS, "generated.sgemm_prepacked"), (PREPACKED_ROWS + 1, above)):
         mod, weight, _ = _bound(str(rows), bias=False)
         (binding,) = DispatchLibrary()(mod)["main"].body.blocks[0].bindings
         assert binding.value.args[0].global_symbol == library
-        if library.startswith("openblas"):
+        if library != "generated.sgemm_prepacked":
             np.testing.assert_array_equal(binding.value.args[1].fields[1].data, weight)   # not packed
 
 

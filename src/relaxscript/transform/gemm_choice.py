@@ -12,7 +12,7 @@ ARCHITECTURE.md, "Generated fp32 GEMM"):
   the generated kernel on the panels (no call packs B), more run OpenBLAS on ``W`` (its
   micro-kernel is the faster from 6-8 x skinny_rows; see driver.py); rows provably above it skip
   the packing and
-  follow the rules below (OpenBLAS);
+  follow the rules below;
 
 - no BLAS on the target (scipy-openblas32 missing): the generated kernel, for every ``n``;
 - a weight read transposed (``x @ w.T``): OpenBLAS, whose kernels read ``w`` in place (the
@@ -22,11 +22,13 @@ ARCHITECTURE.md, "Generated fp32 GEMM"):
   the threaded split by up to 1.3x on weights of 1-2 MB);
 - rows provably above the skinny limit (``backends.library_gemm.skinny_rows``: the rows of A that
   stay in L1 beside a panel of B, fewer where the output width is a multiple of 4 KiB and rows
-  share L1 sets): OpenBLAS;
+  share L1 sets): OpenBLAS; except that where the generated medium and large variants' packed tile
+  runs level with or ahead of OpenBLAS (``packed_rows_beside_blas``: AVX-512's 6 x 64 tile, from the
+  machine's skinny_rows + 1 rows), rows provably from there stay generated, their epilogue fused;
 - otherwise (rows may be 2..limit, e.g. a symbolic ``n``): the generated kernel. Its run-time
   choice runs the GEMV for 1 row, the skinny variant (A read in place) for 2..limit rows and
-  hands more to OpenBLAS, so a symbolic ``n`` gets the faster of the two at every value with one
-  branch.
+  hands more to OpenBLAS (up to the packed rows above, where those exist), so a symbolic ``n`` gets
+  the faster of the two at every value with one branch.
 """
 from __future__ import annotations
 
@@ -36,7 +38,7 @@ from math import prod
 from backends import blas
 from backends import library_gemm as gemm_library
 from backends.library_blas import SGEMM, SGEMM_BIAS, SGEMM_NT
-from backends.library_gemm import prepacked_rows, skinny_rows
+from backends.library_gemm import packed_rows_beside_blas, prepacked_rows, skinny_rows
 from tensorir.arith import Analyzer
 
 BLAS_NAMES = {"sgemm": SGEMM, "sgemm_bias": SGEMM_BIAS, "sgemm_nt": SGEMM_NT}
@@ -67,8 +69,8 @@ def choose_gemm_library(kind: str, rows, analyzer: Analyzer, width=None,
     generated, library = GENERATED_NAMES[kind], BLAS_NAMES[kind]
     lo, hi = analyzer.const_int_bound(rows)
     limit = prepacked_rows()
-    always_blas = blas.backend() == "openblas" and lo is not None and limit is not None and lo > limit
-    if constant_weight and kind in PREPACKED_NAMES and skinny_rows(width) is not None and not always_blas:
+    above_prepacked = blas.backend() == "openblas" and lo is not None and limit is not None and lo > limit
+    if constant_weight and kind in PREPACKED_NAMES and skinny_rows(width) is not None and not above_prepacked:
         return PREPACKED_NAMES[kind], (f"constant weight: packed once at build time into the generated kernel's "
                                        f"panels, so no call packs it; at run time up to {limit} rows "
                                        f"run on the panels, more on OpenBLAS with the weight itself")
@@ -81,10 +83,15 @@ def choose_gemm_library(kind: str, rows, analyzer: Analyzer, width=None,
         return library, "weight read transposed: OpenBLAS reads it in place, the generated kernel would pack it"
     if hi is not None and hi <= 1:
         return generated, "one row: the generated GEMV streams the weight once, no packing"
-    if lo is not None and lo > skinny:
+    packed = packed_rows_beside_blas()
+    if lo is not None and packed is not None and lo >= packed:
+        return generated, (f"at least {lo} rows (>= {packed}): the generated kernel's packed tile, level with or "
+                           f"ahead of OpenBLAS here, its epilogue fused")
+    if lo is not None and lo > skinny and (packed is None or (hi is not None and hi < packed)):
         return library, f"at least {lo} rows (> {skinny}): OpenBLAS's packed kernels"
+    more = f"OpenBLAS for more than {skinny}" + ("" if packed is None else f" up to {packed - 1}, the packed tile from {packed}")
     return generated, (f"rows may be 1..{skinny}: at run time the GEMV for 1 row, the skinny variant "
-                       f"(A read in place) for 2..{skinny}, OpenBLAS for more than {skinny}")
+                       f"(A read in place) for 2..{skinny}, {more}")
 
 
 __all__ = ["GemmChoice", "choose_gemm_library", "product_rows", "skinny_rows"]

@@ -9,6 +9,7 @@ import pytest
 from backends.c.gemm.machine import (AVX, AVX2, AVX512, DEFAULT_CACHE_BYTES, DEFAULT_L1D_WAYS, SCALAR, SSE,
                                      MachineParams, cache_sizes, isa_from_macros, l1d_ways, machine_from,
                                      machine_params)
+from backends.c.gemm.driver import packed_beats_blas
 from backends.c.gemm.params import derive_params, gemm_params
 
 
@@ -89,6 +90,7 @@ def test_avx2_tiles_from_a_fake_machine(tmp_path):
     assert (params.packed_mr, params.packed_nr) == (6, 16)
     assert params.packed_kc == 336 and 6 * 336 * 4 <= 32 * 1024 // 4
     assert params.packed_mc == 192 and 192 * 336 * 4 <= 512 * 1024 // 2
+    assert not packed_beats_blas(params)          # 1.5 multiply-adds a load: OpenBLAS keeps medium rows
 
 
 def test_avx512_and_sse_tiles(tmp_path):
@@ -103,6 +105,7 @@ def test_avx512_and_sse_tiles(tmp_path):
     assert wide.packed_kc == 512                  # capped: 6 x 512 floats is a quarter of 48 KiB
     assert wide.packed_mc % 6 == 0 and wide.packed_mc * 512 * 4 <= 1280 * 1024 // 2
     assert wide.packed().mr == 6 and wide.packed().kc == 512 and wide.packed().isa == wide.isa
+    assert packed_beats_blas(wide)
     narrow = derive_params(machine_from(_macros("__SSE2__"), root, cores=1))
     assert (narrow.mr, narrow.nr, narrow.lanes) == (6, 8, 4)
 

@@ -78,6 +78,21 @@ B_PREPACKED = 2
 PREPACKED_SKINNY_MULTIPLE = 4
 
 
+# Multiply-adds per load (mr * nv / (mr + nv)) from which the packed tile runs level with or ahead of
+# OpenBLAS at every row count of the medium and large variants. 2 threads, per-call packing, the
+# workloads' shapes (bench_gemm.py, Xeon AVX-512): the 6 x 64 tile (2.4) 1.04-1.17x OpenBLAS at 64
+# rows, 1.04-1.08x at 128, 0.98-1.06x at 512, 0.98-1.04x at 1024; the 6 x 16 tile of AVX2 (1.5) was
+# not measured ahead (Zen 3, the prepacked kernel on it: 0.93-0.97x at 512 rows), so those keep OpenBLAS.
+# B stored (n, k) keeps OpenBLAS too: packing it transposed costs 0.80-0.96x.
+PACKED_BLAS_RATIO = 2.0
+
+
+def packed_beats_blas(params: GemmParams) -> bool:
+    """Whether the medium and large variants stay generated beside OpenBLAS (policy WITH_BLAS)."""
+    nv = params.packed_nr // params.lanes
+    return params.packed_mr * nv / (params.packed_mr + nv) >= PACKED_BLAS_RATIO
+
+
 def prepacked_rows(params: GemmParams) -> int:
     """Most rows the prepacked kernel keeps beside OpenBLAS on this machine (see above)."""
     return PREPACKED_SKINNY_MULTIPLE * params.skinny_rows
@@ -189,8 +204,9 @@ def skinny_limit(n: int, params: GemmParams) -> int:
 
 def variant_for(m: int, params: GemmParams, threads: int, blas: bool = False, n: int = 1) -> str:
     """The variant ``rs_gen_gemm`` runs for ``m`` rows of width ``n`` (the same conditions as the C
-    code); with ``blas`` (policy 1, OpenBLAS bound) only 2..``skinny_limit`` rows stay generated."""
-    if blas and m > skinny_limit(n, params):
+    code, B stored (k, n)); with ``blas`` (policy 1, OpenBLAS bound) 2..``skinny_limit`` rows stay
+    generated, and where ``packed_beats_blas`` the medium and large variants too."""
+    if blas and m > skinny_limit(n, params) and not (packed_beats_blas(params) and m > params.skinny_rows):
         return "openblas"
     if m == 1:
         return "gemv"
@@ -319,6 +335,7 @@ def emit_gemm_library(params: GemmParams) -> str:
 #define PNR {params.packed_nr}
 #define PKC {params.packed_kc}
 #define PMC {params.packed_mc}
+#define PACKED_BEATS_BLAS {int(packed_beats_blas(params))}
 #define SKINNY_ROWS {params.skinny_rows}
 #define A_IN_PLACE_ROWS {params.a_in_place_rows}
 #define ALIAS_BYTES {ALIAS_BYTES}
@@ -641,22 +658,27 @@ typedef int (*rs_blas_gemm_fn)(int, int, long, long, long, float, const float*, 
 static rs_blas_gemm_fn rs_blas_gemm;
 void rs_gen_bind_blas(rs_blas_gemm_fn f) {{ rs_blas_gemm = f; }}
 
-/* Which variant runs for m rows of width n: 4 gemv (one row), 0 skinny, 1 medium, 2 large (the
-   documented conditions), 3 OpenBLAS. With policy 1 and OpenBLAS bound, the generated code keeps
-   the rows A can be read in place for (SKINNY_ROWS, from L1's size), but at most ALIASED_ROWS
-   when rows of n floats are a multiple of ALIAS_BYTES apart (B's and c's rows then share L1
-   sets, and a second full row tile loses to OpenBLAS's packed kernels); more rows go to
-   OpenBLAS. Policy 0 always runs the generated code. */
-int rs_gen_gemm_variant(long m, long n, int threads, int policy) {{
+/* Which variant runs for m rows of width n (B stored (k, n), or (n, k) with trans_b): 4 gemv (one
+   row), 0 skinny, 1 medium, 2 large (the documented conditions), 3 OpenBLAS. With policy 1 and
+   OpenBLAS bound, the generated code keeps the rows A can be read in place for (SKINNY_ROWS, from
+   L1's size), but at most ALIASED_ROWS when rows of n floats are a multiple of ALIAS_BYTES apart
+   (B's and c's rows then share L1 sets, and a second full row tile loses to OpenBLAS's packed
+   kernels); more rows go to OpenBLAS, except that where the packed tile beats OpenBLAS
+   (PACKED_BEATS_BLAS, see packed_beats_blas) the medium and large variants keep B stored (k, n).
+   Policy 0 always runs the generated code. */
+static int gemm_variant(long m, long n, int trans_b, int threads, int policy) {{
   threads = team_threads(threads);
   if (policy == 1 && rs_blas_gemm != NULL) {{
     const int aliased = (n * (long)sizeof(float)) % ALIAS_BYTES == 0;
     const long skinny_limit = min_long(BLAS_SKINNY_ROWS, aliased ? min_long(ALIASED_ROWS, SKINNY_ROWS) : SKINNY_ROWS);
-    if (m > skinny_limit) return 3;
+    if (m > skinny_limit && !(PACKED_BEATS_BLAS && !trans_b && m > SKINNY_ROWS)) return 3;
   }}
   if (m == 1) return 4;
   if (m <= SKINNY_ROWS) return 0;
   return m >= (long)threads * PMC ? 2 : 1;
+}}
+int rs_gen_gemm_variant(long m, long n, int threads, int policy) {{
+  return gemm_variant(m, n, 0, threads, policy);
 }}
 
 int rs_gen_gemm(long m, long n, long k, const float* a, const float* b, int trans_b, float* c,
@@ -665,7 +687,7 @@ int rs_gen_gemm(long m, long n, long k, const float* a, const float* b, int tran
   if (m <= 0 || n <= 0) return 0;
   const epilogue_t e = {{bias, residual, act}};
   if (trans_b == B_PREPACKED && k > 0) return gemm_prepacked(m, n, k, a, b, c, &e, threads);
-  const int variant = rs_gen_gemm_variant(m, n, threads, policy);
+  const int variant = gemm_variant(m, n, trans_b, threads, policy);
   if (k <= 0 || variant == 3) {{
     /* Without a bias OpenBLAS writes c (beta = 0); with one, c starts as the bias and OpenBLAS adds
        the product (beta = 1). The fill and the epilogue pass go over c on the team: done on one
@@ -715,12 +737,14 @@ int rs_gen_gemm(long m, long n, long k, const float* a, const float* b, int tran
 }}
 
 /* c = act(a @ B + bias + residual) with B prepacked, its unpacked form `b` (k x n) beside it (or
-   NULL): under policy 1 with OpenBLAS bound, more than PREPACKED_ROWS rows go to OpenBLAS on `b`
-   (one branch on m); fewer run the prepacked kernel. */
+   NULL): under policy 1 with OpenBLAS bound, more than PREPACKED_ROWS rows go to rs_gen_gemm's
+   policy 1 on `b` (OpenBLAS, or the packed tile where PACKED_BEATS_BLAS; one branch on m); fewer
+   run the prepacked kernel. */
 /* One row runs the plain GEMV on the unpacked weight when it is there: the panels' row kernel
    read 4 panel streams and made the 2-layer Llama's one-token call 0.55 -> 0.70-0.79 ms. */
 int rs_gen_gemm_prepacked_variant(long m, int policy, int has_unpacked) {{
-  if (policy == 1 && has_unpacked && rs_blas_gemm != NULL && m > PREPACKED_ROWS) return 3;
+  /* more rows: what rs_gen_gemm's policy 1 runs on the weight itself (the width only matters at skinny rows) */
+  if (policy == 1 && has_unpacked && rs_blas_gemm != NULL && m > PREPACKED_ROWS) return gemm_variant(m, 1, 0, 0, 1);
   return m == 1 && has_unpacked ? 4 : 5;
 }}
 int rs_gen_gemm_prepacked(long m, long n, long k, const float* a, const float* packed, const float* b, float* c,

@@ -113,6 +113,14 @@ def test_run_time_choice_beside_openblas_at_its_boundary(threads):
                               threads=threads, prepacked=True, unpacked=unpacked, policy=gemm_library.WITH_BLAS)
             ref = a.astype(np.float64) @ w + bias + residual
             np.testing.assert_allclose(c, ref / (1 + np.exp(-ref)), rtol=2e-4, atol=2e-3)
+        if expected not in ("prepacked",) and m > 1:
+            # the choice is what runs: past PREPACKED_ROWS the panels are not read (NaN panels leave no trace)
+            c = np.full((m, n), np.nan, np.float32)
+            poisoned = np.full_like(pack_weight(w, PARAMS.nr), np.nan)
+            gemm_library.gemm(a, poisoned, c, bias=bias, residual=residual, act="silu", threads=threads,
+                              prepacked=True, unpacked=w, policy=gemm_library.WITH_BLAS)
+            ref = a.astype(np.float64) @ w + bias + residual
+            np.testing.assert_allclose(c, ref / (1 + np.exp(-ref)), rtol=2e-4, atol=2e-3)
 
 
 @pytest.mark.parametrize("which", ["machine", "small"])

@@ -750,9 +750,9 @@ int rs_gen_gemm_prepacked_variant(long m, int policy, int has_unpacked) {{
 int rs_gen_gemm_prepacked(long m, long n, long k, const float* a, const float* packed, const float* b, float* c,
                           const float* bias, const float* residual, int act, int threads, int policy) {{
   const int variant = rs_gen_gemm_prepacked_variant(m, policy, b != NULL);
-  if (variant == 3) return rs_gen_gemm(m, n, k, a, b, 0, c, bias, residual, act, threads, 1);
-  if (variant == 4) return rs_gen_gemm(m, n, k, a, b, 0, c, bias, residual, act, threads, policy);
-  return rs_gen_gemm(m, n, k, a, packed, B_PREPACKED, c, bias, residual, act, threads, policy);
+  if (variant == 5) return rs_gen_gemm(m, n, k, a, packed, B_PREPACKED, c, bias, residual, act, threads, policy);
+  /* the weight itself: the GEMV, or past PREPACKED_ROWS the plain entry's policy 1 (OpenBLAS or the packed tile) */
+  return rs_gen_gemm(m, n, k, a, b, 0, c, bias, residual, act, threads, variant == 4 ? policy : 1);
 }}
 
 /* The VM's native calls (library.NativeCall): operands {{a, b[, bias], c}}, params

@@ -202,3 +202,27 @@ def test_forced_avx2_build_runs_the_dot_products_of_b_stored_n_by_k():
         assert lib.rs_gen_gemm(m, n, k, a.ctypes.data, b.ctypes.data, 1, c.ctypes.data, bias.ctypes.data, None,
                                0, 2, 0) == 0
         np.testing.assert_allclose(c, a.astype(np.float64) @ b.T + bias, rtol=2e-4, atol=2e-4 * max(1.0, np.sqrt(k)))
+
+
+def test_forced_avx2_build_runs_its_packed_tile():
+    """The AVX2 build's medium and large variants (its packed tile: 6 x 16, kc from a quarter of L1)
+    under GENERATED_ONLY, B stored either way, n and k past a panel and a kc block by a ragged edge;
+    the policy beside OpenBLAS keeps these rows with OpenBLAS there (packed_beats_blas)."""
+    from backends.c.gemm.driver import packed_beats_blas
+    from tests.backends.gemm.forced_avx2 import forced_avx2_library
+    lib, p = forced_avx2_library()
+    if lib is None:
+        pytest.skip("the compiler cannot target AVX2 + FMA without AVX-512 here")
+    assert (p.packed_mr, p.packed_nr) == (6, 16) and not packed_beats_blas(p)
+    rng = np.random.default_rng(12)
+    for m in (p.skinny_rows + 1, p.skinny_rows + p.packed_mr + 1, 2 * p.packed_mc + 1):
+        for trans_b in (0, 1):
+            n, k = 2 * p.packed_nr + 5, p.packed_kc + 9
+            a = rng.standard_normal((m, k)).astype(np.float32)
+            b = rng.standard_normal((n, k) if trans_b else (k, n)).astype(np.float32)
+            residual = rng.standard_normal((m, n)).astype(np.float32)
+            c = np.full((m, n), np.nan, np.float32)
+            assert lib.rs_gen_gemm(m, n, k, a.ctypes.data, b.ctypes.data, trans_b, c.ctypes.data, None,
+                                   residual.ctypes.data, 0, 2, 0) == 0
+            want = a.astype(np.float64) @ (b.T if trans_b else b) + residual
+            np.testing.assert_allclose(c, want, rtol=2e-4, atol=2e-4 * max(1.0, np.sqrt(k)))

@@ -90,7 +90,18 @@ def _topk(call: Call):
     return [(extent, E.Var("topk_axis_length", "int64", lower=k), "topk", E.GE(extent, E.IntImm(k)))]
 
 
-_GUARDS = {"relax.reshape": _reshape, "relax.squeeze": _squeeze, "relax.broadcast_to": _broadcast_to,
+def _arg_reduce(call: Call):
+    """argmax / argmin: the reduced axis (the whole tensor when axis is None) is not empty (the
+    kernel gave the identity of its first-index search, 2**63 - 1, where NumPy raises)."""
+    shape, axis = _known_shape(call.args[0]), call.attrs.get("axis")
+    if shape is None:
+        return []
+    extent = _product(shape) if axis is None or not shape else shape[axis % len(shape)]
+    name = call.op.name.rsplit(".", 1)[-1]
+    return [(extent, E.Var(f"{name}_axis_length", "int64", lower=1), name, E.GE(extent, E.IntImm(1)))]
+
+
+_GUARDS = {"relax.argmax": _arg_reduce, "relax.argmin": _arg_reduce, "relax.reshape": _reshape, "relax.squeeze": _squeeze, "relax.broadcast_to": _broadcast_to,
            "relax.topk": _topk}
 
 

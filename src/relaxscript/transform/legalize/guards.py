@@ -4,7 +4,7 @@ A view-like op's kernel reads its input at indices computed from the output's sh
 reshape whose element counts differ at run time, a squeeze of a symbolic dim that is not 1, a
 broadcast of a dim that is neither 1 nor the target read past the input or returned the first
 elements (NumPy raises). So does a topk of an axis shorter than ``k`` (its kernel padded with
-zeros). ``LegalizeOps`` puts these checks before the call it lowers, on every pipeline and
+zeros), and an argmax / argmin of an empty axis (2**63 - 1). ``LegalizeOps`` puts these checks before the call it lowers, on every pipeline and
 target, unless the BlockBuilder's analyzer (with the shape facts known at that place) proves
 them; ``ApplyShapeConstraints`` emits the same checks earlier, where they become facts for the
 rest of the function (one check for 30 equal reshapes, and fusion across a regrouping reshape),
@@ -101,8 +101,8 @@ def _arg_reduce(call: Call):
     return [(extent, E.Var(f"{name}_axis_length", "int64", lower=1), name, E.GE(extent, E.IntImm(1)))]
 
 
-_GUARDS = {"relax.argmax": _arg_reduce, "relax.argmin": _arg_reduce, "relax.reshape": _reshape, "relax.squeeze": _squeeze, "relax.broadcast_to": _broadcast_to,
-           "relax.topk": _topk}
+_GUARDS = {"relax.reshape": _reshape, "relax.squeeze": _squeeze, "relax.broadcast_to": _broadcast_to,
+           "relax.topk": _topk, "relax.argmax": _arg_reduce, "relax.argmin": _arg_reduce}
 
 
 def emit_guards(bb, call: Call, name: str) -> list[str]:

@@ -1,14 +1,14 @@
 """Run-time checks a lowered op needs and its kernel does not make.
 
-A view-like op's kernel reads its input at indices computed from the output's shape: a
-reshape whose element counts differ at run time, a squeeze of a symbolic dim that is not 1, a
-broadcast of a dim that is neither 1 nor the target read past the input or returned the first
-elements (NumPy raises). So does a topk of an axis shorter than ``k`` (its kernel padded with
-zeros), and an argmax / argmin of an empty axis (2**63 - 1). ``LegalizeOps`` puts these checks before the call it lowers, on every pipeline and
-target, unless the BlockBuilder's analyzer (with the shape facts known at that place) proves
-them; ``ApplyShapeConstraints`` emits the same checks earlier, where they become facts for the
-rest of the function (one check for 30 equal reshapes, and fusion across a regrouping reshape),
-so lowering finds them proven and adds nothing.
+A view-like op's kernel reads its input at indices computed from the output's shape: a reshape
+whose element counts differ at run time, a squeeze of a symbolic dim that is not 1, a broadcast
+of a dim that is neither 1 nor the target read past the input or returned the first elements
+(NumPy raises). So does a topk of an axis shorter than ``k`` (its kernel padded with zeros), and
+an argmax / argmin of an empty axis (2**63 - 1). ``LegalizeOps`` puts these checks before the
+call it lowers, on every pipeline and target, unless the BlockBuilder's analyzer (with the shape
+facts known at that place) proves them; ``ApplyShapeConstraints`` emits the same checks earlier,
+where they become facts for the rest of the function (one check for 30 equal reshapes, and
+fusion across a regrouping reshape), so lowering finds them proven and adds nothing.
 
 Each check is a ``match_cast`` of a shape (never of the tensor: the op keeps its input and
 fuses as before), named ``<result>_<what>`` for the error message.

@@ -6,7 +6,9 @@ An empty reduction gives the identity (sum 0, prod 1, max -inf, min inf; mean an
 as compiled code does; argmax/argmin of an empty axis are errors (as in NumPy; compiled code
 checks the axis before its kernel). Reductions keep the input dtype (as TVMScript does; NumPy
 would widen integer sums and give float64 means): the reference computes in NumPy and casts back
-to that dtype. """ from __future__ import annotations
+to that dtype.
+"""
+from __future__ import annotations
 
 import warnings
 

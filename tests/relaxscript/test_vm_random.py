@@ -73,7 +73,17 @@ def check_builds_match_interpreter(mod, seed: int, samples: int = 3) -> None:
                     vm["main"](*args)
             continue
         for target, vm in vms.items():
-            got = vm["main"](*args)
+            try:
+                got = vm["main"](*args)
+            except ShapeMismatchError as err:
+                # an argmax / argmin of an empty axis in a dead binding: its check stays (as a check
+                # written in the program would) where the build drops the op; the program as
+                # written raises the same
+                with pytest.raises(ShapeMismatchError, match="arg(max|min)"):
+                    rx.interpret(mod, "main", *args)
+                assert "arg" in str(err), err
+                event("a dead argmax of an empty axis")
+                continue
             assert _same(expected, got, 1e-4, 1e-5), \
                 f"target {target!r} differs from the interpreter for inputs {_shapes(args)}"
 

@@ -324,3 +324,35 @@ def test_integer_division_by_zero_names_the_function_and_kernel_on_every_target(
         vm["main"](x, y)
     y = np.array([-3, 2], "int32")
     np.testing.assert_array_equal(vm["main"](x, y), x // y + x % y)
+
+
+CAST_MODULE = M.HEADER + '''
+@R.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor(("n",), "float32")):
+        with R.dataflow():
+            w = R.multiply(x, R.const(SCALE, "float32"))
+            i = R.astype(w, "DTYPE")
+            y = R.astype(i, "float32")
+            R.output(y)
+        return y
+'''
+
+
+@pytest.mark.parametrize("target", VM_TARGETS)
+@pytest.mark.parametrize("dtype", ["int8", "int16", "int32", "int64"])
+@pytest.mark.parametrize("scale", [1.0, 1e30])
+def test_floats_out_of_a_signed_range_convert_as_numpy_does(target, dtype, scale):
+    """Found by the random programs (wide_cast): fused float32 -> int16 -> float32 gave -2**31 on
+    OpenCL (the compiler dropped the narrowing of an undefined conversion) where NumPy gives 0.
+    Generated code now converts NaN, +-inf and out-of-range floats to the smallest integer of
+    the conversion's width (NumPy's x86-64 answer), narrower types taking its low bits."""
+    mod = M.parse(CAST_MODULE.replace("SCALE", repr(scale)).replace("DTYPE", dtype))
+    x = np.array([np.nan, np.inf, -np.inf, 1e10, -1e10, 3e9, -3e9, 300.0, -300.0, 200.7, -129.5, 65536.5,
+                  -2.5, 2.5, 127.9, 2**31, -2**31, 2**63, -2**63, 1e30, -0.9, 0.0] * 5, "float32")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        want = (x * np.float32(scale)).astype(dtype).astype("float32")
+        got = rx.VirtualMachine(rx.build(mod, target=target))["main"](x)
+    np.testing.assert_array_equal(got, want)

@@ -69,18 +69,33 @@ def written_arguments(call: rx.Call, mod) -> list:
 
 
 def written_parameters(func: rx.Function, mod) -> list[int]:
-    """Indices of ``func``'s parameters that a cross-level call in its body writes directly."""
+    """Indices of ``func``'s parameters that a cross-level call in its body writes (directly or
+    through vars bound to them)."""
+    return sorted(written_parameter_vars(func, mod))
+
+
+def written_parameter_vars(func: rx.Function, mod) -> dict[int, list]:
+    """Parameter index -> the vars the calls write it through (the parameter itself, or a var
+    bound to it: ``o = out``, ``o = R.match_cast(out, ...)``)."""
     params = {id(p): i for i, p in enumerate(func.params)}
-    found: set[int] = set()
+    source = {id(b.var): b.value for b in collect(func.body, lambda n: isinstance(n, (rx.VarBinding, rx.MatchCast)))
+              if isinstance(b.value, rx.Var)}
+    found: dict[int, list] = {}
     for call in collect(func.body, lambda n: isinstance(n, rx.Call)):
-        for arg in written_arguments(call, mod):
-            if id(arg) in params:
-                found.add(params[id(arg)])
-    return sorted(found)
+        for written in written_arguments(call, mod):
+            arg, seen = written, set()
+            while id(arg) in source and id(arg) not in seen:
+                seen.add(id(arg))
+                arg = source[id(arg)]
+            if id(arg) in params and isinstance(written, rx.Var):
+                vars_ = found.setdefault(params[id(arg)], [])
+                if all(v is not written for v in vars_):
+                    vars_.append(written)
+    return found
 
 
 def _fields(expr) -> tuple:
     return tuple(expr.fields) if isinstance(expr, rx.Tuple) else (expr,)
 
 
-__all__ = ["prim_func_writes", "written_arguments", "written_parameters"]
+__all__ = ["prim_func_writes", "written_arguments", "written_parameter_vars", "written_parameters"]

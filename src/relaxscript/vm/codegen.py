@@ -20,7 +20,7 @@ from tensorir.functor import substitute
 from tensorir.variants import VariantError, check_variant, variant_guards
 
 from .. import expr as rx
-from ..analysis.written_params import written_arguments
+from ..analysis.written_params import written_arguments, written_parameter_vars
 from ..interpreter.values import ShapeTuple
 from ..irmodule import IRModule
 from ..struct_info import PrimStructInfo, ShapeStructInfo, TensorStructInfo, TupleStructInfo
@@ -100,17 +100,30 @@ class FunctionCompiler(ClassDispatch):
         unread = {id(ins) for reg, (ins, _) in self.tuple_defs.items() if reg not in self.tuple_reads}
         code = drop_instructions(self.code, {i for i, ins in enumerate(self.code) if id(ins) in unread})
         param_regs = [self.regs[p] for p in func.params]
-        written = tuple(i for i, reg in enumerate(param_regs) if reg in self.updated_regs)
+        written = self._written_params(param_regs)
         # known only now; checked with the other parameters, before any kernel runs: the updated
         # arguments of call_tir_inplace, the arguments a call_tir_dps kernel may write, the
         # outputs of call_dps_library_dps (analysis/written_params.py)
-        for i in written:
+        for i in sorted({w if type(w) is int else w[0] for w in written}):
             name = func.params[i].name_hint
             match.writeable(param_regs[i], name, f"parameter '{name}'")
         params_match.checks, params_match.messages = list(match.checks), list(match.messages)
         return I.VMFunction(self.name, tuple(p.name_hint for p in func.params), self.num_regs,
                             self.table.size, code, self.constants, self.reg_names,
                             {reg: tuple(names) for reg, names in self.reg_aliases.items()}, written)
+
+    def _written_params(self, param_regs: list) -> tuple:
+        """``VMFunction.written_params``: the index of each parameter a call writes in its own
+        register, and ``(index, register)`` for one written through another register (a
+        match_cast's copy of it), where a device target finds the array to copy back."""
+        written = {i for i, reg in enumerate(param_regs) if reg in self.updated_regs}
+        pairs = set()
+        for i, vars_ in written_parameter_vars(self.func, self.mod).items():
+            regs = {self.regs[v] for v in vars_ if v in self.regs} - {param_regs[i]}
+            pairs |= {(i, reg) for reg in regs}
+            if not regs:
+                written.add(i)
+        return tuple(sorted(written)) + tuple(sorted(pairs))
 
     def _emit_match(self, match: MatchBuilder, **kw) -> I.MatchValues:
         ins = match.finish(**kw)

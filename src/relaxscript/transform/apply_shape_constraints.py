@@ -17,7 +17,7 @@ each graph function in program order and adds what a rebuild alone does not:
    (``T.int64(upper=...)``) or a bound attribute keeps its check.
 3. **Checks of view-like ops stated early.** LegalizeOps puts a check before
    every reshape whose element counts (squeeze whose dims, broadcast_to whose
-   dims, topk whose axis length) the facts at its place cannot prove
+   dims, topk and argmax/argmin whose axis length) the facts at its place cannot prove
    (``legalize/guards.py``: the kernels read past their input otherwise). This
    pass emits the same checks at the graph level, where each becomes a fact
    for the rest of the function: 30 equal reshapes get one check, a
@@ -26,7 +26,7 @@ each graph function in program order and adds what a rebuild alone does not:
    prove is never emitted (``checks_added`` lists the others).
 
 Facts are taken from the top-level blocks of a function only. A function with
-no facts and no unprovable reshape is returned unchanged. ``stats`` (per
+no facts and no unproven check is returned unchanged. ``stats`` (per
 function) records what the pass found, for
 ``benchmarks/shape_constraints_report.py``.
 """
@@ -218,14 +218,6 @@ class _ShapeFactsMutator(PassMutator):
 
 def _known(sinfo) -> bool:
     return isinstance(sinfo, TensorStructInfo) and sinfo.shape is not None
-
-
-def _product(dims) -> E.PrimExpr:
-    dims = list(dims)
-    total = dims[0] if dims else E.IntImm(1)
-    for d in dims[1:]:
-        total = total * d
-    return total
 
 
 def _coarser(old, new) -> bool:

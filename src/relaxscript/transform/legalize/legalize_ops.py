@@ -5,7 +5,9 @@ dtype) are kept: they still run in the interpreter, and a later
 ``match_cast`` may make them legalizable. Ops without a legalization
 (``unique``, ``nonzero``, ``shape_of``, the cross-level calls) are kept too.
 Functions are rebuilt through the BlockBuilder, so annotations are deduced
-again; each ``call_tir`` is annotated like the call it replaces.
+again; each ``call_tir`` is annotated like the call it replaces. The run-time
+checks an op's kernel does not make (a reshape's element counts, a squeezed dim,
+...: ``guards.py``) go before it unless the facts at that place prove them.
 """
 from __future__ import annotations
 

@@ -25,8 +25,41 @@ from tests.relaxscript.test_script_random import random_modules
 from tests.tensorir.catalog import CATALOG
 from tests.tensorir.generators import prim_funcs
 
+# view-like ops with -1, negative axes, keepdims, symbolic dims, integer floor division, a direct
+# DPS call writing a parameter (s12-fuzz): mutations put wrong axes, counts and dtypes into them
+VIEW_OPS_SEED = '''
+@R.ir_module
+class Module:
+    @T.prim_func
+    def double(a: T.Buffer(("n",), "float32"), b: T.Buffer(("n",), "float32")):
+        n = T.int64()
+        for i in range(n):
+            with T.block("b"):
+                vi = T.axis.spatial(n, i)
+                b[vi] = a[vi] * T.float32(2)
+
+    @R.function
+    def main(x: R.Tensor(("n", "m"), "float32"), y: R.Tensor(("m",), "int32"), s: R.Shape(["k"])):
+        n = T.int64()
+        m = T.int64()
+        k = T.int64()
+        with R.dataflow():
+            a = R.reshape(x, R.shape([-1, k]))
+            b = R.squeeze(R.expand_dims(x, axis=-1), axis=[-1])
+            c = R.argmax(b, axis=-2, keepdims=True)
+            d = R.broadcast_to(R.expand_dims(y, 0), R.shape([n, m]))
+            e = R.floor_mod(R.floor_divide(d, R.const(-3, "int32")), y)
+            f = R.variance(x, axis=[-1, 0], keepdims=True)
+            R.output(a, c, e, f)
+        return (a, c, e, f)
+
+    @R.function(pure=False)
+    def dps(x: R.Tensor(("n",), "float32"), out: R.Tensor(("n",), "float32")):
+        _ = R.call_tir_dps(Module.double, (x, out))
+        return out
+'''
 RELAX_SEEDS = [script_sources.FIGURE2, script_sources.FIGURE3, script_sources.FIGURE7,
-               script_sources.FIGURE8, DESIGN_TEXT]
+               script_sources.FIGURE8, DESIGN_TEXT, VIEW_OPS_SEED]
 TIR_SEEDS = [entry.source for entry in CATALOG.values()]
 # The printed (canonical) forms too: mutations of them exercise the printer's own syntax.
 SEEDS = RELAX_SEEDS + TIR_SEEDS + [rx.from_source(s).script() for s in RELAX_SEEDS] \

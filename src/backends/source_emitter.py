@@ -22,6 +22,32 @@ INFIX = {E.Add: "+", E.Sub: "-", E.Mul: "*", E.EQ: "==", E.NE: "!=", E.LT: "<",
          E.LE: "<=", E.GT: ">", E.GE: ">=", E.And: "&&", E.Or: "||"}
 
 
+
+# A float converted to a signed integer it cannot hold (NaN, +-inf, out of range) is undefined in
+# C and OpenCL C: a fused ``astype(astype(x * 1e30, "int16"), "float32")`` gave -2**31 on OpenCL
+# (the compiler dropped the narrowing) where NumPy gives 0. The helpers give NumPy's x86-64
+# answer, the smallest integer of the conversion's width, and narrower types take the low bits
+# of the int32 conversion (NumPy's int8 / int16 casts go through it). In-range values convert
+# as before (truncation toward zero); the compare + select vectorizes.
+FLOAT_TO_INT = {("float32", "int32"): "rs_f2i32", ("float32", "int64"): "rs_f2i64",
+                ("float64", "int32"): "rs_d2i32", ("float64", "int64"): "rs_d2i64"}
+
+
+def float_to_int_helpers(qualifier: str, types: dict) -> str:
+    """The definitions of ``FLOAT_TO_INT``'s helpers (``qualifier``: "static inline", an
+    OpenCL/CUDA helper's), for the float dtypes ``types`` (dtype -> type name) has."""
+    lines = []
+    for (src, dst), name in FLOAT_TO_INT.items():
+        if src not in types:
+            continue
+        bits = 31 if dst == "int32" else 63
+        suffix = "f" if src == "float32" else ""
+        low, high = f"-{2.0 ** bits:.1f}{suffix}", f"{2.0 ** bits:.1f}{suffix}"
+        smallest = f"(({types[dst]})(-{2 ** bits - 1} - 1))"
+        lines.append(f"{qualifier} {types[dst]} {name}({types[src]} x) {{ "
+                     f"return (x >= {low} && x < {high}) ? ({types[dst]})x : {smallest}; }}".strip())
+    return "\n".join(lines)
+
 class SourceEmitter(ClassDispatch):
     LANGUAGE = "C"
 
@@ -172,6 +198,11 @@ class SourceEmitter(ClassDispatch):
 
     @handles(E.Cast, table="expr")
     def cast(self, e: E.Cast) -> str:
+        helper = FLOAT_TO_INT.get((e.value.dtype, "int64" if e.dtype == "int64" else "int32")) \
+            if e.dtype in ("int8", "int16", "int32", "int64") else None
+        if helper is not None:   # defined where C's conversion is not (float_to_int_helpers)
+            value = f"{helper}({self.expr(e.value)})"
+            return value if e.dtype in ("int32", "int64") else f"(({self.value_type(e.dtype)}){value})"
         return f"(({self.value_type(e.dtype)}){self.expr(e.value)})"
 
     @handles(E.Call, table="expr")

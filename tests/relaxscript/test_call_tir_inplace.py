@@ -152,3 +152,85 @@ def test_read_only_argument_is_refused(target, form):
         else:
             rx.VirtualMachine(rx.build(mod, target=target))["main"](cache, x, (2,))
     assert not cache.any() and data == bytes(64)
+
+
+DPS_SOURCE = '''
+@R.ir_module
+class Module:
+    @T.prim_func
+    def neg(a: T.Buffer(("n",), "float32"), b: T.Buffer(("n",), "float32")):
+        n = T.int64()
+        for i in T.serial(n):
+            with T.block("b"):
+                vi = T.axis.spatial(n, i)
+                b[vi] = T.float32(0) - a[vi]
+
+    @R.function(pure=False)
+    def main(x: R.Tensor(("n",), "float32"), out: R.Tensor(("n",), "float32"),
+             out2: R.Tensor(("n",), "float32")):
+        n = T.int64()
+        _ = R.call_tir_dps(Module.neg, (x, out))
+        _1 = R.call_dps_library_dps("numpy.negative", (out,), (out2,))
+        return out2
+'''
+
+
+@pytest.mark.parametrize("target", ["reference"] + VM_TARGETS)
+@pytest.mark.parametrize("read_only", ["out", "out2", "x", None])
+def test_read_only_output_of_a_direct_dps_call_is_refused(target, read_only):
+    """A parameter a direct DPS call writes (``R.call_tir_dps``'s kernel stores into it, or it is
+    an output of ``R.call_dps_library_dps``) was written even when read-only (the C kernel into
+    an immutable buffer); now refused before any kernel runs, naming the function and the
+    parameter. A read-only parameter the calls only read is fine."""
+    mod = rx.from_source(DPS_SOURCE)
+    args = {"x": np.arange(4, dtype="float32"), "out": np.zeros(4, "float32"), "out2": np.zeros(4, "float32")}
+    if read_only is not None:
+        args[read_only] = np.frombuffer(bytes(16), "float32")    # read-only: immutable bytes below
+    run = (lambda *a: rx.interpret(mod, "main", *a)) if target == "reference" else \
+        rx.VirtualMachine(rx.build(mod, target=target))["main"]
+    if read_only in ("out", "out2"):
+        with pytest.raises(rx.ShapeMismatchError, match=f"function 'main'.*parameter '{read_only}'.*writeable"):
+            run(args["x"], args["out"], args["out2"])
+        assert not args["out"].any() and not args["out2"].any()
+    else:
+        got = run(args["x"], args["out"], args["out2"])
+        np.testing.assert_array_equal(np.asarray(got), args["x"])
+        np.testing.assert_array_equal(args["out"], -args["x"])
+
+
+ALIASED_DPS_SOURCE = '''
+@R.ir_module
+class Module:
+    @T.prim_func
+    def neg(a: T.Buffer(("n",), "float32"), b: T.Buffer(("n",), "float32")):
+        n = T.int64()
+        for i in T.serial(n):
+            with T.block("b"):
+                vi = T.axis.spatial(n, i)
+                b[vi] = T.float32(0) - a[vi]
+
+    @R.function(pure=False)
+    def main(x: R.Tensor(("n",), "float32"), out: R.Tensor(ndim=1, dtype="float32")):
+        n = T.int64()
+        o = R.match_cast(out, R.Tensor((n,), "float32"))
+        o2 = o
+        _ = R.call_tir_dps(Module.neg, (x, o2))
+        return o
+'''
+
+
+@pytest.mark.parametrize("target", ["reference"] + VM_TARGETS)
+def test_read_only_output_reached_through_a_match_cast_is_refused(target):
+    """The written argument is a match_cast (and a copy) of the parameter: the C kernel wrote
+    into the immutable bytes under it (the register check saw another register)."""
+    mod = rx.from_source(ALIASED_DPS_SOURCE)
+    data = bytes(16)
+    out = np.frombuffer(data, "float32")
+    run = (lambda *a: rx.interpret(mod, "main", *a)) if target == "reference" else \
+        rx.VirtualMachine(rx.build(mod, target=target))["main"]
+    with pytest.raises(rx.ShapeMismatchError, match="function 'main'.*parameter 'out'.*writeable"):
+        run(np.ones(4, "float32"), out)
+    assert data == bytes(16)
+    writeable = np.zeros(4, "float32")
+    run(np.ones(4, "float32"), writeable)
+    np.testing.assert_array_equal(writeable, -np.ones(4, "float32"))

@@ -18,13 +18,67 @@ from hypothesis import strategies as st
 import relaxscript as rx
 from tests.relaxscript import vm_modules as M
 from tests.relaxscript.test_memory_plan import BOUNDED, module
+from tests.targets import VM_TARGETS
 
 # module name -> parameter shapes (names are symbolic vars; "shape" is an R.Shape argument)
 SIGNATURES = {"ELEMENTWISE": [("n", "m"), ("m",)], "MLP": [("n", 8), (8, 16), (16,), (16, 4)],
               "NORMS": [("n", "m"), ("m",), ("m",)], "RESHAPE": [("n", "m")],
               "BOUND_FACT": [("n", 4)], "BOUND_ATTR": [("n", 4)],
               "RESHAPE_INFER": [("n", "m"), "shape"], "RESHAPE_TO_SHAPE": [("n", "m"), "shape"],
-              "TOPK": [("n", "m"), "shape"]}
+              "TOPK": [("n", "m"), "shape"], "INTEGER": [("n", "m"), ("m",)], "VIEWS": [("n", "m"), ("m",)],
+              "DPS": [("n", "m"), ("n", "m")]}
+
+# s12-fuzz: integer floor division / modulo by a tensor (zeros and negatives), view-like ops on
+# symbolic dims (a squeeze that needs m = 1, a broadcast of y against a column, argmax over an
+# axis that may be empty), and a direct DPS call writing into a parameter
+INTEGER = M.HEADER + '''
+@R.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor(("n", "m"), "int32"), y: R.Tensor(("m",), "int32")):
+        with R.dataflow():
+            q = R.floor_divide(x, y)
+            r = R.floor_mod(x, y)
+            s = R.add(q, r)
+            R.output(s)
+        return s
+'''
+
+VIEWS = M.HEADER + '''
+@R.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor(("n", "m"), "float32"), y: R.Tensor(("m",), "float32")):
+        n = T.int64()
+        m = T.int64()
+        with R.dataflow():
+            a = R.argmax(x, axis=-1, keepdims=True)
+            b = R.astype(a, "float32")
+            c = R.broadcast_to(R.expand_dims(y, -1), R.shape([m, n]))
+            d = R.permute_dims(c, [-1, -2])
+            e = R.reshape(R.add(d, b), R.shape([-1]))
+            R.output(e)
+        return e
+'''
+
+DPS = M.HEADER + '''
+@R.ir_module
+class Module:
+    @T.prim_func
+    def double(a: T.Buffer(("n", "m"), "float32"), b: T.Buffer(("n", "m"), "float32")):
+        n = T.int64()
+        m = T.int64()
+        for i, j in T.grid(n, m):
+            with T.block("b"):
+                vi, vj = T.axis.remap("SS", [i, j])
+                b[vi, vj] = a[vi, vj] * T.float32(2)
+
+    @R.function(pure=False)
+    def main(x: R.Tensor(("n", "m"), "float32"), out: R.Tensor(("n", "m"), "float32")):
+        _ = R.call_tir_dps(Module.double, (x, out))
+        return out
+'''
+
 
 # A reshape whose -1 is inferred from a run-time value, and one to a shape argument: the VM used to
 # return the first elements for counts that do not divide ((2, 4) as (3, -1) gave a (3, 2) result,
@@ -51,6 +105,7 @@ def _modules():
         "ATTR", 'R.func_attr({"relax.memory_upper_bound": {"n": 64}})'))
     mods["RESHAPE_INFER"] = M.parse(RESHAPES.replace("SHAPE", '["k"]').replace("TARGET", "R.shape([2, -1, k])"))
     mods["RESHAPE_TO_SHAPE"] = M.parse(RESHAPES.replace("SHAPE", '["k", "j"]').replace("TARGET", "s"))
+    mods["INTEGER"], mods["VIEWS"], mods["DPS"] = M.parse(INTEGER), M.parse(VIEWS), M.parse(DPS)
     # topk of an axis shorter than k: the kernel padded with zeros where the reference raises
     mods["TOPK"] = M.parse(RESHAPES.replace("SHAPE", "[]").replace("R.reshape(x, TARGET)", "R.topk(x, 3, axis=-1)[0]"))
     return mods
@@ -64,7 +119,7 @@ def machines():
 
 
 @st.composite
-def argument(draw, shape, env):
+def argument(draw, shape, env, default="float32"):
     if shape == "shape":   # an R.Shape argument: 0-2 values, zero and negative ones included
         return tuple(draw(st.lists(st.sampled_from([0, 1, 2, 3, 4, 5, 8, 16, -1]), min_size=0, max_size=3)))
     dims = [env[d] if isinstance(d, str) else d for d in shape]
@@ -76,7 +131,7 @@ def argument(draw, shape, env):
     elif change == "dim" and dims:
         at = draw(st.integers(0, len(dims) - 1))
         dims[at] = max(0, dims[at] + draw(st.sampled_from([-1, 1, 5])))
-    view = draw(st.sampled_from(["plain"] * 5 + ["strided", "reversed", "transposed"]))
+    view = draw(st.sampled_from(["plain"] * 5 + ["strided", "reversed", "transposed", "fortran", "read-only"]))
     seed = draw(st.integers(0, 2 ** 16))
     rng = np.random.default_rng(seed)
     array = rng.standard_normal([2 * d for d in dims] if view == "strided" else dims)
@@ -88,25 +143,46 @@ def argument(draw, shape, env):
         array = array.T
     if draw(st.integers(0, 9)) == 0 and array.size:
         array = array.copy()
-        array.reshape(-1)[rng.integers(array.size)] = np.nan
-    dtype = draw(st.sampled_from(["float32"] * 8 + ["float64", "float16", "int32", "bool", "complex64"]))
+        array.reshape(-1)[rng.integers(array.size)] = draw(st.sampled_from([np.nan, np.inf, -np.inf]))
+    dtype = draw(st.sampled_from([default] * 8 + ["float32", "float64", "float16", "int32", "int64", "bool",
+                                                  "complex64"]))
     with np.errstate(invalid="ignore"):   # NaN cast to an integer dtype: any value
-        array = array.astype(dtype)
-    form = draw(st.sampled_from(["array"] * 12 + ["list", "none", "int", "tuple", "str"]))
-    return {"array": array, "list": array.tolist(), "none": None, "int": 3, "tuple": (array,), "str": "x"}[form]
+        array = array.astype(dtype) if dtype[0] != "i" else np.trunc(array * 4).astype(dtype)
+    if view == "fortran":
+        array = np.asfortranarray(array)
+    elif view == "read-only":
+        array = np.array(array)     # an array even for 0-d (a NumPy scalar has no flags to set)
+        array.flags.writeable = False
+    form = draw(st.sampled_from(["array"] * 12 + ["list", "none", "int", "tuple", "str", "float", "0-d",
+                                                  "array-like"]))
+    return {"array": array, "list": array.tolist(), "none": None, "int": 3, "tuple": (array,), "str": "x",
+            "float": 2.5, "0-d": np.asarray(1.5, "float64"), "array-like": _ArrayLike(array)}[form]
+
+
+class _ArrayLike:
+    """Not an array, but NumPy can make one of it (``__array__``), as of a torch tensor."""
+
+    def __init__(self, array):
+        self.array = array
+
+    def __array__(self, dtype=None, copy=None):
+        return self.array if dtype is None else self.array.astype(dtype)
 
 
 @st.composite
 def calls(draw):
     name = draw(st.sampled_from(sorted(SIGNATURES)))
     env = {"n": draw(st.sampled_from([0, 1, 2, 3, 7, 64, 65, 300])), "m": draw(st.sampled_from([0, 1, 2, 5, 17]))}
-    return name, draw(st.sampled_from(["c", "interp"])), [draw(argument(s, env)) for s in SIGNATURES[name]]
+    default = "int32" if name == "INTEGER" else "float32"
+    return name, draw(st.sampled_from(["c", "interp"])), [draw(argument(s, env, default)) for s in SIGNATURES[name]]
 
 
 def _outcome(fn, args):
     try:
         return "value", fn(*args)
-    except (ValueError, TypeError) as err:   # MemoryError's AllocationError is a ValueError too
+    # MemoryError's AllocationError is a ValueError too; an integer division by zero in a kernel
+    # is a ZeroDivisionError (the reference gives NumPy's 0)
+    except (ValueError, TypeError, ZeroDivisionError) as err:
         return "error", err
 
 
@@ -118,6 +194,8 @@ def check_call(machines, name, target, args):
         ref_kind, want = _outcome(lambda *a: rx.interpret(mods[name], "main", *a), args)
     if kind == "error":   # the VM may be stricter (it refuses non-contiguous views), never looser
         assert "main" in str(got), got
+        return
+    if ref_kind == "error" and "writeable" in str(want):   # the VM writes a copy of a read-only view
         return
     assert ref_kind == "value", (got, want)
     np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=2e-4, atol=2e-4, equal_nan=True)
@@ -232,3 +310,49 @@ def test_topk_of_an_axis_shorter_than_k_is_an_error(machines, target, m):
     else:
         want = -np.sort(-x, axis=-1)[:, :3] * 2
         np.testing.assert_allclose(machines[1]["TOPK", target]["main"](x, ()), want, rtol=1e-6)
+
+
+@pytest.mark.parametrize("target", VM_TARGETS)
+def test_integer_division_by_zero_names_the_function_and_kernel_on_every_target(target):
+    """The interp target raised the loop interpreter's bare ``InterpretError('integer division
+    by zero in FloorDiv')`` (no function, no kernel, not a ZeroDivisionError) where the C and
+    OpenCL targets raise ``KernelDivisionByZeroError`` naming both."""
+    vm = rx.VirtualMachine(rx.build(M.parse(INTEGER), target=target))
+    x, y = np.array([[5, -7], [3, 4]], "int32"), np.array([0, 2], "int32")
+    with pytest.raises(rx.KernelDivisionByZeroError, match="function 'main': kernel '.*floor_divide.*': integer "
+                                                           "division by zero"):
+        vm["main"](x, y)
+    y = np.array([-3, 2], "int32")
+    np.testing.assert_array_equal(vm["main"](x, y), x // y + x % y)
+
+
+CAST_MODULE = M.HEADER + '''
+@R.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor(("n",), "float32")):
+        with R.dataflow():
+            w = R.multiply(x, R.const(SCALE, "float32"))
+            i = R.astype(w, "DTYPE")
+            y = R.astype(i, "float32")
+            R.output(y)
+        return y
+'''
+
+
+@pytest.mark.parametrize("target", VM_TARGETS)
+@pytest.mark.parametrize("dtype", ["int8", "int16", "int32", "int64"])
+@pytest.mark.parametrize("scale", [1.0, 1e30])
+def test_floats_out_of_a_signed_range_convert_as_numpy_does(target, dtype, scale):
+    """Found by the random programs (wide_cast): fused float32 -> int16 -> float32 gave -2**31 on
+    OpenCL (the compiler dropped the narrowing of an undefined conversion) where NumPy gives 0.
+    Generated code now converts NaN, +-inf and out-of-range floats to the smallest integer of
+    the conversion's width (NumPy's x86-64 answer), narrower types taking its low bits."""
+    mod = M.parse(CAST_MODULE.replace("SCALE", repr(scale)).replace("DTYPE", dtype))
+    x = np.array([np.nan, np.inf, -np.inf, 1e10, -1e10, 3e9, -3e9, 300.0, -300.0, 200.7, -129.5, 65536.5,
+                  -2.5, 2.5, 127.9, 2**31, -2**31, 2**63, -2**63, 1e30, -0.9, 0.0] * 5, "float32")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        want = (x * np.float32(scale)).astype(dtype).astype("float32")
+        got = rx.VirtualMachine(rx.build(mod, target=target))["main"](x)
+    np.testing.assert_array_equal(got, want)

@@ -242,6 +242,52 @@ def test_before_expected_reshape_count_checked_once():
     assert [str(f.lhs) + " == " + str(f.rhs) for f in stats["main"].facts] == ["a * b == c * d"]
 
 
+VIEWS_BEFORE = '''
+@R.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor(("n", "m"), "float32"), y: R.Tensor(("k",), "float32")):
+        n = T.int64()
+        m = T.int64()
+        k = T.int64()
+        with R.dataflow():
+            q = R.squeeze(x, axis=[1])
+            p = R.broadcast_to(y, R.shape([2, n]))
+            z = R.add(q, p)
+            w = R.squeeze(R.reshape(z, R.shape([2, n, 1])), axis=[2])
+            R.output(w)
+        return w
+'''
+
+VIEWS_EXPECTED = '''
+@R.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor(("n", "m"), "float32"), y: R.Tensor(("k",), "float32")):
+        n = T.int64()
+        m = T.int64()
+        k = T.int64()
+        with R.dataflow():
+            q_squeezed = R.match_cast(R.shape([m]), R.Shape([1]))
+            q = R.squeeze(x, axis=[1])
+            p_broadcast = R.match_cast(R.shape([T.Select(k == 1, n, k)]), R.Shape([n]))
+            p = R.broadcast_to(y, R.shape([2, n]))
+            z = R.add(q, p)
+            lv = R.reshape(z, R.shape([2, n, 1]))
+            w = R.squeeze(lv, axis=[2])
+            R.output(w)
+        return w
+'''
+
+
+def test_before_expected_squeeze_and_broadcast_checked_where_not_proven():
+    """A squeezed symbolic dim is checked to be 1 and a broadcast dim to be 1 or the target;
+    the reshape (counts 2 * n both ways) and the squeeze of its literal 1 are proven: no check."""
+    after, stats = _apply(_parse(VIEWS_BEFORE))
+    rx.assert_structural_equal(after, _parse(VIEWS_EXPECTED))
+    assert stats["main"].checks_added == ["q", "p"]
+
+
 def test_without_facts_the_pass_changes_nothing():
     src = '''
 @R.ir_module

@@ -29,7 +29,7 @@ from tensorir.schedule_rules.quantized import function_epilogue
 from tensorir.schedule_rules.quantized_gemm import function_element_epilogue, function_row_operand
 
 from ..kernel_signature import kernel_sym_vars
-from ..source_emitter import SourceEmitter, parenthesized
+from ..source_emitter import SourceEmitter, float_to_int_helpers, parenthesized
 from ..source_names import Names, sanitize
 
 from .quantized_gemm import MICRO_KERNEL_ATTR as GEMM_KERNEL_ATTR
@@ -115,6 +115,7 @@ static inline int64_t rs_floordiv(int64_t a, int64_t b) {
   int64_t q = a / b; return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q; }
 static inline int64_t rs_floormod(int64_t a, int64_t b) {
   int64_t r = a % b; return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r; }
+%FLOAT_TO_INT%
 %MINMAX%
 /* a multiply by a 0/1 mask, not a select: under a select gcc proves the clamp redundant and drops it */
 static inline float rs_expf(float x) {
@@ -133,7 +134,8 @@ def _min_max(name: str, ct: str) -> str:
             f"static inline {ct} rs_max_{name}({ct} a, {ct} b) {{ return (a > b{nan}) ? a : b; }}")
 
 
-PRELUDE = PRELUDE.replace("%HALF_TO_FLOAT%", HALF_TO_FLOAT_C)
+PRELUDE = PRELUDE.replace("%HALF_TO_FLOAT%", HALF_TO_FLOAT_C).replace(
+    "%FLOAT_TO_INT%", float_to_int_helpers("static inline", C_TYPES))
 PRELUDE = C_DEFINES + PRELUDE.replace("%MINMAX%", "\n".join(_min_max(name, ct) for name, ct in C_TYPES.items()))
 
 # AVX-512 for vectorized loops (gcc's znver/skylake tunings prefer 256-bit vectors), and

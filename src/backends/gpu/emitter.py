@@ -30,7 +30,7 @@ from tensorir.functor import Visitor, collect
 from tensorir.structural import structural_equal
 
 from ..c.status import STATUS_INDEX_OUT_OF_RANGE, STATUS_ZERO_DIVISION
-from ..source_emitter import SourceEmitter
+from ..source_emitter import SourceEmitter, float_to_int_helpers
 from ..source_names import Names
 from .cross_thread_reduce import ThreadReduce, identity
 from .errors import GPULoweringError
@@ -484,6 +484,7 @@ def helper_prelude(emitter_cls, dtypes) -> str:
         f"{h} {i64} rs_floormod({i64} a, {i64} b) {{ {i64} r = a % b; "
         "return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r; }".strip(),
     ]
+    lines.append(float_to_int_helpers(h, {d: emitter_cls.TYPES[d] for d in dtypes}))
     for dtype in dtypes:
         ct = emitter_cls.TYPES[dtype]
         nan = " || a != a" if dt.is_float(dtype) else ""

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tensorir.errors import IndexOutOfRangeError
+from tensorir.errors import IndexOutOfRangeError, KernelDivisionByZeroError
+from tensorir.interpreter.errors import InterpretDivisionByZeroError
 
 from ..kernel_signature import kernel_sym_vars
 from ..target import KernelImage, KernelModule, Target, TargetBackend
@@ -46,6 +47,9 @@ class InterpKernelModule(KernelModule):
                 tensorir.interpret(func, *[regs[r] for r in buffers], **{n: t[s] for n, s in zip(names, slots)})
             except IndexOutOfRangeError as err:   # named like the compiled targets' report
                 raise IndexOutOfRangeError(f"{where}: kernel '{ins.kernel}': {err}") from None
+            except InterpretDivisionByZeroError:   # the C target's error and message
+                raise KernelDivisionByZeroError(f"{where}: kernel '{ins.kernel}': integer division by zero") \
+                    from None
             return nxt
         return step
 

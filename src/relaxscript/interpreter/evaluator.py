@@ -19,6 +19,7 @@ from tensorir.errors import IndexOutOfRangeError, IRError, ShapeMismatchError
 from tensorir.function import PrimFunc
 
 from .. import expr as rx
+from ..analysis.written_params import written_parameters
 from ..irmodule import IRModule
 from ..struct_info import TensorStructInfo
 from .builtins import BUILTINS, run_prim_func
@@ -36,6 +37,7 @@ class Interpreter:
         self.mod = mod
         self.instrument = instrument
         self.check_bindings = check_bindings
+        self._written: dict[int, tuple] = {}    # id(function) -> (function, written parameter indices)
 
     def closure_of_global(self, gvar_or_name) -> Closure | PrimFunc:
         name = gvar_or_name.name_hint if isinstance(gvar_or_name, rx.GlobalVar) else gvar_or_name
@@ -53,11 +55,28 @@ class Interpreter:
                  for p, a in zip(func.params, args)]
         for param, value in zip(func.params, check_values(frame.shape_env, closure.name, items)):
             frame.vars[param] = value
+        self._check_writeable(closure, frame)
         result = frame.eval(func.body)
         if func.ret_struct_info is None:
             return result
         ret = CheckItem("return value", "result", result, func.ret_struct_info)
         return check_values(frame.shape_env, closure.name, [ret])[0]
+
+
+    def _check_writeable(self, closure: Closure, frame: "Frame") -> None:
+        """Parameters a cross-level call writes must be writeable arrays, checked before any
+        kernel runs, as the VM does (``analysis/written_params.py``)."""
+        func = closure.func
+        written = self._written.get(id(func))
+        if written is None:    # the function is kept in the entry: its id stays its own
+            written = self._written[id(func)] = (func, written_parameters(func, self.mod))
+        for i in written[1]:
+            param = func.params[i]
+            value = frame.vars[param]
+            if isinstance(value, np.ndarray) and not value.flags.writeable:
+                raise ShapeMismatchError(f"function '{closure.name}', parameter '{param.name_hint}': "
+                                         f"{param.name_hint}: expected a writeable array, got a read-only "
+                                         f"{value.dtype} array of shape {value.shape}")
 
 
 class Frame(ClassDispatch):

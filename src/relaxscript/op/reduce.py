@@ -2,11 +2,11 @@
 None = all) with ``keepdims``; argmax / argmin over one axis (or the
 flattened tensor) giving int64.
 
-An empty reduction gives the identity (sum 0, prod 1, max -inf, min inf;
-mean and variance NaN; argmax/argmin the largest int64), as compiled code
-does. Reductions keep the input dtype (as TVMScript does; NumPy would widen
-integer sums and give float64 means): the reference computes in NumPy and
-casts back to that dtype.
+An empty reduction gives the identity (sum 0, prod 1, max -inf, min inf; mean and variance NaN),
+as compiled code does; argmax/argmin of an empty axis are errors (as in NumPy; compiled code
+checks the axis before its kernel). Reductions keep the input dtype (as TVMScript does; NumPy
+would widen integer sums and give float64 means): the reference computes in NumPy and casts back
+to that dtype.
 """
 from __future__ import annotations
 
@@ -109,12 +109,12 @@ def _make_arg_reduce(name: str, fn):
 
     def reference(x, axis=None, keepdims=False):
         if x.size == 0 and (axis is None or x.shape[axis % x.ndim] == 0):
-            # no element to point at: the identity of the compiled first-index search (the
-            # largest int64), where NumPy raises
-            shape = () if axis is None else [d for i, d in enumerate(x.shape) if i != axis % x.ndim]
-            out = np.full(shape, np.iinfo(np.int64).max, np.int64)
-        else:
-            out = fn(x, axis=axis)
+            # no element to point at (compiled code checks the same before its kernel:
+            # legalize/guards.py)
+            where = "the whole tensor" if axis is None else f"axis {axis}"
+            raise ValueError(f"R.{name}: {where} of a {tuple(x.shape)} tensor is empty: "
+                             f"no {name[3:]}imum to point at")
+        out = fn(x, axis=axis)
         if keepdims:
             out = np.reshape(out, [1 if axis is None or i == axis % x.ndim else d
                                    for i, d in enumerate(x.shape)])

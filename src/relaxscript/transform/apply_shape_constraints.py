@@ -15,16 +15,18 @@ each graph function in program order and adds what a rebuild alone does not:
    binding; the vars it would have defined are replaced by the expressions
    they equal in the rest of the function. A new var with a bound
    (``T.int64(upper=...)``) or a bound attribute keeps its check.
-3. **Reshape element counts checked once** (and a topk's axis at least ``k`` long). A reshape whose element count the
-   facts cannot prove equal used to be an out-of-bounds read in the generated
-   kernel when the counts differ at run time (the interpreter raises); the
-   pass puts one check of the two counts before it (a ``match_cast`` of a
-   shape, named after the reshape's result for the message), and from there
-   on the counts are a fact: a regrouping reshape between two
-   elementwise ops then joins their kernel.
+3. **Checks of view-like ops stated early.** LegalizeOps puts a check before
+   every reshape whose element counts (squeeze whose dims, broadcast_to whose
+   dims, topk and argmax/argmin whose axis length) the facts at its place cannot prove
+   (``legalize/guards.py``: the kernels read past their input otherwise). This
+   pass emits the same checks at the graph level, where each becomes a fact
+   for the rest of the function: 30 equal reshapes get one check, a
+   regrouping reshape between two elementwise ops joins their kernel, and
+   lowering finds the counts proven and adds nothing. A check the facts
+   prove is never emitted (``checks_added`` lists the others).
 
 Facts are taken from the top-level blocks of a function only. A function with
-no facts and no unprovable reshape is returned unchanged. ``stats`` (per
+no facts and no unproven check is returned unchanged. ``stats`` (per
 function) records what the pass found, for
 ``benchmarks/shape_constraints_report.py``.
 """
@@ -39,9 +41,10 @@ from ..expr import Call, If, MatchCast, PrimValue, ShapeExpr, VarBinding
 from ..expr_functor import PassMutator
 from ..irmodule import IRModule
 from ..shape_facts import Fact, ShapeFacts
-from ..struct_info import ShapeStructInfo, TensorStructInfo
+from ..struct_info import TensorStructInfo
 from ..struct_info_util import substitute_sinfo, symbolic_vars_of
 from .fuse_ops import is_primitive
+from .legalize.guards import emit_guards
 from .pass_infra import Pass
 from .var_bounds import var_bounds
 
@@ -52,7 +55,7 @@ class ShapeConstraintStats:
     facts: list[Fact] = field(default_factory=list)
     tightened: list[str] = field(default_factory=list)          # bindings given a finer annotation
     casts_removed: list[str] = field(default_factory=list)      # match_casts the facts imply
-    checks_added: list[str] = field(default_factory=list)       # reshapes given a count check
+    checks_added: list[str] = field(default_factory=list)       # ops given a check (legalize/guards.py)
 
 
 class ApplyShapeConstraints(Pass):
@@ -122,11 +125,9 @@ class _ShapeFactsMutator(PassMutator):
         value = self.visit_expr(binding.value)
         value = self._substituted(value)
         name = binding.var.name_hint
-        op_name = getattr(value.op, "name", None)
-        if op_name == "relax.reshape":
-            value = self._checked_reshape(value, name)
-        elif op_name == "relax.topk":
-            self._checked_topk(value, name)
+        # the checks lowering would put before the op (legalize/guards.py), stated here where
+        # they become facts for the rest of the function; lowering then finds them proven
+        self.stats.checks_added += [name] * len(emit_guards(self.builder, value, name))
         if isinstance(value, Call) and (self.facts.facts or value is not binding.value):
             original = value is binding.value
             value = self._rededuce(value)
@@ -162,46 +163,6 @@ class _ShapeFactsMutator(PassMutator):
         if span is not None:
             new.span = span
         return self.builder.normalize(new)
-
-    def _checked_reshape(self, call: Call, name: str) -> Call:
-        """Before a reshape whose counts the facts cannot prove equal: one check of the counts,
-        ``R.match_cast(R.shape([count in]), R.Shape([count out]))``. It is a shape, not a
-        tensor, so the reshape keeps its input and fuses as before."""
-        x, target = call.args[0], call.args[1]
-        x_sinfo = x.struct_info
-        # a shape variable (a parameter R.Shape(["a", "b"])) is checked by its annotation's values
-        values = target.values if isinstance(target, ShapeExpr) else getattr(target.struct_info, "values", None)
-        if values is None or not (isinstance(x_sinfo, TensorStructInfo) and x_sinfo.shape is not None):
-            return call
-        count_in = _product(x_sinfo.shape)
-        inferred = [i for i, d in enumerate(values) if isinstance(d, E.IntImm) and d.value < 0]
-        if inferred:
-            # -1 is count_in // (the other dims): the counts agree only when that divides exactly
-            # (the kernel read the first elements of a (2, 4) tensor reshaped to (3, -1)); a zero
-            # divisor stops the check itself with a ShapeDivisionByZeroError
-            known = _product(d for i, d in enumerate(values) if i != inferred[0])
-            count_out = known * E.FloorDiv(count_in, known)
-        else:
-            count_out = _product(values)
-        if self.builder.analyzer.can_prove_equal(count_in, count_out):
-            return call
-        self.builder.match_cast(ShapeExpr([count_in]), ShapeStructInfo([count_out]), f"{name}_elements")
-        self.stats.checks_added.append(name)
-        return call
-
-    def _checked_topk(self, call: Call, name: str) -> None:
-        """Before a topk whose axis the facts cannot prove at least ``k`` long: a check that it is
-        (``R.match_cast`` of the extent to a new var with lower bound ``k``). Its kernel padded the
-        missing places with zeros (values 0, indices 0) where the interpreter raises."""
-        x_sinfo, k = call.args[0].struct_info, call.attrs["k"]
-        if not (isinstance(x_sinfo, TensorStructInfo) and x_sinfo.shape is not None) or k < 1:
-            return
-        extent = x_sinfo.shape[call.attrs["axis"] % len(x_sinfo.shape)]
-        if self.builder.analyzer.can_prove(E.GE(extent, E.IntImm(k))):
-            return
-        at_least_k = E.Var("topk_axis_length", "int64", lower=k)
-        self.builder.match_cast(ShapeExpr([extent]), ShapeStructInfo([at_least_k]), f"{name}_topk")
-        self.stats.checks_added.append(name)
 
     # ---------------------------------------------------------------- match_cast
     def _match_cast(self, binding: MatchCast):
@@ -257,14 +218,6 @@ class _ShapeFactsMutator(PassMutator):
 
 def _known(sinfo) -> bool:
     return isinstance(sinfo, TensorStructInfo) and sinfo.shape is not None
-
-
-def _product(dims) -> E.PrimExpr:
-    dims = list(dims)
-    total = dims[0] if dims else E.IntImm(1)
-    for d in dims[1:]:
-        total = total * d
-    return total
 
 
 def _coarser(old, new) -> bool:

@@ -10,10 +10,14 @@ from ..struct_info import PrimStructInfo, ShapeStructInfo, TensorStructInfo, Tup
 from .pass_infra import PassCheckError
 
 
-def _draw_var(var: Var, rng, zero_chance: float = 0.0) -> int:
+def _draw_var(var: Var, rng, zero_chance: float = 0.0, one_chance: float = 0.0) -> int:
     may_be_zero = (var.lower is None or var.lower <= 0) and (var.upper is None or var.upper >= 0)
     if may_be_zero and zero_chance and rng.random() < zero_chance:
         return 0   # empty tensors, empty reductions
+    may_be_one = (var.lower is None or var.lower <= 1) and (var.upper is None or var.upper >= 1) \
+        and var.multiple_of in (None, 0, 1)
+    if may_be_one and one_chance and rng.random() < one_chance:
+        return 1   # a symbolic dim that is 1 at run time: broadcasting and squeezing take it
     lo = max(1, var.lower if var.lower is not None else 1)
     hi = min(var.upper, lo + 7) if var.upper is not None else lo + 7
     value = int(rng.integers(lo, max(lo, hi) + 1))
@@ -22,14 +26,14 @@ def _draw_var(var: Var, rng, zero_chance: float = 0.0) -> int:
     return value
 
 
-def _value_for(sinfo, env: dict, rng, zero_chance: float = 0.0):
+def _value_for(sinfo, env: dict, rng, zero_chance: float = 0.0, one_chance: float = 0.0):
     from tensorir.arith import evaluate
     if isinstance(sinfo, TensorStructInfo):
         if sinfo.shape is None:
             raise PassCheckError("cannot draw inputs for a parameter of unknown shape")
         for dim in sinfo.shape:
             if isinstance(dim, Var) and dim not in env:
-                env[dim] = _draw_var(dim, rng, zero_chance)
+                env[dim] = _draw_var(dim, rng, zero_chance, one_chance)
         shape = tuple(int(evaluate(d, env)) for d in sinfo.shape)
         dtype = sinfo.dtype or "float32"
         if dtype.startswith("float"):
@@ -40,10 +44,10 @@ def _value_for(sinfo, env: dict, rng, zero_chance: float = 0.0):
     if isinstance(sinfo, ShapeStructInfo) and sinfo.values is not None:
         for dim in sinfo.values:
             if isinstance(dim, Var) and dim not in env:
-                env[dim] = _draw_var(dim, rng, zero_chance)
+                env[dim] = _draw_var(dim, rng, zero_chance, one_chance)
         return tuple(int(evaluate(d, env)) for d in sinfo.values)
     if isinstance(sinfo, TupleStructInfo):
-        return tuple(_value_for(f, env, rng, zero_chance) for f in sinfo.fields)
+        return tuple(_value_for(f, env, rng, zero_chance, one_chance) for f in sinfo.fields)
     if isinstance(sinfo, PrimStructInfo):
         if sinfo.value is not None:
             return int(evaluate(sinfo.value, env))
@@ -51,11 +55,12 @@ def _value_for(sinfo, env: dict, rng, zero_chance: float = 0.0):
     raise PassCheckError(f"cannot draw an input for annotation {sinfo!r}")
 
 
-def random_inputs(func: Function, rng, zero_chance: float = 0.0) -> list:
+def random_inputs(func: Function, rng, zero_chance: float = 0.0, one_chance: float = 0.0) -> list:
     """Random arguments for ``func`` with symbolic vars drawn in small ranges that respect their
-    facts; each var whose facts allow it is 0 with probability ``zero_chance``."""
+    facts; each var whose facts allow it is 0 with probability ``zero_chance``, else 1 with
+    probability ``one_chance``."""
     env: dict = {}
-    return [_value_for(p.struct_info, env, rng, zero_chance) for p in func.params]
+    return [_value_for(p.struct_info, env, rng, zero_chance, one_chance) for p in func.params]
 
 
 def _same(a, b, rtol, atol) -> bool:

@@ -67,11 +67,12 @@ class _Drawer:
         var = draw(st.sampled_from(pool))
         ndim = var.struct_info.ndim
         kinds = ["unary", "binary", "broadcast", "const_chain", "copy", "tuple", "flatten", "logic",
-                 "integer"]
+                 "integer", "views", "wide_cast"]
         if ndim >= 1:
-            kinds += ["reduce", "full_reduce", "softmax", "match_cast", "concat_split"]
+            kinds += ["reduce", "full_reduce", "softmax", "match_cast", "concat_split", "arg_reduce",
+                      "more_reduce"]
         if ndim == 2:
-            kinds += ["permute", "matmul", "call"]
+            kinds += ["permute", "matmul", "call", "outer_broadcast"]
         if ndim >= 1 and isinstance(var.struct_info.shape[-1], tir.IntImm):
             kinds += ["shared_matmul"]
         if self.only is not None:
@@ -124,6 +125,26 @@ class _Drawer:
             return self._shared_matmul(var)
         if kind == "gather":
             return self._gather(var)
+        if kind == "views":
+            return self._views(var)
+        if kind == "wide_cast":
+            return self._wide_cast(var)
+        if kind == "arg_reduce":   # index of the max / min along an axis, as float32 for the next steps
+            fn = draw(st.sampled_from([op.argmax, op.argmin]))
+            found = bb.emit(fn(var, axis=draw(st.integers(-ndim, ndim - 1)), keepdims=draw(st.booleans())))
+            return bb.emit(op.astype(found, "float32"))
+        if kind == "more_reduce":
+            fn = draw(st.sampled_from([op.prod, op.min, op.mean, op.variance]))
+            axes = draw(st.lists(st.integers(-ndim, ndim - 1), min_size=1, max_size=ndim,
+                                 unique_by=lambda a: a % ndim))
+            return bb.emit(fn(var, axis=axes, keepdims=draw(st.booleans())))
+        if kind == "outer_broadcast":   # (1, m) against (n, 1): both size-1 dims broadcast
+            row = bb.emit(op.sum(var, axis=[0], keepdims=True))
+            column = bb.emit(op.max(var, axis=[-1], keepdims=True))
+            if draw(st.booleans()):
+                return bb.emit(draw(st.sampled_from(_BINARY))(row, column))
+            shape = var.struct_info.shape
+            return bb.emit(op.add(bb.emit(op.broadcast_to(draw(st.sampled_from([row, column])), shape)), var))
         if kind == "concat_split":
             joined = bb.emit(op.concat([var, var], axis=0))
             parts = bb.emit(op.split(joined, 2, axis=0))
@@ -169,6 +190,48 @@ class _Drawer:
             return picked
         reduction = draw(st.sampled_from(["update", "add"]))
         return bb.emit(op.scatter_nd(var, column, picked, reduction=reduction))
+
+    def _views(self, var: Var) -> Var:
+        """A chain of 1-3 view-like ops with negative axes: expand_dims / squeeze, reshape (to the
+        flat count, with a -1, splitting or regrouping dims), permute_dims, flatten."""
+        draw, bb = self.draw, self.bb
+        for _ in range(draw(st.integers(1, 3))):
+            shape = list(var.struct_info.shape)
+            ndim = len(shape)
+            forms = ["expand_squeeze", "reshape_flat", "flatten"]
+            if ndim >= 2:
+                forms += ["reshape_infer", "reshape_regroup", "permute"]
+            form = draw(st.sampled_from(forms))
+            if form == "expand_squeeze":
+                axis = draw(st.integers(-(ndim + 1), ndim))
+                var = bb.emit(op.expand_dims(var, axis))
+                if draw(st.booleans()):   # squeeze the unit dim again, by its negative position maybe
+                    at = axis % (ndim + 1)
+                    var = bb.emit(op.squeeze(var, axis=[draw(st.sampled_from([at, at - ndim - 1]))]))
+            elif form == "reshape_flat":
+                var = bb.emit(op.reshape(var, [-1] if draw(st.booleans()) else [_count(shape)]))
+            elif form == "flatten":
+                var = bb.emit(op.flatten(var))
+            elif form == "reshape_infer":   # (a, b, ...) -> (a, -1) or (-1, last)
+                target = [shape[0], -1] if draw(st.booleans()) else [-1, shape[-1]]
+                var = bb.emit(op.reshape(var, target))
+            elif form == "reshape_regroup":   # (a, b) -> (b, a) or (a, 1, b): same count, other dims
+                target = [shape[1], shape[0], *shape[2:]] if draw(st.booleans()) else [shape[0], 1, *shape[1:]]
+                var = bb.emit(op.reshape(var, target))
+            else:
+                axes = draw(st.permutations(range(ndim)))
+                var = bb.emit(op.permute_dims(var, [a - ndim if draw(st.booleans()) else a for a in axes]))
+        return var
+
+    def _wide_cast(self, var: Var) -> Var:
+        """Floats scaled past the range of a signed integer dtype (and NaN / inf where ``var``
+        has them) cast to it and back. Unsigned targets are left out: NumPy's result for a
+        negative or too large float differs from the C conversion (both are undefined)."""
+        draw, bb = self.draw, self.bb
+        dtype = draw(st.sampled_from(["int8", "int16", "int32", "int64", "bool"]))
+        scale = Constant(np.asarray(draw(st.sampled_from([1.0, 100.0, 1e5, 1e12, 1e30])), "float32"))
+        value = bb.emit(op.astype(bb.emit(op.multiply(var, scale)), dtype))
+        return bb.emit(op.astype(value, "float32"))
 
     def _condition(self, var: Var, pool: list) -> Var:
         """A bool tensor: a comparison with a same-shaped var or a constant, maybe combined
@@ -224,7 +287,14 @@ class _Drawer:
 
 STEP_KINDS = ("unary", "binary", "broadcast", "const_chain", "copy", "tuple", "flatten", "logic",
               "integer", "reduce", "softmax", "match_cast", "concat_split", "permute", "matmul", "call",
-              "shared_matmul", "gather")
+              "shared_matmul", "gather", "views", "wide_cast", "arg_reduce", "more_reduce", "outer_broadcast")
+
+
+def _count(shape) -> tir.PrimExpr:
+    total = tir.IntImm(1) if not shape else shape[0]
+    for d in shape[1:]:
+        total = total * d
+    return total
 
 
 def random_dataflow_module(draw, max_blocks: int = 3, max_steps: int = 4, kinds=None) -> IRModule:

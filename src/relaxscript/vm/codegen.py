@@ -20,6 +20,7 @@ from tensorir.functor import substitute
 from tensorir.variants import VariantError, check_variant, variant_guards
 
 from .. import expr as rx
+from ..analysis.written_params import written_arguments, written_parameter_vars
 from ..interpreter.values import ShapeTuple
 from ..irmodule import IRModule
 from ..struct_info import PrimStructInfo, ShapeStructInfo, TensorStructInfo, TupleStructInfo
@@ -67,8 +68,9 @@ class FunctionCompiler(ClassDispatch):
         self.tuple_reads: set = set()       # tuple registers read other than by a field access
         self.field_regs: set = set()        # registers that are fields of some built tuple
         self.reg_aliases: dict = {}         # field register -> names of the folded accesses
-        self.written_regs: set = set()      # registers a kernel writes without the VM allocating them
-        self.updated_regs: set = set()      # of those, the ones call_tir_inplace names as updated
+        # registers a kernel or library call writes without the VM allocating them: a parameter
+        # among them must be writeable, and a device target copies it back to the host array
+        self.updated_regs: set = set()
 
     # ---------------------------------------------------------------- registers
     def new_reg(self, name: str = "") -> int:
@@ -98,16 +100,30 @@ class FunctionCompiler(ClassDispatch):
         unread = {id(ins) for reg, (ins, _) in self.tuple_defs.items() if reg not in self.tuple_reads}
         code = drop_instructions(self.code, {i for i, ins in enumerate(self.code) if id(ins) in unread})
         param_regs = [self.regs[p] for p in func.params]
-        written = tuple(i for i, reg in enumerate(param_regs) if reg in self.written_regs)
-        # known only now; checked with the other parameters, before any kernel runs. A direct DPS
-        # call's arguments are not: which of them its kernel writes is the kernel's affair.
-        for i in (i for i in written if param_regs[i] in self.updated_regs):
+        written = self._written_params(param_regs)
+        # known only now; checked with the other parameters, before any kernel runs: the updated
+        # arguments of call_tir_inplace, the arguments a call_tir_dps kernel may write, the
+        # outputs of call_dps_library_dps (analysis/written_params.py)
+        for i in sorted({w if type(w) is int else w[0] for w in written}):
             name = func.params[i].name_hint
             match.writeable(param_regs[i], name, f"parameter '{name}'")
         params_match.checks, params_match.messages = list(match.checks), list(match.messages)
         return I.VMFunction(self.name, tuple(p.name_hint for p in func.params), self.num_regs,
                             self.table.size, code, self.constants, self.reg_names,
                             {reg: tuple(names) for reg, names in self.reg_aliases.items()}, written)
+
+    def _written_params(self, param_regs: list) -> tuple:
+        """``VMFunction.written_params``: the index of each parameter a call writes in its own
+        register, and ``(index, register)`` for one written through another register (a
+        match_cast's copy of it), where a device target finds the array to copy back."""
+        written = {i for i, reg in enumerate(param_regs) if reg in self.updated_regs}
+        pairs = set()
+        for i, vars_ in written_parameter_vars(self.func, self.mod).items():
+            regs = {self.regs[v] for v in vars_ if v in self.regs} - {param_regs[i]}
+            pairs |= {(i, reg) for reg in regs}
+            if not regs:
+                written.add(i)
+        return tuple(sorted(written)) + tuple(sorted(pairs))
 
     def _emit_match(self, match: MatchBuilder, **kw) -> I.MatchValues:
         ins = match.finish(**kw)
@@ -455,7 +471,6 @@ def _call_tir_inplace(c: FunctionCompiler, call: rx.Call, name: str) -> int:
     fields = c._tuple_fields(call.args[1])
     c.call_kernel(gvar.name_hint, fields, c._scalar_exprs(call.args[2:3]), name)
     updated = [fields[i] for i in call.attrs["inplace_indices"]]
-    c.written_regs.update(c.arg_reg(f)[0] for f in updated)
     c.updated_regs.update(c.arg_reg(f)[0] for f in updated)
     if isinstance(call.sinfo_args[0], TensorStructInfo):
         return c.arg_reg(updated[0])[0]
@@ -467,7 +482,8 @@ def _call_tir_dps(c: FunctionCompiler, call: rx.Call, name: str) -> int:
     gvar = call.args[0]
     fields = c._tuple_fields(call.args[1])
     c.call_kernel(gvar.name_hint, fields, c._scalar_exprs(call.args[2:3]), name)
-    c.written_regs.update(c.arg_reg(f)[0] for f in fields)   # which of them it writes is the kernel's affair
+    # the arguments its kernel may write (analysis/written_params.py)
+    c.updated_regs.update(c.arg_reg(f)[0] for f in written_arguments(call, c.mod))
     return c.const_reg(_EMPTY_TUPLE)
 
 
@@ -491,6 +507,7 @@ def _call_dps_library_dps(c: FunctionCompiler, call: rx.Call, name: str) -> int:
     inputs = tuple(c.arg_reg(e)[0] for e in c._tuple_fields(call.args[1]))
     outputs = tuple(c.arg_reg(e)[0] for e in c._tuple_fields(call.args[2]))
     c.emit(I.CallLibrary(_library_name(call), inputs, outputs))
+    c.updated_regs.update(outputs)
     return c.const_reg(_EMPTY_TUPLE)
 
 

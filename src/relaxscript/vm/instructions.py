@@ -237,7 +237,9 @@ class VMFunction:
     reg_names: dict = field(default_factory=dict)
     reg_aliases: dict = field(default_factory=dict)   # register -> more names (folded tuple fields)
     # parameters a kernel may write (call_tir_inplace, a direct DPS call): a device target
-    # that copied a NumPy argument in copies these back out after the call
+    # that copied a NumPy argument in copies these back out after the call; an entry is the
+    # parameter's index, or (index, register) when the call writes it through another register
+    # (a match_cast's copy)
     written_params: tuple = ()
 
     def as_text(self) -> str:

@@ -82,8 +82,10 @@ class FunctionRuntime:
     def _copy_back(self, args, regs) -> None:
         """A NumPy argument that a kernel updated in place on the device gets the device's values."""
         memory = self.vm.memory
-        for i in self.written_params:
-            host, device = args[i], regs[i]
+        for entry in self.written_params:
+            # an index, or (index, register) for a parameter written through another register
+            i, reg = (entry, entry) if type(entry) is int else entry
+            host, device = args[i], regs[reg]
             if isinstance(host, np.ndarray) and device is not host and isinstance(device, memory.device_array_type):
                 host[...] = memory.to_host(device)
 

@@ -8,5 +8,10 @@ class InterpretError(ValueError):
     its domain, an unsupported construct)."""
 
 
+class InterpretDivisionByZeroError(InterpretError, ZeroDivisionError):
+    """An integer division or modulo by zero (also a ZeroDivisionError, as the compiled
+    kernels' ``KernelDivisionByZeroError``)."""
+
+
 class OutOfBoundsError(InterpretError):
     """A buffer access outside the buffer's shape (never wrapped like NumPy's negative indices)."""

@@ -15,7 +15,7 @@ from .. import dtype as dt
 from .. import expr as E
 from ..dispatch import ClassDispatch, handles
 from ..errors import IndexOutOfRangeError
-from .errors import InterpretError
+from .errors import InterpretDivisionByZeroError, InterpretError
 from .intrinsics import INTRINSIC_IMPLS
 
 
@@ -109,7 +109,7 @@ class ExprEvaluator(ClassDispatch):
         if not np.any(zero):
             return b
         if any_active(narrow(mask, zero)):
-            raise InterpretError(f"integer division by zero in {type(e).__name__}")
+            raise InterpretDivisionByZeroError(f"integer division by zero in {type(e).__name__}")
         return np.where(zero, np.ones((), dtype=np.asarray(b).dtype), b)
 
     @handles(E.Div)

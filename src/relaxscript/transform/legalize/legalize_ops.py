@@ -5,7 +5,9 @@ dtype) are kept: they still run in the interpreter, and a later
 ``match_cast`` may make them legalizable. Ops without a legalization
 (``unique``, ``nonzero``, ``shape_of``, the cross-level calls) are kept too.
 Functions are rebuilt through the BlockBuilder, so annotations are deduced
-again; each ``call_tir`` is annotated like the call it replaces.
+again; each ``call_tir`` is annotated like the call it replaces. The run-time
+checks an op's kernel does not make (a reshape's element counts, a squeezed dim,
+...: ``guards.py``) go before it unless the facts at that place prove them.
 """
 from __future__ import annotations
 
@@ -20,6 +22,7 @@ from ...struct_info import (PrimStructInfo, ShapeStructInfo, StructInfo, TensorS
 from ..pass_infra import Pass
 from .call_cache import CacheStats, call_signature
 from .context import LegalizeContext
+from .guards import emit_guards
 from .registry import get_legalize
 
 
@@ -49,6 +52,7 @@ class _Legalizer(PassMutator):
         super().__init__()
         self.customize = customize
         self._context: LegalizeContext | None = None
+        self._binding_name = "lv"     # the var of the binding being rebuilt: names its checks
 
     def context(self) -> LegalizeContext:
         if self._context is None or self._context.bb is not self.builder:
@@ -67,8 +71,15 @@ class _Legalizer(PassMutator):
         new = self.builder.normalize(new)
         if custom is None and not _fully_known(new):
             return new
+        # the op's run-time checks (guards.py) before its kernel, outside the legalization cache
+        # (a check depends on the facts at this place, the kernel does not)
+        emit_guards(self.builder, new, self._binding_name)
         result = self._legalize(legalize, new)
         return new if result is None else result
+
+    def visit_binding(self, binding):
+        self._binding_name = binding.var.name_hint
+        return super().visit_binding(binding)
 
     def _legalize(self, legalize, call: Call):
         """``legalize(ctx, call)``, or its earlier result for an equal call (``call_cache``)."""

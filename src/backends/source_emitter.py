@@ -187,6 +187,8 @@ class SourceEmitter(ClassDispatch):
         args = [self.expr(a) for a in e.args]
         if e.op == E.CHECKED_INDEX:
             return self.index_check(*args)
+        if e.op == E.UNDEF:  # unspecified: 0, as the interpreter reads it
+            return f"(({self.value_type(e.dtype)})0)"
         if e.op == E.REINTERPRET:
             return self.reinterpret(e, args[0])
         if e.op in E.BIT_COUNTS:

@@ -329,6 +329,13 @@ BITWISE.update(BIT_COUNTS)  # integer-only bit operations too (what the float in
 INTRINSICS.update(BIT_COUNTS)
 _FLOAT_PAIRS = ("pow", "atan2", "hypot", "copysign", "fmod")
 REINTERPRET = "reinterpret"
+UNDEF = "undef"
+
+
+def undef(dtype: str = "int32") -> PrimExpr:
+    """``T.undef(dtype=...)``: a value the program leaves unspecified (TVM's passes drop a store
+    of it). Any value is a correct one; every target here reads it as 0, so runs agree."""
+    return Call(dt.normalize(dtype), UNDEF, [])
 
 
 def reinterpret(dtype: str, value) -> PrimExpr:

@@ -320,3 +320,42 @@ def f(A: T.Buffer((256,), "float32")):
         A[0] = T.float32(1)
 ''')
     assert err.value.lineno == 4
+
+
+# ---------------------------------------------------------------- T.undef
+def test_undef_is_an_unspecified_value_every_target_reads_as_zero():
+    func = tir.from_source('''
+@T.prim_func
+def f(A: T.Buffer((3,), "int32"), B: T.Buffer((3,), "float32")):
+    v = T.undef(dtype="int32")
+    A[0] = v
+    A[1] = 1 + T.undef()
+    B[2] = T.undef(dtype="float32")
+''')
+    assert 'T.undef(dtype="float32")' in _round_trip(func)
+    for run in _both(func):
+        a, b = np.full(3, 7, "int32"), np.full(3, 7, "float32")
+        run(a, b)
+        np.testing.assert_array_equal(a, [0, 1, 7])
+        np.testing.assert_array_equal(b, [7, 7, 0])
+    with pytest.raises(ParseError, match="T.undef takes only dtype=") as err:
+        tir.from_source('''
+@T.prim_func
+def f(A: T.Buffer((3,), "int32")):
+    A[0] = T.undef(1)
+''')
+    assert err.value.lineno == 4
+
+
+@pytest.mark.parametrize("jump", ["break", "continue"])
+def test_loop_jumps_are_refused_by_name(jump):
+    with pytest.raises(ParseError, match=f"{jump} \\(a loop jump\\) is not supported") as err:
+        tir.from_source(f'''
+@T.prim_func
+def f(A: T.Buffer((10,), "int32")):
+    for i in range(10):
+        if A[i] > 5:
+            {jump}
+        A[i] = A[i] + 1
+''')
+    assert err.value.lineno == 6

@@ -423,6 +423,10 @@ class ExprParser(ClassDispatch):
             if not isinstance(load, E.BufferLoad):
                 raise self.error("T.address_of takes a buffer element such as A[i, 0]", args[0])
             return E.address_of(load)
+        if name == "undef":
+            if node.args or any(k.arg != "dtype" for k in node.keywords):
+                raise self.error("T.undef takes only dtype=", node)
+            return E.undef(self.dtype(node.keywords[0].value) if node.keywords else "int32")
         if name == "reinterpret":
             self.expect_args(node, 2)
             return E.reinterpret(self.dtype(args[0]), self.expr(args[1]))

@@ -10,6 +10,7 @@ from __future__ import annotations
 import keyword
 import math
 
+from .. import dtype as dt
 from .. import expr as E
 from ..buffer import Buffer
 from ..dispatch import ClassDispatch, handles
@@ -181,6 +182,8 @@ class ExprPrinter(ClassDispatch):
         if e.op == E.CHECKED_INDEX and e.dtype == "int64" and len(e.args) == 2 \
                 and all(a.dtype == "int64" for a in e.args):
             return f"T.checked_index({args})"
+        if e.op == E.UNDEF and not e.args and dt.lanes(e.dtype) == 1:
+            return f'T.undef(dtype="{e.dtype}")'
         if e.op == E.REINTERPRET and len(e.args) == 1 and e.dtype != e.args[0].dtype:
             try:
                 E.reinterpret(e.dtype, e.args[0])

@@ -405,6 +405,12 @@ class FunctionParser(BlockParserMixin):
             return self.parse_expr_stmt(st, frame)
         if isinstance(st, ast.Pass):
             return None
+        if isinstance(st, (ast.Break, ast.Continue)):
+            # TVM's loop jumps: passes here (fusion, parallel and vector loops, hoisting) assume a
+            # loop runs every iteration to its end
+            raise self.error(f"{type(st).__name__.lower()} (a loop jump) is not supported in a prim_func; "
+                             "write the loop as a while loop with the exit in its condition, or guard "
+                             "the rest of the body with an if", st)
         raise self.error(f"unsupported statement {type(st).__name__} in a prim_func", st)
 
     def parse_named_assign(self, st: ast.Assign, rest, frame) -> Stmt | None:

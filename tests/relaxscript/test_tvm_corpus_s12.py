@@ -222,3 +222,37 @@ def test_multinomial_from_uniform_dtype_is_an_integer_type():
     with pytest.raises(ParseError, match="integer type") as err:
         module_of(SAMPLE.replace('dtype="int32")\n', 'dtype="float32")\n'))
     assert err.value.lineno == 6
+
+
+# ---------------------------------------------------------------- T.target through a saved executable
+TARGETED = '''
+@I.ir_module
+class Module:
+    @T.prim_func
+    def double(A: T.Buffer((8,), "float32"), B: T.Buffer((8,), "float32")):
+        T.func_attr({"target": T.target({"kind": "llvm", "mcpu": "generic"}), "tir.noalias": True})
+        for i in range(8):
+            B[i] = A[i] * T.float32(2)
+
+    @R.function
+    def main(x: R.Tensor((8,), "float32")):
+        cls = Module
+        y = R.call_tir(cls.double, (x,), out_sinfo=R.Tensor((8,), "float32"))
+        return y
+'''
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_a_target_attribute_survives_build_save_and_load(target, tmp_path):
+    from tensorir.script.literals import TargetAttr
+    mod = module_of(TARGETED)
+    assert_round_trip(mod)
+    x = np.arange(8, dtype="float32")
+    exe = rx.build(mod, target=target)
+    path = tmp_path / "exe.rxe"
+    exe.save(str(path))
+    loaded = rx.Executable.load(str(path))
+    np.testing.assert_array_equal(rx.VirtualMachine(loaded)["main"](x), x * 2)
+    if target == "interp":  # the interp executable keeps its prim_funcs, attributes included
+        kept = [f.attrs["target"] for f in loaded.prim_funcs.values() if "target" in f.attrs]
+        assert kept == [TargetAttr({"kind": "llvm", "mcpu": "generic"})]

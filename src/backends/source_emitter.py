@@ -76,6 +76,14 @@ class SourceEmitter(ClassDispatch):
         """A math intrinsic (``INTRINSICS``) of already emitted arguments."""
         raise NotImplementedError
 
+    def reinterpret(self, e: E.Call, arg: str) -> str:
+        """``T.reinterpret``: the operand's bits as ``e.dtype``."""
+        raise self.error(f"the {self.LANGUAGE} target cannot emit T.reinterpret")
+
+    def bit_count(self, e: E.Call, arg: str) -> str:
+        """``T.clz`` / ``T.popcount`` of an integer operand."""
+        raise self.error(f"the {self.LANGUAGE} target cannot emit T.{e.op}")
+
     def float_floor(self, dtype: str, text: str) -> str:
         raise NotImplementedError
 
@@ -210,6 +218,12 @@ class SourceEmitter(ClassDispatch):
         args = [self.expr(a) for a in e.args]
         if e.op == E.CHECKED_INDEX:
             return self.index_check(*args)
+        if e.op == E.UNDEF:  # unspecified: 0, as the interpreter reads it
+            return f"(({self.value_type(e.dtype)})0)"
+        if e.op == E.REINTERPRET:
+            return self.reinterpret(e, args[0])
+        if e.op in E.BIT_COUNTS:
+            return self.bit_count(e, args[0])
         if e.op in E.BITWISE:  # C's integer operators, the result kept in the operands' type
             ctype = self.value_type(e.dtype)
             if e.op == "bitwise_not":

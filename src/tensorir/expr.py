@@ -322,7 +322,32 @@ INTRINSICS = {
 BITWISE = {"bitwise_and": 2, "bitwise_or": 2, "bitwise_xor": 2, "bitwise_not": 1,
            "shift_left": 2, "shift_right": 2}
 INTRINSICS.update(BITWISE)
+# Bit counts of an integer's two's-complement bits: T.clz (leading zeros, int32 as TVM's; the
+# width for 0, where C's __builtin_clz is undefined) and T.popcount (set bits, the operand's dtype).
+BIT_COUNTS = {"clz": 1, "popcount": 1}
+BITWISE.update(BIT_COUNTS)  # integer-only bit operations too (what the float intrinsic tests skip)
+INTRINSICS.update(BIT_COUNTS)
 _FLOAT_PAIRS = ("pow", "atan2", "hypot", "copysign", "fmod")
+REINTERPRET = "reinterpret"
+UNDEF = "undef"
+
+
+def undef(dtype: str = "int32") -> PrimExpr:
+    """``T.undef(dtype=...)``: a value the program leaves unspecified (TVM's passes drop a store
+    of it). Any value is a correct one; every target here reads it as 0, so runs agree."""
+    return Call(dt.normalize(dtype), UNDEF, [])
+
+
+def reinterpret(dtype: str, value) -> PrimExpr:
+    """``T.reinterpret(dtype, x)``: ``x``'s bits read as ``dtype`` (same width and lanes)."""
+    value = convert(value)
+    if dt.lanes(dtype) != dt.lanes(value.dtype) or dt.bits(dtype) != dt.bits(value.dtype) \
+            or "bool" in (dt.element(dtype), dt.element(value.dtype)):
+        raise ValueError(f"T.reinterpret needs a dtype of the same width and lanes as its value: "
+                         f"{value.dtype} cannot be read as {dtype}")
+    if dtype == value.dtype:
+        return value  # reading bits as their own type is the value (TVM folds it too)
+    return Call(dtype, REINTERPRET, [value])
 
 
 ADDRESS_OF = "tir.address_of"
@@ -357,6 +382,11 @@ def call_intrin(op: str, *args) -> Call:
     if len(args) != INTRINSICS[op]:
         raise ValueError(f"T.{op} takes {INTRINSICS[op]} argument(s), got {len(args)}")
     args = [convert(a) for a in args]
+    if op in BIT_COUNTS:
+        if not dt.is_int(args[0].dtype):
+            raise ValueError(f"T.{op} takes an integer operand, got {args[0].dtype}")
+        return Call(dt.with_lanes("int32", dt.lanes(args[0].dtype)) if op == "clz" else args[0].dtype,
+                    op, args)
     if op in BITWISE:
         if len(args) == 2:
             args = list(_promote_pair(*args))

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 import tensorir as tir
 from relaxscript.expr import Constant, PrimValue, ShapeExpr, Tuple, Var
 from relaxscript.op import DeductionContext, get_op_spec
-from relaxscript.struct_info import (PrimStructInfo, ShapeStructInfo, TensorStructInfo,
+from relaxscript.struct_info import (ObjectStructInfo, PrimStructInfo, ShapeStructInfo, TensorStructInfo,
                                      TupleStructInfo)
 from tensorir.arith.evaluate import evaluate
 
@@ -94,6 +94,9 @@ def assert_matches(sinfo, value, env, exact: bool = True) -> None:
         if sinfo.values is not None:
             assert concrete(sinfo.values, env) == tuple(value)
         return
+    if isinstance(sinfo, ObjectStructInfo):  # R.null_value(): the empty object
+        assert value is None, value
+        return
     assert isinstance(sinfo, TensorStructInfo), sinfo
     assert isinstance(value, np.ndarray), type(value)
     assert sinfo.dtype == value.dtype.name, (sinfo.dtype, value.dtype)
@@ -122,7 +125,8 @@ def valid_index_arrays(env, rng) -> dict:
     ``idx`` rows of ``x`` (n, 4), ``nd`` positions in the leading (2, n) dims of ``x3``,
     ``se`` rows of ``x`` for scatter_elements, ``nt`` classes of ``x3`` (2, n, 4) for nll_loss
     (with -1, the ignored class there), ``ge`` positions in the last axis of ``x3`` for
-    gather_elements, ``ip0``/``ip1`` rows and columns of ``x`` for index_put."""
+    gather_elements, ``ip0``/``ip1`` rows and columns of ``x`` for index_put, ``ms`` rows of the
+    (n, 4) probabilities of multinomial_from_uniform."""
     n, m = env[SYMBOLS[0]], env[SYMBOLS[1]]
     nd = np.stack([rng.integers(-2, 2, size=m), rng.integers(-n, n, size=m)], axis=1)
     return {"idx": rng.integers(-n, n, size=m), "nd": nd.astype("int64"),
@@ -130,4 +134,5 @@ def valid_index_arrays(env, rng) -> dict:
             "nt": rng.integers(-1, n, size=(2, 4)).astype("int64"),
             "ge": rng.integers(-4, 4, size=(1, n, 3)).astype("int64"),
             "ip0": rng.integers(-n, n, size=m).astype("int64"),
-            "ip1": rng.integers(-4, 4, size=m).astype("int64")}
+            "ip1": rng.integers(-4, 4, size=m).astype("int64"),
+            "ms": rng.integers(-n, n, size=(m, 1)).astype("int64")}

@@ -280,6 +280,19 @@ class CFunctionEmitter(SourceEmitter):
         self.checks_indices = True
         return f"rs_checked_index({index}, {extent}, &rs_status, rs_bad_index)"
 
+    def reinterpret(self, e: E.Call, arg: str) -> str:
+        # a copy of the bytes (defined behaviour, unlike a pointer cast); gcc/clang fold it to a move
+        src, dst = c_type(e.args[0].dtype), c_type(e.dtype)
+        return f"({{ {src} rs_from_ = ({arg}); {dst} rs_to_; memcpy(&rs_to_, &rs_from_, sizeof rs_to_); rs_to_; }})"
+
+    def bit_count(self, e: E.Call, arg: str) -> str:
+        bits = dt.bits(e.args[0].dtype)
+        unsigned = f"((unsigned long long)(uint{bits}_t)({arg}))"
+        if e.op == "popcount":
+            return f"(({c_type(e.dtype)})__builtin_popcountll({unsigned}))"
+        # clz: leading zeros within the operand's width; the width for 0 (C leaves it undefined)
+        return f"(({unsigned}) == 0ULL ? (int32_t){bits} : (int32_t)(__builtin_clzll({unsigned}) - {64 - bits}))"
+
     def math_call(self, e: E.Call, args: list[str]) -> str:
         spelling = _MATH.get(e.op)
         if spelling is None:

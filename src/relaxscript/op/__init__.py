@@ -44,8 +44,9 @@ from .reduce import *  # noqa: F401,F403
 from .reduce import __all__ as _reduce
 from .registry import (DeductionContext, OpAttributeError, OpDeductionError, OpSpec, all_op_specs,
                        get_op, get_op_spec, register_op)
-from .side_effects import assert_op
+from .side_effects import assert_op, null_value
 from .side_effects import print as print_  # noqa: F401 - R.print; a module-level print would shadow
+from .sampling import multinomial_from_uniform
 from .shape import shape_of, shape_to_tensor, tensor_to_shape
 from .sorting import argsort, median, sort, topk
 from .unary import *  # noqa: F401,F403
@@ -57,10 +58,10 @@ __all__ = [
     "fake_quantize", "einsum", "linear", "layout_transform", "quantize",
     "shape_of", "DeductionContext", "OpAttributeError",
     # TVM's ops of issue 15 item 6
-    "assert_op", "collapse_sum_like", "collapse_sum_to", "cumsum", "flip", "gather_elements", "gather_nd",
+    "assert_op", "null_value", "collapse_sum_like", "collapse_sum_to", "cumsum", "flip", "gather_elements", "gather_nd",
     "index_put", "one_hot",
     "scatter_elements", "scatter_nd", "slice_scatter", "argsort", "topk", "sort", "median", "cumprod",
-    "shape_to_tensor", "tensor_to_shape",
+    "shape_to_tensor", "tensor_to_shape", "multinomial_from_uniform",
     "OpDeductionError", "OpSpec", "all_op_specs", "get_op", "get_op_spec", "register_op",
     *_binary, *_create, *_manipulate, *_reduce, *_unary,
 ]

@@ -135,9 +135,17 @@ def attr_int(value, op: str, name: str) -> int:
 
 def attr_dtype(value, op: str, name: str = "dtype") -> str:
     try:
-        return dt.normalize(value)
+        dtype = dt.normalize(value)
     except (ValueError, TypeError):
         raise OpAttributeError(f"R.{op}: {name} {value!r} is not a known dtype") from None
+    if dtype in ("void", "handle"):
+        raise OpAttributeError(f"R.{op}: {name} {value!r} is not a tensor element dtype")
+    return dtype
+
+
+def optional_attr_dtype(value, op: str, name: str = "out_dtype") -> str | None:
+    """An optional dtype attribute: None, or TVM's printed ``"void"`` / ``""`` for "not given"."""
+    return None if value in (None, "void", "") else attr_dtype(value, op, name)
 
 
 # ---------------------------------------------------------------- broadcasting

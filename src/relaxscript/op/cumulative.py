@@ -28,6 +28,8 @@ def _make_cumulative(name: str, np_fn, identity: int):
     op_name = "relax." + name
 
     def constructor(data, axis=None, dtype=None, exclusive=False):
+        if exclusive is None:  # TVM's printer writes exclusive=None for the default
+            exclusive = False
         if not isinstance(exclusive, (bool, np.bool_)):
             raise OpAttributeError(f"R.{name}: exclusive must be a bool, got {exclusive!r}")
         return make_call(op_name, [as_tensor(data)], {

@@ -11,15 +11,14 @@ from tensorir import expr as E
 
 from ..struct_info import TensorStructInfo, TupleStructInfo
 from ._convert import as_tensor, as_tuple, make_call
-from ._infer_util import (attr_dtype, broadcast_shapes, format_sinfo, prove_not_equal, same_dtype,
-                          sinfo_of, tensor_arg)
+from ._infer_util import (broadcast_shapes, format_sinfo, optional_attr_dtype, prove_not_equal,
+                          same_dtype, sinfo_of, tensor_arg)
 from .registry import OpAttributeError, register_op
 
 
 def matmul(a, b, out_dtype=None):
     """R.matmul(a, b, out_dtype=None): matrix product (``a @ b``)."""
-    if out_dtype is not None:
-        out_dtype = attr_dtype(out_dtype, "matmul", "out_dtype")
+    out_dtype = optional_attr_dtype(out_dtype, "matmul")  # TVM prints "void" for none given
     return make_call("relax.matmul", [as_tensor(a), as_tensor(b)], {"out_dtype": out_dtype})
 
 

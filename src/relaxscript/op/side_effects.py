@@ -15,7 +15,7 @@ import numpy as np
 from tensorir import expr as E
 
 from ..expr import Expr, PrimValue, Tuple
-from ..struct_info import PrimStructInfo, TensorStructInfo, TupleStructInfo
+from ..struct_info import ObjectStructInfo, PrimStructInfo, TensorStructInfo, TupleStructInfo
 from ._convert import as_prim_value, as_tensor, make_call
 from ._infer_util import format_sinfo, sinfo_of
 from .registry import OpAttributeError, register_op
@@ -121,4 +121,23 @@ register_op("relax.print", _infer_print, _print_reference, pure=False, attr_name
             constructor=print)
 
 
-__all__ = ["assert_op", "print"]
+# ---------------------------------------------------------------- null_value
+def null_value():
+    """R.null_value(): the empty object (``R.Object``). TVM's ``nn.Module`` exports start their
+    effect chain with it (``_io: R.Object = R.null_value()`` in ``_initialize_effect``); it is
+    passed along and returned, never read, so it runs as Python's ``None``."""
+    return make_call("relax.null_value", [], {})
+
+
+def _infer_null_value(call, ctx) -> ObjectStructInfo:
+    return ObjectStructInfo()
+
+
+def _null_value_reference():
+    return None
+
+
+register_op("relax.null_value", _infer_null_value, _null_value_reference, constructor=null_value)
+
+
+__all__ = ["assert_op", "null_value", "print"]

@@ -157,6 +157,9 @@ class ValueParser(ClassDispatch):
     def _Tuple(self, node):
         items = [self.value(e) for e in node.elts]
         if any(isinstance(i, rx.Expr) for i in items):
+            # a string among graph-level values is the value R.str would make (TVM converts it so:
+            # mlc-llm's packed-call argument tuples pass activation names that way)
+            items = [rx.StringImm(i) if isinstance(i, str) else i for i in items]
             for item, sub in zip(items, node.elts):
                 if not isinstance(item, rx.Expr):
                     raise self.ctx.error(f"a tuple of graph-level values cannot hold {_describe(item)}", sub)

@@ -99,6 +99,10 @@ class Encoder:
         if kind is IndexMap:   # R.layout_transform's map, when the op runs by its reference
             return {"index_map": [[self.value(p) for p in v.params],
                                   [self.value(r) for r in v.results], v.index_dtype]}
+        from tensorir.script.literals import TargetAttr
+        if kind is TargetAttr:   # a prim_func's "target" attribute (T.target(...)), a label
+            spec = dict(v.spec) if isinstance(v.spec, tuple) else v.spec
+            return {"target_attr": self.value(spec)}
         raise ValueError(f"cannot save a value of type {kind.__name__} in an executable")
 
     def node(self, node) -> int:
@@ -165,6 +169,12 @@ class Decoder:
             return self.record(*body)
         if tag == "node" and type(body) is int and 0 <= body < len(self.nodes):
             return self.nodes[body]
+        if tag == "target_attr":
+            from tensorir.script.literals import TargetAttr
+            spec = self.value(body)
+            if not isinstance(spec, (str, dict)):
+                raise ValueError(f"malformed value {v!r:.80}")
+            return TargetAttr(spec)
         if tag == "index_map" and type(body) is list and len(body) == 3 and \
                 type(body[0]) is list and type(body[1]) is list and body[2] in ("int32", "int64"):
             return self._index_map(*body)

@@ -195,6 +195,11 @@ class ExprEvaluator(ClassDispatch):
     def _call(self, e, mask):
         if e.op == E.CHECKED_INDEX:
             return self._checked_index(e, mask)
+        if e.op == E.UNDEF:  # unspecified: read as 0 on every target
+            return np.zeros((), dtype=np_dtype(e.dtype))[()]
+        if e.op == E.REINTERPRET:  # the same bytes read as the other dtype
+            value = np.array(self.eval(e.args[0], mask), dtype=np_dtype(e.args[0].dtype))
+            return value.view(np_dtype(e.dtype))
         impl = INTRINSIC_IMPLS.get(e.op)
         if impl is None:
             raise InterpretError(f"the interpreter has no implementation of call {e.op!r}")

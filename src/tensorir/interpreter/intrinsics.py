@@ -30,6 +30,39 @@ def _sigmoid(x):
     return one / (one + np.exp(-x))
 
 
+def _unsigned_bits(x):
+    """``x``'s two's-complement bits as uint64 (its width in bits too)."""
+    x = np.asarray(x)
+    bits = x.dtype.itemsize * 8
+    return x.astype(np.dtype(f"uint{bits}")).astype(np.uint64), bits
+
+
+def _bit_length(y):
+    """Bit length of each uint64 (a binary search: six steps whatever the width)."""
+    n = np.zeros(y.shape, np.int64)
+    for s in (32, 16, 8, 4, 2, 1):
+        big = y >= (np.uint64(1) << np.uint64(s))
+        n = n + np.where(big, s, 0)
+        y = np.where(big, y >> np.uint64(s), y)
+    return n + (y > 0)
+
+
+def _clz(x):
+    y, bits = _unsigned_bits(x)
+    return bits - _bit_length(y)
+
+
+_BYTE_BITS = np.array([bin(i).count("1") for i in range(256)], dtype=np.int64)
+
+
+def _popcount(x):
+    y, bits = _unsigned_bits(x)
+    total = np.zeros(y.shape, np.int64)
+    for k in range(bits // 8):
+        total = total + _BYTE_BITS[((y >> np.uint64(8 * k)) & np.uint64(255)).astype(np.int64)]
+    return total
+
+
 INTRINSIC_IMPLS = {
     "exp": np.exp, "log": np.log, "sqrt": np.sqrt, "rsqrt": _rsqrt, "tanh": np.tanh,
     "sigmoid": _sigmoid, "erf": _erf, "pow": np.power, "abs": np.abs, "sin": np.sin,
@@ -42,4 +75,5 @@ INTRINSIC_IMPLS = {
     "hypot": np.hypot, "copysign": np.copysign, "fmod": np.fmod,
     "bitwise_and": np.bitwise_and, "bitwise_or": np.bitwise_or, "bitwise_xor": np.bitwise_xor,
     "bitwise_not": np.invert, "shift_left": np.left_shift, "shift_right": np.right_shift,
+    "clz": _clz, "popcount": _popcount,
 }

@@ -20,7 +20,7 @@ from ..dispatch import ClassDispatch, handles
 from ..errors import ParseError
 from ..stmt import BufferRegion, Range
 from .diagnostics import SourceInfo, make_parse_error
-from .literals import int_literal_problem
+from .literals import TargetAttr, int_literal_problem
 from .namespace import DTYPE_NAMES
 
 MISSING = object()
@@ -46,7 +46,8 @@ _BINARY_FUNCS = {"max": E.max_, "min": E.min_, "floordiv": E.floordiv, "floormod
 
 
 # TVM's other names of intrinsics and helpers that are the same operation here.
-_T_ALIASES = {"fabs": "abs", "nearbyint": "round", "indexdiv": "floordiv", "indexmod": "floormod"}
+_T_ALIASES = {"fabs": "abs", "nearbyint": "round", "indexdiv": "floordiv", "indexmod": "floormod",
+              "ramp": "Ramp", "broadcast": "Broadcast"}
 
 
 def _limit(parser, node, which: str):
@@ -92,6 +93,7 @@ _T_SUGAR = {"max_value": lambda p, n: _limit(p, n, "max"), "min_value": lambda p
 _PARAM_NAMES = {"if_then_else": ("cond", "t", "f"), "Select": ("condition", "true_value", "false_value"),
                 "cast": ("x", "dtype"), "Cast": ("dtype", "value"), "Let": ("body", "where"),
                 "Ramp": ("base", "stride", "lanes"), "Broadcast": ("value", "lanes"),
+                "reinterpret": ("dtype", "value"),
                 **{name: ("a", "b") for name in ("max", "min", "floordiv", "floormod", "ceildiv", "truncdiv")}}
 
 
@@ -416,9 +418,18 @@ class ExprParser(ClassDispatch):
         if name == "address_of":
             self.expect_args(node, 1)
             load = self.eval(args[0])
+            if isinstance(load, Buffer):  # T.address_of(A): its first element, as TVM prints it
+                load = E.BufferLoad(load, [E.const(0, d.dtype) for d in load.shape])
             if not isinstance(load, E.BufferLoad):
                 raise self.error("T.address_of takes a buffer element such as A[i, 0]", args[0])
             return E.address_of(load)
+        if name == "undef":
+            if node.args or any(k.arg != "dtype" for k in node.keywords):
+                raise self.error("T.undef takes only dtype=", node)
+            return E.undef(self.dtype(node.keywords[0].value) if node.keywords else "int32")
+        if name == "reinterpret":
+            self.expect_args(node, 2)
+            return E.reinterpret(self.dtype(args[0]), self.expr(args[1]))
         if name == "checked_index":
             self.expect_args(node, 2)
             index, extent = (self.expr(a) for a in args)
@@ -456,11 +467,13 @@ class ExprParser(ClassDispatch):
     def let_expr(self, node: ast.Call):
         """``T.Let(body, where={x: value})``: ``body`` with ``x`` replaced by ``value`` (the IR
         has no let expression; the substitution means the same). ``x`` may be a declared var
-        or a new name, which then takes the value's dtype."""
-        from ..functor import substitute
+        or a new name, which then takes the value's dtype. The body is parsed with ``x`` read
+        as the value, so the operator builders fold it exactly as they fold the printed result
+        (substituting into an already built body left ``1 + 1`` unfolded, which printed as
+        ``T.int32(1) + T.int32(1)`` and re-parsed as ``2``)."""
         if len(node.args) != 2 or not isinstance(node.args[1], ast.Dict):
             raise self.error("T.Let takes a body and where={var: value}", node)
-        mapping, names = {}, {}
+        names = {}
         for key, value in zip(node.args[1].keys, node.args[1].values):
             known = self.lookup(key.id) if isinstance(key, ast.Name) else MISSING
             if isinstance(known, E.Var):
@@ -473,15 +486,13 @@ class ExprParser(ClassDispatch):
             var = var if var is not None else E.Var(key.id, bound.dtype)
             if bound.dtype != var.dtype:
                 raise self.error(f"T.Let binds {var.name!r} ({var.dtype}) to a {bound.dtype} value", value)
-            mapping[var] = bound
-            names[key.id] = var
+            names[key.id] = bound
         outer = self.lookup
         self.lookup = lambda name: names[name] if name in names else outer(name)
         try:
-            body = self.expr(node.args[0])
+            return self.expr(node.args[0])
         finally:
             self.lookup = outer
-        return substitute(body, mapping)
 
     def access_ptr(self, buf: Buffer, node: ast.Call):
         """``A.access_ptr("r", offset=k)``: the address of element ``k`` (row-major) of ``A``,
@@ -582,8 +593,22 @@ class ExprParser(ClassDispatch):
         if isinstance(node, (ast.List, ast.Tuple)):
             items = [self.python_value(e) for e in node.elts]
             return items if isinstance(node, ast.List) else tuple(items)
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and self.is_t(node.func.value) \
+                and node.func.attr == "target":
+            return self.target_attr(node)
         value = self.eval(node)
         if not (value is None or isinstance(value, (int, float, str, E.PrimExpr))):
             raise self.error(f"an annotation value is a literal, a list, tuple or dict of them, "
                              f"or a scalar expression; got {ast.unparse(node)}", node)
         return value
+
+    def target_attr(self, node: ast.Call) -> TargetAttr:
+        """``T.target("llvm")`` or ``T.target({"kind": ..., ...})`` (an attribute value only)."""
+        if len(node.args) != 1 or node.keywords:
+            raise self.error("T.target takes one target: a string such as \"llvm\" or a dict of "
+                             "its fields", node)
+        spec = self.python_value(node.args[0])
+        if not isinstance(spec, (str, dict)) or (isinstance(spec, dict) and "kind" not in spec):
+            raise self.error("T.target takes a string such as \"llvm\" or a dict with a \"kind\"",
+                             node.args[0])
+        return TargetAttr(spec)

@@ -10,13 +10,14 @@ from __future__ import annotations
 import keyword
 import math
 
+from .. import dtype as dt
 from .. import expr as E
 from ..buffer import Buffer
 from ..dispatch import ClassDispatch, handles
 from ..identity_names import IdentityNames
 from ..operators import PREC_ATOM as _ATOM, PREC_NOT as _NOT, PREC_UNARY as _UNARY
 from ..operators import PYTHON_INFIX, SCRIPT_CALLS, left_min_prec
-from .literals import string_literal
+from .literals import TargetAttr, string_literal
 _DEFAULT_LITERAL_DTYPES = ("int64", "float32", "bool")
 RESERVED = frozenset(keyword.kwlist) | {"T", "range", "min", "max", "abs", "True", "False", "None",
                                         "prim_func", "tensorir", "R"}
@@ -55,6 +56,9 @@ def py_literal(value) -> str:
         return f"({inner},)" if len(value) == 1 else f"({inner})"
     if isinstance(value, E.PrimExpr):
         return ExprPrinter(Namer()).fmt(value)
+    if isinstance(value, TargetAttr):
+        spec = dict(value.spec) if isinstance(value.spec, tuple) else value.spec
+        return f"T.target({py_literal(spec)})"
     raise TypeError(f"cannot print annotation value {value!r}")
 
 
@@ -178,6 +182,14 @@ class ExprPrinter(ClassDispatch):
         if e.op == E.CHECKED_INDEX and e.dtype == "int64" and len(e.args) == 2 \
                 and all(a.dtype == "int64" for a in e.args):
             return f"T.checked_index({args})"
+        if e.op == E.UNDEF and not e.args and dt.lanes(e.dtype) == 1:
+            return f'T.undef(dtype="{e.dtype}")'
+        if e.op == E.REINTERPRET and len(e.args) == 1 and e.dtype != e.args[0].dtype:
+            try:
+                E.reinterpret(e.dtype, e.args[0])
+                return f'T.reinterpret("{e.dtype}", {args})'
+            except ValueError:
+                pass
         if e.op in E.INTRINSICS:
             from ..structural import structural_equal
             try:

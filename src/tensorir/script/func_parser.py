@@ -221,15 +221,26 @@ class FunctionParser(BlockParserMixin):
             if arg.arg in scalars:
                 params.append(scalars[arg.arg])
                 continue
-            if self.t_call(arg.annotation) != "Buffer":
+            annotation = self.subscript_buffer(arg.annotation)
+            if self.t_call(annotation) != "Buffer":
                 raise self.error(f"unsupported parameter annotation {ast.unparse(arg.annotation)}; "
                                  "use T.Buffer(shape, dtype) or a scalar type such as T.int64",
                                  arg.annotation)
-            buf = self.buffer_from_call(arg.arg, arg.annotation, declare=True)
+            buf = self.buffer_from_call(arg.arg, annotation, declare=True)
             self.scope.define(arg.arg, buf)
             params.append(buf)
         self.param_name = None
         return params
+
+    def subscript_buffer(self, node):
+        """TVM's older ``T.Buffer[(128,), "float32"]``: the same as ``T.Buffer((128,), "float32")``."""
+        if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Attribute) \
+                and isinstance(node.value.value, ast.Name) and node.value.value.id in self.t_names \
+                and node.value.attr == "Buffer":
+            items = node.slice.elts if isinstance(node.slice, ast.Tuple) and len(node.slice.elts) == 2 \
+                and isinstance(node.slice.elts[1], ast.Constant) else [node.slice]
+            return ast.copy_location(ast.Call(func=node.value, args=list(items), keywords=[]), node)
+        return node
 
     def vector_annotation(self, node) -> str | None:
         """``T.float32x4`` (a vector local's type, as TVM prints it), or None."""
@@ -247,6 +258,8 @@ class FunctionParser(BlockParserMixin):
                 and node.value.id in self.t_names:
             if node.attr in DTYPE_NAMES or node.attr == "handle":
                 return node.attr
+            if node.attr == "boolean":  # TVM's other name of T.bool
+                return "bool"
             if node.attr != "Buffer":
                 raise self.error(f"unknown type 'T.{node.attr}'", node)
         return None
@@ -392,6 +405,12 @@ class FunctionParser(BlockParserMixin):
             return self.parse_expr_stmt(st, frame)
         if isinstance(st, ast.Pass):
             return None
+        if isinstance(st, (ast.Break, ast.Continue)):
+            # TVM's loop jumps: passes here (fusion, parallel and vector loops, hoisting) assume a
+            # loop runs every iteration to its end
+            raise self.error(f"{type(st).__name__.lower()} (a loop jump) is not supported in a prim_func; "
+                             "write the loop as a while loop with the exit in its condition, or guard "
+                             "the rest of the body with an if", st)
         raise self.error(f"unsupported statement {type(st).__name__} in a prim_func", st)
 
     def parse_named_assign(self, st: ast.Assign, rest, frame) -> Stmt | None:
@@ -431,6 +450,11 @@ class FunctionParser(BlockParserMixin):
                 return None
             buf = self.buffer_from_call(name, value)
             return Allocate(buf, self.scoped_body(rest, frame, name, buf))
+        if kind == "bind" and len(value.args) == 1 and not value.keywords:
+            # newer TVM's `x = T.bind(value)`: the scalar let the plain assignment makes
+            let_value = self.exprs.expr(value.args[0])
+            var = E.Var(name, let_value.dtype)
+            return LetStmt(var, let_value, self.scoped_body(rest, frame, name, var))
         if kind == "meta_var":
             # TVM substitutes a meta_var's value where the name is used: no let binding
             self.exprs.expect_args(value, 1)
@@ -452,7 +476,12 @@ class FunctionParser(BlockParserMixin):
         if self.t_call(st.annotation) == "Buffer":
             plain = ast.copy_location(ast.Assign(targets=[st.target], value=st.value), st)
             return self.parse_named_assign(plain, rest, frame)
-        dtype = self.vector_annotation(st.annotation) or self.scalar_annotation(st.annotation)
+        annotation = st.annotation
+        if isinstance(annotation, ast.Subscript) and isinstance(annotation.value, ast.Attribute) \
+                and isinstance(annotation.value.value, ast.Name) \
+                and annotation.value.value.id in self.t_names and annotation.value.attr == "let":
+            annotation = annotation.slice  # TVM's x: T.let[T.int32] = ...: the same scalar let
+        dtype = self.vector_annotation(annotation) or self.scalar_annotation(annotation)
         if dtype is None or dtype == "handle":
             raise self.error(f"unsupported annotation {ast.unparse(st.annotation)} on a local; "
                              "use a scalar type such as T.int32", st.annotation)
@@ -682,6 +711,17 @@ class FunctionParser(BlockParserMixin):
         cond = self.exprs.expr(test)
         if cond.dtype != "bool":
             raise self.error(f"an assert condition must be one boolean, got {cond.dtype}", test)
+        if isinstance(msg, ast.Tuple) and len(msg.elts) == 2 and isinstance(msg.elts[1], (ast.List, ast.Tuple)):
+            # newer TVM: assert cond, ("ValueError", ["part", "part"]): an error kind and a message
+            # in parts; the parts joined are the message (a failure here is KernelAssertionError
+            # whatever the kind, which is checked to be a name)
+            kind = self.exprs.constant(msg.elts[0], "an assert's error kind", (str,))
+            if not kind.isidentifier():
+                raise self.error(f"an assert's error kind is a name such as \"ValueError\", got {kind!r}",
+                                 msg.elts[0])
+            message = "".join(self.exprs.constant(p, "a part of an assert's message", (str,))
+                              for p in msg.elts[1].elts)
+            return AssertStmt(cond, message)
         message = "" if msg is None else self.exprs.constant(msg, "an assert's message", (str,))
         return AssertStmt(cond, message)
 
@@ -714,7 +754,7 @@ class FunctionParser(BlockParserMixin):
                 ext = self.exprs.to_prim(value, arg)
                 if not dt.is_int(ext.dtype):
                     raise self.error(f"expected an integer expression, got dtype {ext.dtype}", arg)
-                loops.append((target, E.const(0, ext.dtype), ext, "serial", None, {}))
+                loops.append((target, E.const(0, ext.dtype), ext, "serial", None, {}, None))
         elif kind in _LOOP_KINDS or (isinstance(call, ast.Call) and isinstance(call.func, ast.Name)
                                      and call.func.id == "range" and kind is None):
             loops = [self.loop_header(st.target, call, _LOOP_KINDS.get(kind, "serial"))]
@@ -746,7 +786,7 @@ class FunctionParser(BlockParserMixin):
             raise self.error("this loop binds exactly one variable", target)
         self.require_loop_name(target)
         kw = {k.arg: k.value for k in call.keywords}
-        allowed = {"annotations"} | ({"thread"} if kind == "thread_binding" else set())
+        allowed = {"annotations"} | ({"thread"} if kind == "thread_binding" else {"step"})
         for k in call.keywords:
             if k.arg not in allowed:
                 raise self.error(f"unknown argument {k.arg!r} of {ast.unparse(call.func)}", k.value)
@@ -757,8 +797,13 @@ class FunctionParser(BlockParserMixin):
             if "thread" in kw:
                 raise self.error("T.thread_binding names its thread axis twice", call)
             kw["thread"] = args.pop()
+        step_node = kw.get("step")
+        if len(args) == 3 and kind != "thread_binding":
+            if step_node is not None:
+                raise self.error(f"{ast.unparse(call.func)} gives its step twice", call)
+            step_node = args.pop()
         if len(args) not in (1, 2):
-            raise self.error(f"{ast.unparse(call.func)} takes an extent or (min, max)", call)
+            raise self.error(f"{ast.unparse(call.func)} takes an extent, (min, max) or (min, max, step)", call)
         raw = [self.exprs.eval(a) for a in args]
         for node, v in zip(args, raw):
             if not dt.is_int(self.exprs.to_prim(v, node).dtype):
@@ -769,6 +814,18 @@ class FunctionParser(BlockParserMixin):
         else:
             lo, hi = E._promote_pair(*raw)
             ext = extent_between(lo, hi)
+        step = None
+        if step_node is not None:
+            # `for i in range(lo, hi, s)`: the loop counts k over ceil((hi - lo) / s) trips and the
+            # body reads i as lo + k * s (TVM's CanonicalizeLoop form; a step must be known to be
+            # positive for the trip count to mean the same)
+            step = self.exprs.constant(step_node, "a loop step", (int,))
+            if step <= 0:
+                raise self.error(f"a loop step must be a positive constant integer, got {step}", step_node)
+            if step == 1:
+                step = None
+            else:
+                ext = E.max_(E.ceildiv(ext, E.const(step, ext.dtype)), E.const(0, ext.dtype))
         thread = None
         if kind == "thread_binding":
             if "thread" not in kw:
@@ -777,12 +834,18 @@ class FunctionParser(BlockParserMixin):
         annotations = self.exprs.python_value(kw["annotations"]) if "annotations" in kw else {}
         if not isinstance(annotations, dict):
             raise self.error("annotations must be a dict", kw["annotations"])
-        return target, lo, ext, kind, thread, annotations
+        return target, lo, ext, kind, thread, annotations, step
 
     def build_loops(self, loops, body_stmts) -> Stmt:
         self.scope.push()
         made = []
-        for target, lo, ext, kind, thread, loop_annotations in loops:
+        for target, lo, ext, kind, thread, loop_annotations, step in loops:
+            if step is not None:  # counts from 0; the name reads lo + k * step
+                var = E.Var(target.id, ext.dtype)
+                self.scope.define(target.id, E.add(lo, E.mul(var, E.const(step, ext.dtype))))
+                self.loops.append(LoopInfo(var, Range(E.const(0, ext.dtype), ext)))
+                made.append((var, E.const(0, ext.dtype), ext, kind, thread, loop_annotations))
+                continue
             var = E.Var(target.id, ext.dtype)
             self.scope.define(target.id, var)
             self.loops.append(LoopInfo(var, Range(lo, ext)))

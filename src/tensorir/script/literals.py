@@ -50,3 +50,28 @@ def int_literal_problem(value: int, dtype: str | None = None) -> str | None:
     if lo <= value <= hi:
         return None
     return f"integer literal {value} does not fit in {dtype} ({lo} .. {hi})"
+
+
+class TargetAttr:
+    """``T.target("llvm")`` / ``T.target({"kind": "cuda", ...})`` as an attribute value (TVM's
+    ``"target"`` function attribute). Kept and printed back as written; nothing here compiles
+    by it (the build's target decides), so it is a label, compared by its spec."""
+
+    __slots__ = ("spec",)
+
+    def __init__(self, spec):
+        if isinstance(spec, dict):
+            spec = tuple(sorted(spec.items(), key=lambda kv: str(kv[0])))
+        object.__setattr__(self, "spec", spec)
+
+    def __setattr__(self, name, value):
+        raise AttributeError("TargetAttr is immutable")
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, TargetAttr) and self.spec == other.spec
+
+    def __hash__(self) -> int:
+        return hash(("TargetAttr", self.spec))
+
+    def __repr__(self) -> str:
+        return f"TargetAttr({self.spec!r})"

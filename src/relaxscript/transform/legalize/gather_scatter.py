@@ -296,3 +296,37 @@ def _index_put(ctx, call):
     reduction = "add" if call.attrs["accumulate"] else "update"
     out = _scatter(te, data, _Broadcast(te, values), shape, aims_at, reduction, "T_index_put")
     return te.emit("index_put", out)
+
+
+@register_legalize("relax.multinomial_from_uniform")
+def _multinomial_from_uniform(ctx, call):
+    """Two stages: the running sums of each ``prob`` row (a masked row sum per element, as
+    cumsum), then per sample the count of running sums at or below its uniform number (the
+    first index past it), capped at the last index. The row index read from data goes
+    through ``T.checked_index``."""
+    if not _known(call):
+        return None
+    te = ctx.te(call)
+    prob = te.placeholder(call.args[0], "prob")
+    uniform = te.placeholder(call.args[1], "uniform_sample")
+    indices = te.placeholder(call.args[2], "sample_indices")
+    batch, vocab = prob.shape
+    dtype = te.out_dtype()
+
+    def running_sum(b, j):
+        k = reduce_axis(vocab, "k")
+        return reduce_sum(E.select(E.LE(k.var, j), prob[b, k.var], E.const(0, prob.dtype)), [k])
+
+    running = compute([batch, vocab], running_sum, "T_running_sum", prob.dtype)
+
+    def below(i, zero):
+        row = E.checked_index(indices[i, zero], batch)
+        j = reduce_axis(vocab, "j")
+        at_or_below = E.LE(running[row, j.var], E.cast(prob.dtype, uniform[i, zero]))
+        return reduce_sum(E.select(at_or_below, E.const(1, "int64"), E.const(0, "int64")), [j])
+
+    count = compute(te.out_shape(), below, "T_below", "int64")
+    out = compute(te.out_shape(), lambda i, zero: E.cast(dtype, E.min_(count[i, zero],
+                                                                        E.cast("int64", vocab) - 1)),
+                  "T_multinomial_from_uniform", dtype)
+    return te.emit("multinomial_from_uniform", out)

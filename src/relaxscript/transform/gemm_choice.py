@@ -89,7 +89,9 @@ def choose_gemm_library(kind: str, rows, analyzer: Analyzer, width=None,
                            f"ahead of OpenBLAS here, its epilogue fused")
     if lo is not None and lo > skinny and (packed is None or (hi is not None and hi < packed)):
         return library, f"at least {lo} rows (> {skinny}): OpenBLAS's packed kernels"
-    more = f"OpenBLAS for more than {skinny}" + ("" if packed is None else f" up to {packed - 1}, the packed tile from {packed}")
+    more = f"OpenBLAS for more than {skinny}"
+    if packed is not None:
+        more += f" up to {packed - 1}, the packed tile from {packed}"
     return generated, (f"rows may be 1..{skinny}: at run time the GEMV for 1 row, the skinny variant "
                        f"(A read in place) for 2..{skinny}, {more}")
 

@@ -14,6 +14,8 @@ symbolic variable.
 """
 from __future__ import annotations
 
+import copy
+
 from backends.target import Target, TargetError, get_backend
 
 from ..expr import Function
@@ -22,6 +24,7 @@ from ..transform import (AnnotateTIROpPattern, CallTIRRewrite, DeadCodeEliminati
                          DefaultCPUSchedule, DefaultGPUSchedule, DispatchLibrary, FuseAttention, FuseOps,
                          FuseTIR, InlineFunctions, LegalizeOps, LiftWorkspace, StaticPlanBlockMemory)
 from ..transform.apply_shape_constraints import ApplyShapeConstraints
+from ..transform.dead_code_elimination import referenced_globals
 from ..transform.merge_parallel_matmul import MergeParallelMatmul
 from ..transform.pass_infra import Pass
 from .codegen import compile_module
@@ -90,6 +93,32 @@ def _check_target(target) -> Target:
         raise VMBuildError(str(err)) from None
 
 
+def mark_entry_functions(mod: IRModule) -> IRModule:
+    """``mod`` with its entry functions marked public (``global_symbol``) when none is.
+
+    A TVMScript module's functions are public unless written ``private=True``, and TVM's build keeps
+    every public one callable. A parsed module carries no ``global_symbol``, and DeadCodeElimination
+    then keeps only what ``main`` reaches, so a second entry (``vm["decode"]`` beside ``main``, an
+    ``nn.Module`` export's ``_initialize_effect``) was dropped. The entries are the graph functions no
+    other graph function refers to, ``main`` among them, taken before the pipeline runs: after
+    InlineFunctions an inlined helper is referred to by nothing either, and must not become one."""
+    graph = mod.relax_functions
+    if not graph or any("global_symbol" in f.attrs for f in graph.values()):
+        return mod
+    referenced = set()
+    for name, func in graph.items():
+        referenced |= referenced_globals(func) - {name}
+    entries = [n for n in graph if n not in referenced or n == "main"]
+    if entries == ["main"] or "main" not in graph:
+        return mod   # DeadCodeElimination's own default picks the same functions
+    functions = dict(mod.functions)
+    for name in entries:
+        marked = copy.copy(functions[name])
+        marked.attrs = {**marked.attrs, "global_symbol": name}
+        functions[name] = marked
+    return IRModule(functions, mod.attrs)
+
+
 def build(mod: IRModule, target="c", pipeline=None) -> Executable:
     """Run ``pipeline`` (default ``get_pipeline(target)``), then lower shapes and
     generate VM code; the target's backend builds the kernels (one C library,
@@ -102,6 +131,7 @@ def build(mod: IRModule, target="c", pipeline=None) -> Executable:
     if not isinstance(mod, IRModule):
         raise TypeError(f"build needs an IRModule or a Function, got {type(mod).__name__}")
     passes = get_pipeline(target) if pipeline is None else _check_pipeline(pipeline)
+    mod = mark_entry_functions(mod)
     for p in passes:
         mod = p(mod)
     functions, kernels = compile_module(mod)

@@ -1,0 +1,59 @@
+"""What a build keeps callable: every entry function of the module, as TVM's build keeps every public
+function (vm/build.py's mark_entry_functions), not only what ``main`` reaches."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import relaxscript as rx
+from relaxscript.vm.build import mark_entry_functions
+
+SOURCE = '''
+@I.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor(("n",), "float32")):
+        y = Module.double(x)
+        return y
+
+    @R.function
+    def double(x: R.Tensor(("n",), "float32")):
+        y = R.add(x, x)
+        return y
+
+    @R.function
+    def square(x: R.Tensor(("n",), "float32")):
+        y = R.multiply(x, x)
+        return y
+'''
+
+
+@pytest.mark.parametrize("target", ["interp", "c"])
+def test_a_second_entry_beside_main_stays_callable(target):
+    vm = rx.VirtualMachine(rx.build(rx.from_source(SOURCE), target=target))
+    for n in (1, 5):
+        x = np.arange(n, dtype=np.float32) - 2
+        np.testing.assert_array_equal(vm["main"](x), x + x)
+        np.testing.assert_array_equal(vm["square"](x), x * x)
+
+
+def test_entries_are_the_functions_nothing_refers_to():
+    mod = rx.from_source(SOURCE)
+    marked = mark_entry_functions(mod)
+    assert {n for n, f in marked.relax_functions.items() if "global_symbol" in f.attrs} == {"main", "square"}
+    assert "global_symbol" not in mod["square"].attrs      # the user's module is left as it was
+    # the helper main calls is not an entry: inlined into main, it leaves the executable
+    vm = rx.VirtualMachine(rx.build(mod, target="interp"))
+    with pytest.raises(KeyError, match="double"):
+        vm["double"]
+
+
+def test_a_module_that_names_its_public_functions_keeps_its_choice():
+    mod = rx.from_source(SOURCE.replace('''    def square(x: R.Tensor(("n",), "float32")):''', '''    def square(x: R.Tensor(("n",), "float32")):
+        R.func_attr({"global_symbol": "square"})'''))
+    assert mark_entry_functions(mod) is mod
+    vm = rx.VirtualMachine(rx.build(mod, target="interp"))
+    x = np.arange(3, dtype=np.float32)
+    np.testing.assert_array_equal(vm["square"](x), x * x)
+    with pytest.raises(KeyError, match="main"):
+        vm["main"]

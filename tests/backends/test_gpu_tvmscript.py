@@ -1,0 +1,67 @@
+"""GPU-scheduled TVMScript in the forms TVM's schedules print (dlight, meta-schedule), run on
+OpenCL (PoCL) against the interpreter with symbolic dims bound to several values, and compiled
+for CUDA with NVRTC. Each case is a construct tools/gpu_sweep.py found failing."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import tensorir as tir
+from backends.cuda.codegen import cuda_source
+from backends.gpu import GPULoweringError, lower_for_gpu
+from backends.opencl.codegen import opencl_source
+
+from .gpu_launch import check_on_opencl, require_opencl
+
+pytestmark = pytest.mark.usefixtures("_opencl")
+
+
+@pytest.fixture
+def _opencl():
+    require_opencl()
+
+
+def _normal(rng, *shape, dtype="float32"):
+    return rng.standard_normal(shape).astype(dtype)
+
+
+# float16 arrays the kernel declares itself: a per-thread cache and a shared tile
+HALF_LOCAL_SHARED = '''
+@T.prim_func
+def main(var_x: T.handle, var_y: T.handle):
+    T.func_attr({"tir.is_scheduled": True})
+    n = T.int64()
+    x = T.match_buffer(var_x, (n, T.int64(64)), "float16")
+    y = T.match_buffer(var_y, (n, T.int64(64)), "float16")
+    x_local = T.alloc_buffer((n, T.int64(64)), "float16", scope="local")
+    x_shared = T.alloc_buffer((n, T.int64(64)), "float16", scope="shared")
+    for b in T.thread_binding(n, thread="blockIdx.x"):
+        for t in T.thread_binding(T.int64(16), thread="threadIdx.x"):
+            for v in T.vectorized(T.int64(4)):
+                with T.block("x_local"):
+                    v0 = T.axis.spatial(n, b)
+                    v1 = T.axis.spatial(T.int64(64), t * T.int64(4) + v)
+                    x_local[v0, v1] = x[v0, v1]
+            for v in range(T.int64(4)):
+                with T.block("x_shared"):
+                    v0 = T.axis.spatial(n, b)
+                    v1 = T.axis.spatial(T.int64(64), t * T.int64(4) + v)
+                    x_shared[v0, v1] = x_local[v0, v1] * T.float16(2)
+        for t in T.thread_binding(T.int64(16), thread="threadIdx.x"):
+            for v in range(T.int64(4)):
+                with T.block("y"):
+                    v0 = T.axis.spatial(n, b)
+                    v1 = T.axis.spatial(T.int64(64), t * T.int64(4) + v)
+                    y[v0, v1] = x_shared[v0, T.int64(63) - v1] + T.float16(1)
+'''
+
+
+def test_float16_local_and_shared_arrays():
+    func = tir.from_source(HALF_LOCAL_SHARED)
+    rng = np.random.default_rng(0)
+    gfunc = check_on_opencl(func, lambda n: [_normal(rng, n, 64, dtype="float16"),
+                                             np.zeros((n, 64), "float16")], [1, 3, 7])
+    # PoCL (no cl_khr_fp16) declares no half arrays: per-thread floats rounded on store, shared ushort bits
+    source = opencl_source([gfunc])
+    assert "half x_local" not in source and "float x_local" in source and "rs_round_half(" in source
+    assert "__local ushort x_shared" in source

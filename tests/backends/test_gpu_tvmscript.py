@@ -65,3 +65,43 @@ def test_float16_local_and_shared_arrays():
     source = opencl_source([gfunc])
     assert "half x_local" not in source and "float x_local" in source and "rs_round_half(" in source
     assert "__local ushort x_shared" in source
+
+
+# dlight's norms: one thread loop fills a per-thread cache, a sibling loop on the same
+# threadIdx.x reads it (the same hardware thread), after a per-row value in shared memory
+SIBLING_THREAD_LOOPS = '''
+@T.prim_func
+def main(var_x: T.handle, w: T.Buffer((T.int64(32),), "float32"), var_y: T.handle):
+    T.func_attr({"tir.is_scheduled": True})
+    n = T.int64()
+    x = T.match_buffer(var_x, (n, T.int64(32)))
+    y = T.match_buffer(var_y, (n, T.int64(32)))
+    x_local = T.alloc_buffer((n, T.int64(32)), scope="local")
+    scale_shared = T.alloc_buffer((n,), scope="shared")
+    for b in T.thread_binding(n, thread="blockIdx.x"):
+        for t0 in T.thread_binding(T.int64(8), thread="threadIdx.x"):
+            for v in T.vectorized(T.int64(4)):
+                with T.block("x_local"):
+                    v0 = T.axis.spatial(n, b)
+                    v1 = T.axis.spatial(T.int64(32), t0 * T.int64(4) + v)
+                    x_local[v0, v1] = x[v0, v1]
+        with T.block("scale"):
+            v0 = T.axis.spatial(n, b)
+            scale_shared[v0] = T.Cast("float32", v0) + T.float32(0.5)
+        for t1 in T.thread_binding(T.int64(8), thread="threadIdx.x"):
+            for v in range(T.int64(4)):
+                with T.block("y"):
+                    v0 = T.axis.spatial(n, b)
+                    v1 = T.axis.spatial(T.int64(32), t1 * T.int64(4) + v)
+                    y[v0, v1] = x_local[v0, v1] * scale_shared[v0] + w[v1]
+'''
+
+
+def test_sibling_thread_loops_share_a_local_cache():
+    func = tir.from_source(SIBLING_THREAD_LOOPS)
+    rng = np.random.default_rng(1)
+    gfunc = check_on_opencl(func, lambda n: [_normal(rng, n, 32), _normal(rng, 32),
+                                             np.zeros((n, 32), "float32")], [1, 2, 5],
+                            tolerance={"rtol": 1e-6, "atol": 1e-6})  # a * b + c may be one fma
+    # the cache is the 4 elements of one thread, not the whole row
+    assert "x_local[4]" in opencl_source([gfunc])

@@ -105,3 +105,69 @@ def test_sibling_thread_loops_share_a_local_cache():
                             tolerance={"rtol": 1e-6, "atol": 1e-6})  # a * b + c may be one fma
     # the cache is the 4 elements of one thread, not the whole row
     assert "x_local[4]" in opencl_source([gfunc])
+
+
+# dlight's RMSNorm: the thread loop that fills the per-thread cache also holds the reduction over
+# its part (the nest from threadIdx.x down to the reduction block is not perfect); every thread
+# needs the row's total, not its own partial
+ROW_NORM = '''
+@T.prim_func
+def main(var_x: T.handle, var_y: T.handle):
+    T.func_attr({"tir.is_scheduled": True})
+    n = T.int64()
+    x = T.match_buffer(var_x, (n, T.int64(48)))
+    y = T.match_buffer(var_y, (n, T.int64(48)))
+    x_local = T.alloc_buffer((n, T.int64(48)), scope="local")
+    sq_local = T.alloc_buffer((n, T.int64(48)), scope="local")
+    ssq_local = T.alloc_buffer((n,), scope="local")
+    inv_shared = T.alloc_buffer((n,), scope="shared")
+    for b in T.thread_binding(n, thread="blockIdx.x"):
+        for t in T.thread_binding(T.int64(16), thread="threadIdx.x"):
+            for v in T.vectorized(T.int64(3)):
+                with T.block("x_local"):
+                    v0 = T.axis.spatial(n, b)
+                    v1 = T.axis.spatial(T.int64(48), t * T.int64(3) + v)
+                    x_local[v0, v1] = x[v0, v1]
+            for k in range(T.int64(3)):
+                with T.block("sq"):
+                    v0 = T.axis.spatial(n, b)
+                    v1 = T.axis.spatial(T.int64(48), t * T.int64(3) + k)
+                    sq_local[v0, v1] = x_local[v0, v1] * x_local[v0, v1]
+            for k in range(T.int64(3)):
+                with T.block("ssq"):
+                    v0 = T.axis.spatial(n, b)
+                    vk = T.axis.reduce(T.int64(48), t * T.int64(3) + k)
+                    with T.init():
+                        ssq_local[v0] = T.float32(0)
+                    ssq_local[v0] = ssq_local[v0] + sq_local[v0, vk]
+        with T.block("inv"):
+            v0 = T.axis.spatial(n, b)
+            inv_shared[v0] = T.rsqrt(ssq_local[v0] / T.float32(48) + T.float32(1e-5))
+        for t in T.thread_binding(T.int64(16), thread="threadIdx.x"):
+            for k in range(T.int64(3)):
+                with T.block("y"):
+                    v0 = T.axis.spatial(n, b)
+                    v1 = T.axis.spatial(T.int64(48), t * T.int64(3) + k)
+                    y[v0, v1] = x_local[v0, v1] * inv_shared[v0]
+'''
+
+
+def test_reduction_inside_the_thread_loop_that_fills_the_cache():
+    func = tir.from_source(ROW_NORM)
+    rng = np.random.default_rng(2)
+    check_on_opencl(func, lambda n: [_normal(rng, n, 48), np.zeros((n, 48), "float32")], [1, 3, 6],
+                    tolerance={"rtol": 1e-5, "atol": 1e-6})   # the tree sums in another order
+
+
+def test_a_thread_reduction_left_per_thread_is_refused():
+    # a spatial loop between threadIdx.x and the reduction: no per-thread partial may stand for
+    # the row's total (it used to, silently: a "local" output looked like a rewritten partial)
+    old = """            for k in range(T.int64(3)):
+                with T.block("ssq"):
+                    v0 = T.axis.spatial(n, b)"""
+    new = """            for j, k in T.grid(T.int64(1), T.int64(3)):
+                with T.block("ssq"):
+                    v0 = T.axis.spatial(n, b + j)"""
+    assert old in ROW_NORM
+    with pytest.raises(GPULoweringError, match="block 'ssq'.*not a perfect nest"):
+        lower_for_gpu("main", tir.from_source(ROW_NORM.replace(old, new)))

@@ -171,3 +171,45 @@ def test_a_thread_reduction_left_per_thread_is_refused():
     assert old in ROW_NORM
     with pytest.raises(GPULoweringError, match="block 'ssq'.*not a perfect nest"):
         lower_for_gpu("main", tir.from_source(ROW_NORM.replace(old, new)))
+
+
+# meta-schedule's tiles: a loop on a virtual thread between blockIdx and threadIdx, a shared tile
+# and a per-thread accumulator indexed by it
+VTHREAD = '''
+@T.prim_func
+def main(var_a: T.handle, var_c: T.handle):
+    T.func_attr({"tir.is_scheduled": True})
+    n = T.int64()
+    A = T.match_buffer(var_a, (n, T.int64(8), T.int64(16)))
+    C = T.match_buffer(var_c, (n, T.int64(8)))
+    A_shared = T.alloc_buffer((n, T.int64(8), T.int64(16)), scope="shared")
+    C_local = T.alloc_buffer((n, T.int64(8)), scope="local")
+    for i0 in T.thread_binding(n, thread="blockIdx.x"):
+        for i1 in T.thread_binding(T.int64(2), thread="vthread.x"):
+            for i2 in T.thread_binding(T.int64(4), thread="threadIdx.x"):
+                for j in range(T.int64(16)):
+                    with T.block("A_shared"):
+                        vi = T.axis.spatial(n, i0)
+                        vr = T.axis.spatial(T.int64(8), i1 * T.int64(4) + i2)
+                        vj = T.axis.spatial(T.int64(16), j)
+                        A_shared[vi, vr, vj] = A[vi, vr, vj] * T.float32(2)
+                for j in range(T.int64(16)):
+                    with T.block("C_local"):
+                        vi = T.axis.spatial(n, i0)
+                        vr = T.axis.spatial(T.int64(8), i1 * T.int64(4) + i2)
+                        vj = T.axis.reduce(T.int64(16), j)
+                        with T.init():
+                            C_local[vi, vr] = T.float32(0)
+                        C_local[vi, vr] = C_local[vi, vr] + A_shared[vi, vr, (vj + vr) % T.int64(16)]
+                with T.block("C"):
+                    vi = T.axis.spatial(n, i0)
+                    vr = T.axis.spatial(T.int64(8), i1 * T.int64(4) + i2)
+                    C[vi, vr] = C_local[vi, vr]
+'''
+
+
+def test_virtual_thread_loops_run_in_turn():
+    func = tir.from_source(VTHREAD)
+    rng = np.random.default_rng(3)
+    check_on_opencl(func, lambda n: [_normal(rng, n, 8, 16), np.zeros((n, 8), "float32")], [1, 2, 3],
+                    tolerance={"rtol": 1e-5, "atol": 1e-6})

@@ -6,6 +6,10 @@ TVM's schedules (dlight's norms and GEMVs) bind several sibling loops of one ker
 Var per loop, the compaction of that cache sees two unrelated indices and cannot find a
 constant size per thread; with one Var the accesses line up. A loop nested in another loop of
 the same axis keeps its own var (the launch refuses that nesting with a clear error).
+
+A loop bound to a virtual thread (``vthread``, ``vthread.x/y/z``: meta-schedule's tiles) is
+a serial loop here: virtual threads are iterations one real thread runs in turn, which is
+what the interpreter runs too.
 """
 from __future__ import annotations
 
@@ -16,6 +20,8 @@ from tensorir.functor import Mutator, substitute
 from tensorir.stmt import For
 
 from .function import BLOCK_AXES, THREAD_AXES
+
+VIRTUAL_AXES = ("vthread", "vthread.x", "vthread.y", "vthread.z")
 
 
 class _Unify(Mutator):
@@ -31,6 +37,9 @@ class _Unify(Mutator):
     @handles(For)
     def visit_For(self, loop: For):
         tag = loop.thread_tag
+        if loop.kind == "thread_binding" and tag in VIRTUAL_AXES:
+            return self.generic_visit(For(loop.loop_var, loop.min, loop.extent, "serial", loop.body,
+                                          annotations=loop.annotations))
         if loop.kind != "thread_binding" or tag not in THREAD_AXES + BLOCK_AXES or tag in self.active \
                 or not E.is_const_int(loop.min, 0):
             return self.generic_visit(loop)

@@ -213,3 +213,40 @@ def test_virtual_thread_loops_run_in_turn():
     rng = np.random.default_rng(3)
     check_on_opencl(func, lambda n: [_normal(rng, n, 8, 16), np.zeros((n, 8), "float32")], [1, 2, 3],
                     tolerance={"rtol": 1e-5, "atol": 1e-6})
+
+
+# dlight's GEMV with several outputs per block: the serial loop over a block's outputs sits inside
+# the threadIdx.x loop of the final cross-thread sum over the rfactor partials
+GEMV_OUTPUTS_INSIDE = '''
+@T.prim_func
+def main(var_w: T.handle, v: T.Buffer((T.int64(64),), "float32"), var_c: T.handle):
+    T.func_attr({"tir.is_scheduled": True})
+    n = T.int64()
+    W = T.match_buffer(var_w, (n, T.int64(4), T.int64(64)))
+    C = T.match_buffer(var_c, (n, T.int64(4)))
+    C_rf_local = T.alloc_buffer((T.int64(16), n, T.int64(4)), scope="local")
+    for b in T.thread_binding(n, thread="blockIdx.x"):
+        for t in T.thread_binding(T.int64(16), thread="threadIdx.x"):
+            for o in range(T.int64(4)):
+                with T.block("rf_init"):
+                    vt, vb, vo = T.axis.remap("SSS", [t, b, o])
+                    C_rf_local[vt, vb, vo] = T.float32(0)
+            for k0, o in T.grid(T.int64(4), T.int64(4)):
+                with T.block("rf_update"):
+                    vt, vb, vo, vk0 = T.axis.remap("SSSR", [t, b, o, k0])
+                    C_rf_local[vt, vb, vo] = C_rf_local[vt, vb, vo] + W[vb, vo, vk0 * T.int64(16) + vt] * v[vk0 * T.int64(16) + vt]
+        for t in T.thread_binding(T.int64(16), thread="threadIdx.x"):
+            for o in range(T.int64(4)):
+                with T.block("C"):
+                    vt, vb, vo = T.axis.remap("RSS", [t, b, o])
+                    with T.init():
+                        C[vb, vo] = T.float32(0)
+                    C[vb, vo] = C[vb, vo] + C_rf_local[vt, vb, vo]
+'''
+
+
+def test_outputs_loop_inside_the_thread_reduction_loop():
+    func = tir.from_source(GEMV_OUTPUTS_INSIDE)
+    rng = np.random.default_rng(4)
+    check_on_opencl(func, lambda n: [_normal(rng, n, 4, 64), _normal(rng, 64), np.zeros((n, 4), "float32")],
+                    [1, 2, 5], tolerance={"rtol": 1e-5, "atol": 1e-5})

@@ -164,6 +164,10 @@ class _Rewriter(Mutator):
             split = self._split(loop)
             if split is not None:
                 return split
+        if isinstance(node, BlockRealize) and _is_thread_loop(loop):
+            hoisted = _hoist_spatial(chain, node)
+            if hoisted is not None:
+                return self.visit(hoisted)
         return self.generic_visit(loop)
 
     def _split(self, loop: For):
@@ -181,6 +185,29 @@ class _Rewriter(Mutator):
                 groups.append((hit, []))
             groups[-1][1].append(part)
         return seq(*[self.visit(loop.replace(body=seq(*group))) for _, group in groups])
+
+
+def _hoist_spatial(chain: list[For], realize: BlockRealize):
+    """dlight's GEMVs: serial spatial loops inside the thread loop of a reduction (one output per
+    iteration, ``for ax0 in threadIdx.x: for ax1 in range(8): C[.., ax1] += ...``) moved above
+    it, so the thread loop and the reduction loops are a perfect nest per output. Each output's
+    terms are combined in the same order; None when the nest is not of that form."""
+    loop, inner = chain[0], chain[1:]
+    if not (_reduction_only(loop, realize) and _cross_thread([loop], realize)):
+        return None
+    spatial = [f for f in inner if not _reduction_only(f, realize)]
+    if not spatial or any(f.kind not in ("serial", "unrolled") for f in inner):
+        return None
+    loop_vars = {id(f.loop_var) for f in chain}
+    if any(_vars_in(f.min) & loop_vars or _vars_in(f.extent) & loop_vars for f in inner):
+        return None
+    body: Stmt = realize
+    for f in reversed([f for f in inner if f not in spatial]):
+        body = f.replace(body=body)
+    body = loop.replace(body=body)
+    for f in reversed(spatial):
+        body = f.replace(body=body)
+    return body
 
 
 class _Leftovers(Visitor):

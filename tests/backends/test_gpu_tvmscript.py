@@ -7,7 +7,6 @@ import numpy as np
 import pytest
 
 import tensorir as tir
-from backends.cuda.codegen import cuda_source
 from backends.gpu import GPULoweringError, lower_for_gpu
 from backends.opencl.codegen import opencl_source
 

@@ -104,6 +104,12 @@ def compact(buf: Buffer, body: Stmt, where: str) -> tuple[Buffer, Stmt]:
     shared = buf.scope == "shared"
     fixed = {id(f.loop_var) for f in common
              if not (shared and f.kind == "thread_binding" and f.thread_tag in THREAD_AXES)}
+    # sibling loops bound to one axis share its Var (thread_vars.py): the same index above every
+    # access is fixed too, though no one loop encloses them all (a cache filled in one threadIdx.x
+    # loop and read in the next)
+    per_stack = [{id(f.loop_var) for f in stack if f.kind == "thread_binding"
+                  and not (shared and f.thread_tag in THREAD_AXES)} for _, stack in finder.found]
+    fixed |= set.intersection(*per_stack)
     analyzer = Analyzer()
     bound: set[int] = set()
     for _, stack in finder.found:

@@ -22,7 +22,7 @@ from tensorir.compute import max_value, min_value
 from tensorir.dispatch import handles
 from tensorir.function import PrimFunc
 from tensorir.functor import Mutator, Visitor, collect, substitute
-from tensorir.stmt import Allocate, BlockRealize, BufferRegion, BufferStore, For, Range, Stmt, seq
+from tensorir.stmt import Allocate, BlockRealize, BufferRegion, BufferStore, For, Range, SeqStmt, Stmt, seq
 
 from .errors import GPULoweringError
 from .function import THREAD_AXES
@@ -74,7 +74,18 @@ def _reduction_only(loop: For, realize: BlockRealize) -> bool:
     return bool(uses) and all(kind == "R" for kind in uses)
 
 
-def _rewrite(chain: list[For], realize: BlockRealize) -> Stmt:
+def _perfect_cross_thread(chain: list[For], node) -> bool:
+    """``chain`` (loops from the outermost down) then ``node``'s own loop nest end at a
+    cross-thread reduction block, every loop feeding only its reduce iter vars."""
+    chain = list(chain)
+    while isinstance(node, For):
+        chain.append(node)
+        node = node.body
+    return isinstance(node, BlockRealize) and _cross_thread(chain, node) and \
+        all(_reduction_only(f, node) for f in chain)
+
+
+def _rewrite(chain: list[For], realize: BlockRealize, partials: set) -> Stmt:
     block = realize.block
     where = f"block {block.name!r}"
     thread_loops = [f for f in chain if _is_thread_loop(f)]
@@ -93,6 +104,7 @@ def _rewrite(chain: list[For], realize: BlockRealize) -> Stmt:
     out = update.buffer
     dtype = out.dtype
     partial = Buffer(f"{out.name}_partial", [1], dtype, scope="local")
+    partials.add(id(partial))
     zero = [E.IntImm(0, "int64")]
     point = BufferRegion(partial, [Range(0, 1)])
     partial_block = block.replace(
@@ -132,6 +144,10 @@ def _is_identity(expr, op: str) -> bool:
 
 
 class _Rewriter(Mutator):
+    def __init__(self):
+        super().__init__()
+        self.partials: set[int] = set()   # ids of the per-thread partial buffers made here
+
     @handles(E.PrimExpr)
     def visit_PrimExpr(self, node):
         return node
@@ -142,17 +158,64 @@ class _Rewriter(Mutator):
         while isinstance(node, For):
             chain.append(node)
             node = node.body
-        if isinstance(node, BlockRealize) and _cross_thread(chain, node) and \
-                all(_reduction_only(f, node) for f in chain):
-            return _rewrite(chain, node)
+        if isinstance(node, BlockRealize) and _perfect_cross_thread([], loop):
+            return _rewrite(chain, node, self.partials)
+        if _is_thread_loop(loop) and isinstance(loop.body, SeqStmt):
+            split = self._split(loop)
+            if split is not None:
+                return split
+        if isinstance(node, BlockRealize) and _is_thread_loop(loop):
+            hoisted = _hoist_spatial(chain, node)
+            if hoisted is not None:
+                return self.visit(hoisted)
         return self.generic_visit(loop)
+
+    def _split(self, loop: For):
+        """dlight's norms: a thread loop whose body holds, among other statements, a reduction
+        nest over the same thread axis. The loop is split around that nest (each thread runs
+        its statements in the same order; the emitter puts barriers between the loops where
+        one's memory is another's), and the nest alone under its copy is a perfect one."""
+        parts = list(loop.body.seq)
+        hits = [_perfect_cross_thread([loop], p) for p in parts]
+        if not any(hits) or len(parts) < 2:
+            return None
+        groups: list[tuple[bool, list]] = []
+        for part, hit in zip(parts, hits):
+            if hit or not groups or groups[-1][0]:
+                groups.append((hit, []))
+            groups[-1][1].append(part)
+        return seq(*[self.visit(loop.replace(body=seq(*group))) for _, group in groups])
+
+
+def _hoist_spatial(chain: list[For], realize: BlockRealize):
+    """dlight's GEMVs: serial spatial loops inside the thread loop of a reduction (one output per
+    iteration, ``for ax0 in threadIdx.x: for ax1 in range(8): C[.., ax1] += ...``) moved above
+    it, so the thread loop and the reduction loops are a perfect nest per output. Each output's
+    terms are combined in the same order; None when the nest is not of that form."""
+    loop, inner = chain[0], chain[1:]
+    if not (_reduction_only(loop, realize) and _cross_thread([loop], realize)):
+        return None
+    spatial = [f for f in inner if not _reduction_only(f, realize)]
+    if not spatial or any(f.kind not in ("serial", "unrolled") for f in inner):
+        return None
+    loop_vars = {id(f.loop_var) for f in chain}
+    if any(_vars_in(f.min) & loop_vars or _vars_in(f.extent) & loop_vars for f in inner):
+        return None
+    body: Stmt = realize
+    for f in reversed([f for f in inner if f not in spatial]):
+        body = f.replace(body=body)
+    body = loop.replace(body=body)
+    for f in reversed(spatial):
+        body = f.replace(body=body)
+    return body
 
 
 class _Leftovers(Visitor):
     """A cross-thread reduction the rewrite could not take (an imperfect nest) is an error."""
 
-    def __init__(self):
+    def __init__(self, partials: set):
         self.loops: list[For] = []
+        self.partials = partials
 
     @handles(E.PrimExpr)
     def visit_PrimExpr(self, node):
@@ -166,8 +229,10 @@ class _Leftovers(Visitor):
 
     @handles(BlockRealize)
     def visit_BlockRealize(self, node: BlockRealize):
-        per_thread = all(w.buffer.scope == "local" for w in node.block.writes)  # a rewritten partial
-        if _cross_thread(self.loops, node) and not per_thread:
+        # a rewritten partial is the thread's own; any other output (a "local" one too: the
+        # row's total in every thread) would be left per thread, silently wrong
+        partial = all(id(w.buffer) in self.partials for w in node.block.writes)
+        if _cross_thread(self.loops, node) and not partial:
             raise GPULoweringError(
                 f"block {node.block.name!r}: its reduction is bound to a thread axis, but the loops "
                 "from the outermost reduction loop down to the block are not a perfect nest of "
@@ -176,6 +241,7 @@ class _Leftovers(Visitor):
 
 
 def lower_cross_thread_reductions(func: PrimFunc) -> PrimFunc:
-    body = _Rewriter().visit(func.body)
-    _Leftovers().visit(body)
+    rewriter = _Rewriter()
+    body = rewriter.visit(func.body)
+    _Leftovers(rewriter.partials).visit(body)
     return func if body is func.body else func.with_body(body)

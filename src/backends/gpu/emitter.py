@@ -197,6 +197,16 @@ class KernelEmitter(SourceEmitter):
             raise GPULoweringError(f"{self.where()}: the {self.LANGUAGE} target has no type for "
                                    f"{dtype!r}") from None
 
+    def atype(self, buf) -> str:
+        """Element type of an array the kernel declares (per-thread or shared)."""
+        return self.stype(buf.dtype)
+
+    def load_half(self, buf, name: str, index: str) -> str:
+        return self.half_load(name, index)
+
+    def store_half(self, buf, name: str, index: str, value: str) -> str:
+        return self.half_store(name, index, value)
+
     def stype(self, dtype: str) -> str:
         """Type of an element of a buffer of ``dtype``."""
         if dtype == "float16":
@@ -210,7 +220,7 @@ class KernelEmitter(SourceEmitter):
     def load(self, e: E.BufferLoad) -> str:
         name, index = self.buffer_name(e.buffer), self.flat_index(e.buffer, e.indices)
         if e.buffer.dtype == "float16":
-            return self.half_load(name, index)
+            return self.load_half(e.buffer, name, index)
         if e.buffer.dtype == "bool":
             return f"({name}[{index}] != 0)"
         return f"{name}[{index}]"
@@ -261,7 +271,7 @@ class KernelEmitter(SourceEmitter):
     def store(self, s: S.BufferStore) -> None:
         name, index = self.buffer_name(s.buffer), self.flat_index(s.buffer, s.indices)
         if s.buffer.dtype == "float16":
-            line = self.half_store(name, index, self.cast_to(s.value, "float32")) + ";"
+            line = self.store_half(s.buffer, name, index, self.cast_to(s.value, "float32")) + ";"
         elif s.buffer.dtype == "bool":
             line = f"{name}[{index}] = ({self.BOOL_STORAGE})({self.expr(s.value)});"
         else:
@@ -312,7 +322,7 @@ class KernelEmitter(SourceEmitter):
             raise GPULoweringError(f"{self.where()}: per-thread buffer {buf.name!r} has the symbolic "
                                    f"size {size!r}")
         name = self.names.get(buf, buf.name)
-        self.scoped(f"{self.stype(buf.dtype)} {name}[{max(1, size.value)}];", s.body)
+        self.scoped(f"{self.atype(buf)} {name}[{max(1, size.value)}];", s.body)
 
     @handles(S.For, table="stmt")
     def loop(self, s: S.For) -> None:
@@ -449,7 +459,7 @@ class KernelEmitter(SourceEmitter):
         params.append(f"{self.GLOBAL} int* rs_status".strip())
         for buf in kernel.shared:
             size = buf.shape[0] if buf.shape else E.IntImm(1)
-            header.insert(0, f"{self.SHARED} {self.stype(buf.dtype)} {self.names.get(buf, buf.name)}"
+            header.insert(0, f"{self.SHARED} {self.atype(buf)} {self.names.get(buf, buf.name)}"
                              f"[{max(1, size.value)}];")
         threads = kernel.block[0] * kernel.block[1] * kernel.block[2]
         for dtype in sorted({scratch_dtype(n.value.dtype)

@@ -38,6 +38,7 @@ from .cross_thread_reduce import ThreadReduce, lower_cross_thread_reductions
 from .errors import GPULoweringError
 from .function import THREAD_AXES, DeviceKernel, GPUFunction, Workspace
 from .launch import launch_dims, reduce_scratch
+from .thread_vars import unify_thread_vars
 from ..source_names import sanitize
 from .uncache import copy_source, read_source_instead
 
@@ -98,7 +99,7 @@ def lower_for_gpu(name: str, func: PrimFunc) -> GPUFunction:
     if not isinstance(func, PrimFunc):
         raise TypeError(f"lower_for_gpu expects a PrimFunc, got {type(func).__name__}")
     sym_vars = kernel_sym_vars(func)
-    threaded = lower_cross_thread_reductions(func)
+    threaded = lower_cross_thread_reductions(unify_thread_vars(func))
     # inits go before their reduction loops while the split predicates still sit on the blocks
     # (lower_predicates wraps them in ifs the hoisting cannot see past): a reduction over an
     # extent that is 0 at run time then still writes its identity

@@ -1,0 +1,251 @@
+"""GPU-scheduled TVMScript in the forms TVM's schedules print (dlight, meta-schedule), run on
+OpenCL (PoCL) against the interpreter with symbolic dims bound to several values, and compiled
+for CUDA with NVRTC. Each case is a construct tools/gpu_sweep.py found failing."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import tensorir as tir
+from backends.gpu import GPULoweringError, lower_for_gpu
+from backends.opencl.codegen import opencl_source
+
+from .gpu_launch import check_on_opencl, require_opencl
+
+pytestmark = pytest.mark.usefixtures("_opencl")
+
+
+@pytest.fixture
+def _opencl():
+    require_opencl()
+
+
+def _normal(rng, *shape, dtype="float32"):
+    return rng.standard_normal(shape).astype(dtype)
+
+
+# float16 arrays the kernel declares itself: a per-thread cache and a shared tile
+HALF_LOCAL_SHARED = '''
+@T.prim_func
+def main(var_x: T.handle, var_y: T.handle):
+    T.func_attr({"tir.is_scheduled": True})
+    n = T.int64()
+    x = T.match_buffer(var_x, (n, T.int64(64)), "float16")
+    y = T.match_buffer(var_y, (n, T.int64(64)), "float16")
+    x_local = T.alloc_buffer((n, T.int64(64)), "float16", scope="local")
+    x_shared = T.alloc_buffer((n, T.int64(64)), "float16", scope="shared")
+    for b in T.thread_binding(n, thread="blockIdx.x"):
+        for t in T.thread_binding(T.int64(16), thread="threadIdx.x"):
+            for v in T.vectorized(T.int64(4)):
+                with T.block("x_local"):
+                    v0 = T.axis.spatial(n, b)
+                    v1 = T.axis.spatial(T.int64(64), t * T.int64(4) + v)
+                    x_local[v0, v1] = x[v0, v1]
+            for v in range(T.int64(4)):
+                with T.block("x_shared"):
+                    v0 = T.axis.spatial(n, b)
+                    v1 = T.axis.spatial(T.int64(64), t * T.int64(4) + v)
+                    x_shared[v0, v1] = x_local[v0, v1] * T.float16(2)
+        for t in T.thread_binding(T.int64(16), thread="threadIdx.x"):
+            for v in range(T.int64(4)):
+                with T.block("y"):
+                    v0 = T.axis.spatial(n, b)
+                    v1 = T.axis.spatial(T.int64(64), t * T.int64(4) + v)
+                    y[v0, v1] = x_shared[v0, T.int64(63) - v1] + T.float16(1)
+'''
+
+
+def test_float16_local_and_shared_arrays():
+    func = tir.from_source(HALF_LOCAL_SHARED)
+    rng = np.random.default_rng(0)
+    gfunc = check_on_opencl(func, lambda n: [_normal(rng, n, 64, dtype="float16"),
+                                             np.zeros((n, 64), "float16")], [1, 3, 7])
+    # PoCL (no cl_khr_fp16) declares no half arrays: per-thread floats rounded on store, shared ushort bits
+    source = opencl_source([gfunc])
+    assert "half x_local" not in source and "float x_local" in source and "rs_round_half(" in source
+    assert "__local ushort x_shared" in source
+
+
+# dlight's norms: one thread loop fills a per-thread cache, a sibling loop on the same
+# threadIdx.x reads it (the same hardware thread), after a per-row value in shared memory
+SIBLING_THREAD_LOOPS = '''
+@T.prim_func
+def main(var_x: T.handle, w: T.Buffer((T.int64(32),), "float32"), var_y: T.handle):
+    T.func_attr({"tir.is_scheduled": True})
+    n = T.int64()
+    x = T.match_buffer(var_x, (n, T.int64(32)))
+    y = T.match_buffer(var_y, (n, T.int64(32)))
+    x_local = T.alloc_buffer((n, T.int64(32)), scope="local")
+    scale_shared = T.alloc_buffer((n,), scope="shared")
+    for b in T.thread_binding(n, thread="blockIdx.x"):
+        for t0 in T.thread_binding(T.int64(8), thread="threadIdx.x"):
+            for v in T.vectorized(T.int64(4)):
+                with T.block("x_local"):
+                    v0 = T.axis.spatial(n, b)
+                    v1 = T.axis.spatial(T.int64(32), t0 * T.int64(4) + v)
+                    x_local[v0, v1] = x[v0, v1]
+        with T.block("scale"):
+            v0 = T.axis.spatial(n, b)
+            scale_shared[v0] = T.Cast("float32", v0) + T.float32(0.5)
+        for t1 in T.thread_binding(T.int64(8), thread="threadIdx.x"):
+            for v in range(T.int64(4)):
+                with T.block("y"):
+                    v0 = T.axis.spatial(n, b)
+                    v1 = T.axis.spatial(T.int64(32), t1 * T.int64(4) + v)
+                    y[v0, v1] = x_local[v0, v1] * scale_shared[v0] + w[v1]
+'''
+
+
+def test_sibling_thread_loops_share_a_local_cache():
+    func = tir.from_source(SIBLING_THREAD_LOOPS)
+    rng = np.random.default_rng(1)
+    gfunc = check_on_opencl(func, lambda n: [_normal(rng, n, 32), _normal(rng, 32),
+                                             np.zeros((n, 32), "float32")], [1, 2, 5],
+                            tolerance={"rtol": 1e-6, "atol": 1e-6})  # a * b + c may be one fma
+    # the cache is the 4 elements of one thread, not the whole row
+    assert "x_local[4]" in opencl_source([gfunc])
+
+
+# dlight's RMSNorm: the thread loop that fills the per-thread cache also holds the reduction over
+# its part (the nest from threadIdx.x down to the reduction block is not perfect); every thread
+# needs the row's total, not its own partial
+ROW_NORM = '''
+@T.prim_func
+def main(var_x: T.handle, var_y: T.handle):
+    T.func_attr({"tir.is_scheduled": True})
+    n = T.int64()
+    x = T.match_buffer(var_x, (n, T.int64(48)))
+    y = T.match_buffer(var_y, (n, T.int64(48)))
+    x_local = T.alloc_buffer((n, T.int64(48)), scope="local")
+    sq_local = T.alloc_buffer((n, T.int64(48)), scope="local")
+    ssq_local = T.alloc_buffer((n,), scope="local")
+    inv_shared = T.alloc_buffer((n,), scope="shared")
+    for b in T.thread_binding(n, thread="blockIdx.x"):
+        for t in T.thread_binding(T.int64(16), thread="threadIdx.x"):
+            for v in T.vectorized(T.int64(3)):
+                with T.block("x_local"):
+                    v0 = T.axis.spatial(n, b)
+                    v1 = T.axis.spatial(T.int64(48), t * T.int64(3) + v)
+                    x_local[v0, v1] = x[v0, v1]
+            for k in range(T.int64(3)):
+                with T.block("sq"):
+                    v0 = T.axis.spatial(n, b)
+                    v1 = T.axis.spatial(T.int64(48), t * T.int64(3) + k)
+                    sq_local[v0, v1] = x_local[v0, v1] * x_local[v0, v1]
+            for k in range(T.int64(3)):
+                with T.block("ssq"):
+                    v0 = T.axis.spatial(n, b)
+                    vk = T.axis.reduce(T.int64(48), t * T.int64(3) + k)
+                    with T.init():
+                        ssq_local[v0] = T.float32(0)
+                    ssq_local[v0] = ssq_local[v0] + sq_local[v0, vk]
+        with T.block("inv"):
+            v0 = T.axis.spatial(n, b)
+            inv_shared[v0] = T.rsqrt(ssq_local[v0] / T.float32(48) + T.float32(1e-5))
+        for t in T.thread_binding(T.int64(16), thread="threadIdx.x"):
+            for k in range(T.int64(3)):
+                with T.block("y"):
+                    v0 = T.axis.spatial(n, b)
+                    v1 = T.axis.spatial(T.int64(48), t * T.int64(3) + k)
+                    y[v0, v1] = x_local[v0, v1] * inv_shared[v0]
+'''
+
+
+def test_reduction_inside_the_thread_loop_that_fills_the_cache():
+    func = tir.from_source(ROW_NORM)
+    rng = np.random.default_rng(2)
+    check_on_opencl(func, lambda n: [_normal(rng, n, 48), np.zeros((n, 48), "float32")], [1, 3, 6],
+                    tolerance={"rtol": 1e-5, "atol": 1e-6})   # the tree sums in another order
+
+
+def test_a_thread_reduction_left_per_thread_is_refused():
+    # a spatial loop between threadIdx.x and the reduction: no per-thread partial may stand for
+    # the row's total (it used to, silently: a "local" output looked like a rewritten partial)
+    old = """            for k in range(T.int64(3)):
+                with T.block("ssq"):
+                    v0 = T.axis.spatial(n, b)"""
+    new = """            for j, k in T.grid(T.int64(1), T.int64(3)):
+                with T.block("ssq"):
+                    v0 = T.axis.spatial(n, b + j)"""
+    assert old in ROW_NORM
+    with pytest.raises(GPULoweringError, match="block 'ssq'.*not a perfect nest"):
+        lower_for_gpu("main", tir.from_source(ROW_NORM.replace(old, new)))
+
+
+# meta-schedule's tiles: a loop on a virtual thread between blockIdx and threadIdx, a shared tile
+# and a per-thread accumulator indexed by it
+VTHREAD = '''
+@T.prim_func
+def main(var_a: T.handle, var_c: T.handle):
+    T.func_attr({"tir.is_scheduled": True})
+    n = T.int64()
+    A = T.match_buffer(var_a, (n, T.int64(8), T.int64(16)))
+    C = T.match_buffer(var_c, (n, T.int64(8)))
+    A_shared = T.alloc_buffer((n, T.int64(8), T.int64(16)), scope="shared")
+    C_local = T.alloc_buffer((n, T.int64(8)), scope="local")
+    for i0 in T.thread_binding(n, thread="blockIdx.x"):
+        for i1 in T.thread_binding(T.int64(2), thread="vthread.x"):
+            for i2 in T.thread_binding(T.int64(4), thread="threadIdx.x"):
+                for j in range(T.int64(16)):
+                    with T.block("A_shared"):
+                        vi = T.axis.spatial(n, i0)
+                        vr = T.axis.spatial(T.int64(8), i1 * T.int64(4) + i2)
+                        vj = T.axis.spatial(T.int64(16), j)
+                        A_shared[vi, vr, vj] = A[vi, vr, vj] * T.float32(2)
+                for j in range(T.int64(16)):
+                    with T.block("C_local"):
+                        vi = T.axis.spatial(n, i0)
+                        vr = T.axis.spatial(T.int64(8), i1 * T.int64(4) + i2)
+                        vj = T.axis.reduce(T.int64(16), j)
+                        with T.init():
+                            C_local[vi, vr] = T.float32(0)
+                        C_local[vi, vr] = C_local[vi, vr] + A_shared[vi, vr, (vj + vr) % T.int64(16)]
+                with T.block("C"):
+                    vi = T.axis.spatial(n, i0)
+                    vr = T.axis.spatial(T.int64(8), i1 * T.int64(4) + i2)
+                    C[vi, vr] = C_local[vi, vr]
+'''
+
+
+def test_virtual_thread_loops_run_in_turn():
+    func = tir.from_source(VTHREAD)
+    rng = np.random.default_rng(3)
+    check_on_opencl(func, lambda n: [_normal(rng, n, 8, 16), np.zeros((n, 8), "float32")], [1, 2, 3],
+                    tolerance={"rtol": 1e-5, "atol": 1e-6})
+
+
+# dlight's GEMV with several outputs per block: the serial loop over a block's outputs sits inside
+# the threadIdx.x loop of the final cross-thread sum over the rfactor partials
+GEMV_OUTPUTS_INSIDE = '''
+@T.prim_func
+def main(var_w: T.handle, v: T.Buffer((T.int64(64),), "float32"), var_c: T.handle):
+    T.func_attr({"tir.is_scheduled": True})
+    n = T.int64()
+    W = T.match_buffer(var_w, (n, T.int64(4), T.int64(64)))
+    C = T.match_buffer(var_c, (n, T.int64(4)))
+    C_rf_local = T.alloc_buffer((T.int64(16), n, T.int64(4)), scope="local")
+    for b in T.thread_binding(n, thread="blockIdx.x"):
+        for t in T.thread_binding(T.int64(16), thread="threadIdx.x"):
+            for o in range(T.int64(4)):
+                with T.block("rf_init"):
+                    vt, vb, vo = T.axis.remap("SSS", [t, b, o])
+                    C_rf_local[vt, vb, vo] = T.float32(0)
+            for k0, o in T.grid(T.int64(4), T.int64(4)):
+                with T.block("rf_update"):
+                    vt, vb, vo, vk0 = T.axis.remap("SSSR", [t, b, o, k0])
+                    C_rf_local[vt, vb, vo] = C_rf_local[vt, vb, vo] + W[vb, vo, vk0 * T.int64(16) + vt] * v[vk0 * T.int64(16) + vt]
+        for t in T.thread_binding(T.int64(16), thread="threadIdx.x"):
+            for o in range(T.int64(4)):
+                with T.block("C"):
+                    vt, vb, vo = T.axis.remap("RSS", [t, b, o])
+                    with T.init():
+                        C[vb, vo] = T.float32(0)
+                    C[vb, vo] = C[vb, vo] + C_rf_local[vt, vb, vo]
+'''
+
+
+def test_outputs_loop_inside_the_thread_reduction_loop():
+    func = tir.from_source(GEMV_OUTPUTS_INSIDE)
+    rng = np.random.default_rng(4)
+    check_on_opencl(func, lambda n: [_normal(rng, n, 4, 64), _normal(rng, 64), np.zeros((n, 4), "float32")],
+                    [1, 2, 5], tolerance={"rtol": 1e-5, "atol": 1e-5})

@@ -91,7 +91,7 @@ def test_run_time_choice_beside_openblas_at_its_boundary(threads):
     more run OpenBLAS on the weight (where the target has it); without the weight, or under
     GENERATED_ONLY, always the panels. Results equal NumPy on both sides, epilogue included."""
     from backends import blas
-    from backends.c.gemm.driver import prepacked_rows, variant_for
+    from backends.c.gemm.driver import packed_beats_blas, prepacked_rows, variant_for
     PREPACKED_ROWS = prepacked_rows(PARAMS)
     has_blas = blas.backend() == "openblas"
     rng = np.random.default_rng(threads)
@@ -100,11 +100,14 @@ def test_run_time_choice_beside_openblas_at_its_boundary(threads):
     bias = rng.standard_normal(n).astype(np.float32)
     for m in (1, PREPACKED_ROWS, PREPACKED_ROWS + 1):
         # more rows run what the plain entry's policy runs on the weight: OpenBLAS, or the packed tile
-        expected = variant_for(m, PARAMS, 1, blas=True) if has_blas and m > PREPACKED_ROWS else \
+        # where it beats the panels (and OpenBLAS)
+        wide = packed_beats_blas(PARAMS) and m > PREPACKED_ROWS
+        expected = variant_for(m, PARAMS, 1, blas=True) if (has_blas or wide) and m > PREPACKED_ROWS else \
             "gemv" if m == 1 else "prepacked"
         assert gemm_library.prepacked_variant(m, gemm_library.WITH_BLAS) == expected
         assert gemm_library.prepacked_variant(m, gemm_library.WITH_BLAS, has_unpacked=False) == "prepacked"
-        assert gemm_library.prepacked_variant(m, gemm_library.GENERATED_ONLY) == ("gemv" if m == 1 else "prepacked")
+        assert gemm_library.prepacked_variant(m, gemm_library.GENERATED_ONLY) == (
+            "gemv" if m == 1 else variant_for(m, PARAMS, 1) if wide else "prepacked")
         a = rng.standard_normal((m, k)).astype(np.float32)
         residual = rng.standard_normal((m, n)).astype(np.float32)
         for unpacked in (w, None):
@@ -113,12 +116,14 @@ def test_run_time_choice_beside_openblas_at_its_boundary(threads):
                               threads=threads, prepacked=True, unpacked=unpacked, policy=gemm_library.WITH_BLAS)
             ref = a.astype(np.float64) @ w + bias + residual
             np.testing.assert_allclose(c, ref / (1 + np.exp(-ref)), rtol=2e-4, atol=2e-3)
-        if expected not in ("prepacked",) and m > 1:
+        for policy in (gemm_library.WITH_BLAS, gemm_library.GENERATED_ONLY):
+            if gemm_library.prepacked_variant(m, policy) in ("prepacked", "gemv"):
+                continue
             # the choice is what runs: past PREPACKED_ROWS the panels are not read (NaN panels leave no trace)
             c = np.full((m, n), np.nan, np.float32)
             poisoned = np.full_like(pack_weight(w, PARAMS.nr), np.nan)
             gemm_library.gemm(a, poisoned, c, bias=bias, residual=residual, act="silu", threads=threads,
-                              prepacked=True, unpacked=w, policy=gemm_library.WITH_BLAS)
+                              prepacked=True, unpacked=w, policy=policy)
             ref = a.astype(np.float64) @ w + bias + residual
             np.testing.assert_allclose(c, ref / (1 + np.exp(-ref)), rtol=2e-4, atol=2e-3)
 

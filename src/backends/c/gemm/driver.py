@@ -737,22 +737,23 @@ int rs_gen_gemm(long m, long n, long k, const float* a, const float* b, int tran
 }}
 
 /* c = act(a @ B + bias + residual) with B prepacked, its unpacked form `b` (k x n) beside it (or
-   NULL): under policy 1 with OpenBLAS bound, more than PREPACKED_ROWS rows go to rs_gen_gemm's
-   policy 1 on `b` (OpenBLAS, or the packed tile where PACKED_BEATS_BLAS; one branch on m); fewer
-   run the prepacked kernel. */
-/* One row runs the plain GEMV on the unpacked weight when it is there: the panels' row kernel
-   read 4 panel streams and made the 2-layer Llama's one-token call 0.55 -> 0.70-0.79 ms. */
+   NULL). More than PREPACKED_ROWS rows run rs_gen_gemm on `b` with the same policy when it is there
+   and something beats the panels: OpenBLAS (policy 1, bound), or the packed tile (PACKED_BEATS_BLAS:
+   2 threads, 512 and 1024 rows of the workloads' shapes, 4-14% faster than the panels' 14 x 32 tile);
+   one branch on m. Fewer rows run the prepacked kernel. One row runs the plain GEMV on the unpacked
+   weight when it is there: the panels' row kernel read 4 panel streams and made the 2-layer Llama's
+   one-token call 0.55 -> 0.70-0.79 ms. */
 int rs_gen_gemm_prepacked_variant(long m, int policy, int has_unpacked) {{
-  /* more rows: what rs_gen_gemm's policy 1 runs on the weight itself (the width only matters at skinny rows) */
-  if (policy == 1 && has_unpacked && rs_blas_gemm != NULL && m > PREPACKED_ROWS) return gemm_variant(m, 1, 0, 0, 1);
+  const int blas = policy == 1 && rs_blas_gemm != NULL;
+  /* the width only matters at skinny rows */
+  if (has_unpacked && m > PREPACKED_ROWS && (blas || PACKED_BEATS_BLAS)) return gemm_variant(m, 1, 0, 0, policy);
   return m == 1 && has_unpacked ? 4 : 5;
 }}
 int rs_gen_gemm_prepacked(long m, long n, long k, const float* a, const float* packed, const float* b, float* c,
                           const float* bias, const float* residual, int act, int threads, int policy) {{
   const int variant = rs_gen_gemm_prepacked_variant(m, policy, b != NULL);
   if (variant == 5) return rs_gen_gemm(m, n, k, a, packed, B_PREPACKED, c, bias, residual, act, threads, policy);
-  /* the weight itself: the GEMV, or past PREPACKED_ROWS the plain entry's policy 1 (OpenBLAS or the packed tile) */
-  return rs_gen_gemm(m, n, k, a, b, 0, c, bias, residual, act, threads, variant == 4 ? policy : 1);
+  return rs_gen_gemm(m, n, k, a, b, 0, c, bias, residual, act, threads, policy);   /* the weight itself */
 }}
 
 /* The VM's native calls (library.NativeCall): operands {{a, b[, bias], c}}, params

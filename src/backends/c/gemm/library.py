@@ -68,8 +68,9 @@ def variant(m: int, threads: int = 0, params: GemmParams | None = None, policy: 
 def prepacked_variant(m: int, policy: int = GENERATED_ONLY, has_unpacked: bool = True,
                       params: GemmParams | None = None) -> str:
     """What a prepacked weight's call runs for ``m`` rows: "prepacked", "gemv" (one row, on the
-    unpacked weight) or "openblas" (on the unpacked weight, policy WITH_BLAS, more than
-    ``driver.prepacked_rows`` rows); asked of the C code."""
+    unpacked weight), or past ``driver.prepacked_rows`` rows on the unpacked weight what the plain
+    entry runs under ``policy``: "openblas" (WITH_BLAS) or, where the packed tile beats both
+    (``driver.packed_beats_blas``), "medium"/"large"; asked of the C code."""
     return VARIANTS[compiled(params).rs_gen_gemm_prepacked_variant(m, policy, int(has_unpacked))]
 
 

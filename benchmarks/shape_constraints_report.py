@@ -8,7 +8,9 @@ Columns:
 
 - ``facts``: equalities the functions' bindings establish (match_cast,
   ``R.assert_op``, checked reshape counts), by source;
-- ``tightened`` / ``casts removed`` / ``reshape checks``: what ApplyShapeConstraints did;
+- ``tightened`` / ``casts removed`` / ``op checks``: what ApplyShapeConstraints did (op checks:
+  the view-op / topk / argmax checks it stated early, ``legalize/guards.py``; without the pass,
+  LegalizeOps puts each unproven one before its kernel, counted in ``checks``);
 - ``kernels`` and ``numpy calls``: kernel calls and VM calls of NumPy fallbacks (coarse ops)
   per function, with facts / without;
 - ``checks``: run-time comparisons the VM makes per call (``MatchValues`` fail_if
@@ -158,7 +160,7 @@ def main(argv=None) -> None:
     if not args.no_llm:
         name, make = _llm_module_factory(args.llm_layers)
         rows += report(name, make)
-    header = ("workload", "function", "facts", "tightened", "casts removed", "reshape checks",
+    header = ("workload", "function", "facts", "tightened", "casts removed", "op checks",
               "kernels (with/without)", "numpy calls", "checks")
     table = [header] + [(r.workload, r.function, r.facts, str(r.tightened), str(r.casts_removed),
                          str(r.reshape_checks), "%d / %d" % r.kernels, "%d / %d" % r.numpy_calls,

@@ -101,3 +101,17 @@ def test_nested_floormod_keeps_its_value_through_sympy():
         for value in range(-7, 9):
             got = sym.subs({table[v]: value for v in table})
             assert int(got) == evaluate(e, {k: value}), (show(form), value)
+
+
+def test_floor_division_and_modulo_of_a_select_keep_their_value():
+    """Found by the round-trip property: sympy took select(n < m, 0, 2) / 6 for an integer, so the
+    modulo came back 0 and the floor division as the bare quotient."""
+    from tensorir.expr import FloorDiv, FloorMod
+    m = Var("m", n.dtype)
+    pick = Select(n < m, IntImm(0, n.dtype), IntImm(2, n.dtype))
+    six = IntImm(6, n.dtype)
+    for e in (FloorMod(pick, six), FloorDiv(pick + IntImm(5, n.dtype), six), FloorMod(pick * m, six)):
+        table: dict = {}
+        back = from_sympy(to_sympy(e, table), {sym: v for v, sym in table.items()})
+        for env in ({n: 5, m: 3}, {n: 1, m: 3}, {n: 4, m: 2}):
+            assert evaluate(back, env) == evaluate(e, env), show(e)

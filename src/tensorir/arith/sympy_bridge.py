@@ -53,6 +53,20 @@ class _ToSympy:
             return a - b * sp.floor(a / b)
         return sp.Mod(a, b)
 
+    def per_branch(self, fn, a, b):
+        """``fn(a, b)`` (a floor division or modulo) taken in each branch of a Piecewise operand:
+        sympy 1.14 infers ``Piecewise((0, c), (2, True)) / 6`` to be an integer, so it folded
+        ``floor`` of it to the bare quotient and ``Mod(.., 6)`` to 0 (wrong where the value is 2);
+        within a branch the operand is a plain expression. A Piecewise inside a sum or product is
+        lifted to the top first (``piecewise_fold``)."""
+        sp = self.sp
+        a, b = (sp.piecewise_fold(x) if isinstance(x, sp.Basic) and x.has(sp.Piecewise) else x for x in (a, b))
+        if isinstance(a, sp.Piecewise):
+            return sp.Piecewise(*[(self.per_branch(fn, value, b), cond) for value, cond in a.args])
+        if isinstance(b, sp.Piecewise):
+            return sp.Piecewise(*[(self.per_branch(fn, a, value), cond) for value, cond in b.args])
+        return fn(a, b)
+
     def convert(self, e):
         sp = self.sp
         c = self.convert
@@ -63,7 +77,8 @@ class _ToSympy:
         if isinstance(e, Var):
             return self.symbol(e)
         simple = {Add: lambda a, b: a + b, Sub: lambda a, b: a - b, Mul: lambda a, b: a * b,
-                  FloorDiv: lambda a, b: sp.floor(a / b), FloorMod: self.floormod, Min: sp.Min,
+                  FloorDiv: lambda a, b: self.per_branch(lambda x, y: sp.floor(x / y), a, b),
+                  FloorMod: lambda a, b: self.per_branch(self.floormod, a, b), Min: sp.Min,
                   Max: sp.Max, LT: sp.Lt, LE: sp.Le, GT: sp.Gt, GE: sp.Ge, EQ: sp.Eq, NE: sp.Ne,
                   And: sp.And, Or: sp.Or}
         fn = simple.get(type(e))

@@ -143,3 +143,27 @@ def test_a_proven_reshape_costs_no_check_and_an_equal_unproven_one_keeps_it(with
         vm["other"](x, y[:5])
     with pytest.raises(AssertionError, match="as many elements"):
         vm["main"](x, y[:5])
+
+
+_EMPTY_RESHAPE = '''
+@I.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor(("n", 3), "float32")):
+        n = T.int64()
+        y = R.reshape(x, R.shape([n, -1]))
+        return y
+'''
+
+
+@pytest.mark.parametrize("n", [0, 2])
+def test_reshape_with_minus_one_of_no_elements_gets_the_deduced_shape(n):
+    """(n, 3) -> (n, -1) is (n, 3) for every n, 0 included: NumPy cannot infer a -1 of no elements
+    (any value fits), so the reference takes the deduced shape, as every build does (found by the
+    random view programs: the reference raised where the builds returned (0, 3))."""
+    mod = rx.from_source(_EMPTY_RESHAPE)
+    x = np.arange(3 * n, dtype=np.float32).reshape(n, 3)
+    np.testing.assert_array_equal(rx.interpret(mod, "main", x), x)
+    for target in ("interp", "c"):
+        np.testing.assert_array_equal(rx.VirtualMachine(rx.build(mod, target=target))["main"](x), x)
+    assert rx.interpret(mod, "main", x).shape == (n, 3)

@@ -9,6 +9,8 @@ every function boundary and at every ``match_cast``.
 """
 from __future__ import annotations
 
+import math
+
 from typing import Any, Callable
 
 import numpy as np
@@ -245,6 +247,9 @@ class Frame(ClassDispatch):
                 raise failure from None
             if isinstance(err, MemoryError):
                 raise
+            empty = self._empty_reshape(call, args)
+            if empty is not None:
+                return empty
             self._op_failed(name, args, err)
         except IndexError as err:   # an index tensor's value outside its axis
             self._op_failed(name, args, err, IndexOutOfRangeError)
@@ -258,6 +263,23 @@ class Frame(ClassDispatch):
         shapes = ", ".join(str(tuple(a.shape)) if isinstance(a, np.ndarray) else repr(a) for a in args)
         raise error_type(f"function '{self.func_name}': R.{name[len('relax.'):]} failed "
                                  f"on arguments {shapes}: {err}") from err
+
+    def _empty_reshape(self, call: rx.Call, args: list):
+        """A reshape of no elements with a -1 (NumPy cannot infer it: any value fits) gets the
+        deduced shape, as a build does (``(n, 3)`` to ``(n, -1)`` is ``(n, 3)`` for every ``n``,
+        0 included); None where that shape is unknown here or does not hold no elements."""
+        if call.op.name != "relax.reshape" or not isinstance(args[0], np.ndarray) or args[0].size:
+            return None
+        sinfo = call.struct_info
+        if not isinstance(sinfo, TensorStructInfo) or sinfo.shape is None:
+            return None
+        try:
+            shape = tuple(int(self.shape_env.evaluate(d)) for d in sinfo.shape)
+        except (UnboundSymbolError, ZeroDivisionError):
+            return None
+        if any(d < 0 for d in shape) or math.prod(shape) != 0:
+            return None
+        return np.reshape(args[0], shape)
 
     def _allocation_failure(self, call: rx.Call, err: Exception):
         """An AllocationError when the op's deduced result shape is impossible here (or NumPy ran

@@ -264,20 +264,25 @@ class Frame(ClassDispatch):
         raise error_type(f"function '{self.func_name}': R.{name[len('relax.'):]} failed "
                                  f"on arguments {shapes}: {err}") from err
 
+    def _deduced_shape(self, call: rx.Call) -> tuple | None:
+        """The call's deduced result shape in this frame's values, or None where it has none or it
+        cannot be evaluated here (an unbound symbol, reshape's inferred -1 of a zero count)."""
+        sinfo = call.struct_info
+        if not isinstance(sinfo, TensorStructInfo) or sinfo.shape is None:
+            return None
+        try:
+            return tuple(int(self.shape_env.evaluate(d)) for d in sinfo.shape)
+        except (UnboundSymbolError, ZeroDivisionError):
+            return None
+
     def _empty_reshape(self, call: rx.Call, args: list):
         """A reshape of no elements with a -1 (NumPy cannot infer it: any value fits) gets the
         deduced shape, as a build does (``(n, 3)`` to ``(n, -1)`` is ``(n, 3)`` for every ``n``,
         0 included); None where that shape is unknown here or does not hold no elements."""
         if call.op.name != "relax.reshape" or not isinstance(args[0], np.ndarray) or args[0].size:
             return None
-        sinfo = call.struct_info
-        if not isinstance(sinfo, TensorStructInfo) or sinfo.shape is None:
-            return None
-        try:
-            shape = tuple(int(self.shape_env.evaluate(d)) for d in sinfo.shape)
-        except (UnboundSymbolError, ZeroDivisionError):
-            return None
-        if any(d < 0 for d in shape) or math.prod(shape) != 0:
+        shape = self._deduced_shape(call)
+        if shape is None or any(d < 0 for d in shape) or math.prod(shape) != 0:
             return None
         return np.reshape(args[0], shape)
 
@@ -285,11 +290,8 @@ class Frame(ClassDispatch):
         """An AllocationError when the op's deduced result shape is impossible here (or NumPy ran
         out of memory making it); None when the failure is something else."""
         sinfo = call.struct_info
-        if not isinstance(sinfo, TensorStructInfo) or sinfo.shape is None or sinfo.dtype is None:
-            return None
-        try:
-            shape = tuple(int(self.shape_env.evaluate(d)) for d in sinfo.shape)
-        except (UnboundSymbolError, ZeroDivisionError):   # reshape's inferred -1 of a zero count
+        shape = self._deduced_shape(call)
+        if shape is None or sinfo.dtype is None:
             return None
         dtype = dt.to_numpy(sinfo.dtype)
         reason = impossible_shape(shape, np.dtype(dtype).itemsize)

@@ -68,6 +68,12 @@ def default_entries(mod: IRModule) -> list[str]:
         return public
     if "main" in graph:
         return ["main"]
+    return unreferenced_functions(mod)
+
+
+def unreferenced_functions(mod: IRModule) -> list[str]:
+    """The graph functions no other graph function of ``mod`` refers to."""
+    graph = mod.relax_functions
     referenced = set()
     for name, func in graph.items():
         referenced |= {g for g in referenced_globals(func) if g != name}
@@ -194,5 +200,5 @@ def _var_uses(node) -> set[Var]:
     return set(collect(node, lambda n: isinstance(n, Var)))
 
 
-__all__ = ["DeadCodeElimination", "default_entries", "reachable_functions", "is_pure_value",
+__all__ = ["DeadCodeElimination", "default_entries", "reachable_functions", "unreferenced_functions", "is_pure_value",
            "drop_empty_blocks"]

@@ -24,7 +24,7 @@ from ..transform import (AnnotateTIROpPattern, CallTIRRewrite, DeadCodeEliminati
                          DefaultCPUSchedule, DefaultGPUSchedule, DispatchLibrary, FuseAttention, FuseOps,
                          FuseTIR, InlineFunctions, LegalizeOps, LiftWorkspace, StaticPlanBlockMemory)
 from ..transform.apply_shape_constraints import ApplyShapeConstraints
-from ..transform.dead_code_elimination import referenced_globals
+from ..transform.dead_code_elimination import unreferenced_functions
 from ..transform.merge_parallel_matmul import MergeParallelMatmul
 from ..transform.pass_infra import Pass
 from .codegen import compile_module
@@ -105,10 +105,8 @@ def mark_entry_functions(mod: IRModule) -> IRModule:
     graph = mod.relax_functions
     if not graph or any("global_symbol" in f.attrs for f in graph.values()):
         return mod
-    referenced = set()
-    for name, func in graph.items():
-        referenced |= referenced_globals(func) - {name}
-    entries = [n for n in graph if n not in referenced or n == "main"]
+    roots = unreferenced_functions(mod)
+    entries = [n for n in graph if n in roots or n == "main"]
     if entries == ["main"] or "main" not in graph:
         return mod   # DeadCodeElimination's own default picks the same functions
     functions = dict(mod.functions)

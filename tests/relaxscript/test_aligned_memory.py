@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import relaxscript as rx
-from relaxscript.vm.aligned_memory import ALIGNMENT, SMALL_BYTES, aligned_bytes, aligned_empty
+from backends.aligned_memory import ALIGNMENT, SMALL_BYTES, aligned_bytes, aligned_empty
 
 
 def _address(a: np.ndarray) -> int:

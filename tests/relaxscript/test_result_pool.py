@@ -12,7 +12,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import relaxscript as rx
-from relaxscript.vm import aligned_memory, result_pool
+from backends import aligned_memory
+from relaxscript.vm import result_pool
 from relaxscript.vm.result_pool import SIZE_CLASS, ResultPool
 from tests.relaxscript.fuse_helpers import norm_scale_softmax_source
 

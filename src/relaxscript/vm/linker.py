@@ -24,7 +24,7 @@ from .call_site import link_call_site
 from .device_memory import link_device_alloc_storage, link_device_alloc_tensor, link_host_library
 from .native_library import link_native_library
 from .prebind import _written_registers, next_pcs, prebind_static_allocations
-from .aligned_memory import aligned_bytes
+from backends.aligned_memory import aligned_bytes
 from .result_pool import RESULTS
 from .sym_table import RUNTIME_NAMES, compile_expr
 from .values import copy_views, data_pointer, make_match_namespace, own_value, truthy

@@ -22,7 +22,7 @@ from collections import Counter
 import numpy as np
 
 from . import instructions as I
-from .aligned_memory import aligned_bytes
+from backends.aligned_memory import aligned_bytes
 from .values import data_pointer
 
 

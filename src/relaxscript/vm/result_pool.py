@@ -23,7 +23,7 @@ from math import prod
 
 import numpy as np
 
-from .aligned_memory import aligned_bytes, aligned_empty
+from backends.aligned_memory import aligned_bytes, aligned_empty
 
 SIZE_CLASS = 2 << 20        # blocks are whole 2 MiB units: the OS's large page
 MIN_BYTES = 8 << 20         # below this glibc's heap reuses the memory itself (dynamic mmap threshold)

@@ -14,6 +14,7 @@ from .block_parser import BlockParserMixin
 from .diagnostics import MAX_NESTING, SourceInfo, deeper_than
 from .expr_parser import MISSING, ExprParser, extent_between
 from .namespace import DTYPE_NAMES, _Namespace
+from .python_scope import evaluate_python
 from .scope import BlockFrame, LoopInfo, Scope
 
 INT_DTYPES = tuple(d for d in DTYPE_NAMES if dt.is_int(d))
@@ -84,6 +85,8 @@ class FunctionParser(BlockParserMixin):
         self.scope = Scope(py_globals)
         self.param_name: str | None = None
         self.exprs = ExprParser(source, self.scope.lookup, self.context, self.t_names)
+        self.exprs.python = lambda node: evaluate_python(
+            node, py_globals, self.scope.bound, self.t_names, source.filename, self.error)
         self.loops: list[LoopInfo] = []
         self.frames: list[BlockFrame] = []
         self.attrs: dict = {}

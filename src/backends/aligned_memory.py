@@ -4,8 +4,8 @@ NumPy's allocator aligns data to 16 bytes: a large block starts 16 or 48 bytes p
 Every 64-byte vector a kernel loads from or stores to such a tensor then straddles two cache
 lines, and split accesses cost about twice a plain one (AVX-512 kernels touch a whole line per
 vector). TVM aligns its allocations to 64 bytes for the same reason. Measured on the Llama
-prefill's prepacked products at 128 rows, one thread: 4-15% slower with operands 16 bytes off
-a line.
+prefill's prepacked products at 128 rows, one thread: 2.5-5% slower (medians) with A and C
+16 bytes off a line.
 """
 from __future__ import annotations
 

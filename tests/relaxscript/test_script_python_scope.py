@@ -131,3 +131,45 @@ def test_prim_func_shapes_and_constants_from_python():
     tir.interpret(scaled, a, b)
     np.testing.assert_allclose(b, a * np.float32(math.sqrt(6)), rtol=1e-6)
     tir.assert_structural_equal(tir.from_source(scaled.script()), scaled)
+
+
+SHAPE = (4, 8)
+DTYPE = "float32"
+i = 3        # a global that a loop variable of the script shadows
+
+
+@prim_func
+def copy_scaled(A: T.Buffer(SHAPE, DTYPE), B: T.Buffer(SHAPE, DTYPE)):
+    for i, j in T.grid(*SHAPE):
+        with T.block("copy"):
+            vi, vj = T.axis.remap("SS", [i, j])
+            B[vi, vj] = A[vi, vj] * T.float32(SHAPE[0])
+
+
+def test_whole_shapes_dtypes_and_starred_tuples_from_python():
+    buffer = copy_scaled.buffer_params[0]
+    assert [int(d.value) for d in buffer.shape] == list(SHAPE) and buffer.dtype == DTYPE
+    a = np.random.default_rng(1).standard_normal(SHAPE, dtype=np.float32)
+    b = np.zeros(SHAPE, np.float32)
+    tir.interpret(copy_scaled, a, b)             # the loop's i, not the global i = 3
+    np.testing.assert_allclose(b, a * 4, rtol=1e-6)
+
+    @function
+    def main(x: R.Tensor(("n",) + SHAPE[1:], DTYPE)):
+        y = R.reshape(x, (2, -1))
+        return y
+    sinfo = main.params[0].struct_info
+    assert sinfo.dtype == "float32" and str(sinfo.shape[0]) == "n" and sinfo.shape[1].value == 8
+    got = rx.interpret(main, "main", np.arange(24, dtype="float32").reshape(3, 8))
+    np.testing.assert_array_equal(got, np.arange(24, dtype="float32").reshape(2, 12))
+
+
+def test_numpy_scalars_keep_their_dtype():
+    @function
+    def main(x: R.Tensor((3,), "int8")):
+        y = R.add(x, R.const(np.int8(3)))
+        z = R.multiply(R.astype(y, "float16"), R.const(np.float16(0.5)))
+        return z
+    assert "R.const(3, \"int8\")" in main.script() and "float16" in main.script()
+    got = rx.interpret(main, "main", np.array([1, -2, 120], np.int8))
+    np.testing.assert_array_equal(got, (np.array([1, -2, 120], np.int8) + np.int8(3)).astype(np.float16) * np.float16(0.5))

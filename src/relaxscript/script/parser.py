@@ -19,6 +19,7 @@ import textwrap
 
 from tensorir.errors import ParseError
 from tensorir.script.diagnostics import SourceInfo, make_parse_error, parse_python
+from tensorir.script.python_scope import substitute_python
 
 from .. import expr as rx
 from ..irmodule import IRModule
@@ -257,9 +258,12 @@ def _context_for(obj) -> tuple[ParseContext, ast.Module]:
     source = SourceInfo.from_text(text, filename, first - 1, indent)
     tree = _parse_python(text, source)
     py_globals = _python_names(obj)
-    return ParseContext(source, _names_bound_to(py_globals, "relaxscript.script.namespace", "R"),
-                        _names_bound_to(py_globals, "tensorir.script.namespace", "T"),
-                        _names_bound_to(py_globals, "relaxscript.script.ir_namespace", "I"), py_globals), tree
+    ctx = ParseContext(source, _names_bound_to(py_globals, "relaxscript.script.namespace", "R"),
+                       _names_bound_to(py_globals, "tensorir.script.namespace", "T"),
+                       _names_bound_to(py_globals, "relaxscript.script.ir_namespace", "I"), py_globals)
+    # TVMScript's reading of plain Python values (HIDDEN, cfg.eps, SHAPE) in a decorated definition
+    tree = substitute_python(tree, py_globals, ctx.r_names | ctx.t_names | ctx.i_names, filename, ctx.error)
+    return ctx, tree
 
 
 def _python_names(obj) -> dict:

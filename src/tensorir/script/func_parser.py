@@ -13,7 +13,7 @@ from ..stmt import (Allocate, AssertStmt, Block, BlockRealize, BufferStore, Eval
 from .block_parser import BlockParserMixin
 from .diagnostics import MAX_NESTING, SourceInfo, deeper_than
 from .expr_parser import MISSING, ExprParser, extent_between
-from .namespace import DTYPE_NAMES, _Namespace
+from .namespace import DTYPE_NAMES, t_namespace_names
 from .python_scope import evaluate_python
 from .scope import BlockFrame, LoopInfo, Scope
 
@@ -81,7 +81,7 @@ class FunctionParser(BlockParserMixin):
         self.func_def = func_def
         self.source = source
         py_globals = dict(py_globals or {})
-        self.t_names = frozenset({"T"} | {k for k, v in py_globals.items() if isinstance(v, _Namespace)})
+        self.t_names = t_namespace_names(py_globals)
         self.scope = Scope(py_globals)
         self.param_name: str | None = None
         self.exprs = ExprParser(source, self.scope.lookup, self.context, self.t_names)

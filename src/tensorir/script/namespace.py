@@ -134,3 +134,8 @@ class _Namespace:
 T = _Namespace()
 
 __all__ = ["T", "BufferAnnotation", "DTypeConstructor", "DTYPE_NAMES"]
+
+
+def t_namespace_names(py_globals: dict) -> frozenset:
+    """The names a definition's scope gives the T namespace (``T``, and aliases such as ``tir``)."""
+    return frozenset({"T"} | {k for k, v in py_globals.items() if isinstance(v, _Namespace)})

@@ -42,6 +42,8 @@ from ..function import PrimFunc
 from .diagnostics import SourceInfo, make_parse_error, parse_python
 from .expr_parser import MISSING, ExprParser
 from .func_parser import FunctionParser
+from .namespace import t_namespace_names
+from .python_scope import substitute_python
 
 
 def parse_prim_func_def(func_def: ast.FunctionDef, source: SourceInfo,
@@ -100,7 +102,12 @@ def _parse_python_function(func) -> PrimFunc:
     func_def = next(n for n in module.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)))
     if isinstance(func_def, ast.AsyncFunctionDef):
         raise make_parse_error("a prim_func cannot be async", func_def, source)
-    return parse_prim_func_def(func_def, source, _python_names(func))
+    py_globals = _python_names(func)
+    t_names = t_namespace_names(py_globals)
+    # TVMScript's reading of plain Python values (N, cfg.k, SHAPE) in a decorated definition
+    func_def = substitute_python(func_def, py_globals, t_names, filename,
+                                 lambda message, node: make_parse_error(message, node, source))
+    return parse_prim_func_def(func_def, source, py_globals)
 
 
 # Decorator options of TVM's that change nothing here: ``s_tir`` marks a schedulable

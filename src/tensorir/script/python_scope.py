@@ -31,12 +31,19 @@ def evaluate_python(node: ast.expr, py_globals: dict, bound: Callable[[str], boo
             return False, None
         if isinstance(sub, ast.Name):
             names.add(sub.id)
-    if not names or any(name in ir_names or bound(name) or
-                        (name not in py_globals and not hasattr(builtins, name)) for name in names):
+    if not names or not all(_from_python(name, py_globals, bound, ir_names) for name in names):
         return False, None
+    return True, _evaluate(node, py_globals, filename, error)
+
+
+def _from_python(name: str, py_globals: dict, bound, ir_names) -> bool:
+    return name not in ir_names and not bound(name) and (name in py_globals or hasattr(builtins, name))
+
+
+def _evaluate(node: ast.expr, py_globals: dict, filename: str, error):
     try:
         code = compile(ast.Expression(body=node), filename, "eval")
-        return True, eval(code, dict(py_globals))   # the user's own code, run as TVMScript runs it
+        return eval(code, dict(py_globals))   # the user's own code, run as TVMScript runs it
     except Exception as err:  # noqa: BLE001 -- whatever the user's expression raised, at its line
         raise error(f"evaluating {ast.unparse(node)} in Python raised {type(err).__name__}: {err}",
                     node) from None
@@ -74,15 +81,33 @@ def _literal_node(value):
     return None
 
 
+def _plain_expressions(tree: ast.AST, from_python) -> set:
+    """ids of the expressions that read at least one name and only names ``from_python`` accepts
+    (one bottom-up pass: each node's answer from its children's)."""
+    plain: set = set()
+
+    def visit(node) -> tuple[bool, bool]:       # (only plain names below, some name below)
+        ok, named = not isinstance(node, _NOT_PLAIN), False
+        if isinstance(node, ast.Name):
+            ok, named = ok and from_python(node.id), True
+        for child in ast.iter_child_nodes(node):
+            child_ok, child_named = visit(child)
+            ok, named = ok and child_ok, named or child_named
+        if ok and named and isinstance(node, ast.expr):
+            plain.add(id(node))
+        return ok, named
+    visit(tree)
+    return plain
+
+
 class _Substitute(ast.NodeTransformer):
-    def __init__(self, evaluate):
-        self.evaluate = evaluate
+    def __init__(self, plain: set, evaluate):
+        self.plain, self.evaluate = plain, evaluate
 
     def visit(self, node):
-        if isinstance(node, ast.expr) and not isinstance(node, (ast.Constant, ast.Starred)) \
+        if id(node) in self.plain and not isinstance(node, ast.Starred) \
                 and isinstance(getattr(node, "ctx", ast.Load()), ast.Load):
-            found, value = self.evaluate(node)
-            literal = _literal_node(value) if found else None
+            literal = _literal_node(self.evaluate(node))
             if literal is not None:
                 return ast.fix_missing_locations(ast.copy_location(literal, node))
         node = self.generic_visit(node)
@@ -106,5 +131,7 @@ def substitute_python(tree: ast.AST, py_globals: dict, ir_names, filename: str, 
     if not py_globals:
         return tree
     bound = names_bound_by_script(tree)
-    return _Substitute(lambda node: evaluate_python(node, py_globals, bound.__contains__, ir_names,
-                                                    filename, error)).visit(tree)
+    plain = _plain_expressions(tree, lambda name: _from_python(name, py_globals, bound.__contains__, ir_names))
+    if not plain:
+        return tree
+    return _Substitute(plain, lambda node: _evaluate(node, py_globals, filename, error)).visit(tree)

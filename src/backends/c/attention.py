@@ -656,24 +656,29 @@ def attention_c_source(k: AttentionC, key_axes: str, value_axes: str) -> str:
     def packed_value_block() -> list[str]:
         """o (rows x DV) += p (rows x w) x the block's values: from v_t, else in place or packed."""
         from_vt = pv(f"v_t + (h * used + kb) * {dv}", str(dv))
+        # One call of the (always inlined) row-tile driver after the source is chosen: a call
+        # per source compiled the driver's row variants once each (15% of a Llama module's gcc time)
         if narrow_v:   # float16 values, "outer" layout
-            return [f"if (v_t) {from_vt}",
-                    "else {",
+            return [f"const float* restrict pv_src = v_t ? v_t + (h * used + kb) * {dv} : vpack;",
+                    "if (!v_t) {",
                     f"  const {vetype}* restrict vin = {value_source} + kb * ({vs['M']});",
                     f"  for (int64_t j = 0; j < w; ++j) "
                     f"{widen_value_row(f'vpack + j * {dv}', f'vin + j * ({value_row_stride})', 'j')}",
-                    f"  {pv('vpack', str(dv))}",
-                    "}"]
+                    "}",
+                    pv("pv_src", str(dv))]
         if value_kind == "outer":
-            return [f"if (v_t) {from_vt}",
+            return ["const float* restrict pv_src;",
+                    "int64_t pv_ld;",
+                    f"if (v_t) {{ pv_src = v_t + (h * used + kb) * {dv}; pv_ld = {dv}; }}",
                     "else {",
                     f"  const float* restrict vin = {value_source} + kb * ({vs['M']});",
                     f"  if (pack && ({vs['M']}) != {dv}) {{",
                     f"    for (int64_t j = 0; j < w; ++j) memcpy(vpack + j * {dv}, vin + j * ({vs['M']}), "
                     f"{dv} * sizeof(float));",
-                    f"    {pv('vpack', str(dv))}",
-                    f"  }} else {pv('vin', vs['M'])}",
-                    "}"]
+                    f"    pv_src = vpack; pv_ld = {dv};",
+                    f"  }} else {{ pv_src = vin; pv_ld = {vs['M']}; }}",
+                    "}",
+                    pv("pv_src", "pv_ld")]
         if value_kind == "dot":     # v_t when pack
             return [f"if (v_t) {from_vt}",
                     "else " + _product("dot", "rows", "o", str(dv), "s", str(kb), f"{value_source} + kb * ({vs['M']})",

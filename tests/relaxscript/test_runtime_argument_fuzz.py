@@ -340,19 +340,68 @@ class Module:
 '''
 
 
+CAST_VALUES = [np.nan, np.inf, -np.inf, 1e10, -1e10, 3e9, -3e9, 300.0, -300.0, 200.7, -129.5, 65536.5,
+               -2.5, 2.5, 127.9, 2**31, -2**31, 2**32, 2**63, -2**63, 2**64, 1e30, -0.9, 0.0, 2147483904.0,
+               -70000.0, 4e9]
+
+
+def numpy_element_loop(x, dtype):
+    """NumPy's conversion of each value alone (its element loop; a contiguous run takes a SIMD
+    loop whose uint32 answer for NaN, -inf and values past +-2**31 differs)."""
+    return np.array([x[i:i + 1].astype(dtype)[0] for i in range(len(x))], dtype)
+
+
 @pytest.mark.parametrize("target", VM_TARGETS)
-@pytest.mark.parametrize("dtype", ["int8", "int16", "int32", "int64"])
+@pytest.mark.parametrize("dtype", ["int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64"])
 @pytest.mark.parametrize("scale", [1.0, 1e30])
-def test_floats_out_of_a_signed_range_convert_as_numpy_does(target, dtype, scale):
+def test_floats_out_of_an_integer_range_convert_as_numpy_does(target, dtype, scale):
     """Found by the random programs (wide_cast): fused float32 -> int16 -> float32 gave -2**31 on
     OpenCL (the compiler dropped the narrowing of an undefined conversion) where NumPy gives 0.
-    Generated code now converts NaN, +-inf and out-of-range floats to the smallest integer of
-    the conversion's width (NumPy's x86-64 answer), narrower types taking its low bits."""
+    s13: float -> uint32 / uint64 of a negative or too large value gave all ones on C (AVX-512's
+    vcvttss2usi) where NumPy wraps (-1 -> 2**32 - 1, -1e10 -> 2884901888, 1e10 -> 1410065408
+    for uint32), and the reference (NumPy's ``astype``) gave 2**31 or 0 for the same values in
+    a contiguous run of 4 or more. Every level now takes NumPy's element-loop answer
+    (``tensorir.float_casts``)."""
     mod = M.parse(CAST_MODULE.replace("SCALE", repr(scale)).replace("DTYPE", dtype))
-    x = np.array([np.nan, np.inf, -np.inf, 1e10, -1e10, 3e9, -3e9, 300.0, -300.0, 200.7, -129.5, 65536.5,
-                  -2.5, 2.5, 127.9, 2**31, -2**31, 2**63, -2**63, 1e30, -0.9, 0.0] * 5, "float32")
+    x = np.array(CAST_VALUES * 3, "float32")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
-        want = (x * np.float32(scale)).astype(dtype).astype("float32")
+        want = numpy_element_loop(x * np.float32(scale), dtype).astype("float32")
         got = rx.VirtualMachine(rx.build(mod, target=target))["main"](x)
+        reference = rx.interpret(mod, "main", x)
     np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(reference, want)
+
+
+WIDE_CAST = M.HEADER + '''
+@R.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor(("n",), "SRC")):
+        with R.dataflow():
+            y = R.astype(x, "DTYPE")
+            R.output(y)
+        return y
+'''
+
+
+@pytest.mark.parametrize("target", VM_TARGETS)
+@pytest.mark.parametrize("src", ["float16", "float64"])
+@pytest.mark.parametrize("dtype", ["int16", "int32", "int64", "uint8", "uint32", "uint64"])
+def test_float64_and_float16_out_of_an_integer_range_convert_as_numpy_does(target, src, dtype):
+    """The float64 helpers (rs_d2i32, rs_d2i64, rs_d2u64) and float16 (through float32; C's
+    ``(uint32_t)`` of a negative _Float16 gave all ones), odd lengths and the lengths of a SIMD
+    run, against NumPy's element loop."""
+    mod = M.parse(WIDE_CAST.replace("DTYPE", dtype).replace("SRC", src))
+    vm = rx.VirtualMachine(rx.build(mod, target=target))
+    values = CAST_VALUES + [3000000001.0, -3000000001.0, 2.0**63 + 2.0**40, -2.0**63 - 2**11,
+                            1.8446744073709550e19, 65504.0, -65504.0, -1.0, 70.5]
+    for n in (1, 3, 4, 8, 16, len(values)):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            x = np.resize(np.array(values, src), n)
+            want = numpy_element_loop(x, dtype)
+        got = vm["main"](x)
+        assert got.dtype == want.dtype
+        np.testing.assert_array_equal(got, want)
+        np.testing.assert_array_equal(rx.interpret(mod, "main", x), want)

@@ -260,7 +260,7 @@ def _call_dps_library_dps(frame: "Frame", call: Call):
     inputs = as_value_list(frame.eval(call.args[1]))
     outputs = as_value_list(frame.eval(call.args[2]))
     try:
-        get_library(name).run_dps(inputs, outputs)
+        get_library(name).run_dps(inputs, outputs, f"function '{frame.func_name}'")
     except ShapeMismatchError as err:
         raise ShapeMismatchError(f"function '{frame.func_name}': {err}") from None
     return ()

@@ -247,14 +247,14 @@ class Frame(ClassDispatch):
         builtin = BUILTINS.get(name)
         if builtin is not None:
             return builtin(self, call)
-        from ..op.registry import get_op_spec
+        from ..op.registry import get_op_spec, reference_attrs
         spec = get_op_spec(name)
         if spec.reference is None:
             raise IRError(f"function '{self.func_name}': operator {name} has no NumPy "
                           f"reference and no interpreter builtin")
         args = [self.eval(a) for a in call.args]
         try:
-            result = spec.reference(*args, **call.attrs)
+            result = spec.reference(*args, **reference_attrs(call))
         except ShapeMismatchError:
             raise
         except (ValueError, MemoryError) as err:

@@ -23,6 +23,7 @@ from .. import expr as rx
 from ..analysis.written_params import packed_call_outputs, written_arguments, written_parameter_vars
 from ..interpreter.values import ShapeTuple
 from ..irmodule import IRModule
+from ..op.registry import reference_attrs
 from ..struct_info import PrimStructInfo, ShapeStructInfo, TensorStructInfo, TupleStructInfo
 from . import instructions as I
 from .instructions import VMBuildError
@@ -294,7 +295,7 @@ class FunctionCompiler(ClassDispatch):
             return handler(self, call, name)
         args = tuple(self.materialize(a) for a in call.args)
         dst = self.new_reg(name)
-        self.emit(I.CallFallback(dst, op.name, args, dict(call.attrs), name,
+        self.emit(I.CallFallback(dst, op.name, args, reference_attrs(call), name,
                                  isinstance(call.struct_info, TensorStructInfo)))
         if any(a in self.aliasing for a in args):
             self.aliasing.add(dst)

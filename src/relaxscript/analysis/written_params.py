@@ -113,4 +113,5 @@ def _fields(expr) -> tuple:
     return tuple(expr.fields) if isinstance(expr, rx.Tuple) else (expr,)
 
 
-__all__ = ["packed_call_outputs", "prim_func_writes", "written_arguments", "written_parameter_vars", "written_parameters"]
+__all__ = ["packed_call_outputs", "prim_func_writes", "written_arguments", "written_parameter_vars",
+           "written_parameters"]

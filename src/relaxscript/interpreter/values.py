@@ -69,7 +69,7 @@ def describe(value) -> str:
     return f"{type(value).__name__} {value!r}"
 
 
-def dtype_text(dtype: np.dtype) -> str:
+def dtype_text(dtype) -> str:
     """A dtype's name, saying so when its byte order is not the machine's (kernels need native)."""
     if not dtype.isnative:
         return f"{dtype.name} in non-native byte order (use .astype('{dtype.name}'))"

@@ -13,7 +13,7 @@ from tensorir import expr as E
 from ..struct_info import TensorStructInfo
 from ._convert import as_shape, as_tensor, make_call
 from ._infer_util import (attr_axes, attr_int, const_value, format_dim, format_sinfo,
-                          normalize_axes, product, prove_equal, prove_not_equal, shape_arg,
+                          normalize_axes, product, prove_not_equal, shape_arg,
                           simplify, simplify_shape, tensor_arg)
 from .registry import OpAttributeError, register_op
 

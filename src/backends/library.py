@@ -138,7 +138,9 @@ def guarded_call(name: str, where: str, fn: Callable, args):
     try:
         return fn(*args)
     except ValueError as err:
-        if isinstance(err, PackedArgumentWriteError) or "read-only" not in str(err):
+        # NumPy's words for a write into a read-only array (an assignment, a ufunc's out=)
+        if type(err) is not ValueError or not str(err).endswith(("destination is read-only",
+                                                                  "array is read-only")):
             raise
         raise PackedArgumentWriteError(
             f"{where}: registered function {name!r} wrote into an argument it was given as an "

@@ -190,6 +190,7 @@ def odd_relax_module_texts(draw) -> str:
     attrs["global_symbol"] = draw(st.sampled_from(ODD_NAMES))
     functions = dict(mod.functions)
     functions["main"] = functions["main"].replace(attrs=attrs)
+    functions["main"].is_private = draw(st.booleans())   # @R.function(private=True) (s13)
     module_attrs = {draw(st.sampled_from(ODD_NAMES)): draw(st.sampled_from(ODD_VALUES))}
     return rx.IRModule(functions, module_attrs).script()
 
@@ -213,7 +214,13 @@ def check_text(text: str, parse) -> str:
     again = parse(printed)
     tir.assert_structural_equal(parsed, again)
     assert again.script() == printed
+    assert _private_flags(again) == _private_flags(parsed)   # not part of structural equality
     return "parsed"
+
+
+def _private_flags(parsed) -> dict:
+    functions = parsed.functions if isinstance(parsed, rx.IRModule) else {"": parsed}
+    return {name: getattr(f, "is_private", None) for name, f in functions.items()}
 
 
 def _check_both_levels(text: str) -> None:

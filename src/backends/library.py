@@ -69,16 +69,19 @@ class LibraryEntry:
                 + (" and a NumPy implementation" if self.numpy_impl else ""))
         return self.target_impls[target]
 
-    def run_dps(self, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray]) -> None:
-        """Run the NumPy implementation writing into ``outputs`` (whatever its form)."""
+    def run_dps(self, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray],
+                where: str = "a call") -> None:
+        """Run the NumPy implementation writing into ``outputs`` (whatever its form); the
+        inputs are handed read-only (``read_only``)."""
         if self.numpy_impl is None:
             raise UnknownLibraryError(
                 f"library {self.name!r} has no NumPy implementation "
                 f"(targets: {sorted(self.target_impls) or 'none'})")
+        inputs = [read_only(x) for x in inputs]
         if self.dps:
-            self.numpy_impl(*inputs, *outputs)
+            guarded_call(self.name, where, self.numpy_impl, (*inputs, *outputs))
             return
-        result = self.numpy_impl(*inputs)
+        result = guarded_call(self.name, where, self.numpy_impl, inputs)
         results = tuple(result) if isinstance(result, (tuple, list)) else (result,)
         if len(results) != len(outputs):
             raise ShapeMismatchError(
@@ -104,6 +107,46 @@ class LibraryEntry:
             raise UnknownLibraryError(f"library {self.name!r} is registered in destination-passing "
                                       "form; call it with R.call_dps_packed / R.call_dps_library")
         return self.numpy_impl(*args)
+
+
+class PackedArgumentWriteError(ValueError):
+    """A registered Python function wrote into an argument it was given to read."""
+
+
+def read_only(value):
+    """``value`` with every NumPy array in it (tuples and lists included) as a read-only view:
+    what a registered Python function is given to read. A pure call (``R.call_pure_packed``,
+    the inputs of ``R.call_dps_packed`` / ``R.call_dps_library``) must not write its inputs,
+    and an argument's storage differs between levels (a NumPy view of a parameter in the
+    reference, a kernel's fresh buffer in a build, a host copy on OpenCL), so a write would be
+    seen by other values on each level. A view costs no copy."""
+    if isinstance(value, np.ndarray):
+        if not value.flags.writeable:
+            return value
+        view = value.view()
+        view.flags.writeable = False
+        return view
+    if type(value) in (tuple, list):
+        return type(value)(read_only(v) for v in value)
+    return value
+
+
+def guarded_call(name: str, where: str, fn: Callable, args):
+    """``fn(*args)``, NumPy's error for a write into a read-only argument (see ``read_only``)
+    turned into ``PackedArgumentWriteError`` naming ``where`` (the calling function) and
+    the registered function ``name``."""
+    try:
+        return fn(*args)
+    except ValueError as err:
+        # NumPy's words for a write into a read-only array (an assignment, a ufunc's out=)
+        if type(err) is not ValueError or not str(err).endswith(("destination is read-only",
+                                                                  "array is read-only")):
+            raise
+        raise PackedArgumentWriteError(
+            f"{where}: registered function {name!r} wrote into an argument it was given as an "
+            f"input ({err}); inputs are read-only: return a new array, write the outputs of "
+            "R.call_dps_packed (register_func(..., dps=True)), or R.call_packed into an "
+            "R.builtin.alloc_tensor") from err
 
 
 _REGISTRY: dict[str, LibraryEntry] = {}

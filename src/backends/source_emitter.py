@@ -23,14 +23,28 @@ INFIX = {E.Add: "+", E.Sub: "-", E.Mul: "*", E.EQ: "==", E.NE: "!=", E.LT: "<",
 
 
 
-# A float converted to a signed integer it cannot hold (NaN, +-inf, out of range) is undefined in
-# C and OpenCL C: a fused ``astype(astype(x * 1e30, "int16"), "float32")`` gave -2**31 on OpenCL
-# (the compiler dropped the narrowing) where NumPy gives 0. The helpers give NumPy's x86-64
-# answer, the smallest integer of the conversion's width, and narrower types take the low bits
-# of the int32 conversion (NumPy's int8 / int16 casts go through it). In-range values convert
-# as before (truncation toward zero); the compare + select vectorizes.
+# A float converted to an integer it cannot hold (NaN, +-inf, out of range) is undefined in C and
+# OpenCL C: a fused ``astype(astype(x * 1e30, "int16"), "float32")`` gave -2**31 on OpenCL (the
+# compiler dropped the narrowing) where NumPy gives 0, and C on AVX-512 gave all ones for a float
+# -> uint32/uint64 of a negative value (vcvttss2usi) where NumPy wraps. The helpers give NumPy's
+# x86-64 answer (``tensorir.float_casts`` is the same rule in NumPy, for the interpreters): int32
+# and int64 take the smallest integer of the width; int8, int16, uint8, uint16 the low bits of the
+# int32 conversion, uint32 the low bits of the int64 one (NumPy's element loop; its contiguous
+# SIMD loop gives other values, see float_casts), uint64 converts x - 2**63 where x >= 2**63.
+# In-range values convert as before (truncation toward zero); the compare + select vectorizes.
 FLOAT_TO_INT = {("float32", "int32"): "rs_f2i32", ("float32", "int64"): "rs_f2i64",
-                ("float64", "int32"): "rs_d2i32", ("float64", "int64"): "rs_d2i64"}
+                ("float64", "int32"): "rs_d2i32", ("float64", "int64"): "rs_d2i64",
+                ("float32", "uint64"): "rs_f2u64", ("float64", "uint64"): "rs_d2u64"}
+# each integer dtype: the helper conversion it takes the low bits of
+FLOAT_TO_INT_VIA = {"int8": "int32", "int16": "int32", "int32": "int32", "uint8": "int32",
+                    "uint16": "int32", "int64": "int64", "uint32": "int64", "uint64": "uint64"}
+
+
+def float_to_int_helper(src: str, dst: str):
+    """The helper converting float dtype ``src`` to integer dtype ``dst`` (its result cast to
+    ``dst`` gives NumPy's value), or None where no helper applies."""
+    via = FLOAT_TO_INT_VIA.get(dst)
+    return None if via is None else FLOAT_TO_INT.get((src, via))
 
 
 def float_to_int_helpers(qualifier: str, types: dict) -> str:
@@ -40,8 +54,15 @@ def float_to_int_helpers(qualifier: str, types: dict) -> str:
     for (src, dst), name in FLOAT_TO_INT.items():
         if src not in types:
             continue
-        bits = 31 if dst == "int32" else 63
         suffix = "f" if src == "float32" else ""
+        if dst == "uint64":   # x86-64's unsigned conversion: below 2**63 signed, above it shifted
+            i64 = FLOAT_TO_INT[(src, "int64")]
+            top = f"{2.0 ** 63:.1f}{suffix}"
+            lines.append(f"{qualifier} {types[dst]} {name}({types[src]} x) {{ return x >= {top} ? "
+                         f"(({types[dst]}){i64}(x - {top}) ^ ((({types[dst]})1) << 63)) : "
+                         f"({types[dst]}){i64}(x); }}".strip())
+            continue
+        bits = 31 if dst == "int32" else 63
         low, high = f"-{2.0 ** bits:.1f}{suffix}", f"{2.0 ** bits:.1f}{suffix}"
         smallest = f"(({types[dst]})(-{2 ** bits - 1} - 1))"
         lines.append(f"{qualifier} {types[dst]} {name}({types[src]} x) {{ "
@@ -206,11 +227,11 @@ class SourceEmitter(ClassDispatch):
 
     @handles(E.Cast, table="expr")
     def cast(self, e: E.Cast) -> str:
-        helper = FLOAT_TO_INT.get((e.value.dtype, "int64" if e.dtype == "int64" else "int32")) \
-            if e.dtype in ("int8", "int16", "int32", "int64") else None
+        half = e.value.dtype == "float16"   # converted through float32 (exact)
+        helper = float_to_int_helper("float32" if half else e.value.dtype, e.dtype)
         if helper is not None:   # defined where C's conversion is not (float_to_int_helpers)
-            value = f"{helper}({self.expr(e.value)})"
-            return value if e.dtype in ("int32", "int64") else f"(({self.value_type(e.dtype)}){value})"
+            value = f"{helper}((float)({self.expr(e.value)}))" if half else f"{helper}({self.expr(e.value)})"
+            return value if FLOAT_TO_INT_VIA[e.dtype] == e.dtype else f"(({self.value_type(e.dtype)}){value})"
         return f"(({self.value_type(e.dtype)}){self.expr(e.value)})"
 
     @handles(E.Call, table="expr")

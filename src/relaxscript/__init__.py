@@ -39,6 +39,7 @@ _LAZY = {
     "tensor": "relaxscript.vm.device_arrays",
     "Target": "backends.target",
     "register_func": "relaxscript.packed_functions",
+    "PackedArgumentWriteError": "relaxscript.packed_functions",
     "register_c_func": "relaxscript.packed_functions",
     "unregister_func": "relaxscript.packed_functions",
 }

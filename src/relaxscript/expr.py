@@ -210,19 +210,24 @@ class Function(Expr):
 
     Symbolic variables are defined by the parameters' annotations (and by
     match_casts in the body). ``attrs`` holds ``R.func_attr`` entries;
-    ``attrs["global_symbol"]`` names a public function.
+    ``attrs["global_symbol"]`` names a public function. ``is_private`` is the script's
+    ``@R.function(private=True)``: such a function is never a build's entry (vm/build.py's
+    mark_entry_functions), as TVM's build drops an unreferenced private function. Like a span it
+    is not part of structural equality (passes build new functions without it; TVM marks
+    privacy by the absence of ``global_symbol``, which parsed modules do not carry either).
     """
-    __slots__ = ("params", "body", "ret_struct_info", "is_pure", "attrs")
+    __slots__ = ("params", "body", "ret_struct_info", "is_pure", "attrs", "is_private")
     _fields = ("params", "body", "ret_struct_info")
     _attrs = ("is_pure", "attrs")
 
     def __init__(self, params: Sequence[Var], body: SeqExpr, ret_struct_info: StructInfo | None = None,
-                 is_pure: bool = True, attrs: Mapping | None = None):
+                 is_pure: bool = True, attrs: Mapping | None = None, is_private: bool = False):
         self.params = tuple(params)
         self.body = body
         self.ret_struct_info = ret_struct_info
         self.is_pure = is_pure
         self.attrs = dict(attrs or {})
+        self.is_private = is_private
         self.struct_info = None
 
     def script(self, name: str | None = None) -> str:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from tensorir import dtype as dt
 from tensorir.dispatch import ClassDispatch, handles
+from tensorir.expr import IntImm
 
 from .call_deduction import deduce_call
 from .expr import (Call, Constant, DataflowBlock, Expr, ExternFunc, Function, GlobalVar, If,
@@ -183,6 +184,11 @@ class Normalizer(ClassDispatch):
         sinfo = spec.infer(call, ctx)
         if sinfo is None:
             raise self.deduction_error(f"deduction of {call.op.name} returned no annotation")
+        too_large = _uncountable_tensor(sinfo)
+        if too_large is not None:
+            raise self.deduction_error(
+                f"{call.op.name}: the result {format_sinfo(too_large)} would hold {_count(too_large)} "
+                f"elements, more than an int64 counts ({_INT64_MAX})", getattr(call, "span", None))
         return sinfo
 
     @handles(If)
@@ -301,6 +307,32 @@ class Normalizer(ClassDispatch):
         """Provable conflict; symbolic vars not yet defined act as pattern vars."""
         fixed = [v for v in symbolic_vars_of(annotation) if self.is_symbolic_var_defined(v)]
         return is_base_of(annotation, actual, self.analyzer, fixed_vars=fixed) == NO
+
+
+_INT64_MAX = 2 ** 63 - 1
+
+
+def _count(sinfo: TensorStructInfo) -> int:
+    count = 1
+    for d in sinfo.shape:
+        count *= d.value
+    return count
+
+
+def _uncountable_tensor(sinfo):
+    """A tensor in ``sinfo`` whose constant shape holds more elements than an int64 counts, or
+    None. (2**63 - 1, 2) zeros made the C build fail in gcc (a fused loop extent past int64)
+    and the interp VM raise NumPy's bare 'Maximum allowed dimension exceeded' (s13)."""
+    if isinstance(sinfo, TupleStructInfo):
+        for field in sinfo.fields:
+            found = _uncountable_tensor(field)
+            if found is not None:
+                return found
+        return None
+    if isinstance(sinfo, TensorStructInfo) and sinfo.shape is not None \
+            and all(type(d) is IntImm for d in sinfo.shape) and _count(sinfo) > _INT64_MAX:
+        return sinfo
+    return None
 
 
 def _same(new, old) -> bool:

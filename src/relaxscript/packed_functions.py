@@ -7,7 +7,11 @@ uses too, so the interpreter, the "interp" VM and the C VM all find them:
 - ``register_func(name, fn)`` (or ``@register_func(name)``): a Python function. Called
   by ``R.call_packed``/``R.call_pure_packed`` with the argument values, returning the
   result; by ``R.call_dps_packed`` with the inputs, returning the output array(s), or,
-  with ``dps=True``, with inputs then outputs, writing into the outputs.
+  with ``dps=True``, with inputs then outputs, writing into the outputs. The arrays it is
+  given to read are read-only views on every level (``backends.library.read_only``): a
+  write into one is a ``PackedArgumentWriteError``. Writeable are the outputs of a DPS
+  call and the arguments of ``R.call_packed`` bound to ``R.builtin.alloc_tensor`` /
+  ``R.memory.alloc_tensor`` (TVM's lowered DPS form).
 - ``register_c_func(name, library, symbol)``: a C function in a shared library,
   ``int32_t fn(void* const* operands, const int64_t* params)`` for DPS calls: ``operands``
   are the data pointers of the inputs then the outputs (C-contiguous arrays of ``dtype``),
@@ -23,7 +27,7 @@ from typing import Callable
 
 import numpy as np
 
-from backends.library import NativeCall, register_library, unregister_library
+from backends.library import NativeCall, PackedArgumentWriteError, register_library, unregister_library
 from tensorir import dtype as dt
 from tensorir.errors import ShapeMismatchError
 
@@ -92,4 +96,4 @@ def register_c_func(name: str, library: str | os.PathLike, symbol: str | None = 
     return cfunc
 
 
-__all__ = ["register_func", "register_c_func", "unregister_func"]
+__all__ = ["PackedArgumentWriteError", "register_func", "register_c_func", "unregister_func"]

@@ -59,3 +59,30 @@ def test_architecture_choice_and_errors():
         compile_ptx(source, "pascal")
     with pytest.raises(NVRTCError, match=r"could not compile.*\n.*undefined"):
         compile_ptx('extern "C" __global__ void broken(float* a) { a[0] = not_declared; }')
+
+
+CASTS = '''
+@T.prim_func
+def casts(A: T.Buffer(("n",), "SRC"), B: T.Buffer(("n",), "DST")):
+    n = T.int64()
+    for i in range(n):
+        with T.block("B"):
+            vi = T.axis.remap("S", [i])
+            B[vi] = T.Cast("DST", A[vi])
+'''
+
+
+@pytest.mark.parametrize("src", ["float32", "float64"])
+@pytest.mark.parametrize("dst", ["int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64"])
+def test_float_to_integer_casts_take_the_defined_helpers(src, dst):
+    """s13: a float -> integer cast goes through a helper with NumPy's answer for NaN, +-inf and
+    out-of-range values (backends.source_emitter.float_to_int_helpers), never CUDA's own
+    conversion, which saturates (-1.0 -> 0 for uint32 where NumPy gives 2**32 - 1)."""
+    from backends.source_emitter import float_to_int_helper
+    from tests.backends.test_gpu_lower import _bind_elementwise
+    func = tir.from_source(CASTS.replace("SRC", src).replace("DST", dst))
+    source = cuda_source([lower_for_gpu("casts", _bind_elementwise(func, "B", 32).func)])
+    helper = float_to_int_helper(src, dst)
+    body = source.split("__global__", 1)[1]
+    assert f"{helper}(" in body and f"{helper}(" in source.split("__global__", 1)[0]
+    compile_ptx(source)

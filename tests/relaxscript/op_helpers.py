@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 import tensorir as tir
 from relaxscript.expr import Constant, PrimValue, ShapeExpr, Tuple, Var
 from relaxscript.op import DeductionContext, get_op_spec
+from relaxscript.op.registry import reference_attrs
 from relaxscript.struct_info import (ObjectStructInfo, PrimStructInfo, ShapeStructInfo, TensorStructInfo,
                                      TupleStructInfo)
 from tensorir.arith.evaluate import evaluate
@@ -79,7 +80,7 @@ def run_reference(call, env, rng, arrays=None):
     spec = get_op_spec(call.op.name)
     args = [arg_value(a, env, rng, arrays or {}) for a in call.args]
     with np.errstate(all="ignore"):
-        return spec.reference(*args, **call.attrs)
+        return spec.reference(*args, **reference_attrs(call))
 
 
 def assert_matches(sinfo, value, env, exact: bool = True) -> None:

@@ -57,3 +57,85 @@ def test_a_module_that_names_its_public_functions_keeps_its_choice():
     np.testing.assert_array_equal(vm["square"](x), x * x)
     with pytest.raises(KeyError, match="main"):
         vm["main"]
+
+
+PRIVATE_BEFORE = '''
+@I.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor(("n",), "float32")):
+        y = Module.double(x)
+        return y
+
+    @R.function(private=True)
+    def double(x: R.Tensor(("n",), "float32")):
+        y = R.add(x, x)
+        return y
+
+    @R.function(private=True)
+    def unused(x: R.Tensor(("n",), "float32")):
+        y = R.subtract(x, x)
+        return y
+
+    @R.function
+    def square(x: R.Tensor(("n",), "float32")):
+        y = Module.double(x)
+        z = R.multiply(y, x)
+        return z
+'''
+
+PRIVATE_EXPECTED = '''
+@I.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor(("n",), "float32")):
+        R.func_attr({"global_symbol": "main"})
+        y = Module.double(x)
+        return y
+
+    @R.function(private=True)
+    def double(x: R.Tensor(("n",), "float32")):
+        y = R.add(x, x)
+        return y
+
+    @R.function
+    def square(x: R.Tensor(("n",), "float32")):
+        R.func_attr({"global_symbol": "square"})
+        y = Module.double(x)
+        z = R.multiply(y, x)
+        return z
+'''
+
+
+def test_a_private_function_is_no_entry_but_stays_callable_by_others():
+    """s13: ``@R.function(private=True)`` was read and ignored, so the unreferenced private
+    ``unused`` became an entry (TVM's build drops it). Now private functions are never entries;
+    ``double``, private but called by main and square, stays for them."""
+    from relaxscript.transform import DeadCodeElimination
+    before = rx.from_source(PRIVATE_BEFORE)
+    assert before["unused"].is_private and not before["square"].is_private
+    after = DeadCodeElimination()(mark_entry_functions(before))
+    rx.assert_structural_equal(after, rx.from_source(PRIVATE_EXPECTED))
+    assert "private=True" in before.script() and rx.from_source(before.script())["unused"].is_private
+
+
+@pytest.mark.parametrize("target", ["interp", "c"])
+def test_a_build_keeps_no_private_entry(target):
+    vm = rx.VirtualMachine(rx.build(rx.from_source(PRIVATE_BEFORE), target=target))
+    x = np.arange(4, dtype=np.float32)
+    np.testing.assert_array_equal(vm["main"](x), x + x)
+    np.testing.assert_array_equal(vm["square"](x), (x + x) * x)
+    for name in ("unused", "double"):
+        with pytest.raises(KeyError, match=name):
+            vm[name]
+
+
+def test_a_private_main_is_no_entry_either():
+    source = PRIVATE_BEFORE.replace('''    @R.function
+    def main(''', '''    @R.function(private=True)
+    def main(''')
+    vm = rx.VirtualMachine(rx.build(rx.from_source(source), target="interp"))
+    with pytest.raises(KeyError, match="main"):
+        vm["main"]
+    x = np.arange(3, dtype=np.float32)
+    np.testing.assert_array_equal(vm["square"](x), (x + x) * x)

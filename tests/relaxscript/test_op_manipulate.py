@@ -62,8 +62,9 @@ def test_permute_expand_squeeze(data, shape, env, seed):
     unit = [i for i, d in enumerate(shape) if tir.expr.is_const_int(d, 1)]
     check_call(op.squeeze(x, data.draw(st.lists(st.sampled_from(unit), unique=True)) if unit else ()),
                env, rng)
-    all_static = all(isinstance(d, tir.IntImm) for d in shape)
-    check_call(op.squeeze(x), env, rng, exact=all_static)
+    # without axes: the literal 1s only (TVM's meaning), a symbolic dim kept even where it is 1
+    sinfo = check_call(op.squeeze(x), env, rng)
+    assert sinfo.ndim == len(shape) - len(unit)
 
 
 @SETTINGS
@@ -178,6 +179,17 @@ def test_axis_and_shape_errors():
         op.tile(x, (-1,))
     with pytest.raises(OpAttributeError):
         op.permute_dims(x, "ab")
+
+
+def test_squeeze_without_axes_drops_the_literal_ones_only():
+    """s13: a symbolic dim (n) was 'maybe 1', so the rank was unknown and every level ran NumPy's
+    squeeze: (n, 1, m) at n = 1 gave (m,) where TVM's build (topi drops the dims statically 1)
+    gives (1, m). Now the deduction and every level keep a symbolic dim."""
+    x = tensor_var("x", (n, 1, m))
+    sinfo = infer(op.squeeze(x))
+    assert sinfo.ndim == 2 and [str(d) for d in sinfo.shape] == ["n", "m"]
+    for env in ({n: 1, m: 1}, {n: 1, m: 3}, {n: 2, m: 1}):
+        check_call(op.squeeze(x), env, np.random.default_rng(0))
 
 
 def test_coarse_inputs():

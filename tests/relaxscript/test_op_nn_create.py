@@ -141,3 +141,22 @@ def test_data_dependent_and_shape_of(shape, env, seed):
 def test_shape_of_coarse():
     assert infer(op.shape_of(tensor_var("x", None, "float32", 3))).ndim == 3
     assert infer(op.shape_of(tensor_var("x", None, None))).values is None
+
+
+@pytest.mark.parametrize("end, step", [(2**63 - 1, 1), (-(2**63) + 1, -3)])
+def test_arange_too_long_to_allocate_is_an_allocation_error_in_the_reference(end, step):
+    """s13: NumPy sizes a float arange in floating point, so arange(0, 2**63 - 1, 1) as float32
+    came back empty and the reference reported 'return value: expected 9223372036854775807, got
+    0'; every build raised the AllocationError this now gives too."""
+    import relaxscript as rx
+    text = f'''@R.function
+def main(x: R.Tensor((3,), "float32")):
+    y = R.arange(R.prim_value(0), R.prim_value({end}), R.prim_value({step}), "float32")
+    return y
+'''
+    mod = rx.IRModule({"main": rx.from_source(text)})
+    with pytest.raises(rx.AllocationError, match="function 'main', tensor 'y' .R.arange.: cannot allocate"):
+        rx.interpret(mod, "main", np.zeros(3, "float32"))
+    vm = rx.VirtualMachine(rx.build(mod, target="interp"))
+    with pytest.raises(rx.AllocationError, match="cannot allocate"):
+        vm["main"](np.zeros(3, "float32"))

@@ -151,3 +151,20 @@ def test_from_source_never_executes_the_text(tmp_path):
 def test_attribute_errors_name_the_operator_once(call, message):
     err = parse_error(HEAD + f"    lv = {call}\n    return lv\n")
     assert err.message == message and err.lineno == 3
+
+
+@pytest.mark.parametrize("value", [
+    'R.zeros(R.shape([9223372036854775807, 2]), "float32")',
+    'R.broadcast_to(R.zeros(R.shape([3]), "float32"), R.shape([4611686018427387904, 3]))',
+    'R.sum(R.ones(R.shape([1099511627776, 1099511627776]), "float32"))',
+    'R.tile(R.zeros(R.shape([3]), "float32"), [4611686018427387904])',
+])
+def test_a_constant_shape_past_the_int64_element_count_is_a_located_error(value):
+    """s13: (2**63 - 1, 2) zeros made the C build fail inside gcc (a fused loop extent of 2**64 - 2
+    emitted as an int64 literal) and the interp VM raise NumPy's bare 'Maximum allowed dimension
+    exceeded'; a sum of (2**40, 2**40) ones ran for ever on C. The deduction now refuses such a
+    result at its line."""
+    text = f'@R.function\ndef main(x: R.Tensor((3,), "f32")):\n    y = {value}\n    return y\n'
+    with pytest.raises(ValueError, match=r"more than an int64 counts \(9223372036854775807\)") as info:
+        rx.from_source(text)
+    assert "<string>:3" in str(info.value)

@@ -173,3 +173,94 @@ def main(x: R.Tensor((3,), "float32")):
 ''')
     with pytest.raises(UnknownLibraryError, match="destination-passing form"):
         rx.interpret(mod, "main", np.ones(3, "float32"))
+
+
+# s13: a registered Python function that writes an array it was given to read. Before, the
+# reference interpreter handed it a NumPy view of the parameter (permute_dims), so the
+# caller's x changed and the result was 2 where every build (a kernel's fresh buffer, a host
+# copy on OpenCL) gave 1 and left x alone. Now its inputs are read-only on every level.
+WRITES_ITS_INPUT = '''
+@R.function
+def main(x: R.Tensor((2, 3), dtype="float32")):
+    with R.dataflow():
+        p = R.permute_dims(x)
+        y = CALL
+        z = R.add(R.permute_dims(y), x)
+        R.output(z)
+    return z
+'''
+WRITING_CALLS = {
+    "pure": 'R.call_pure_packed("test_tvm.inc", p, sinfo_args=R.Tensor((3, 2), dtype="float32"))',
+    "dps returning": 'R.call_dps_packed("test_tvm.inc", (p,), out_sinfo=R.Tensor((3, 2), dtype="float32"))',
+    "dps": 'R.call_dps_packed("test_tvm.inc_dps", (p,), out_sinfo=R.Tensor((3, 2), dtype="float32"))',
+}
+
+
+@pytest.fixture
+def writing_functions():
+    def inc(a):
+        a += 1
+        return a.copy()
+
+    def inc_dps(a, out):
+        a += 1
+        out[...] = a
+    rx.register_func("test_tvm.inc", inc)
+    rx.register_func("test_tvm.inc_dps", inc_dps, dps=True)
+    yield
+    for name in ("test_tvm.inc", "test_tvm.inc_dps"):
+        rx.unregister_func(name)
+
+
+def _levels(mod):
+    yield "interpret", lambda *args: rx.interpret(mod, "main", *args)
+    for target in TARGETS:
+        yield target, rx.VirtualMachine(rx.build(mod, target=target))["main"]
+
+
+@pytest.mark.parametrize("form", sorted(WRITING_CALLS))
+def test_a_registered_function_writing_its_input_is_an_error_on_every_level(writing_functions, form):
+    mod = module_of(WRITES_ITS_INPUT.replace("CALL", WRITING_CALLS[form]))
+    for level, run in _levels(mod):
+        x = np.zeros((2, 3), "float32")
+        with pytest.raises(rx.PackedArgumentWriteError, match="function 'main': registered function "
+                                                              "'test_tvm.inc(_dps)?' wrote into an argument"):
+            run(x)
+        assert not x.any(), level
+
+
+IMPURE_WRITES = '''
+@R.function(pure=False)
+def main(x: R.Tensor((3,), dtype="float32")):
+    out = R.builtin.alloc_tensor(R.shape([3]), R.dtype("float32"), R.prim_value(0))
+    _ = R.call_packed("test_tvm.fill", WRITTEN, sinfo_args=R.Tuple())
+    y = R.add(out, x)
+    return y
+'''
+
+
+@pytest.fixture
+def fill_function():
+    def fill(a, out):
+        out[...] = a * 2
+    rx.register_func("test_tvm.fill", fill)
+    yield
+    rx.unregister_func("test_tvm.fill")
+
+
+def test_call_packed_writes_the_allocation_it_is_given_on_every_level(fill_function):
+    """TVM's lowered DPS form, ``R.call_packed("f", x, out)`` into an ``R.builtin.alloc_tensor``:
+    the allocation is writeable (and written back from the host copy on OpenCL)."""
+    mod = module_of(IMPURE_WRITES.replace("WRITTEN", "x, out"))
+    x = np.array([1, 2, 3], "float32")
+    for level, run in _levels(mod):
+        np.testing.assert_array_equal(run(x), x * 3, err_msg=level)
+
+
+def test_call_packed_writing_a_parameter_is_an_error_on_every_level(fill_function):
+    mod = module_of(IMPURE_WRITES.replace("WRITTEN", "out, x"))
+    for level, run in _levels(mod):
+        x = np.array([1, 2, 3], "float32")
+        with pytest.raises(rx.PackedArgumentWriteError, match="'test_tvm.fill' wrote into"):
+            run(x)
+        np.testing.assert_array_equal(x, [1, 2, 3], err_msg=level)

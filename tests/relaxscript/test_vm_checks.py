@@ -125,6 +125,12 @@ def test_non_native_byte_order_is_named(vms):
     swapped = np.zeros((2, 3), np.dtype("float32").newbyteorder())
     expect_error(lambda: vms["elementwise"]["main"](swapped, np.zeros(3, "float32")),
                  "parameter 'x'", "expected dtype float32", "non-native byte order", ".astype")
+    # s13: the reference interpreter let it through to the first op, whose NumPy ufunc raised a
+    # bare TypeError ("The `dtype` and `signature` arguments to ufuncs only select the general
+    # DType"); it now refuses the parameter with the VM's words
+    with pytest.raises(ShapeMismatchError) as ref:
+        rx.interpret(M.parse(M.ELEMENTWISE), "main", swapped, np.zeros(3, "float32"))
+    assert str(ref.value) == expect_error(lambda: vms["elementwise"]["main"](swapped, np.zeros(3, "float32")))
 
 
 def test_ragged_list_argument_is_a_shape_error(vms):

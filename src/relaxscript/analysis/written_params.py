@@ -94,8 +94,24 @@ def written_parameter_vars(func: rx.Function, mod) -> dict[int, list]:
     return found
 
 
+_ALLOCATIONS = ("relax.builtin.alloc_tensor", "relax.memory.alloc_tensor")
+
+
+def packed_call_outputs(func: rx.Function) -> dict[int, frozenset]:
+    """``id(call)`` of each ``R.call_packed`` (a call of an ``ExternFunc``) in ``func`` -> the
+    positions among its arguments that are fresh allocations (a var bound to
+    ``R.builtin.alloc_tensor`` / ``R.memory.alloc_tensor``): TVM's lowered DPS form writes them,
+    and they are the same fresh buffer on every level. Its other tensor arguments, and every
+    argument of a pure packed call, are handed read-only (``backends.library.read_only``)."""
+    allocated = {id(b.var) for b in collect(func.body, lambda n: isinstance(n, rx.VarBinding))
+                 if isinstance(b.value, rx.Call) and getattr(b.value.op, "name", None) in _ALLOCATIONS}
+    return {id(call): frozenset(i for i, a in enumerate(call.args) if id(a) in allocated)
+            for call in collect(func.body, lambda n: isinstance(n, rx.Call) and isinstance(n.op, rx.ExternFunc))}
+
+
 def _fields(expr) -> tuple:
     return tuple(expr.fields) if isinstance(expr, rx.Tuple) else (expr,)
 
 
-__all__ = ["prim_func_writes", "written_arguments", "written_parameter_vars", "written_parameters"]
+__all__ = ["packed_call_outputs", "prim_func_writes", "written_arguments", "written_parameter_vars",
+           "written_parameters"]

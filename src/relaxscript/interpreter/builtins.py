@@ -166,17 +166,19 @@ def _call_dps_library(frame: "Frame", call: Call):
     inputs = as_value_list(frame.eval(packed[0])) if packed else []
     outputs = [allocate(frame, s, f"call_dps_library of {name!r}") for s in output_struct_infos(call)]
     try:
-        entry.run_dps(inputs, outputs)
+        entry.run_dps(inputs, outputs, f"function '{frame.func_name}'")
     except ShapeMismatchError as err:
         raise ShapeMismatchError(f"function '{frame.func_name}': {err}") from None
     return _outputs_result(outputs, call)
 
 
 def _call_packed(frame: "Frame", call: Call):
-    from backends.library import get_library
+    """``R.call_pure_packed``: a pure call, its arguments read-only (``read_only``)."""
+    from backends.library import get_library, guarded_call, read_only
     first = call.args[0]
     name = first.value if isinstance(first, StringImm) else first.global_symbol
-    result = get_library(name)(*(frame.eval(a) for a in call.args[1:]))
+    args = [read_only(frame.eval(a)) for a in call.args[1:]]
+    result = guarded_call(name, f"function '{frame.func_name}'", get_library(name), args)
     return () if result is None else result
 
 

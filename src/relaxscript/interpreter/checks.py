@@ -25,7 +25,7 @@ from ..struct_info import (FuncStructInfo, ObjectStructInfo, PrimStructInfo, Sha
                            StructInfo, TensorStructInfo, TupleStructInfo)
 from .arguments import ArgumentError, check_int, int_range, to_tensor
 from .shape_env import ShapeEnv, UnboundSymbolError, format_prim_expr
-from .values import Closure, ShapeTuple, describe, is_scalar
+from .values import Closure, ShapeTuple, describe, dtype_text, is_scalar
 
 
 @dataclass
@@ -89,8 +89,9 @@ class _Checker:
         if sinfo.ndim != -1 and value.ndim != sinfo.ndim:
             self.fail(what, f"{path}: expected rank {sinfo.ndim}, got rank {value.ndim} "
                             f"(shape {tuple(value.shape)})")
-        if sinfo.dtype is not None and value.dtype.name != sinfo.dtype:
-            self.fail(what, f"{path}: expected dtype {sinfo.dtype}, got {value.dtype.name}")
+        if sinfo.dtype is not None and (value.dtype.name != sinfo.dtype or not value.dtype.isnative):
+            # a byte-swapped array reached the first op, whose ufunc raised a bare TypeError
+            self.fail(what, f"{path}: expected dtype {sinfo.dtype}, got {dtype_text(value.dtype)}")
         if sinfo.shape is not None:
             for axis, (expr, actual) in enumerate(zip(sinfo.shape, value.shape)):
                 self.dims.append(_Dim(expr, int(actual), f"{path}.shape[{axis}]", what))

@@ -21,7 +21,7 @@ from tensorir.errors import IndexOutOfRangeError, IRError, ShapeMismatchError
 from tensorir.function import PrimFunc
 
 from .. import expr as rx
-from ..analysis.written_params import written_parameters
+from ..analysis.written_params import packed_call_outputs, written_parameters
 from ..irmodule import IRModule
 from ..struct_info import TensorStructInfo
 from .builtins import BUILTINS, run_prim_func
@@ -40,6 +40,16 @@ class Interpreter:
         self.instrument = instrument
         self.check_bindings = check_bindings
         self._written: dict[int, tuple] = {}    # id(function) -> (function, written parameter indices)
+        self._packed_outputs: dict | None = None  # analysis.packed_call_outputs of every function
+
+    def packed_outputs(self, call: rx.Call) -> frozenset:
+        """The argument positions an ``R.call_packed`` may write (its fresh allocations)."""
+        if self._packed_outputs is None:
+            table: dict = {}
+            for func in self.mod.relax_functions.values():
+                table.update(packed_call_outputs(func))
+            self._packed_outputs = table
+        return self._packed_outputs.get(id(call), frozenset())
 
     def closure_of_global(self, gvar_or_name) -> Closure | PrimFunc:
         name = gvar_or_name.name_hint if isinstance(gvar_or_name, rx.GlobalVar) else gvar_or_name
@@ -212,6 +222,12 @@ class Frame(ClassDispatch):
             return self.call_op(call)
         callee = self.interp.closure_of_global(op) if isinstance(op, rx.GlobalVar) else self.eval(op)
         args = [self.eval(a) for a in call.args]
+        if isinstance(op, rx.ExternFunc):   # R.call_packed: writes only the allocations it is given
+            from backends.library import guarded_call, read_only
+            writable = self.interp.packed_outputs(call)
+            args = [a if i in writable else read_only(a) for i, a in enumerate(args)]
+            result = guarded_call(op.global_symbol, f"function '{self.func_name}'", callee, args)
+            return () if result is None else result
         return self.apply(callee, args)
 
     def apply(self, callee, args: list):
@@ -231,14 +247,14 @@ class Frame(ClassDispatch):
         builtin = BUILTINS.get(name)
         if builtin is not None:
             return builtin(self, call)
-        from ..op.registry import get_op_spec
+        from ..op.registry import get_op_spec, reference_attrs
         spec = get_op_spec(name)
         if spec.reference is None:
             raise IRError(f"function '{self.func_name}': operator {name} has no NumPy "
                           f"reference and no interpreter builtin")
         args = [self.eval(a) for a in call.args]
         try:
-            result = spec.reference(*args, **call.attrs)
+            result = spec.reference(*args, **reference_attrs(call))
         except ShapeMismatchError:
             raise
         except (ValueError, MemoryError) as err:

@@ -249,7 +249,12 @@ def _call_tir_dps(frame: "Frame", call: Call):
                                  f"got {type(func).__name__}")
     args = as_value_list(frame.eval(call.args[1]))
     tir_vars = list(frame.eval(call.args[2])) if len(call.args) > 2 else []
-    run_prim_func(func, args + tir_vars, frame.interp.mod)
+    try:
+        run_prim_func(func, args + tir_vars, frame.interp.mod)
+    except ShapeMismatchError as err:   # e.g. a non-contiguous output: name the caller too (s13)
+        if type(err) is not ShapeMismatchError:   # its own kind (an index out of range) as it is
+            raise
+        raise ShapeMismatchError(f"function '{frame.func_name}': call_tir_dps of '{func.name}': {err}") from None
     return ()
 
 
@@ -260,7 +265,7 @@ def _call_dps_library_dps(frame: "Frame", call: Call):
     inputs = as_value_list(frame.eval(call.args[1]))
     outputs = as_value_list(frame.eval(call.args[2]))
     try:
-        get_library(name).run_dps(inputs, outputs)
+        get_library(name).run_dps(inputs, outputs, f"function '{frame.func_name}'")
     except ShapeMismatchError as err:
         raise ShapeMismatchError(f"function '{frame.func_name}': {err}") from None
     return ()

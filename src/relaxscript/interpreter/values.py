@@ -67,3 +67,10 @@ def describe(value) -> str:
     if isinstance(value, tuple):
         return f"a tuple of {len(value)} fields"
     return f"{type(value).__name__} {value!r}"
+
+
+def dtype_text(dtype) -> str:
+    """A dtype's name, saying so when its byte order is not the machine's (kernels need native)."""
+    if not dtype.isnative:
+        return f"{dtype.name} in non-native byte order (use .astype('{dtype.name}'))"
+    return dtype.name

@@ -165,7 +165,16 @@ def _arange_reference(start, end, step, dtype=None):
     if dtype is None:
         is_float = any(np.issubdtype(np.asarray(v).dtype, np.floating) for v in (start, end, step))
         dtype = "float32" if is_float else "int64"
-    return np.arange(start, end, step, dtype=dtype)
+    result = np.arange(start, end, step, dtype=dtype)
+    bounds = [np.asarray(v) for v in (start, end, step)]
+    if all(b.dtype.kind in "iu" for b in bounds):   # the exact length of integer bounds
+        lo, hi, by = (int(b) for b in bounds)
+        length = max(0, -((lo - hi) // by)) if by > 0 else max(0, -((hi - lo) // -by))
+        if length != len(result):
+            # NumPy sizes a float arange in floating point: 2**63 - 1 float32 values came back
+            # empty (the reference then reported a wrong result shape, not the allocation)
+            raise MemoryError(f"arange of {length} elements")
+    return result
 
 
 register_op("relax.arange", _infer_arange, _arange_reference, attr_names=("dtype",),

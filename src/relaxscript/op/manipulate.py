@@ -13,7 +13,7 @@ from tensorir import expr as E
 from ..struct_info import TensorStructInfo
 from ._convert import as_shape, as_tensor, make_call
 from ._infer_util import (attr_axes, attr_int, const_value, format_dim, format_sinfo,
-                          normalize_axes, product, prove_equal, prove_not_equal, shape_arg,
+                          normalize_axes, product, prove_not_equal, shape_arg,
                           simplify, simplify_shape, tensor_arg)
 from .registry import OpAttributeError, register_op
 
@@ -128,11 +128,8 @@ def _infer_squeeze(call, ctx) -> TensorStructInfo:
     one = E.IntImm(1)
     if axis is None:
         if x.shape is None:
-            return TensorStructInfo(None, x.dtype)
-        unit = [prove_equal(ctx, d, one) for d in x.shape]
-        if any(not u and not prove_not_equal(ctx, d, one) for u, d in zip(unit, x.shape)):
-            return TensorStructInfo(None, x.dtype)  # a dim may or may not be 1: rank unknown
-        return TensorStructInfo([d for u, d in zip(unit, x.shape) if not u], x.dtype)
+            return TensorStructInfo(None, x.dtype)   # NumPy's meaning at run time (static_unit_dims)
+        return TensorStructInfo([d for d in x.shape if not E.is_const_int(d, 1)], x.dtype)
     drop = set(normalize_axes(ctx, call, axis, x.ndim, x))
     if x.shape is None:
         return TensorStructInfo(None, x.dtype, x.ndim - len(drop))
@@ -147,8 +144,23 @@ register_op("relax.permute_dims", _infer_permute_dims,
             constructor=permute_dims)
 register_op("relax.expand_dims", _infer_expand_dims,
             lambda x, axis: np.expand_dims(x, axis), attr_names=("axis",), constructor=expand_dims)
+def static_unit_dims(call):
+    """The axes a squeeze drops: its ``axis``; without one, the dims of the input's annotation
+    that are the literal 1 (TVM's meaning: topi drops only dims statically 1, so ``(n, 1, m)``
+    at n = 1 stays ``(1, m)``); None (every dim of length 1, NumPy's meaning) where the
+    input's shape is not known. A symbolic dim that is 1 at run time is kept on every level."""
+    axis = call.attrs.get("axis")
+    if axis is not None:
+        return axis
+    sinfo = call.args[0].struct_info
+    if not isinstance(sinfo, TensorStructInfo) or sinfo.shape is None:
+        return None
+    return tuple(i for i, d in enumerate(sinfo.shape) if E.is_const_int(d, 1))
+
+
 register_op("relax.squeeze", _infer_squeeze, lambda x, axis=None: np.squeeze(x, axis),
-            attr_names=("axis",), constructor=squeeze)
+            attr_names=("axis",), constructor=squeeze,
+            reference_attrs=lambda call: {**call.attrs, "axis": static_unit_dims(call)})
 
 
 # ---------------------------------------------------------------- broadcast_to / repeat / tile
@@ -231,5 +243,5 @@ register_op("relax.repeat", _infer_repeat, lambda x, repeats, axis=None: np.repe
 register_op("relax.tile", _infer_tile, lambda x, repeats: np.tile(x, repeats),
             attr_names=("repeats",), constructor=tile)
 
-__all__ = ["reshape", "flatten", "permute_dims", "expand_dims", "squeeze", "broadcast_to",
+__all__ = ["reshape", "flatten", "permute_dims", "expand_dims", "squeeze", "static_unit_dims", "broadcast_to",
            "repeat", "tile"]

@@ -39,6 +39,9 @@ class OpSpec:
     pure: bool = True
     attr_names: tuple[str, ...] = ()
     constructor: Callable | None = field(default=None, compare=False)
+    # the attrs the reference runs with, from the call (None: the call's own): where the meaning
+    # depends on the deduction (squeeze without axes drops the dims known to be 1)
+    reference_attrs: Callable | None = field(default=None, compare=False)
 
     @property
     def path(self) -> str:
@@ -51,12 +54,13 @@ _OPS: dict[str, Op] = {}
 
 
 def register_op(name: str, infer: Callable, reference: Callable | None, *, pure: bool = True,
-                attr_names: tuple[str, ...] = (), constructor: Callable | None = None) -> OpSpec:
+                attr_names: tuple[str, ...] = (), constructor: Callable | None = None,
+                reference_attrs: Callable | None = None) -> OpSpec:
     if not name.startswith("relax."):
         raise ValueError(f"operator names start with 'relax.', got {name!r}")
     if name in _SPECS:
         raise ValueError(f"operator {name!r} is already registered")
-    spec = OpSpec(name, infer, reference, pure, tuple(attr_names), constructor)
+    spec = OpSpec(name, infer, reference, pure, tuple(attr_names), constructor, reference_attrs)
     _SPECS[name] = spec
     _OPS[name] = Op(name)
     return spec
@@ -75,6 +79,12 @@ def get_op_spec(name: str) -> OpSpec:
         return _SPECS[name]
     except KeyError:
         raise OpDeductionError(f"unknown operator {name!r}") from None
+
+
+def reference_attrs(call) -> dict:
+    """The attrs ``call``'s reference runs with (the interpreter, the VM's fallback)."""
+    spec = get_op_spec(call.op.name)
+    return spec.reference_attrs(call) if spec.reference_attrs is not None else dict(call.attrs)
 
 
 def get_op(name: str) -> Op:

@@ -64,6 +64,7 @@ class FunctionParser:
                 self._body(node, ret)
             func = self.bb.get()[node.name]
             func.span = self.ctx.span(node)
+            func.is_private = decorator_flag(node, self.ctx, "private", False)
             if outer is None:  # a local function is checked with its enclosing one
                 self._check_well_formed(func, node)
             return func
@@ -487,14 +488,19 @@ class FunctionParser:
 
 def decorator_purity(node: ast.FunctionDef, ctx: ParseContext) -> bool:
     """``pure=False`` in ``@R.function(pure=False)``; True otherwise."""
+    return decorator_flag(node, ctx, "pure", True)
+
+
+def decorator_flag(node: ast.FunctionDef, ctx: ParseContext, name: str, default: bool) -> bool:
+    """The boolean keyword ``name`` of the function's decorator (``pure``, ``private``)."""
     for dec in node.decorator_list:
         if isinstance(dec, ast.Call):
             for kw in dec.keywords:
-                if kw.arg == "pure":
+                if kw.arg == name:
                     if not (isinstance(kw.value, ast.Constant) and isinstance(kw.value.value, bool)):
-                        raise ctx.error("pure must be True or False", kw.value)
+                        raise ctx.error(f"{name} must be True or False", kw.value)
                     return kw.value.value
-    return True
+    return default
 
 
 def _is_dtype_arg(call: ast.Call) -> bool:

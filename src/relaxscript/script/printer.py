@@ -117,7 +117,9 @@ class FunctionPrinter:
                               for pname, p in params)
         ret = "" if func.ret_struct_info is None else \
             f" -> {self.sinfo(func.ret_struct_info, signature=True)}"
-        decorator = "@R.function" if func.is_pure else "@R.function(pure=False)"
+        flags = ([] if func.is_pure else ["pure=False"]) + \
+            (["private=True"] if getattr(func, "is_private", False) else [])
+        decorator = f"@R.function({', '.join(flags)})" if flags else "@R.function"
         self.lines = [f"{indent}{decorator}", f"{indent}def {name}({signature}){ret}:"]
         body_indent = indent + INDENT
         if func.attrs:

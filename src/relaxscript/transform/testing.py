@@ -205,9 +205,12 @@ class _Drawer:
             if form == "expand_squeeze":
                 axis = draw(st.integers(-(ndim + 1), ndim))
                 var = bb.emit(op.expand_dims(var, axis))
-                if draw(st.booleans()):   # squeeze the unit dim again, by its negative position maybe
+                how = draw(st.sampled_from(["keep", "axis", "all"]))
+                if how == "axis":   # squeeze the unit dim again, by its negative position maybe
                     at = axis % (ndim + 1)
                     var = bb.emit(op.squeeze(var, axis=[draw(st.sampled_from([at, at - ndim - 1]))]))
+                elif how == "all":   # without axes: the literal 1s go, symbolic dims stay even at 1
+                    var = bb.emit(op.squeeze(var))
             elif form == "reshape_flat":
                 var = bb.emit(op.reshape(var, [-1] if draw(st.booleans()) else [_count(shape)]))
             elif form == "flatten":
@@ -224,12 +227,14 @@ class _Drawer:
         return var
 
     def _wide_cast(self, var: Var) -> Var:
-        """Floats scaled past the range of a signed integer dtype (and NaN / inf where ``var``
-        has them) cast to it and back. Unsigned targets are left out: NumPy's result for a
-        negative or too large float differs from the C conversion (both are undefined)."""
+        """Floats scaled past the range of an integer dtype (and NaN / inf where ``var`` has
+        them) cast to it and back; unsigned targets too (s13: they take NumPy's element-loop
+        answer on every level, ``tensorir.float_casts``), negative values included."""
         draw, bb = self.draw, self.bb
-        dtype = draw(st.sampled_from(["int8", "int16", "int32", "int64", "bool"]))
-        scale = Constant(np.asarray(draw(st.sampled_from([1.0, 100.0, 1e5, 1e12, 1e30])), "float32"))
+        dtype = draw(st.sampled_from(["int8", "int16", "int32", "int64", "uint8", "uint16", "uint32",
+                                      "uint64", "bool"]))
+        scale = Constant(np.asarray(draw(st.sampled_from([1.0, 100.0, 1e5, 1e12, 1e30, -3e9, -1e19])),
+                                    "float32"))
         value = bb.emit(op.astype(bb.emit(op.multiply(var, scale)), dtype))
         return bb.emit(op.astype(value, "float32"))
 

@@ -106,8 +106,13 @@ def mark_entry_functions(mod: IRModule) -> IRModule:
     if not graph or any("global_symbol" in f.attrs for f in graph.values()):
         return mod
     roots = unreferenced_functions(mod)
-    entries = [n for n in graph if n in roots or n == "main"]
-    if entries == ["main"] or "main" not in graph:
+    # a private function (@R.function(private=True)) is never an entry: TVM's build drops it
+    # when nothing calls it; others may still call it
+    private = {n for n, f in graph.items() if getattr(f, "is_private", False)}
+    entries = [n for n in graph if (n in roots or n == "main") and n not in private]
+    if not entries:
+        return mod   # every candidate is private: the default (below) rather than nothing
+    if entries == ["main"] or ("main" not in graph and entries == roots):
         return mod   # DeadCodeElimination's own default picks the same functions
     functions = dict(mod.functions)
     for name in entries:

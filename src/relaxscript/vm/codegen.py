@@ -20,9 +20,10 @@ from tensorir.functor import substitute
 from tensorir.variants import VariantError, check_variant, variant_guards
 
 from .. import expr as rx
-from ..analysis.written_params import written_arguments, written_parameter_vars
+from ..analysis.written_params import packed_call_outputs, written_arguments, written_parameter_vars
 from ..interpreter.values import ShapeTuple
 from ..irmodule import IRModule
+from ..op.registry import reference_attrs
 from ..struct_info import PrimStructInfo, ShapeStructInfo, TensorStructInfo, TupleStructInfo
 from . import instructions as I
 from .instructions import VMBuildError
@@ -49,6 +50,7 @@ class FunctionCompiler(ClassDispatch):
         self.name = name
         self.func = func
         self.kernels = kernels              # prim_func name -> KernelUse (filled as used)
+        self.packed_outputs = None          # analysis.packed_call_outputs, when first needed
         self.table = SymTable(name)
         self.bounds = function_bounds(func, name)
         self.defined: set = set()
@@ -280,7 +282,10 @@ class FunctionCompiler(ClassDispatch):
         if isinstance(op, rx.ExternFunc):   # R.call_packed("name", ...)
             dst = self.new_reg(name)
             args = tuple(self.materialize(a) for a in call.args)
-            self.emit(I.CallPacked(dst, op.global_symbol, args, name))
+            if self.packed_outputs is None:
+                self.packed_outputs = packed_call_outputs(self.func)
+            writable = tuple(sorted(self.packed_outputs.get(id(call), ())))
+            self.emit(I.CallPacked(dst, op.global_symbol, args, name, writable))
             return dst
         if not isinstance(op, rx.Op):
             raise VMBuildError(f"function '{self.name}': the VM cannot call a {type(op).__name__} "
@@ -290,7 +295,7 @@ class FunctionCompiler(ClassDispatch):
             return handler(self, call, name)
         args = tuple(self.materialize(a) for a in call.args)
         dst = self.new_reg(name)
-        self.emit(I.CallFallback(dst, op.name, args, dict(call.attrs), name,
+        self.emit(I.CallFallback(dst, op.name, args, reference_attrs(call), name,
                                  isinstance(call.struct_info, TensorStructInfo)))
         if any(a in self.aliasing for a in args):
             self.aliasing.add(dst)

@@ -79,7 +79,7 @@ def link_host_library(ins: I.CallLibrary, nxt: int, code, frame, memory, entry):
         args = [host(regs[i]) for i in inputs]
         results = [host(regs[o]) for o in outputs]
         try:
-            entry.run_dps(args, results)
+            entry.run_dps(args, results, f"function '{code.func.name}'")
         except ShapeMismatchError as err:
             raise ShapeMismatchError(f"function '{code.func.name}': {err}") from None
         for o, result in zip(outputs, results):

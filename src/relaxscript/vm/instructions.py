@@ -150,6 +150,7 @@ class CallPacked(Instr):
     library: str
     args: tuple
     name: str = ""
+    writable: tuple = ()     # positions in args handed writeable (analysis.packed_call_outputs)
 
 
 @dataclass

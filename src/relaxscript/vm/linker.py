@@ -15,6 +15,7 @@ from math import prod
 
 import numpy as np
 
+from backends.library import guarded_call, read_only
 from tensorir.errors import ShapeMismatchError
 
 from ..interpreter.allocation import allocation_error, impossible_shape
@@ -209,13 +210,16 @@ def _link(ins, pc: int, runs_next: list, code: FunctionCode, frame: Frame, vm):
         inputs, outputs = ins.inputs, ins.outputs
         if memory is not None:
             return link_host_library(ins, nxt, code, frame, memory, entry)
+        where = f"function '{code.func.name}'"
         if entry.dps and entry.numpy_impl is not None:
-            # already in destination-passing form: call it directly (the entry checks its operands)
-            impl, operands = entry.numpy_impl, tuple(inputs) + tuple(outputs)
+            # already in destination-passing form: call it directly (the entry checks its
+            # operands), its inputs read-only (backends.library.read_only)
+            impl = entry.numpy_impl
 
             def step():
                 try:
-                    impl(*[regs[r] for r in operands])
+                    guarded_call(ins.library, where, impl,
+                                 [read_only(regs[r]) for r in inputs] + [regs[r] for r in outputs])
                 except ShapeMismatchError as err:
                     raise ShapeMismatchError(f"function '{code.func.name}': {err}") from None
                 return nxt
@@ -225,7 +229,7 @@ def _link(ins, pc: int, runs_next: list, code: FunctionCode, frame: Frame, vm):
 
         def step():
             try:
-                entry.run_dps([regs[i] for i in inputs], [regs[o] for o in outputs])
+                entry.run_dps([regs[i] for i in inputs], [regs[o] for o in outputs], where)
             except ShapeMismatchError as err:
                 raise ShapeMismatchError(f"function '{code.func.name}': {err}") from None
             return nxt
@@ -240,9 +244,17 @@ def _link(ins, pc: int, runs_next: list, code: FunctionCode, frame: Frame, vm):
         dst, args = ins.dst, ins.args
 
         host = memory.to_host if memory is not None else (lambda v: v)
+        where, writable = f"function '{code.func.name}'", ins.writable
 
         def step():
-            result = entry(*[host(regs[a]) for a in args])
+            # only the allocations it is given to write are writeable (analysis.packed_call_outputs);
+            # on a device they are host copies, written back after the call
+            values = [host(regs[a]) if i in writable else read_only(host(regs[a])) for i, a in enumerate(args)]
+            result = guarded_call(ins.library, where, entry, values)
+            if memory is not None:
+                for i in writable:
+                    if isinstance(regs[args[i]], memory.device_array_type):
+                        memory.write(regs[args[i]], values[i])
             regs[dst] = () if result is None else result
             return nxt
         return step

@@ -8,14 +8,7 @@ from tensorir.errors import ShapeMismatchError
 from backends.host_pointer import data_pointer  # noqa: F401  (re-exported for the linker)
 
 from ..interpreter.arguments import INT64_MAX, INT64_MIN, ArgumentError, out_of_range, to_tensor
-from ..interpreter.values import ShapeTuple, describe
-
-
-def dtype_text(dtype: np.dtype) -> str:
-    """A dtype's name, saying so when its byte order is not the machine's (kernels need native)."""
-    if not dtype.isnative:
-        return f"{dtype.name} in non-native byte order (use .astype('{dtype.name}'))"
-    return dtype.name
+from ..interpreter.values import ShapeTuple, describe, dtype_text  # noqa: F401  (dtype_text: generated checks)
 
 
 def make_fail(messages):

@@ -17,6 +17,7 @@ from .. import dtype as dt
 from .. import expr as E
 from ..dispatch import ClassDispatch, handles
 from ..expr import PrimExpr
+from ..float_casts import VIA, float_to_int
 
 
 class EvaluationError(ValueError):
@@ -162,6 +163,8 @@ class _Evaluator(ClassDispatch):
         if dt.is_float(e.dtype):
             return _round_to(value, e.dtype)
         if isinstance(value, float):
+            if e.dtype in VIA:   # the run-time conversion's value (float_casts), NaN included
+                return int(float_to_int(value, e.dtype))
             if math.isnan(value) or math.isinf(value):
                 raise EvaluationError(f"cannot cast {value} to {e.dtype}")
             value = math.trunc(value)

@@ -15,6 +15,7 @@ from .. import dtype as dt
 from .. import expr as E
 from ..dispatch import ClassDispatch, handles
 from ..errors import IndexOutOfRangeError
+from ..float_casts import float_to_int, is_float_to_int
 from .errors import InterpretDivisionByZeroError, InterpretError
 from .intrinsics import INTRINSIC_IMPLS
 
@@ -38,6 +39,8 @@ def as_dtype(value, dtype: str):
         return value
     if target == np.bool_:
         return np.asarray(value) != 0
+    if is_float_to_int(np.asarray(value).dtype, target):   # NumPy's answer, not its length's
+        return float_to_int(value, target.name)
     return np.asarray(value).astype(target)
 
 

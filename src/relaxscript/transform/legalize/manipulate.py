@@ -5,6 +5,7 @@ from __future__ import annotations
 from tensorir import expr as E
 from tensorir.compute import compute
 
+from ...op.manipulate import static_unit_dims
 from .common import flat_index, normalize_axes, op_short_name, unravel
 from .registry import register_legalize
 
@@ -55,11 +56,8 @@ def _expand_dims(ctx, call):
 @register_legalize("relax.squeeze")
 def _squeeze(ctx, call):
     def index_of(te, x, idx, out_shape):
-        axis = call.attrs.get("axis")
-        if axis is None:  # every dim the deduction proved to be 1
-            dropped = {i for i, d in enumerate(x.shape) if te.is_one(d)}
-        else:
-            dropped = set(normalize_axes(axis, x.ndim))
+        # without axes, the dims the annotation holds as the literal 1 (static_unit_dims)
+        dropped = set(normalize_axes(static_unit_dims(call), x.ndim))
         kept = iter(idx)
         return [E.IntImm(0) if i in dropped else next(kept) for i in range(x.ndim)]
     return _gather(ctx, call, index_of)

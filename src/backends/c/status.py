@@ -19,7 +19,8 @@ C_DEFINES = (f"#define STATUS_OK {STATUS_OK}\n#define STATUS_NO_MEMORY {STATUS_N
 
 
 # A GPU kernel's status buffer: the int32 status word, 4 bytes of padding, then the int64 index
-# and extent a STATUS_INDEX_OUT_OF_RANGE recorded (read back only after that status).
+# and extent a STATUS_INDEX_OUT_OF_RANGE recorded, or the int64 number of the assert a
+# STATUS_ASSERT_FAILED reports (its message is in the launch plan); read back only after that status.
 DEVICE_STATUS_BYTES = 24
 
 

@@ -89,13 +89,20 @@ class CudaKernelModule(KernelModule):
                       f"cuLaunchKernel of {name!r}")
             check(driver.cuMemcpyDtoH(status.ctypes.data, driver.CUdeviceptr(status_address), 4), "cuMemcpyDtoH")
             if status[0]:
-                raise_for_status(int(status[0]), where, bad_index)
+                raise_for_status(int(status[0]), where, bad_index, assert_message)
+
+        def report() -> np.ndarray:
+            words = np.zeros(DEVICE_STATUS_BYTES // 8, np.int64)
+            check(driver.cuMemcpyDtoH(words.ctypes.data, driver.CUdeviceptr(status_address), DEVICE_STATUS_BYTES),
+                  "cuMemcpyDtoH")
+            return words
 
         def bad_index() -> tuple[int, int]:
-            report = np.zeros(DEVICE_STATUS_BYTES // 8, np.int64)
-            check(driver.cuMemcpyDtoH(report.ctypes.data, driver.CUdeviceptr(status_address), DEVICE_STATUS_BYTES),
-                  "cuMemcpyDtoH")
-            return int(report[1]), int(report[2])
+            words = report()
+            return int(words[1]), int(words[2])
+
+        def assert_message() -> str | None:
+            return plan.assert_message(int(report()[1]))
         return run
 
     def link(self, ins, nxt: int, frame, prologue, where: str):

@@ -17,7 +17,13 @@ own cross-thread reduction. Rules every dialect gets from here:
   uniform loop's body that writes what it reads; a barrier needed for shared
   memory inside thread-dependent code is a ``GPULoweringError``;
 * an integer divisor that may be zero is tested, as in the C target: a zero
-  one gives 0 and sets the status word to ``STATUS_ZERO_DIVISION``.
+  one gives 0 and sets the status word to ``STATUS_ZERO_DIVISION``;
+* an assert whose condition is false claims the status word for
+  ``STATUS_ASSERT_FAILED`` (the first failure wins), records its number
+  (``GPUFunction.assert_messages``) after the word and ends the thread
+  (``return``). A thread-dependent condition in a kernel with barriers or a
+  cross-thread reduction is a ``GPULoweringError``: the threads leaving would
+  leave the others waiting.
 """
 from __future__ import annotations
 
@@ -27,10 +33,11 @@ from tensorir import stmt as S
 from tensorir.arith import Analyzer
 from tensorir.dispatch import handles
 from tensorir.functor import Visitor, collect
+from tensorir.script.expr_printer import format_expr
 from tensorir.structural import structural_equal
 
-from ..c.status import STATUS_INDEX_OUT_OF_RANGE, STATUS_ZERO_DIVISION
-from ..source_emitter import SourceEmitter, float_to_int_helpers
+from ..c.status import STATUS_ASSERT_FAILED, STATUS_INDEX_OUT_OF_RANGE, STATUS_ZERO_DIVISION
+from ..source_emitter import SourceEmitter, float_to_int_helpers, parenthesized
 from ..source_names import Names
 from .cross_thread_reduce import ThreadReduce, identity
 from .errors import GPULoweringError
@@ -153,6 +160,8 @@ class KernelEmitter(SourceEmitter):
         self.covered: set[str] = set()
         self.divergent = False
         self.thread_vars: set[int] = set()
+        self.uniform_vars: set[int] = {id(v) for v in func.sym_vars}   # the same in every thread
+        self.divergent_asserts: list = []
 
     def where(self) -> str:
         return f"{self.func.name!r} (kernel {self.kernel.symbol})"
@@ -311,6 +320,49 @@ class KernelEmitter(SourceEmitter):
         super().while_loop(s)
         self.divergent = saved
 
+    @handles(S.LetStmt, table="stmt")
+    def let(self, s: S.LetStmt) -> None:
+        # a let of a thread-dependent value is itself thread-dependent (guards on it diverge)
+        dependent = self.thread_dependent(s.value)
+        uniform = self.uniform(s.value)
+        if dependent:
+            self.thread_vars.add(id(s.var))
+        if uniform:
+            self.uniform_vars.add(id(s.var))
+        try:
+            super().let(s)
+        finally:
+            self.thread_vars.discard(id(s.var))
+            self.uniform_vars.discard(id(s.var))
+
+    def uniform(self, e) -> bool:
+        """Whether ``e`` certainly has one value in every thread of a block: no loads, only the
+        function's scalars, blockIdx indices and lets of those."""
+        return not collect(e, lambda n: isinstance(n, E.BufferLoad) or
+                           (isinstance(n, E.Var) and id(n) not in self.uniform_vars))
+
+    @handles(S.AssertStmt, table="stmt")
+    def assert_stmt(self, s: S.AssertStmt) -> None:
+        number = self.func.assert_number(s)
+        if self.divergent or not self.uniform(s.condition):
+            self.divergent_asserts.append(s)
+        self.emit(f"if (!{parenthesized(self.expr(s.condition))}) {{ "
+                  f"rs_assert_failed(rs_status, {number}); return; }}")
+
+    def check_asserts(self) -> None:
+        """Refuse a thread-dependent assert in a kernel whose threads wait for each other."""
+        if not self.divergent_asserts:
+            return
+        synced = any(self.BARRIER in line for line in self.lines) or \
+            bool(collect(self.kernel.body, lambda n: isinstance(n, ThreadReduce)))
+        if synced:
+            s = self.divergent_asserts[0]
+            raise GPULoweringError(
+                f"{self.where()}: the assert `{format_expr(s.condition)}` ({s.message!r}) may fail in some "
+                "threads of a block and not others, and the kernel synchronizes its threads (a barrier or "
+                "a cross-thread reduction): the threads that stop there would leave the others waiting; "
+                "check it outside the kernel or make its condition the same for the whole block")
+
     @handles(S.Allocate, table="stmt")
     def allocate(self, s: S.Allocate) -> None:
         buf = s.buffer
@@ -335,6 +387,8 @@ class KernelEmitter(SourceEmitter):
         saved = self.divergent
         self.divergent = saved or self.thread_dependent(s.min) or self.thread_dependent(s.extent)
         end = s.extent if E.is_const_int(s.min, 0) else E.add(s.min, s.extent)
+        if self.uniform(s.min) and self.uniform(s.extent):
+            self.uniform_vars.add(id(s.loop_var))
         if s.kind == "unrolled" and isinstance(s.extent, E.IntImm):
             self.emit("#pragma unroll")
         self.emit(f"for ({ctype} {var} = {self.expr(s.min)}; {var} < {self.expr(end)}; ++{var}) {{")
@@ -348,6 +402,7 @@ class KernelEmitter(SourceEmitter):
             self.indent -= 1
         self.emit("}")
         self.divergent = saved
+        self.uniform_vars.discard(id(s.loop_var))
 
     def bound_loop(self, s: S.For) -> None:
         tag = s.thread_tag
@@ -371,6 +426,8 @@ class KernelEmitter(SourceEmitter):
         self.covered.add(tag)
         if is_thread:
             self.thread_vars.add(id(s.loop_var))
+        if not is_thread:
+            self.uniform_vars.add(id(s.loop_var))
         if not full:
             self.emit(f"if (({ctype}){index} < {self.expr(s.extent)}) {{")
             self.divergent = self.divergent or is_thread
@@ -379,6 +436,7 @@ class KernelEmitter(SourceEmitter):
         else:
             self.stmt(s.body)
         self.covered, self.divergent, self.thread_vars = saved
+        self.uniform_vars.discard(id(s.loop_var))
         self.indent -= 1
         self.emit("}")
 
@@ -465,7 +523,13 @@ class KernelEmitter(SourceEmitter):
         for dtype in sorted({scratch_dtype(n.value.dtype)
                              for n in collect(kernel.body, lambda n: isinstance(n, ThreadReduce))}):
             header.insert(0, f"{self.SHARED} {self.vtype(dtype)} rs_red_{dtype}[{threads}];")
+        position = next((i for i, k in enumerate(self.func.kernels) if k is kernel), 0)
+        earlier = self.func.kernels[:position]
+        if any(collect(k.body, lambda n: isinstance(n, S.AssertStmt)) for k in earlier if k.body is not None):
+            # an earlier launch's assert failed: the function stops there, as on the C target
+            header.append("if (*rs_status == STATUS_ASSERT_FAILED) return;")
         self.stmt(kernel.body)
+        self.check_asserts()
         lines = [f"{self.KERNEL} void {kernel.symbol}({', '.join(params)}) {{".lstrip()]
         lines += ["  " + line for line in header] + ["  (void)rs_status;"] + self.lines + ["}"]
         return "\n".join(lines)
@@ -479,8 +543,14 @@ def helper_prelude(emitter_cls, dtypes) -> str:
     lines = [
         f"#define STATUS_ZERO_DIVISION ({STATUS_ZERO_DIVISION})",
         f"#define STATUS_INDEX_OUT_OF_RANGE ({STATUS_INDEX_OUT_OF_RANGE})",
+        f"#define STATUS_ASSERT_FAILED ({STATUS_ASSERT_FAILED})",
+        # compare-and-swap: a zero divisor does not overwrite an assert's or an index's report
         f"{h} {i64} rs_divided_by_zero({status}) "
-        "{ *status = STATUS_ZERO_DIVISION; return 0; }".strip(),
+        f"{{ {emitter_cls.COMPARE_AND_SWAP}(status, 0, STATUS_ZERO_DIVISION); return 0; }}".strip(),
+        # a false assert: the first failing thread claims the word and records the assert's number
+        f"{h} void rs_assert_failed({status}, {i64} number) {{ "
+        f"if ({emitter_cls.COMPARE_AND_SWAP}(status, 0, STATUS_ASSERT_FAILED) == 0) "
+        f"(({(g + ' ' + i64).strip()}*)status)[1] = number; }}".strip(),
         # T.checked_index (see the C prelude): the first failing thread claims the status word
         # and records the value and the extent after it (DEVICE_STATUS_BYTES)
         f"{h} {i64} rs_index_out_of_range({status}, {i64} i, {i64} n) {{ "

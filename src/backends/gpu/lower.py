@@ -24,7 +24,7 @@ from tensorir.function import PrimFunc
 from tensorir.dispatch import handles
 from tensorir.expr import BufferLoad, PrimExpr, Var
 from tensorir.functor import Mutator, collect, substitute
-from tensorir.stmt import Allocate, BufferStore, For, SeqStmt, Stmt
+from tensorir.stmt import Allocate, AssertStmt, BufferStore, For, SeqStmt, Stmt
 from tensorir.transform.flatten_buffers import flat_size, flatten_buffers
 from tensorir.transform.hoist_init import hoist_inits
 from tensorir.transform.lower_blocks import lower_blocks
@@ -91,7 +91,8 @@ class _InnerAllocations(Mutator):
 
 
 def _has_work(stmt: Stmt) -> bool:
-    return bool(collect(stmt, lambda n: isinstance(n, (BufferStore, ThreadReduce))))
+    # an assert is work: a stage holding only a check still has to make it
+    return bool(collect(stmt, lambda n: isinstance(n, (BufferStore, ThreadReduce, AssertStmt))))
 
 
 def lower_for_gpu(name: str, func: PrimFunc) -> GPUFunction:

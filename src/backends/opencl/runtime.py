@@ -92,12 +92,19 @@ class OpenCLKernelModule(KernelModule):
                 cl.enqueue_nd_range_kernel(queue, kernel, tuple(g * b for g, b in zip(grid, block)), block)
             cl.enqueue_copy(queue, status, status_buffer, is_blocking=True)
             if status[0]:
-                raise_for_status(int(status[0]), where, bad_index)
+                raise_for_status(int(status[0]), where, bad_index, assert_message)
+
+        def report() -> np.ndarray:
+            words = np.zeros(DEVICE_STATUS_BYTES // 8, np.int64)
+            cl.enqueue_copy(queue, words, status_buffer, is_blocking=True)
+            return words
 
         def bad_index() -> tuple[int, int]:
-            report = np.zeros(DEVICE_STATUS_BYTES // 8, np.int64)
-            cl.enqueue_copy(queue, report, status_buffer, is_blocking=True)
-            return int(report[1]), int(report[2])
+            words = report()
+            return int(words[1]), int(words[2])
+
+        def assert_message() -> str | None:
+            return plan.assert_message(int(report()[1]))
         return run
 
     def link(self, ins, nxt: int, frame, prologue, where: str):

@@ -249,3 +249,87 @@ def test_outputs_loop_inside_the_thread_reduction_loop():
     rng = np.random.default_rng(4)
     check_on_opencl(func, lambda n: [_normal(rng, n, 4, 64), _normal(rng, 64), np.zeros((n, 4), "float32")],
                     [1, 2, 5], tolerance={"rtol": 1e-5, "atol": 1e-5})
+
+
+# dlight's GEMV over an int32 `n` (T.int32()) with int64 thread loops: the per-thread
+# accumulator is indexed `(T.Cast("int64", b) + ty) % T.Cast("int64", n)` where it is reduced
+# and `b % n` where it is read; both must compact to the same single element
+MIXED_INDEX_DTYPES = '''
+@T.prim_func
+def main(A: T.Buffer((4, 64), "float32"), var_x: T.handle, var_y: T.handle):
+    T.func_attr({"tir.is_scheduled": True})
+    n = T.int32()
+    X = T.match_buffer(var_x, (n, 64))
+    Y = T.match_buffer(var_y, (4, n))
+    acc = T.alloc_buffer((4, n), scope="local")
+    for b in T.thread_binding(n * 4, thread="blockIdx.x"):
+        for ty in T.thread_binding(T.int64(1), thread="threadIdx.y"):
+            for i in range(T.int64(1)):
+                for k in range(64):
+                    with T.block("dot"):
+                        v0 = T.axis.spatial(4, (b + ty + i) // n)
+                        v1 = T.axis.spatial(n, (b + ty + i) % n)
+                        vk = T.axis.reduce(64, k)
+                        with T.init():
+                            acc[v0, v1] = T.float32(0)
+                        acc[v0, v1] = acc[v0, v1] + A[v0, vk] * X[v1, vk]
+        for ty in T.thread_binding(T.int64(1), thread="threadIdx.y"):
+            with T.block("out"):
+                v0 = T.axis.spatial(4, b // n)
+                v1 = T.axis.spatial(n, b % n)
+                Y[v0, v1] = acc[v0, v1] * T.float32(2)
+'''
+
+
+def test_mixed_int32_and_int64_indices_of_a_local_cache_compact_to_one_element():
+    func = tir.from_source(MIXED_INDEX_DTYPES)
+    rng = np.random.default_rng(3)
+    gfunc = check_on_opencl(func, lambda n: [_normal(rng, 4, 64), _normal(rng, n, 64),
+                                             np.zeros((4, n), "float32")], [1, 3, 6],
+                            tolerance={"rtol": 1e-5, "atol": 1e-5})
+    assert "acc[1]" in opencl_source([gfunc])
+
+
+# dlight's cooperative fetch: the copy into a shared tile is bound to threadIdx.x inside the
+# compute's own threadIdx.x loop (serially every compute thread copies the whole tile; on the GPU
+# each thread copies its part, and a barrier separates the copy from the reads)
+NESTED_FETCH = '''
+@T.prim_func
+def main(var_x: T.handle, var_y: T.handle):
+    T.func_attr({"tir.is_scheduled": True})
+    n = T.int64()
+    X = T.match_buffer(var_x, (n, T.int64(64)))
+    Y = T.match_buffer(var_y, (n, T.int64(32)))
+    S = T.alloc_buffer((n, T.int64(64)), scope="shared")
+    for b in T.thread_binding(n, thread="blockIdx.x"):
+        for tx in T.thread_binding(T.int64(32), thread="threadIdx.x"):
+            for f in T.thread_binding(T.int64(32), thread="threadIdx.x"):
+                for v in T.vectorized(T.int64(2)):
+                    with T.block("fetch"):
+                        v0 = T.axis.spatial(n, b)
+                        v1 = T.axis.spatial(T.int64(64), f * T.int64(2) + v)
+                        S[v0, v1] = X[v0, v1]
+            with T.block("use"):
+                v0, v1 = T.axis.remap("SS", [b, tx])
+                Y[v0, v1] = S[v0, T.int64(63) - v1] - S[v0, v1 * T.int64(2)]
+'''
+
+
+def test_a_cooperative_fetch_nested_in_the_same_thread_axis_runs_as_one_index():
+    func = tir.from_source(NESTED_FETCH)
+    rng = np.random.default_rng(4)
+    gfunc = check_on_opencl(func, lambda n: [_normal(rng, n, 64), np.zeros((n, 32), "float32")], [1, 2, 5])
+    source = opencl_source([gfunc])
+    assert source.count("get_local_id(0)") == 2 and "barrier(" in source
+
+
+def test_a_nested_same_axis_loop_that_is_not_a_repeatable_copy_is_refused():
+    # accumulating into the tile: serially each compute thread adds again, on the GPU once
+    text = NESTED_FETCH.replace("S[v0, v1] = X[v0, v1]", "S[v0, v1] = S[v0, v1] + X[v0, v1]")
+    assert text != NESTED_FETCH
+    with pytest.raises(GPULoweringError, match="not a copy the outer loop may repeat"):
+        opencl_source([lower_for_gpu("main", tir.from_source(text))])
+    # a fetch that depends on the compute thread's index
+    text = NESTED_FETCH.replace("S[v0, v1] = X[v0, v1]", "S[v0, v1] = X[v0, v1] + T.Cast(\"float32\", tx)")
+    with pytest.raises(GPULoweringError, match="uses the outer one's index"):
+        opencl_source([lower_for_gpu("main", tir.from_source(text))])

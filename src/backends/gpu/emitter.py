@@ -161,6 +161,7 @@ class KernelEmitter(SourceEmitter):
         self.divergent = False
         self.thread_vars: set[int] = set()
         self.uniform_vars: set[int] = {id(v) for v in func.sym_vars}   # the same in every thread
+        self.bound_by_tag: dict = {}     # axis -> the innermost enclosing loop bound to it
         self.divergent_asserts: list = []
 
     def where(self) -> str:
@@ -409,8 +410,10 @@ class KernelEmitter(SourceEmitter):
         axis = _AXIS[tag[-1]]
         is_thread = tag in THREAD_AXES
         if tag in self.covered:
-            raise GPULoweringError(f"{self.where()}: loop {s.loop_var.name!r} is bound to {tag} inside "
-                                   f"another loop bound to {tag}")
+            reason = self.rebinding_refusal(self.bound_by_tag[tag], s)
+            if reason:
+                raise GPULoweringError(f"{self.where()}: loop {s.loop_var.name!r} is bound to {tag} inside "
+                                       f"another loop bound to {tag}, and {reason}")
         index = self.thread_index(axis) if is_thread else self.block_index(axis)
         var = self.names.get(s.loop_var, s.loop_var.name)
         ctype = self.vtype(s.loop_var.dtype)
@@ -423,6 +426,8 @@ class KernelEmitter(SourceEmitter):
         start = "" if E.is_const_int(s.min, 0) else f"{self.expr(s.min)} + "
         self.emit(f"const {ctype} {var} = {start}({ctype}){index};")
         saved = (set(self.covered), self.divergent, set(self.thread_vars))
+        saved_outer = self.bound_by_tag.get(tag)
+        self.bound_by_tag[tag] = s
         self.covered.add(tag)
         if is_thread:
             self.thread_vars.add(id(s.loop_var))
@@ -436,9 +441,39 @@ class KernelEmitter(SourceEmitter):
         else:
             self.stmt(s.body)
         self.covered, self.divergent, self.thread_vars = saved
+        if saved_outer is None:
+            self.bound_by_tag.pop(tag, None)
+        else:
+            self.bound_by_tag[tag] = saved_outer
         self.uniform_vars.discard(id(s.loop_var))
         self.indent -= 1
         self.emit("}")
+
+    @staticmethod
+    def rebinding_refusal(outer: S.For, inner: S.For) -> str | None:
+        """Why ``inner``, bound to the axis ``outer`` is bound to, cannot run as the same index
+        (None: it can). Serially (the interpreter) every ``outer`` iteration runs all of
+        ``inner``; on the GPU thread i runs inner iteration i only. Both leave the same memory
+        when ``inner`` covers no more than ``outer``, does not depend on ``outer``'s index and
+        repeats the same stores each time: nothing it reads is written in ``outer``, nothing it
+        writes is read in it (dlight's cooperative fetch of a shared tile inside the compute's
+        threadIdx loop)."""
+        if not (E.is_const_int(outer.min, 0) and E.is_const_int(inner.min, 0)):
+            return "the loops do not both start at 0"
+        if not Analyzer().can_prove(E.LE(inner.extent, outer.extent)):
+            return "the inner loop may be longer than the outer one"
+        if collect(inner.body, lambda n: n is outer.loop_var):
+            return f"the inner loop uses the outer one's index {outer.loop_var.name!r}"
+        accesses = (S.BufferStore, E.BufferLoad)
+        written = {id(n.buffer.storage) for n in collect(inner.body, lambda n: isinstance(n, S.BufferStore))}
+        read_inside = {id(n.buffer.storage) for n in collect(inner.body, lambda n: isinstance(n, E.BufferLoad))}
+        written_outside = {id(n.buffer.storage) for n in collect(outer.body, lambda n: isinstance(n, S.BufferStore))
+                           if not collect(inner, lambda m: m is n)}
+        if written & read_inside or read_inside & written_outside or \
+                collect(inner.body, lambda n: isinstance(n, (ThreadReduce, S.AssertStmt, S.While))) or \
+                not collect(inner.body, lambda n: isinstance(n, accesses)):
+            return "its iterations are not a copy the outer loop may repeat"
+        return None
 
     # ------------------------------------------------------------ cross-thread reduction
     @handles(ThreadReduce, table="stmt")

@@ -465,10 +465,12 @@ class KernelEmitter(SourceEmitter):
         if collect(inner.body, lambda n: n is outer.loop_var):
             return f"the inner loop uses the outer one's index {outer.loop_var.name!r}"
         accesses = (S.BufferStore, E.BufferLoad)
-        written = {id(n.buffer.storage) for n in collect(inner.body, lambda n: isinstance(n, S.BufferStore))}
+        stores = collect(inner.body, lambda n: isinstance(n, S.BufferStore))
+        written = {id(n.buffer.storage) for n in stores}
         read_inside = {id(n.buffer.storage) for n in collect(inner.body, lambda n: isinstance(n, E.BufferLoad))}
+        own = {id(n) for n in stores}
         written_outside = {id(n.buffer.storage) for n in collect(outer.body, lambda n: isinstance(n, S.BufferStore))
-                           if not collect(inner, lambda m: m is n)}
+                           if id(n) not in own}
         if written & read_inside or read_inside & written_outside or \
                 collect(inner.body, lambda n: isinstance(n, (ThreadReduce, S.AssertStmt, S.While))) or \
                 not collect(inner.body, lambda n: isinstance(n, accesses)):

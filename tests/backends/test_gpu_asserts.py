@@ -163,5 +163,38 @@ def test_cuda_source_with_asserts_compiles():
     gfunc = lower_for_gpu("tile", tir.from_source(TILE))
     source = cuda_source([gfunc])
     assert source.count("rs_assert_failed(rs_status") == 2
-    assert "if (*rs_status == STATUS_ASSERT_FAILED) return;" in source
+    assert "rs_stop = *rs_status;" in source and "if (!rs_failed) {" in source
     assert b".entry tile_k1(" in compile_ptx(source)
+
+
+def test_a_thread_dependent_assert_after_the_last_barrier_runs():
+    # the check block of TILE moved into the first kernel, after its barrier: nothing waits later
+    text = TILE.replace('B[v0, v1] = S[v0, T.int64(31) - v1] * T.float32(2)',
+                        'assert A[v0, v1] < T.float32(50), "no big input"\n'
+                        '                B[v0, v1] = S[v0, T.int64(31) - v1] * T.float32(2)')
+    func = tir.from_source(text)
+    rng = np.random.default_rng(5)
+    check_on_opencl(func, lambda n: _arrays(n, rng), [2, 5], tolerance={"rtol": 1e-6, "atol": 0})
+    with pytest.raises(KernelAssertionError, match="no big input"):
+        build_kernels("opencl", func)["tile"](*_arrays(3, rng, (2, 7)))
+
+
+def test_a_thread_dependent_assert_in_a_loop_with_a_barrier_is_refused():
+    func = tir.from_source('''
+@T.prim_func
+def steps(A: T.Buffer((4, 32), "float32")):
+    S = T.alloc_buffer((32,), "float32", scope="shared")
+    for b in T.thread_binding(4, thread="blockIdx.x"):
+        for k in range(3):
+            for t in T.thread_binding(32, thread="threadIdx.x"):
+                with T.block("load"):
+                    v = T.axis.spatial(32, t)
+                    S[v] = A[b, v]
+            for t in T.thread_binding(32, thread="threadIdx.x"):
+                with T.block("store"):
+                    v = T.axis.spatial(32, t)
+                    assert S[31 - v] > T.float32(-100), "in range"
+                    A[b, v] = S[31 - v] + T.float32(1)
+''')
+    with pytest.raises(GPULoweringError, match="in range.*synchronizes"):
+        opencl_source([lower_for_gpu("steps", func)])

@@ -40,6 +40,7 @@ class CUDAEmitter(KernelEmitter):
     HELPER = "__device__ __forceinline__"
     BARRIER = "__syncthreads();"
     COMPARE_AND_SWAP = "atomicCAS"
+    ATOMIC_MAX = "atomicMax"
     TYPES = {"float32": "float", "float64": "double", "int8": "signed char", "int16": "short",
              "int32": "int", "int64": "long long", "uint8": "unsigned char", "uint16": "unsigned short",
              "uint32": "unsigned int", "uint64": "unsigned long long", "bool": "bool"}
@@ -153,6 +154,16 @@ class CUDAEmitter(KernelEmitter):
             step //= 2
 
 
+# the static shared memory a CUDA kernel may declare (more needs dynamic shared memory and an opt-in)
+STATIC_SHARED_LIMIT = 48 * 1024
+
+
 def cuda_source(funcs: list[GPUFunction]) -> str:
     """CUDA C for every kernel of ``funcs`` (one module)."""
+    for func in [funcs] if isinstance(funcs, GPUFunction) else funcs:
+        for kernel in func.kernels:
+            if kernel.shared_bytes > STATIC_SHARED_LIMIT:
+                raise GPULoweringError(
+                    f"{func.name!r} (kernel {kernel.symbol}): {kernel.shared_bytes} bytes of shared memory "
+                    f"per block; a CUDA kernel declares at most {STATIC_SHARED_LIMIT} (use smaller tiles)")
     return module_source(CUDAEmitter, HEADER, funcs)

@@ -19,11 +19,13 @@ own cross-thread reduction. Rules every dialect gets from here:
 * an integer divisor that may be zero is tested, as in the C target: a zero
   one gives 0 and sets the status word to ``STATUS_ZERO_DIVISION``;
 * an assert whose condition is false claims the status word for
-  ``STATUS_ASSERT_FAILED`` (the first failure wins), records its number
-  (``GPUFunction.assert_messages``) after the word and ends the thread
-  (``return``). A thread-dependent condition in a kernel with barriers or a
-  cross-thread reduction is a ``GPULoweringError``: the threads leaving would
-  leave the others waiting.
+  ``STATUS_ASSERT_FAILED`` (unless another failure did), records its number
+  (``GPUFunction.assert_messages``) in the int32 after the word and sets the
+  thread's ``rs_failed``: the rest of every enclosing sequence runs under
+  ``if (!rs_failed)``, loops stop, and later launches of the function skip
+  their work. A thread-dependent condition followed by a barrier (or a warp
+  shuffle) is a ``GPULoweringError``: the threads that stop would leave the
+  others waiting.
 """
 from __future__ import annotations
 
@@ -36,7 +38,7 @@ from tensorir.functor import Visitor, collect
 from tensorir.script.expr_printer import format_expr
 from tensorir.structural import structural_equal
 
-from ..c.status import STATUS_ASSERT_FAILED, STATUS_INDEX_OUT_OF_RANGE, STATUS_ZERO_DIVISION
+from ..c.status import ASSERT_NUMBER_BASE, STATUS_ASSERT_FAILED, STATUS_INDEX_OUT_OF_RANGE, STATUS_ZERO_DIVISION
 from ..source_emitter import SourceEmitter, float_to_int_helpers, parenthesized
 from ..source_names import Names
 from .cross_thread_reduce import ThreadReduce, identity
@@ -126,6 +128,7 @@ class KernelEmitter(SourceEmitter):
     HELPER = ""            # qualifier of a helper function
     BARRIER = ""
     COMPARE_AND_SWAP = ""  # (int pointer, expected, new) -> the old value, atomically
+    ATOMIC_MAX = ""        # (int pointer, value): the larger of the two stored, atomically
     TYPES: dict = {}       # dtype -> value type name
     BOOL_STORAGE = "unsigned char"
 
@@ -162,7 +165,9 @@ class KernelEmitter(SourceEmitter):
         self.thread_vars: set[int] = set()
         self.uniform_vars: set[int] = {id(v) for v in func.sym_vars}   # the same in every thread
         self.bound_by_tag: dict = {}     # axis -> the innermost enclosing loop bound to it
-        self.divergent_asserts: list = []
+        self.divergent_asserts: list = []   # (line, assert) of thread-dependent asserts
+        self.loop_lines: list = []          # (first, last) line of every emitted loop
+        self.assert_cache: dict = {}
 
     def where(self) -> str:
         return f"{self.func.name!r} (kernel {self.kernel.symbol})"
@@ -261,7 +266,20 @@ class KernelEmitter(SourceEmitter):
         for i, part in enumerate(parts):
             self.stmt(part)
             if i + 1 < len(parts):
-                self.sync_between(part, S.SeqStmt(parts[i + 1:]))
+                rest = S.SeqStmt(parts[i + 1:])
+                self.sync_between(part, rest)
+                if self.has_assert(part):
+                    # a failed assert stops the thread: what follows runs only while none failed
+                    self.emit("if (!rs_failed) {")
+                    self.nested(rest)
+                    self.emit("}")
+                    return
+
+    def has_assert(self, stmt) -> bool:
+        key = id(stmt)
+        if key not in self.assert_cache:
+            self.assert_cache[key] = bool(collect(stmt, lambda n: isinstance(n, S.AssertStmt)))
+        return self.assert_cache[key]
 
     def own_elements(self, *stmts) -> set:
         finder = _ThreadOwnAccesses(self.covered, self.kernel.block)
@@ -318,7 +336,12 @@ class KernelEmitter(SourceEmitter):
     def while_loop(self, s: S.While) -> None:
         saved = self.divergent   # threads may leave the loop after different trip counts
         self.divergent = saved or self.thread_dependent(s.condition)
-        super().while_loop(s)
+        first = len(self.lines)
+        stop = "!rs_failed && " if self.has_assert(s.body) else ""
+        self.emit(f"while ({stop}{parenthesized(self.expr(s.condition))}) {{")
+        self.nested(s.body)
+        self.emit("}")
+        self.loop_lines.append((first, len(self.lines) - 1))
         self.divergent = saved
 
     @handles(S.LetStmt, table="stmt")
@@ -346,23 +369,28 @@ class KernelEmitter(SourceEmitter):
     def assert_stmt(self, s: S.AssertStmt) -> None:
         number = self.func.assert_number(s)
         if self.divergent or not self.uniform(s.condition):
-            self.divergent_asserts.append(s)
+            self.divergent_asserts.append((len(self.lines), s))
+        # no `return`: PoCL loses a later thread's failure in a kernel that returned early (uniformly)
+        # before a barrier; the flag keeps the control flow structured (see seq and the loops)
         self.emit(f"if (!{parenthesized(self.expr(s.condition))}) {{ "
-                  f"rs_assert_failed(rs_status, {number}); return; }}")
+                  f"rs_assert_failed(rs_status, {number}); rs_failed = 1; }}")
 
     def check_asserts(self) -> None:
-        """Refuse a thread-dependent assert in a kernel whose threads wait for each other."""
-        if not self.divergent_asserts:
-            return
-        synced = any(self.BARRIER in line for line in self.lines) or \
-            bool(collect(self.kernel.body, lambda n: isinstance(n, ThreadReduce)))
-        if synced:
-            s = self.divergent_asserts[0]
-            raise GPULoweringError(
-                f"{self.where()}: the assert `{format_expr(s.condition)}` ({s.message!r}) may fail in some "
-                "threads of a block and not others, and the kernel synchronizes its threads (a barrier or "
-                "a cross-thread reduction): the threads that stop there would leave the others waiting; "
-                "check it outside the kernel or make its condition the same for the whole block")
+        """Refuse a thread-dependent assert a block's threads may pass and fail apart when a
+        barrier (or a warp shuffle) can follow it: after it in the code, or anywhere in a loop
+        around it (the next iteration)."""
+        def syncs(line: str) -> bool:
+            return self.BARRIER in line or "__shfl" in line
+        for position, s in self.divergent_asserts:
+            later = any(syncs(line) for line in self.lines[position + 1:])
+            looped = any(start <= position <= end and any(syncs(line) for line in self.lines[start:end + 1])
+                         for start, end in self.loop_lines)
+            if later or looped:
+                raise GPULoweringError(
+                    f"{self.where()}: the assert `{format_expr(s.condition)}` ({s.message!r}) may fail in some "
+                    "threads of a block and not others, and the kernel synchronizes its threads after it (a "
+                    "barrier or a cross-thread reduction): the threads that stop there would leave the others "
+                    "waiting; check it outside the kernel or make its condition the same for the whole block")
 
     @handles(S.Allocate, table="stmt")
     def allocate(self, s: S.Allocate) -> None:
@@ -390,9 +418,11 @@ class KernelEmitter(SourceEmitter):
         end = s.extent if E.is_const_int(s.min, 0) else E.add(s.min, s.extent)
         if self.uniform(s.min) and self.uniform(s.extent):
             self.uniform_vars.add(id(s.loop_var))
-        if s.kind == "unrolled" and isinstance(s.extent, E.IntImm):
+        if s.kind == "unrolled" and isinstance(s.extent, E.IntImm) and not self.has_assert(s.body):
             self.emit("#pragma unroll")
-        self.emit(f"for ({ctype} {var} = {self.expr(s.min)}; {var} < {self.expr(end)}; ++{var}) {{")
+        first = len(self.lines)
+        stop = "!rs_failed && " if self.has_assert(s.body) else ""   # a failed assert ends the loop
+        self.emit(f"for ({ctype} {var} = {self.expr(s.min)}; {stop}{var} < {self.expr(end)}; ++{var}) {{")
         self.nested(s.body)
         written, read, read_shared = _memory(s.body)
         # a global element each thread reads and writes at one index is its own (accumulations)
@@ -402,6 +432,7 @@ class KernelEmitter(SourceEmitter):
             self.barrier("a loop whose iterations read memory others wrote", hazard)
             self.indent -= 1
         self.emit("}")
+        self.loop_lines.append((first, len(self.lines) - 1))
         self.divergent = saved
         self.uniform_vars.discard(id(s.loop_var))
 
@@ -561,11 +592,21 @@ class KernelEmitter(SourceEmitter):
                              for n in collect(kernel.body, lambda n: isinstance(n, ThreadReduce))}):
             header.insert(0, f"{self.SHARED} {self.vtype(dtype)} rs_red_{dtype}[{threads}];")
         position = next((i for i, k in enumerate(self.func.kernels) if k is kernel), 0)
-        earlier = self.func.kernels[:position]
-        if any(collect(k.body, lambda n: isinstance(n, S.AssertStmt)) for k in earlier if k.body is not None):
-            # an earlier launch's assert failed: the function stops there, as on the C target
-            header.append("if (*rs_status == STATUS_ASSERT_FAILED) return;")
-        self.stmt(kernel.body)
+        earlier = any(k.body is not None and self.has_assert(k.body) for k in self.func.kernels[:position])
+        if earlier or self.has_assert(kernel.body):
+            header.append("int rs_failed = 0;")
+        if earlier:
+            # an earlier launch's assert failed: the function stops there, as on the C target. One
+            # thread reads the word for the block (this kernel's own asserts may be writing it), so
+            # the whole block agrees
+            header.insert(0, f"{self.SHARED} int rs_stop;")
+            header += [f"if ({self.linear_thread_id()} == 0) rs_stop = *rs_status;", self.BARRIER,
+                       "rs_failed = rs_stop == STATUS_ASSERT_FAILED;"]
+            self.emit("if (!rs_failed) {")
+            self.nested(kernel.body)
+            self.emit("}")
+        else:
+            self.stmt(kernel.body)
         self.check_asserts()
         lines = [f"{self.KERNEL} void {kernel.symbol}({', '.join(params)}) {{".lstrip()]
         lines += ["  " + line for line in header] + ["  (void)rs_status;"] + self.lines + ["}"]
@@ -584,10 +625,13 @@ def helper_prelude(emitter_cls, dtypes) -> str:
         # compare-and-swap: a zero divisor does not overwrite an assert's or an index's report
         f"{h} {i64} rs_divided_by_zero({status}) "
         f"{{ {emitter_cls.COMPARE_AND_SWAP}(status, 0, STATUS_ZERO_DIVISION); return 0; }}".strip(),
-        # a false assert: the first failing thread claims the word and records the assert's number
-        f"{h} void rs_assert_failed({status}, {i64} number) {{ "
-        f"if ({emitter_cls.COMPARE_AND_SWAP}(status, 0, STATUS_ASSERT_FAILED) == 0) "
-        f"(({(g + ' ' + i64).strip()}*)status)[1] = number; }}".strip(),
+        # a false assert claims the word (unless another failure did) and records its number in the
+        # int32 after it, as ASSERT_NUMBER_BASE - number with an atomic max: the first assert in
+        # program order among those failing is reported. (No branch on the swap's result: PoCL drops
+        # `if (atomic_cmpxchg(..) == 0) store` in some kernels with barriers, losing the failure.)
+        f"{h} void rs_assert_failed({status}, int number) {{ "
+        f"{emitter_cls.COMPARE_AND_SWAP}(status, 0, STATUS_ASSERT_FAILED); "
+        f"{emitter_cls.ATOMIC_MAX}(status + 1, {ASSERT_NUMBER_BASE} - number); }}".strip(),
         # T.checked_index (see the C prelude): the first failing thread claims the status word
         # and records the value and the extent after it (DEVICE_STATUS_BYTES)
         f"{h} {i64} rs_index_out_of_range({status}, {i64} i, {i64} n) {{ "

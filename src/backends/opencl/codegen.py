@@ -34,6 +34,7 @@ class OpenCLEmitter(KernelEmitter):
     HELPER = ""
     BARRIER = "barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE);"
     COMPARE_AND_SWAP = "atomic_cmpxchg"
+    ATOMIC_MAX = "atomic_max"
     TYPES = {"float32": "float", "float64": "double", "int8": "char", "int16": "short", "int32": "int",
              "int64": "long", "uint8": "uchar", "uint16": "ushort", "uint32": "uint", "uint64": "ulong",
              "bool": "bool"}

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..c.status import DEVICE_STATUS_BYTES, raise_for_status
+from ..c.status import DEVICE_STATUS_BYTES, DEVICE_STATUS_CLEARED, failed_assert_number, raise_for_status
 from ..device_launch import direct_kernel_call, link_device_kernel
 from ..target import KernelImage, KernelModule, Target
 from .device import opencl_device
@@ -62,7 +62,7 @@ class OpenCLKernelModule(KernelModule):
                 if launch.symbol not in self.kernels:
                     self.kernels[launch.symbol] = getattr(self.program, launch.symbol)
         self.workspaces: dict = {}      # (kernel, index) -> cl.Buffer, grown on demand
-        self.status = np.zeros(1, np.int32)
+        self.status = np.zeros(DEVICE_STATUS_CLEARED // 4, np.int32)   # the word and the assert number
         self.status_buffer = self.memory._buffer(DEVICE_STATUS_BYTES)
 
     def runner(self, name: str):
@@ -83,7 +83,7 @@ class OpenCLKernelModule(KernelModule):
                     held = workspaces[(key, index)] = memory._buffer(nbytes)
                 spaces.append(held)
             scalars = [np.int64(s) for s in syms]
-            status[0] = 0
+            status[:] = 0
             cl.enqueue_copy(queue, status_buffer, status, is_blocking=False)
             for (kernel, block), grid in zip(launches, grids):
                 if min(grid) <= 0:
@@ -104,7 +104,7 @@ class OpenCLKernelModule(KernelModule):
             return int(words[1]), int(words[2])
 
         def assert_message() -> str | None:
-            return plan.assert_message(int(report()[1]))
+            return plan.assert_message(failed_assert_number(report()[0:1].view(np.int32)[1]))
         return run
 
     def link(self, ins, nxt: int, frame, prologue, where: str):

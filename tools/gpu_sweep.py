@@ -125,7 +125,7 @@ def arrays_for(func, values: dict, rng):
             arr = (rng.integers(0, 2, shape) > 0).astype(np.bool_)
         else:
             arr = rng.integers(0, 3, shape).astype(dtype)
-        arrays.append(np.ascontiguousarray(arr))
+        arrays.append(np.array(arr, dtype=dtype, order="C"))   # (ascontiguousarray makes a 0-d input 1-d)
     return arrays
 
 

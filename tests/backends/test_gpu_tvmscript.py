@@ -333,3 +333,144 @@ def test_a_nested_same_axis_loop_that_is_not_a_repeatable_copy_is_refused():
     text = NESTED_FETCH.replace("S[v0, v1] = X[v0, v1]", "S[v0, v1] = X[v0, v1] + T.Cast(\"float32\", tx)")
     with pytest.raises(GPULoweringError, match="uses the outer one's index"):
         opencl_source([lower_for_gpu("main", tir.from_source(text))])
+
+
+# a column sum whose reduction runs on threadIdx.y outside the threadIdx.x of the columns: the
+# spatial thread loop moves above the reduction's (thread loops commute)
+COLUMN_SUM_THREADS_Y = '''
+@T.prim_func
+def column_sum_threads_y(var_x: T.handle, var_y: T.handle):
+    T.func_attr({"tir.is_scheduled": True})
+    n = T.int64()
+    X = T.match_buffer(var_x, (T.int64(48), n))
+    Y = T.match_buffer(var_y, (n,))
+    for b in T.thread_binding((n + T.int64(15)) // T.int64(16), thread="blockIdx.x"):
+        for ty in T.thread_binding(T.int64(12), thread="threadIdx.y"):
+            for tx in T.thread_binding(T.int64(16), thread="threadIdx.x"):
+                for k in range(T.int64(4)):
+                    with T.block("colsum"):
+                        vj = T.axis.spatial(n, b * T.int64(16) + tx)
+                        vk = T.axis.reduce(T.int64(48), ty * T.int64(4) + k)
+                        T.where(b * T.int64(16) + tx < n)
+                        with T.init():
+                            Y[vj] = T.float32(0)
+                        Y[vj] = Y[vj] + X[vk, vj]
+'''
+
+
+def test_a_reduction_over_threadidx_y_outside_a_spatial_threadidx_x():
+    func = tir.from_source(COLUMN_SUM_THREADS_Y)
+    rng = np.random.default_rng(6)
+    check_on_opencl(func, lambda n: [_normal(rng, 48, n), np.zeros(n, "float32")], [1, 16, 37],
+                    tolerance={"rtol": 1e-5, "atol": 1e-5})
+
+
+# dlight's tiled matmul: per-thread 4 x 4 accumulators, both operands' k slices fetched into
+# dynamic shared memory by threadIdx.y/x loops nested in the compute's own, vectorized, edge rows
+# predicated
+TILED_MATMUL_SHARED = '''
+@T.prim_func
+def tiled_matmul_shared(var_a: T.handle, B: T.Buffer((T.int64(32), T.int64(64)), "float32"), var_c: T.handle):
+    T.func_attr({"tir.is_scheduled": True})
+    n = T.int64()
+    A = T.match_buffer(var_a, (n, T.int64(32)))
+    C = T.match_buffer(var_c, (n, T.int64(64)))
+    A_shared = T.alloc_buffer((n, T.int64(32)), scope="shared.dyn")
+    B_shared = T.alloc_buffer((T.int64(32), T.int64(64)), scope="shared.dyn")
+    C_local = T.alloc_buffer((n, T.int64(64)), scope="local")
+    for by in T.thread_binding((n + T.int64(15)) // T.int64(16), thread="blockIdx.y"):
+        for bx in T.thread_binding(T.int64(2), thread="blockIdx.x"):
+            for ty in T.thread_binding(T.int64(4), thread="threadIdx.y"):
+                for tx in T.thread_binding(T.int64(8), thread="threadIdx.x"):
+                    for i, j in T.grid(T.int64(4), T.int64(4)):
+                        with T.block("C_init"):
+                            vi = T.axis.spatial(n, by * T.int64(16) + ty * T.int64(4) + i)
+                            vj = T.axis.spatial(T.int64(64), bx * T.int64(32) + tx * T.int64(4) + j)
+                            T.where(by * T.int64(16) + ty * T.int64(4) + i < n)
+                            C_local[vi, vj] = T.float32(0)
+                    for k0 in range(T.int64(4)):
+                        for f in T.thread_binding(T.int64(4), thread="threadIdx.y"):
+                            for g in T.thread_binding(T.int64(8), thread="threadIdx.x"):
+                                for v in T.vectorized(T.int64(4)):
+                                    with T.block("A_shared"):
+                                        vi = T.axis.spatial(n, by * T.int64(16) + (f * T.int64(32) + g * T.int64(4) + v) // T.int64(8))
+                                        vk = T.axis.spatial(T.int64(32), k0 * T.int64(8) + (g * T.int64(4) + v) % T.int64(8))
+                                        T.where(by * T.int64(16) + (f * T.int64(32) + g * T.int64(4) + v) // T.int64(8) < n)
+                                        A_shared[vi, vk] = A[vi, vk]
+                                for u in range(T.int64(2)):
+                                    for v in T.vectorized(T.int64(4)):
+                                        with T.block("B_shared"):
+                                            vk = T.axis.spatial(T.int64(32), k0 * T.int64(8) + f * T.int64(2) + u)
+                                            vj = T.axis.spatial(T.int64(64), bx * T.int64(32) + g * T.int64(4) + v)
+                                            B_shared[vk, vj] = B[vk, vj]
+                        for k1, i, j in T.grid(T.int64(8), T.int64(4), T.int64(4)):
+                            with T.block("C_update"):
+                                vi = T.axis.spatial(n, by * T.int64(16) + ty * T.int64(4) + i)
+                                vj = T.axis.spatial(T.int64(64), bx * T.int64(32) + tx * T.int64(4) + j)
+                                vk = T.axis.reduce(T.int64(32), k0 * T.int64(8) + k1)
+                                T.where(by * T.int64(16) + ty * T.int64(4) + i < n)
+                                C_local[vi, vj] = C_local[vi, vj] + A_shared[vi, vk] * B_shared[vk, vj]
+                    for i, j in T.grid(T.int64(4), T.int64(4)):
+                        with T.block("C_store"):
+                            vi = T.axis.spatial(n, by * T.int64(16) + ty * T.int64(4) + i)
+                            vj = T.axis.spatial(T.int64(64), bx * T.int64(32) + tx * T.int64(4) + j)
+                            T.where(by * T.int64(16) + ty * T.int64(4) + i < n)
+                            C[vi, vj] = C_local[vi, vj]
+'''
+
+
+def test_a_tiled_matmul_with_cooperative_fetches_into_shared_memory():
+    func = tir.from_source(TILED_MATMUL_SHARED)
+    rng = np.random.default_rng(7)
+    gfunc = check_on_opencl(func, lambda n: [_normal(rng, n, 32), _normal(rng, 32, 64),
+                                             np.zeros((n, 64), "float32")], [1, 16, 21],
+                            tolerance={"rtol": 1e-5, "atol": 1e-5})
+    assert [b.name for b in gfunc.kernels[0].shared] == ["A_shared", "B_shared"]
+    assert gfunc.kernels[0].shared_bytes == (16 * 8 + 8 * 32) * 4
+
+
+# a decode GEMV over 4-bit weights packed in uint32 (all 32 bits random), float16 activations
+# and scales, per-thread partials combined by a cross-thread reduction into a float16 output
+DECODE_GEMV_Q4 = '''
+@T.prim_func
+def decode_gemv_q4(x: T.Buffer((1, 1, 256), "float16"), var_w: T.handle, var_s: T.handle, var_y: T.handle):
+    T.func_attr({"tir.is_scheduled": True})
+    n = T.int64()
+    w = T.match_buffer(var_w, (n, T.int64(32)), "uint32")
+    s = T.match_buffer(var_s, (n, T.int64(8)), "float16")
+    y = T.match_buffer(var_y, (1, 1, n), "float16")
+    partial = T.alloc_buffer((T.int64(32), n), "float32", scope="local")
+    for j in T.thread_binding(n, thread="blockIdx.x"):
+        for t in T.thread_binding(T.int64(32), thread="threadIdx.x"):
+            with T.block("init"):
+                vt = T.axis.spatial(T.int64(32), t)
+                vj = T.axis.spatial(n, j)
+                partial[vt, vj] = T.float32(0)
+            for k in T.unroll(T.int64(8)):
+                with T.block("update"):
+                    vt = T.axis.spatial(T.int64(32), t)
+                    vj = T.axis.spatial(n, j)
+                    vk = T.axis.reduce(T.int64(8), k)
+                    partial[vt, vj] = partial[vt, vj] + T.Cast("float32", x[0, 0, vt * T.int64(8) + vk]) * (
+                        T.Cast("float32", T.bitwise_and(T.shift_right(w[vj, vt], T.Cast("uint32", vk * T.int64(4))),
+                                                        T.uint32(15))) - T.float32(8)) * T.Cast("float32", s[vj, vt // T.int64(4)])
+        for t in T.thread_binding(T.int64(32), thread="threadIdx.x"):
+            with T.block("combine"):
+                vt = T.axis.reduce(T.int64(32), t)
+                vj = T.axis.spatial(n, j)
+                with T.init():
+                    y[0, 0, vj] = T.float16(0)
+                y[0, 0, vj] = y[0, 0, vj] + T.Cast("float16", partial[vt, vj])
+'''
+
+
+def test_a_q4_decode_gemv_over_random_packed_bits():
+    func = tir.from_source(DECODE_GEMV_Q4)
+    rng = np.random.default_rng(8)
+
+    def arrays(n):
+        return [_normal(rng, 1, 1, 256, dtype="float16"),
+                rng.integers(0, 2 ** 32, (n, 32), dtype="uint64").astype("uint32"),
+                (rng.random((n, 8)) * 0.1).astype("float16"), np.zeros((1, 1, n), "float16")]
+    # float16: the interpreter rounds every partial sum, the GPU computes them in float32
+    check_on_opencl(func, arrays, [1, 5, 33], tolerance={"rtol": 2e-2, "atol": 5e-2})

@@ -188,7 +188,7 @@ class _Rewriter(Mutator):
 
 
 def _hoist_spatial(chain: list[For], realize: BlockRealize):
-    """dlight's GEMVs: serial spatial loops inside the thread loop of a reduction (one output per
+    """dlight's GEMVs: serial (or thread-bound) spatial loops inside the thread loop of a reduction (one output per
     iteration, ``for ax0 in threadIdx.x: for ax1 in range(8): C[.., ax1] += ...``) moved above
     it, so the thread loop and the reduction loops are a perfect nest per output. Each output's
     terms are combined in the same order; None when the nest is not of that form."""
@@ -196,7 +196,10 @@ def _hoist_spatial(chain: list[For], realize: BlockRealize):
     if not (_reduction_only(loop, realize) and _cross_thread([loop], realize)):
         return None
     spatial = [f for f in inner if not _reduction_only(f, realize)]
-    if not spatial or any(f.kind not in ("serial", "unrolled") for f in inner):
+    # a spatial loop bound to another thread axis moves up as well (thread loops run at once, in
+    # any order: a column sum whose threadIdx.y reduces outside the threadIdx.x of the columns)
+    if not spatial or any(f.kind not in ("serial", "unrolled") and not (f in spatial and _is_thread_loop(f))
+                          for f in inner):
         return None
     loop_vars = {id(f.loop_var) for f in chain}
     if any(_vars_in(f.min) & loop_vars or _vars_in(f.extent) & loop_vars for f in inner):

@@ -474,3 +474,59 @@ def test_a_q4_decode_gemv_over_random_packed_bits():
                 (rng.random((n, 8)) * 0.1).astype("float16"), np.zeros((1, 1, n), "float16")]
     # float16: the interpreter rounds every partial sum, the GPU computes them in float32
     check_on_opencl(func, arrays, [1, 5, 33], tolerance={"rtol": 2e-2, "atol": 5e-2})
+
+
+# dlight's low-batch GEMV: rows in groups of 4, the padded ones excluded by `T.where` on the
+# spatial loops. The combined result's store must keep that predicate: it wrote the excluded rows
+# (past the output's end when they are padding: heap corruption on PoCL)
+PREDICATED_ROWS_GEMV = '''
+@T.prim_func
+def main(X: T.Buffer((T.int64(8), T.int64(64)), "float32"), W: T.Buffer((T.int64(24), T.int64(64)), "float32"),
+         Y: T.Buffer((T.int64(8), T.int64(24)), "float32"), m: T.int64):
+    T.func_attr({"tir.is_scheduled": True})
+    rf = T.alloc_buffer((T.int64(16), T.int64(8), T.int64(24)), scope="local")
+    for b0 in T.thread_binding(T.int64(2), thread="blockIdx.y"):
+        for j in T.thread_binding(T.int64(24), thread="blockIdx.x"):
+            for t in T.thread_binding(T.int64(16), thread="threadIdx.x"):
+                for r in range(T.int64(4)):
+                    with T.block("rf_init"):
+                        vt, vj = T.axis.remap("SS", [t, j])
+                        vb = T.axis.spatial(T.int64(8), b0 * T.int64(4) + r)
+                        rf[vt, vb, vj] = T.float32(0)
+                    for k in range(T.int64(4)):
+                        with T.block("rf_update"):
+                            vt, vj, vk = T.axis.remap("SSR", [t, j, k])
+                            vb = T.axis.spatial(T.int64(8), b0 * T.int64(4) + r)
+                            rf[vt, vb, vj] = rf[vt, vb, vj] + X[vb, vt * T.int64(4) + vk] * W[vj, vt * T.int64(4) + vk]
+            for r in range(T.int64(4)):
+                for t in T.thread_binding(T.int64(16), thread="threadIdx.x"):
+                    with T.block("sum"):
+                        vt = T.axis.reduce(T.int64(16), t)
+                        vb = T.axis.spatial(T.int64(8), b0 * T.int64(4) + r)
+                        vj = T.axis.spatial(T.int64(24), j)
+                        T.where(b0 * T.int64(4) + r < m)
+                        with T.init():
+                            Y[vb, vj] = T.float32(0)
+                        Y[vb, vj] = Y[vb, vj] + rf[vt, vb, vj]
+'''
+
+
+@pytest.mark.parametrize("m", [0, 1, 5, 8])
+def test_a_cross_thread_reduction_keeps_the_predicate_of_its_outputs(m):
+    func = tir.from_source(PREDICATED_ROWS_GEMV)
+    rng = np.random.default_rng(9 + m)
+    gfunc = lower_for_gpu("main", func)
+    source = opencl_source([gfunc])
+    x, w, y = _normal(rng, 8, 64), _normal(rng, 24, 64), _normal(rng, 8, 24)   # rows >= m keep their values
+    want = y.copy()
+    tir.interpret(func, x, w, want, m=m)
+    from .gpu_launch import run_opencl
+    assert run_opencl(gfunc, source, [x, w, y], {"m": m}) == 0
+    np.testing.assert_allclose(y, want, rtol=1e-5, atol=1e-5)
+    np.testing.assert_array_equal(y[m:], want[m:])
+
+
+def test_a_predicate_mixing_reduction_and_output_loops_is_refused():
+    text = PREDICATED_ROWS_GEMV.replace("T.where(b0 * T.int64(4) + r < m)", "T.where(b0 * T.int64(4) + r + t < m)")
+    with pytest.raises(GPULoweringError, match="mixes its reduction loops"):
+        lower_for_gpu("main", tir.from_source(text))

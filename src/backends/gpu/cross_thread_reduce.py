@@ -22,7 +22,8 @@ from tensorir.compute import max_value, min_value
 from tensorir.dispatch import handles
 from tensorir.function import PrimFunc
 from tensorir.functor import Mutator, Visitor, collect, substitute
-from tensorir.stmt import Allocate, BlockRealize, BufferRegion, BufferStore, For, Range, SeqStmt, Stmt, seq
+from tensorir.stmt import (Allocate, BlockRealize, BufferRegion, BufferStore, For, IfThenElse, Range, SeqStmt,
+                            Stmt, seq)
 
 from .errors import GPULoweringError
 from .function import THREAD_AXES
@@ -132,9 +133,45 @@ def _rewrite(chain: list[For], realize: BlockRealize, partials: set) -> Stmt:
         value = var
     result: Stmt = BufferStore(out, combine(op, start, value) if block.init is None or
                          not _is_identity(start, op) else value, indices)
+    guard = _spatial_predicate(chain, realize)
+    if guard is not None:   # an output the predicate leaves out is not written (it may lie past the end)
+        result = IfThenElse(guard, result)
     for var, val, tag in reversed(results):
         result = ThreadReduce(var, val, result, op, tag)
     return Allocate(partial, seq(BufferStore(partial, identity(op, dtype), zero), nest, result))
+
+
+def _conjuncts(e) -> list:
+    return _conjuncts(e.a) + _conjuncts(e.b) if isinstance(e, E.And) else [e]
+
+
+def _spatial_predicate(chain: list[For], realize: BlockRealize):
+    """The part of the block's predicate over the spatial loops (dlight's ``T.where(b * 4 + r <
+    batch)`` on a batch's padded rows), which must guard the output's store too: the partials
+    keep the whole predicate, but the store after the combination is made once per output. None
+    when the predicate does not restrict the outputs. A conjunct mixing reduction loops with the
+    outputs' loops cannot be split and is refused."""
+    pred = realize.predicate
+    if isinstance(pred, E.IntImm) and pred.value:
+        return None
+    chain_vars = {id(f.loop_var) for f in chain}
+    spatial_vars = set().union(*[_vars_in(v) for iv, v in zip(realize.block.iter_vars, realize.iter_values)
+                                 if iv.kind != "R"]) - chain_vars
+    kept = []
+    for c in _conjuncts(pred):
+        used = _vars_in(c)
+        if used & chain_vars:
+            if used & spatial_vars:
+                raise GPULoweringError(f"block {realize.block.name!r}: the predicate {c!r} of a cross-thread "
+                                       "reduction mixes its reduction loops with the loops of its outputs")
+            continue
+        kept.append(c)
+    if not kept:
+        return None
+    guard = kept[0]
+    for c in kept[1:]:
+        guard = E.And(guard, c)
+    return guard
 
 
 def _is_identity(expr, op: str) -> bool:

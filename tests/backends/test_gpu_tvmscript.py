@@ -530,3 +530,39 @@ def test_a_predicate_mixing_reduction_and_output_loops_is_refused():
     text = PREDICATED_ROWS_GEMV.replace("T.where(b0 * T.int64(4) + r < m)", "T.where(b0 * T.int64(4) + r + t < m)")
     with pytest.raises(GPULoweringError, match="mixes its reduction loops"):
         lower_for_gpu("main", tir.from_source(text))
+
+
+# sibling threadIdx.x loops of different extents (a 24-thread sum, then 40 threads writing a row
+# with a branch on the index): they must not share one Var, whose range the analyses intersect
+# (`tx < 24` was folded to true: the 16 other threads read past the row and skipped the branch)
+SIBLING_THREAD_LOOPS_OF_TWO_EXTENTS = '''
+@T.prim_func
+def short_reduce_in_wide_block(var_x: T.handle, var_y: T.handle, var_z: T.handle):
+    T.func_attr({"tir.is_scheduled": True})
+    n = T.int64()
+    X = T.match_buffer(var_x, (n, T.int64(24)))
+    Y = T.match_buffer(var_y, (n,))
+    Z = T.match_buffer(var_z, (n, T.int64(40)))
+    for b in T.thread_binding(n, thread="blockIdx.x"):
+        for tx in T.thread_binding(T.int64(24), thread="threadIdx.x"):
+            with T.block("sum"):
+                v0 = T.axis.spatial(n, b)
+                vk = T.axis.reduce(T.int64(24), tx)
+                with T.init():
+                    Y[v0] = T.float32(0)
+                Y[v0] = Y[v0] + X[v0, vk] * X[v0, vk]
+        for tx in T.thread_binding(T.int64(40), thread="threadIdx.x"):
+            with T.block("z"):
+                v0 = T.axis.spatial(n, b)
+                v1 = T.axis.spatial(T.int64(40), tx)
+                Z[v0, v1] = T.if_then_else(v1 < T.int64(24), X[v0, T.min(v1, T.int64(23))] / T.sqrt(Y[v0] + T.float32(1)), T.float32(-1))
+'''
+
+
+def test_sibling_thread_loops_of_two_extents_keep_their_own_ranges():
+    func = tir.from_source(SIBLING_THREAD_LOOPS_OF_TWO_EXTENTS)
+    rng = np.random.default_rng(10)
+    gfunc = check_on_opencl(func, lambda n: [_normal(rng, n, 24), np.zeros(n, "float32"),
+                                             np.zeros((n, 40), "float32")], [1, 3, 8],
+                            tolerance={"rtol": 1e-5, "atol": 1e-6})
+    assert "true ?" not in opencl_source([gfunc])

@@ -277,9 +277,9 @@ class KernelEmitter(SourceEmitter):
 
     def has_assert(self, stmt) -> bool:
         key = id(stmt)
-        if key not in self.assert_cache:
-            self.assert_cache[key] = bool(collect(stmt, lambda n: isinstance(n, S.AssertStmt)))
-        return self.assert_cache[key]
+        if key not in self.assert_cache:   # (the statement is kept with its answer: its id stays its own)
+            self.assert_cache[key] = (stmt, bool(collect(stmt, lambda n: isinstance(n, S.AssertStmt))))
+        return self.assert_cache[key][1]
 
     def own_elements(self, *stmts) -> set:
         finder = _ThreadOwnAccesses(self.covered, self.kernel.block)

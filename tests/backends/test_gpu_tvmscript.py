@@ -566,3 +566,20 @@ def test_sibling_thread_loops_of_two_extents_keep_their_own_ranges():
                                              np.zeros((n, 40), "float32")], [1, 3, 8],
                             tolerance={"rtol": 1e-5, "atol": 1e-6})
     assert "true ?" not in opencl_source([gfunc])
+
+
+def test_a_reduction_predicate_over_symbolic_sizes_stays_on_the_partials():
+    # `t < m + 12` bounds the reduction by a scalar (as the decoder's causal masks do): not an
+    # output's loop, so the partials keep it and the outputs are written
+    text = PREDICATED_ROWS_GEMV.replace("T.where(b0 * T.int64(4) + r < m)",
+                                        "T.where(b0 * T.int64(4) + r < m and t < m + T.int64(12))")
+    func = tir.from_source(text)
+    rng = np.random.default_rng(11)
+    gfunc = lower_for_gpu("main", func)
+    from .gpu_launch import run_opencl
+    for m in (1, 3, 8):
+        x, w, y = _normal(rng, 8, 64), _normal(rng, 24, 64), _normal(rng, 8, 24)
+        want = y.copy()
+        tir.interpret(func, x, w, want, m=m)
+        assert run_opencl(gfunc, opencl_source([gfunc]), [x, w, y], {"m": m}) == 0
+        np.testing.assert_allclose(y, want, rtol=1e-5, atol=1e-5)

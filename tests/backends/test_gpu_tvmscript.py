@@ -329,6 +329,11 @@ def test_a_nested_same_axis_loop_that_is_not_a_repeatable_copy_is_refused():
     assert text != NESTED_FETCH
     with pytest.raises(GPULoweringError, match="not a copy the outer loop may repeat"):
         opencl_source([lower_for_gpu("main", tir.from_source(text))])
+    # into a per-thread array: each compute thread needs the whole copy, the GPU gives it one element
+    text = NESTED_FETCH.replace('scope="shared"', 'scope="local"')
+    assert text != NESTED_FETCH
+    with pytest.raises(GPULoweringError, match="per-thread"):
+        opencl_source([lower_for_gpu("main", tir.from_source(text))])
     # a fetch that depends on the compute thread's index
     text = NESTED_FETCH.replace("S[v0, v1] = X[v0, v1]", "S[v0, v1] = X[v0, v1] + T.Cast(\"float32\", tx)")
     with pytest.raises(GPULoweringError, match="uses the outer one's index"):

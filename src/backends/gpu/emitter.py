@@ -502,6 +502,9 @@ class KernelEmitter(SourceEmitter):
         own = {id(n) for n in stores}
         written_outside = {id(n.buffer.storage) for n in collect(outer.body, lambda n: isinstance(n, S.BufferStore))
                            if id(n) not in own}
+        if any(_storage_scope(n.buffer) == "local" for n in stores):
+            # a per-thread array: serially each outer thread fills all of it, here only its element
+            return "it writes a per-thread (local) buffer"
         if written & read_inside or read_inside & written_outside or \
                 collect(inner.body, lambda n: isinstance(n, (ThreadReduce, S.AssertStmt, S.While))) or \
                 not collect(inner.body, lambda n: isinstance(n, accesses)):

@@ -531,10 +531,22 @@ def test_a_cross_thread_reduction_keeps_the_predicate_of_its_outputs(m):
     np.testing.assert_array_equal(y[m:], want[m:])
 
 
-def test_a_predicate_mixing_reduction_and_output_loops_is_refused():
-    text = PREDICATED_ROWS_GEMV.replace("T.where(b0 * T.int64(4) + r < m)", "T.where(b0 * T.int64(4) + r + t < m)")
-    with pytest.raises(GPULoweringError, match="mixes its reduction loops"):
-        lower_for_gpu("main", tir.from_source(text))
+def test_a_predicate_mixing_reduction_and_output_loops_stays_on_the_partials():
+    # a causal-style `t <= row` beside the padding guard: the partials keep it, the store keeps
+    # only the guard (every row has the term t = 0)
+    text = PREDICATED_ROWS_GEMV.replace("T.where(b0 * T.int64(4) + r < m)",
+                                        "T.where(b0 * T.int64(4) + r < m and t <= b0 * T.int64(4) + r)")
+    func = tir.from_source(text)
+    rng = np.random.default_rng(12)
+    gfunc = lower_for_gpu("main", func)
+    from .gpu_launch import run_opencl
+    for m in (2, 7):
+        x, w, y = _normal(rng, 8, 64), _normal(rng, 24, 64), _normal(rng, 8, 24)
+        want = y.copy()
+        tir.interpret(func, x, w, want, m=m)
+        assert run_opencl(gfunc, opencl_source([gfunc]), [x, w, y], {"m": m}) == 0
+        np.testing.assert_allclose(y, want, rtol=1e-5, atol=1e-5)
+        np.testing.assert_array_equal(y[m:], want[m:])
 
 
 # sibling threadIdx.x loops of different extents (a 24-thread sum, then 40 threads writing a row

@@ -86,7 +86,7 @@ def _perfect_cross_thread(chain: list[For], node) -> bool:
         all(_reduction_only(f, node) for f in chain)
 
 
-def _rewrite(chain: list[For], realize: BlockRealize, partials: set, outer: set | None = None) -> Stmt:
+def _rewrite(chain: list[For], realize: BlockRealize, partials: set) -> Stmt:
     block = realize.block
     where = f"block {block.name!r}"
     thread_loops = [f for f in chain if _is_thread_loop(f)]
@@ -133,7 +133,7 @@ def _rewrite(chain: list[For], realize: BlockRealize, partials: set, outer: set 
         value = var
     result: Stmt = BufferStore(out, combine(op, start, value) if block.init is None or
                          not _is_identity(start, op) else value, indices)
-    guard = _spatial_predicate(chain, realize, outer or set())
+    guard = _spatial_predicate(chain, realize)
     if guard is not None:   # an output the predicate leaves out is not written (it may lie past the end)
         result = IfThenElse(guard, result)
     for var, val, tag in reversed(results):
@@ -145,27 +145,21 @@ def _conjuncts(e) -> list:
     return _conjuncts(e.a) + _conjuncts(e.b) if isinstance(e, E.And) else [e]
 
 
-def _spatial_predicate(chain: list[For], realize: BlockRealize, outer: set):
+def _spatial_predicate(chain: list[For], realize: BlockRealize):
     """The part of the block's predicate over the spatial loops (dlight's ``T.where(b * 4 + r <
     batch)`` on a batch's padded rows), which must guard the output's store too: the partials
     keep the whole predicate, but the store after the combination is made once per output. None
-    when the predicate does not restrict the outputs. A conjunct mixing reduction loops with the
-    outputs' loops (``outer``: ids of the enclosing loops' vars) cannot be split and is refused;
-    symbolic sizes are neither."""
+    when the predicate does not restrict the outputs."""
     pred = realize.predicate
     if isinstance(pred, E.IntImm) and pred.value:
         return None
     chain_vars = {id(f.loop_var) for f in chain}
-    spatial_vars = outer - chain_vars
     kept = []
     for c in _conjuncts(pred):
-        used = _vars_in(c)
-        if used & chain_vars:
-            if used & spatial_vars:
-                raise GPULoweringError(f"block {realize.block.name!r}: the predicate {c!r} of a cross-thread "
-                                       "reduction mixes its reduction loops with the loops of its outputs")
-            continue
-        kept.append(c)
+        # a conjunct over the reduction loops (a ragged k, a causal `k <= i`) stays on the partials
+        # alone; an output none of whose terms pass it gets the init, as every split reduction here
+        if not _vars_in(c) & chain_vars:
+            kept.append(c)
     if not kept:
         return None
     guard = kept[0]
@@ -184,7 +178,6 @@ class _Rewriter(Mutator):
     def __init__(self):
         super().__init__()
         self.partials: set[int] = set()   # ids of the per-thread partial buffers made here
-        self.outer: set[int] = set()      # ids of the vars of the loops around the one visited
 
     @handles(E.PrimExpr)
     def visit_PrimExpr(self, node):
@@ -197,7 +190,7 @@ class _Rewriter(Mutator):
             chain.append(node)
             node = node.body
         if isinstance(node, BlockRealize) and _perfect_cross_thread([], loop):
-            return _rewrite(chain, node, self.partials, set(self.outer))
+            return _rewrite(chain, node, self.partials)
         if _is_thread_loop(loop) and isinstance(loop.body, SeqStmt):
             split = self._split(loop)
             if split is not None:
@@ -206,11 +199,7 @@ class _Rewriter(Mutator):
             hoisted = _hoist_spatial(chain, node)
             if hoisted is not None:
                 return self.visit(hoisted)
-        self.outer.add(id(loop.loop_var))
-        try:
-            return self.generic_visit(loop)
-        finally:
-            self.outer.discard(id(loop.loop_var))
+        return self.generic_visit(loop)
 
     def _split(self, loop: For):
         """dlight's norms: a thread loop whose body holds, among other statements, a reduction

@@ -10,7 +10,7 @@ it, so everything but the kernel language is exercised by the OpenCL tests.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -38,6 +38,7 @@ class LaunchPlan:
     sym_vars: list                 # tensorir Vars, the kernel's symbol order
     workspaces: list               # [(name, dtype, size PrimExpr in elements)]
     launches: list                 # [Launch]
+    asserts: list = field(default_factory=list)   # messages of the kernels' asserts, by number
 
     @staticmethod
     def of(func) -> "LaunchPlan":
@@ -45,7 +46,11 @@ class LaunchPlan:
         return LaunchPlan(func.name, len(func.buffers), list(func.sym_vars),
                           [(w.name, w.dtype, w.size) for w in func.workspaces],
                           [Launch(k.symbol, tuple(k.grid), tuple(int(b) for b in k.block), int(k.shared_bytes))
-                           for k in func.kernels])
+                           for k in func.kernels], list(func.assert_messages))
+
+    def assert_message(self, number: int) -> str | None:
+        """The message of the assert a kernel reported failing (None for a number it has not)."""
+        return self.asserts[number] if 0 <= number < len(self.asserts) else None
 
     # ---------------------------------------------------------------- persistence
     def encode(self, encoder) -> dict:
@@ -53,13 +58,18 @@ class LaunchPlan:
                 "sym_vars": [encoder.value(v) for v in self.sym_vars],
                 "workspaces": [[w, d, encoder.value(size)] for w, d, size in self.workspaces],
                 "launches": [[k.symbol, [encoder.value(g) for g in k.grid], list(k.block), k.shared_bytes]
-                             for k in self.launches]}
+                             for k in self.launches],
+                **({"asserts": list(self.asserts)} if self.asserts else {})}
 
     @staticmethod
     def decode(entry, decoder) -> "LaunchPlan":
         """A plan ``encode`` wrote; ValueError for anything malformed."""
-        if type(entry) is not dict or set(entry) != {"name", "num_buffers", "sym_vars", "workspaces", "launches"}:
+        if type(entry) is not dict or set(entry) - {"asserts"} != {"name", "num_buffers", "sym_vars", "workspaces",
+                                                                  "launches"}:
             raise ValueError("malformed launch plan")
+        asserts = entry.get("asserts", [])
+        if type(asserts) is not list or not all(isinstance(m, str) for m in asserts):
+            raise ValueError("malformed launch plan: assert messages")
         name, count = entry["name"], entry["num_buffers"]
         if not isinstance(name, str) or type(count) is not int or count < 0:
             raise ValueError("malformed launch plan")
@@ -82,7 +92,7 @@ class LaunchPlan:
                 raise ValueError(f"launch plan {name!r:.60}: malformed launch")
             launches.append(Launch(item[0], tuple(_expr(decoder.value(g), name) for g in item[1]),
                                    tuple(item[2]), item[3]))
-        return LaunchPlan(name, count, sym_vars, workspaces, launches)
+        return LaunchPlan(name, count, sym_vars, workspaces, launches, list(asserts))
 
     # ---------------------------------------------------------------- run time
     def sizes(self, syms) -> tuple:

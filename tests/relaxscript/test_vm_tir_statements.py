@@ -30,7 +30,7 @@ class M:
 '''
 
 
-@pytest.fixture(scope="module", params=["c", "interp"])
+@pytest.fixture(scope="module", params=["c", "interp", "opencl"])
 def vm(request):
     return rx.VirtualMachine(rx.build(rx.from_source(SOURCE), target=request.param))
 

@@ -191,8 +191,10 @@ def test_scalarized_vectors_run_like_the_vectors():
     np.testing.assert_array_equal(got, want)
 
 
-@pytest.mark.parametrize("target", ["interp", "c"])
+@pytest.mark.parametrize("target", ["interp", "c", "opencl"])
 def test_a_failing_assert_raises_its_message(target):
+    if target == "opencl":
+        pytest.importorskip("pyopencl")
     func = tir.from_source(CHECK)
     a = np.ones(8, "float32")
     _run(target, func, a, limit=1)
@@ -204,7 +206,8 @@ def test_a_failing_assert_raises_its_message(target):
     a = np.ones(8, "float32")
     with pytest.raises(KernelAssertionError, match="limit too large"):
         _run(target, func, a, limit=9)
-    assert a[0] == 2   # the statement after the failed assert did not run
+    # the statement after the failed assert did not run (a device call that raises copies nothing back)
+    assert a[0] == (1 if target == "opencl" else 2)
     vadd = tir.from_source(VADD)
     with pytest.raises(AssertionError, match="n must be a multiple of 4"):
         _run(target, vadd, *(np.zeros(6, "float32") for _ in range(3)))
@@ -215,19 +218,6 @@ def test_a_c_assert_message_is_escaped():
     with pytest.raises(KernelAssertionError) as err:
         _run("c", func, np.ones(8, "float32"), limit=9)
     assert 'lim\\it "quoted" ??= é\n' in str(err.value)
-
-
-def test_gpu_targets_refuse_asserts_clearly():
-    pytest.importorskip("pyopencl")
-    func = tir.from_source('''
-@T.prim_func
-def f(A: T.Buffer((4,), "float32")):
-    for t in T.thread_binding(4, thread="threadIdx.x"):
-        assert A[t] > T.float32(0), "positive"
-        A[t] = A[t] + T.float32(1)
-''')
-    with pytest.raises(Exception, match="cannot check an assert.*positive"):
-        build_kernels("opencl", func)
 
 
 # ---------------------------------------------------------------- misuse

@@ -18,9 +18,19 @@ C_DEFINES = (f"#define STATUS_OK {STATUS_OK}\n#define STATUS_NO_MEMORY {STATUS_N
              f"#define STATUS_ASSERT_FAILED {STATUS_ASSERT_FAILED}\n")
 
 
-# A GPU kernel's status buffer: the int32 status word, 4 bytes of padding, then the int64 index
-# and extent a STATUS_INDEX_OUT_OF_RANGE recorded (read back only after that status).
+# A GPU kernel's status buffer: the int32 status word; an int32 that a failing assert raises to
+# ASSERT_NUMBER_BASE - its number (atomic max: the first failing assert in program order wins; its
+# message is in the launch plan); then the int64 index and extent a STATUS_INDEX_OUT_OF_RANGE
+# recorded. The runtime zeroes the first DEVICE_STATUS_CLEARED bytes before a function's launches
+# and reads the rest only after the matching status.
 DEVICE_STATUS_BYTES = 24
+DEVICE_STATUS_CLEARED = 8
+ASSERT_NUMBER_BASE = 1 << 30
+
+
+def failed_assert_number(recorded: int) -> int:
+    """The assert number a GPU status buffer's second int32 holds."""
+    return ASSERT_NUMBER_BASE - int(recorded)
 
 
 def raise_for_status(status: int, where: str, bad_index=None, assert_message=None) -> None:

@@ -40,6 +40,7 @@ class CUDAEmitter(KernelEmitter):
     HELPER = "__device__ __forceinline__"
     BARRIER = "__syncthreads();"
     COMPARE_AND_SWAP = "atomicCAS"
+    ATOMIC_MAX = "atomicMax"
     TYPES = {"float32": "float", "float64": "double", "int8": "signed char", "int16": "short",
              "int32": "int", "int64": "long long", "uint8": "unsigned char", "uint16": "unsigned short",
              "uint32": "unsigned int", "uint64": "unsigned long long", "bool": "bool"}
@@ -59,6 +60,35 @@ class CUDAEmitter(KernelEmitter):
 
     def half_store(self, pointer: str, index: str, value: str) -> str:
         return f"{pointer}[{index}] = rs_float_to_half({value})"
+
+    def reinterpret(self, e, arg: str) -> str:
+        src, dst = e.args[0].dtype, e.dtype
+        to = self.vtype(dst)
+        if src == "float16":
+            return f"(({to})rs_float_to_half({arg}))"
+        if dst == "float16":
+            return f"rs_half_to_float((unsigned short)({arg}))"
+        if src == "float32":
+            return f"(({to})__float_as_int({arg}))"
+        if dst == "float32":
+            return f"__int_as_float((int)({arg}))"
+        if src == "float64":
+            return f"(({to})__double_as_longlong({arg}))"
+        if dst == "float64":
+            return f"__longlong_as_double((long long)({arg}))"
+        return f"(({to})({arg}))"   # integers of one width: the conversion keeps the bits
+
+    def bit_count(self, e, arg: str) -> str:
+        src = e.args[0].dtype
+        bits = int("".join(c for c in src if c.isdigit()))
+        wide = bits == 64
+        unsigned = "unsigned long long" if wide else "unsigned int"
+        value = f"(({unsigned})({self.vtype('u' + src if not src.startswith('u') else src)})({arg}))"
+        if e.op == "popcount":
+            return f"(({self.vtype(e.dtype)}){'__popcll' if wide else '__popc'}({value}))"
+        # __clz counts within 32 (or 64) bits; a narrower operand has that many fewer leading zeros
+        count = f"{'__clzll((long long)' if wide else '__clz((int)'}{value})"
+        return f"(({self.vtype(e.dtype)})({count} - {(64 if wide else 32) - bits}))"
 
     def int64_literal(self, value: int) -> str:
         if value == -2 ** 63:
@@ -124,6 +154,16 @@ class CUDAEmitter(KernelEmitter):
             step //= 2
 
 
+# the static shared memory a CUDA kernel may declare (more needs dynamic shared memory and an opt-in)
+STATIC_SHARED_LIMIT = 48 * 1024
+
+
 def cuda_source(funcs: list[GPUFunction]) -> str:
     """CUDA C for every kernel of ``funcs`` (one module)."""
+    for func in [funcs] if isinstance(funcs, GPUFunction) else funcs:
+        for kernel in func.kernels:
+            if kernel.shared_bytes > STATIC_SHARED_LIMIT:
+                raise GPULoweringError(
+                    f"{func.name!r} (kernel {kernel.symbol}): {kernel.shared_bytes} bytes of shared memory "
+                    f"per block; a CUDA kernel declares at most {STATIC_SHARED_LIMIT} (use smaller tiles)")
     return module_source(CUDAEmitter, HEADER, funcs)

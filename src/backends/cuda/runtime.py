@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..c.status import DEVICE_STATUS_BYTES, raise_for_status
+from ..c.status import DEVICE_STATUS_BYTES, DEVICE_STATUS_CLEARED, failed_assert_number, raise_for_status
 from ..device_launch import direct_kernel_call, link_device_kernel
 from ..target import KernelImage, KernelModule, Target
 from .driver import check, cuda_context
@@ -59,7 +59,10 @@ class CudaKernelModule(KernelModule):
         plan = self.image.plans[name]
         driver, stream, memory = self.driver, self.context.stream, self.memory
         sizes = plan.sizes_cached()
-        launches = [(self.functions[k.symbol], k.block, k.shared_bytes) for k in plan.launches]
+        # every shared array is a static __shared__ declaration of the kernel: the launch asks for no
+        # dynamic shared memory (passing shared_bytes here reserved the amount a second time, and a
+        # kernel over 24 KiB then failed to launch)
+        launches = [(self.functions[k.symbol], k.block, 0) for k in plan.launches]
         count = plan.num_buffers + len(plan.workspaces) + len(plan.sym_vars) + 1
         values = (ctypes.c_uint64 * max(1, count))()    # device pointers, then int64 symbols
         params = (ctypes.c_void_p * max(1, count))(*[ctypes.addressof(values) + 8 * i for i in range(count)])
@@ -68,7 +71,10 @@ class CudaKernelModule(KernelModule):
         status_address = self.status_storage.allocation.address
         status = np.zeros(1, np.int32)
 
-        def run(addresses: list, syms: tuple, where: str) -> None:
+        def run(addresses: list, syms: tuple, where: str, keep=(values, params)) -> None:
+            # `keep` holds the argument arrays as long as the runner lives: cuLaunchKernel reads them
+            # through params_address (without it `params` was freed when runner() returned, and
+            # every launch passed the driver a dangling pointer array)
             grids, counts = sizes(syms)
             spaces = []
             for index, nbytes in enumerate(plan.workspace_nbytes(counts)):
@@ -81,7 +87,7 @@ class CudaKernelModule(KernelModule):
             for i, value in enumerate(syms, start=len(addresses) + len(spaces)):
                 values[i] = value & 0xFFFFFFFFFFFFFFFF   # int64 bits
             values[count - 1] = status_address
-            check(driver.cuMemsetD32(driver.CUdeviceptr(status_address), 0, 1), "cuMemsetD32")
+            check(driver.cuMemsetD32(driver.CUdeviceptr(status_address), 0, DEVICE_STATUS_CLEARED // 4), "cuMemsetD32")
             for (function, block, shared), grid in zip(launches, grids):
                 if min(grid) <= 0:
                     continue
@@ -89,13 +95,20 @@ class CudaKernelModule(KernelModule):
                       f"cuLaunchKernel of {name!r}")
             check(driver.cuMemcpyDtoH(status.ctypes.data, driver.CUdeviceptr(status_address), 4), "cuMemcpyDtoH")
             if status[0]:
-                raise_for_status(int(status[0]), where, bad_index)
+                raise_for_status(int(status[0]), where, bad_index, assert_message)
+
+        def report() -> np.ndarray:
+            words = np.zeros(DEVICE_STATUS_BYTES // 8, np.int64)
+            check(driver.cuMemcpyDtoH(words.ctypes.data, driver.CUdeviceptr(status_address), DEVICE_STATUS_BYTES),
+                  "cuMemcpyDtoH")
+            return words
 
         def bad_index() -> tuple[int, int]:
-            report = np.zeros(DEVICE_STATUS_BYTES // 8, np.int64)
-            check(driver.cuMemcpyDtoH(report.ctypes.data, driver.CUdeviceptr(status_address), DEVICE_STATUS_BYTES),
-                  "cuMemcpyDtoH")
-            return int(report[1]), int(report[2])
+            words = report()
+            return int(words[1]), int(words[2])
+
+        def assert_message() -> str | None:
+            return plan.assert_message(failed_assert_number(report()[0:1].view(np.int32)[1]))
         return run
 
     def link(self, ins, nxt: int, frame, prologue, where: str):

@@ -14,7 +14,8 @@ from tensorir import expr as E
 from tensorir.arith import Analyzer
 from tensorir.buffer import Buffer
 from tensorir.dispatch import handles
-from tensorir.functor import Mutator, Visitor
+from tensorir.arith.widen import widen_index
+from tensorir.functor import Mutator, Visitor, substitute
 from tensorir.schedule.region import RegionError, relax
 from tensorir.stmt import BufferStore, For, Range, Stmt
 
@@ -117,12 +118,19 @@ def compact(buf: Buffer, body: Stmt, where: str) -> tuple[Buffer, Stmt]:
             if id(loop.loop_var) not in bound:
                 bound.add(id(loop.loop_var))
                 analyzer.bind(loop.loop_var, Range(loop.min, loop.extent))
+    # one form per index for the analysis: a loop of one iteration is its start, and every index
+    # is int64 with casts at its leaves (a schedule mixing int32 and int64 writes one access
+    # `(Cast(int64, bx) + ty) % Cast(int64, n)` and another `bx % n`)
+    points = {f.loop_var: f.min for _, stack in finder.found for f in stack if E.is_const_int(f.extent, 1)}
+    found = [([analyzer.simplify(widen_index(substitute(i, points))) for i in indices], stack)
+             for indices, stack in finder.found]
     mins, extents = [], []
     for dim in range(buf.ndim):
         try:
             pairs = []
-            for indices, stack in finder.found:
-                dom = {f.loop_var: Range(f.min, f.extent) for f in stack if id(f.loop_var) not in fixed}
+            for indices, stack in found:
+                dom = {f.loop_var: Range(f.min, f.extent) for f in stack
+                       if id(f.loop_var) not in fixed and f.loop_var not in points}
                 pairs.append(relax(indices[dim], dom, analyzer))
             window = _window(pairs, analyzer)
         except RegionError:

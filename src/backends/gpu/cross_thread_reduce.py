@@ -22,7 +22,8 @@ from tensorir.compute import max_value, min_value
 from tensorir.dispatch import handles
 from tensorir.function import PrimFunc
 from tensorir.functor import Mutator, Visitor, collect, substitute
-from tensorir.stmt import Allocate, BlockRealize, BufferRegion, BufferStore, For, Range, SeqStmt, Stmt, seq
+from tensorir.stmt import (Allocate, BlockRealize, BufferRegion, BufferStore, For, IfThenElse, Range, SeqStmt,
+                            Stmt, seq)
 
 from .errors import GPULoweringError
 from .function import THREAD_AXES
@@ -132,9 +133,39 @@ def _rewrite(chain: list[For], realize: BlockRealize, partials: set) -> Stmt:
         value = var
     result: Stmt = BufferStore(out, combine(op, start, value) if block.init is None or
                          not _is_identity(start, op) else value, indices)
+    guard = _spatial_predicate(chain, realize)
+    if guard is not None:   # an output the predicate leaves out is not written (it may lie past the end)
+        result = IfThenElse(guard, result)
     for var, val, tag in reversed(results):
         result = ThreadReduce(var, val, result, op, tag)
     return Allocate(partial, seq(BufferStore(partial, identity(op, dtype), zero), nest, result))
+
+
+def _conjuncts(e) -> list:
+    return _conjuncts(e.a) + _conjuncts(e.b) if isinstance(e, E.And) else [e]
+
+
+def _spatial_predicate(chain: list[For], realize: BlockRealize):
+    """The part of the block's predicate over the spatial loops (dlight's ``T.where(b * 4 + r <
+    batch)`` on a batch's padded rows), which must guard the output's store too: the partials
+    keep the whole predicate, but the store after the combination is made once per output. None
+    when the predicate does not restrict the outputs."""
+    pred = realize.predicate
+    if isinstance(pred, E.IntImm) and pred.value:
+        return None
+    chain_vars = {id(f.loop_var) for f in chain}
+    kept = []
+    for c in _conjuncts(pred):
+        # a conjunct over the reduction loops (a ragged k, a causal `k <= i`) stays on the partials
+        # alone; an output none of whose terms pass it gets the init, as every split reduction here
+        if not _vars_in(c) & chain_vars:
+            kept.append(c)
+    if not kept:
+        return None
+    guard = kept[0]
+    for c in kept[1:]:
+        guard = E.And(guard, c)
+    return guard
 
 
 def _is_identity(expr, op: str) -> bool:
@@ -188,7 +219,7 @@ class _Rewriter(Mutator):
 
 
 def _hoist_spatial(chain: list[For], realize: BlockRealize):
-    """dlight's GEMVs: serial spatial loops inside the thread loop of a reduction (one output per
+    """dlight's GEMVs: serial (or thread-bound) spatial loops inside the thread loop of a reduction (one output per
     iteration, ``for ax0 in threadIdx.x: for ax1 in range(8): C[.., ax1] += ...``) moved above
     it, so the thread loop and the reduction loops are a perfect nest per output. Each output's
     terms are combined in the same order; None when the nest is not of that form."""
@@ -196,7 +227,10 @@ def _hoist_spatial(chain: list[For], realize: BlockRealize):
     if not (_reduction_only(loop, realize) and _cross_thread([loop], realize)):
         return None
     spatial = [f for f in inner if not _reduction_only(f, realize)]
-    if not spatial or any(f.kind not in ("serial", "unrolled") for f in inner):
+    # a spatial loop bound to another thread axis moves up as well (thread loops run at once, in
+    # any order: a column sum whose threadIdx.y reduces outside the threadIdx.x of the columns)
+    if not spatial or any(f.kind not in ("serial", "unrolled") and not (f in spatial and _is_thread_loop(f))
+                          for f in inner):
         return None
     loop_vars = {id(f.loop_var) for f in chain}
     if any(_vars_in(f.min) & loop_vars or _vars_in(f.extent) & loop_vars for f in inner):

@@ -17,7 +17,15 @@ own cross-thread reduction. Rules every dialect gets from here:
   uniform loop's body that writes what it reads; a barrier needed for shared
   memory inside thread-dependent code is a ``GPULoweringError``;
 * an integer divisor that may be zero is tested, as in the C target: a zero
-  one gives 0 and sets the status word to ``STATUS_ZERO_DIVISION``.
+  one gives 0 and sets the status word to ``STATUS_ZERO_DIVISION``;
+* an assert whose condition is false claims the status word for
+  ``STATUS_ASSERT_FAILED`` (unless another failure did), records its number
+  (``GPUFunction.assert_messages``) in the int32 after the word and sets the
+  thread's ``rs_failed``: the rest of every enclosing sequence runs under
+  ``if (!rs_failed)``, loops stop, and later launches of the function skip
+  their work. A thread-dependent condition followed by a barrier (or a warp
+  shuffle) is a ``GPULoweringError``: the threads that stop would leave the
+  others waiting.
 """
 from __future__ import annotations
 
@@ -27,10 +35,11 @@ from tensorir import stmt as S
 from tensorir.arith import Analyzer
 from tensorir.dispatch import handles
 from tensorir.functor import Visitor, collect
+from tensorir.script.expr_printer import format_expr
 from tensorir.structural import structural_equal
 
-from ..c.status import STATUS_INDEX_OUT_OF_RANGE, STATUS_ZERO_DIVISION
-from ..source_emitter import SourceEmitter, float_to_int_helpers
+from ..c.status import ASSERT_NUMBER_BASE, STATUS_ASSERT_FAILED, STATUS_INDEX_OUT_OF_RANGE, STATUS_ZERO_DIVISION
+from ..source_emitter import SourceEmitter, float_to_int_helpers, parenthesized
 from ..source_names import Names
 from .cross_thread_reduce import ThreadReduce, identity
 from .errors import GPULoweringError
@@ -119,6 +128,7 @@ class KernelEmitter(SourceEmitter):
     HELPER = ""            # qualifier of a helper function
     BARRIER = ""
     COMPARE_AND_SWAP = ""  # (int pointer, expected, new) -> the old value, atomically
+    ATOMIC_MAX = ""        # (int pointer, value): the larger of the two stored, atomically
     TYPES: dict = {}       # dtype -> value type name
     BOOL_STORAGE = "unsigned char"
 
@@ -153,6 +163,11 @@ class KernelEmitter(SourceEmitter):
         self.covered: set[str] = set()
         self.divergent = False
         self.thread_vars: set[int] = set()
+        self.uniform_vars: set[int] = {id(v) for v in func.sym_vars}   # the same in every thread
+        self.bound_by_tag: dict = {}     # axis -> the innermost enclosing loop bound to it
+        self.divergent_asserts: list = []   # (line, assert) of thread-dependent asserts
+        self.loop_lines: list = []          # (first, last) line of every emitted loop
+        self.assert_cache: dict = {}
 
     def where(self) -> str:
         return f"{self.func.name!r} (kernel {self.kernel.symbol})"
@@ -251,7 +266,20 @@ class KernelEmitter(SourceEmitter):
         for i, part in enumerate(parts):
             self.stmt(part)
             if i + 1 < len(parts):
-                self.sync_between(part, S.SeqStmt(parts[i + 1:]))
+                rest = S.SeqStmt(parts[i + 1:])
+                self.sync_between(part, rest)
+                if self.has_assert(part):
+                    # a failed assert stops the thread: what follows runs only while none failed
+                    self.emit("if (!rs_failed) {")
+                    self.nested(rest)
+                    self.emit("}")
+                    return
+
+    def has_assert(self, stmt) -> bool:
+        key = id(stmt)
+        if key not in self.assert_cache:   # (the statement is kept with its answer: its id stays its own)
+            self.assert_cache[key] = (stmt, bool(collect(stmt, lambda n: isinstance(n, S.AssertStmt))))
+        return self.assert_cache[key][1]
 
     def own_elements(self, *stmts) -> set:
         finder = _ThreadOwnAccesses(self.covered, self.kernel.block)
@@ -308,8 +336,61 @@ class KernelEmitter(SourceEmitter):
     def while_loop(self, s: S.While) -> None:
         saved = self.divergent   # threads may leave the loop after different trip counts
         self.divergent = saved or self.thread_dependent(s.condition)
-        super().while_loop(s)
+        first = len(self.lines)
+        stop = "!rs_failed && " if self.has_assert(s.body) else ""
+        self.emit(f"while ({stop}{parenthesized(self.expr(s.condition))}) {{")
+        self.nested(s.body)
+        self.emit("}")
+        self.loop_lines.append((first, len(self.lines) - 1))
         self.divergent = saved
+
+    @handles(S.LetStmt, table="stmt")
+    def let(self, s: S.LetStmt) -> None:
+        # a let of a thread-dependent value is itself thread-dependent (guards on it diverge)
+        dependent = self.thread_dependent(s.value)
+        uniform = self.uniform(s.value)
+        if dependent:
+            self.thread_vars.add(id(s.var))
+        if uniform:
+            self.uniform_vars.add(id(s.var))
+        try:
+            super().let(s)
+        finally:
+            self.thread_vars.discard(id(s.var))
+            self.uniform_vars.discard(id(s.var))
+
+    def uniform(self, e) -> bool:
+        """Whether ``e`` certainly has one value in every thread of a block: no loads, only the
+        function's scalars, blockIdx indices and lets of those."""
+        return not collect(e, lambda n: isinstance(n, E.BufferLoad) or
+                           (isinstance(n, E.Var) and id(n) not in self.uniform_vars))
+
+    @handles(S.AssertStmt, table="stmt")
+    def assert_stmt(self, s: S.AssertStmt) -> None:
+        number = self.func.assert_number(s)
+        if self.divergent or not self.uniform(s.condition):
+            self.divergent_asserts.append((len(self.lines), s))
+        # no `return`: PoCL loses a later thread's failure in a kernel that returned early (uniformly)
+        # before a barrier; the flag keeps the control flow structured (see seq and the loops)
+        self.emit(f"if (!{parenthesized(self.expr(s.condition))}) {{ "
+                  f"rs_assert_failed(rs_status, {number}); rs_failed = 1; }}")
+
+    def check_asserts(self) -> None:
+        """Refuse a thread-dependent assert a block's threads may pass and fail apart when a
+        barrier (or a warp shuffle) can follow it: after it in the code, or anywhere in a loop
+        around it (the next iteration)."""
+        def syncs(line: str) -> bool:
+            return self.BARRIER in line or "__shfl" in line
+        for position, s in self.divergent_asserts:
+            later = any(syncs(line) for line in self.lines[position + 1:])
+            looped = any(start <= position <= end and any(syncs(line) for line in self.lines[start:end + 1])
+                         for start, end in self.loop_lines)
+            if later or looped:
+                raise GPULoweringError(
+                    f"{self.where()}: the assert `{format_expr(s.condition)}` ({s.message!r}) may fail in some "
+                    "threads of a block and not others, and the kernel synchronizes its threads after it (a "
+                    "barrier or a cross-thread reduction): the threads that stop there would leave the others "
+                    "waiting; check it outside the kernel or make its condition the same for the whole block")
 
     @handles(S.Allocate, table="stmt")
     def allocate(self, s: S.Allocate) -> None:
@@ -335,9 +416,13 @@ class KernelEmitter(SourceEmitter):
         saved = self.divergent
         self.divergent = saved or self.thread_dependent(s.min) or self.thread_dependent(s.extent)
         end = s.extent if E.is_const_int(s.min, 0) else E.add(s.min, s.extent)
-        if s.kind == "unrolled" and isinstance(s.extent, E.IntImm):
+        if self.uniform(s.min) and self.uniform(s.extent):
+            self.uniform_vars.add(id(s.loop_var))
+        if s.kind == "unrolled" and isinstance(s.extent, E.IntImm) and not self.has_assert(s.body):
             self.emit("#pragma unroll")
-        self.emit(f"for ({ctype} {var} = {self.expr(s.min)}; {var} < {self.expr(end)}; ++{var}) {{")
+        first = len(self.lines)
+        stop = "!rs_failed && " if self.has_assert(s.body) else ""   # a failed assert ends the loop
+        self.emit(f"for ({ctype} {var} = {self.expr(s.min)}; {stop}{var} < {self.expr(end)}; ++{var}) {{")
         self.nested(s.body)
         written, read, read_shared = _memory(s.body)
         # a global element each thread reads and writes at one index is its own (accumulations)
@@ -347,15 +432,19 @@ class KernelEmitter(SourceEmitter):
             self.barrier("a loop whose iterations read memory others wrote", hazard)
             self.indent -= 1
         self.emit("}")
+        self.loop_lines.append((first, len(self.lines) - 1))
         self.divergent = saved
+        self.uniform_vars.discard(id(s.loop_var))
 
     def bound_loop(self, s: S.For) -> None:
         tag = s.thread_tag
         axis = _AXIS[tag[-1]]
         is_thread = tag in THREAD_AXES
         if tag in self.covered:
-            raise GPULoweringError(f"{self.where()}: loop {s.loop_var.name!r} is bound to {tag} inside "
-                                   f"another loop bound to {tag}")
+            reason = self.rebinding_refusal(self.bound_by_tag[tag], s)
+            if reason:
+                raise GPULoweringError(f"{self.where()}: loop {s.loop_var.name!r} is bound to {tag} inside "
+                                       f"another loop bound to {tag}, and {reason}")
         index = self.thread_index(axis) if is_thread else self.block_index(axis)
         var = self.names.get(s.loop_var, s.loop_var.name)
         ctype = self.vtype(s.loop_var.dtype)
@@ -368,9 +457,13 @@ class KernelEmitter(SourceEmitter):
         start = "" if E.is_const_int(s.min, 0) else f"{self.expr(s.min)} + "
         self.emit(f"const {ctype} {var} = {start}({ctype}){index};")
         saved = (set(self.covered), self.divergent, set(self.thread_vars))
+        saved_outer = self.bound_by_tag.get(tag)
+        self.bound_by_tag[tag] = s
         self.covered.add(tag)
         if is_thread:
             self.thread_vars.add(id(s.loop_var))
+        if not is_thread:
+            self.uniform_vars.add(id(s.loop_var))
         if not full:
             self.emit(f"if (({ctype}){index} < {self.expr(s.extent)}) {{")
             self.divergent = self.divergent or is_thread
@@ -379,8 +472,44 @@ class KernelEmitter(SourceEmitter):
         else:
             self.stmt(s.body)
         self.covered, self.divergent, self.thread_vars = saved
+        if saved_outer is None:
+            self.bound_by_tag.pop(tag, None)
+        else:
+            self.bound_by_tag[tag] = saved_outer
+        self.uniform_vars.discard(id(s.loop_var))
         self.indent -= 1
         self.emit("}")
+
+    @staticmethod
+    def rebinding_refusal(outer: S.For, inner: S.For) -> str | None:
+        """Why ``inner``, bound to the axis ``outer`` is bound to, cannot run as the same index
+        (None: it can). Serially (the interpreter) every ``outer`` iteration runs all of
+        ``inner``; on the GPU thread i runs inner iteration i only. Both leave the same memory
+        when ``inner`` covers no more than ``outer``, does not depend on ``outer``'s index and
+        repeats the same stores each time: nothing it reads is written in ``outer``, nothing it
+        writes is read in it (dlight's cooperative fetch of a shared tile inside the compute's
+        threadIdx loop)."""
+        if not (E.is_const_int(outer.min, 0) and E.is_const_int(inner.min, 0)):
+            return "the loops do not both start at 0"
+        if not Analyzer().can_prove(E.LE(inner.extent, outer.extent)):
+            return "the inner loop may be longer than the outer one"
+        if collect(inner.body, lambda n: n is outer.loop_var):
+            return f"the inner loop uses the outer one's index {outer.loop_var.name!r}"
+        accesses = (S.BufferStore, E.BufferLoad)
+        stores = collect(inner.body, lambda n: isinstance(n, S.BufferStore))
+        written = {id(n.buffer.storage) for n in stores}
+        read_inside = {id(n.buffer.storage) for n in collect(inner.body, lambda n: isinstance(n, E.BufferLoad))}
+        own = {id(n) for n in stores}
+        written_outside = {id(n.buffer.storage) for n in collect(outer.body, lambda n: isinstance(n, S.BufferStore))
+                           if id(n) not in own}
+        if any(_storage_scope(n.buffer) == "local" for n in stores):
+            # a per-thread array: serially each outer thread fills all of it, here only its element
+            return "it writes a per-thread (local) buffer"
+        if written & read_inside or read_inside & written_outside or \
+                collect(inner.body, lambda n: isinstance(n, (ThreadReduce, S.AssertStmt, S.While))) or \
+                not collect(inner.body, lambda n: isinstance(n, accesses)):
+            return "its iterations are not a copy the outer loop may repeat"
+        return None
 
     # ------------------------------------------------------------ cross-thread reduction
     @handles(ThreadReduce, table="stmt")
@@ -465,7 +594,23 @@ class KernelEmitter(SourceEmitter):
         for dtype in sorted({scratch_dtype(n.value.dtype)
                              for n in collect(kernel.body, lambda n: isinstance(n, ThreadReduce))}):
             header.insert(0, f"{self.SHARED} {self.vtype(dtype)} rs_red_{dtype}[{threads}];")
-        self.stmt(kernel.body)
+        position = next((i for i, k in enumerate(self.func.kernels) if k is kernel), 0)
+        earlier = any(k.body is not None and self.has_assert(k.body) for k in self.func.kernels[:position])
+        if earlier or self.has_assert(kernel.body):
+            header.append("int rs_failed = 0;")
+        if earlier:
+            # an earlier launch's assert failed: the function stops there, as on the C target. One
+            # thread reads the word for the block (this kernel's own asserts may be writing it), so
+            # the whole block agrees
+            header.insert(0, f"{self.SHARED} int rs_stop;")
+            header += [f"if ({self.linear_thread_id()} == 0) rs_stop = *rs_status;", self.BARRIER,
+                       "rs_failed = rs_stop == STATUS_ASSERT_FAILED;"]
+            self.emit("if (!rs_failed) {")
+            self.nested(kernel.body)
+            self.emit("}")
+        else:
+            self.stmt(kernel.body)
+        self.check_asserts()
         lines = [f"{self.KERNEL} void {kernel.symbol}({', '.join(params)}) {{".lstrip()]
         lines += ["  " + line for line in header] + ["  (void)rs_status;"] + self.lines + ["}"]
         return "\n".join(lines)
@@ -479,8 +624,17 @@ def helper_prelude(emitter_cls, dtypes) -> str:
     lines = [
         f"#define STATUS_ZERO_DIVISION ({STATUS_ZERO_DIVISION})",
         f"#define STATUS_INDEX_OUT_OF_RANGE ({STATUS_INDEX_OUT_OF_RANGE})",
+        f"#define STATUS_ASSERT_FAILED ({STATUS_ASSERT_FAILED})",
+        # compare-and-swap: a zero divisor does not overwrite an assert's or an index's report
         f"{h} {i64} rs_divided_by_zero({status}) "
-        "{ *status = STATUS_ZERO_DIVISION; return 0; }".strip(),
+        f"{{ {emitter_cls.COMPARE_AND_SWAP}(status, 0, STATUS_ZERO_DIVISION); return 0; }}".strip(),
+        # a false assert claims the word (unless another failure did) and records its number in the
+        # int32 after it, as ASSERT_NUMBER_BASE - number with an atomic max: the first assert in
+        # program order among those failing is reported. (No branch on the swap's result: PoCL drops
+        # `if (atomic_cmpxchg(..) == 0) store` in some kernels with barriers, losing the failure.)
+        f"{h} void rs_assert_failed({status}, int number) {{ "
+        f"{emitter_cls.COMPARE_AND_SWAP}(status, 0, STATUS_ASSERT_FAILED); "
+        f"{emitter_cls.ATOMIC_MAX}(status + 1, {ASSERT_NUMBER_BASE} - number); }}".strip(),
         # T.checked_index (see the C prelude): the first failing thread claims the status word
         # and records the value and the extent after it (DEVICE_STATUS_BYTES)
         f"{h} {i64} rs_index_out_of_range({status}, {i64} i, {i64} n) {{ "

@@ -52,6 +52,28 @@ class GPUFunction:
     workspaces: list         # Workspace
     kernels: list            # DeviceKernel, launched in order
 
+    @property
+    def assert_messages(self) -> list[str]:
+        """The message of every assert in the kernels, in order: a failed assert reports its
+        position in this list after the status word."""
+        return [s.message or f"assertion failed in {self.name}" for s in self._asserts()]
+
+    def _asserts(self) -> list:
+        from tensorir.functor import collect
+        from tensorir.stmt import AssertStmt
+        cached = self.__dict__.get("_assert_nodes")
+        if cached is None:
+            cached = [n for k in self.kernels if k.body is not None
+                      for n in collect(k.body, lambda n: isinstance(n, AssertStmt))]
+            self.__dict__["_assert_nodes"] = cached
+        return cached
+
+    def assert_number(self, stmt) -> int:
+        for number, node in enumerate(self._asserts()):
+            if node is stmt:
+                return number
+        raise ValueError(f"{self.name}: the assert is not in this function's kernels")
+
     def launch_grid(self, values: dict) -> list[tuple[int, int, int]]:
         """Each kernel's grid for sym var values (``{Var: int}`` or ``{name: int}``)."""
         from tensorir.arith.evaluate import evaluate

@@ -24,7 +24,7 @@ from tensorir.function import PrimFunc
 from tensorir.dispatch import handles
 from tensorir.expr import BufferLoad, PrimExpr, Var
 from tensorir.functor import Mutator, collect, substitute
-from tensorir.stmt import Allocate, BufferStore, For, SeqStmt, Stmt
+from tensorir.stmt import Allocate, AssertStmt, Block, BufferStore, For, SeqStmt, Stmt
 from tensorir.transform.flatten_buffers import flat_size, flatten_buffers
 from tensorir.transform.hoist_init import hoist_inits
 from tensorir.transform.lower_blocks import lower_blocks
@@ -90,8 +90,22 @@ class _InnerAllocations(Mutator):
         return Allocate(new, body)
 
 
+def _static_shared(func: PrimFunc) -> PrimFunc:
+    """Dynamic shared memory (TVM's "shared.dyn", dlight's matmul tiles) as "shared": every shared
+    buffer is compacted to a constant size per block and declared in the kernel, so the two are one."""
+    found = {}
+    for node in collect(func.body, lambda n: isinstance(n, (Allocate, Block))):
+        for buf in ([node.buffer] if isinstance(node, Allocate) else node.alloc_buffers):
+            if buf.scope == "shared.dyn" and id(buf) not in found:
+                found[id(buf)] = buf
+    if not found:
+        return func
+    return func.with_body(substitute(func.body, {b: b.replace(scope="shared") for b in found.values()}))
+
+
 def _has_work(stmt: Stmt) -> bool:
-    return bool(collect(stmt, lambda n: isinstance(n, (BufferStore, ThreadReduce))))
+    # an assert is work: a stage holding only a check still has to make it
+    return bool(collect(stmt, lambda n: isinstance(n, (BufferStore, ThreadReduce, AssertStmt))))
 
 
 def lower_for_gpu(name: str, func: PrimFunc) -> GPUFunction:
@@ -99,7 +113,7 @@ def lower_for_gpu(name: str, func: PrimFunc) -> GPUFunction:
     if not isinstance(func, PrimFunc):
         raise TypeError(f"lower_for_gpu expects a PrimFunc, got {type(func).__name__}")
     sym_vars = kernel_sym_vars(func)
-    threaded = lower_cross_thread_reductions(unify_thread_vars(func))
+    threaded = lower_cross_thread_reductions(unify_thread_vars(_static_shared(func)))
     # inits go before their reduction loops while the split predicates still sit on the blocks
     # (lower_predicates wraps them in ifs the hoisting cannot see past): a reduction over an
     # extent that is 0 at run time then still writes its identity

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..c.status import DEVICE_STATUS_BYTES, raise_for_status
+from ..c.status import DEVICE_STATUS_BYTES, DEVICE_STATUS_CLEARED, failed_assert_number, raise_for_status
 from ..device_launch import direct_kernel_call, link_device_kernel
 from ..target import KernelImage, KernelModule, Target
 from .device import opencl_device
@@ -62,7 +62,7 @@ class OpenCLKernelModule(KernelModule):
                 if launch.symbol not in self.kernels:
                     self.kernels[launch.symbol] = getattr(self.program, launch.symbol)
         self.workspaces: dict = {}      # (kernel, index) -> cl.Buffer, grown on demand
-        self.status = np.zeros(1, np.int32)
+        self.status = np.zeros(DEVICE_STATUS_CLEARED // 4, np.int32)   # the word and the assert number
         self.status_buffer = self.memory._buffer(DEVICE_STATUS_BYTES)
 
     def runner(self, name: str):
@@ -83,7 +83,7 @@ class OpenCLKernelModule(KernelModule):
                     held = workspaces[(key, index)] = memory._buffer(nbytes)
                 spaces.append(held)
             scalars = [np.int64(s) for s in syms]
-            status[0] = 0
+            status[:] = 0
             cl.enqueue_copy(queue, status_buffer, status, is_blocking=False)
             for (kernel, block), grid in zip(launches, grids):
                 if min(grid) <= 0:
@@ -92,12 +92,19 @@ class OpenCLKernelModule(KernelModule):
                 cl.enqueue_nd_range_kernel(queue, kernel, tuple(g * b for g, b in zip(grid, block)), block)
             cl.enqueue_copy(queue, status, status_buffer, is_blocking=True)
             if status[0]:
-                raise_for_status(int(status[0]), where, bad_index)
+                raise_for_status(int(status[0]), where, bad_index, assert_message)
+
+        def report() -> np.ndarray:
+            words = np.zeros(DEVICE_STATUS_BYTES // 8, np.int64)
+            cl.enqueue_copy(queue, words, status_buffer, is_blocking=True)
+            return words
 
         def bad_index() -> tuple[int, int]:
-            report = np.zeros(DEVICE_STATUS_BYTES // 8, np.int64)
-            cl.enqueue_copy(queue, report, status_buffer, is_blocking=True)
-            return int(report[1]), int(report[2])
+            words = report()
+            return int(words[1]), int(words[2])
+
+        def assert_message() -> str | None:
+            return plan.assert_message(failed_assert_number(report()[0:1].view(np.int32)[1]))
         return run
 
     def link(self, ins, nxt: int, frame, prologue, where: str):

@@ -63,8 +63,20 @@ class Buffer(Node):
         return BufferLoad(self, indices)
 
 
+class Pointer(Buffer):
+    """A typed pointer parameter, ``p: T.handle("float32")`` (TVM's form of a subroutine's
+    array argument): storage of an unknown extent, read and written only through the views
+    declared over it (``A = T.decl_buffer(shape, dtype, data=p)``). A function taking one is a
+    subroutine: another prim_func calls it with ``T.address_of(B[i, 0])`` or ``B.data``, and the
+    build inlines it there (``tensorir.transform.inline_subroutines``); it is never a kernel."""
+    __slots__ = ()
+
+    def __init__(self, name: str, dtype: str = "float32"):
+        super().__init__(name, (), dtype)
+
+
 def decl_buffer(name: str, shape: Sequence, dtype: str = "float32", scope: str = "global") -> Buffer:
     return Buffer(name, shape, dtype, scope=scope)
 
 
-__all__ = ["Buffer", "decl_buffer", "Var"]
+__all__ = ["Buffer", "Pointer", "decl_buffer", "Var"]

@@ -15,7 +15,7 @@ import numpy as np
 
 from .. import dtype as dt
 from .. import expr as E
-from ..buffer import Buffer
+from ..buffer import Buffer, Pointer
 from ..dispatch import ClassDispatch, handles
 from ..errors import ParseError
 from ..stmt import BufferRegion, Range
@@ -216,6 +216,7 @@ class ExprParser(ClassDispatch):
         return value
 
     handles_allowed = False  # set while reading the arguments of T.call_extern
+    module = None  # a subroutines.ModuleScope: the module's other prim_funcs, callable by name
 
     @handles(ast.Tuple, ast.List)
     def eval_Tuple(self, node):
@@ -288,6 +289,10 @@ class ExprParser(ClassDispatch):
     @handles(ast.Subscript)
     def eval_Subscript(self, node: ast.Subscript):
         base = self.eval(node.value)
+        if isinstance(base, Pointer):
+            raise self.error(f"{base.name!r} is a pointer (T.handle({base.dtype!r})): read and write it "
+                             f"through a buffer over it, T.decl_buffer(shape, {base.dtype!r}, "
+                             f"data={base.name})", node)
         if isinstance(base, Buffer):
             indices = self.index_list(node.slice)
             for idx in indices:
@@ -325,6 +330,10 @@ class ExprParser(ClassDispatch):
         func = node.func
         if isinstance(func, ast.Attribute) and self.is_t(func.value):
             return self.call_t(func.attr, node)
+        callee = self.module.callee(func, lambda n: self.lookup(n) is MISSING) \
+            if self.module is not None else None
+        if callee is not None:
+            return self.call_subroutine(callee, node)
         if isinstance(func, ast.Attribute) and func.attr == "astype" and len(node.args) == 1 \
                 and not node.keywords:
             # `x.astype("float16")`: TVM's method spelling of T.Cast
@@ -349,6 +358,47 @@ class ExprParser(ClassDispatch):
                 except ValueError:
                     raise self.error(f"float({node.args[0].value!r}) is not a number", node) from None
         raise self.error(f"unknown function {ast.unparse(func)!r}", node)
+
+    def call_subroutine(self, callee: str, node: ast.Call) -> E.CallFunc:
+        """``Module.sub(args)``: a call of another prim_func of the module (see E.CallFunc)."""
+        sig = self.module.signatures[callee]
+        if node.keywords or any(isinstance(a, ast.Starred) for a in node.args):
+            raise self.error(f"a call of prim_func {callee!r} takes its arguments positionally", node)
+        if len(node.args) != len(sig.params):
+            raise self.error(f"prim_func {callee!r} takes {len(sig.params)} argument(s), "
+                             f"got {len(node.args)}", node)
+        args = []
+        for (kind, dtype), arg in zip(sig.params, node.args):
+            if kind in ("buffer", "handle"):
+                raise self.error(f"prim_func {callee!r} takes a {'T.Buffer' if kind == 'buffer' else 'T.handle'} "
+                                 "parameter: only scalars and typed pointers (T.handle(\"float32\")) pass "
+                                 "between prim_funcs here", arg)
+            if kind == "scalar":
+                value = self.expr(arg, dtype)
+                if value.dtype != dtype and dt.is_int(value.dtype) and dt.is_int(dtype) \
+                        and dt.lanes(value.dtype) == 1:
+                    # an index of another width (our loop variables are int64, TVM's int32)
+                    value = E.cast(dtype, value)
+                if value.dtype != dtype:
+                    raise self.error(f"prim_func {callee!r} takes a {dtype} here, got a {value.dtype} "
+                                     f"value; convert it with T.{dtype}(...)", arg)
+                args.append(value)
+                continue
+            saved, self.handles_allowed = self.handles_allowed, True
+            try:
+                value = self.eval(arg)
+            finally:
+                self.handles_allowed = saved
+            if isinstance(value, Pointer):  # a pointer parameter passed on
+                value = E.address_of(E.BufferLoad(value, []))
+            if not (isinstance(value, E.Call) and value.op == E.ADDRESS_OF):
+                raise self.error(f"prim_func {callee!r} takes a pointer (T.handle({dtype!r})) here: pass "
+                                 "T.address_of(A[i]) or A.data", arg)
+            if value.args[0].buffer.dtype != dtype:
+                raise self.error(f"prim_func {callee!r} takes a {dtype} pointer here, got the address of "
+                                 f"a {value.args[0].buffer.dtype} element", arg)
+            args.append(value)
+        return E.CallFunc(sig.ret or "void", callee, args)
 
     # -------------------------------------------------------------- T.<name>(...)
     def is_t(self, node: ast.AST) -> bool:

@@ -12,7 +12,7 @@ import math
 
 from .. import dtype as dt
 from .. import expr as E
-from ..buffer import Buffer
+from ..buffer import Buffer, Pointer
 from ..dispatch import ClassDispatch, handles
 from ..identity_names import IdentityNames
 from ..operators import PREC_ATOM as _ATOM, PREC_NOT as _NOT, PREC_UNARY as _UNARY
@@ -165,6 +165,18 @@ class ExprPrinter(ClassDispatch):
     @handles(E.Call)
     def intrinsic_call(self, e, ctx):
         return self.call(e), _ATOM
+
+    @handles(E.CallFunc)
+    def subroutine_call(self, e, ctx):
+        # a call of another prim_func of the module (the module prints as a class: `cls`)
+        return f"cls.{e.callee}({', '.join(self.pointer_or_expr(a) for a in e.args)})", _ATOM
+
+    def pointer_or_expr(self, a) -> str:
+        """A pointer parameter passed on prints as its name (the parser reads it back so)."""
+        if isinstance(a, E.Call) and a.op == E.ADDRESS_OF and isinstance(a.args[0], E.BufferLoad) \
+                and isinstance(a.args[0].buffer, Pointer):
+            return self.name(a.args[0].buffer)
+        return self.fmt(a)
 
     def pair(self, a, b, left_prec: int, right_prec: int | None = None, symbol: str = ",") -> str:
         """Two operands; a literal next to a non-literal of its dtype prints bare."""

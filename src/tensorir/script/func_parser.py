@@ -5,7 +5,7 @@ import ast
 
 from .. import dtype as dt
 from .. import expr as E
-from ..buffer import Buffer
+from ..buffer import Buffer, Pointer
 from ..errors import ParseError
 from ..function import PrimFunc
 from ..stmt import (Allocate, AssertStmt, Block, BlockRealize, BufferStore, Evaluate, For, IfThenElse,
@@ -15,6 +15,7 @@ from .diagnostics import MAX_NESTING, SourceInfo, deeper_than
 from .expr_parser import MISSING, ExprParser, extent_between
 from .namespace import DTYPE_NAMES, _Namespace
 from .scope import BlockFrame, LoopInfo, Scope
+from .subroutines import ModuleScope
 
 INT_DTYPES = tuple(d for d in DTYPE_NAMES if dt.is_int(d))
 _LOOP_KINDS = {"serial": "serial", "parallel": "parallel", "vectorized": "vectorized",
@@ -76,7 +77,8 @@ class EnvThread:
 
 
 class FunctionParser(BlockParserMixin):
-    def __init__(self, func_def: ast.FunctionDef, source: SourceInfo, py_globals: dict | None):
+    def __init__(self, func_def: ast.FunctionDef, source: SourceInfo, py_globals: dict | None,
+                 module: ModuleScope | None = None):
         self.func_def = func_def
         self.source = source
         py_globals = dict(py_globals or {})
@@ -84,6 +86,9 @@ class FunctionParser(BlockParserMixin):
         self.scope = Scope(py_globals)
         self.param_name: str | None = None
         self.exprs = ExprParser(source, self.scope.lookup, self.context, self.t_names)
+        self.exprs.module = module
+        self.final_return = None  # the function's last statement when it is its `return v`
+        self.ret_dtype: str | None = None
         self.loops: list[LoopInfo] = []
         self.frames: list[BlockFrame] = []
         self.attrs: dict = {}
@@ -121,8 +126,15 @@ class FunctionParser(BlockParserMixin):
                 and isinstance(body_stmts[0].value.value, str):
             body_stmts = body_stmts[1:]  # docstring
         if fd.returns is not None and not (isinstance(fd.returns, ast.Constant) and fd.returns.value is None):
-            raise self.error("a prim_func returns nothing (it writes its output buffers); "
-                             "leave out the return annotation or write -> None", fd.returns)
+            self.ret_dtype = self.scalar_annotation(fd.returns)
+            if self.ret_dtype in (None, "handle"):
+                raise self.error(f"a prim_func returns a scalar (-> T.int32) or nothing (it writes its "
+                                 f"output buffers); got -> {ast.unparse(fd.returns)}", fd.returns)
+        if body_stmts and self.return_value(body_stmts[-1]) is not None:
+            self.final_return = body_stmts[-1]
+        elif self.ret_dtype is not None:
+            raise self.error(f"{fd.name!r} is annotated -> T.{self.ret_dtype} but does not end with "
+                             "`return value` (or T.ret(value))", fd.returns)
         self.declared = self.prescan_declarations(body_stmts)
         for name, (var, _node) in self.declared.items():
             self.scope.define(name, var)
@@ -222,6 +234,11 @@ class FunctionParser(BlockParserMixin):
                 params.append(scalars[arg.arg])
                 continue
             annotation = self.subscript_buffer(arg.annotation)
+            if self.t_call(annotation) == "handle":
+                pointer = Pointer(arg.arg, self.pointer_dtype(annotation))
+                self.scope.define(arg.arg, pointer)
+                params.append(pointer)
+                continue
             if self.t_call(annotation) != "Buffer":
                 raise self.error(f"unsupported parameter annotation {ast.unparse(arg.annotation)}; "
                                  "use T.Buffer(shape, dtype) or a scalar type such as T.int64",
@@ -231,6 +248,46 @@ class FunctionParser(BlockParserMixin):
             params.append(buf)
         self.param_name = None
         return params
+
+    def pointer_dtype(self, call: ast.Call) -> str:
+        """``T.handle("float32")`` (optionally with the storage scope "global")."""
+        if call.keywords or not 1 <= len(call.args) <= 2:
+            raise self.error('a typed pointer is written T.handle("float32")', call)
+        dtype = self.exprs.dtype(call.args[0])
+        if len(call.args) == 2 and self.exprs.constant(call.args[1], "storage scope", (str,)) != "global":
+            raise self.error("a pointer parameter's storage scope must be \"global\"", call.args[1])
+        if dtype in ("handle", "void") or dt.lanes(dtype) != 1:
+            raise self.error(f"a pointer parameter points to scalars of a number type, got {dtype}", call)
+        return dtype
+
+    def return_value(self, st) -> ast.expr | None:
+        """The value node of ``return v``, ``T.ret(v)`` or ``T.evaluate(T.ret(v))``, else None."""
+        if isinstance(st, ast.Return):
+            return st.value if st.value is not None else ast.copy_location(ast.Constant(None), st)
+        if isinstance(st, ast.Expr):
+            call = st.value
+            if self.t_call(call) == "evaluate" and len(call.args) == 1:
+                call = call.args[0]
+            if self.t_call(call) == "ret":
+                if len(call.args) != 1 or call.keywords:
+                    raise self.error("T.ret takes one value", call)
+                return call.args[0]
+        return None
+
+    def parse_return(self, st) -> Stmt:
+        value_node = self.return_value(st)
+        if st is not self.final_return:
+            raise self.error("a return is supported only as the last statement of a prim_func's top "
+                             "level (one result; early returns from loops or branches are not)", st)
+        if isinstance(value_node, ast.Constant) and value_node.value is None:
+            raise self.error("a prim_func's return needs a value (write nothing to return nothing)", st)
+        value = self.exprs.expr(value_node, self.ret_dtype)
+        if self.ret_dtype is not None and value.dtype != self.ret_dtype:
+            raise self.error(f"the function is annotated -> T.{self.ret_dtype} but returns a {value.dtype} "
+                             f"value; convert it with T.{self.ret_dtype}(...)", value_node)
+        if dt.lanes(value.dtype) != 1 or value.dtype in ("handle", "void"):
+            raise self.error(f"a prim_func returns one number, got a {value.dtype} value", value_node)
+        return Evaluate(E.ret(value))
 
     def subscript_buffer(self, node):
         """TVM's older ``T.Buffer[(128,), "float32"]``: the same as ``T.Buffer((128,), "float32")``."""
@@ -298,8 +355,9 @@ class FunctionParser(BlockParserMixin):
     def storage_of(self, node) -> Buffer:
         """The buffer named by ``data=x.data`` (x: a parameter or an allocated buffer in scope),
         or ``data=x`` for storage ``x = T.allocate(...)`` made."""
-        if isinstance(node, ast.Name) and id(self.scope.lookup(node.id)) in self.allocations:
-            return self.scope.lookup(node.id)
+        if isinstance(node, ast.Name) and (id(self.scope.lookup(node.id)) in self.allocations
+                                           or isinstance(self.scope.lookup(node.id), Pointer)):
+            return self.scope.lookup(node.id)  # T.allocate storage, or a pointer parameter
         if not (isinstance(node, ast.Attribute) and node.attr == "data" and isinstance(node.value, ast.Name)):
             raise self.error(f"data= takes the storage of a buffer, written x.data; got {ast.unparse(node)}",
                              node)
@@ -401,6 +459,8 @@ class FunctionParser(BlockParserMixin):
             return self.parse_assign(st, frame)
         if isinstance(st, ast.AugAssign):
             return self.parse_aug_assign(st)
+        if isinstance(st, ast.Return) or self.return_value(st) is not None:
+            return self.parse_return(st)
         if isinstance(st, ast.Expr):
             return self.parse_expr_stmt(st, frame)
         if isinstance(st, ast.Pass):
@@ -597,6 +657,9 @@ class FunctionParser(BlockParserMixin):
             raise self.error(f"store to undeclared buffer {ast.unparse(node)!r}", node)
         if not isinstance(value, Buffer):
             raise self.error(f"{ast.unparse(node)!r} is not a buffer", node)
+        if isinstance(value, Pointer):
+            raise self.error(f"{value.name!r} is a pointer: write through a buffer over it, "
+                             f"T.decl_buffer(shape, {value.dtype!r}, data={value.name})", node)
         return value
 
     def check_rank(self, buf: Buffer, indices, node) -> None:
@@ -656,10 +719,21 @@ class FunctionParser(BlockParserMixin):
         if kind in _EFFECT_CALLS:
             # TVM evaluates a bare call statement; only calls with an effect mean anything here
             return Evaluate(self.exprs.expr(call))
+        if self.calls_subroutine(st.value):
+            # a call of another prim_func: TVM evaluates the statement for the call's effects
+            return Evaluate(self.exprs.expr(st.value))
         if isinstance(st.value, ast.Constant) and isinstance(st.value.value, str):
             return None  # a comment-like string
         raise self.error(f"expression statement {ast.unparse(st.value)} has no effect; "
                          "use T.evaluate(...) to keep it", st)
+
+    def calls_subroutine(self, node) -> bool:
+        module = self.exprs.module
+        if module is None:
+            return False
+        missing = lambda n: self.scope.lookup(n) is MISSING  # noqa: E731
+        return any(isinstance(sub, ast.Call) and module.callee(sub.func, missing) is not None
+                   for sub in ast.walk(node))
 
     def assumption(self, call: ast.Call) -> None:
         """``T.assume(cond)``: a fact TVM's simplifier may use. It has no effect on what the

@@ -45,8 +45,10 @@ from .func_parser import FunctionParser
 
 
 def parse_prim_func_def(func_def: ast.FunctionDef, source: SourceInfo,
-                        py_globals: dict | None = None) -> PrimFunc:
-    return FunctionParser(func_def, source, py_globals).parse()
+                        py_globals: dict | None = None, module=None) -> PrimFunc:
+    """``module``: a ``subroutines.ModuleScope`` when ``func_def`` is a member of a module
+    whose other prim_funcs it may call."""
+    return FunctionParser(func_def, source, py_globals, module).parse()
 
 
 def parse_prim_expr(node: ast.expr, names: dict, source: SourceInfo,

@@ -133,6 +133,10 @@ class FunctionParser(BlockParserMixin):
         if body_stmts and self.return_value(body_stmts[-1]) is not None:
             self.final_return = body_stmts[-1]
         elif self.ret_dtype is not None:
+            early = next((n for n in ast.walk(fd) if isinstance(n, ast.stmt) and n is not fd
+                          and self.return_value(n) is not None), None)
+            if early is not None:
+                self.parse_return(early)  # raises: not the last statement
             raise self.error(f"{fd.name!r} is annotated -> T.{self.ret_dtype} but does not end with "
                              "`return value` (or T.ret(value))", fd.returns)
         self.declared = self.prescan_declarations(body_stmts)

@@ -1,0 +1,360 @@
+"""T-level forms the s13 sweep of public TVMScript found missing (docs/ARCHITECTURE.md,
+"s13-tvms"): calls between the prim_funcs of a module (``cls.sub(args)``), typed pointer
+parameters (``p: T.handle("float32")`` read through ``T.decl_buffer(..., data=p)``), and
+prim_funcs returning a scalar (``-> T.int32`` with ``return v`` / ``T.ret(v)``). Sources are
+written for this project in TVM's style: each parses and round-trips; calls run inlined
+(the build's ``inline_subroutines``) in the interpreter and the C build equal to NumPy
+formulas written here, sizes drawn by hypothesis; what cannot run (recursion, a subroutine
+built as a kernel) is an error naming the function, and misuse a ParseError at its line."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import relaxscript as rx
+import tensorir as tir
+from backends.target import build_kernels
+from tensorir.errors import IRError, ParseError
+from tensorir.transform.inline_subroutines import calls_of, inline_subroutines
+
+from ..relaxscript.tvm_compat import assert_round_trip, module_of
+
+HEAD = "from tvm.script import ir as I\nfrom tvm.script import tir as T\nfrom tvm.script import relax as R\n"
+
+
+def _kernels(mod, name="main"):
+    """The interpreter's and the C build's kernel ``name`` of a module's prim_funcs."""
+    funcs = dict(mod.functions)
+    return [build_kernels(t, funcs)[name] for t in ("interp", "c")]
+
+
+# ---------------------------------------------------------------- pointer parameters and calls
+ROW_SUMS = HEAD + '''
+@I.ir_module
+class Before:
+    @T.prim_func
+    def main(A: T.Buffer(({rows}, {cols}), "float32"), B: T.Buffer(({outs}, {cols}), "float32")):
+        for i in range({outs}):
+            Before.subroutine(T.address_of(A[i, 0]), T.address_of(B[i, 0]))
+
+    @T.prim_func(private=True)
+    def subroutine(A_data: T.handle("float32"), B_data: T.handle("float32")):
+        A = T.decl_buffer([{win}, {cols}], "float32", data=A_data)
+        B = T.decl_buffer([{cols}], "float32", data=B_data)
+        for i in range({win}):
+            B[i] = 0.0
+            for j in range({cols}):
+                B[i] = B[i] + A[i, j]
+'''
+
+
+@settings(max_examples=6, deadline=None)
+@given(outs=st.integers(1, 5), cols=st.integers(1, 6), extra=st.integers(0, 3), seed=st.integers(0, 2**31))
+def test_a_subroutine_over_pointers_runs_inlined(outs, cols, extra, seed):
+    """TVM's InlinePrivateFunctions example: the callee sums a window of rows starting at the
+    element the caller points to (the window reads past the caller's row into the next ones)."""
+    win = cols  # B's row has `cols` entries; the callee writes `win` of them
+    rows = outs + win - 1 + extra
+    mod = module_of(ROW_SUMS.format(rows=rows, cols=cols, outs=outs, win=win))
+    text = assert_round_trip(mod)
+    assert "cls.subroutine(T.address_of(A[i, 0]), T.address_of(B[i, 0]))" in text
+    assert 'A_data: T.handle("float32")' in text and "data=A_data)" in text
+    rng = np.random.default_rng(seed)
+    a = rng.standard_normal((rows, cols)).astype("float32")
+    # A row of the flat storage at offset i * cols, win rows of cols: rows i .. i + win - 1.
+    want = np.stack([[a[i + k].sum() for k in range(win)] for i in range(outs)]).astype("float32")
+    for kernel in _kernels(mod):
+        b = np.zeros((outs, cols), "float32")
+        kernel(a, b)
+        np.testing.assert_allclose(b, want, rtol=1e-5, atol=1e-5)
+
+
+DATA_ARG = HEAD + '''
+@I.ir_module
+class mod:
+    @T.prim_func
+    def main(A: T.Buffer(({n},), "int32"), B: T.Buffer(({n},), "int32")):
+        mod.scale(A.data, B.data, T.int32({n}), 3)
+        cls.scale(T.address_of(B[1]), T.address_of(A[1]), {n} - 1, T.int32(-2))
+
+    @T.prim_func
+    def scale(X_data: T.handle("int32"), Y_data: T.handle("int32"), n: T.int32, k: T.int32):
+        X = T.decl_buffer((n,), "int32", data=X_data)
+        Y = T.decl_buffer((n,), "int32", data=Y_data)
+        for i in range(n):
+            Y[i] = X[i] * k + n
+'''
+
+
+@settings(max_examples=5, deadline=None)
+@given(n=st.integers(2, 9), seed=st.integers(0, 2**31))
+def test_data_pointers_and_scalar_arguments(n, seed):
+    """``A.data`` passes the storage's start; scalars (a literal takes the parameter's dtype,
+    an expression is evaluated once before the body); two calls of one callee in one caller."""
+    mod = module_of(DATA_ARG.format(n=n))
+    assert_round_trip(mod)
+    a = np.random.default_rng(seed).integers(-50, 50, n).astype("int32")
+    b_want = a * 3 + n
+    a_want = a.copy()
+    a_want[1:] = b_want[1:] * -2 + (n - 1)
+    for kernel in _kernels(mod):
+        x, y = a.copy(), np.zeros(n, "int32")
+        kernel(x, y)
+        np.testing.assert_array_equal(y, b_want)
+        np.testing.assert_array_equal(x, a_want)
+
+
+BLOCKS = HEAD + '''
+@I.ir_module
+class Before:
+    @T.prim_func
+    def main(A: T.Buffer([2, {n}], "float32"), B: T.Buffer([2, {n}], "float32")):
+        Before.subroutine(T.address_of(A[0, 0]), T.address_of(B[0, 0]))
+        Before.subroutine(T.address_of(A[1, 0]), T.address_of(B[1, 0]))
+
+    @T.prim_func(private=True)
+    def subroutine(A_data: T.handle("float32"), B_data: T.handle("float32")):
+        A = T.decl_buffer({n}, "float32", data=A_data)
+        B = T.decl_buffer({n}, "float32", data=B_data)
+        for i in range({n}):
+            with T.sblock("scalar_mul"):
+                B[i] = A[i] * 2.0
+'''
+
+
+@settings(max_examples=4, deadline=None)
+@given(n=st.integers(1, 12), seed=st.integers(0, 2**31))
+def test_a_callee_with_blocks_inlined_twice_gets_distinct_block_names(n, seed):
+    mod = module_of(BLOCKS.format(n=n))
+    assert_round_trip(mod)
+    inlined = inline_subroutines(dict(mod.functions))["main"]
+    names = [b.name for b in tir.collect(inlined.body, lambda x: isinstance(x, tir.Block))]
+    assert sorted(names) == ["root", "scalar_mul_1", "scalar_mul_2"]
+    assert not calls_of(inlined)
+    tir.from_source(inlined.script())  # the inlined function is itself a valid script
+    a = np.random.default_rng(seed).standard_normal((2, n)).astype("float32")
+    for kernel in _kernels(mod):
+        b = np.zeros((2, n), "float32")
+        kernel(a, b)
+        np.testing.assert_array_equal(b, a * 2)
+
+
+# ---------------------------------------------------------------- results
+IN_EXPRESSION = HEAD + '''
+@I.ir_module
+class Before:
+    @T.prim_func
+    def main(A: T.Buffer({n}, "float32"), B: T.Buffer({n}, "float32")):
+        for i in range({n}):
+            A[i] = Before.subroutine(i) + Before.square(B[i])
+
+    @T.prim_func(private=True)
+    def subroutine(i: T.int32) -> T.float32:
+        cos = T.cos(T.cast(i, "float32"))
+        sin = T.sin(T.cast(i, "float32"))
+        retval = cos * cos + sin * sin
+        T.ret(retval)
+
+    @T.prim_func(private=True)
+    def square(x: T.float32) -> T.float32:
+        return x * x
+'''
+
+
+@settings(max_examples=4, deadline=None)
+@given(n=st.integers(1, 16), seed=st.integers(0, 2**31))
+def test_a_call_inside_an_expression_is_the_callee_result(n, seed):
+    mod = module_of(IN_EXPRESSION.format(n=n))
+    text = assert_round_trip(mod)
+    assert "def square(x: T.float32) -> T.float32:" in text and "return x * x" in text
+    assert mod["square"].ret_dtype == "float32" and mod["main"].ret_dtype is None
+    b = np.random.default_rng(seed).standard_normal(n).astype("float32")
+    i = np.arange(n, dtype="float32")
+    want = np.cos(i) ** 2 + np.sin(i) ** 2 + b * b
+    for kernel in _kernels(mod):
+        a = np.zeros(n, "float32")
+        kernel(a, b)
+        np.testing.assert_allclose(a, want, rtol=1e-5, atol=1e-6)
+
+
+def test_result_forms_parse_and_print_back():
+    for body, dtype in (("return 0", "int32"), ("T.ret(M * N)", "int32"), ("T.evaluate(T.ret(M + N))", "int32"),
+                        ("return T.float32(42.0)", "float32")):
+        func = tir.from_source(f'''
+@T.prim_func
+def func(M: T.int32, N: T.int32) -> T.{dtype}:
+    T.func_attr({{"greeting": "hello"}})
+    {body}
+''')
+        assert func.ret_dtype == dtype
+        text = func.script()
+        assert f"-> T.{dtype}:" in text and "    return " in text
+        again = tir.from_source(text)
+        tir.assert_structural_equal(again, func)
+        assert again.script() == text
+
+
+def test_a_result_after_loops_and_an_allocation_round_trips():
+    func = tir.from_source('''
+@T.prim_func
+def func(A: T.Buffer([16, 16], "float32")) -> T.float32:
+    Sum = T.decl_buffer([], "float32")
+    Sum[()] = 0.0
+    for i, j in T.grid(16, 16):
+        Sum[()] = Sum[()] + A[i, j]
+    T.ret(Sum[()])
+''')
+    assert func.ret_dtype == "float32"
+    again = tir.from_source(func.script())
+    tir.assert_structural_equal(again, func)
+
+
+# ---------------------------------------------------------------- what cannot run: named errors
+def test_a_subroutine_is_no_kernel():
+    mod = module_of(ROW_SUMS.format(rows=4, cols=2, outs=3, win=2))
+    with pytest.raises(IRError, match="'subroutine' takes pointer parameters"):
+        build_kernels("c", mod["subroutine"])
+    with pytest.raises(IRError, match="'subroutine' takes pointer parameters"):
+        tir.interpret(mod["subroutine"])
+    with pytest.raises(IRError, match="'main' calls prim_func 'subroutine': build it together"):
+        tir.interpret(mod["main"], np.zeros((4, 2), "float32"), np.zeros((3, 2), "float32"))
+    scalar = tir.from_source("@T.prim_func\ndef f(M: T.int32) -> T.int32:\n    return M * 2\n")
+    for run in (lambda: build_kernels("c", scalar), lambda: tir.interpret(scalar, 3)):
+        with pytest.raises(IRError, match=r"'f' returns a value \(-> T.int32\)"):
+            run()
+
+
+def test_recursion_is_refused_by_name_at_build():
+    mod = module_of(HEAD + '''
+@I.ir_module
+class Before:
+    @T.prim_func
+    def main(A: T.Buffer(16, "float32")):
+        Before.subroutine(T.address_of(A[0]), 16)
+
+    @T.prim_func(private=True)
+    def subroutine(A_data: T.handle("float32"), A_size: T.int32):
+        A = T.decl_buffer(A_size, "float32", data=A_data)
+        A[1] = A[0] + A[1]
+        if A_size > 1:
+            Before.subroutine(T.address_of(A[1]), A_size - 1)
+''')
+    assert_round_trip(mod)
+    with pytest.raises(IRError, match="'subroutine' calls itself .*recursive calls between prim_funcs"):
+        build_kernels("c", dict(mod.functions))
+
+
+def test_a_callee_with_statements_inside_an_expression_is_refused_by_name():
+    mod = module_of(HEAD + '''
+@I.ir_module
+class Module:
+    @T.prim_func
+    def main(A: T.Buffer((4, 4), "float32"), B: T.Buffer((1,), "float32")):
+        B[0] = Module.total(A.data) * 2.0
+
+    @T.prim_func
+    def total(A_data: T.handle("float32")) -> T.float32:
+        A = T.decl_buffer((4, 4), "float32", data=A_data)
+        acc = T.decl_buffer((1,), "float32")
+        acc[0] = 0.0
+        for i, j in T.grid(4, 4):
+            acc[0] = acc[0] + A[i, j]
+        return acc[0]
+''')
+    assert_round_trip(mod)
+    with pytest.raises(IRError, match="'main' calls 'total' inside an expression.*runs statements"):
+        build_kernels("interp", dict(mod.functions))
+
+
+GRAPH = HEAD + '''
+@I.ir_module
+class Module:
+    @T.prim_func
+    def double_rows(A: T.Buffer((3, 4), "float32"), B: T.Buffer((3, 4), "float32")):
+        for i in range(3):
+            Module.row(T.address_of(A[i, 0]), T.address_of(B[i, 0]), T.float32(2))
+
+    @T.prim_func(private=True)
+    def row(x_data: T.handle("float32"), y_data: T.handle("float32"), k: T.float32):
+        x = T.decl_buffer((4,), "float32", data=x_data)
+        y = T.decl_buffer((4,), "float32", data=y_data)
+        for j in range(4):
+            y[j] = x[j] * k + T.Cast("float32", j)
+
+    @R.function
+    def main(a: R.Tensor((3, 4), "float32")) -> R.Tensor((3, 4), "float32"):
+        cls = Module
+        b = R.call_tir(cls.double_rows, (a,), out_sinfo=R.Tensor((3, 4), "float32"))
+        return b
+'''
+
+
+@pytest.mark.parametrize("target", ["interp", "c"])
+def test_a_graph_module_calls_a_kernel_that_calls_a_subroutine(target):
+    mod = module_of(GRAPH)
+    assert_round_trip(mod)
+    a = np.random.default_rng(0).standard_normal((3, 4)).astype("float32")
+    want = a * 2 + np.arange(4, dtype="float32")
+    np.testing.assert_allclose(rx.interpret(mod, "main", a), want, rtol=1e-6)
+    vm = rx.VirtualMachine(rx.build(mod, target=target))
+    np.testing.assert_allclose(vm["main"](a), want, rtol=1e-6)
+
+
+def test_a_graph_function_may_not_call_a_subroutine_as_a_kernel():
+    mod = module_of(GRAPH.replace("cls.double_rows, (a,)", "cls.row, (a,)"))
+    with pytest.raises(IRError, match="'row' takes pointer parameters"):
+        rx.build(mod, target="c")
+
+
+# ---------------------------------------------------------------- misuse: ParseErrors at the line
+MISUSE = [
+    ("def f(A: T.Buffer((4,), 'int32')) -> T.int32:\n    return A[0]\n    A[1] = 2\n",
+     "a return is supported only as the last statement"),
+    ("def f(A: T.Buffer((4,), 'int32')):\n    for i in range(4):\n        return A[i]\n    A[0] = 1\n",
+     "a return is supported only as the last statement"),
+    ("def f(n: T.int32) -> T.int32:\n    T.evaluate(n)\n", "annotated -> T.int32 but does not end with"),
+    ("def f(n: T.int32) -> T.int32:\n    return T.float32(1)\n", "annotated -> T.int32 but returns a float32"),
+    ("def f(p: T.handle('float32')):\n    T.evaluate(p[0])\n", "'p' is a pointer"),
+    ("def f(p: T.handle('float32')):\n    p[0] = 1.0\n", "'p' is a pointer"),
+    ("def f(p: T.handle('float32', 'shared')):\n    T.evaluate(0)\n", "storage scope must be"),
+    ("def f(n: T.int32) -> T.Buffer((4,), 'int32'):\n    return n\n", "unknown type|returns a scalar"),
+]
+
+
+@pytest.mark.parametrize("source, message", MISUSE)
+def test_misuse_is_a_parse_error(source, message):
+    with pytest.raises(ParseError, match=message):
+        tir.from_source("@T.prim_func\n" + source)
+
+
+CALL_MISUSE = [
+    ("Module.sub(A.data)", "takes 2 argument"),
+    ("Module.sub(A[0], 1)", "takes a pointer"),
+    ("Module.sub(T.address_of(C[0]), 1)", "takes a float32 pointer here, got the address of a int32"),
+    ("Module.sub(A.data, T.float32(1))", "takes a int32 here, got a float32"),
+    ("Module.other(A)", "only scalars and typed pointers"),
+]
+
+
+@pytest.mark.parametrize("call, message", CALL_MISUSE)
+def test_call_misuse_is_a_parse_error(call, message):
+    source = HEAD + f'''
+@I.ir_module
+class Module:
+    @T.prim_func
+    def main(A: T.Buffer((4,), "float32"), C: T.Buffer((4,), "int32")):
+        {call}
+
+    @T.prim_func
+    def sub(p: T.handle("float32"), n: T.int32):
+        T.evaluate(n)
+
+    @T.prim_func
+    def other(A: T.Buffer((4,), "float32")):
+        T.evaluate(0)
+'''
+    with pytest.raises(ParseError, match=message) as info:
+        rx.from_source(source)
+    assert "line 9" in str(info.value) or ":9:" in str(info.value)

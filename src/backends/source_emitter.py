@@ -213,6 +213,11 @@ class SourceEmitter(ClassDispatch):
             return value if e.dtype in ("int32", "int64") else f"(({self.value_type(e.dtype)}){value})"
         return f"(({self.value_type(e.dtype)}){self.expr(e.value)})"
 
+    @handles(E.CallFunc, table="expr")
+    def subroutine_call(self, e: E.CallFunc) -> str:
+        raise self.error(f"a call of prim_func {e.callee!r} reached the {self.LANGUAGE} emitter; the build "
+                         "inlines calls between prim_funcs first (tensorir.transform.inline_subroutines)")
+
     @handles(E.Call, table="expr")
     def call(self, e: E.Call) -> str:
         args = [self.expr(a) for a in e.args]

@@ -32,7 +32,7 @@ from ..function import PrimFunc, trailing_ret
 from ..functor import Mutator, collect
 from ..dispatch import handles
 from ..stmt import (Allocate, Block, BlockRealize, BufferRegion, BufferStore, Evaluate, LetStmt, Range,
-                    SeqStmt, Stmt)
+                    Stmt)
 
 
 def calls_of(func: PrimFunc) -> list[E.CallFunc]:

@@ -291,6 +291,14 @@ class SourceEmitter(ClassDispatch):
         self.nested(s.body)
         self.emit("}")
 
+    @handles(S.Break, table="stmt")
+    def break_stmt(self, s: S.Break) -> None:
+        self.emit("break;")   # the parser allows it only in a serial for or a while: a C loop here
+
+    @handles(S.Continue, table="stmt")
+    def continue_stmt(self, s: S.Continue) -> None:
+        self.emit("continue;")
+
     @handles(S.AssertStmt, table="stmt")
     def assert_stmt(self, s: S.AssertStmt) -> None:
         raise self.error(f"the {self.LANGUAGE} target cannot check an assert inside a kernel: "

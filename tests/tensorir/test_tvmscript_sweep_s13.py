@@ -358,3 +358,166 @@ class Module:
     with pytest.raises(ParseError, match=message) as info:
         rx.from_source(source)
     assert "line 9" in str(info.value) or ":9:" in str(info.value)
+
+
+# ---------------------------------------------------------------- loop jumps
+JUMPS = '''
+@T.prim_func
+def func(In: T.Buffer((1,), "int32"), Out: T.Buffer((2,), "int32")):
+    Out[0] = 0
+    Out[1] = 0
+    for i in range({n}):
+        if i % {m} == 0:
+            Out[1] = Out[1] + 1
+            continue
+        Out[0] = Out[0] + 1
+        if Out[0] >= In[0]:
+            break
+'''
+
+
+def _jumps_reference(limit, n, m):
+    out = [0, 0]
+    for i in range(n):
+        if i % m == 0:
+            out[1] += 1
+            continue
+        out[0] += 1
+        if out[0] >= limit:
+            break
+    return out
+
+
+def _both(func):
+    return [lambda *a: tir.interpret(func, *a), build_kernels("c", func)[func.name]]
+
+
+@settings(max_examples=8, deadline=None)
+@given(n=st.integers(1, 300), m=st.integers(1, 20), limit=st.integers(-3, 400))
+def test_break_and_continue_run_as_python_runs_them(n, m, limit):
+    func = tir.from_source(JUMPS.format(n=n, m=m))
+    text = func.script()
+    assert "            continue" in text and "            break" in text
+    again = tir.from_source(text)
+    tir.assert_structural_equal(again, func)
+    assert again.script() == text
+    for run in _both(func):
+        out = np.full(2, 7, "int32")
+        run(np.array([limit], "int32"), out)
+        assert list(out) == _jumps_reference(limit, n, m)
+
+
+IRREGULAR = '''
+@T.prim_func
+def before(A: T.Buffer((10,), "int32")):
+    for i in T.serial(1):
+        if A[i] > 5:
+            break
+        A[i] = A[i] + 1
+    for j in T.serial(1):
+        if A[j] > 5:
+            continue
+        A[j] = A[j] + 1
+    for k in T.serial(1):
+        A[k] = A[k] + 1
+    for r in range(9):
+        for c in range(10):
+            if c > r:
+                break
+            A[r + 1] = A[r + 1] + 1
+    x = T.decl_buffer((1,), "int32")
+    x[0] = 0
+    while x[0] < 100:
+        x[0] = x[0] + 1
+        if x[0] % 2 == 0:
+            continue
+        if x[0] > A[9] * 3:
+            break
+        A[9] = A[9] + 1
+'''
+
+
+def _irregular_reference(a):
+    a = a.copy()
+    if not a[0] > 5:
+        a[0] += 1
+    if not a[0] > 5:
+        a[0] += 1
+    a[0] += 1
+    for r in range(9):
+        for c in range(10):
+            if c > r:
+                break
+            a[r + 1] += 1
+    x = 0
+    while x < 100:
+        x += 1
+        if x % 2 == 0:
+            continue
+        if x > a[9] * 3:
+            break
+        a[9] += 1
+    return a
+
+
+@settings(max_examples=8, deadline=None)
+@given(seed=st.integers(0, 2**31))
+def test_jumps_leave_only_their_own_loop_and_unit_loops_stay(seed):
+    """TVM's irregular-loop example: a unit loop a jump leaves is not replaced by its body
+    (the jump would reach another loop); nested loops and a while with both jumps."""
+    func = tir.from_source(IRREGULAR)
+    tir.assert_structural_equal(tir.from_source(func.script()), func)
+    lowered = tir.lower(func)
+    assert sum(isinstance(n, tir.For) and n.extent.value == 1 if isinstance(n.extent, tir.IntImm) else False
+               for n in tir.collect(lowered.body, lambda n: isinstance(n, tir.For))) >= 2
+    a = np.random.default_rng(seed).integers(0, 10, 10).astype("int32")
+    for run in _both(func):
+        got = a.copy()
+        run(got)
+        np.testing.assert_array_equal(got, _irregular_reference(a))
+
+
+JUMP_MISUSE = [
+    ("for i in T.parallel(4):\n        if A[i] > 0:\n            break\n", "break in a parallel loop"),
+    ("for i in T.vectorized(4):\n        continue\n", "continue in a vectorized loop"),
+    ("for i in T.unroll(4):\n        break\n", "break in an unrolled loop"),
+    ("break\n", "break outside a loop"),
+    ("for i in range(4):\n        with T.block('b'):\n            vi = T.axis.spatial(4, i)\n"
+     "            if A[vi] > 0:\n                break\n", "break cannot leave a block"),
+]
+
+
+@pytest.mark.parametrize("body, message", JUMP_MISUSE)
+def test_jump_misuse_is_a_parse_error(body, message):
+    with pytest.raises(ParseError, match=message):
+        tir.from_source(f'@T.prim_func\ndef f(A: T.Buffer((4,), "float32")):\n    {body}')
+
+
+def test_schedules_leave_a_function_with_jumps_as_written():
+    from tensorir.errors import ScheduleError
+    from tensorir.schedule_rules import default_cpu_schedule
+    func = tir.from_source('''
+@T.prim_func
+def f(A: T.Buffer((8, 8), "float32"), B: T.Buffer((8, 8), "float32")):
+    for i, j in T.grid(8, 8):
+        with T.block("copy"):
+            vi, vj = T.axis.remap("SS", [i, j])
+            B[vi, vj] = A[vi, vj]
+    for k in range(8):
+        if B[k, 0] > 0.0:
+            break
+        B[k, 0] = 1.0
+''')
+    assert default_cpu_schedule(func) is func
+    with pytest.raises(ScheduleError, match="loop jumps"):
+        tir.Schedule(func).get_block("copy")
+    a = np.random.default_rng(1).standard_normal((8, 8)).astype("float32")
+    want = a.copy()
+    for k in range(8):
+        if want[k, 0] > 0:
+            break
+        want[k, 0] = 1.0
+    for run in _both(func):
+        b = np.zeros((8, 8), "float32")
+        run(a, b)
+        np.testing.assert_array_equal(b, want)

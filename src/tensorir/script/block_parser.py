@@ -70,7 +70,11 @@ class BlockParserMixin:
         self.frames.append(frame)
         self.scope.push()
         outer_loops = list(self.loops)
-        body = self.parse_body(st.body, frame)
+        self.jump_targets.append("block")
+        try:
+            body = self.parse_body(st.body, frame)
+        finally:
+            self.jump_targets.pop()
         self.scope.pop()
         self.frames.pop()
         init = frame.init

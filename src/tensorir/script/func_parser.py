@@ -8,8 +8,8 @@ from .. import expr as E
 from ..buffer import Buffer, Pointer
 from ..errors import ParseError
 from ..function import PrimFunc
-from ..stmt import (Allocate, AssertStmt, Block, BlockRealize, BufferStore, Evaluate, For, IfThenElse,
-                    LetStmt, Range, Stmt, While, seq)
+from ..stmt import (Allocate, AssertStmt, Block, BlockRealize, Break, BufferStore, Continue, Evaluate, For,
+                    IfThenElse, LetStmt, Range, Stmt, While, seq)
 from .block_parser import BlockParserMixin
 from .diagnostics import MAX_NESTING, SourceInfo, deeper_than
 from .expr_parser import MISSING, ExprParser, extent_between
@@ -88,6 +88,7 @@ class FunctionParser(BlockParserMixin):
         self.exprs = ExprParser(source, self.scope.lookup, self.context, self.t_names)
         self.exprs.module = module
         self.final_return = None  # the function's last statement when it is its `return v`
+        self.jump_targets: list[str] = []  # enclosing loop kinds ("while", "block" across a block)
         self.ret_dtype: str | None = None
         self.loops: list[LoopInfo] = []
         self.frames: list[BlockFrame] = []
@@ -470,12 +471,24 @@ class FunctionParser(BlockParserMixin):
         if isinstance(st, ast.Pass):
             return None
         if isinstance(st, (ast.Break, ast.Continue)):
-            # TVM's loop jumps: passes here (fusion, parallel and vector loops, hoisting) assume a
-            # loop runs every iteration to its end
-            raise self.error(f"{type(st).__name__.lower()} (a loop jump) is not supported in a prim_func; "
-                             "write the loop as a while loop with the exit in its condition, or guard "
-                             "the rest of the body with an if", st)
+            return self.parse_jump(st)
         raise self.error(f"unsupported statement {type(st).__name__} in a prim_func", st)
+
+    def parse_jump(self, st) -> Stmt:
+        """``break`` / ``continue`` (TVM's loop jumps) of the innermost serial for or while loop."""
+        word = type(st).__name__.lower()
+        target = self.jump_targets[-1] if self.jump_targets else None
+        if target is None:
+            raise self.error(f"{word} outside a loop", st)
+        if target == "block":
+            raise self.error(f"{word} cannot leave a block (T.block / T.sblock): a block's body runs "
+                             "whole; put the loop inside the block", st)
+        if target not in ("serial", "while"):
+            article = "an" if target == "unrolled" else "a"
+            raise self.error(f"{word} in {article} {target.replace('_binding', '')} loop: a loop jump is supported in serial for loops "
+                             "and while loops only (the iterations of a parallel, vectorized, unrolled "
+                             "or thread loop do not run one after another)", st)
+        return Break() if word == "break" else Continue()
 
     def parse_named_assign(self, st: ast.Assign, rest, frame) -> Stmt | None:
         """``name = ...``: a declaration, buffer, axis or a scalar let (which scopes ``rest``)."""
@@ -628,7 +641,9 @@ class FunctionParser(BlockParserMixin):
         extent = self.int_expr(call.args[1])
         var = E.Var(name, extent.dtype)
         self.loops.append(LoopInfo(var, Range(E.const(0, extent.dtype), extent)))
+        self.jump_targets.append("thread_binding")
         body = self.scoped_body(rest, frame, name, var)
+        self.jump_targets.pop()
         self.loops.pop()
         return For(var, E.const(0, extent.dtype), extent, "thread_binding", body, thread_tag=tag)
 
@@ -782,7 +797,11 @@ class FunctionParser(BlockParserMixin):
         cond = self.exprs.expr(st.test)
         if cond.dtype != "bool":
             raise self.error(f"a while condition must be one boolean, got {cond.dtype}", st.test)
-        return While(cond, self.nested_body(st.body))
+        self.jump_targets.append("while")
+        try:
+            return While(cond, self.nested_body(st.body))
+        finally:
+            self.jump_targets.pop()
 
     def parse_assert(self, test, msg, node) -> Stmt:
         """``assert cond, "message"`` / ``T.Assert(cond, "message")`` (tir.AssertStmt)."""
@@ -928,7 +947,11 @@ class FunctionParser(BlockParserMixin):
             self.scope.define(target.id, var)
             self.loops.append(LoopInfo(var, Range(lo, ext)))
             made.append((var, lo, ext, kind, thread, loop_annotations))
-        body = self.parse_body(body_stmts)
+        self.jump_targets.append(made[-1][3])
+        try:
+            body = self.parse_body(body_stmts)
+        finally:
+            self.jump_targets.pop()
         for var, lo, ext, kind, thread, loop_annotations in reversed(made):
             self.loops.pop()
             body = For(var, lo, ext, kind, body, thread_tag=thread, annotations=loop_annotations)

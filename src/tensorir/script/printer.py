@@ -11,7 +11,7 @@ from ..dispatch import ClassDispatch, handles
 from ..function import PrimFunc
 from ..functor import collect
 from ..node import Node
-from ..stmt import (Allocate, Block, BlockRealize, BufferRegion, BufferStore, Evaluate, For,
+from ..stmt import (Allocate, Block, BlockRealize, Break, BufferRegion, BufferStore, Continue, Evaluate, For,
                     IfThenElse, IterVar, LetStmt, MatchBufferRegion, Range, SeqStmt, Stmt, While,
                     AssertStmt, is_true)
 from ..structural import structural_equal
@@ -137,6 +137,14 @@ class StmtPrinter(ClassDispatch):
     @handles(While)
     def stmt_While(self, node: While, indent, last):
         return [f"{indent}while {self.e(node.condition)}:"] + self.body(node.body, indent + self.step)
+
+    @handles(Break)
+    def stmt_Break(self, node, indent, last):
+        return [f"{indent}break"]
+
+    @handles(Continue)
+    def stmt_Continue(self, node, indent, last):
+        return [f"{indent}continue"]
 
     @handles(AssertStmt)
     def stmt_AssertStmt(self, node: AssertStmt, indent, last):

@@ -485,7 +485,8 @@ class FunctionParser(BlockParserMixin):
                              "whole; put the loop inside the block", st)
         if target not in ("serial", "while"):
             article = "an" if target == "unrolled" else "a"
-            raise self.error(f"{word} in {article} {target.replace('_binding', '')} loop: a loop jump is supported in serial for loops "
+            kind = target.replace("_binding", "")
+            raise self.error(f"{word} in {article} {kind} loop: a loop jump is supported in serial for loops "
                              "and while loops only (the iterations of a parallel, vectorized, unrolled "
                              "or thread loop do not run one after another)", st)
         return Break() if word == "break" else Continue()

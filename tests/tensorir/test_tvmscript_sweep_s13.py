@@ -389,7 +389,7 @@ def _jumps_reference(limit, n, m):
 
 
 def _both(func):
-    return [lambda *a: tir.interpret(func, *a), build_kernels("c", func)[func.name]]
+    return [lambda *a, **k: tir.interpret(func, *a, **k), build_kernels("c", func)[func.name]]
 
 
 @settings(max_examples=8, deadline=None)
@@ -521,3 +521,74 @@ def f(A: T.Buffer((8, 8), "float32"), B: T.Buffer((8, 8), "float32")):
         b = np.zeros((8, 8), "float32")
         run(a, b)
         np.testing.assert_array_equal(b, want)
+
+
+# ---------------------------------------------------------------- T.attr
+def test_a_thread_extent_attribute_is_a_thread_loop():
+    func = tir.from_source('''
+@T.prim_func
+def kernel(A: T.Buffer([256], "float32")):
+    threadIdx_x = T.int32()
+    T.attr(T.iter_var(threadIdx_x, T.Range(0, 256), "ThreadIndex", "threadIdx.x"), "thread_extent", 256)
+    A[threadIdx_x] = A[threadIdx_x] + T.float32(1)
+''')
+    loop = func.body
+    assert isinstance(loop, tir.For) and loop.kind == "thread_binding" and loop.thread_tag == "threadIdx.x"
+    assert loop.loop_var.dtype == "int32" and loop.extent.value == 256
+    text = func.script()
+    assert 'T.thread_binding(T.int32(256), thread="threadIdx.x")' in text
+    tir.assert_structural_equal(tir.from_source(text), func)
+    with_env = tir.from_source('''
+@T.prim_func
+def kernel(A: T.Buffer([256], "float32")):
+    tx = T.env_thread("threadIdx.x")
+    with T.attr(tx, "thread_extent", 256):
+        A[tx] = A[tx] + T.float32(1)
+''')
+    assert with_env.body.kind == "thread_binding" and with_env.body.thread_tag == "threadIdx.x"
+    a = np.arange(256, dtype="float32")
+    tir.interpret(func, a)
+    np.testing.assert_array_equal(a, np.arange(256, dtype="float32") + 1)
+
+
+PRAGMA = '''
+@T.prim_func
+def main(A: T.handle, n: T.int64):
+    m = T.int64()
+    Ab = T.match_buffer(A, (m,), "int64")
+    with T.attr(T.int32(0), "pragma_auto_unroll_max_step", 16):
+        for i in T.serial(n, n + 2):
+            for j in T.unroll(8):
+                Ab[j + 1] = Ab[i] + T.int64(1)
+'''
+
+
+@settings(max_examples=5, deadline=None)
+@given(n=st.integers(0, 12), seed=st.integers(0, 2**31))
+def test_a_pragma_attribute_is_its_loop_annotation(n, seed):
+    func = tir.from_source(PRAGMA)
+    assert func.body.annotations == {"pragma_auto_unroll_max_step": 16}
+    text = func.script()
+    assert 'annotations={"pragma_auto_unroll_max_step": 16}' in text
+    tir.assert_structural_equal(tir.from_source(text), func)
+    size = max(n + 2, 9)  # the body writes Ab[1..8] and reads Ab[n], Ab[n + 1]
+    a = np.random.default_rng(seed).integers(-9, 9, size).astype("int64")
+    want = a.copy()
+    for i in range(n, n + 2):
+        for j in range(8):
+            want[j + 1] = want[i] + 1
+    for run in _both(func):
+        got = a.copy()
+        run(got, n=n)
+        np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("body, message", [
+    ('with T.attr(T.int32(0), "pragma_x", 1):\n        A[0] = 1.0\n        A[1] = 2.0\n', "enclose exactly one loop"),
+    ('with T.attr(T.int32(0), "storage_alignment", 1):\n        A[0] = 1.0\n', "key 'storage_alignment' is not supported"),
+    ('T.attr(T.iter_var(x, T.Range(1, 4), "ThreadIndex", "threadIdx.x"), "thread_extent", 4)\n    A[0] = 1.0\n',
+     "T.Range.0, extent."),
+])
+def test_attr_misuse_is_a_parse_error(body, message):
+    with pytest.raises(ParseError, match=message):
+        tir.from_source(f'@T.prim_func\ndef f(A: T.Buffer((4,), "float32")):\n    {body}')

@@ -427,6 +427,8 @@ class FunctionParser(BlockParserMixin):
                 scoped = self.parse_ann_assign(st, rest, frame)
             elif isinstance(st, ast.Expr) and self.t_call(st.value) == "launch_thread":
                 scoped = self.parse_launch_thread(None, st.value, rest, frame)
+            elif isinstance(st, ast.Expr) and self.t_call(st.value) == "attr":
+                scoped = self.parse_attr(st.value, rest, frame)
             elif isinstance(st, ast.Expr) and self.t_call(st.value) == "Bind":
                 scoped = self.parse_bind(st.value, rest, frame)
             if scoped is not MISSING:
@@ -644,6 +646,63 @@ class FunctionParser(BlockParserMixin):
         self.loops.append(LoopInfo(var, Range(E.const(0, extent.dtype), extent)))
         self.jump_targets.append("thread_binding")
         body = self.scoped_body(rest, frame, name, var)
+        self.jump_targets.pop()
+        self.loops.pop()
+        return For(var, E.const(0, extent.dtype), extent, "thread_binding", body, thread_tag=tag)
+
+    def parse_attr(self, call: ast.Call, stmts, frame) -> Stmt:
+        """TVM's attribute statement, ``T.attr(node, key, value)`` over the statements after it
+        (or ``with T.attr(...):`` over its body), for the keys with a meaning here:
+        ``"thread_extent"`` on ``T.iter_var(v, T.Range(0, n), "ThreadIndex", tag)`` (or on an
+        env_thread) launches ``n`` threads, i.e. a ``T.thread_binding`` loop over what follows;
+        a ``"pragma_*"`` hint over exactly one loop is kept as that loop's annotation (where
+        TVM's schedules write such hints; nothing here reads them, the loop runs as written)."""
+        if len(call.args) != 3 or call.keywords:
+            raise self.error("T.attr takes (node, key, value)", call)
+        node, key_node, value_node = call.args
+        key = self.exprs.constant(key_node, "attribute key", (str,))
+        if key == "thread_extent":
+            return self.attr_thread_extent(node, value_node, stmts, frame)
+        if key.startswith("pragma_"):
+            value = self.exprs.python_value(value_node)
+            if self.t_call(node) in DTYPE_NAMES or isinstance(node, ast.Constant):
+                self.exprs.eval(node)
+            else:
+                raise self.error(f"a {key} attribute's node is written T.int32(0) here", node)
+            body = self.nested_body(stmts)
+            if not isinstance(body, For):
+                raise self.error(f"a {key} attribute must enclose exactly one loop (it is kept as that "
+                                 "loop's annotation)", call)
+            return body.replace(annotations={**body.annotations, key: value})
+        raise self.error(f"T.attr with key {key!r} is not supported; the keys read here are "
+                         "\"thread_extent\" and \"pragma_*\"", key_node)
+
+    def attr_thread_extent(self, node, value_node, stmts, frame) -> Stmt:
+        env = self.scope.lookup(node.id) if isinstance(node, ast.Name) else MISSING
+        if isinstance(env, EnvThread):
+            name, tag = env.name, env.tag
+            dtype = None
+        elif self.t_call(node) == "iter_var" and len(node.args) == 4 and isinstance(node.args[0], ast.Name):
+            var_node, dom, kind_node, tag_node = node.args
+            name = var_node.id
+            declared = self.scope.lookup(name)
+            dtype = declared.dtype if isinstance(declared, E.Var) else None
+            if self.exprs.constant(kind_node, "iter_var kind", (str,)) != "ThreadIndex":
+                raise self.error("a thread_extent attribute's iter_var is a \"ThreadIndex\"", kind_node)
+            tag = self.exprs.constant(tag_node, "thread tag", (str,))
+            if self.t_call(dom) != "Range" or len(dom.args) != 2 \
+                    or not E.is_const_int(self.exprs.to_prim(self.exprs.eval(dom.args[0]), dom.args[0]), 0):
+                raise self.error("a thread's range is written T.Range(0, extent)", dom)
+        else:
+            raise self.error("a thread_extent attribute names its thread with "
+                             "T.iter_var(v, T.Range(0, n), \"ThreadIndex\", \"threadIdx.x\")", node)
+        extent = self.int_expr(value_node)
+        if dtype is not None:
+            extent = E.cast(dtype, extent)
+        var = E.Var(name, extent.dtype)
+        self.loops.append(LoopInfo(var, Range(E.const(0, extent.dtype), extent)))
+        self.jump_targets.append("thread_binding")
+        body = self.scoped_body(stmts, frame, name, var)
         self.jump_targets.pop()
         self.loops.pop()
         return For(var, E.const(0, extent.dtype), extent, "thread_binding", body, thread_tag=tag)

@@ -375,6 +375,12 @@ def ret(value) -> Call:
     return Call(value.dtype, RET, [value])
 
 
+# LLVM intrinsics (``T.call_llvm_pure_intrin(T.llvm_lookup_intrinsic_id("llvm.ctpop.i8"), x,
+# dtype="uint8")``): Call(dtype, op, [name or numeric id, *args]). The build maps the few with an
+# exact meaning here to ours (``tensorir.transform.llvm_intrinsics``) and refuses the rest by name.
+LLVM_INTRIN_OPS = ("tir.call_llvm_pure_intrin", "tir.call_llvm_intrin")
+
+
 ADDRESS_OF = "tir.address_of"
 
 

@@ -592,3 +592,57 @@ def test_a_pragma_attribute_is_its_loop_annotation(n, seed):
 def test_attr_misuse_is_a_parse_error(body, message):
     with pytest.raises(ParseError, match=message):
         tir.from_source(f'@T.prim_func\ndef f(A: T.Buffer((4,), "float32")):\n    {body}')
+
+
+# ---------------------------------------------------------------- LLVM intrinsics
+CTPOP = '''
+@T.prim_func
+def ctpop(A: T.Buffer(({n},), "{dtype}"), B: T.Buffer(({n},), "{dtype}"), C: T.Buffer(({n},), "float32")):
+    for i in range({n}):
+        with T.block("A"):
+            vi = T.axis.remap("S", [i])
+            B[vi] = T.call_llvm_pure_intrin(T.llvm_lookup_intrinsic_id("llvm.ctpop.{suffix}"), A[vi], dtype="{dtype}")
+            C[vi] = T.call_llvm_pure_intrin("float32", "llvm.sqrt.f32", T.uint32(1), T.Cast("float32", B[vi]))
+'''
+
+
+@settings(max_examples=6, deadline=None)
+@given(n=st.integers(1, 20), dtype=st.sampled_from(["uint8", "int32", "int64"]), seed=st.integers(0, 2**31))
+def test_generic_llvm_intrinsics_run_as_our_ops(n, dtype, seed):
+    suffix = {"uint8": "i8", "int32": "i32", "int64": "i64"}[dtype]
+    func = tir.from_source(CTPOP.format(n=n, dtype=dtype, suffix=suffix))
+    text = func.script()
+    assert f'T.llvm_lookup_intrinsic_id("llvm.ctpop.{suffix}")' in text
+    assert 'T.call_llvm_pure_intrin(T.llvm_lookup_intrinsic_id("llvm.sqrt.f32"), T.uint32(1)' in text
+    again = tir.from_source(text)
+    tir.assert_structural_equal(again, func)
+    assert again.script() == text
+    info = np.iinfo(dtype)
+    a = np.random.default_rng(seed).integers(info.min, info.max, n, dtype=dtype, endpoint=True)
+    bits = np.array([bin(int(x) & ((1 << info.bits) - 1)).count("1") for x in a], dtype)
+    for run in _both(func):
+        b, c = np.zeros(n, dtype), np.zeros(n, "float32")
+        run(a, b, c)
+        np.testing.assert_array_equal(b, bits)
+        np.testing.assert_allclose(c, np.sqrt(bits.astype("float32")), rtol=1e-6)
+
+
+@pytest.mark.parametrize("call, named", [
+    ('T.call_llvm_pure_intrin(T.llvm_lookup_intrinsic_id("llvm.x86.avx2.pmadd.wd"), A[i], A[i], dtype="int32")',
+     "'llvm.x86.avx2.pmadd.wd'"),
+    ('T.call_llvm_intrin(4390, T.uint32(1), A[i], dtype="int32")', "4390"),
+    ('T.call_llvm_pure_intrin(T.llvm_lookup_intrinsic_id("llvm.ctpop.i32"), A[i], A[i], dtype="int32")',
+     "'llvm.ctpop.i32'"),
+])
+def test_other_llvm_intrinsics_parse_and_name_themselves_at_build(call, named):
+    func = tir.from_source(f'''
+@T.prim_func
+def uses_llvm(A: T.Buffer((4,), "int32"), B: T.Buffer((4,), "int32")):
+    for i in range(4):
+        B[i] = {call}
+''')
+    tir.assert_structural_equal(tir.from_source(func.script()), func)
+    for build in (lambda: build_kernels("c", func), lambda: tir.interpret(func, np.zeros(4, "int32"),
+                                                                          np.zeros(4, "int32"))):
+        with pytest.raises(IRError, match=f"'uses_llvm' calls LLVM intrinsic {named}"):
+            build()

@@ -132,9 +132,10 @@ def inline_prim_subroutines(mod: IRModule) -> IRModule:
     if called:
         functions = inline_subroutines(dict(mod.functions))
         mod = IRModule({n: f for n, f in functions.items() if n not in called or n in from_graph}, mod.attrs)
-    for name in sorted(from_graph):
-        if name in mod and isinstance(mod[name], PrimFunc):
-            check_kernel(mod[name], name)
+    kernels = {name: check_kernel(mod[name], name) for name in sorted(from_graph)
+               if name in mod and isinstance(mod[name], PrimFunc)}
+    if any(k is not mod[n] for n, k in kernels.items()):
+        mod = IRModule({**mod.functions, **kernels}, mod.attrs)
     return mod
 
 

@@ -400,6 +400,32 @@ class ExprParser(ClassDispatch):
             args.append(value)
         return E.CallFunc(sig.ret or "void", callee, args)
 
+    def llvm_intrin(self, name: str, node: ast.Call) -> E.Call:
+        """``T.call_llvm_pure_intrin(T.llvm_lookup_intrinsic_id("llvm.ctpop.i8"), *args, dtype=...)``,
+        the id as a number, or the older ``T.call_llvm_pure_intrin("dtype", "llvm.name", *args)``."""
+        args, kw = list(node.args), {k.arg: k.value for k in node.keywords}
+        if set(kw) - {"dtype"}:
+            raise self.error(f"T.{name} takes only dtype= as a keyword", node)
+        if len(args) >= 2 and "dtype" not in kw and all(isinstance(a, ast.Constant) and isinstance(a.value, str)
+                                                         for a in args[:2]):
+            dtype, ident = self.dtype(args[0]), E.StringImm(args[1].value)
+            args = args[2:]
+        else:
+            if "dtype" not in kw or not args:
+                raise self.error(f"T.{name}(T.llvm_lookup_intrinsic_id(\"llvm.name\"), *args, dtype=...) "
+                                 "needs the intrinsic and dtype=", node)
+            dtype, first = self.dtype(kw["dtype"]), args.pop(0)
+            if isinstance(first, ast.Call) and isinstance(first.func, ast.Attribute) \
+                    and self.is_t(first.func.value) and first.func.attr == "llvm_lookup_intrinsic_id":
+                self.expect_args(first, 1)
+                ident = E.StringImm(self.constant(first.args[0], "LLVM intrinsic name", (str,)))
+            else:
+                ident = self.expr(first)
+                if not (isinstance(ident, E.IntImm) and ident.dtype != "bool"):
+                    raise self.error("an LLVM intrinsic is T.llvm_lookup_intrinsic_id(\"llvm.name\") "
+                                     "or its numeric id", first)
+        return E.Call(dtype, "tir." + name, [ident, *(self.expr(a) for a in args)])
+
     # -------------------------------------------------------------- T.<name>(...)
     def is_t(self, node: ast.AST) -> bool:
         return isinstance(node, ast.Name) and node.id in self.t_names
@@ -465,6 +491,8 @@ class ExprParser(ClassDispatch):
             finally:
                 self.handles_allowed = False
             return E.Call(self.dtype(args[0]), self.constant(args[1], "extern name", (str,)), extern_args)
+        if name in ("call_llvm_pure_intrin", "call_llvm_intrin"):
+            return self.llvm_intrin(name, node)
         if name == "address_of":
             self.expect_args(node, 1)
             load = self.eval(args[0])

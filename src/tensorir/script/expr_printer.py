@@ -191,6 +191,12 @@ class ExprPrinter(ClassDispatch):
         if e.op == E.ADDRESS_OF and e.dtype == "handle" and len(e.args) == 1 \
                 and isinstance(e.args[0], E.BufferLoad):
             return f"T.address_of({args})"
+        if e.op in E.LLVM_INTRIN_OPS and e.args and (isinstance(e.args[0], E.StringImm) or (
+                isinstance(e.args[0], E.IntImm) and e.args[0].dtype != "bool")):
+            ident = f"T.llvm_lookup_intrinsic_id({string_literal(e.args[0].value)})" \
+                if isinstance(e.args[0], E.StringImm) else self.fmt(e.args[0])
+            rest = "".join(", " + self.fmt(a) for a in e.args[1:])
+            return f'T.{e.op[4:]}({ident}{rest}, dtype="{e.dtype}")'
         if e.op == E.CHECKED_INDEX and e.dtype == "int64" and len(e.args) == 2 \
                 and all(a.dtype == "int64" for a in e.args):
             return f"T.checked_index({args})"

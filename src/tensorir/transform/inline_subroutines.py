@@ -84,14 +84,14 @@ def kernels_of(funcs: dict) -> dict:
     called = subroutine_names(funcs)
     funcs = inline_subroutines(funcs)
     kernels = {n: f for n, f in funcs.items() if n not in called}
-    for name, func in kernels.items():
-        check_kernel(func, name)
-    return kernels
+    return {name: check_kernel(func, name) for name, func in kernels.items()}
 
 
-def check_kernel(func: PrimFunc, name: str | None = None) -> None:
-    """A kernel takes buffers and scalars and returns nothing; a subroutine is built only
-    inlined into the prim_funcs calling it."""
+def check_kernel(func: PrimFunc, name: str | None = None) -> PrimFunc:
+    """``func`` as a kernel runs it: a kernel takes buffers and scalars and returns nothing (a
+    subroutine is built only inlined into the prim_funcs calling it); its LLVM intrinsic calls
+    become this project's ops (``llvm_intrinsics``), an ``IRError`` naming any other."""
+    from .llvm_intrinsics import lower_llvm_intrinsics
     name = name or func.name
     if func.pointer_params:
         raise IRError(f"prim_func {name!r} takes pointer parameters "
@@ -105,6 +105,7 @@ def check_kernel(func: PrimFunc, name: str | None = None) -> None:
     if calls:
         raise IRError(f"prim_func {name!r} calls prim_func {calls[0].callee!r}: build it together with "
                       "its callees (a module), which inlines the calls")
+    return lower_llvm_intrinsics(func)
 
 
 def _with_root(func: PrimFunc) -> PrimFunc:

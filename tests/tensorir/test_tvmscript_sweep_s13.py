@@ -646,3 +646,55 @@ def uses_llvm(A: T.Buffer((4,), "int32"), B: T.Buffer((4,), "int32")):
                                                                           np.zeros(4, "int32"))):
         with pytest.raises(IRError, match=f"'uses_llvm' calls LLVM intrinsic {named}"):
             build()
+
+
+# ---------------------------------------------------------------- slices as vector accesses
+SLICES = '''
+@T.prim_func
+def buffer_ramp_access(a: T.handle, b: T.handle, c: T.handle) -> None:
+    A = T.match_buffer(a, (128,), "float32")
+    B = T.match_buffer(b, (128,), "float32")
+    C = T.match_buffer(c, (128,), "float32")
+    for i in range(128):
+        A[i : i + 1 : 1] = i
+    for i in range(4):
+        B[i * 32 : i * 32 + 32] = A[T.Ramp(i * 32, 1, 32)] + T.broadcast(1.0, 32)
+    for i in range(4):
+        C[i : i + 128 : 4] = B[T.Ramp(i, 4, 32)] + T.broadcast(1.0, 32)
+    for i in range(8):
+        C[i * 16 : i * 16 + 16 : 2] += A[i * 16 + 1 : i * 16 + 17 : 2]
+'''
+
+
+def test_slices_in_loads_and_stores_are_vector_accesses():
+    func = tir.from_source(SLICES)
+    stores = tir.collect(func.body, lambda n: isinstance(n, tir.BufferStore))
+    assert [s.indices[0].lanes if isinstance(s.indices[0], tir.Ramp) else 1 for s in stores] == [1, 32, 32, 8]
+    text = func.script()
+    again = tir.from_source(text)
+    tir.assert_structural_equal(again, func)
+    a_want = np.arange(128, dtype="float32")
+    b_want = a_want + 1
+    c_want = np.zeros(128, "float32")
+    for i in range(4):
+        c_want[i:i + 128:4] = b_want[i:i + 128:4] + 1
+    for i in range(8):
+        c_want[i * 16:i * 16 + 16:2] += a_want[i * 16 + 1:i * 16 + 17:2]
+    for run in _both(func):
+        a, b, c = (np.zeros(128, "float32") for _ in range(3))
+        run(a, b, c)
+        np.testing.assert_array_equal(a, a_want)
+        np.testing.assert_array_equal(b, b_want)
+        np.testing.assert_array_equal(c, c_want)
+
+
+@pytest.mark.parametrize("store, message", [
+    ("A[i:i + n] = 1.0", "constant number of elements"),
+    ("A[i:i + 4:-1] = 1.0", "positive constant step"),
+    ("A[i:] = 1.0", "needs both bounds"),
+    ("A[i:i] = 1.0", "selects no element"),
+])
+def test_slice_misuse_is_a_parse_error(store, message):
+    with pytest.raises(ParseError, match=message):
+        tir.from_source(f'@T.prim_func\ndef f(A: T.Buffer((64,), "float32"), n: T.int64):\n'
+                        f'    for i in range(8):\n        {store}\n')

@@ -295,13 +295,10 @@ class ExprParser(ClassDispatch):
                              f"data={base.name})", node)
         if isinstance(base, Buffer):
             indices = self.index_list(node.slice)
-            for idx in indices:
-                if isinstance(idx, ast.Slice):
-                    raise self.error("slices are only allowed in T.reads/T.writes/T.match_buffer regions", idx)
             if len(indices) != base.ndim:
                 raise self.error(f"buffer {base.name!r} has {base.ndim} dimension(s), "
                                  f"indexed with {len(indices)}", node)
-            return E.BufferLoad(base, [self.expr(i) for i in indices])
+            return E.BufferLoad(base, self.access_indices(indices))
         if isinstance(base, (list, tuple)):
             return base[self.constant(node.slice, "tuple index", (int,))]
         raise self.error(f"cannot index {ast.unparse(node.value)}", node)
@@ -632,6 +629,35 @@ class ExprParser(ClassDispatch):
         if isinstance(node, ast.Tuple):
             return list(node.elts)
         return [node]
+
+    def access_indices(self, nodes) -> list:
+        """The indices of a load or store; a slice ``lo:hi:step`` (TVM's vector access,
+        ``B[i * 32:i * 32 + 32]``) is ``T.Ramp(lo, step, lanes)`` with a constant lane count
+        ``ceil((hi - lo) / step)``, a scalar index where that is 1; one slice per access."""
+        out = [self.slice_index(n) if isinstance(n, ast.Slice) else self.expr(n) for n in nodes]
+        if sum(isinstance(n, ast.Slice) for n in nodes) > 1:
+            raise self.error("a vector access slices one dimension (the others index one element)",
+                             next(n for n in nodes if isinstance(n, ast.Slice)))
+        return out
+
+    def slice_index(self, node: ast.Slice) -> E.PrimExpr:
+        if node.lower is None or node.upper is None:
+            raise self.error("a vector access slice needs both bounds, lo:hi", node)
+        lo, hi = E._promote_pair(self.eval(node.lower), self.eval(node.upper))
+        step = 1 if node.step is None else self.constant(node.step, "slice step", (int,))
+        extent = extent_between(lo, hi)
+        if not E.is_const_int(extent):
+            from ..arith import Analyzer
+            extent = Analyzer().simplify(E.sub(hi, lo))
+        if not E.is_const_int(extent) or step <= 0:
+            raise self.error("a vector access slice spans a constant number of elements with a positive "
+                             f"constant step, got {ast.unparse(node)}", node)
+        lanes = max(-(-extent.value // step), 0)
+        if lanes == 1:
+            return lo
+        if lanes < 1:
+            raise self.error(f"the slice {ast.unparse(node)} selects no element", node)
+        return E.Ramp(lo, E.const(step, lo.dtype), lanes)
 
     def region(self, node: ast.expr) -> BufferRegion:
         """``A[vi, 0:4]`` / ``A`` (whole buffer) as a BufferRegion."""

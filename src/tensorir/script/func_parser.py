@@ -720,7 +720,7 @@ class FunctionParser(BlockParserMixin):
         target = st.targets[0]
         if isinstance(target, ast.Subscript):
             buf = self.store_buffer(target)
-            indices = [self.exprs.expr(i) for i in self.exprs.index_list(target.slice)]
+            indices = self.exprs.access_indices(self.exprs.index_list(target.slice))
             self.check_rank(buf, indices, target)
             self.check_ramps(buf, indices, target)
             return BufferStore(buf, self.exprs.expr(st.value, buf.dtype), indices)
@@ -763,7 +763,7 @@ class FunctionParser(BlockParserMixin):
         if not isinstance(st.target, ast.Subscript) or type(st.op) not in _AUG_OPS:
             raise self.error("augmented assignment is only supported as a buffer update B[i] += e", st)
         buf = self.store_buffer(st.target)
-        indices = [self.exprs.expr(i) for i in self.exprs.index_list(st.target.slice)]
+        indices = self.exprs.access_indices(self.exprs.index_list(st.target.slice))
         self.check_rank(buf, indices, st.target)
         self.check_ramps(buf, indices, st.target)
         value = _AUG_OPS[type(st.op)](E.BufferLoad(buf, indices), self.exprs.eval(st.value))

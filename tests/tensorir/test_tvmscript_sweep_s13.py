@@ -698,3 +698,52 @@ def test_slice_misuse_is_a_parse_error(store, message):
     with pytest.raises(ParseError, match=message):
         tir.from_source(f'@T.prim_func\ndef f(A: T.Buffer((64,), "float32"), n: T.int64):\n'
                         f'    for i in range(8):\n        {store}\n')
+
+
+# ---------------------------------------------------------------- pointer locals
+ROW_SUMS_INLINED = HEAD + '''
+@I.ir_module
+class Expected:
+    @T.prim_func
+    def main(A: T.Buffer(({rows}, {cols}), "float32"), B: T.Buffer(({outs}, {cols}), "float32")):
+        for i in range({outs}):
+            a_ptr: T.handle("float32") = T.address_of(A[i, 0])
+            a_rows = T.decl_buffer([{win}, {cols}], "float32", data=a_ptr)
+            b_ptr = T.bind(T.address_of(B[i, 0]), T.handle("float32"))
+            b_row = T.decl_buffer([{cols}], "float32", data=b_ptr)
+            for j in range({win}):
+                b_row[j] = 0.0
+                for k in range({cols}):
+                    b_row[j] = b_row[j] + a_rows[j, k]
+'''
+
+
+@settings(max_examples=4, deadline=None)
+@given(outs=st.integers(1, 4), cols=st.integers(1, 5), extra=st.integers(0, 2), seed=st.integers(0, 2**31))
+def test_pointer_locals_read_the_storage_they_point_into(outs, cols, extra, seed):
+    """A buffer over a pointer local (``p: T.handle(dtype) = T.address_of(A[i, 0])`` or
+    ``T.bind(..., T.handle(dtype))``) reads the storage at that element: the form TVM's
+    inlining pass writes, and exactly what the build's inlining makes of the call."""
+    sizes = dict(rows=outs + cols - 1 + extra, cols=cols, outs=outs, win=cols)
+    expected = module_of(ROW_SUMS_INLINED.format(**sizes))
+    assert_round_trip(expected)
+    before = module_of(ROW_SUMS.format(**sizes))
+    tir.assert_structural_equal(inline_subroutines(dict(before.functions))["main"], expected["main"])
+    a = np.random.default_rng(seed).standard_normal((sizes["rows"], cols)).astype("float32")
+    want = np.stack([[a[i + k].sum() for k in range(cols)] for i in range(outs)]).astype("float32")
+    for kernel in _kernels(expected):
+        b = np.zeros((outs, cols), "float32")
+        kernel(a, b)
+        np.testing.assert_allclose(b, want, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("body, message", [
+    ('p: T.handle("int32") = T.address_of(A[0])\n    T.evaluate(0)\n', "points into float32 buffer"),
+    ('p: T.handle("float32") = A[0]\n    T.evaluate(0)\n', "takes T.address_of"),
+    ('p: T.handle("float32") = T.address_of(A[1])\n    V = T.decl_buffer((2,), "int32", data=p)\n',
+     "the dtypes must agree"),
+    ('p: T.handle("float32") = A.data\n    T.evaluate(p + 1)\n', "'p' is a pointer"),
+])
+def test_pointer_local_misuse_is_a_parse_error(body, message):
+    with pytest.raises(ParseError, match=message):
+        tir.from_source(f'@T.prim_func\ndef f(A: T.Buffer((4,), "float32")):\n    {body}')

@@ -26,6 +26,38 @@ from .namespace import DTYPE_NAMES
 MISSING = object()
 
 
+class LocalPointer:
+    """A pointer local, ``p: T.handle("float32") = T.address_of(A[i, 0])`` (or ``T.bind(...,
+    T.handle("float32"))``): the element position ``base`` in the storage of ``A``. It is no IR
+    node: buffers declared over it are read as that storage (``AliasView``)."""
+
+    def __init__(self, name: str, dtype: str, storage: Buffer, base, address):
+        self.name, self.dtype, self.storage, self.base = name, dtype, storage, base
+        self.address = address  # the T.address_of call it was bound to (its value as an argument)
+
+
+class AliasView:
+    """``V = T.decl_buffer(shape, dtype, data=p)`` over a LocalPointer: ``V[j]`` is element
+    ``base + sum(j_d * stride_d)`` (row-major, or ``strides=``) of the one-dimensional view
+    ``flat`` of the storage, exactly what the build's subroutine inlining makes of a pointer
+    argument (``tensorir.transform.inline_subroutines``)."""
+
+    def __init__(self, name: str, flat: Buffer, base, shape, strides):
+        self.name, self.flat, self.base, self.shape, self.strides = name, flat, base, shape, strides
+        self.dtype = flat.dtype
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    def position(self, indices) -> list:
+        from ..transform.inline_subroutines import _plus, _times, _widen
+        pos = self.base
+        for i, s in zip(indices, self.strides):
+            pos = _plus(pos, _times(_widen(E.convert(i)), s))
+        return [pos]
+
+
 class AccessPtr:
     """``A.access_ptr`` before its call."""
 
@@ -210,6 +242,11 @@ class ExprParser(ClassDispatch):
             if node.id in ("True", "False"):
                 return node.id == "True"
             raise self.error(self.undefined_message.format(node.id), node)
+        if isinstance(value, LocalPointer):
+            if not self.handles_allowed:
+                raise self.error(f"{node.id!r} is a pointer: pass it to a prim_func or T.call_extern, or "
+                                 f"declare a buffer over it, T.decl_buffer(shape, dtype, data={node.id})", node)
+            return value.address
         if isinstance(value, E.Var) and value.dtype == "handle" and not self.handles_allowed:
             raise self.error(f"{node.id!r} is an opaque T.handle: give it a shape with "
                              f"T.match_buffer({node.id}, shape, dtype), or pass it to T.call_extern", node)
@@ -289,6 +326,12 @@ class ExprParser(ClassDispatch):
     @handles(ast.Subscript)
     def eval_Subscript(self, node: ast.Subscript):
         base = self.eval(node.value)
+        if isinstance(base, AliasView):
+            indices = self.index_list(node.slice)
+            if len(indices) != base.ndim:
+                raise self.error(f"buffer {base.name!r} has {base.ndim} dimension(s), "
+                                 f"indexed with {len(indices)}", node)
+            return E.BufferLoad(base.flat, base.position(self.access_indices(indices)))
         if isinstance(base, Pointer):
             raise self.error(f"{base.name!r} is a pointer (T.handle({base.dtype!r})): read and write it "
                              f"through a buffer over it, T.decl_buffer(shape, {base.dtype!r}, "

@@ -12,7 +12,7 @@ from ..stmt import (Allocate, AssertStmt, Block, BlockRealize, Break, BufferStor
                     IfThenElse, LetStmt, Range, Stmt, While, seq)
 from .block_parser import BlockParserMixin
 from .diagnostics import MAX_NESTING, SourceInfo, deeper_than
-from .expr_parser import MISSING, ExprParser, extent_between
+from .expr_parser import MISSING, AliasView, ExprParser, LocalPointer, extent_between
 from .namespace import DTYPE_NAMES, _Namespace
 from .scope import BlockFrame, LoopInfo, Scope
 from .subroutines import ModuleScope
@@ -89,6 +89,7 @@ class FunctionParser(BlockParserMixin):
         self.exprs.module = module
         self.final_return = None  # the function's last statement when it is its `return v`
         self.jump_targets: list[str] = []  # enclosing loop kinds ("while", "block" across a block)
+        self.flat_views: dict[int, Buffer] = {}  # storage id -> its 1-D view (pointer locals read it)
         self.ret_dtype: str | None = None
         self.loops: list[LoopInfo] = []
         self.frames: list[BlockFrame] = []
@@ -354,8 +355,50 @@ class FunctionParser(BlockParserMixin):
         strides = self.dims(kw["strides"], declare) if "strides" in kw else ()
         offset = self.dim(kw["elem_offset"], declare) if "elem_offset" in kw else 0
         scope = self.exprs.constant(kw["scope"], "scope", (str,)) if "scope" in kw else "global"
+        if view and isinstance(kw["data"], ast.Name) and isinstance(self.scope.lookup(kw["data"].id), LocalPointer):
+            return self.alias_view(name, self.scope.lookup(kw["data"].id), shape, dtype, strides, offset, call)
         data = self.storage_of(kw["data"]) if view else None
         return Buffer(name, shape, dtype, strides=strides, elem_offset=offset, scope=scope, data=data)
+
+    def alias_view(self, name, pointer: LocalPointer, shape, dtype, strides, offset, node) -> AliasView:
+        from ..transform.inline_subroutines import _plus, _size, _strides
+        if dtype != pointer.dtype or dtype != pointer.storage.dtype:
+            raise self.error(f"buffer {name!r} reads {pointer.storage.dtype} storage through the "
+                             f"{pointer.dtype} pointer {pointer.name!r} as {dtype}; the dtypes must agree", node)
+        storage = pointer.storage
+        flat = self.flat_views.get(id(storage))
+        if flat is None:
+            flat = Buffer(f"{storage.name}_flat", [_size(storage)], storage.dtype, data=storage,
+                          scope=storage.scope)
+            self.flat_views[id(storage)] = flat
+        shaped = Buffer(name, shape, dtype, strides=strides)
+        base = _plus(pointer.base, E.cast("int64", offset)) if not E.is_const_int(offset, 0) else pointer.base
+        return AliasView(name, flat, base, shape, _strides(shaped))
+
+    def local_pointer(self, name: str, dtype_call: ast.Call, value_node) -> None:
+        """``p: T.handle("float32") = T.address_of(A[i, 0])`` (or ``A.data``): see LocalPointer."""
+        from ..transform.inline_subroutines import _flat_position
+        dtype = self.pointer_dtype(dtype_call)
+        saved, self.exprs.handles_allowed = self.exprs.handles_allowed, True
+        try:
+            value = self.exprs.eval(value_node)
+        finally:
+            self.exprs.handles_allowed = saved
+        if not (isinstance(value, E.Call) and value.op == E.ADDRESS_OF):
+            raise self.error(f"a pointer local {name!r} takes T.address_of(A[i]) or A.data", value_node)
+        load = value.args[0]
+        storage = load.buffer.storage
+        if isinstance(storage, Pointer):
+            raise self.error(f"a pointer local {name!r} into pointer parameter {storage.name!r} is not "
+                             "supported; declare the buffer over the parameter itself", value_node)
+        if storage.dtype != dtype:
+            raise self.error(f"{name!r} is a {dtype} pointer but points into {storage.dtype} buffer "
+                             f"{load.buffer.name!r}", value_node)
+        try:
+            base = _flat_position(load.buffer, load.indices)
+        except Exception as err:  # noqa: BLE001 - a strided or offset storage
+            raise self.error(str(err), value_node) from None
+        self.scope.define(name, LocalPointer(name, dtype, storage, base, value))
 
     def storage_of(self, node) -> Buffer:
         """The buffer named by ``data=x.data`` (x: a parameter or an allocated buffer in scope),
@@ -530,6 +573,10 @@ class FunctionParser(BlockParserMixin):
                 return None
             buf = self.buffer_from_call(name, value)
             return Allocate(buf, self.scoped_body(rest, frame, name, buf))
+        if kind == "bind" and len(value.args) == 2 and not value.keywords and self.t_call(value.args[1]) == "handle":
+            # `p = T.bind(T.address_of(A[0, 0]), T.handle("float32"))`: a pointer local
+            self.local_pointer(name, value.args[1], value.args[0])
+            return None
         if kind == "bind" and len(value.args) == 1 and not value.keywords:
             # newer TVM's `x = T.bind(value)`: the scalar let the plain assignment makes
             let_value = self.exprs.expr(value.args[0])
@@ -561,6 +608,9 @@ class FunctionParser(BlockParserMixin):
                 and isinstance(annotation.value.value, ast.Name) \
                 and annotation.value.value.id in self.t_names and annotation.value.attr == "let":
             annotation = annotation.slice  # TVM's x: T.let[T.int32] = ...: the same scalar let
+        if self.t_call(annotation) == "handle":
+            self.local_pointer(st.target.id, annotation, st.value)
+            return None
         dtype = self.vector_annotation(annotation) or self.scalar_annotation(annotation)
         if dtype is None or dtype == "handle":
             raise self.error(f"unsupported annotation {ast.unparse(st.annotation)} on a local; "
@@ -721,6 +771,9 @@ class FunctionParser(BlockParserMixin):
         if isinstance(target, ast.Subscript):
             buf = self.store_buffer(target)
             indices = self.exprs.access_indices(self.exprs.index_list(target.slice))
+            if isinstance(buf, AliasView):
+                self.check_rank(buf, indices, target)
+                buf, indices = buf.flat, buf.position(indices)
             self.check_rank(buf, indices, target)
             self.check_ramps(buf, indices, target)
             return BufferStore(buf, self.exprs.expr(st.value, buf.dtype), indices)
@@ -734,6 +787,8 @@ class FunctionParser(BlockParserMixin):
         value = self.scope.lookup(node.id) if isinstance(node, ast.Name) else MISSING
         if value is MISSING:
             raise self.error(f"store to undeclared buffer {ast.unparse(node)!r}", node)
+        if isinstance(value, AliasView):
+            return value
         if not isinstance(value, Buffer):
             raise self.error(f"{ast.unparse(node)!r} is not a buffer", node)
         if isinstance(value, Pointer):
@@ -764,6 +819,9 @@ class FunctionParser(BlockParserMixin):
             raise self.error("augmented assignment is only supported as a buffer update B[i] += e", st)
         buf = self.store_buffer(st.target)
         indices = self.exprs.access_indices(self.exprs.index_list(st.target.slice))
+        if isinstance(buf, AliasView):
+            self.check_rank(buf, indices, st.target)
+            buf, indices = buf.flat, buf.position(indices)
         self.check_rank(buf, indices, st.target)
         self.check_ramps(buf, indices, st.target)
         value = _AUG_OPS[type(st.op)](E.BufferLoad(buf, indices), self.exprs.eval(st.value))

@@ -747,3 +747,43 @@ def test_pointer_locals_read_the_storage_they_point_into(outs, cols, extra, seed
 def test_pointer_local_misuse_is_a_parse_error(body, message):
     with pytest.raises(ParseError, match=message):
         tir.from_source(f'@T.prim_func\ndef f(A: T.Buffer((4,), "float32")):\n    {body}')
+
+
+# ---------------------------------------------------------------- T.allocate_const
+@settings(max_examples=6, deadline=None)
+@given(rows=st.integers(1, 4), cols=st.integers(1, 5), dtype=st.sampled_from(["int32", "float32"]),
+       seed=st.integers(0, 2**31))
+def test_allocate_const_holds_its_values(rows, cols, dtype, seed):
+    rng = np.random.default_rng(seed)
+    table = rng.integers(-100, 100, (rows, cols)).astype(dtype)
+    if dtype == "float32":
+        table = table / np.float32(4)   # exact in float32, printed exactly
+    values = ", ".join(repr(v.item()) for v in table.ravel())
+    func = tir.from_source(f'''
+@T.prim_func
+def lookup(A: T.Buffer(({rows}, {cols}), "{dtype}"), C: T.Buffer(({rows}, {cols}), "{dtype}")):
+    K_data = T.allocate_const([{values}], "{dtype}", extents=[{rows}, {cols}])
+    K = T.decl_buffer(({rows}, {cols}), "{dtype}", data=K_data)
+    for i, j in T.grid({rows}, {cols}):
+        with T.block("compute"):
+            vi, vj = T.axis.remap("SS", [i, j])
+            C[vi, vj] = A[vi, vj] * K[vi, vj]
+''')
+    tir.assert_structural_equal(tir.from_source(func.script()), func)
+    a = rng.integers(-9, 9, (rows, cols)).astype(dtype)
+    for run in _both(func):
+        c = np.zeros((rows, cols), dtype)
+        run(a, c)
+        np.testing.assert_array_equal(c, a * table)
+
+
+@pytest.mark.parametrize("call, message", [
+    ('T.allocate_const([1, 2, 3], "int32", extents=[4])', "has 3 values for extents"),
+    ('T.allocate_const([1, 2], "int32", extents=[n])', "extents are constants"),
+    ('T.allocate_const([1.5, 2], "int32", extents=[2])', "cannot represent 1.5"),
+    ('T.allocate_const([0] * 2, "int32", extents=[2])', "flat list of numbers|expected a scalar expression"),
+])
+def test_allocate_const_misuse_is_a_parse_error(call, message):
+    with pytest.raises(ParseError, match=message):
+        tir.from_source(f'@T.prim_func\ndef f(A: T.Buffer((4,), "int32"), n: T.int64):\n'
+                        f'    K = {call}\n    T.evaluate(0)\n')

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import ast
 
+import numpy as np
+
 from .. import dtype as dt
 from .. import expr as E
 from ..buffer import Buffer, Pointer
@@ -557,6 +559,9 @@ class FunctionParser(BlockParserMixin):
         if kind == "allocate":
             buf = self.allocation(name, value)
             return Allocate(buf, self.scoped_body(rest, frame, name, buf))
+        if kind == "allocate_const":
+            buf, stores = self.const_allocation(name, value)
+            return Allocate(buf, seq(*stores, self.scoped_body(rest, frame, name, buf)))
         if kind == "env_thread":
             self.exprs.expect_args(value, 1)
             self.scope.define(name, EnvThread(name, self.exprs.constant(value.args[0], "thread tag", (str,))))
@@ -674,6 +679,50 @@ class FunctionParser(BlockParserMixin):
         buf = Buffer(name, self.dims(given["extents"], False), self.exprs.dtype(given["dtype"]), scope=scope)
         self.allocations.add(id(buf))
         return buf
+
+    MAX_CONST_ELEMENTS = 4096
+
+    def const_allocation(self, name: str, call: ast.Call):
+        """``x = T.allocate_const([1, 2, 3, 4], "int32", extents=[4])``: storage holding those
+        values (row-major), read through ``T.decl_buffer(..., data=x)``. Held as an allocation
+        filled by one store per element before the statements after it (printed so): constants
+        a kernel embeds are small; larger ones belong at the graph level (``R.const``)."""
+        kw = {k.arg: k.value for k in call.keywords}
+        names = ("data", "dtype", "extents")
+        for k in call.keywords:
+            if k.arg not in names:
+                raise self.error(f"unknown argument {k.arg!r} of T.allocate_const", k.value)
+        given = dict(zip(names, call.args)) | kw
+        if len(call.args) > 3 or set(names) - set(given):
+            raise self.error("T.allocate_const takes data, dtype and extents: "
+                             "T.allocate_const([1, 2], \"int32\", [2])", call)
+        dtype = self.exprs.dtype(given["dtype"])
+        data = self.exprs.python_value(given["data"])
+        if not isinstance(data, (list, tuple)) or not all(isinstance(v, (int, float)) and not isinstance(v, bool)
+                                                          for v in data):
+            raise self.error("T.allocate_const's data is a flat list of numbers", given["data"])
+        shape = self.dims(given["extents"], False)
+        if not all(E.is_const_int(d) for d in shape):
+            raise self.error("T.allocate_const's extents are constants", given["extents"])
+        extents = [d.value for d in shape]
+        count = int(np.prod(extents)) if extents else 1
+        if count != len(data):
+            raise self.error(f"T.allocate_const has {len(data)} values for extents {extents} "
+                             f"({count} elements)", call)
+        if count > self.MAX_CONST_ELEMENTS:
+            raise self.error(f"T.allocate_const of {count} elements: constants over "
+                             f"{self.MAX_CONST_ELEMENTS} elements belong at the graph level (R.const)", call)
+        buf = Buffer(name, shape, dtype)
+        self.allocations.add(id(buf))
+        stores = []
+        for flat, v in enumerate(data):
+            index = np.unravel_index(flat, extents) if extents else ()
+            try:
+                value = E.const(v, dtype)
+            except ValueError as err:
+                raise self.error(f"T.allocate_const: {err}", given["data"]) from None
+            stores.append(BufferStore(buf, value, [E.const(int(i), d.dtype) for i, d in zip(index, shape)]))
+        return buf, stores
 
     def parse_launch_thread(self, name: str | None, call: ast.Call, rest, frame) -> Stmt:
         """``bx = T.launch_thread("blockIdx.x", 4)`` or ``T.launch_thread(tx, 32)`` after

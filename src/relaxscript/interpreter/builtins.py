@@ -108,8 +108,8 @@ def run_prim_func(func: PrimFunc, args: list, mod=None) -> None:
 
 def _with_subroutines_inlined(func, mod):
     """A prim_func calling others of the module runs with the calls inlined (as every build)."""
-    from tensorir.transform.inline_subroutines import calls_of, inline_subroutines
-    if not calls_of(func):
+    from tensorir.transform.inline_subroutines import has_calls, inline_subroutines
+    if not has_calls(func):
         return func
     names = [n for n, f in mod.functions.items() if f is func]
     if not names:

@@ -24,6 +24,8 @@ returns a value after this cannot be a kernel: ``check_kernel`` says so by name.
 """
 from __future__ import annotations
 
+import functools
+
 from .. import dtype as dt
 from .. import expr as E
 from ..buffer import Buffer, Pointer
@@ -37,6 +39,11 @@ from ..stmt import (Allocate, Block, BlockRealize, BufferRegion, BufferStore, Ev
 
 def calls_of(func: PrimFunc) -> list[E.CallFunc]:
     return collect(func.body, lambda n: isinstance(n, E.CallFunc))
+
+
+@functools.lru_cache(maxsize=512)
+def has_calls(func: PrimFunc) -> bool:
+    return bool(calls_of(func))
 
 
 def inline_subroutines(funcs: dict) -> dict:
@@ -88,11 +95,16 @@ def kernels_of(funcs: dict) -> dict:
 
 
 def check_kernel(func: PrimFunc, name: str | None = None) -> PrimFunc:
+    # (the reference interpreter asks once per call of a kernel: the answer is kept per function)
+    return _checked_kernel(func, name or func.name)
+
+
+@functools.lru_cache(maxsize=512)
+def _checked_kernel(func: PrimFunc, name: str) -> PrimFunc:
     """``func`` as a kernel runs it: a kernel takes buffers and scalars and returns nothing (a
     subroutine is built only inlined into the prim_funcs calling it); its LLVM intrinsic calls
     become this project's ops (``llvm_intrinsics``), an ``IRError`` naming any other."""
     from .llvm_intrinsics import lower_llvm_intrinsics
-    name = name or func.name
     if func.pointer_params:
         raise IRError(f"prim_func {name!r} takes pointer parameters "
                       f"({', '.join(repr(p.name) for p in func.pointer_params)}: T.handle(dtype)): it is a "

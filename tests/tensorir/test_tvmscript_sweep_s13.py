@@ -787,3 +787,37 @@ def test_allocate_const_misuse_is_a_parse_error(call, message):
     with pytest.raises(ParseError, match=message):
         tir.from_source(f'@T.prim_func\ndef f(A: T.Buffer((4,), "int32"), n: T.int64):\n'
                         f'    K = {call}\n    T.evaluate(0)\n')
+
+
+GRAPH_JUMPS = HEAD + '''
+@I.ir_module
+class Module:
+    @T.prim_func
+    def first_negative(A: T.Buffer((6, 8), "float32"), B: T.Buffer((6,), "int64")):
+        for r in range(6):
+            B[r] = T.int64(-1)
+            for c in range(8):
+                if A[r, c] >= T.float32(0):
+                    continue
+                B[r] = T.Cast("int64", c)
+                break
+
+    @R.function
+    def main(a: R.Tensor((6, 8), "float32")) -> R.Tensor((6,), "int64"):
+        cls = Module
+        b = R.call_tir(cls.first_negative, (R.add(a, a),), out_sinfo=R.Tensor((6,), "int64"))
+        return b
+'''
+
+
+@pytest.mark.parametrize("target", ["interp", "c"])
+def test_a_graph_module_runs_a_kernel_with_loop_jumps(target):
+    mod = module_of(GRAPH_JUMPS)
+    assert_round_trip(mod)
+    a = np.random.default_rng(3).standard_normal((6, 8)).astype("float32")
+    a[2] = np.abs(a[2])   # a row without a negative entry
+    neg = a < 0
+    want = np.where(neg.any(axis=1), neg.argmax(axis=1), -1).astype("int64")
+    np.testing.assert_array_equal(rx.interpret(mod, "main", a), want)
+    vm = rx.VirtualMachine(rx.build(mod, target=target))
+    np.testing.assert_array_equal(vm["main"](a), want)

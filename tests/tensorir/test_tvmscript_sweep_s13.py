@@ -821,3 +821,40 @@ def test_a_graph_module_runs_a_kernel_with_loop_jumps(target):
     np.testing.assert_array_equal(rx.interpret(mod, "main", a), want)
     vm = rx.VirtualMachine(rx.build(mod, target=target))
     np.testing.assert_array_equal(vm["main"](a), want)
+
+
+# ---------------------------------------------------------------- found by the --run sweep
+NOT_QUASI_AFFINE = '''
+@T.prim_func
+def rowsum(A: T.Buffer(({rows}, {width}), "float32"), B: T.Buffer(({rows},), "float32")):
+    for i, k in T.grid({rows}, {trips}):
+        with T.block("B"):
+            vi = T.axis.spatial({rows}, i)
+            vk = T.axis.reduce({width}, k * k // {div})
+            with T.init():
+                B[vi] = 0.0
+            B[vi] = B[vi] + A[vi, vk]
+'''
+
+
+@settings(max_examples=8, deadline=None)
+@given(rows=st.integers(1, 5), trips=st.integers(1, 9), div=st.integers(1, 4), seed=st.integers(0, 2**31))
+def test_an_init_runs_wherever_the_reduce_vars_come_back_to_their_minimum(rows, trips, div, seed):
+    """A block's init runs where every reduce iter var is at its minimum (TVM's LowerInitBlock).
+    With ``vk = k * k // 2`` that is k = 0 and k = 1: the C build hoisted the init before the
+    loop (one initialisation) while the interpreter re-initialised at k = 1; found by the
+    sweep's interp-vs-C run of TVM's ``rowsum_not_quasi_affine``. The init now stays guarded
+    where a binding is not recognised as reaching its minimum only on the first pass."""
+    width = (trips - 1) ** 2 // div + 1
+    func = tir.from_source(NOT_QUASI_AFFINE.format(rows=rows, width=width, trips=trips, div=div))
+    a = np.random.default_rng(seed).standard_normal((rows, width)).astype("float32")
+    want = np.zeros(rows, "float32")
+    for k in range(trips):
+        vk = k * k // div
+        if vk == 0:
+            want[:] = 0
+        want += a[:, vk]
+    for run in _both(func):
+        b = np.random.default_rng(seed + 1).standard_normal(rows).astype("float32")
+        run(a, b)
+        np.testing.assert_allclose(b, want, rtol=1e-5, atol=1e-5)

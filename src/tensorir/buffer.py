@@ -37,6 +37,10 @@ class Buffer(Node):
         self.shape = tuple(convert(s) for s in shape)
         self.dtype = dt.normalize(dtype)
         self.strides = tuple(convert(s) for s in strides)
+        if self.strides and len(self.strides) != len(self.shape):
+            # (one stride per dimension, or none for row-major: another count has no meaning)
+            raise ValueError(f"buffer {name!r} has {len(self.shape)} dimension(s) but {len(self.strides)} "
+                             f"stride(s)")
         self.elem_offset = convert(elem_offset)
         self.scope = scope
         if data is not None and not isinstance(data, Buffer):

@@ -858,3 +858,22 @@ def test_an_init_runs_wherever_the_reduce_vars_come_back_to_their_minimum(rows, 
         b = np.random.default_rng(seed + 1).standard_normal(rows).astype("float32")
         run(a, b)
         np.testing.assert_allclose(b, want, rtol=1e-5, atol=1e-5)
+
+
+def test_strides_give_one_entry_per_dimension():
+    """TVM's cache_index test prints ``T.alloc_buffer((80, 80), "int32", strides=[1])``; the
+    interpreter and the C build read such a buffer differently (found by the sweep's --run).
+    One stride per dimension, or none: anything else is refused where it is written."""
+    with pytest.raises(ParseError, match="2 dimension.s. but strides= gives 1") as err:
+        tir.from_source('''
+@T.prim_func
+def f(A: T.Buffer((8, 8), "int32")):
+    idx = T.alloc_buffer((8, 8), "int32", strides=(1,))
+    for i, j in T.grid(8, 8):
+        with T.block("b"):
+            vi, vj = T.axis.remap("SS", [i, j])
+            idx[vi, vj] = vi
+''')
+    assert err.value.lineno == 4
+    with pytest.raises(ValueError, match="has 2 dimension.s. but 1 stride"):
+        tir.Buffer("B", (4, 4), "float32", strides=(1,))

@@ -355,6 +355,9 @@ class FunctionParser(BlockParserMixin):
         dtype = self.exprs.dtype(dtype_node) if dtype_node is not None else "float32"
         shape = self.dims(shape_node, declare)
         strides = self.dims(kw["strides"], declare) if "strides" in kw else ()
+        if strides and len(strides) != len(shape):
+            raise self.error(f"{name!r} has {len(shape)} dimension(s) but strides= gives {len(strides)}: "
+                             "one stride per dimension (or none, for row-major)", kw["strides"])
         offset = self.dim(kw["elem_offset"], declare) if "elem_offset" in kw else 0
         scope = self.exprs.constant(kw["scope"], "scope", (str,)) if "scope" in kw else "global"
         if view and isinstance(kw["data"], ast.Name) and isinstance(self.scope.lookup(kw["data"].id), LocalPointer):

@@ -877,3 +877,24 @@ def f(A: T.Buffer((8, 8), "int32")):
     assert err.value.lineno == 4
     with pytest.raises(ValueError, match="has 2 dimension.s. but 1 stride"):
         tir.Buffer("B", (4, 4), "float32", strides=(1,))
+
+
+def test_a_malformed_storage_align_annotation_is_named_at_build():
+    """``T.block_attr({"buffer_dim_align": [0]})`` (TVM's invalid-annotation schedule test) was a
+    TypeError from inside lowering; found by the sweep's --run."""
+    func = tir.from_source('''
+@T.prim_func
+def f(A: T.Buffer((8, 8), "float32"), C: T.Buffer((8, 8), "float32")):
+    B = T.alloc_buffer((8, 8))
+    for i, j in T.grid(8, 8):
+        with T.block("B"):
+            T.block_attr({"buffer_dim_align": [0]})
+            vi, vj = T.axis.remap("SS", [i, j])
+            B[vi, vj] = A[vi, vj] * T.float32(2)
+    for i, j in T.grid(8, 8):
+        with T.block("C"):
+            vi, vj = T.axis.remap("SS", [i, j])
+            C[vi, vj] = B[vi, vj]
+''')
+    with pytest.raises(IRError, match=r"block 'B': each buffer_dim_align entry is .* got 0"):
+        build_kernels("c", func)

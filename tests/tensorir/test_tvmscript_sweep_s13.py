@@ -898,3 +898,30 @@ def f(A: T.Buffer((8, 8), "float32"), C: T.Buffer((8, 8), "float32")):
 ''')
     with pytest.raises(IRError, match=r"block 'B': each buffer_dim_align entry is .* got 0"):
         build_kernels("c", func)
+
+
+def test_a_call_statement_discards_the_result():
+    mod = module_of(HEAD + '''
+@I.ir_module
+class Module:
+    @T.prim_func
+    def main(A: T.Buffer((4,), "float32"), B: T.Buffer((4,), "float32")):
+        Module.fill(B.data, T.float32(2))
+        for i in range(4):
+            A[i] = A[i] + B[i]
+
+    @T.prim_func
+    def fill(p: T.handle("float32"), v: T.float32) -> T.int32:
+        X = T.decl_buffer((4,), "float32", data=p)
+        for i in range(4):
+            X[i] = v * T.Cast("float32", i)
+        return 4
+''')
+    assert_round_trip(mod)
+    inlined = inline_subroutines(dict(mod.functions))["main"]
+    assert inlined.result is None
+    for kernel in _kernels(mod):
+        a, b = np.ones(4, "float32"), np.zeros(4, "float32")
+        kernel(a, b)
+        np.testing.assert_array_equal(b, 2 * np.arange(4, dtype="float32"))
+        np.testing.assert_array_equal(a, 1 + b)

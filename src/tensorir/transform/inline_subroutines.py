@@ -179,6 +179,9 @@ class _Inliner(Mutator):
         body = self.unwrap_root(body)
         if not statement:
             return self.expression(callee, body)
+        ret = trailing_ret(body)
+        if ret is not None:   # a statement call discards the result: the return is no statement here
+            body = _Replace({ret: E.const(0, "int32")}).visit(body)
         body = self.rename_blocks(body)
         for var, value in reversed(lets):
             body = LetStmt(var, value, body)

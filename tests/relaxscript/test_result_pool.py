@@ -12,6 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import relaxscript as rx
+from backends import aligned_memory
 from relaxscript.vm import result_pool
 from relaxscript.vm.result_pool import SIZE_CLASS, ResultPool
 from tests.relaxscript.fuse_helpers import norm_scale_softmax_source
@@ -23,10 +24,23 @@ def _address(a: np.ndarray) -> int:
     return a.__array_interface__["data"][0]
 
 
-def test_small_results_are_plain_numpy_arrays():
+def test_results_below_the_pool_start_on_a_cache_line():
     pool = ResultPool(min_bytes=4 * MIB)
-    a = pool.empty((1023, 1024), "float32")
-    assert a.flags.owndata and a.shape == (1023, 1024) and a.dtype == np.float32
+    for shape in [(1023, 1024), (3, 343), (2, 2, 1025)]:
+        a = pool.empty(shape, "float32")
+        assert a.shape == shape and a.dtype == np.float32 and a.flags.writeable and a.flags.c_contiguous
+        assert _address(a) % aligned_memory.ALIGNMENT == 0
+        assert pool.idle_bytes == 0
+    tiny = pool.empty((7,), "float64")            # under a page: NumPy's own array
+    assert tiny.flags.owndata and tiny.shape == (7,)
+    with pytest.raises(ValueError):               # NumPy's error for a negative dim
+        pool.empty((2, -1), "float32")
+
+
+def test_pooled_blocks_start_on_a_cache_line():
+    pool = ResultPool(min_bytes=MIB)
+    arrays = [pool.empty((512 + i, 1024), "float32") for i in range(3)]
+    assert all(_address(a) % aligned_memory.ALIGNMENT == 0 for a in arrays)
 
 
 def test_a_freed_block_is_handed_out_again():
@@ -74,7 +88,11 @@ def test_the_idle_cap_frees_blocks_beyond_it():
 
 def test_zero_cap_turns_the_reuse_off():
     pool = ResultPool(min_bytes=MIB, max_idle_bytes=0)
-    assert pool.empty((4 * MIB,), "uint8").flags.owndata
+    a = pool.empty((4 * MIB,), "uint8")
+    assert not isinstance(a.base, result_pool._Lease)
+    del a
+    gc.collect()
+    assert pool.idle_bytes == 0
 
 
 def test_bad_shapes_raise_like_numpy():
@@ -117,7 +135,7 @@ def test_compiled_results_from_pooled_blocks_equal_numpy(pooled_everything, size
         kept.append((np.asarray(run(x, g, b)), _norm_softmax_numpy(x, g, b)))
         for got, want in kept:
             np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
-    assert not any(got.flags.owndata for got, _ in kept)     # every result came from the pool
+    assert all(isinstance(got.base, result_pool._Lease) for got, _ in kept)   # every result came from the pool
     for (a, _), (c, _) in zip(kept, kept[1:]):
         assert not np.shares_memory(a, c)
     del kept, a, c

@@ -85,7 +85,8 @@ class AnnotationParser:
     """
 
     def __init__(self, lookup_sym, declare_sym, error, r_names=frozenset({"R"}),
-                 t_names=frozenset({"T"})):
+                 t_names=frozenset({"T"}), python=None):
+        self.python = python    # decorator form: plain Python such as HIDDEN, evaluated
         self.lookup_sym = lookup_sym
         self.declare_sym = declare_sym
         self.error = error
@@ -309,7 +310,7 @@ class AnnotationParser:
             if var is None:
                 raise error(f"undefined symbolic variable {name!r}", at)
             return var
-        return SymExprParser(lookup, error, self.t_names)
+        return SymExprParser(lookup, error, self.t_names, python=self.python)
 
 
 def _is_none(node) -> bool:

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 from tensorir.errors import ParseError
 from tensorir.script.diagnostics import SourceInfo, make_parse_error
+from tensorir.script.python_scope import evaluate_python
 
 
 @dataclass
@@ -43,6 +44,12 @@ class ParseContext:
     def describe(self, node: ast.AST) -> str:
         filename, lineno, _col, line = self.span(node)
         return f"{filename}:{lineno}: {line.strip()}"
+
+    def python_value(self, node: ast.expr, bound) -> tuple[bool, object]:
+        """``(True, value)`` when ``node`` is plain Python of a decorated definition (no name the
+        script binds, ``bound(name)``): ``tensorir.script.python_scope.evaluate_python``."""
+        return evaluate_python(node, self.py_globals, bound, self.r_names | self.t_names | self.i_names,
+                               self.source.filename, self.error)
 
     def is_r(self, node: ast.AST) -> bool:
         return isinstance(node, ast.Name) and node.id in self.r_names

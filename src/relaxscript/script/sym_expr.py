@@ -12,6 +12,8 @@ import ast
 import math
 from typing import Callable
 
+import numpy as np
+
 from tensorir import dtype as dt
 from tensorir import expr as E
 from tensorir.dispatch import handles
@@ -73,13 +75,16 @@ class SymExprParser:
 
     ``lookup(name, node)`` returns the symbolic variable bound to ``name`` (and
     raises a ParseError when there is none); ``error(message, node)`` builds a
-    ParseError; ``t_names`` are the names that refer to the ``T`` namespace.
+    ParseError; ``t_names`` are the names that refer to the ``T`` namespace;
+    ``python(node)`` (decorator form) gives ``(True, value)`` for plain Python
+    such as ``HIDDEN * 2`` (``ParseContext.python_value``).
     """
 
-    def __init__(self, lookup, error, t_names=frozenset({"T"})):
+    def __init__(self, lookup, error, t_names=frozenset({"T"}), python=None):
         self.lookup = lookup
         self.error = error
         self.t_names = t_names
+        self.python = python
 
     def parse(self, node: ast.expr) -> E.PrimExpr:
         value = self._eval(node)
@@ -87,6 +92,10 @@ class SymExprParser:
 
     def _eval(self, node):
         """PrimExpr, or a Python int/float/bool for a bare literal (adopts the other side's dtype)."""
+        if self.python is not None and not isinstance(node, ast.Constant):
+            found, value = self.python(node)
+            if found:
+                return self._python_number(value, node)
         if isinstance(node, ast.Constant):
             if isinstance(node.value, int) and not isinstance(node.value, bool) \
                     and int_literal_problem(node.value) is not None:
@@ -117,6 +126,21 @@ class SymExprParser:
                 and isinstance(node.func.value, ast.Name) and node.func.value.id in self.t_names:
             return self._call_t(node.func.attr, node)
         raise self.error(f"unsupported symbolic expression: {ast.unparse(node)}", node)
+
+    def _python_number(self, value, node):
+        if isinstance(value, (bool, np.bool_)):
+            return bool(value)
+        if isinstance(value, (int, np.integer)):
+            problem = int_literal_problem(int(value))
+            if problem is not None:
+                raise self.error(problem, node)
+            return int(value)
+        if isinstance(value, (float, np.floating)):
+            return float(value)
+        if isinstance(value, E.PrimExpr):
+            return value
+        raise self.error(f"{ast.unparse(node)} is a Python {type(value).__name__}, not a number or "
+                         "symbolic expression", node)
 
     def _build(self, cls, node, *operands):
         try:

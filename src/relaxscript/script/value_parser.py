@@ -62,13 +62,20 @@ class ValueParser(ClassDispatch):
         self.global_vars = global_vars  # name -> GlobalVar of the module being parsed
         self.class_names = frozenset(class_names) | {"cls"}
         self.annotations = AnnotationParser(self.lookup_sym, self.declare_sym, ctx.error,
-                                            ctx.r_names, ctx.t_names)
+                                            ctx.r_names, ctx.t_names, python=self.python_value)
         self.declare_hook = None  # set by the function parser: declares a new symbolic var
 
     # ------------------------------------------------------------ symbolic names
     def lookup_sym(self, name: str):
         value = self.scope.lookup(name)
         return value if isinstance(value, E.Var) else None
+
+    def bound_by_script(self, name: str) -> bool:
+        return self.scope.lookup(name) is not None or name in self.global_vars or name in self.class_names
+
+    def python_value(self, node: ast.expr) -> tuple[bool, object]:
+        """Plain Python of the decorated definition's scope, evaluated (``ParseContext.python_value``)."""
+        return self.ctx.python_value(node, self.bound_by_script)
 
     def declare_sym(self, name: str) -> E.Var:
         if self.declare_hook is None:
@@ -83,7 +90,7 @@ class ValueParser(ClassDispatch):
             if value is not None:
                 raise self.ctx.error(f"{name!r} is a graph-level value, not a symbolic variable", node)
             raise self.ctx.error(f"undefined symbolic variable {name!r}", node)
-        return SymExprParser(lookup, self.ctx.error, self.ctx.t_names)
+        return SymExprParser(lookup, self.ctx.error, self.ctx.t_names, python=self.python_value)
 
     def sym(self, node: ast.expr) -> E.PrimExpr:
         return self.sym_parser().parse(node)
@@ -101,9 +108,15 @@ class ValueParser(ClassDispatch):
 
     def value(self, node: ast.expr):
         method = self.handler_for(type(node))
-        if method is None:
-            raise self.ctx.error(f"unsupported expression: {ast.unparse(node)}", node)
-        result = method(self, node)
+        try:
+            if method is None:
+                raise self.ctx.error(f"unsupported expression: {ast.unparse(node)}", node)
+            result = method(self, node)
+        except ParseError:
+            found, python = self.python_value(node)   # decorator form: axis=cfg.axis, 2 * HIDDEN
+            if not found:
+                raise
+            return python.item() if isinstance(python, np.generic) else python
         # Locate nodes built here; shared ones (variables, the single Op per name) keep theirs.
         if isinstance(result, rx.Expr) and not isinstance(result, (rx.Var, rx.GlobalVar, rx.Op)) \
                 and not _has_span(result):
@@ -489,6 +502,10 @@ class ValueParser(ClassDispatch):
             found = self.ctx.py_globals.get(node.id)  # decorator form: arrays from Python
             if isinstance(found, (np.ndarray, np.generic, int, float, bool, list)):
                 return found
+        if not isinstance(node, ast.Constant):        # decorator form: R.const(np.ones(4))
+            found, value = self.python_value(node)
+            if found:
+                return value
         return self.literal(node)
 
     def metadata_constant(self, node: ast.Subscript):
@@ -525,7 +542,10 @@ class ValueParser(ClassDispatch):
         try:
             value = ast.literal_eval(node)
         except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
-            raise self.ctx.error(f"expected a literal value, got {ast.unparse(node)}", node) from None
+            found, value = self.python_value(node)     # decorator form: axis=AXIS, eps=cfg.eps
+            if not found:
+                raise self.ctx.error(f"expected a literal value, got {ast.unparse(node)}", node) from None
+            value = value.item() if isinstance(value, np.generic) else value
         unprintable = unprintable_literal(value)
         if unprintable is not None:
             raise self.ctx.error(f"unsupported literal {unprintable!r} of type {type(unprintable).__name__}: "

@@ -24,6 +24,7 @@ from .call_site import link_call_site
 from .device_memory import link_device_alloc_storage, link_device_alloc_tensor, link_host_library
 from .native_library import link_native_library
 from .prebind import _written_registers, next_pcs, prebind_static_allocations
+from backends.aligned_memory import aligned_bytes
 from .result_pool import RESULTS
 from .sym_table import RUNTIME_NAMES, compile_expr
 from .values import copy_views, data_pointer, make_match_namespace, own_value, truthy
@@ -426,7 +427,7 @@ def _link_alloc_storage(ins: I.AllocStorage, nxt: int, code: FunctionCode, frame
     regs, ptrs, t = frame.regs, frame.ptrs, frame.table
     dst = ins.dst
     if ins.static_size is not None:
-        storage = np.empty(max(1, ins.static_size), np.uint8)
+        storage = aligned_bytes(max(1, ins.static_size))
         pointer = data_pointer(storage)
 
         def step():
@@ -443,7 +444,7 @@ def _link_alloc_storage(ins: I.AllocStorage, nxt: int, code: FunctionCode, frame
         buf = held.get(dst)
         if buf is None or buf.shape[0] < size:   # grow-only: reused by later calls
             try:
-                buf = held[dst] = np.empty(size, np.uint8)
+                buf = held[dst] = aligned_bytes(size)
             except (ValueError, MemoryError):
                 raise fail((size,)) from None
             ptrs[dst] = data_pointer(buf)

@@ -17,6 +17,8 @@ import math
 
 import numpy as np
 
+from backends.aligned_memory import aligned_empty
+
 from ..interpreter.values import ShapeTuple
 from . import instructions as I
 from .sym_code import check_message, render_expr
@@ -140,7 +142,9 @@ class Decoder:
         data = self.bytes_at(entry)
         if len(data) != dtype.itemsize * math.prod(shape):
             raise ValueError(f"array of shape {shape} and dtype {dtype} with {len(data)} bytes")
-        return np.frombuffer(data, dtype).reshape(shape).copy()
+        out = aligned_empty(shape, dtype)     # constants feed kernels as loaded weights do
+        out[...] = np.frombuffer(data, dtype).reshape(shape)
+        return out
 
     def value(self, v):
         if v is None or type(v) in (bool, int, float, str):

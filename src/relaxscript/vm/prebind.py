@@ -22,6 +22,7 @@ from collections import Counter
 import numpy as np
 
 from . import instructions as I
+from backends.aligned_memory import aligned_bytes
 from .values import data_pointer
 
 
@@ -56,7 +57,7 @@ def prebind_static_allocations(func: I.VMFunction, template: list, ptrs: list) -
         if written[getattr(ins, "dst", None)] != 1 or ins.dst in params or ins.dst in func.constants:
             continue
         if isinstance(ins, I.AllocStorage) and ins.static_size is not None:
-            storage = np.empty(max(1, ins.static_size), np.uint8)
+            storage = aligned_bytes(max(1, ins.static_size))
             storages[ins.dst] = storage
             template[ins.dst], ptrs[ins.dst] = storage, data_pointer(storage)
             skipped.add(pc)

@@ -23,6 +23,8 @@ from math import prod
 
 import numpy as np
 
+from backends.aligned_memory import aligned_bytes, aligned_empty
+
 SIZE_CLASS = 2 << 20        # blocks are whole 2 MiB units: the OS's large page
 MIN_BYTES = 8 << 20         # below this glibc's heap reuses the memory itself (dynamic mmap threshold)
 MAX_IDLE_BYTES = int(os.environ.get("RELAXSCRIPT_RESULT_POOL_MB", "512")) << 20
@@ -60,7 +62,7 @@ class ResultPool:
         # the common small result first; NumPy's own error for a negative dim
         if (nbytes < self.min_bytes or self.max_idle_bytes <= 0 or dtype.hasobject
                 or any(d < 0 for d in shape)):
-            return np.empty(shape, dtype)
+            return aligned_empty(shape, dtype)
         shape = tuple(int(d) for d in shape)
         size = -(-nbytes // SIZE_CLASS) * SIZE_CLASS
         with self._lock:
@@ -69,7 +71,7 @@ class ResultPool:
             if block is not None:
                 self._idle_bytes -= size
         if block is None:
-            block = np.empty(size, np.uint8)    # MemoryError / ValueError as np.empty's
+            block = aligned_bytes(size)    # MemoryError / ValueError as np.empty's
         return np.asarray(_Lease(self, block, shape, dtype))
 
     def give_back(self, block: np.ndarray) -> None:

@@ -16,6 +16,7 @@ from .block_parser import BlockParserMixin
 from .diagnostics import MAX_NESTING, SourceInfo, deeper_than
 from .expr_parser import MISSING, AliasView, ExprParser, LocalPointer, extent_between
 from .namespace import DTYPE_NAMES, _Namespace
+from .python_scope import evaluate_python
 from .scope import BlockFrame, LoopInfo, Scope
 from .subroutines import ModuleScope
 
@@ -88,6 +89,8 @@ class FunctionParser(BlockParserMixin):
         self.scope = Scope(py_globals)
         self.param_name: str | None = None
         self.exprs = ExprParser(source, self.scope.lookup, self.context, self.t_names)
+        self.exprs.python = lambda node: evaluate_python(
+            node, py_globals, self.scope.bound, self.t_names, source.filename, self.error)
         self.exprs.module = module
         self.final_return = None  # the function's last statement when it is its `return v`
         self.jump_targets: list[str] = []  # enclosing loop kinds ("while", "block" across a block)

@@ -26,6 +26,10 @@ class Scope:
     def define(self, name: str, value) -> None:
         self.frames[-1][name] = value
 
+    def bound(self, name: str) -> bool:
+        """Whether the script itself binds ``name`` (Python globals do not count)."""
+        return any(name in frame for frame in self.frames)
+
     def lookup(self, name: str):
         for frame in reversed(self.frames):
             if name in frame:

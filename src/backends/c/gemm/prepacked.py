@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ...aligned_memory import aligned_empty
 from tensorir.errors import ShapeMismatchError
 
 
@@ -27,9 +28,13 @@ def pack_weight(weight: np.ndarray, nr: int) -> np.ndarray:
         raise ShapeMismatchError(f"pack_weight: expected a 2-D float32 weight, got {weight.dtype} {weight.shape}")
     k, n = weight.shape
     panels = -(-n // nr)
-    padded = np.zeros((k, panels * nr), np.float32)
-    padded[:, :n] = weight
-    return np.ascontiguousarray(padded.reshape(k, panels, nr).transpose(1, 0, 2))
+    packed = aligned_empty((panels, k, nr), np.float32)   # the micro-kernel's B loads take whole lines
+    full = n // nr
+    packed[:full] = weight[:, :full * nr].reshape(k, full, nr).transpose(1, 0, 2)
+    if full < panels:                                     # the last panel, zero past n
+        packed[full] = 0
+        packed[full, :, :n - full * nr] = weight[:, full * nr:]
+    return packed
 
 
 def unpack_weight(packed: np.ndarray, n: int) -> np.ndarray:

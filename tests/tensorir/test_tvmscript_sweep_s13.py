@@ -925,3 +925,29 @@ class Module:
         kernel(a, b)
         np.testing.assert_array_equal(b, 2 * np.arange(4, dtype="float32"))
         np.testing.assert_array_equal(a, 1 + b)
+
+
+def test_a_decorated_module_calls_its_own_prim_funcs():
+    """``@T.prim_func`` runs on each method while the class body runs (before the module
+    decorator): the class's other prim_funcs are callable there too, by the class's name or cls."""
+    from relaxscript import R
+    from tensorir import T
+
+    @R.ir_module
+    class Decorated:
+        @T.prim_func
+        def main(A: T.Buffer((5,), "float32")):
+            for i in range(5):
+                A[i] = Decorated.square(A[i]) + cls.square(T.float32(1))  # noqa: F821 - read by the parser, never run
+
+        @T.prim_func
+        def square(x: T.float32) -> T.float32:
+            return x * x
+
+    assert calls_of(Decorated["main"])
+    assert_round_trip(Decorated)
+    a = np.arange(5, dtype="float32")
+    for kernel in _kernels(Decorated):
+        got = a.copy()
+        kernel(got)
+        np.testing.assert_array_equal(got, a * a + 1)

@@ -102,7 +102,33 @@ def _parse_python_function(func) -> PrimFunc:
     func_def = next(n for n in module.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)))
     if isinstance(func_def, ast.AsyncFunctionDef):
         raise make_parse_error("a prim_func cannot be async", func_def, source)
-    return parse_prim_func_def(func_def, source, _python_names(func))
+    return parse_prim_func_def(func_def, source, _python_names(func), _enclosing_module(func, filename))
+
+
+def _enclosing_module(func, filename: str):
+    """A method's class as the module its calls may name (``Module.sub(...)``, ``cls.sub``):
+    ``@T.prim_func`` runs on each method while the class body runs, before the
+    ``@I.ir_module`` decorator sees the class, so the class's prim_func signatures are read
+    from its ``def`` lines in the file. None for a function outside a class."""
+    from .subroutines import ModuleScope, signature_from_def
+    parts = getattr(func, "__qualname__", "").split(".")
+    if len(parts) < 2 or parts[-2] == "<locals>":
+        return None
+    try:
+        tree = ast.parse(open(filename, encoding="utf-8").read())
+    except (OSError, SyntaxError, ValueError):
+        return None
+    line = func.__code__.co_firstlineno
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ClassDef) and node.name == parts[-2]:
+            members = [n for n in node.body if isinstance(n, ast.FunctionDef)]
+            if not any(min([n.lineno] + [d.lineno for d in n.decorator_list]) <= line <= n.end_lineno
+                       for n in members):
+                continue
+            prims = {n.name: signature_from_def(n) for n in members
+                     if any("prim_func" in ast.unparse(d) for d in n.decorator_list)}
+            return ModuleScope(prims, frozenset({node.name, "cls"}))
+    return None
 
 
 # Decorator options of TVM's that change nothing here: ``s_tir`` marks a schedulable

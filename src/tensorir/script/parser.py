@@ -33,6 +33,7 @@ the offending source line and a context such as "in function 'f', parameter 'x'"
 from __future__ import annotations
 
 import ast
+import functools
 import inspect
 import textwrap
 
@@ -105,6 +106,16 @@ def _parse_python_function(func) -> PrimFunc:
     return parse_prim_func_def(func_def, source, _python_names(func), _enclosing_module(func, filename))
 
 
+@functools.lru_cache(maxsize=32)
+def _file_tree(filename: str):
+    """The file's AST (every method of a class asks; a test file holds many)."""
+    try:
+        with open(filename, encoding="utf-8") as f:
+            return ast.parse(f.read())
+    except (OSError, SyntaxError, ValueError):
+        return None
+
+
 def _enclosing_module(func, filename: str):
     """A method's class as the module its calls may name (``Module.sub(...)``, ``cls.sub``):
     ``@T.prim_func`` runs on each method while the class body runs, before the
@@ -114,9 +125,8 @@ def _enclosing_module(func, filename: str):
     parts = getattr(func, "__qualname__", "").split(".")
     if len(parts) < 2 or parts[-2] == "<locals>":
         return None
-    try:
-        tree = ast.parse(open(filename, encoding="utf-8").read())
-    except (OSError, SyntaxError, ValueError):
+    tree = _file_tree(filename)
+    if tree is None:
         return None
     line = func.__code__.co_firstlineno
     for node in ast.walk(tree):

@@ -35,6 +35,7 @@ from __future__ import annotations
 import ast
 import functools
 import inspect
+import os
 import textwrap
 
 from ..errors import ParseError
@@ -107,8 +108,9 @@ def _parse_python_function(func) -> PrimFunc:
 
 
 @functools.lru_cache(maxsize=32)
-def _file_tree(filename: str):
-    """The file's AST (every method of a class asks; a test file holds many)."""
+def _file_tree(filename: str, mtime: float):
+    """The file's AST (every method of a class asks; a test file holds many; ``mtime``: an
+    edited file is read again)."""
     try:
         with open(filename, encoding="utf-8") as f:
             return ast.parse(f.read())
@@ -125,7 +127,10 @@ def _enclosing_module(func, filename: str):
     parts = getattr(func, "__qualname__", "").split(".")
     if len(parts) < 2 or parts[-2] == "<locals>":
         return None
-    tree = _file_tree(filename)
+    try:
+        tree = _file_tree(filename, os.path.getmtime(filename))
+    except OSError:
+        return None
     if tree is None:
         return None
     line = func.__code__.co_firstlineno

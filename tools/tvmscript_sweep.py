@@ -27,10 +27,20 @@ Each item lands in one bucket:
 - ``negative``: the item sits inside ``with pytest.raises(...)`` (or an
   xfail test): TVM itself refuses it; counted apart, not as our failures.
 
+With ``--run``, every prim_func of an item that round-trips is also built the way a build
+takes a module (``kernels_of``: calls between prim_funcs inlined, LLVM intrinsics mapped,
+subroutines refused as kernels) and run on random inputs in the loop-level interpreter (the
+NumPy reference) and as a compiled C kernel; every buffer is compared. Symbolic dims and
+integer scalar parameters are bound to small values (``--dim``); GPU-scheduled functions
+(thread bindings), buffers of more than ``--max-elements`` and handle parameters are skipped.
+Buckets: ``run ok``, ``mismatch``, ``c error``, ``interp stops`` (the reference raised, e.g.
+an index the small bound dims put out of range; the C kernel, which checks no bounds, is then
+not run), ``refused at build`` (an error naming what cannot run), ``skipped``.
+
 Usage::
 
     PYTHONPATH=src python tools/tvmscript_sweep.py /tmp/tvmsrc [--json out.json]
-        [--show CATEGORY_SUBSTRING] [--examples N] [--bucket failed|...]
+        [--show CATEGORY_SUBSTRING] [--examples N] [--run [--dim 3]]
 
 The input is other projects' code: keep it outside the repository (e.g. under
 /tmp); only this tool and the numbers it prints belong here.
@@ -70,6 +80,7 @@ class Item:
     bucket: str = ""
     category: str = ""
     message: str = ""
+    runs: list = field(default_factory=list)   # --run: (kernel, bucket, category) per prim_func
 
 
 # ---------------------------------------------------------------- finding items
@@ -236,7 +247,8 @@ def _equal(a, b) -> bool:
     return rx.structural_equal(a, b)
 
 
-def run_item(item: Item, timeout: int = 30) -> None:
+def run_item(item: Item, timeout: int = 30, run: bool = False, dim: int = 3,
+             max_elements: int = 1 << 18) -> None:
     import relaxscript as rx
     signal.signal(signal.SIGALRM, _alarm)
     signal.alarm(timeout)
@@ -258,6 +270,9 @@ def run_item(item: Item, timeout: int = 30) -> None:
                 item.bucket, item.category = "roundtrip failed", "second print differs from the first"
             else:
                 item.bucket = "ok"
+                if run:
+                    signal.alarm(0)
+                    run_kernels(item, parsed, dim, max_elements)
         except _Timeout:
             raise
         except Exception as err:  # noqa: BLE001
@@ -267,6 +282,135 @@ def run_item(item: Item, timeout: int = 30) -> None:
         item.bucket, item.category = "failed", f"[timeout {timeout}s]"
     finally:
         signal.alarm(0)
+
+
+# ---------------------------------------------------------------- --run
+RUN_TIMEOUT = 20
+
+
+def _prim_funcs(parsed) -> dict:
+    from tensorir.function import PrimFunc
+    if isinstance(parsed, PrimFunc):
+        return {parsed.name: parsed}
+    functions = getattr(parsed, "functions", None)
+    if functions is None:
+        return {}
+    return {n: f for n, f in functions.items() if isinstance(f, PrimFunc)}
+
+
+def _bindings(func, dim: int):
+    """Arrays' shapes and scalar values for ``func`` with every symbolic dim bound to ``dim``;
+    None and a reason when it cannot be bound."""
+    from tensorir import dtype as dt
+    from tensorir import expr as E
+    from tensorir.arith.evaluate import evaluate
+    from tensorir.buffer import Buffer
+    from tensorir.functor import collect
+    free = {}
+    for p in func.params:
+        parts = [p] if isinstance(p, E.Var) else list(p.shape) if isinstance(p, Buffer) else []
+        for part in parts:
+            for v in collect(part, lambda n: isinstance(n, E.Var)) if not isinstance(part, E.Var) else [part]:
+                free.setdefault(v, dim if dt.is_int(v.dtype) else None)
+    scalars = {}
+    for p in func.params:
+        if isinstance(p, E.Var):
+            if p.dtype == "handle":
+                return None, "handle parameter"
+            scalars[p.name] = free.get(p) if dt.is_int(p.dtype) else 0.5
+    shapes = []
+    for p in func.buffer_params:
+        try:
+            shape = [int(evaluate(d, {v: val for v, val in free.items() if val is not None})) for d in p.shape]
+        except Exception:  # noqa: BLE001 - a dim that is not a function of the bound ones
+            return None, "shape not bound"
+        shapes.append((p, shape))
+    return (shapes, scalars), ""
+
+
+def _random_array(rng, shape, dtype):
+    from tensorir import dtype as dt
+    np_dtype = dt.to_numpy(dtype)
+    if dt.is_float(dtype):
+        return rng.standard_normal(shape).astype(np_dtype)
+    if dtype == "bool":
+        return rng.integers(0, 2, shape).astype(bool)
+    return rng.integers(0, 4, shape).astype(np_dtype)   # small: indices read from data stay in range
+
+
+def run_kernels(item: Item, parsed, dim: int, max_elements: int) -> None:
+    import numpy as np
+
+    import tensorir as tir
+    from backends.target import build_kernels
+    from tensorir.errors import IRError
+    from tensorir.stmt import For
+    from tensorir.transform.inline_subroutines import kernels_of
+    prims = _prim_funcs(parsed)
+    if not prims:
+        return
+    try:
+        kernels = kernels_of(dict(prims))
+    except IRError as err:
+        item.runs.append(("*", "refused at build", _blank(str(err).splitlines()[0])))
+        return
+    for name, func in kernels.items():
+        if tir.collect(func.body, lambda n: isinstance(n, For) and n.kind == "thread_binding"):
+            item.runs.append((name, "skipped", "GPU-scheduled"))
+            continue
+        bound, reason = _bindings(func, dim)
+        if bound is None:
+            item.runs.append((name, "skipped", reason))
+            continue
+        shapes, scalars = bound
+        if any(int(np.prod(s)) > max_elements for _, s in shapes):
+            item.runs.append((name, "skipped", "large buffers"))
+            continue
+        rng = np.random.default_rng(0)
+        inputs = [_random_array(rng, s, p.dtype) for p, s in shapes]
+        results = []
+        for runner in ("interp", "c"):
+            if results and results[0][0] == "error":
+                break   # the reference stopped (e.g. an index the bound dims put out of range): a
+                # compiled kernel checks no bounds, so it is not run on inputs the program cannot take
+            arrays = [a.copy() for a in inputs]
+            signal.alarm(RUN_TIMEOUT)
+            try:
+                if runner == "interp":
+                    tir.interpret(func, *arrays, **scalars)
+                else:
+                    build_kernels("c", {name: func})[name](*arrays, **scalars)
+                results.append(("ok", arrays))
+            except _Timeout:
+                results.append(("error", f"timeout {RUN_TIMEOUT}s"))
+            except Exception as err:  # noqa: BLE001 - tabulated
+                first = str(err).splitlines()[0] if str(err) else ""
+                results.append(("error", type(err).__name__ + ": " + _blank(first)))
+            finally:
+                signal.alarm(0)
+        if len(results) == 1:
+            vi = results[0][1]
+            item.runs.append((name, "skipped" if "timeout" in vi else "interp stops",
+                              "interpreter too slow" if "timeout" in vi else vi))
+            continue
+        (ki, vi), (kc, vc) = results
+        if ki == kc == "ok":
+            # a half-precision intermediate rounds at every step, in another order in C
+            dtypes = {b.dtype for b in tir.collect(func.body, lambda n: isinstance(n, tir.Buffer))}
+            tol = 5e-2 if "bfloat16" in dtypes else 1e-2 if "float16" in dtypes else 1e-4
+            same = all(np.array_equal(a, b, equal_nan=True) if a.dtype.kind not in "fc" else
+                       np.allclose(a, b, rtol=tol, atol=tol * max(1.0, float(np.nanmax(np.abs(a)))
+                                                                  if a.size and np.isfinite(a).any() else 1.0),
+                                   equal_nan=True)
+                       for a, b in zip(vi, vc))
+            item.runs.append((name, "run ok" if same else "mismatch", ""))
+        else:
+            item.runs.append((name, "c error", vc))
+
+
+def _blank(text: str) -> str:
+    text = re.sub(r"'[^']*'", "'_'", text)
+    return re.sub(r"\b\d+\b", "N", text)[:160]
 
 
 def _message(err: BaseException) -> str:
@@ -332,6 +476,22 @@ def report(items: list[Item], examples: int, show: str | None) -> dict:
         summary[title] = {"items": len(group), "functions": members, "functions_ok": ok_members,
                           "buckets": dict(buckets),
                           "categories": {f"[{b}] {c}": len(m) for (b, c), m in ordered}}
+    runs = [(i, r) for i in groups["self-contained"] for r in i.runs]
+    if runs:
+        buckets = Counter(r[1] for _, r in runs)
+        print(f"\n== --run: {len(runs)} prim_funcs of self-contained items that round-trip")
+        for bucket in ("run ok", "mismatch", "c error", "interp stops", "refused at build", "skipped"):
+            print(f"   {bucket:18s} {buckets.get(bucket, 0)}")
+        cats = defaultdict(list)
+        for i, (kernel, bucket, cat) in runs:
+            if bucket != "run ok":
+                cats[(bucket, cat)].append((i, kernel))
+        for (bucket, cat), where in sorted(cats.items(), key=lambda kv: -len(kv[1])):
+            print(f"   {len(where):4d}  [{bucket}] {cat}")
+            for i, kernel in where[:examples]:
+                print(f"            {i.file}:{i.line} {i.name}.{kernel}")
+        summary["run"] = {"kernels": len(runs), "buckets": dict(buckets),
+                          "categories": {f"[{b}] {c}": len(w) for (b, c), w in cats.items()}}
     if show is not None:
         for i in items:
             if i.bucket != "ok" and show.lower() in i.category.lower():
@@ -346,11 +506,14 @@ def main(argv=None) -> int:
     ap.add_argument("--examples", type=int, default=2, help="locations listed per category")
     ap.add_argument("--show", help="print message and text of failures whose category contains this")
     ap.add_argument("--timeout", type=int, default=30)
+    ap.add_argument("--run", action="store_true", help="also build and run each prim_func (interp vs C)")
+    ap.add_argument("--dim", type=int, default=3, help="--run: the value of every symbolic dim")
+    ap.add_argument("--max-elements", type=int, default=1 << 18, help="--run: skip larger buffers")
     args = ap.parse_args(argv)
     sys.setrecursionlimit(max(sys.getrecursionlimit(), 10000))
     items = collect(args.paths)
     for item in items:
-        run_item(item, args.timeout)
+        run_item(item, args.timeout, args.run, args.dim, args.max_elements)
     summary = report(items, args.examples, args.show)
     if args.json:
         Path(args.json).write_text(json.dumps({"summary": summary, "items": [

@@ -234,6 +234,11 @@ class SourceEmitter(ClassDispatch):
             return value if FLOAT_TO_INT_VIA[e.dtype] == e.dtype else f"(({self.value_type(e.dtype)}){value})"
         return f"(({self.value_type(e.dtype)}){self.expr(e.value)})"
 
+    @handles(E.CallFunc, table="expr")
+    def subroutine_call(self, e: E.CallFunc) -> str:
+        raise self.error(f"a call of prim_func {e.callee!r} reached the {self.LANGUAGE} emitter; the build "
+                         "inlines calls between prim_funcs first (tensorir.transform.inline_subroutines)")
+
     @handles(E.Call, table="expr")
     def call(self, e: E.Call) -> str:
         args = [self.expr(a) for a in e.args]
@@ -306,6 +311,14 @@ class SourceEmitter(ClassDispatch):
         self.emit(f"while {parenthesized(self.expr(s.condition))} {{")
         self.nested(s.body)
         self.emit("}")
+
+    @handles(S.Break, table="stmt")
+    def break_stmt(self, s: S.Break) -> None:
+        self.emit("break;")   # the parser allows it only in a serial for or a while: a C loop here
+
+    @handles(S.Continue, table="stmt")
+    def continue_stmt(self, s: S.Continue) -> None:
+        self.emit("continue;")
 
     @handles(S.AssertStmt, table="stmt")
     def assert_stmt(self, s: S.AssertStmt) -> None:

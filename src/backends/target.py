@@ -247,8 +247,10 @@ def get_backend(target) -> TargetBackend:
 def build_kernels(target, funcs) -> KernelModule:
     """Build and load PrimFuncs for ``target`` in one step (tests, benchmarks): ``module[name](*arrays)``."""
     from tensorir.function import PrimFunc
+    from tensorir.transform.inline_subroutines import kernels_of
     if isinstance(funcs, PrimFunc):
         funcs = {funcs.name: funcs}
+    funcs = kernels_of(dict(funcs))
     target = Target.parse(target)
     backend = get_backend(target)
     image = backend.build(target, dict(funcs))

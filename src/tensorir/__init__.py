@@ -17,8 +17,8 @@ from .expr import (INTRINSICS, Add, And, BufferLoad, Call, Cast, Div, EQ, FloatI
 from .function import PrimFunc
 from .functor import Mutator, Visitor, collect, post_order, substitute
 from .node import Node
-from .stmt import (Allocate, AssertStmt, Block, BlockRealize, BufferRegion, BufferStore, Evaluate, For,
-                   IfThenElse, IterVar, LetStmt, MatchBufferRegion, Range, SeqStmt, Stmt, While, seq)
+from .stmt import (Allocate, AssertStmt, Block, BlockRealize, Break, BufferRegion, BufferStore, Continue,
+                   Evaluate, For, IfThenElse, IterVar, LetStmt, MatchBufferRegion, Range, SeqStmt, Stmt, While, seq)
 from .structural import (StructuralMismatch, assert_structural_equal, structural_equal,
                          structural_hash)
 

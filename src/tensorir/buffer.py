@@ -37,6 +37,10 @@ class Buffer(Node):
         self.shape = tuple(convert(s) for s in shape)
         self.dtype = dt.normalize(dtype)
         self.strides = tuple(convert(s) for s in strides)
+        if self.strides and len(self.strides) != len(self.shape):
+            # (one stride per dimension, or none for row-major: another count has no meaning)
+            raise ValueError(f"buffer {name!r} has {len(self.shape)} dimension(s) but {len(self.strides)} "
+                             f"stride(s)")
         self.elem_offset = convert(elem_offset)
         self.scope = scope
         if data is not None and not isinstance(data, Buffer):
@@ -63,8 +67,20 @@ class Buffer(Node):
         return BufferLoad(self, indices)
 
 
+class Pointer(Buffer):
+    """A typed pointer parameter, ``p: T.handle("float32")`` (TVM's form of a subroutine's
+    array argument): storage of an unknown extent, read and written only through the views
+    declared over it (``A = T.decl_buffer(shape, dtype, data=p)``). A function taking one is a
+    subroutine: another prim_func calls it with ``T.address_of(B[i, 0])`` or ``B.data``, and the
+    build inlines it there (``tensorir.transform.inline_subroutines``); it is never a kernel."""
+    __slots__ = ()
+
+    def __init__(self, name: str, dtype: str = "float32"):
+        super().__init__(name, (), dtype)
+
+
 def decl_buffer(name: str, shape: Sequence, dtype: str = "float32", scope: str = "global") -> Buffer:
     return Buffer(name, shape, dtype, scope=scope)
 
 
-__all__ = ["Buffer", "decl_buffer", "Var"]
+__all__ = ["Buffer", "Pointer", "decl_buffer", "Var"]

@@ -350,6 +350,37 @@ def reinterpret(dtype: str, value) -> PrimExpr:
     return Call(dtype, REINTERPRET, [value])
 
 
+class CallFunc(PrimExpr):
+    """A call of another prim_func of the same module (``cls.subroutine(args)``, TVM's call of a
+    GlobalVar). ``dtype`` is the callee's result dtype (``-> T.int32``), "void" when it returns
+    nothing (then the call is a statement's whole value). Arguments are scalars or pointers
+    (``T.address_of(A[i])``, ``A.data``). The build inlines every call into its caller
+    (``tensorir.transform.inline_subroutines``); no kernel ever makes one."""
+    __slots__ = ("callee", "args")
+    _fields = ("args",)
+    _attrs = ("dtype", "callee")
+
+    def __init__(self, dtype: str, callee: str, args: Sequence):
+        self.dtype = dt.normalize(dtype)
+        self.callee = str(callee)
+        self.args = tuple(convert(a) for a in args)
+
+
+RET = "tir.ret"
+
+
+def ret(value) -> Call:
+    """``T.ret(v)`` / ``return v``: the function's result (only as its last statement here)."""
+    value = convert(value)
+    return Call(value.dtype, RET, [value])
+
+
+# LLVM intrinsics (``T.call_llvm_pure_intrin(T.llvm_lookup_intrinsic_id("llvm.ctpop.i8"), x,
+# dtype="uint8")``): Call(dtype, op, [name or numeric id, *args]). The build maps the few with an
+# exact meaning here to ours (``tensorir.transform.llvm_intrinsics``) and refuses the rest by name.
+LLVM_INTRIN_OPS = ("tir.call_llvm_pure_intrin", "tir.call_llvm_intrin")
+
+
 ADDRESS_OF = "tir.address_of"
 
 

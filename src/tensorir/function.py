@@ -3,10 +3,10 @@ from __future__ import annotations
 
 from typing import Mapping, Sequence
 
-from .buffer import Buffer
-from .expr import Var
+from .buffer import Buffer, Pointer
+from .expr import RET, Call, Var
 from .node import Node
-from .stmt import Block, BlockRealize, Stmt
+from .stmt import Allocate, Block, BlockRealize, Evaluate, LetStmt, SeqStmt, Stmt
 
 
 class PrimFunc(Node):
@@ -39,6 +39,23 @@ class PrimFunc(Node):
         return [p for p in self.params if isinstance(p, Var)]
 
     @property
+    def pointer_params(self) -> list[Pointer]:
+        """Typed pointer parameters (``T.handle("float32")``): the function is a subroutine."""
+        return [p for p in self.params if isinstance(p, Pointer)]
+
+    @property
+    def result(self):
+        """The value the function returns (``return v`` / ``T.ret(v)``, its last statement), or
+        None when it returns nothing (it writes its output buffers)."""
+        ret = trailing_ret(self.body)
+        return ret.args[0] if ret is not None else None
+
+    @property
+    def ret_dtype(self) -> str | None:
+        result = self.result
+        return result.dtype if result is not None else None
+
+    @property
     def root_block(self) -> Block | None:
         if isinstance(self.body, BlockRealize) and self.body.block.name == "root" \
                 and not self.body.block.iter_vars:
@@ -59,3 +76,20 @@ class PrimFunc(Node):
 
     def show(self) -> None:
         print(self.script())
+
+
+def trailing_ret(body: Stmt) -> Call | None:
+    """The ``T.ret`` call a function body ends with (the parser allows one only there: after the
+    last statement of the function's top level, inside its lets, allocations and root block)."""
+    node = body
+    while True:
+        if isinstance(node, SeqStmt) and node.seq:
+            node = node.seq[-1]
+        elif isinstance(node, (LetStmt, Allocate)):
+            node = node.body
+        elif isinstance(node, BlockRealize) and node.block.name == "root" and not node.block.iter_vars:
+            node = node.block.body
+        elif isinstance(node, Evaluate) and isinstance(node.value, Call) and node.value.op == RET:
+            return node.value
+        else:
+            return None

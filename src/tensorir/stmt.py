@@ -133,6 +133,42 @@ class AssertStmt(Stmt):
         self.message = message
 
 
+class Break(Stmt):
+    """``break``: leaves the innermost enclosing loop (a serial ``for`` or a ``while``; TVM's
+    loop jump). The parser allows it only there, never across a block."""
+    __slots__ = ()
+
+
+class Continue(Stmt):
+    """``continue``: ends this iteration of the innermost enclosing serial ``for``/``while``."""
+    __slots__ = ()
+
+
+def has_loop_jumps(node) -> bool:
+    """Whether ``node`` holds a ``break``/``continue`` anywhere."""
+    from .functor import collect
+    return bool(collect(node, lambda n: isinstance(n, (Break, Continue))))
+
+
+def jumps_to(loop) -> bool:
+    """Whether a ``break``/``continue`` in ``loop``'s body leaves or continues ``loop`` itself
+    (not a loop nested in it)."""
+    stack = [loop.body]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (Break, Continue)):
+            return True
+        if isinstance(node, (For, While)) or node is None:
+            continue
+        if isinstance(node, SeqStmt):
+            stack.extend(node.seq)
+        elif isinstance(node, IfThenElse):
+            stack.extend((node.then_case, node.else_case))
+        elif isinstance(node, (LetStmt, Allocate)):
+            stack.append(node.body)
+    return False
+
+
 class LetStmt(Stmt):
     __slots__ = ("var", "value", "body")
     _fields = ("var", "value", "body")

@@ -115,7 +115,7 @@ def f(a: T.handle):
 @T.prim_func
 def f(A: T.Buffer((4,), "float32")) -> T.int32:
     A[0] = T.float32(0)
-''', "returns nothing"),
+''', "does not end with `return value`"),
     ("bad_keyword", '''
 @T.prim_func
 def f(A: T.Buffer((4,), "float32")):

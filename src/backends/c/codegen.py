@@ -397,11 +397,13 @@ class CFunctionEmitter(SourceEmitter):
             self.emit("}")
 
     def plain_loop(self, s: S.For, hi: str, simd_clause: str = "", may_skip: bool = False) -> None:
-        accumulation = None if simd_clause else match_accumulation(s)
+        jumps = S.has_loop_jumps(s.body)
+        accumulation = None if simd_clause or jumps else match_accumulation(s)
         if accumulation is not None:
             self.accumulation_loop(s, hi, accumulation, may_skip)
             return
-        hoisted_values = [] if may_skip else self.hoist_values(s)
+        # (a break may end the loop before a value or an index check is reached: none is hoisted)
+        hoisted_values = [] if may_skip or jumps else self.hoist_values(s)
         var = self.names.get(s.loop_var, s.loop_var.name)
         lo = self.expr(s.min)
         parallel = s.kind == "parallel" and not self.in_parallel
@@ -484,8 +486,9 @@ class CFunctionEmitter(SourceEmitter):
     def hoist_invariants(self, s: S.For) -> None:
         """Bind the body's loop-invariant index arithmetic to locals (see hoist.py), and check
         the indices read from data it is certain to check (``certain_index_checks``) once."""
-        for e in certain_index_checks(s, lambda loop: self.known_positive(loop.extent)):
-            self.bind_local(e, "rs_h")
+        if not S.has_loop_jumps(s.body):
+            for e in certain_index_checks(s, lambda loop: self.known_positive(loop.extent)):
+                self.bind_local(e, "rs_h")
         for e in invariant_subexpressions(s):
             self.bind_local(e, "rs_h", safe=True)
 

@@ -128,8 +128,8 @@ def stmt_exprs(stmt, runs_once=lambda loop: True, certain: bool = True):
     elif isinstance(stmt, S.SeqStmt):
         for s in stmt.seq:
             yield from stmt_exprs(s, runs_once, certain)
-            if certain and collect(s, lambda n: isinstance(n, S.AssertStmt)):
-                certain = False   # what follows a failing assert does not run
+            if certain and collect(s, lambda n: isinstance(n, (S.AssertStmt, S.Break, S.Continue))):
+                certain = False   # what follows a failing assert (or a loop jump) does not run
     elif isinstance(stmt, S.While):
         yield stmt.condition, certain
         yield from stmt_exprs(stmt.body, runs_once, False)

@@ -98,10 +98,23 @@ def run_prim_func(func: PrimFunc, args: list, mod=None) -> None:
 
     from .kernel_variants import run_with_variants
     named = {p.name: v for p, v in zip(scalar_params, scalars)}
+    if mod is not None:
+        func = _with_subroutines_inlined(func, mod)
     if mod is not None and func.attrs.get(VARIANTS_ATTR):
         run_with_variants(func, mod, arrays, named)
     else:
         tensorir.interpret(func, *arrays, **named)
+
+
+def _with_subroutines_inlined(func, mod):
+    """A prim_func calling others of the module runs with the calls inlined (as every build)."""
+    from tensorir.transform.inline_subroutines import has_calls, inline_subroutines
+    if not has_calls(func):
+        return func
+    names = [n for n, f in mod.functions.items() if f is func]
+    if not names:
+        return func
+    return inline_subroutines(dict(mod.functions))[names[0]]
 
 
 def _outputs_result(outputs: list[np.ndarray], call: Call):

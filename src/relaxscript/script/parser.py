@@ -132,10 +132,13 @@ def _parse_members(defs: list, ctx: ParseContext, class_names) -> dict:
         seen.add(node.name)
         kinds[node.name] = _member_kind(node, ctx)
     # Pass 1: signatures.
+    from tensorir.script.subroutines import ModuleScope, signature_from_def
+    prim_scope = ModuleScope({n.name: signature_from_def(n, ctx.t_names) for n in defs if kinds[n.name] == "prim"},
+                             frozenset(class_names) | {"cls"}, bare=not class_names)
     global_vars, functions = {}, {}
     for node in defs:
         if kinds[node.name] == "prim":
-            functions[node.name] = _parse_prim_func(node, ctx)
+            functions[node.name] = _parse_prim_func(node, ctx, prim_scope)
             global_vars[node.name] = rx.GlobalVar(node.name, signature_of(functions[node.name]))
         else:
             sig = FunctionParser(ctx, global_vars, class_names).signature(node)
@@ -190,9 +193,9 @@ def _member_kind(node: ast.FunctionDef, ctx: ParseContext) -> str:
     raise ctx.error(f"function {node.name!r} needs a decorator: @R.function or @T.prim_func", node)
 
 
-def _parse_prim_func(node: ast.FunctionDef, ctx: ParseContext):
+def _parse_prim_func(node: ast.FunctionDef, ctx: ParseContext, module=None):
     from tensorir.script.parser import parse_prim_func_def
-    func = parse_prim_func_def(node, ctx.source, ctx.py_globals)
+    func = parse_prim_func_def(node, ctx.source, ctx.py_globals, module)
     return func if func.name == node.name else func.replace(name=node.name)
 
 

@@ -43,6 +43,10 @@ class SymExprPrinter(ExprPrinter):
         symbol, prec = PYTHON_INFIX[type(e)]
         return f"{self.operand(e.a, left_min_prec(prec))} {symbol} {self.operand(e.b, prec + 1)}", prec
 
+    @handles(E.CallFunc)
+    def subroutine_call(self, e, ctx):
+        raise ValueError(f"a call of prim_func {e.callee!r} is not a symbolic shape expression")
+
     @handles(E.Call)
     def intrinsic_call(self, e, ctx):
         if e.op not in E.INTRINSICS:

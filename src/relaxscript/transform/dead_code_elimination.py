@@ -82,8 +82,9 @@ def unreferenced_functions(mod: IRModule) -> list[str]:
 
 def referenced_globals(func) -> set[str]:
     """Names of module functions that ``func`` refers to (a prim_func only to its variants)."""
-    if isinstance(func, PrimFunc):
-        return set(variant_names(func))
+    if isinstance(func, PrimFunc):  # its variants, and the prim_funcs it calls (cls.sub(...))
+        from tensorir.transform.inline_subroutines import calls_of
+        return set(variant_names(func)) | {c.callee for c in calls_of(func)}
     return {g.name_hint for g in collect(func, lambda n: isinstance(n, GlobalVar))}
 
 

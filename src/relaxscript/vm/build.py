@@ -20,6 +20,7 @@ from backends.target import Target, TargetError, get_backend
 
 from ..expr import Function
 from ..irmodule import IRModule
+from tensorir.function import PrimFunc
 from ..transform import (AnnotateTIROpPattern, CallTIRRewrite, DeadCodeElimination,
                          DefaultCPUSchedule, DefaultGPUSchedule, DispatchLibrary, FuseAttention, FuseOps,
                          FuseTIR, InlineFunctions, LegalizeOps, LiftWorkspace, StaticPlanBlockMemory)
@@ -122,6 +123,27 @@ def mark_entry_functions(mod: IRModule) -> IRModule:
     return IRModule(functions, mod.attrs)
 
 
+def inline_prim_subroutines(mod: IRModule) -> IRModule:
+    """Calls between prim_funcs (``cls.sub(...)`` in a prim_func) inlined before any pass: the
+    callees graph functions do not call themselves are left out (no kernel calls another, and
+    a callee taking pointers or returning a value is no kernel); a prim_func a graph function
+    calls must be a kernel (an ``IRError`` naming it otherwise)."""
+    from tensorir.transform.inline_subroutines import check_kernel, inline_subroutines, subroutine_names
+    from ..transform.dead_code_elimination import referenced_globals
+    called = subroutine_names(mod.functions)
+    from_graph = set()
+    for func in mod.relax_functions.values():
+        from_graph |= referenced_globals(func)
+    if called:
+        functions = inline_subroutines(dict(mod.functions))
+        mod = IRModule({n: f for n, f in functions.items() if n not in called or n in from_graph}, mod.attrs)
+    kernels = {name: check_kernel(mod[name], name) for name in sorted(from_graph)
+               if name in mod and isinstance(mod[name], PrimFunc)}
+    if any(k is not mod[n] for n, k in kernels.items()):
+        mod = IRModule({**mod.functions, **kernels}, mod.attrs)
+    return mod
+
+
 def build(mod: IRModule, target="c", pipeline=None) -> Executable:
     """Run ``pipeline`` (default ``get_pipeline(target)``), then lower shapes and
     generate VM code; the target's backend builds the kernels (one C library,
@@ -135,6 +157,7 @@ def build(mod: IRModule, target="c", pipeline=None) -> Executable:
         raise TypeError(f"build needs an IRModule or a Function, got {type(mod).__name__}")
     passes = get_pipeline(target) if pipeline is None else _check_pipeline(pipeline)
     mod = mark_entry_functions(mod)
+    mod = inline_prim_subroutines(mod)
     for p in passes:
         mod = p(mod)
     functions, kernels = compile_module(mod)

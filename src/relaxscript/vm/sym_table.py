@@ -135,6 +135,11 @@ class _TreeBuilder(ClassDispatch):
         conv = "bool" if expr.dtype == "bool" else "float" if dt.is_float(expr.dtype) else "int"
         return self.rounded(("cast", conv, self.tree(expr.value)), expr.dtype)
 
+    @handles(E.CallFunc)
+    def subroutine_call(self, expr: E.CallFunc) -> tuple:
+        raise VMBuildError(f"function '{self.table.func_name}': a call of prim_func {expr.callee!r} in a "
+                           "symbolic expression")
+
     @handles(E.Call)
     def intrinsic(self, expr: E.Call) -> tuple:
         if not has_intrinsic(expr.op):

@@ -131,6 +131,8 @@ def block_pattern(realize: S.BlockRealize) -> PatternKind:
 
 def analyze_pattern(func: PrimFunc) -> PatternKind:
     """The pattern kind of ``func``; a function without blocks (lowered code) is Opaque."""
+    if S.has_loop_jumps(func.body):
+        return PatternKind.Opaque  # a loop a break/continue leaves: its trip count is data's
     collector = _BlockCollector()
     collector.visit(func.body)
     if collector.stray_stores or not collector.realizes:

@@ -170,6 +170,11 @@ class _Evaluator(ClassDispatch):
             value = math.trunc(value)
         return wrap_int(int(value), e.dtype)
 
+    @handles(E.CallFunc)
+    def subroutine_call(self, e):
+        raise EvaluationError(f"a call of prim_func {e.callee!r} has no value here (calls are inlined "
+                              "into their callers by the build)")
+
     @handles(E.Call)
     def call(self, e):
         return call_intrinsic(e.op, e.dtype, [self.eval(a) for a in e.args])

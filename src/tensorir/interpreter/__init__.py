@@ -33,6 +33,8 @@ def interpret(func: PrimFunc, *args, vectorize: bool = True, **scalars) -> None:
     parameter order; scalar params may also be passed by name)."""
     if not isinstance(func, PrimFunc):
         raise TypeError(f"interpret expects a PrimFunc, got {type(func).__name__}")
+    from ..transform.inline_subroutines import check_kernel
+    func = check_kernel(func)  # a subroutine (pointers, a result, calls) runs inlined into its caller
     vars, views = bind_arguments(func, args, scalars)
     executor = Executor(func, vars, views, vectorize=vectorize)
     with np.errstate(all="ignore"):  # IEEE results (inf/nan) are the semantics, not errors

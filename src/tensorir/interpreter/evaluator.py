@@ -194,6 +194,11 @@ class ExprEvaluator(ClassDispatch):
     def _cast(self, e, mask):
         return as_dtype(self.eval(e.value, mask), e.dtype)
 
+    @handles(E.CallFunc)
+    def _subroutine_call(self, e, mask):
+        raise InterpretError(f"{self.frame.func.name}: a call of prim_func {e.callee!r} runs only inlined "
+                             "(tensorir.transform.inline_subroutines, as every build does)")
+
     @handles(E.Call)
     def _call(self, e, mask):
         if e.op == E.CHECKED_INDEX:

@@ -106,8 +106,19 @@ class Executor(ClassDispatch):
         for child in s.seq:
             self.run(child)
 
+    @handles(S.Break)
+    def _break(self, s):
+        raise _Jump(True)
+
+    @handles(S.Continue)
+    def _continue(self, s):
+        raise _Jump(False)
+
     @handles(S.For)
     def _for(self, s):
+        if S.has_loop_jumps(s.body):   # iterations one at a time: a jump decides which run
+            self.run_serial(s, self.eval_int(s.min), self.eval_int(s.extent))
+            return
         hoisted = hoisted_form(self.func, s)
         if hoisted is not None and nest_is_empty(self, s):
             self.run(hoisted)   # an empty reduction still runs its init, as compiled code does
@@ -124,7 +135,11 @@ class Executor(ClassDispatch):
         try:
             for i in range(start, start + count):
                 self.vars[s.loop_var] = scalar(s.loop_var.dtype, i)
-                self.run(s.body)
+                try:
+                    self.run(s.body)
+                except _Jump as jump:
+                    if jump.leave:
+                        break
         finally:
             self.unbind(token)
 
@@ -144,7 +159,11 @@ class Executor(ClassDispatch):
     @handles(S.While)
     def _while(self, s):
         while self.eval(s.condition):
-            self.run(s.body)
+            try:
+                self.run(s.body)
+            except _Jump as jump:
+                if jump.leave:
+                    break
 
     @handles(S.AssertStmt)
     def _assert(self, s):
@@ -238,3 +257,11 @@ class _Unbound:
 
 
 _UNBOUND = _Unbound()
+
+
+class _Jump(Exception):
+    """A ``break`` (``leave``) or ``continue`` on its way to the innermost loop."""
+
+    def __init__(self, leave: bool):
+        super().__init__("break" if leave else "continue")
+        self.leave = leave

@@ -16,7 +16,7 @@ from ..errors import ScheduleError
 from ..expr import PrimExpr, Var
 from ..function import PrimFunc
 from ..functor import Mutator, collect
-from ..stmt import (Allocate, Block, BlockRealize, For, IfThenElse, LetStmt, SeqStmt, Stmt,
+from ..stmt import (Allocate, Block, BlockRealize, For, IfThenElse, LetStmt, SeqStmt, Stmt, has_loop_jumps,
                     While, seq)
 
 
@@ -94,6 +94,9 @@ class StmtIndex:
         if self.under_while(node):
             raise ScheduleError(f"{what} of function {self.func.name!r} sits inside a while loop; "
                                 "schedule primitives do not transform code under a while")
+        if has_loop_jumps(self.func.body):
+            raise ScheduleError(f"function {self.func.name!r} has loop jumps (break/continue): schedule "
+                                "primitives do not transform it (a split or reorder would move a jump)")
 
     def loop(self, var: Var) -> For:
         found = self.loop_by_var.get(id(var))

@@ -11,6 +11,7 @@ from ..analysis.pattern import PatternKind, analyze_pattern
 from ..errors import ScheduleError
 from ..function import PrimFunc
 from ..schedule import Schedule
+from ..stmt import has_loop_jumps
 from .common import attempt, is_reduction_block, leaf_block_names, loop_kinds
 from .attention import ATTENTION_ATTR, schedule_attention
 from .elementwise import schedule_elementwise
@@ -55,6 +56,8 @@ def default_cpu_schedule(func: PrimFunc) -> PrimFunc:
         raise TypeError(f"default_cpu_schedule expects a PrimFunc, got {type(func).__name__}")
     if func.attrs.get(SCHEDULED_ATTR):
         return func
+    if has_loop_jumps(func.body):
+        return func  # loops a break/continue leaves run as written, one iteration at a time
     if not leaf_block_names(Schedule(func)):
         return func  # lowered or opaque code: nothing a rule can read
     for rule in rules_for(func):

@@ -39,6 +39,8 @@ class BlockParserMixin:
             if item.optional_vars is not None:
                 raise self.error("T.Assert binds no name", item.optional_vars)
             return seq(self.assert_call(call), self.nested_body(st.body))
+        if kind == "attr" and item.optional_vars is None:
+            return self.parse_attr(call, st.body, None)
         if kind == "launch_thread" and item.optional_vars is None:
             # `with T.launch_thread(tx, n):` after tx = T.env_thread(...): the body runs per thread
             return self.parse_launch_thread(None, call, st.body, None)
@@ -70,7 +72,11 @@ class BlockParserMixin:
         self.frames.append(frame)
         self.scope.push()
         outer_loops = list(self.loops)
-        body = self.parse_body(st.body, frame)
+        self.jump_targets.append("block")
+        try:
+            body = self.parse_body(st.body, frame)
+        finally:
+            self.jump_targets.pop()
         self.scope.pop()
         self.frames.pop()
         init = frame.init

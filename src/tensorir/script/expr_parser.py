@@ -15,7 +15,7 @@ import numpy as np
 
 from .. import dtype as dt
 from .. import expr as E
-from ..buffer import Buffer
+from ..buffer import Buffer, Pointer
 from ..dispatch import ClassDispatch, handles
 from ..errors import ParseError
 from ..stmt import BufferRegion, Range
@@ -24,6 +24,38 @@ from .literals import TargetAttr, int_literal_problem
 from .namespace import DTYPE_NAMES
 
 MISSING = object()
+
+
+class LocalPointer:
+    """A pointer local, ``p: T.handle("float32") = T.address_of(A[i, 0])`` (or ``T.bind(...,
+    T.handle("float32"))``): the element position ``base`` in the storage of ``A``. It is no IR
+    node: buffers declared over it are read as that storage (``AliasView``)."""
+
+    def __init__(self, name: str, dtype: str, storage: Buffer, base, address):
+        self.name, self.dtype, self.storage, self.base = name, dtype, storage, base
+        self.address = address  # the T.address_of call it was bound to (its value as an argument)
+
+
+class AliasView:
+    """``V = T.decl_buffer(shape, dtype, data=p)`` over a LocalPointer: ``V[j]`` is element
+    ``base + sum(j_d * stride_d)`` (row-major, or ``strides=``) of the one-dimensional view
+    ``flat`` of the storage, exactly what the build's subroutine inlining makes of a pointer
+    argument (``tensorir.transform.inline_subroutines``)."""
+
+    def __init__(self, name: str, flat: Buffer, base, shape, strides):
+        self.name, self.flat, self.base, self.shape, self.strides = name, flat, base, shape, strides
+        self.dtype = flat.dtype
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    def position(self, indices) -> list:
+        from ..transform.inline_subroutines import _plus, _times, _widen
+        pos = self.base
+        for i, s in zip(indices, self.strides):
+            pos = _plus(pos, _times(_widen(E.convert(i)), s))
+        return [pos]
 
 
 class AccessPtr:
@@ -214,12 +246,18 @@ class ExprParser(ClassDispatch):
             if node.id in ("True", "False"):
                 return node.id == "True"
             raise self.error(self.undefined_message.format(node.id), node)
+        if isinstance(value, LocalPointer):
+            if not self.handles_allowed:
+                raise self.error(f"{node.id!r} is a pointer: pass it to a prim_func or T.call_extern, or "
+                                 f"declare a buffer over it, T.decl_buffer(shape, dtype, data={node.id})", node)
+            return value.address
         if isinstance(value, E.Var) and value.dtype == "handle" and not self.handles_allowed:
             raise self.error(f"{node.id!r} is an opaque T.handle: give it a shape with "
                              f"T.match_buffer({node.id}, shape, dtype), or pass it to T.call_extern", node)
         return value
 
     handles_allowed = False  # set while reading the arguments of T.call_extern
+    module = None  # a subroutines.ModuleScope: the module's other prim_funcs, callable by name
 
     @handles(ast.Tuple, ast.List)
     def eval_Tuple(self, node):
@@ -292,15 +330,22 @@ class ExprParser(ClassDispatch):
     @handles(ast.Subscript)
     def eval_Subscript(self, node: ast.Subscript):
         base = self.eval(node.value)
-        if isinstance(base, Buffer):
+        if isinstance(base, AliasView):
             indices = self.index_list(node.slice)
-            for idx in indices:
-                if isinstance(idx, ast.Slice):
-                    raise self.error("slices are only allowed in T.reads/T.writes/T.match_buffer regions", idx)
             if len(indices) != base.ndim:
                 raise self.error(f"buffer {base.name!r} has {base.ndim} dimension(s), "
                                  f"indexed with {len(indices)}", node)
-            return E.BufferLoad(base, [self.expr(i) for i in indices])
+            return E.BufferLoad(base.flat, base.position(self.access_indices(indices)))
+        if isinstance(base, Pointer):
+            raise self.error(f"{base.name!r} is a pointer (T.handle({base.dtype!r})): read and write it "
+                             f"through a buffer over it, T.decl_buffer(shape, {base.dtype!r}, "
+                             f"data={base.name})", node)
+        if isinstance(base, Buffer):
+            indices = self.index_list(node.slice)
+            if len(indices) != base.ndim:
+                raise self.error(f"buffer {base.name!r} has {base.ndim} dimension(s), "
+                                 f"indexed with {len(indices)}", node)
+            return E.BufferLoad(base, self.access_indices(indices))
         if isinstance(base, (list, tuple)):
             return base[self.constant(node.slice, "tuple index", (int,))]
         raise self.error(f"cannot index {ast.unparse(node.value)}", node)
@@ -329,6 +374,10 @@ class ExprParser(ClassDispatch):
         func = node.func
         if isinstance(func, ast.Attribute) and self.is_t(func.value):
             return self.call_t(func.attr, node)
+        callee = self.module.callee(func, lambda n: self.lookup(n) is MISSING) \
+            if self.module is not None else None
+        if callee is not None:
+            return self.call_subroutine(callee, node)
         if isinstance(func, ast.Attribute) and func.attr == "astype" and len(node.args) == 1 \
                 and not node.keywords:
             # `x.astype("float16")`: TVM's method spelling of T.Cast
@@ -353,6 +402,73 @@ class ExprParser(ClassDispatch):
                 except ValueError:
                     raise self.error(f"float({node.args[0].value!r}) is not a number", node) from None
         raise self.error(f"unknown function {ast.unparse(func)!r}", node)
+
+    def call_subroutine(self, callee: str, node: ast.Call) -> E.CallFunc:
+        """``Module.sub(args)``: a call of another prim_func of the module (see E.CallFunc)."""
+        sig = self.module.signatures[callee]
+        if node.keywords or any(isinstance(a, ast.Starred) for a in node.args):
+            raise self.error(f"a call of prim_func {callee!r} takes its arguments positionally", node)
+        if len(node.args) != len(sig.params):
+            raise self.error(f"prim_func {callee!r} takes {len(sig.params)} argument(s), "
+                             f"got {len(node.args)}", node)
+        args = []
+        for (kind, dtype), arg in zip(sig.params, node.args):
+            if kind in ("buffer", "handle"):
+                raise self.error(f"prim_func {callee!r} takes a {'T.Buffer' if kind == 'buffer' else 'T.handle'} "
+                                 "parameter: only scalars and typed pointers (T.handle(\"float32\")) pass "
+                                 "between prim_funcs here", arg)
+            if kind == "scalar":
+                value = self.expr(arg, dtype)
+                if value.dtype != dtype and dt.is_int(value.dtype) and dt.is_int(dtype) \
+                        and dt.lanes(value.dtype) == 1:
+                    # an index of another width (our loop variables are int64, TVM's int32)
+                    value = E.cast(dtype, value)
+                if value.dtype != dtype:
+                    raise self.error(f"prim_func {callee!r} takes a {dtype} here, got a {value.dtype} "
+                                     f"value; convert it with T.{dtype}(...)", arg)
+                args.append(value)
+                continue
+            saved, self.handles_allowed = self.handles_allowed, True
+            try:
+                value = self.eval(arg)
+            finally:
+                self.handles_allowed = saved
+            if isinstance(value, Pointer):  # a pointer parameter passed on
+                value = E.address_of(E.BufferLoad(value, []))
+            if not (isinstance(value, E.Call) and value.op == E.ADDRESS_OF):
+                raise self.error(f"prim_func {callee!r} takes a pointer (T.handle({dtype!r})) here: pass "
+                                 "T.address_of(A[i]) or A.data", arg)
+            if value.args[0].buffer.dtype != dtype:
+                raise self.error(f"prim_func {callee!r} takes a {dtype} pointer here, got the address of "
+                                 f"a {value.args[0].buffer.dtype} element", arg)
+            args.append(value)
+        return E.CallFunc(sig.ret or "void", callee, args)
+
+    def llvm_intrin(self, name: str, node: ast.Call) -> E.Call:
+        """``T.call_llvm_pure_intrin(T.llvm_lookup_intrinsic_id("llvm.ctpop.i8"), *args, dtype=...)``,
+        the id as a number, or the older ``T.call_llvm_pure_intrin("dtype", "llvm.name", *args)``."""
+        args, kw = list(node.args), {k.arg: k.value for k in node.keywords}
+        if set(kw) - {"dtype"}:
+            raise self.error(f"T.{name} takes only dtype= as a keyword", node)
+        if len(args) >= 2 and "dtype" not in kw and all(isinstance(a, ast.Constant) and isinstance(a.value, str)
+                                                         for a in args[:2]):
+            dtype, ident = self.dtype(args[0]), E.StringImm(args[1].value)
+            args = args[2:]
+        else:
+            if "dtype" not in kw or not args:
+                raise self.error(f"T.{name}(T.llvm_lookup_intrinsic_id(\"llvm.name\"), *args, dtype=...) "
+                                 "needs the intrinsic and dtype=", node)
+            dtype, first = self.dtype(kw["dtype"]), args.pop(0)
+            if isinstance(first, ast.Call) and isinstance(first.func, ast.Attribute) \
+                    and self.is_t(first.func.value) and first.func.attr == "llvm_lookup_intrinsic_id":
+                self.expect_args(first, 1)
+                ident = E.StringImm(self.constant(first.args[0], "LLVM intrinsic name", (str,)))
+            else:
+                ident = self.expr(first)
+                if not (isinstance(ident, E.IntImm) and ident.dtype != "bool"):
+                    raise self.error("an LLVM intrinsic is T.llvm_lookup_intrinsic_id(\"llvm.name\") "
+                                     "or its numeric id", first)
+        return E.Call(dtype, "tir." + name, [ident, *(self.expr(a) for a in args)])
 
     # -------------------------------------------------------------- T.<name>(...)
     def is_t(self, node: ast.AST) -> bool:
@@ -419,6 +535,8 @@ class ExprParser(ClassDispatch):
             finally:
                 self.handles_allowed = False
             return E.Call(self.dtype(args[0]), self.constant(args[1], "extern name", (str,)), extern_args)
+        if name in ("call_llvm_pure_intrin", "call_llvm_intrin"):
+            return self.llvm_intrin(name, node)
         if name == "address_of":
             self.expect_args(node, 1)
             load = self.eval(args[0])
@@ -558,6 +676,35 @@ class ExprParser(ClassDispatch):
         if isinstance(node, ast.Tuple):
             return list(node.elts)
         return [node]
+
+    def access_indices(self, nodes) -> list:
+        """The indices of a load or store; a slice ``lo:hi:step`` (TVM's vector access,
+        ``B[i * 32:i * 32 + 32]``) is ``T.Ramp(lo, step, lanes)`` with a constant lane count
+        ``ceil((hi - lo) / step)``, a scalar index where that is 1; one slice per access."""
+        out = [self.slice_index(n) if isinstance(n, ast.Slice) else self.expr(n) for n in nodes]
+        if sum(isinstance(n, ast.Slice) for n in nodes) > 1:
+            raise self.error("a vector access slices one dimension (the others index one element)",
+                             next(n for n in nodes if isinstance(n, ast.Slice)))
+        return out
+
+    def slice_index(self, node: ast.Slice) -> E.PrimExpr:
+        if node.lower is None or node.upper is None:
+            raise self.error("a vector access slice needs both bounds, lo:hi", node)
+        lo, hi = E._promote_pair(self.eval(node.lower), self.eval(node.upper))
+        step = 1 if node.step is None else self.constant(node.step, "slice step", (int,))
+        extent = extent_between(lo, hi)
+        if not E.is_const_int(extent):
+            from ..arith import Analyzer
+            extent = Analyzer().simplify(E.sub(hi, lo))
+        if not E.is_const_int(extent) or step <= 0:
+            raise self.error("a vector access slice spans a constant number of elements with a positive "
+                             f"constant step, got {ast.unparse(node)}", node)
+        lanes = max(-(-extent.value // step), 0)
+        if lanes == 1:
+            return lo
+        if lanes < 1:
+            raise self.error(f"the slice {ast.unparse(node)} selects no element", node)
+        return E.Ramp(lo, E.const(step, lo.dtype), lanes)
 
     def region(self, node: ast.expr) -> BufferRegion:
         """``A[vi, 0:4]`` / ``A`` (whole buffer) as a BufferRegion."""

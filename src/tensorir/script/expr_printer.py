@@ -12,7 +12,7 @@ import math
 
 from .. import dtype as dt
 from .. import expr as E
-from ..buffer import Buffer
+from ..buffer import Buffer, Pointer
 from ..dispatch import ClassDispatch, handles
 from ..identity_names import IdentityNames
 from ..operators import PREC_ATOM as _ATOM, PREC_NOT as _NOT, PREC_UNARY as _UNARY
@@ -166,6 +166,18 @@ class ExprPrinter(ClassDispatch):
     def intrinsic_call(self, e, ctx):
         return self.call(e), _ATOM
 
+    @handles(E.CallFunc)
+    def subroutine_call(self, e, ctx):
+        # a call of another prim_func of the module (the module prints as a class: `cls`)
+        return f"cls.{e.callee}({', '.join(self.pointer_or_expr(a) for a in e.args)})", _ATOM
+
+    def pointer_or_expr(self, a) -> str:
+        """A pointer parameter passed on prints as its name (the parser reads it back so)."""
+        if isinstance(a, E.Call) and a.op == E.ADDRESS_OF and isinstance(a.args[0], E.BufferLoad) \
+                and isinstance(a.args[0].buffer, Pointer):
+            return self.name(a.args[0].buffer)
+        return self.fmt(a)
+
     def pair(self, a, b, left_prec: int, right_prec: int | None = None, symbol: str = ",") -> str:
         """Two operands; a literal next to a non-literal of its dtype prints bare."""
         ctx_a = b.dtype if is_imm(a) and not is_imm(b) else None
@@ -179,6 +191,12 @@ class ExprPrinter(ClassDispatch):
         if e.op == E.ADDRESS_OF and e.dtype == "handle" and len(e.args) == 1 \
                 and isinstance(e.args[0], E.BufferLoad):
             return f"T.address_of({args})"
+        if e.op in E.LLVM_INTRIN_OPS and e.args and (isinstance(e.args[0], E.StringImm) or (
+                isinstance(e.args[0], E.IntImm) and e.args[0].dtype != "bool")):
+            ident = f"T.llvm_lookup_intrinsic_id({string_literal(e.args[0].value)})" \
+                if isinstance(e.args[0], E.StringImm) else self.fmt(e.args[0])
+            rest = "".join(", " + self.fmt(a) for a in e.args[1:])
+            return f'T.{e.op[4:]}({ident}{rest}, dtype="{e.dtype}")'
         if e.op == E.CHECKED_INDEX and e.dtype == "int64" and len(e.args) == 2 \
                 and all(a.dtype == "int64" for a in e.args):
             return f"T.checked_index({args})"

@@ -3,19 +3,22 @@ from __future__ import annotations
 
 import ast
 
+import numpy as np
+
 from .. import dtype as dt
 from .. import expr as E
-from ..buffer import Buffer
+from ..buffer import Buffer, Pointer
 from ..errors import ParseError
 from ..function import PrimFunc
-from ..stmt import (Allocate, AssertStmt, Block, BlockRealize, BufferStore, Evaluate, For, IfThenElse,
-                    LetStmt, Range, Stmt, While, seq)
+from ..stmt import (Allocate, AssertStmt, Block, BlockRealize, Break, BufferStore, Continue, Evaluate, For,
+                    IfThenElse, LetStmt, Range, Stmt, While, seq)
 from .block_parser import BlockParserMixin
 from .diagnostics import MAX_NESTING, SourceInfo, deeper_than
-from .expr_parser import MISSING, ExprParser, extent_between
+from .expr_parser import MISSING, AliasView, ExprParser, LocalPointer, extent_between
 from .namespace import DTYPE_NAMES, t_namespace_names
 from .python_scope import evaluate_python
 from .scope import BlockFrame, LoopInfo, Scope
+from .subroutines import ModuleScope
 
 INT_DTYPES = tuple(d for d in DTYPE_NAMES if dt.is_int(d))
 _LOOP_KINDS = {"serial": "serial", "parallel": "parallel", "vectorized": "vectorized",
@@ -77,7 +80,8 @@ class EnvThread:
 
 
 class FunctionParser(BlockParserMixin):
-    def __init__(self, func_def: ast.FunctionDef, source: SourceInfo, py_globals: dict | None):
+    def __init__(self, func_def: ast.FunctionDef, source: SourceInfo, py_globals: dict | None,
+                 module: ModuleScope | None = None):
         self.func_def = func_def
         self.source = source
         py_globals = dict(py_globals or {})
@@ -87,6 +91,11 @@ class FunctionParser(BlockParserMixin):
         self.exprs = ExprParser(source, self.scope.lookup, self.context, self.t_names)
         self.exprs.python = lambda node: evaluate_python(
             node, py_globals, self.scope.bound, self.t_names, source.filename, self.error)
+        self.exprs.module = module
+        self.final_return = None  # the function's last statement when it is its `return v`
+        self.jump_targets: list[str] = []  # enclosing loop kinds ("while", "block" across a block)
+        self.flat_views: dict[int, Buffer] = {}  # storage id -> its 1-D view (pointer locals read it)
+        self.ret_dtype: str | None = None
         self.loops: list[LoopInfo] = []
         self.frames: list[BlockFrame] = []
         self.attrs: dict = {}
@@ -124,8 +133,19 @@ class FunctionParser(BlockParserMixin):
                 and isinstance(body_stmts[0].value.value, str):
             body_stmts = body_stmts[1:]  # docstring
         if fd.returns is not None and not (isinstance(fd.returns, ast.Constant) and fd.returns.value is None):
-            raise self.error("a prim_func returns nothing (it writes its output buffers); "
-                             "leave out the return annotation or write -> None", fd.returns)
+            self.ret_dtype = self.scalar_annotation(fd.returns)
+            if self.ret_dtype in (None, "handle"):
+                raise self.error(f"a prim_func returns a scalar (-> T.int32) or nothing (it writes its "
+                                 f"output buffers); got -> {ast.unparse(fd.returns)}", fd.returns)
+        if body_stmts and self.return_value(body_stmts[-1]) is not None:
+            self.final_return = body_stmts[-1]
+        elif self.ret_dtype is not None:
+            early = next((n for n in ast.walk(fd) if isinstance(n, ast.stmt) and n is not fd
+                          and self.return_value(n) is not None), None)
+            if early is not None:
+                self.parse_return(early)  # raises: not the last statement
+            raise self.error(f"{fd.name!r} is annotated -> T.{self.ret_dtype} but does not end with "
+                             "`return value` (or T.ret(value))", fd.returns)
         self.declared = self.prescan_declarations(body_stmts)
         for name, (var, _node) in self.declared.items():
             self.scope.define(name, var)
@@ -225,6 +245,11 @@ class FunctionParser(BlockParserMixin):
                 params.append(scalars[arg.arg])
                 continue
             annotation = self.subscript_buffer(arg.annotation)
+            if self.t_call(annotation) == "handle":
+                pointer = Pointer(arg.arg, self.pointer_dtype(annotation))
+                self.scope.define(arg.arg, pointer)
+                params.append(pointer)
+                continue
             if self.t_call(annotation) != "Buffer":
                 raise self.error(f"unsupported parameter annotation {ast.unparse(arg.annotation)}; "
                                  "use T.Buffer(shape, dtype) or a scalar type such as T.int64",
@@ -234,6 +259,46 @@ class FunctionParser(BlockParserMixin):
             params.append(buf)
         self.param_name = None
         return params
+
+    def pointer_dtype(self, call: ast.Call) -> str:
+        """``T.handle("float32")`` (optionally with the storage scope "global")."""
+        if call.keywords or not 1 <= len(call.args) <= 2:
+            raise self.error('a typed pointer is written T.handle("float32")', call)
+        dtype = self.exprs.dtype(call.args[0])
+        if len(call.args) == 2 and self.exprs.constant(call.args[1], "storage scope", (str,)) != "global":
+            raise self.error("a pointer parameter's storage scope must be \"global\"", call.args[1])
+        if dtype in ("handle", "void") or dt.lanes(dtype) != 1:
+            raise self.error(f"a pointer parameter points to scalars of a number type, got {dtype}", call)
+        return dtype
+
+    def return_value(self, st) -> ast.expr | None:
+        """The value node of ``return v``, ``T.ret(v)`` or ``T.evaluate(T.ret(v))``, else None."""
+        if isinstance(st, ast.Return):
+            return st.value if st.value is not None else ast.copy_location(ast.Constant(None), st)
+        if isinstance(st, ast.Expr):
+            call = st.value
+            if self.t_call(call) == "evaluate" and len(call.args) == 1:
+                call = call.args[0]
+            if self.t_call(call) == "ret":
+                if len(call.args) != 1 or call.keywords:
+                    raise self.error("T.ret takes one value", call)
+                return call.args[0]
+        return None
+
+    def parse_return(self, st) -> Stmt:
+        value_node = self.return_value(st)
+        if st is not self.final_return:
+            raise self.error("a return is supported only as the last statement of a prim_func's top "
+                             "level (one result; early returns from loops or branches are not)", st)
+        if isinstance(value_node, ast.Constant) and value_node.value is None:
+            raise self.error("a prim_func's return needs a value (write nothing to return nothing)", st)
+        value = self.exprs.expr(value_node, self.ret_dtype)
+        if self.ret_dtype is not None and value.dtype != self.ret_dtype:
+            raise self.error(f"the function is annotated -> T.{self.ret_dtype} but returns a {value.dtype} "
+                             f"value; convert it with T.{self.ret_dtype}(...)", value_node)
+        if dt.lanes(value.dtype) != 1 or value.dtype in ("handle", "void"):
+            raise self.error(f"a prim_func returns one number, got a {value.dtype} value", value_node)
+        return Evaluate(E.ret(value))
 
     def subscript_buffer(self, node):
         """TVM's older ``T.Buffer[(128,), "float32"]``: the same as ``T.Buffer((128,), "float32")``."""
@@ -293,16 +358,62 @@ class FunctionParser(BlockParserMixin):
         dtype = self.exprs.dtype(dtype_node) if dtype_node is not None else "float32"
         shape = self.dims(shape_node, declare)
         strides = self.dims(kw["strides"], declare) if "strides" in kw else ()
+        if strides and len(strides) != len(shape):
+            raise self.error(f"{name!r} has {len(shape)} dimension(s) but strides= gives {len(strides)}: "
+                             "one stride per dimension (or none, for row-major)", kw["strides"])
         offset = self.dim(kw["elem_offset"], declare) if "elem_offset" in kw else 0
         scope = self.exprs.constant(kw["scope"], "scope", (str,)) if "scope" in kw else "global"
+        if view and isinstance(kw["data"], ast.Name) and isinstance(self.scope.lookup(kw["data"].id), LocalPointer):
+            return self.alias_view(name, self.scope.lookup(kw["data"].id), shape, dtype, strides, offset, call)
         data = self.storage_of(kw["data"]) if view else None
         return Buffer(name, shape, dtype, strides=strides, elem_offset=offset, scope=scope, data=data)
+
+    def alias_view(self, name, pointer: LocalPointer, shape, dtype, strides, offset, node) -> AliasView:
+        from ..transform.inline_subroutines import _plus, _size, _strides
+        if dtype != pointer.dtype or dtype != pointer.storage.dtype:
+            raise self.error(f"buffer {name!r} reads {pointer.storage.dtype} storage through the "
+                             f"{pointer.dtype} pointer {pointer.name!r} as {dtype}; the dtypes must agree", node)
+        storage = pointer.storage
+        flat = self.flat_views.get(id(storage))
+        if flat is None:
+            flat = Buffer(f"{storage.name}_flat", [_size(storage)], storage.dtype, data=storage,
+                          scope=storage.scope)
+            self.flat_views[id(storage)] = flat
+        shaped = Buffer(name, shape, dtype, strides=strides)
+        base = _plus(pointer.base, E.cast("int64", offset)) if not E.is_const_int(offset, 0) else pointer.base
+        return AliasView(name, flat, base, shape, _strides(shaped))
+
+    def local_pointer(self, name: str, dtype_call: ast.Call, value_node) -> None:
+        """``p: T.handle("float32") = T.address_of(A[i, 0])`` (or ``A.data``): see LocalPointer."""
+        from ..transform.inline_subroutines import _flat_position
+        dtype = self.pointer_dtype(dtype_call)
+        saved, self.exprs.handles_allowed = self.exprs.handles_allowed, True
+        try:
+            value = self.exprs.eval(value_node)
+        finally:
+            self.exprs.handles_allowed = saved
+        if not (isinstance(value, E.Call) and value.op == E.ADDRESS_OF):
+            raise self.error(f"a pointer local {name!r} takes T.address_of(A[i]) or A.data", value_node)
+        load = value.args[0]
+        storage = load.buffer.storage
+        if isinstance(storage, Pointer):
+            raise self.error(f"a pointer local {name!r} into pointer parameter {storage.name!r} is not "
+                             "supported; declare the buffer over the parameter itself", value_node)
+        if storage.dtype != dtype:
+            raise self.error(f"{name!r} is a {dtype} pointer but points into {storage.dtype} buffer "
+                             f"{load.buffer.name!r}", value_node)
+        try:
+            base = _flat_position(load.buffer, load.indices)
+        except Exception as err:  # noqa: BLE001 - a strided or offset storage
+            raise self.error(str(err), value_node) from None
+        self.scope.define(name, LocalPointer(name, dtype, storage, base, value))
 
     def storage_of(self, node) -> Buffer:
         """The buffer named by ``data=x.data`` (x: a parameter or an allocated buffer in scope),
         or ``data=x`` for storage ``x = T.allocate(...)`` made."""
-        if isinstance(node, ast.Name) and id(self.scope.lookup(node.id)) in self.allocations:
-            return self.scope.lookup(node.id)
+        if isinstance(node, ast.Name) and (id(self.scope.lookup(node.id)) in self.allocations
+                                           or isinstance(self.scope.lookup(node.id), Pointer)):
+            return self.scope.lookup(node.id)  # T.allocate storage, or a pointer parameter
         if not (isinstance(node, ast.Attribute) and node.attr == "data" and isinstance(node.value, ast.Name)):
             raise self.error(f"data= takes the storage of a buffer, written x.data; got {ast.unparse(node)}",
                              node)
@@ -367,6 +478,8 @@ class FunctionParser(BlockParserMixin):
                 scoped = self.parse_ann_assign(st, rest, frame)
             elif isinstance(st, ast.Expr) and self.t_call(st.value) == "launch_thread":
                 scoped = self.parse_launch_thread(None, st.value, rest, frame)
+            elif isinstance(st, ast.Expr) and self.t_call(st.value) == "attr":
+                scoped = self.parse_attr(st.value, rest, frame)
             elif isinstance(st, ast.Expr) and self.t_call(st.value) == "Bind":
                 scoped = self.parse_bind(st.value, rest, frame)
             if scoped is not MISSING:
@@ -404,17 +517,32 @@ class FunctionParser(BlockParserMixin):
             return self.parse_assign(st, frame)
         if isinstance(st, ast.AugAssign):
             return self.parse_aug_assign(st)
+        if isinstance(st, ast.Return) or self.return_value(st) is not None:
+            return self.parse_return(st)
         if isinstance(st, ast.Expr):
             return self.parse_expr_stmt(st, frame)
         if isinstance(st, ast.Pass):
             return None
         if isinstance(st, (ast.Break, ast.Continue)):
-            # TVM's loop jumps: passes here (fusion, parallel and vector loops, hoisting) assume a
-            # loop runs every iteration to its end
-            raise self.error(f"{type(st).__name__.lower()} (a loop jump) is not supported in a prim_func; "
-                             "write the loop as a while loop with the exit in its condition, or guard "
-                             "the rest of the body with an if", st)
+            return self.parse_jump(st)
         raise self.error(f"unsupported statement {type(st).__name__} in a prim_func", st)
+
+    def parse_jump(self, st) -> Stmt:
+        """``break`` / ``continue`` (TVM's loop jumps) of the innermost serial for or while loop."""
+        word = type(st).__name__.lower()
+        target = self.jump_targets[-1] if self.jump_targets else None
+        if target is None:
+            raise self.error(f"{word} outside a loop", st)
+        if target == "block":
+            raise self.error(f"{word} cannot leave a block (T.block / T.sblock): a block's body runs "
+                             "whole; put the loop inside the block", st)
+        if target not in ("serial", "while"):
+            article = "an" if target == "unrolled" else "a"
+            kind = target.replace("_binding", "")
+            raise self.error(f"{word} in {article} {kind} loop: a loop jump is supported in serial for loops "
+                             "and while loops only (the iterations of a parallel, vectorized, unrolled "
+                             "or thread loop do not run one after another)", st)
+        return Break() if word == "break" else Continue()
 
     def parse_named_assign(self, st: ast.Assign, rest, frame) -> Stmt | None:
         """``name = ...``: a declaration, buffer, axis or a scalar let (which scopes ``rest``)."""
@@ -437,6 +565,9 @@ class FunctionParser(BlockParserMixin):
         if kind == "allocate":
             buf = self.allocation(name, value)
             return Allocate(buf, self.scoped_body(rest, frame, name, buf))
+        if kind == "allocate_const":
+            buf, stores = self.const_allocation(name, value)
+            return Allocate(buf, seq(*stores, self.scoped_body(rest, frame, name, buf)))
         if kind == "env_thread":
             self.exprs.expect_args(value, 1)
             self.scope.define(name, EnvThread(name, self.exprs.constant(value.args[0], "thread tag", (str,))))
@@ -453,6 +584,10 @@ class FunctionParser(BlockParserMixin):
                 return None
             buf = self.buffer_from_call(name, value)
             return Allocate(buf, self.scoped_body(rest, frame, name, buf))
+        if kind == "bind" and len(value.args) == 2 and not value.keywords and self.t_call(value.args[1]) == "handle":
+            # `p = T.bind(T.address_of(A[0, 0]), T.handle("float32"))`: a pointer local
+            self.local_pointer(name, value.args[1], value.args[0])
+            return None
         if kind == "bind" and len(value.args) == 1 and not value.keywords:
             # newer TVM's `x = T.bind(value)`: the scalar let the plain assignment makes
             let_value = self.exprs.expr(value.args[0])
@@ -484,6 +619,9 @@ class FunctionParser(BlockParserMixin):
                 and isinstance(annotation.value.value, ast.Name) \
                 and annotation.value.value.id in self.t_names and annotation.value.attr == "let":
             annotation = annotation.slice  # TVM's x: T.let[T.int32] = ...: the same scalar let
+        if self.t_call(annotation) == "handle":
+            self.local_pointer(st.target.id, annotation, st.value)
+            return None
         dtype = self.vector_annotation(annotation) or self.scalar_annotation(annotation)
         if dtype is None or dtype == "handle":
             raise self.error(f"unsupported annotation {ast.unparse(st.annotation)} on a local; "
@@ -548,6 +686,50 @@ class FunctionParser(BlockParserMixin):
         self.allocations.add(id(buf))
         return buf
 
+    MAX_CONST_ELEMENTS = 4096
+
+    def const_allocation(self, name: str, call: ast.Call):
+        """``x = T.allocate_const([1, 2, 3, 4], "int32", extents=[4])``: storage holding those
+        values (row-major), read through ``T.decl_buffer(..., data=x)``. Held as an allocation
+        filled by one store per element before the statements after it (printed so): constants
+        a kernel embeds are small; larger ones belong at the graph level (``R.const``)."""
+        kw = {k.arg: k.value for k in call.keywords}
+        names = ("data", "dtype", "extents")
+        for k in call.keywords:
+            if k.arg not in names:
+                raise self.error(f"unknown argument {k.arg!r} of T.allocate_const", k.value)
+        given = dict(zip(names, call.args)) | kw
+        if len(call.args) > 3 or set(names) - set(given):
+            raise self.error("T.allocate_const takes data, dtype and extents: "
+                             "T.allocate_const([1, 2], \"int32\", [2])", call)
+        dtype = self.exprs.dtype(given["dtype"])
+        data = self.exprs.python_value(given["data"])
+        if not isinstance(data, (list, tuple)) or not all(isinstance(v, (int, float)) and not isinstance(v, bool)
+                                                          for v in data):
+            raise self.error("T.allocate_const's data is a flat list of numbers", given["data"])
+        shape = self.dims(given["extents"], False)
+        if not all(E.is_const_int(d) for d in shape):
+            raise self.error("T.allocate_const's extents are constants", given["extents"])
+        extents = [d.value for d in shape]
+        count = int(np.prod(extents)) if extents else 1
+        if count != len(data):
+            raise self.error(f"T.allocate_const has {len(data)} values for extents {extents} "
+                             f"({count} elements)", call)
+        if count > self.MAX_CONST_ELEMENTS:
+            raise self.error(f"T.allocate_const of {count} elements: constants over "
+                             f"{self.MAX_CONST_ELEMENTS} elements belong at the graph level (R.const)", call)
+        buf = Buffer(name, shape, dtype)
+        self.allocations.add(id(buf))
+        stores = []
+        for flat, v in enumerate(data):
+            index = np.unravel_index(flat, extents) if extents else ()
+            try:
+                value = E.const(v, dtype)
+            except ValueError as err:
+                raise self.error(f"T.allocate_const: {err}", given["data"]) from None
+            stores.append(BufferStore(buf, value, [E.const(int(i), d.dtype) for i, d in zip(index, shape)]))
+        return buf, stores
+
     def parse_launch_thread(self, name: str | None, call: ast.Call, rest, frame) -> Stmt:
         """``bx = T.launch_thread("blockIdx.x", 4)`` or ``T.launch_thread(tx, 32)`` after
         ``tx = T.env_thread("threadIdx.x")``: the rest of the body runs once per thread, i.e.
@@ -567,7 +749,66 @@ class FunctionParser(BlockParserMixin):
         extent = self.int_expr(call.args[1])
         var = E.Var(name, extent.dtype)
         self.loops.append(LoopInfo(var, Range(E.const(0, extent.dtype), extent)))
+        self.jump_targets.append("thread_binding")
         body = self.scoped_body(rest, frame, name, var)
+        self.jump_targets.pop()
+        self.loops.pop()
+        return For(var, E.const(0, extent.dtype), extent, "thread_binding", body, thread_tag=tag)
+
+    def parse_attr(self, call: ast.Call, stmts, frame) -> Stmt:
+        """TVM's attribute statement, ``T.attr(node, key, value)`` over the statements after it
+        (or ``with T.attr(...):`` over its body), for the keys with a meaning here:
+        ``"thread_extent"`` on ``T.iter_var(v, T.Range(0, n), "ThreadIndex", tag)`` (or on an
+        env_thread) launches ``n`` threads, i.e. a ``T.thread_binding`` loop over what follows;
+        a ``"pragma_*"`` hint over exactly one loop is kept as that loop's annotation (where
+        TVM's schedules write such hints; nothing here reads them, the loop runs as written)."""
+        if len(call.args) != 3 or call.keywords:
+            raise self.error("T.attr takes (node, key, value)", call)
+        node, key_node, value_node = call.args
+        key = self.exprs.constant(key_node, "attribute key", (str,))
+        if key == "thread_extent":
+            return self.attr_thread_extent(node, value_node, stmts, frame)
+        if key.startswith("pragma_"):
+            value = self.exprs.python_value(value_node)
+            if self.t_call(node) in DTYPE_NAMES or isinstance(node, ast.Constant):
+                self.exprs.eval(node)
+            else:
+                raise self.error(f"a {key} attribute's node is written T.int32(0) here", node)
+            body = self.nested_body(stmts)
+            if not isinstance(body, For):
+                raise self.error(f"a {key} attribute must enclose exactly one loop (it is kept as that "
+                                 "loop's annotation)", call)
+            return body.replace(annotations={**body.annotations, key: value})
+        raise self.error(f"T.attr with key {key!r} is not supported; the keys read here are "
+                         "\"thread_extent\" and \"pragma_*\"", key_node)
+
+    def attr_thread_extent(self, node, value_node, stmts, frame) -> Stmt:
+        env = self.scope.lookup(node.id) if isinstance(node, ast.Name) else MISSING
+        if isinstance(env, EnvThread):
+            name, tag = env.name, env.tag
+            dtype = None
+        elif self.t_call(node) == "iter_var" and len(node.args) == 4 and isinstance(node.args[0], ast.Name):
+            var_node, dom, kind_node, tag_node = node.args
+            name = var_node.id
+            declared = self.scope.lookup(name)
+            dtype = declared.dtype if isinstance(declared, E.Var) else None
+            if self.exprs.constant(kind_node, "iter_var kind", (str,)) != "ThreadIndex":
+                raise self.error("a thread_extent attribute's iter_var is a \"ThreadIndex\"", kind_node)
+            tag = self.exprs.constant(tag_node, "thread tag", (str,))
+            if self.t_call(dom) != "Range" or len(dom.args) != 2 \
+                    or not E.is_const_int(self.exprs.to_prim(self.exprs.eval(dom.args[0]), dom.args[0]), 0):
+                raise self.error("a thread's range is written T.Range(0, extent)", dom)
+        else:
+            raise self.error("a thread_extent attribute names its thread with "
+                             "T.iter_var(v, T.Range(0, n), \"ThreadIndex\", \"threadIdx.x\")", node)
+        extent = self.int_expr(value_node)
+        if dtype is not None:
+            extent = E.cast(dtype, extent)
+        var = E.Var(name, extent.dtype)
+        self.loops.append(LoopInfo(var, Range(E.const(0, extent.dtype), extent)))
+        self.jump_targets.append("thread_binding")
+        body = self.scoped_body(stmts, frame, name, var)
+        self.jump_targets.pop()
         self.loops.pop()
         return For(var, E.const(0, extent.dtype), extent, "thread_binding", body, thread_tag=tag)
 
@@ -584,7 +825,10 @@ class FunctionParser(BlockParserMixin):
         target = st.targets[0]
         if isinstance(target, ast.Subscript):
             buf = self.store_buffer(target)
-            indices = [self.exprs.expr(i) for i in self.exprs.index_list(target.slice)]
+            indices = self.exprs.access_indices(self.exprs.index_list(target.slice))
+            if isinstance(buf, AliasView):
+                self.check_rank(buf, indices, target)
+                buf, indices = buf.flat, buf.position(indices)
             self.check_rank(buf, indices, target)
             self.check_ramps(buf, indices, target)
             return BufferStore(buf, self.exprs.expr(st.value, buf.dtype), indices)
@@ -598,8 +842,13 @@ class FunctionParser(BlockParserMixin):
         value = self.scope.lookup(node.id) if isinstance(node, ast.Name) else MISSING
         if value is MISSING:
             raise self.error(f"store to undeclared buffer {ast.unparse(node)!r}", node)
+        if isinstance(value, AliasView):
+            return value
         if not isinstance(value, Buffer):
             raise self.error(f"{ast.unparse(node)!r} is not a buffer", node)
+        if isinstance(value, Pointer):
+            raise self.error(f"{value.name!r} is a pointer: write through a buffer over it, "
+                             f"T.decl_buffer(shape, {value.dtype!r}, data={value.name})", node)
         return value
 
     def check_rank(self, buf: Buffer, indices, node) -> None:
@@ -624,7 +873,10 @@ class FunctionParser(BlockParserMixin):
         if not isinstance(st.target, ast.Subscript) or type(st.op) not in _AUG_OPS:
             raise self.error("augmented assignment is only supported as a buffer update B[i] += e", st)
         buf = self.store_buffer(st.target)
-        indices = [self.exprs.expr(i) for i in self.exprs.index_list(st.target.slice)]
+        indices = self.exprs.access_indices(self.exprs.index_list(st.target.slice))
+        if isinstance(buf, AliasView):
+            self.check_rank(buf, indices, st.target)
+            buf, indices = buf.flat, buf.position(indices)
         self.check_rank(buf, indices, st.target)
         self.check_ramps(buf, indices, st.target)
         value = _AUG_OPS[type(st.op)](E.BufferLoad(buf, indices), self.exprs.eval(st.value))
@@ -659,10 +911,21 @@ class FunctionParser(BlockParserMixin):
         if kind in _EFFECT_CALLS:
             # TVM evaluates a bare call statement; only calls with an effect mean anything here
             return Evaluate(self.exprs.expr(call))
+        if self.calls_subroutine(st.value):
+            # a call of another prim_func: TVM evaluates the statement for the call's effects
+            return Evaluate(self.exprs.expr(st.value))
         if isinstance(st.value, ast.Constant) and isinstance(st.value.value, str):
             return None  # a comment-like string
         raise self.error(f"expression statement {ast.unparse(st.value)} has no effect; "
                          "use T.evaluate(...) to keep it", st)
+
+    def calls_subroutine(self, node) -> bool:
+        module = self.exprs.module
+        if module is None:
+            return False
+        missing = lambda n: self.scope.lookup(n) is MISSING  # noqa: E731
+        return any(isinstance(sub, ast.Call) and module.callee(sub.func, missing) is not None
+                   for sub in ast.walk(node))
 
     def assumption(self, call: ast.Call) -> None:
         """``T.assume(cond)``: a fact TVM's simplifier may use. It has no effect on what the
@@ -707,7 +970,11 @@ class FunctionParser(BlockParserMixin):
         cond = self.exprs.expr(st.test)
         if cond.dtype != "bool":
             raise self.error(f"a while condition must be one boolean, got {cond.dtype}", st.test)
-        return While(cond, self.nested_body(st.body))
+        self.jump_targets.append("while")
+        try:
+            return While(cond, self.nested_body(st.body))
+        finally:
+            self.jump_targets.pop()
 
     def parse_assert(self, test, msg, node) -> Stmt:
         """``assert cond, "message"`` / ``T.Assert(cond, "message")`` (tir.AssertStmt)."""
@@ -853,7 +1120,11 @@ class FunctionParser(BlockParserMixin):
             self.scope.define(target.id, var)
             self.loops.append(LoopInfo(var, Range(lo, ext)))
             made.append((var, lo, ext, kind, thread, loop_annotations))
-        body = self.parse_body(body_stmts)
+        self.jump_targets.append(made[-1][3])
+        try:
+            body = self.parse_body(body_stmts)
+        finally:
+            self.jump_targets.pop()
         for var, lo, ext, kind, thread, loop_annotations in reversed(made):
             self.loops.pop()
             body = For(var, lo, ext, kind, body, thread_tag=thread, annotations=loop_annotations)

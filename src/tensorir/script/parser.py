@@ -33,7 +33,9 @@ the offending source line and a context such as "in function 'f', parameter 'x'"
 from __future__ import annotations
 
 import ast
+import functools
 import inspect
+import os
 import textwrap
 
 from ..errors import ParseError
@@ -47,8 +49,10 @@ from .python_scope import substitute_python
 
 
 def parse_prim_func_def(func_def: ast.FunctionDef, source: SourceInfo,
-                        py_globals: dict | None = None) -> PrimFunc:
-    return FunctionParser(func_def, source, py_globals).parse()
+                        py_globals: dict | None = None, module=None) -> PrimFunc:
+    """``module``: a ``subroutines.ModuleScope`` when ``func_def`` is a member of a module
+    whose other prim_funcs it may call."""
+    return FunctionParser(func_def, source, py_globals, module).parse()
 
 
 def parse_prim_expr(node: ast.expr, names: dict, source: SourceInfo,
@@ -107,7 +111,46 @@ def _parse_python_function(func) -> PrimFunc:
     # TVMScript's reading of plain Python values (N, cfg.k, SHAPE) in a decorated definition
     func_def = substitute_python(func_def, py_globals, t_names, filename,
                                  lambda message, node: make_parse_error(message, node, source))
-    return parse_prim_func_def(func_def, source, py_globals)
+    return parse_prim_func_def(func_def, source, py_globals, _enclosing_module(func, filename))
+
+
+@functools.lru_cache(maxsize=32)
+def _file_tree(filename: str, mtime: float):
+    """The file's AST (every method of a class asks; a test file holds many; ``mtime``: an
+    edited file is read again)."""
+    try:
+        with open(filename, encoding="utf-8") as f:
+            return ast.parse(f.read())
+    except (OSError, SyntaxError, ValueError):
+        return None
+
+
+def _enclosing_module(func, filename: str):
+    """A method's class as the module its calls may name (``Module.sub(...)``, ``cls.sub``):
+    ``@T.prim_func`` runs on each method while the class body runs, before the
+    ``@I.ir_module`` decorator sees the class, so the class's prim_func signatures are read
+    from its ``def`` lines in the file. None for a function outside a class."""
+    from .subroutines import ModuleScope, signature_from_def
+    parts = getattr(func, "__qualname__", "").split(".")
+    if len(parts) < 2 or parts[-2] == "<locals>":
+        return None
+    try:
+        tree = _file_tree(filename, os.path.getmtime(filename))
+    except OSError:
+        return None
+    if tree is None:
+        return None
+    line = func.__code__.co_firstlineno
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ClassDef) and node.name == parts[-2]:
+            members = [n for n in node.body if isinstance(n, ast.FunctionDef)]
+            if not any(min([n.lineno] + [d.lineno for d in n.decorator_list]) <= line <= n.end_lineno
+                       for n in members):
+                continue
+            prims = {n.name: signature_from_def(n) for n in members
+                     if any("prim_func" in ast.unparse(d) for d in n.decorator_list)}
+            return ModuleScope(prims, frozenset({node.name, "cls"}))
+    return None
 
 
 # Decorator options of TVM's that change nothing here: ``s_tir`` marks a schedulable

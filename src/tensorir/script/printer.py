@@ -6,12 +6,12 @@ fixpoint: ``print_prim_func(from_source(print_prim_func(f))) == print_prim_func(
 from __future__ import annotations
 
 from .. import expr as E
-from ..buffer import Buffer
+from ..buffer import Buffer, Pointer
 from ..dispatch import ClassDispatch, handles
 from ..function import PrimFunc
 from ..functor import collect
 from ..node import Node
-from ..stmt import (Allocate, Block, BlockRealize, BufferRegion, BufferStore, Evaluate, For,
+from ..stmt import (Allocate, Block, BlockRealize, Break, BufferRegion, BufferStore, Continue, Evaluate, For,
                     IfThenElse, IterVar, LetStmt, MatchBufferRegion, Range, SeqStmt, Stmt, While,
                     AssertStmt, is_true)
 from ..structural import structural_equal
@@ -61,7 +61,9 @@ class StmtPrinter(ClassDispatch):
             args.append(f"elem_offset={string_literal(offset)}" if signature else f"elem_offset={offset}")
         if buf.scope != "global":
             args.append(f"scope={string_literal(buf.scope)}")
-        if buf.data is not None:
+        if isinstance(buf.data, Pointer):
+            args.append(f"data={self.name(buf.data)}")
+        elif buf.data is not None:
             args.append(f"data={self.name(buf.data)}.data")
         return ", ".join(args)
 
@@ -118,7 +120,12 @@ class StmtPrinter(ClassDispatch):
 
     @handles(Evaluate)
     def stmt_Evaluate(self, node: Evaluate, indent, last):
-        return [f"{indent}T.evaluate({self.e(node.value)})"]
+        value = node.value
+        if isinstance(value, E.Call) and value.op == E.RET and len(value.args) == 1:
+            return [f"{indent}return {self.e(value.args[0], value.dtype)}"]
+        if isinstance(value, E.CallFunc):  # a call of another prim_func, for its effects
+            return [f"{indent}{self.e(value)}"]
+        return [f"{indent}T.evaluate({self.e(value)})"]
 
     @handles(IfThenElse)
     def stmt_IfThenElse(self, node: IfThenElse, indent, last):
@@ -130,6 +137,14 @@ class StmtPrinter(ClassDispatch):
     @handles(While)
     def stmt_While(self, node: While, indent, last):
         return [f"{indent}while {self.e(node.condition)}:"] + self.body(node.body, indent + self.step)
+
+    @handles(Break)
+    def stmt_Break(self, node, indent, last):
+        return [f"{indent}break"]
+
+    @handles(Continue)
+    def stmt_Continue(self, node, indent, last):
+        return [f"{indent}continue"]
 
     @handles(AssertStmt)
     def stmt_AssertStmt(self, node: AssertStmt, indent, last):
@@ -253,12 +268,16 @@ class StmtPrinter(ClassDispatch):
         inner = indent + self.step
         params = []
         for p in func.params:
-            if isinstance(p, Buffer):
+            if isinstance(p, Pointer):
+                params.append(f'{self.name(p)}: T.handle("{p.dtype}")')
+            elif isinstance(p, Buffer):
                 params.append(f"{self.name(p)}: T.Buffer({self.buffer_args(p, signature=True)})")
             else:
                 params.append(f"{self.name(p)}: T.{p.dtype}")
         lines = [indent + HEADER, ""] if header else []
-        lines += [f"{indent}{decorator}", f"{indent}def {function_name(name or func.name)}({', '.join(params)}):"]
+        result = f" -> T.{func.ret_dtype}" if func.ret_dtype is not None else ""
+        lines += [f"{indent}{decorator}",
+                  f"{indent}def {function_name(name or func.name)}({', '.join(params)}){result}:"]
         lines += [inner + line for line in self.declarations(func)]
         if func.attrs:
             lines.append(f"{inner}T.func_attr({py_literal(func.attrs)})")

@@ -34,7 +34,7 @@ from ..arith import Analyzer
 from ..dispatch import handles
 from ..function import PrimFunc
 from ..functor import Mutator, collect, substitute
-from ..stmt import BufferStore, For, SeqStmt, seq
+from ..stmt import BufferStore, For, SeqStmt, jumps_to, seq
 
 _FUSIBLE_KINDS = ("serial", "vectorized")
 
@@ -73,8 +73,9 @@ class _UnitLoops(Mutator):
     @handles(For)
     def visit_For(self, loop: For):
         loop = self.generic_visit(loop)
+        # (a loop a break/continue jumps to stays: without it the jump would reach another loop)
         if isinstance(loop.extent, E.IntImm) and loop.extent.value == 1 and loop.kind in _FUSIBLE_KINDS \
-                and not loop.annotations:
+                and not loop.annotations and not jumps_to(loop):
             return substitute(loop.body, {loop.loop_var: loop.min})
         return loop
 
@@ -112,6 +113,8 @@ class _Fuser(Mutator):
 
     def fuse(self, a: For, b: For) -> For | None:
         if a.kind not in _FUSIBLE_KINDS or b.kind not in _FUSIBLE_KINDS or a.annotations or b.annotations:
+            return None
+        if jumps_to(a) or jumps_to(b):   # a jump would skip or end the other loop's body too
             return None
         if not (_same(a.min, b.min) and _same(a.extent, b.extent)):
             return None

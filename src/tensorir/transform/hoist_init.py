@@ -51,8 +51,87 @@ def _hoistable(loops, realize: BlockRealize, bound_ids: set[int]) -> bool:
     reduce_ids = {id(iv.var) for iv in block.iter_vars if iv.kind == "R"}
     if _uses_any(block.init, reduce_ids):
         return False
+    if not _at_min_only_first(block, realize, loops):
+        return False
     # the loops' bounds must not depend on each other in a way the init copy would miss
     return all(not _uses_any(lp.extent, loop_ids) and not _uses_any(lp.min, loop_ids) for lp in loops)
+
+
+def _affine(expr, loops: dict):
+    """``expr`` as ``{loop id: coefficient}`` plus a constant when it is a sum of loop vars
+    times positive constants (None otherwise)."""
+    from .. import expr as E
+    if E.is_const_int(expr):
+        return {}, expr.value
+    if isinstance(expr, E.Var) and id(expr) in loops:
+        return {id(expr): 1}, 0
+    if isinstance(expr, E.Cast) and dt_is_int(expr.dtype):
+        return _affine(expr.value, loops)
+    if isinstance(expr, E.Add):
+        a, b = _affine(expr.a, loops), _affine(expr.b, loops)
+        if a is None or b is None:
+            return None
+        terms = dict(a[0])
+        for k, c in b[0].items():
+            terms[k] = terms.get(k, 0) + c
+        return terms, a[1] + b[1]
+    if isinstance(expr, E.Mul):
+        for x, c in ((expr.a, expr.b), (expr.b, expr.a)):
+            if E.is_const_int(c) and c.value > 0:
+                inner = _affine(x, loops)
+                if inner is None:
+                    return None
+                return {k: v * c.value for k, v in inner[0].items()}, inner[1] * c.value
+    return None
+
+
+def dt_is_int(dtype) -> bool:
+    from .. import dtype as dt
+    return dt.is_int(dtype)
+
+
+def _at_min_only_first(block, realize: BlockRealize, loops) -> bool:
+    """Whether the reduce iter vars are all at their domain minimum only on the first pass
+    of ``loops`` (then a guarded init and one placed before the loops agree). A block's init
+    runs where every reduce var is at its minimum (TVM's meaning, which the interpreter
+    keeps); a binding that comes back to its minimum later (``vk = k * k // 2`` is 0 at
+    k = 0 and k = 1) re-initialises there, so the init stays guarded in place. Recognised:
+    each reduce binding is an affine sum of the loops with positive constant coefficients
+    (at the loops' minimum it is the domain's), or ``A // c`` and ``A % c`` of one such sum
+    ``A`` both present (the pair of a fused loop), which are both minimal only where ``A`` is."""
+    from .. import expr as E
+    from ..structural import structural_equal
+    loop_of = {id(lp.loop_var): lp for lp in loops}
+    forced: set[int] = set()
+    pending: list = []
+    for iv, value in zip(block.iter_vars, realize.iter_values):
+        if iv.kind != "R":
+            continue
+        if isinstance(value, (E.FloorDiv, E.FloorMod)):   # the divisor: a positive extent
+            core = _affine(value.a, loop_of)
+            if core is None or not E.is_const_int(iv.dom.min, 0):
+                return False
+            pending.append((type(value), value.a, value.b, core))
+            continue
+        found = _affine(value, loop_of)
+        if found is None:
+            return False
+        terms, const = found
+        at_min = const + sum(c * loop_of[k].min.value if E.is_const_int(loop_of[k].min) else 0
+                             for k, c in terms.items())
+        if not all(E.is_const_int(loop_of[k].min) for k in terms) or not E.is_const_int(iv.dom.min) \
+                or at_min != iv.dom.min.value:
+            return False
+        forced |= set(terms)
+    for kind, core_expr, c, (terms, const) in pending:
+        partner = E.FloorMod if kind is E.FloorDiv else E.FloorDiv
+        if not any(k is partner and structural_equal(cc, c, map_free_vars=False)
+                   and structural_equal(x, core_expr, map_free_vars=False) for k, x, cc, _ in pending):
+            return False
+        if const != 0 or not all(E.is_const_int(loop_of[k].min, 0) for k in terms):
+            return False
+        forced |= set(terms)
+    return all(id(lp.loop_var) in forced for lp in loops)
 
 
 def _split(realize: BlockRealize):

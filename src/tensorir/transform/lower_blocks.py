@@ -43,7 +43,12 @@ def _collect_alignment(func: PrimFunc) -> dict[Buffer, Buffer]:
     """Old buffer -> the same buffer with padded strides, for every storage_align request."""
     requests: dict[int, tuple[Buffer, dict]] = {}
     for block in collect(func.body, lambda n: isinstance(n, Block)):
-        for entry in block.annotations.get(ALIGN_KEY, []):
+        entries = block.annotations.get(ALIGN_KEY, [])
+        for entry in entries if isinstance(entries, (list, tuple)) else [entries]:
+            if not (isinstance(entry, (list, tuple)) and len(entry) == 4
+                    and all(isinstance(x, int) and not isinstance(x, bool) for x in entry)):
+                raise IRError(f"block {block.name!r}: each {ALIGN_KEY} entry is [write buffer index, axis, "
+                              f"factor, offset] (four integers), got {entry!r}")
             index, axis, factor, offset = entry
             if not 0 <= index < len(block.writes):
                 raise IRError(f"block {block.name!r}: {ALIGN_KEY} names write buffer {index}, "

@@ -16,6 +16,7 @@ from ...analysis.pattern import PatternKind, analyze_pattern
 from ...errors import ScheduleError
 from ...function import PrimFunc
 from ...schedule import Schedule
+from ...stmt import has_loop_jumps
 from ..common import is_reduction_block, leaf_block_names
 from ..cpu import SCHEDULED_ATTR
 from .fallback import schedule_fallback
@@ -60,6 +61,8 @@ def default_gpu_schedule(func: PrimFunc) -> PrimFunc:
         raise TypeError(f"default_gpu_schedule expects a PrimFunc, got {type(func).__name__}")
     if func.attrs.get(SCHEDULED_ATTR):
         return func
+    if has_loop_jumps(func.body):
+        return func  # loops a break/continue leaves run as written
     if not leaf_block_names(Schedule(func)):
         return func  # lowered or opaque code: nothing a rule can read
     for rule in gpu_rules_for(func):

@@ -83,7 +83,8 @@ def decompose_reduction(func: PrimFunc, block_name: str, loop_var: Var) -> tuple
     analyzer = _analyzer()
     reads, writes = infer_access_regions(init_body, analyzer=analyzer)
     init_name = names.fresh(block_name + "_init")
-    init_block = Block(init_name, init_ivars, reads, writes, init_body)
+    # The init block carries the block's annotations, as TVM's does.
+    init_block = Block(init_name, init_ivars, reads, writes, init_body, annotations=block.annotations)
     nest: Stmt = BlockRealize(init_values, conjoin(pred_parts), init_block)
     for lp in reversed(kept):
         nest = For(copies[lp.loop_var], lp.min, lp.extent, lp.kind, nest, lp.thread_tag, lp.annotations)

@@ -279,6 +279,10 @@ class Schedule:
         return self._new_block_result("rfactor", [loop, factor_axis],
                                       lambda f: reduction.rfactor(f, var, factor_axis))
 
-    def blockize(self, loop) -> BlockRV:
+    def blockize(self, loop, preserve_unit_iters: bool = True) -> BlockRV:
+        """TVM's blockize of ``loop``; ``preserve_unit_iters=False`` binds outer iter vars over
+        unit-extent loops to 0 instead of the loop."""
         var = self._loop_var(loop)
-        return self._new_block_result("blockize", [loop], lambda f: blockize_mod.blockize(f, var))
+        inputs = [loop] + ([False] if not preserve_unit_iters else [])
+        return self._new_block_result("blockize", inputs,
+                                      lambda f: blockize_mod.blockize(f, var, preserve_unit_iters))

@@ -340,6 +340,10 @@ class ValueParser(ClassDispatch):
         kwargs = {k.arg: self.value(k.value) for k in node.keywords}
         if any(k.arg is None for k in node.keywords) or any(isinstance(a, ast.Starred) for a in node.args):
             raise self.ctx.error("*args/**kwargs are not supported in scripts", node)
+        if "out_ty" in kwargs and "out_sinfo" not in kwargs and not _accepts(constructor, "out_ty") \
+                and _accepts(constructor, "out_sinfo"):
+            # newer TVM's name of out_sinfo (R.call_tir / call_dps_packed / call_tir_inplace ...)
+            kwargs["out_sinfo"] = kwargs.pop("out_ty")
         sinfo_args = None
         if "sinfo_args" in kwargs and not _accepts(constructor, "sinfo_args"):
             sinfo_args = kwargs.pop("sinfo_args")

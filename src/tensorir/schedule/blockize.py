@@ -133,7 +133,7 @@ def _blockize_single(func: PrimFunc, loop_var: Var, preserve_unit_iters: bool):
         (pred_inner if used & set(inner_by_id) else pred_outer).append(part)
     names = NameSupply(used_names(func))
     outer_ivars, outer_values, inner_ivars, inner_values, vmap = [], [], [], [], {}
-    init_ivars, init_values, init_map = [], [], {}
+    init_ivars, init_map = [], {}
     for iv, (outer_expr, inner_expr, extent) in zip(block.iter_vars, parts):
         outer_ext = iv.dom.extent.value // extent
         o_var = names.var(iv.var.name + "_o", iv.var.dtype)

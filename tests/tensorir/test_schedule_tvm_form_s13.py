@@ -387,3 +387,86 @@ def test_decompose_reduction_init_keeps_the_block_annotations():
     from tensorir.schedule.state import StmtIndex
     assert StmtIndex(sch.func).realize(sch._block_name(init)).block.annotations == {"note": 1}
     _check_computes(sch, original)
+
+
+# ---------------------------------------------------------------- cache_read placement
+TWO_READERS = '''
+@T.prim_func
+def two_readers(X: T.Buffer((24,), "float32"), Y: T.Buffer((24,), "float32"),
+                Z: T.Buffer((24,), "float32")):
+    P = T.alloc_buffer((24,))
+    for i in range(4):
+        for j in range(6):
+            with T.block("P"):
+                vi = T.axis.spatial(24, i * 6 + j)
+                P[vi] = X[vi] * T.float32(2)
+        for j in range(6):
+            with T.block("Y"):
+                vi = T.axis.spatial(24, i * 6 + j)
+                Y[vi] = P[vi] + T.float32(1)
+    for i in range(24):
+        with T.block("Z"):
+            vi = T.axis.spatial(24, i)
+            Z[vi] = P[vi] * P[vi]
+'''
+
+# The writer and a reader share loop i: the copy goes into that loop, right before the
+# reader's statement, over the writer's region relaxed over j; every later reader reads it.
+TWO_READERS_CACHED = '''
+@T.prim_func
+def two_readers(X: T.Buffer((24,), "float32"), Y: T.Buffer((24,), "float32"),
+                Z: T.Buffer((24,), "float32")):
+    P = T.alloc_buffer((24,))
+    P_local = T.alloc_buffer((24,), scope="local")
+    for i in range(4):
+        for j in range(6):
+            with T.block("P"):
+                vi = T.axis.spatial(24, i * 6 + j)
+                P[vi] = X[vi] * T.float32(2)
+        for ax0 in range(6):
+            with T.block("P_local"):
+                v0 = T.axis.spatial(24, i * 6 + ax0)
+                P_local[v0] = P[v0]
+        for j in range(6):
+            with T.block("Y"):
+                vi = T.axis.spatial(24, i * 6 + j)
+                Y[vi] = P_local[vi] + T.float32(1)
+    for i in range(24):
+        with T.block("Z"):
+            vi = T.axis.spatial(24, i)
+            Z[vi] = P_local[vi] * P_local[vi]
+'''
+
+
+def test_cache_read_inside_the_loop_the_writer_shares_with_the_reader():
+    original = _parse(TWO_READERS)
+    sch = tir.Schedule(original)
+    sch.cache_read(sch.get_block("Y"), 0, "local")
+    _check_equal(sch, TWO_READERS_CACHED)
+    _check_computes(sch, original)
+
+
+@HYPOTHESIS
+@given(n=st.integers(1, 13), tile=st.integers(1, 5))
+def test_cache_read_after_a_guarded_writer_stays_in_bounds(n, tile):
+    tiles = -(-n // tile)
+    text = f'''
+@T.prim_func
+def guarded(X: T.Buffer(({n},), "float32"), Y: T.Buffer(({n},), "float32")):
+    P = T.alloc_buffer(({n},))
+    for i in range({tiles}):
+        for j in range({tile}):
+            with T.block("P"):
+                T.where(i * {tile} + j < {n})
+                vi = T.axis.spatial({n}, i * {tile} + j)
+                P[vi] = X[vi] + T.float32(1)
+        for j in range({tile}):
+            with T.block("Y"):
+                T.where(i * {tile} + j < {n})
+                vi = T.axis.spatial({n}, i * {tile} + j)
+                Y[vi] = P[vi] * T.float32(3)
+'''
+    original = _parse(text)
+    sch = tir.Schedule(original)
+    sch.cache_read(sch.get_block("Y"), 0, "global")
+    _check_computes(sch, original)

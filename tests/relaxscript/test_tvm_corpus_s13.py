@@ -156,3 +156,24 @@ def test_t_var_under_another_name_is_refused():
     src = DPS.replace('batch = T.Var("batch", "int64")', 'b = T.Var("batch", "int64")')
     with pytest.raises(ParseError, match="uses its own name"):
         module_of(src)
+
+
+TY = '''
+@R.function
+def main(x: R.Tensor(("n", 3), dtype="float32")):
+    y = R.call_pure_packed("numpy.negative", x, ty_args=[x.ty])
+    z = R.call_pure_packed("numpy.negative", y, sinfo_args=[y.struct_info])
+    return (y, z)
+'''
+
+
+def test_ty_is_the_annotation_of_a_value_and_ty_args_names_sinfo_args():
+    """Newer TVM writes ``x.ty`` for ``x.struct_info`` and ``ty_args=`` for ``sinfo_args=``."""
+    mod = module_of(TY)
+    assert_round_trip(mod)
+    text = mod.script()
+    assert text.count('sinfo_args=[R.Tensor((n, 3), dtype="float32")]') == 2, text
+    x = np.random.default_rng(0).standard_normal((4, 3)).astype("float32")
+    y, z = rx.interpret(mod, "main", x)
+    np.testing.assert_array_equal(y, -x)
+    np.testing.assert_array_equal(z, x)

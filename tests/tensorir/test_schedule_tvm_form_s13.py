@@ -470,3 +470,46 @@ def guarded(X: T.Buffer(({n},), "float32"), Y: T.Buffer(({n},), "float32")):
     sch = tir.Schedule(original)
     sch.cache_read(sch.get_block("Y"), 0, "global")
     _check_computes(sch, original)
+
+
+# ---------------------------------------------------------------- compute_at bindings
+PAIR = '''
+@T.prim_func
+def pair(A: T.Buffer((12, 10), "float32"), C: T.Buffer((12, 10), "float32")):
+    B = T.alloc_buffer((12, 10))
+    for i, j in T.grid(12, 10):
+        with T.block("B"):
+            vi, vj = T.axis.remap("SS", [i, j])
+            B[vi, vj] = A[vi, vj] * T.float32(2)
+    for io, jo, ii, ji in T.grid(3, 2, 4, 5):
+        with T.block("C"):
+            vi = T.axis.spatial(12, io * 4 + ii)
+            vj = T.axis.spatial(10, jo * 5 + ji)
+            C[vi, vj] = B[vi, vj] + T.float32(1)
+'''
+
+# The producer's new bindings read the region's start, then the new loop (TVM's order).
+PAIR_AT = '''
+@T.prim_func
+def pair(A: T.Buffer((12, 10), "float32"), C: T.Buffer((12, 10), "float32")):
+    B = T.alloc_buffer((12, 10))
+    for io, jo in T.grid(3, 2):
+        for ax0, ax1 in T.grid(4, 5):
+            with T.block("B"):
+                vi = T.axis.spatial(12, io * 4 + ax0)
+                vj = T.axis.spatial(10, jo * 5 + ax1)
+                B[vi, vj] = A[vi, vj] * T.float32(2)
+        for ii, ji in T.grid(4, 5):
+            with T.block("C"):
+                vi = T.axis.spatial(12, io * 4 + ii)
+                vj = T.axis.spatial(10, jo * 5 + ji)
+                C[vi, vj] = B[vi, vj] + T.float32(1)
+'''
+
+
+def test_compute_at_binds_the_region_start_then_the_loop():
+    original = _parse(PAIR)
+    sch = tir.Schedule(original)
+    sch.compute_at(sch.get_block("B"), sch.get_loops(sch.get_block("C"))[1])
+    _check_equal(sch, PAIR_AT)
+    _check_computes(sch, original)

@@ -8,7 +8,7 @@ range whole and guards the block with a predicate instead).
 from __future__ import annotations
 
 from ..errors import ScheduleError
-from ..expr import GE, LT, And, IntImm, PrimExpr, Var, max_, min_
+from ..expr import GE, LT, And, IntImm, PrimExpr, Var, is_const_int, max_, min_
 from ..function import PrimFunc
 from ..functor import substitute
 from ..stmt import BlockRealize, For, Range, SeqStmt, Stmt, seq
@@ -83,6 +83,12 @@ def _bound_analyzer(index: StmtIndex, loop: For):
     return analyzer
 
 
+def _offset(lo: PrimExpr, var: Var) -> PrimExpr:
+    """``lo + var`` in TVM's order (the region's start, then the new loop), e.g. ``i * 16 + ax0``
+    where simplifying the sum would write ``ax0 + i * 16``."""
+    return var if is_const_int(lo, 0) else lo + var
+
+
 def _rebuild_nest(realize: BlockRealize, ranges: dict[int, tuple[PrimExpr, PrimExpr]],
                   names: NameSupply, analyzer, guard_constant: bool = False) -> Stmt:
     """Fresh loops for the block: iter vars in ``ranges`` (by id) get that inclusive range
@@ -97,7 +103,7 @@ def _rebuild_nest(realize: BlockRealize, ranges: dict[int, tuple[PrimExpr, PrimE
         var = names.var("ax%d" % len(loops), iv.var.dtype)
         low_ok, high_ok = analyzer.can_prove(lo >= dom_lo), analyzer.can_prove(hi <= dom_hi)
         if guard_constant and not (low_ok and high_ok) and isinstance(analyzer.simplify(hi - lo + 1), IntImm):
-            value = analyzer.simplify(lo + var)
+            value = _offset(analyzer.simplify(lo), var)
             if not low_ok:
                 guards.append(GE(value, dom_lo))
             if not high_ok:
@@ -106,7 +112,7 @@ def _rebuild_nest(realize: BlockRealize, ranges: dict[int, tuple[PrimExpr, PrimE
             lo = lo if low_ok else max_(lo, dom_lo)
             hi = hi if high_ok else min_(hi, dom_hi)
         loops.append((var, analyzer.simplify(hi - lo + 1)))
-        values.append(analyzer.simplify(lo + var))
+        values.append(_offset(analyzer.simplify(lo), var))
     predicate = IntImm(True, "bool")
     for guard in guards:
         predicate = guard if isinstance(predicate, IntImm) else And(predicate, guard)

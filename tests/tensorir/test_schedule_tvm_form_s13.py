@@ -513,3 +513,71 @@ def test_compute_at_binds_the_region_start_then_the_loop():
     sch.compute_at(sch.get_block("B"), sch.get_loops(sch.get_block("C"))[1])
     _check_equal(sch, PAIR_AT)
     _check_computes(sch, original)
+
+
+TILED_PRODUCER = '''
+@T.prim_func
+def tiled_producer(A: T.Buffer(({rows}, 8), "float32"), C: T.Buffer(({rows}, 8), "float32")):
+    B = T.alloc_buffer(({rows}, 8))
+    for io, jo in T.grid({tiles}, 2):
+        with T.block("B_o"):
+            vio, vjo = T.axis.remap("SS", [io, jo])
+            for ii, ji in T.grid(4, 4):
+                with T.block("B"):
+                    vi = T.axis.spatial({rows}, vio * 4 + ii)
+                    vj = T.axis.spatial(8, vjo * 4 + ji)
+                    B[vi, vj] = A[vi, vj] * T.float32(2)
+    for i0, j0, i1, j1 in T.grid({outer}, 2, {inner}, 4):
+        with T.block("C"):
+            vi = T.axis.spatial({rows}, i0 * {inner} + i1)
+            vj = T.axis.spatial(8, j0 * 4 + j1)
+            C[vi, vj] = B[vi, vj] + T.float32(1)
+'''
+
+# compute_at of a block that writes 4x4 tiles: the tiles covering what C needs per (i0, j0).
+TILED_PRODUCER_AT = '''
+@T.prim_func
+def tiled_producer(A: T.Buffer((16, 8), "float32"), C: T.Buffer((16, 8), "float32")):
+    B = T.alloc_buffer((16, 8))
+    for i0, j0 in T.grid(2, 2):
+        for ax0, ax1 in T.grid(2, 1):
+            with T.block("B_o"):
+                vio = T.axis.spatial(4, i0 * 2 + ax0)
+                vjo = T.axis.spatial(2, j0 + ax1)
+                for ii, ji in T.grid(4, 4):
+                    with T.block("B"):
+                        vi = T.axis.spatial(16, vio * 4 + ii)
+                        vj = T.axis.spatial(8, vjo * 4 + ji)
+                        B[vi, vj] = A[vi, vj] * T.float32(2)
+        for i1, j1 in T.grid(8, 4):
+            with T.block("C"):
+                vi = T.axis.spatial(16, i0 * 8 + i1)
+                vj = T.axis.spatial(8, j0 * 4 + j1)
+                C[vi, vj] = B[vi, vj] + T.float32(1)
+'''
+
+
+def test_compute_at_of_a_block_writing_tiles():
+    original = _parse(TILED_PRODUCER.format(rows=16, tiles=4, outer=2, inner=8))
+    sch = tir.Schedule(original)
+    sch.compute_at(sch.get_block("B_o"), sch.get_loops(sch.get_block("C"))[1])
+    _check_equal(sch, TILED_PRODUCER_AT)
+    _check_computes(sch, original)
+
+
+@pytest.mark.parametrize("outer, inner", [(4, 4), (8, 2), (2, 8), (1, 16)])
+def test_reverse_compute_at_under_a_block_writing_tiles(outer, inner):
+    original = _parse(TILED_PRODUCER.format(rows=16, tiles=4, outer=outer, inner=inner))
+    sch = tir.Schedule(original)
+    sch.reverse_compute_at(sch.get_block("C"), sch.get_loops(sch.get_block("B_o"))[1])
+    _check_computes(sch, original)
+
+
+@pytest.mark.parametrize("outer, inner", [(2, 6), (3, 4), (4, 3), (6, 2)])
+def test_compute_at_of_tiles_that_straddle_the_consumer_steps(outer, inner):
+    """12 rows in 4-row tiles against a consumer stepping 6 / 4 / 3 / 2 rows: some tiles are
+    computed twice, the result is the same."""
+    original = _parse(TILED_PRODUCER.format(rows=12, tiles=3, outer=outer, inner=inner))
+    sch = tir.Schedule(original)
+    sch.compute_at(sch.get_block("B_o"), sch.get_loops(sch.get_block("C"))[1])
+    _check_computes(sch, original)

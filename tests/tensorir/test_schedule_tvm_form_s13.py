@@ -581,3 +581,115 @@ def test_compute_at_of_tiles_that_straddle_the_consumer_steps(outer, inner):
     sch = tir.Schedule(original)
     sch.compute_at(sch.get_block("B_o"), sch.get_loops(sch.get_block("C"))[1])
     _check_computes(sch, original)
+
+
+# ---------------------------------------------------------------- transform_layout
+CHAIN = '''
+@T.prim_func
+def chain(A: T.Buffer((24, 12), "float32"), C: T.Buffer((24, 12), "float32")):
+    B = T.alloc_buffer((24, 12))
+    for i, j in T.grid(24, 12):
+        with T.block("B"):
+            vi, vj = T.axis.remap("SS", [i, j])
+            B[vi, vj] = A[vi, vj] * T.float32(2)
+    for i, j in T.grid(24, 12):
+        with T.block("C"):
+            vi, vj = T.axis.remap("SS", [i, j])
+            C[vi, vj] = B[vi, vj] + T.float32(1)
+'''
+
+# B stored as (j // 4, i // 8, j % 4, i % 8): every access reads the mapped indices.
+CHAIN_TILED_B = '''
+@T.prim_func
+def chain(A: T.Buffer((24, 12), "float32"), C: T.Buffer((24, 12), "float32")):
+    B = T.alloc_buffer((3, 3, 4, 8))
+    for i, j in T.grid(24, 12):
+        with T.block("B"):
+            vi, vj = T.axis.remap("SS", [i, j])
+            B[vj // 4, vi // 8, vj % 4, vi % 8] = A[vi, vj] * T.float32(2)
+    for i, j in T.grid(24, 12):
+        with T.block("C"):
+            vi, vj = T.axis.remap("SS", [i, j])
+            C[vi, vj] = B[vj // 4, vi // 8, vj % 4, vi % 8] + T.float32(1)
+'''
+
+
+def test_transform_layout_of_an_intermediate_buffer():
+    original = _parse(CHAIN)
+    sch = tir.Schedule(original)
+    sch.transform_layout(sch.get_sblock("B"), ("write", 0), lambda i, j: (j // 4, i // 8, j % 4, i % 8))
+    _check_equal(sch, CHAIN_TILED_B)
+    _check_computes(sch, original)
+
+
+def test_transform_layout_of_a_parameter_changes_the_signature():
+    original = _parse(CHAIN)
+    sch = tir.Schedule(original)
+    sch.transform_layout("B", "A", lambda i, j: (j, i))
+    assert [int(d.value) for d in sch.func.buffer_params[0].shape] == [12, 24]
+    assert_roundtrip(sch.func)
+    assert_replays(sch, original)
+    a = np.random.default_rng(4).standard_normal((24, 12)).astype("float32")
+    want, got = np.zeros((24, 12), "float32"), np.zeros((24, 12), "float32")
+    tir.interpret(original, a, want)
+    tir.interpret(sch.func, np.ascontiguousarray(a.T), got)
+    np.testing.assert_array_equal(got, want)
+    kernel = build_kernels("c", {"f": sch.func})["f"]
+    got_c = np.zeros((24, 12), "float32")
+    kernel(np.ascontiguousarray(a.T), got_c)
+    np.testing.assert_allclose(got_c, want, rtol=1e-6)
+
+
+def test_transform_layout_maps_a_box_region_to_the_bounds_of_its_image():
+    """An outer block of blockize reads a 4x4 tile of B; after B becomes (i // 4, j // 4,
+    i % 4, j % 4) it reads B[vi_o, vj_o, 0:4, 0:4]."""
+    original = _parse(CHAIN.replace("(24, 12)", "(8, 8)").replace("24, 12", "8, 8"))
+    sch = tir.Schedule(original)
+    i, j = sch.get_loops(sch.get_block("C"))
+    io, ii = sch.split(i, [None, 4])
+    jo, ji = sch.split(j, [None, 4])
+    sch.reorder(io, jo, ii, ji)
+    outer = sch.blockize(ii)
+    sch.transform_layout("B", "B", lambda i, j: (i // 4, j // 4, i % 4, j % 4))
+    from tensorir.schedule.state import StmtIndex
+    reads = StmtIndex(sch.func).realize(sch._block_name(outer)).block.reads
+    tile = next(r for r in reads if r.buffer.name == "B")
+    assert [str(r.extent) for r in tile.region] == ["1", "1", "4", "4"]
+    _check_computes(sch, original)
+
+
+@pytest.mark.parametrize("index_map, message", [
+    (lambda i, j: (i // 5, j, i % 5), "padding"),          # 24 rows in fives: 25 slots
+    (lambda i, j: (i // 2, j), "padding"),                 # fewer slots than elements
+    (lambda i: (i,), "takes 1 indices"),
+])
+def test_transform_layout_refuses_maps_that_do_not_hold_the_buffer_exactly(index_map, message):
+    sch = tir.Schedule(_parse(CHAIN))
+    before = sch.func
+    with pytest.raises(tir.ScheduleError, match=message):
+        sch.transform_layout(sch.get_sblock("B"), ("write", 0), index_map)
+    tir.assert_structural_equal(sch.func, before)
+
+
+def test_transform_layout_refuses_a_non_injective_map_of_the_right_size():
+    sch = tir.Schedule(_parse(CHAIN))
+    with pytest.raises(tir.ScheduleError, match="same place"):
+        # (i % 12, j, i // 12 * 0 + (i % 2)) has 24 * 12 slots but sends i and i + 12 together
+        sch.transform_layout(sch.get_sblock("B"), ("write", 0),
+                             lambda i, j: (i % 12, j, (i % 2) + (i // 12) * 0))
+
+
+@HYPOTHESIS
+@given(fi=st.sampled_from([1, 2, 3, 4, 6]), fj=st.sampled_from([1, 2, 3, 4]),
+       order=st.permutations([0, 1, 2, 3]))
+def test_transform_layout_by_any_exact_split_and_permutation_computes_the_same(fi, fj, order):
+    original = _parse(CHAIN)
+
+    def index_map(i, j):
+        parts = (i // fi, j // fj, i % fi, j % fj)
+        return tuple(parts[k] for k in order)
+    sch = tir.Schedule(original)
+    sch.transform_layout(sch.get_sblock("C"), ("read", 0), index_map)
+    shape = [int(d.value) for d in StmtIndex_realize(sch, "B").block.writes[0].buffer.shape]
+    assert sorted(shape) == sorted([24 // fi, 12 // fj, fi, fj])
+    assert_same_results(original, [sch.func, tir.lower(sch.func)], [{}])

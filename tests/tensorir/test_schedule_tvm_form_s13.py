@@ -693,3 +693,56 @@ def test_transform_layout_by_any_exact_split_and_permutation_computes_the_same(f
     shape = [int(d.value) for d in StmtIndex_realize(sch, "B").block.writes[0].buffer.shape]
     assert sorted(shape) == sorted([24 // fi, 12 // fj, fi, fj])
     assert_same_results(original, [sch.func, tir.lower(sch.func)], [{}])
+
+
+def test_rfactor_refuses_an_unused_loop_longer_than_one():
+    """A loop no binding uses repeats the block, its init included: not a reduction axis."""
+    sch = tir.Schedule(_parse(FUSED_UNIT.replace("T.grid(3, 64, 1)", "T.grid(3, 64, 2)")))
+    _, _, u = sch.get_loops(sch.get_block("S"))
+    with pytest.raises(tir.ScheduleError, match="only reduction iter vars"):
+        sch.rfactor(u, 0)
+
+
+READERS_AROUND = '''
+@T.prim_func
+def around(X: T.Buffer((24,), "float32"), Q: T.Buffer((24,), "float32"),
+           Y1: T.Buffer((24,), "float32"), Y2: T.Buffer((24,), "float32")):
+    P = T.alloc_buffer((24,))
+    for i in range(4):
+        for j in range(6):
+            with T.block("P"):
+                vi = T.axis.spatial(24, i * 6 + j)
+                P[vi] = X[vi] * T.float32(2)
+            with T.block("Q"):
+                vi = T.axis.spatial(24, i * 6 + j)
+                Q[vi] = P[vi] - T.float32(1)
+        for j in range(6):
+            with T.block("Y1"):
+                vi = T.axis.spatial(24, i * 6 + j)
+                Y1[vi] = P[vi] + T.float32(1)
+        for j in range(6):
+            with T.block("Y2"):
+                vi = T.axis.spatial(24, i * 6 + j)
+                Y2[vi] = P[vi] * P[vi]
+'''
+
+
+def test_cache_read_goes_before_the_first_later_reader_and_only_later_readers_read_it():
+    original = _parse(READERS_AROUND)
+    sch = tir.Schedule(original)
+    sch.cache_read(sch.get_block("Y2"), 0, "local")
+    from tensorir.schedule.state import StmtIndex
+    index = StmtIndex(sch.func)
+    reads = {name: [r.buffer.name for r in index.realize(name).block.reads] for name in ("Q", "Y1", "Y2")}
+    assert reads == {"Q": ["P"], "Y1": ["P_local"], "Y2": ["P_local"]}
+    _check_computes(sch, original)
+
+
+def test_cache_read_inside_a_loop_refuses_a_buffer_with_two_writers():
+    two_writers = _parse(TWO_READERS.replace(
+        "    for i in range(4):",
+        "    for i in range(24):\n        with T.block(\"P0\"):\n            vi = T.axis.spatial(24, i)\n"
+        "            P[vi] = T.float32(0)\n    for i in range(4):", 1))
+    sch = tir.Schedule(two_writers)
+    with pytest.raises(tir.ScheduleError, match="written in the same statement"):
+        sch.cache_read(sch.get_block("Y"), 0, "local")

@@ -103,6 +103,8 @@ def _blockize_single(func: PrimFunc, loop_var: Var, preserve_unit_iters: bool):
         return None
     realize = realizes[0]
     block = realize.block
+    if block.match_buffers or block.alloc_buffers:
+        return None                      # views and allocations over the iter vars: general form
     loops = index.loops_of(realize)
     pos = next((i for i, lp in enumerate(loops) if lp is loop), None)
     if pos is None:

@@ -93,8 +93,11 @@ def _cache_read_in_loop(func: PrimFunc, index: StmtIndex, realize: BlockRealize,
     between, and every later reader of ``buf`` reads the cache (TVM's default consumers)."""
     from ..stmt import SeqStmt
     from .region import _analyzer, relax_range
-    writers = [r for r in stmt_realizes(index, top) if writes_buffer(r.block, buf)]
-    if len(writers) != 1 or writers[0] is realize:
+    # TVM's rule: the buffer has one writer in the scope (another one, earlier, would leave
+    # the cache without the parts only it writes)
+    writers = [r for r in index.all_realizes() if writes_buffer(r.block, buf)]
+    if len(writers) != 1 or writers[0] is realize or \
+            all(writers[0] is not r for r in stmt_realizes(index, top)):
         return None
     writer = writers[0]
     node, loop = top, None
@@ -113,7 +116,10 @@ def _cache_read_in_loop(func: PrimFunc, index: StmtIndex, realize: BlockRealize,
         if w_pos > r_pos:
             return None
         break
-    seq_node, pos = node, r_pos
+    # before the first statement after the writer's that reads the buffer (TVM's position)
+    seq_node = node
+    pos = next(i for i, rs in holds[w_pos + 1:]
+               if any(reads_buffer(r.block, buf) for r in rs))
     # the writer's region of buf, in loop variables, relaxed over the loops inside ``loop``
     binding = {iv.var: v for iv, v in zip(writer.block.iter_vars, writer.iter_values)}
     region = next(w for w in writer.block.writes if w.buffer is buf)
@@ -151,14 +157,14 @@ def _cache_read_in_loop(func: PrimFunc, index: StmtIndex, realize: BlockRealize,
     nest: Stmt = BlockRealize(values, IntImm(True, "bool") if guard is None else guard, block)
     for lv, extent in reversed(loops):
         nest = For(lv, 0, extent, "serial", nest)
-    # readers after the writer, in program order, read the cache
-    order = index.all_realizes()
-    after = order[order.index(writer) + 1:]
-    mapping = {r.block: swap_buffer(r.block, buf, cache) for r in after
-               if reads_buffer(r.block, buf) and not writes_buffer(r.block, buf)}
     items = list(seq_node.seq)
     items.insert(pos, nest)
     new_func = replace_stmts(func, {seq_node: seq(*items)})
+    # the readers after the copy, in program order, read the cache
+    order = StmtIndex(new_func).all_realizes()
+    start = next(k for k, r in enumerate(order) if r.block is block)
+    mapping = {r.block: swap_buffer(r.block, buf, cache) for r in order[start + 1:]
+               if reads_buffer(r.block, buf) and not writes_buffer(r.block, buf)}
     new_func = replace_stmts(new_func, mapping)
     return add_root_alloc(new_func, cache), cache.name
 

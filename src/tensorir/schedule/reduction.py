@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from ..buffer import Buffer
 from ..errors import ScheduleError
-from ..expr import (Add, And, BufferLoad, FloatImm, IntImm, Max, Min, Mul, PrimExpr, Var)
+from ..expr import (Add, And, BufferLoad, FloatImm, IntImm, Max, Min, Mul, PrimExpr, Var,
+                    is_const_int)
 from ..function import PrimFunc
 from ..functor import collect, substitute
 from ..stmt import (Block, BlockRealize, BufferStore, For, IterVar, LetStmt, Range, Stmt, is_true,
@@ -154,9 +155,11 @@ def rfactor(func: PrimFunc, loop_var: Var, factor_axis: int) -> tuple[PrimFunc, 
     block = realize.block
     op, buf, indices, rhs, init_value = _reducer(block, where)
     spatial, reduce = binding_loop_vars(realize)
-    # A loop no binding uses (a unit loop left by fuse/split) may be factored too, as in TVM.
-    if id(loop_var) in spatial or not (id(loop_var) in reduce or block.iter_vars and any(
-            iv.kind == "R" for iv in block.iter_vars)):
+    # A unit loop no binding uses (left by fuse/split) may be factored too, as in TVM; a longer
+    # one repeats the whole block, init included, which partials could not reproduce.
+    unused_unit = id(loop_var) not in spatial and id(loop_var) not in reduce and \
+        is_const_int(loop.extent, 1) and any(iv.kind == "R" for iv in block.iter_vars)
+    if not unused_unit and (id(loop_var) in spatial or id(loop_var) not in reduce):
         raise ScheduleError(f"{where}: the loop must iterate only reduction iter vars of "
                             f"block {block.name!r}")
     if var_ids(realize.predicate) & (reduce | {id(loop_var)}):

@@ -137,6 +137,10 @@ def relayout(op: str, build, operands, out_layout, out_default: str):
     for tensor, layout, default, name in operands:
         tokens = split_layout(layout, default, op, name)
         if tokens is not None:
+            ndim = getattr(getattr(tensor, "struct_info", None), "ndim", -1)
+            if ndim is not None and ndim >= 0 and ndim != len(tokens):
+                raise OpAttributeError(f"R.{op}: {name} {layout!r} has {len(tokens)} axes but the "
+                                       f"operand has {ndim} dims")
             args.append(layout_transform(tensor, _split_maps(tokens, default)[0]))
             continue
         axes = layout_axes(layout, default, op, name)

@@ -20,7 +20,8 @@ def _is_binder(node) -> bool:
 
 
 class _Equal:
-    def __init__(self, map_free_vars: bool = True):
+    def __init__(self, map_free_vars: bool = True, ignore_block_names: bool = False):
+        self.ignore_block_names = ignore_block_names
         self.lhs_to_rhs: dict[int, Node] = {}
         self.rhs_to_lhs: dict[int, Node] = {}
         self.map_free_vars = map_free_vars
@@ -59,7 +60,10 @@ class _Equal:
         return True
 
     def eq_fields(self, a: Node, b: Node, path: str) -> bool:
+        skip_name = self.ignore_block_names and type(a).__name__ == "Block"
         for f in a._attrs:
+            if skip_name and f == "name":
+                continue
             if not self.eq(getattr(a, f), getattr(b, f), f"{path}.{f}"):
                 return False
         for f in a._fields:
@@ -86,12 +90,16 @@ def _short(x) -> str:
     return text if len(text) < 300 else text[:300] + " ..."
 
 
-def structural_equal(a, b, map_free_vars: bool = True) -> bool:
-    return _Equal(map_free_vars).eq(a, b, "")
+def structural_equal(a, b, map_free_vars: bool = True, ignore_block_names: bool = False) -> bool:
+    """``ignore_block_names=True`` compares as TVM's structural equality does, which skips a
+    block's name (a label: TVM's schedule primitives name new blocks differently across
+    versions, e.g. ``B_o`` vs ``blockized_B``)."""
+    return _Equal(map_free_vars, ignore_block_names).eq(a, b, "")
 
 
-def assert_structural_equal(a, b, map_free_vars: bool = True) -> None:
-    checker = _Equal(map_free_vars)
+def assert_structural_equal(a, b, map_free_vars: bool = True,
+                            ignore_block_names: bool = False) -> None:
+    checker = _Equal(map_free_vars, ignore_block_names)
     if not checker.eq(a, b, ""):
         raise StructuralMismatch("structures differ " + checker.where)
 

@@ -55,26 +55,100 @@ def attr_layout(value, expected: str, op: str, name: str) -> str:
 
 def layout_axes(value, default: str, op: str, name: str):
     """None when ``value`` is the default layout, else the axes that turn a tensor in layout
-    ``value`` into the default one (``"NHWC"`` -> ``(0, 3, 1, 2)`` for ``"NCHW"``)."""
+    ``value`` into the default one (``"NHWC"`` -> ``(0, 3, 1, 2)`` for ``"NCHW"``). A split
+    layout (``"NCHW4c"``) is refused here; ``relayout`` handles those."""
     if value is None or value == default:
         return None
     if not isinstance(value, str) or sorted(value) != sorted(default):
         raise OpAttributeError(f"R.{op}: {name} {value!r} is not supported: a layout is a "
-                               f"permutation of {default!r} (split layouts such as NCHW4c are not)")
+                               f"permutation of {default!r}")
     return tuple(value.index(c) for c in default)
+
+
+def split_layout(value, default: str, op: str, name: str):
+    """TVM's split layouts: ``"NCHW4c"`` is NCHW with C cut in two axes, C // 4 where ``C``
+    stands and C % 4 (``4c``) where it stands. Returns [(primal letter, factor or None)] per
+    tensor axis, or None when ``value`` is a plain permutation (or the default)."""
+    if value is None or not isinstance(value, str) or value.isalpha() and value.isupper():
+        return None
+    tokens, i = [], 0
+    while i < len(value):
+        j = i
+        while j < len(value) and value[j].isdigit():
+            j += 1
+        if j == len(value):
+            break
+        letter = value[j]
+        if j > i:
+            if not letter.islower() or int(value[i:j]) < 1:
+                break
+            tokens.append((letter.upper(), int(value[i:j])))
+        elif letter.isupper():
+            tokens.append((letter, None))
+        else:
+            break
+        i = j + 1
+    else:
+        primal = [t for t, f in tokens if f is None]
+        subs = [t for t, f in tokens if f is not None]
+        if sorted(primal) == sorted(default) and len(set(subs)) == len(subs) and \
+                all(t in primal for t in subs):
+            return tokens
+    raise OpAttributeError(f"R.{op}: {name} {value!r} is not supported: a layout is a permutation "
+                           f"of {default!r}, optionally with axes split as in TVM's "
+                           f"{default[:2]}{''.join(default[2:])}4{default[1].lower()}")
+
+
+def _split_maps(tokens, default: str):
+    """(index map from the split layout to ``default``, index map back)."""
+    from tensorir import expr as TE
+
+    from .layout_transform import IndexMap
+    factor = {t: f for t, f in tokens if f is not None}
+    outer = {t: k for k, (t, f) in enumerate(tokens) if f is None}
+    inner = {t: k for k, (t, f) in enumerate(tokens) if f is not None}
+    split_params = [TE.Var(f"i{k}", "int64") for k in range(len(tokens))]
+    to_default = []
+    for letter in default:
+        value = split_params[outer[letter]]
+        if letter in factor:
+            value = value * factor[letter] + split_params[inner[letter]]
+        to_default.append(value)
+    plain_params = [TE.Var(f"i{k}", "int64") for k in range(len(default))]
+    back = []
+    for letter, f in tokens:
+        value = plain_params[default.index(letter)]
+        if letter in factor:
+            value = E.floormod(value, factor[letter]) if f is not None else \
+                E.floordiv(value, factor[letter])
+        back.append(value)
+    return IndexMap(split_params, to_default), IndexMap(plain_params, back)
 
 
 def relayout(op: str, build, operands, out_layout, out_default: str):
     """An operator written in other layouts than its kernels' (TVM's ``data_layout="NHWC"``,
     ``kernel_layout="HWIO"``...): ``build`` makes it in the default layouts, between
     ``R.permute_dims`` of each operand (``(tensor, layout, default, name)``) and of the
-    result, so deduction, legalization and the references stay single-layout."""
+    result, so deduction, legalization and the references stay single-layout. Split layouts
+    (``"NCHW4c"``, ``"OIHW4o"``) use ``R.layout_transform`` instead of the transposes."""
+    from .layout_transform import layout_transform
     from .manipulate import permute_dims
     args = []
     for tensor, layout, default, name in operands:
+        tokens = split_layout(layout, default, op, name)
+        if tokens is not None:
+            ndim = getattr(getattr(tensor, "struct_info", None), "ndim", -1)
+            if ndim is not None and ndim >= 0 and ndim != len(tokens):
+                raise OpAttributeError(f"R.{op}: {name} {layout!r} has {len(tokens)} axes but the "
+                                       f"operand has {ndim} dims")
+            args.append(layout_transform(tensor, _split_maps(tokens, default)[0]))
+            continue
         axes = layout_axes(layout, default, op, name)
         args.append(tensor if axes is None else permute_dims(tensor, list(axes)))
     result = build(*args)
+    tokens = split_layout(out_layout, out_default, op, "out_layout")
+    if tokens is not None:
+        return layout_transform(result, _split_maps(tokens, out_default)[1])
     if layout_axes(out_layout, out_default, op, "out_layout") is not None:
         result = permute_dims(result, [out_default.index(c) for c in out_layout])
     return result

@@ -164,7 +164,17 @@ class FunctionParser:
                     self._declarations(inner)
 
     def _declaration_dtype(self, node) -> str | None:
-        """The dtype when ``node`` is ``T.<int dtype>(facts...)`` or ``R.sym_var(...)``."""
+        """The dtype when ``node`` is ``T.<int dtype>(facts...)``, ``R.sym_var(...)`` or
+        ``T.Var("name", "int64")`` (TVM's constructor, as test code spells a declaration)."""
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+                and node.func.attr == "Var" and self.ctx.is_t(node.func.value) \
+                and len(node.args) == 2 and not node.keywords \
+                and all(isinstance(a, ast.Constant) and isinstance(a.value, str) for a in node.args):
+            try:
+                dtype = dt.normalize(node.args[1].value)
+            except ValueError:
+                return None
+            return dtype if dt.is_int(dtype) else None
         if not isinstance(node, ast.Call) or node.args and not _is_dtype_arg(node):
             return None
         func = node.func
@@ -180,6 +190,10 @@ class FunctionParser:
 
     def _declare_with_facts(self, target: ast.Name, value: ast.Call) -> None:
         name = target.id
+        if value.func.attr == "Var" and value.args and value.args[0].value != name:
+            # a second name for one variable would print back as two
+            raise self.ctx.error(f"T.Var({value.args[0].value!r}, ...) is bound to {name!r}: a "
+                                 "symbolic variable declaration uses its own name", value)
         if isinstance(self.scope.frames[0].get(name), E.Var):
             raise self.ctx.error(f"symbolic variable {name!r} is declared twice", target)
         try:

@@ -149,8 +149,9 @@ class ValueParser(ClassDispatch):
                                      f"(it has {sorted(self.global_vars)})", node)
             return self.global_vars[node.attr]
         path = self.ctx.r_path(node)
-        if path is None and node.attr == "struct_info" and self._is_graph_operand(node.value):
-            # `x.struct_info`: the annotation of a value (TVM writes sinfo_args=[x.struct_info])
+        if path is None and node.attr in ("struct_info", "ty") and self._is_graph_operand(node.value):
+            # `x.struct_info` (newer TVM: `x.ty`): the annotation of a value (TVM writes
+            # sinfo_args=[x.struct_info], ty_args=[x.ty])
             value = self.expr(node.value)
             if value.struct_info is None:
                 raise self.ctx.error(f"{ast.unparse(node.value)} has no annotation yet", node)
@@ -353,6 +354,12 @@ class ValueParser(ClassDispatch):
         kwargs = {k.arg: self.value(k.value) for k in node.keywords}
         if any(k.arg is None for k in node.keywords) or any(isinstance(a, ast.Starred) for a in node.args):
             raise self.ctx.error("*args/**kwargs are not supported in scripts", node)
+        if "out_ty" in kwargs and "out_sinfo" not in kwargs and not _accepts(constructor, "out_ty") \
+                and _accepts(constructor, "out_sinfo"):
+            # newer TVM's name of out_sinfo (R.call_tir / call_dps_packed / call_tir_inplace ...)
+            kwargs["out_sinfo"] = kwargs.pop("out_ty")
+        if "ty_args" in kwargs and "sinfo_args" not in kwargs and not _accepts(constructor, "ty_args"):
+            kwargs["sinfo_args"] = kwargs.pop("ty_args")      # the same list, TVM's other name
         sinfo_args = None
         if "sinfo_args" in kwargs and not _accepts(constructor, "sinfo_args"):
             sinfo_args = kwargs.pop("sinfo_args")

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from ..buffer import Buffer
 from ..errors import ScheduleError
-from ..expr import IntImm, PrimExpr, Var
+from ..expr import And, IntImm, PrimExpr, Var
 from ..function import PrimFunc
 from ..functor import Mutator
 from ..stmt import Block, BlockRealize, BufferRegion, BufferStore, For, IterVar, Range, Stmt, seq
@@ -65,6 +65,10 @@ def cache_read(func: PrimFunc, block_name: str, buffer_index: int, scope: str) -
     last_writer = max((i for i, s in enumerate(siblings)
                        if any(writes_buffer(r.block, buf) for r in stmt_realizes(index, s))), default=-1)
     own_pos = next(i for i, s in enumerate(siblings) if s is index.top_level_stmt(realize))
+    if own_pos == last_writer:
+        nested = _cache_read_in_loop(func, index, realize, buf, scope, siblings[own_pos], where)
+        if nested is not None:
+            return nested
     if own_pos <= last_writer:
         raise ScheduleError(f"{where}: {buf.name!r} is written in the same statement as the block or "
                             "after it; the cache could not be filled before the block reads it")
@@ -78,6 +82,90 @@ def cache_read(func: PrimFunc, block_name: str, buffer_index: int, scope: str) -
                 mapping[r.block] = swap_buffer(r.block, buf, cache)
     new_func = replace_stmts(func, mapping)
     new_func = _insert_in_scope(new_func, scope_block.name, last_writer + 1, nest)
+    return add_root_alloc(new_func, cache), cache.name
+
+
+def _cache_read_in_loop(func: PrimFunc, index: StmtIndex, realize: BlockRealize, buf: Buffer,
+                       scope: str, top: Stmt, where: str):
+    """TVM's placement when the one block writing ``buf`` and the reader share a loop nest: the
+    copy goes into the innermost loop whose body holds the writer and, in a later statement, the
+    reader, just before that statement; it copies the writer's region relaxed over the loops
+    between, and every later reader of ``buf`` reads the cache (TVM's default consumers)."""
+    from ..stmt import SeqStmt
+    from .region import _analyzer, relax_range
+    # TVM's rule: the buffer has one writer in the scope (another one, earlier, would leave
+    # the cache without the parts only it writes)
+    writers = [r for r in index.all_realizes() if writes_buffer(r.block, buf)]
+    if len(writers) != 1 or writers[0] is realize or \
+            all(writers[0] is not r for r in stmt_realizes(index, top)):
+        return None
+    writer = writers[0]
+    node, loop = top, None
+    while True:
+        if isinstance(node, For):
+            loop, node = node, node.body
+            continue
+        if not isinstance(node, SeqStmt) or loop is None:
+            return None
+        holds = [(i, stmt_realizes(index, s)) for i, s in enumerate(node.seq)]
+        w_pos = next(i for i, rs in holds if writer in rs)
+        r_pos = next(i for i, rs in holds if realize in rs)
+        if w_pos == r_pos:
+            node = node.seq[w_pos]
+            continue
+        if w_pos > r_pos:
+            return None
+        break
+    # before the first statement after the writer's that reads the buffer (TVM's position)
+    seq_node = node
+    pos = next(i for i, rs in holds[w_pos + 1:]
+               if any(reads_buffer(r.block, buf) for r in rs))
+    # the writer's region of buf, in loop variables, relaxed over the loops inside ``loop``
+    binding = {iv.var: v for iv, v in zip(writer.block.iter_vars, writer.iter_values)}
+    region = next(w for w in writer.block.writes if w.buffer is buf)
+    inner_loops = [lp for lp in index.loops_of(writer) if lp is not loop and
+                   any(a is loop for a in index.loops_of(lp))]
+    dom = {lp.loop_var: Range(lp.min, lp.extent) for lp in inner_loops}
+    analyzer = _analyzer()
+    from ..functor import substitute
+    ranges = []
+    for r in region.region:
+        lo, hi = relax_range(Range(substitute(r.min, binding), r.extent), dom, analyzer)
+        ranges.append((lo, analyzer.simplify(hi - lo + 1)))
+    names = NameSupply(used_names(func))
+    cache = _cache_buffer(buf, scope, names)
+    loops, iter_vars, values = [], [], []
+    for d, (lo, extent) in enumerate(ranges):
+        lv = names.var(f"ax{d}", lo.dtype if isinstance(lo, PrimExpr) else "int64")
+        loops.append((lv, extent))
+        iv = names.var(f"v{d}", buf.shape[d].dtype if isinstance(buf.shape[d], PrimExpr) else "int64")
+        iter_vars.append(IterVar(iv, Range(0, buf.shape[d]), "S"))
+        values.append(lv if isinstance(lo, IntImm) and lo.value == 0 else lo + lv)
+    point = [iv.var for iv in iter_vars]
+    cells = [Range(v, 1) for v in point]
+    block = Block(cache.name, iter_vars, [BufferRegion(buf, cells)], [BufferRegion(cache, cells)],
+                  BufferStore(cache, buf.load(*point), point))
+    # A guarded writer (T.where) may relax past the buffer's end: the copy is guarded too.
+    for lp in index.loops_of(writer):
+        if all(lp is not x for x in inner_loops):
+            analyzer.bind(lp.loop_var, Range(lp.min, lp.extent))
+    guard = None
+    for (lv, extent), value, dim in zip(loops, values, buf.shape):
+        analyzer.bind(lv, Range(0, extent))
+        if not analyzer.can_prove(value < dim):
+            guard = value < dim if guard is None else And(guard, value < dim)
+    nest: Stmt = BlockRealize(values, IntImm(True, "bool") if guard is None else guard, block)
+    for lv, extent in reversed(loops):
+        nest = For(lv, 0, extent, "serial", nest)
+    items = list(seq_node.seq)
+    items.insert(pos, nest)
+    new_func = replace_stmts(func, {seq_node: seq(*items)})
+    # the readers after the copy, in program order, read the cache
+    order = StmtIndex(new_func).all_realizes()
+    start = next(k for k, r in enumerate(order) if r.block is block)
+    mapping = {r.block: swap_buffer(r.block, buf, cache) for r in order[start + 1:]
+               if reads_buffer(r.block, buf) and not writes_buffer(r.block, buf)}
+    new_func = replace_stmts(new_func, mapping)
     return add_root_alloc(new_func, cache), cache.name
 
 

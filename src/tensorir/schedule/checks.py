@@ -100,6 +100,32 @@ def trivial_write_dims(block: Block, buffer: Buffer) -> list[Var] | None:
     return dims
 
 
+def tiled_write_dims(block: Block, buffer: Buffer) -> list[tuple[Var, int, PrimExpr]] | None:
+    """If the block writes ``buffer[c0 * v0 + d0 : c0 * v0 + d0 + c0, ...]`` for distinct spatial
+    iter vars ``v`` and constants ``c >= 1`` (``c = 1``: the point ``v + d``; ``c > 1``: the tile an
+    outer block of blockize writes), ``(v, c, d)`` by dim."""
+    from ..expr import Add, IntImm, Mul
+    regions = [r for r in block.writes if r.buffer is buffer]
+    if len(regions) != 1:
+        return None
+    spatial = {id(iv.var) for iv in block.iter_vars if iv.kind == "S"}
+    dims: list[tuple[Var, int, PrimExpr]] = []
+    for r in regions[0].region:
+        if not isinstance(r.extent, IntImm) or r.extent.value < 1:
+            return None
+        base, offset = r.min, IntImm(0, r.min.dtype)
+        if isinstance(base, Add) and not var_ids(base.b) & spatial:
+            base, offset = base.a, base.b
+        coef = 1
+        if isinstance(base, Mul) and isinstance(base.b, IntImm):
+            base, coef = base.a, base.b.value
+        if not (isinstance(base, Var) and id(base) in spatial and coef == r.extent.value) \
+                or any(d is base for d, _, _ in dims):
+            return None
+        dims.append((base, coef, offset))
+    return dims
+
+
 def _is_one(e: PrimExpr) -> bool:
     from ..expr import is_const_int
     return is_const_int(e, 1)

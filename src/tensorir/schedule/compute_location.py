@@ -8,12 +8,12 @@ range whole and guards the block with a predicate instead).
 from __future__ import annotations
 
 from ..errors import ScheduleError
-from ..expr import GE, LT, And, IntImm, PrimExpr, Var, max_, min_
+from ..expr import GE, LT, And, IntImm, PrimExpr, Var, floordiv, is_const_int, max_, min_
 from ..function import PrimFunc
 from ..functor import substitute
 from ..stmt import BlockRealize, For, Range, SeqStmt, Stmt, seq
 from .checks import (binding_loop_vars, is_param_buffer, leaf_realizes, reads_buffer,
-                     require_not_root, stmt_realizes, trivial_write_dims, writes_buffer)
+                     require_not_root, stmt_realizes, tiled_write_dims, writes_buffer)
 from .region import RegionError, _analyzer, hull, relax_range
 from .state import NameSupply, StmtIndex, replace_stmts, used_names
 
@@ -83,6 +83,12 @@ def _bound_analyzer(index: StmtIndex, loop: For):
     return analyzer
 
 
+def _offset(lo: PrimExpr, var: Var) -> PrimExpr:
+    """``lo + var`` in TVM's order (the region's start, then the new loop), e.g. ``i * 16 + ax0``
+    where simplifying the sum would write ``ax0 + i * 16``."""
+    return var if is_const_int(lo, 0) else lo + var
+
+
 def _rebuild_nest(realize: BlockRealize, ranges: dict[int, tuple[PrimExpr, PrimExpr]],
                   names: NameSupply, analyzer, guard_constant: bool = False) -> Stmt:
     """Fresh loops for the block: iter vars in ``ranges`` (by id) get that inclusive range
@@ -97,7 +103,7 @@ def _rebuild_nest(realize: BlockRealize, ranges: dict[int, tuple[PrimExpr, PrimE
         var = names.var("ax%d" % len(loops), iv.var.dtype)
         low_ok, high_ok = analyzer.can_prove(lo >= dom_lo), analyzer.can_prove(hi <= dom_hi)
         if guard_constant and not (low_ok and high_ok) and isinstance(analyzer.simplify(hi - lo + 1), IntImm):
-            value = analyzer.simplify(lo + var)
+            value = _offset(analyzer.simplify(lo), var)
             if not low_ok:
                 guards.append(GE(value, dom_lo))
             if not high_ok:
@@ -106,7 +112,7 @@ def _rebuild_nest(realize: BlockRealize, ranges: dict[int, tuple[PrimExpr, PrimE
             lo = lo if low_ok else max_(lo, dom_lo)
             hi = hi if high_ok else min_(hi, dom_hi)
         loops.append((var, analyzer.simplify(hi - lo + 1)))
-        values.append(analyzer.simplify(lo + var))
+        values.append(_offset(analyzer.simplify(lo), var))
     predicate = IntImm(True, "bool")
     for guard in guards:
         predicate = guard if isinstance(predicate, IntImm) else And(predicate, guard)
@@ -129,10 +135,11 @@ def compute_at(func: PrimFunc, block_name: str, loop_var: Var) -> PrimFunc:
     if is_param_buffer(func, out_buf):
         raise ScheduleError(f"{where}: the block writes function output {out_buf.name!r}; computing "
                             "only what consumers need would leave it incomplete")
-    dims = trivial_write_dims(block, out_buf)
-    if dims is None:
+    tiles = tiled_write_dims(block, out_buf)
+    if tiles is None:
         raise ScheduleError(f"{where}: the block must write {out_buf.name}[v0, v1, ...] with "
-                            "distinct spatial iter vars")
+                            "distinct spatial iter vars (or tiles c * v of them, as an outer "
+                            "block of blockize writes)")
     in_bufs = [r.buffer for r in block.reads if r.buffer is not out_buf]
     everything = index.all_realizes()
     under = [r for r in leaf_realizes(index, loop)]
@@ -157,7 +164,12 @@ def compute_at(func: PrimFunc, block_name: str, loop_var: Var) -> PrimFunc:
                   for b in _region_bounds(index, loop, c, c.block.reads, out_buf, analyzer)]
     except RegionError as err:
         raise ScheduleError(f"{where}: cannot bound the consumers' reads: {err}") from None
-    ranges = {id(v): hull([acc[d] for acc in bounds], analyzer) for d, v in enumerate(dims)}
+    ranges = {}
+    for d, (v, coef, offset) in enumerate(tiles):
+        lo, hi = hull([acc[d] for acc in bounds], analyzer)
+        # the tiles covering [lo, hi]: c * v + d <= hi and c * v + d + c - 1 >= lo
+        ranges[id(v)] = (lo, hi) if coef == 1 and is_const_int(offset, 0) else \
+            (analyzer.simplify(floordiv(lo - offset, coef)), analyzer.simplify(floordiv(hi - offset, coef)))
     new_nest = _rebuild_nest(realize, ranges, NameSupply(used_names(func)), analyzer, guard_constant=True)
     new_loop = loop.replace(body=seq(new_nest, loop.body))
     return replace_stmts(func, {nest: None, loop: new_loop})
@@ -238,14 +250,16 @@ def _is_one(e) -> bool:
 def _require_cover(producers, buf, dims, spatial, analyzer, where):
     """Over all iterations the producers must write every point the block reads."""
     for p in producers:
-        pdims = trivial_write_dims(p.block, buf)
+        pdims = tiled_write_dims(p.block, buf)
         if pdims is None:
             raise ScheduleError(f"{where}: producer {p.block.name!r} must write {buf.name}[v0, ...] "
-                                "with distinct spatial iter vars")
+                                "with distinct spatial iter vars (or tiles c * v of them)")
         pdom = {id(iv.var): iv.dom for iv in p.block.iter_vars}
-        for pv, cv in zip(pdims, dims):
+        for (pv, coef, offset), cv in zip(pdims, dims):
             pd, cd = pdom[id(pv)], spatial[id(cv)].dom
-            if not (analyzer.can_prove(pd.min <= cd.min)
-                    and analyzer.can_prove(pd.min + pd.extent >= cd.min + cd.extent)):
+            first = pd.min * coef + offset                       # first point written
+            end = (pd.min + pd.extent) * coef + offset           # one past the last
+            if not (analyzer.can_prove(first <= cd.min)
+                    and analyzer.can_prove(end >= cd.min + cd.extent)):
                 raise ScheduleError(f"{where}: producer {p.block.name!r} does not cover the region "
                                     "the block reads")

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 from ..buffer import Buffer
 from ..errors import ScheduleError
-from ..expr import (Add, And, BufferLoad, FloatImm, IntImm, Max, Min, Mul, PrimExpr, Var)
+from ..expr import (Add, And, BufferLoad, FloatImm, IntImm, Max, Min, Mul, PrimExpr, Var,
+                    is_const_int)
 from ..function import PrimFunc
 from ..functor import collect, substitute
-from ..stmt import Block, BlockRealize, BufferStore, For, IterVar, Range, Stmt, is_true, seq
+from ..stmt import (Block, BlockRealize, BufferStore, For, IterVar, LetStmt, Range, Stmt, is_true,
+                    seq)
 from ..structural import structural_equal
 from .checks import binding_loop_vars, leaf_realizes, require_reduction_within, var_ids
+from ..script.region_infer import infer_regions
 from .region import _analyzer, infer_access_regions
 from .state import NameSupply, StmtIndex, add_root_alloc, replace_stmts, used_names
 
@@ -81,7 +84,8 @@ def decompose_reduction(func: PrimFunc, block_name: str, loop_var: Var) -> tuple
     analyzer = _analyzer()
     reads, writes = infer_access_regions(init_body, analyzer=analyzer)
     init_name = names.fresh(block_name + "_init")
-    init_block = Block(init_name, init_ivars, reads, writes, init_body)
+    # The init block carries the block's annotations, as TVM's does.
+    init_block = Block(init_name, init_ivars, reads, writes, init_body, annotations=block.annotations)
     nest: Stmt = BlockRealize(init_values, conjoin(pred_parts), init_block)
     for lp in reversed(kept):
         nest = For(copies[lp.loop_var], lp.min, lp.extent, lp.kind, nest, lp.thread_tag, lp.annotations)
@@ -94,9 +98,17 @@ def decompose_reduction(func: PrimFunc, block_name: str, loop_var: Var) -> tuple
 _IDENTITY = {Add: 0, Mul: 1}
 
 
+def _inline_lets(body: Stmt) -> Stmt:
+    """``v = e; buf[...] = f(v)`` (TVM prints a reduction update so when it names the combined
+    value) read as the single store ``buf[...] = f(e)``."""
+    while isinstance(body, LetStmt):
+        body = substitute(body.body, {body.var: body.value})
+    return body
+
+
 def _reducer(block: Block, where: str):
     """Match ``buf[idx] = buf[idx] op rhs`` with init ``buf[idx] = init``; return the pieces."""
-    body, init = block.body, block.init
+    body, init = _inline_lets(block.body), block.init
     if not (isinstance(body, BufferStore) and isinstance(init, BufferStore)
             and init.buffer is body.buffer and structural_equal(init.indices, body.indices)):
         raise ScheduleError(f"{where}: block {block.name!r} is not a single-store reduction with init")
@@ -118,7 +130,21 @@ def _reducer(block: Block, where: str):
     return op, body.buffer, body.indices, rhs, init.value
 
 
+def _vars_in_order(expr) -> list[Var]:
+    seen, out = set(), []
+    for v in collect(expr, lambda n: isinstance(n, Var)):
+        if id(v) not in seen:
+            seen.add(id(v))
+            out.append(v)
+    return out
+
+
 def rfactor(func: PrimFunc, loop_var: Var, factor_axis: int) -> tuple[PrimFunc, str]:
+    """TVM's rfactor, block for block: the rfactor block ``<name>_rf`` gets a spatial iter var
+    for ``loop`` first, then the block's iter vars, except that a reduce iter var whose binding
+    uses ``loop`` becomes one reduce iter var per other loop of its binding; the write-back
+    block keeps the name, with a reduce iter var over the partials first, then the spatial
+    ones, under copies of the original loops its bindings use (kinds kept)."""
     index = StmtIndex(func)
     loop = index.loop(loop_var)
     where = f"rfactor of loop {loop_var.name!r}"
@@ -129,10 +155,14 @@ def rfactor(func: PrimFunc, loop_var: Var, factor_axis: int) -> tuple[PrimFunc, 
     block = realize.block
     op, buf, indices, rhs, init_value = _reducer(block, where)
     spatial, reduce = binding_loop_vars(realize)
-    if id(loop_var) not in reduce or id(loop_var) in spatial:
+    # A unit loop no binding uses (left by fuse/split) may be factored too, as in TVM; a longer
+    # one repeats the whole block, init included, which partials could not reproduce.
+    unused_unit = id(loop_var) not in spatial and id(loop_var) not in reduce and \
+        is_const_int(loop.extent, 1) and any(iv.kind == "R" for iv in block.iter_vars)
+    if not unused_unit and (id(loop_var) in spatial or id(loop_var) not in reduce):
         raise ScheduleError(f"{where}: the loop must iterate only reduction iter vars of "
                             f"block {block.name!r}")
-    if var_ids(realize.predicate) & reduce:
+    if var_ids(realize.predicate) & (reduce | {id(loop_var)}):
         raise ScheduleError(f"{where}: block {block.name!r} has a predicate on reduction loops")
     if not -len(buf.shape) - 1 <= factor_axis <= len(buf.shape):
         raise ScheduleError(f"{where}: factor_axis {factor_axis} out of range for {buf.ndim}-d "
@@ -140,12 +170,14 @@ def rfactor(func: PrimFunc, loop_var: Var, factor_axis: int) -> tuple[PrimFunc, 
     factor_axis %= buf.ndim + 1
     loops = index.loops_of(realize)
     require_reduction_within(index, realize, loops, where)
-    red_loops = [lp for lp in loops if id(lp.loop_var) in reduce]
+    red_loops = [lp for lp in loops if id(lp.loop_var) in reduce or lp is loop]
     loop_ids = {id(lp.loop_var) for lp in loops}
     for lp in red_loops:
         if (var_ids(lp.min) | var_ids(lp.extent)) & loop_ids:
             raise ScheduleError(f"{where}: the range of reduction loop {lp.loop_var.name!r} depends on "
                                 "another loop")
+        if lp.kind != "serial":
+            raise ScheduleError(f"{where}: reduction loop {lp.loop_var.name!r} is {lp.kind}, not serial")
     top = index.top_level_stmt(realize)
     if any(r is not realize and (r.block.reads + r.block.writes) and
            any(x.buffer is buf for x in r.block.reads + r.block.writes)
@@ -155,52 +187,69 @@ def rfactor(func: PrimFunc, loop_var: Var, factor_axis: int) -> tuple[PrimFunc, 
     names = NameSupply(used_names(func))
     rf_buf = Buffer(names.fresh(buf.name + "_rf"), _insert(buf.shape, factor_axis, loop.extent),
                     buf.dtype, scope=buf.scope)
+    loops_by_id = {id(lp.loop_var): lp for lp in loops}
 
-    # Stage 1: the rfactor block, with one iter var per reduction loop (spatial for ``loop``).
-    spatial_map, ivars, values, loop_map = {}, [], [], {}
+    # Stage 1: the rfactor block.
+    rf_var = names.var("v" + loop_var.name, loop_var.dtype)
+    ivars = [IterVar(rf_var, Range(loop.min, loop.extent), "S")]
+    values: list = [loop_var]
+    loop_map: dict[Var, Var] = {loop_var: rf_var}
+    iv_map: dict[Var, PrimExpr] = {}
     for iv, value in zip(block.iter_vars, realize.iter_values):
-        if iv.kind == "S":
-            spatial_map[iv.var] = names.var(iv.var.name, iv.var.dtype)
-            ivars.append(IterVar(spatial_map[iv.var], iv.dom, "S"))
+        if iv.kind == "S" or id(loop_var) not in var_ids(value):
+            new_var = names.var(iv.var.name, iv.var.dtype)
+            iv_map[iv.var] = new_var
+            ivars.append(IterVar(new_var, iv.dom, iv.kind))
             values.append(value)
-    for lp in red_loops:
-        loop_map[lp.loop_var] = names.var("v" + lp.loop_var.name, lp.loop_var.dtype)
-        kind = "S" if lp is loop else "R"
-        ivars.append(IterVar(loop_map[lp.loop_var], Range(lp.min, lp.extent), kind))
-        values.append(lp.loop_var)
-    reduce_map = {iv.var: substitute(v, loop_map) for iv, v in zip(block.iter_vars, realize.iter_values)
-                  if iv.kind == "R"}
-    rf_indices = _insert([substitute(i, spatial_map) for i in indices], factor_axis,
-                         analyzer.simplify(loop_map[loop_var] - loop.min))
-    rf_rhs = substitute(rhs, {**spatial_map, **reduce_map})
+            continue
+        for v in _vars_in_order(value):
+            lp = loops_by_id.get(id(v))
+            if lp is None or v in loop_map:
+                continue
+            loop_map[v] = names.var("v" + v.name, v.dtype)
+            ivars.append(IterVar(loop_map[v], Range(lp.min, lp.extent), "R"))
+            values.append(v)
+        iv_map[iv.var] = substitute(value, loop_map)
+    rf_pos = analyzer.simplify(rf_var - loop.min)
+    rf_indices = _insert([substitute(i, iv_map) for i in indices], factor_axis, rf_pos)
+    rf_rhs = substitute(rhs, iv_map)
     rf_load = BufferLoad(rf_buf, rf_indices)
     rf_body = BufferStore(rf_buf, op(rf_load, rf_rhs), rf_indices)
     rf_init = BufferStore(rf_buf, init_value, rf_indices)
-    reads, writes = infer_access_regions(rf_body, rf_init, analyzer=analyzer)
-    rf_name = names.fresh(block.name + "_rf")
+    # Regions as the parser completes them, so the result equals the same text parsed.
+    reads, writes = infer_regions(rf_body, rf_init)
+    block_names = {r.block.name for r in index.all_realizes()}
+    rf_name = block.name + "_rf"
+    if rf_name in block_names:
+        rf_name = names.fresh(rf_name)
     rf_block = Block(rf_name, ivars, reads, writes, rf_body, rf_init, annotations=block.annotations)
     rf_realize = BlockRealize(values, realize.predicate, rf_block)
 
     # Stage 2: the write-back block keeps the original name and reduces over the rfactor axis.
-    wb_map, wb_ivars = {}, []
-    for iv in block.iter_vars:
+    red_var = names.var("v" + loop_var.name, loop_var.dtype)
+    wb_ivars = [IterVar(red_var, Range(loop.min, loop.extent), "R")]
+    wb_values: list = [loop_var]
+    wb_map = {}
+    for iv, value in zip(block.iter_vars, realize.iter_values):
         if iv.kind == "S":
             wb_map[iv.var] = names.var(iv.var.name, iv.var.dtype)
             wb_ivars.append(IterVar(wb_map[iv.var], iv.dom, "S"))
-    red_var = names.var("v" + loop_var.name, loop_var.dtype)
-    wb_ivars.append(IterVar(red_var, Range(0, loop.extent), "R"))
+            wb_values.append(value)
+    used = set().union(*(var_ids(v) for v in wb_values), var_ids(realize.predicate))
+    kept = [lp for lp in loops if id(lp.loop_var) in used]
+    copies = {lp.loop_var: names.var(lp.loop_var.name, lp.loop_var.dtype) for lp in kept}
     wb_indices = [substitute(i, wb_map) for i in indices]
     wb_load = BufferLoad(buf, wb_indices)
-    wb_body = BufferStore(buf, op(wb_load, BufferLoad(rf_buf, _insert(wb_indices, factor_axis, red_var))),
-                          wb_indices)
+    partial = BufferLoad(rf_buf, _insert(wb_indices, factor_axis, analyzer.simplify(red_var - loop.min)))
+    wb_body = BufferStore(buf, op(wb_load, partial), wb_indices)
     wb_init = BufferStore(buf, init_value, wb_indices)
-    reads, writes = infer_access_regions(wb_body, wb_init, analyzer=analyzer)
-    wb_block = Block(block.name, wb_ivars, reads, writes, wb_body, wb_init)
-    loop_vars = [names.var(f"ax{k}", iv.var.dtype) for k, iv in enumerate(wb_ivars)]
-    wb: Stmt = BlockRealize([analyzer.simplify(iv.dom.min + lv) for iv, lv in zip(wb_ivars, loop_vars)],
-                            IntImm(True, "bool"), wb_block)
-    for iv, lv in reversed(list(zip(wb_ivars, loop_vars))):
-        wb = For(lv, 0, iv.dom.extent, "serial", wb)
+    reads, writes = infer_regions(wb_body, wb_init)
+    wb_block = Block(block.name, wb_ivars, reads, writes, wb_body, wb_init,
+                     annotations=block.annotations)
+    wb: Stmt = BlockRealize([substitute(v, copies) for v in wb_values],
+                            substitute(realize.predicate, copies), wb_block)
+    for lp in reversed(kept):
+        wb = For(copies[lp.loop_var], lp.min, lp.extent, lp.kind, wb, lp.thread_tag, lp.annotations)
 
     new_func = replace_stmts(func, {realize: rf_realize})
     new_top = StmtIndex(new_func).top_level_stmt(StmtIndex(new_func).realize(rf_name))

@@ -12,6 +12,7 @@ from ..errors import ScheduleError
 from ..expr import Var
 from ..function import PrimFunc
 from . import blockize as blockize_mod
+from . import layout
 from . import cache, compute_location, inline, loops, reduction, reverse_inline
 from .checks import leaf_realizes, reads_buffer, writes_buffer
 from .region import RegionError
@@ -109,6 +110,10 @@ class Schedule:
         rv = self._new_block_rv(name)
         self._record_lookup("get_block", [name] if func_name is None else [name, func_name], [rv])
         return rv
+
+    def get_sblock(self, name: str, func_name: str | None = None) -> BlockRV:
+        """Newer TVM's name of ``get_block`` (its blocks are written ``T.sblock``)."""
+        return self.get_block(name, func_name)
 
     def get(self, rv):
         """The IR node a handle names now: the ``Block`` of a BlockRV, the ``For`` of a LoopRV."""
@@ -268,6 +273,17 @@ class Schedule:
         self._apply("storage_align", [block, buffer_index, axis, factor, offset],
                     lambda f: (cache.storage_align(f, name, buffer_index, axis, factor, offset), []))
 
+    def transform_layout(self, block, buffer, index_map, pad_value=None) -> None:
+        """TVM's ``transform_layout(block, ("write", 0) | ("read", i) | name, index_map)``:
+        store the buffer in the layout ``index_map`` gives (a function of the old indices).
+        Maps that need padding (``pad_value``) are refused."""
+        if pad_value is not None:
+            raise ScheduleError("transform_layout: pad_value (a layout with padding) is not "
+                                "supported; use a map that holds the buffer exactly")
+        name = self._block_name(block)
+        self._apply("transform_layout", [block, buffer, index_map],
+                    lambda f: (layout.transform_layout(f, name, buffer, index_map), []))
+
     # ------------------------------------------------------------- reductions, blockize
     def decompose_reduction(self, block, loop) -> BlockRV:
         name, var = self._block_name(block), self._loop_var(loop)
@@ -279,6 +295,10 @@ class Schedule:
         return self._new_block_result("rfactor", [loop, factor_axis],
                                       lambda f: reduction.rfactor(f, var, factor_axis))
 
-    def blockize(self, loop) -> BlockRV:
+    def blockize(self, loop, preserve_unit_iters: bool = True) -> BlockRV:
+        """TVM's blockize of ``loop``; ``preserve_unit_iters=False`` binds outer iter vars over
+        unit-extent loops to 0 instead of the loop."""
         var = self._loop_var(loop)
-        return self._new_block_result("blockize", [loop], lambda f: blockize_mod.blockize(f, var))
+        inputs = [loop] + ([False] if not preserve_unit_iters else [])
+        return self._new_block_result("blockize", inputs,
+                                      lambda f: blockize_mod.blockize(f, var, preserve_unit_iters))

@@ -76,13 +76,13 @@ def check_builds_match_interpreter(mod, seed: int, samples: int = 3) -> None:
             try:
                 got = vm["main"](*args)
             except ShapeMismatchError as err:
-                # an argmax / argmin of an empty axis in a dead binding: its check stays (as a check
-                # written in the program would) where the build drops the op; the program as
-                # written raises the same
-                with pytest.raises(ShapeMismatchError, match="arg(max|min)"):
+                # a dead binding's check a build keeps: an argmax / argmin of an empty axis (its
+                # check stays where the build drops the op), or an index out of range in a dead op
+                # fused into a kernel with live results (dead code goes after fusion). The program
+                # as written raises the same kind of error.
+                with pytest.raises(type(err)):
                     rx.interpret(mod, "main", *args)
-                assert "arg" in str(err), err
-                event("a dead argmax of an empty axis")
+                event("a dead binding's check")
                 continue
             assert _same(expected, got, 1e-4, 1e-5), \
                 f"target {target!r} differs from the interpreter for inputs {_shapes(args)}"

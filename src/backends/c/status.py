@@ -33,6 +33,19 @@ def failed_assert_number(recorded: int) -> int:
     return ASSERT_NUMBER_BASE - int(recorded)
 
 
+def device_status_readers(read_words, assert_message_of):
+    """``(bad_index, assert_message)`` for ``raise_for_status`` over a GPU status buffer:
+    ``read_words()`` copies the buffer to the host as int64 words, ``assert_message_of(number)``
+    is the launch plan's message for an assert number."""
+    def bad_index() -> tuple[int, int]:
+        words = read_words()
+        return int(words[1]), int(words[2])
+
+    def assert_message():
+        return assert_message_of(failed_assert_number(read_words()[0:1].view("int32")[1]))
+    return bad_index, assert_message
+
+
 def raise_for_status(status: int, where: str, bad_index=None, assert_message=None) -> None:
     """Raise the error a kernel's nonzero ``status`` stands for; ``where`` names function and kernel;
     ``bad_index()`` gives the (value, extent) an index failure recorded, ``assert_message()`` the

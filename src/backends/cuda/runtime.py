@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..c.status import DEVICE_STATUS_BYTES, DEVICE_STATUS_CLEARED, failed_assert_number, raise_for_status
+from ..c.status import DEVICE_STATUS_BYTES, DEVICE_STATUS_CLEARED, device_status_readers, raise_for_status
 from ..device_launch import direct_kernel_call, link_device_kernel
 from ..target import KernelImage, KernelModule, Target
 from .driver import check, cuda_context
@@ -103,12 +103,7 @@ class CudaKernelModule(KernelModule):
                   "cuMemcpyDtoH")
             return words
 
-        def bad_index() -> tuple[int, int]:
-            words = report()
-            return int(words[1]), int(words[2])
-
-        def assert_message() -> str | None:
-            return plan.assert_message(failed_assert_number(report()[0:1].view(np.int32)[1]))
+        bad_index, assert_message = device_status_readers(report, plan.assert_message)
         return run
 
     def link(self, ins, nxt: int, frame, prologue, where: str):

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..c.status import DEVICE_STATUS_BYTES, DEVICE_STATUS_CLEARED, failed_assert_number, raise_for_status
+from ..c.status import DEVICE_STATUS_BYTES, DEVICE_STATUS_CLEARED, device_status_readers, raise_for_status
 from ..device_launch import direct_kernel_call, link_device_kernel
 from ..target import KernelImage, KernelModule, Target
 from .device import opencl_device
@@ -99,12 +99,7 @@ class OpenCLKernelModule(KernelModule):
             cl.enqueue_copy(queue, words, status_buffer, is_blocking=True)
             return words
 
-        def bad_index() -> tuple[int, int]:
-            words = report()
-            return int(words[1]), int(words[2])
-
-        def assert_message() -> str | None:
-            return plan.assert_message(failed_assert_number(report()[0:1].view(np.int32)[1]))
+        bad_index, assert_message = device_status_readers(report, plan.assert_message)
         return run
 
     def link(self, ins, nxt: int, frame, prologue, where: str):

@@ -23,15 +23,8 @@ def evaluate_python(node: ast.expr, py_globals: dict, bound: Callable[[str], boo
     """``(True, value)`` for plain Python of the scope ``py_globals``; ``(False, None)`` when
     ``node`` reads a name the script binds (``bound``), an IR namespace (``ir_names``) or an
     unknown name. What the expression raises becomes ``error(message, node)``."""
-    if not py_globals:
-        return False, None
-    names = set()
-    for sub in ast.walk(node):
-        if isinstance(sub, _NOT_PLAIN):
-            return False, None
-        if isinstance(sub, ast.Name):
-            names.add(sub.id)
-    if not names or not all(_from_python(name, py_globals, bound, ir_names) for name in names):
+    if not py_globals or id(node) not in _plain_expressions(
+            node, lambda name: _from_python(name, py_globals, bound, ir_names)):
         return False, None
     return True, _evaluate(node, py_globals, filename, error)
 

@@ -127,7 +127,7 @@ def two_loops(x: T.Buffer(("n",), "float32"), y: T.Buffer(("n",), "float32")):
 def same_cell_every_iteration(x: T.Buffer(("n",), "float32"), y: T.Buffer(("n",), "float32")):
     n = T.int64()
     acc = T.decl_buffer((1,), "float32")
-    for o in range(2):
+    for _o in range(2):
         for i in range(n):
             acc[0] = T.if_then_else(i == 0, T.float32(0), acc[0]) + x[i]
             y[i] = y[i] + acc[0]        # a running sum carried across iterations of i

@@ -723,12 +723,23 @@ def _row_major_strides(shape):
     return list(reversed(strides))
 
 
-def generate_c(funcs: dict[str, PrimFunc], signatures: dict[str, PrimFunc] | None = None
-               ) -> tuple[str, dict[str, KernelInfo]]:
+def generated_from_attributes(func: PrimFunc) -> bool:
+    """Whether the C backend emits ``func``'s kernel from its attributes (the fused attention, the
+    quantized GEMM and GEMV generators) rather than from its loop body: those generators read the
+    buffers in the order they expect, workspaces included, so nothing may move them."""
+    return any(func.attrs.get(attr) is not None
+               for attr in (ATTENTION_LAYOUT_ATTR, GEMM_KERNEL_ATTR, MICRO_KERNEL_ATTR))
+
+
+def generate_c(funcs: dict[str, PrimFunc], signatures: dict[str, PrimFunc] | None = None,
+               lowering=None) -> tuple[str, dict[str, KernelInfo]]:
     """C source for a set of lowered functions (one translation unit) and their kernel infos.
 
     ``signatures`` maps names to the functions before lowering (whose buffer
-    shapes define the symbolic vars); by default the lowered functions themselves."""
+    shapes define the symbolic vars); by default the lowered functions themselves.
+    ``lowering``: when given, ``funcs`` are not lowered yet and each is lowered by it only where
+    its loop body is emitted (a generated attention kernel never reads it: lowering that
+    function cost a third of a second of each cold Llama build)."""
     parts = [PRELUDE]
     infos: dict[str, KernelInfo] = {}
     used: set[str] = set(re.findall(r"\b(rs_[A-Za-z0-9_]+)\s*\(", PRELUDE))  # helper functions
@@ -761,7 +772,8 @@ def generate_c(funcs: dict[str, PrimFunc], signatures: dict[str, PrimFunc] | Non
                                gemv.get("scale_dtype", "float32"), pair=bool(gemv.get("pair")))
             info = KernelInfo(symbol, list(signature.buffer_params), kernel_sym_vars(signature))
         else:
-            text, info = CFunctionEmitter(func, symbol, signature).function()
+            body = lowering(func) if lowering is not None else func
+            text, info = CFunctionEmitter(body, symbol, signature).function()
         parts.append(text)
         infos[name] = info
     return "\n\n".join(parts) + "\n", infos

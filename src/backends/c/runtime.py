@@ -59,8 +59,8 @@ def build_library(kernels: dict) -> CLibraryImage:
     from .compiler import compile_shared, vector_isa
     signatures = {KERNEL_PREFIX + name: func for name, func in kernels.items()}
     # per-iteration scratch becomes local arrays of each thread (see localize_allocations)
-    lowered = {name: localize_allocations(lower(func)) for name, func in signatures.items()}
-    source, prefixed = generate_c(lowered, signatures=signatures)
+    source, prefixed = generate_c(signatures, signatures=signatures,
+                                  lowering=lambda func: localize_allocations(lower(func)))
     infos = {name: prefixed[KERNEL_PREFIX + name] for name in kernels}
     for name, func in kernels.items():
         if [id(v) for v in infos[name].sym_vars] != [id(v) for v in kernel_sym_vars(func)]:

@@ -26,6 +26,7 @@ from tensorir import expr as E
 from tensorir.buffer import Buffer
 from tensorir.function import PrimFunc
 from tensorir.functor import collect, iter_children, substitute
+from backends.c.codegen import generated_from_attributes
 from tensorir.transform import lower
 from tensorir.transform.localize_allocations import loop_local_buffers
 from tensorir.variants import variant_names
@@ -52,7 +53,7 @@ def lift_prim_func(func: PrimFunc, keep_loop_local: bool = False) -> tuple[PrimF
     """``func`` with its global workspaces as trailing buffer parameters. ``keep_loop_local``:
     leave in the kernel those the C lowering declares inside a loop (``loop_local_buffers``)."""
     workspaces = global_workspaces(func)
-    if workspaces and keep_loop_local:
+    if workspaces and keep_loop_local and not generated_from_attributes(func):
         local = loop_local_buffers(lower(func))
         workspaces = [b for b in workspaces if b.name not in local]
     if not workspaces:

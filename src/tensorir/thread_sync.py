@@ -61,8 +61,33 @@ def activemask() -> E.Call:
     return E.Call("uint32", ACTIVEMASK, [])
 
 
+def describe(node) -> str:
+    """``T.<name>`` of a synchronizing node and, when the parser recorded it, where it was written."""
+    name = ALLREDUCE if isinstance(node, ThreadAllreduce) else node.op
+    span = getattr(node, "span", None)
+    return f"T.{name}" + (f" at {span}" if isinstance(span, str) else "")
+
+
 def is_sync_call(node) -> bool:
     return isinstance(node, E.Call) and (node.op == STORAGE_SYNC or node.op in SHUFFLES or node.op == ACTIVEMASK)
+
+
+def innermost_first(node) -> list:
+    """The synchronizing calls in ``node``, each after those in its arguments."""
+    from .functor import collect
+    out: list = []
+
+    def visit(call):
+        if any(c is call for c in out):
+            return
+        for arg in call.args:
+            for inner in collect(arg, is_sync_call):
+                visit(inner)
+        out.append(call)
+
+    for call in collect(node, is_sync_call):
+        visit(call)
+    return out
 
 
 class CommReducer(Node):

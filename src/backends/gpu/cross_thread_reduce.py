@@ -33,14 +33,17 @@ REDUCE_OPS = {E.Add: "sum", E.Mul: "prod", E.Max: "max", E.Min: "min"}
 
 class ThreadReduce(Stmt):
     """Every thread along ``thread_tag`` contributes ``value``; ``result`` holds their
-    combination with ``op`` (sum/prod/max/min) in every thread while ``body`` runs."""
-    __slots__ = ("result", "value", "body", "op", "thread_tag")
+    combination with ``op`` (sum/prod/max/min) in every thread while ``body`` runs.
+    ``in_thread_loop``: it sits inside the loop bound to ``thread_tag`` (TVM's
+    ``tvm_thread_allreduce``), not after it (the rewrite of a reduction block here)."""
+    __slots__ = ("result", "value", "body", "op", "thread_tag", "in_thread_loop")
     _fields = ("result", "value", "body")
-    _attrs = ("op", "thread_tag")
+    _attrs = ("op", "thread_tag", "in_thread_loop")
 
-    def __init__(self, result: E.Var, value, body: Stmt, op: str, thread_tag: str):
+    def __init__(self, result: E.Var, value, body: Stmt, op: str, thread_tag: str,
+                 in_thread_loop: bool = False):
         self.result, self.value, self.body = result, E.convert(value), body
-        self.op, self.thread_tag = op, thread_tag
+        self.op, self.thread_tag, self.in_thread_loop = op, thread_tag, in_thread_loop
 
 
 def identity(op: str, dtype: str) -> E.PrimExpr:

@@ -33,6 +33,7 @@ from tensorir.transform.scalarize_vectors import scalarize_vectors
 from tensorir.transform.simplify_indices import simplify_indices
 
 from ..kernel_signature import kernel_sym_vars
+from .allreduce import lower_allreduces
 from .compact import compact
 from .cross_thread_reduce import ThreadReduce, lower_cross_thread_reductions
 from .errors import GPULoweringError
@@ -113,7 +114,7 @@ def lower_for_gpu(name: str, func: PrimFunc) -> GPUFunction:
     if not isinstance(func, PrimFunc):
         raise TypeError(f"lower_for_gpu expects a PrimFunc, got {type(func).__name__}")
     sym_vars = kernel_sym_vars(func)
-    threaded = lower_cross_thread_reductions(unify_thread_vars(_static_shared(func)))
+    threaded = lower_cross_thread_reductions(lower_allreduces(name, unify_thread_vars(_static_shared(func))))
     # inits go before their reduction loops while the split predicates still sit on the blocks
     # (lower_predicates wraps them in ifs the hoisting cannot see past): a reduction over an
     # extent that is 0 at run time then still writes its identity

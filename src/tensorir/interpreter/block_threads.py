@@ -106,23 +106,6 @@ def _block_dims(ex, loop) -> dict:
     return dims
 
 
-def _innermost_first(node) -> list:
-    """The synchronizing calls in ``node``, each after those in its arguments."""
-    out: list = []
-
-    def visit(call):
-        if any(c is call for c in out):
-            return
-        for arg in call.args:
-            for inner in collect(arg, TS.is_sync_call):
-                visit(inner)
-        out.append(call)
-
-    for call in collect(node, TS.is_sync_call):
-        visit(call)
-    return out
-
-
 def _advance(t: _Thread) -> None:
     try:
         t.request = t.steps.send(t.reply) if t.request is not None else next(t.steps)
@@ -408,7 +391,7 @@ class BlockThreadExecutor(Executor):
         """Make the synchronizations in ``node``'s expressions (innermost first)."""
         entry = self.thread_cache.get(("calls", id(node)))
         if entry is None:
-            entry = (node, _innermost_first(node))
+            entry = (node, TS.innermost_first(node))
             self.thread_cache[("calls", id(node))] = entry
         for call in entry[1]:
             if call.op == TS.STORAGE_SYNC:

@@ -555,7 +555,9 @@ class ExprParser(ClassDispatch):
             self.expect_args(node, 2)
             return E.reinterpret(self.dtype(args[0]), self.expr(args[1]))
         if name in _THREAD_SYNC_CALLS:
-            return self.thread_sync_call(name, node)
+            call = self.thread_sync_call(name, node)
+            call.span = self.where(node)   # lowering's refusals name the line
+            return call
         if name == "checked_index":
             self.expect_args(node, 2)
             index, extent = (self.expr(a) for a in args)
@@ -566,6 +568,10 @@ class ExprParser(ClassDispatch):
         if name in ("int", "float"):
             raise self.error(f"unknown function 'T.{name}'; use a sized type such as T.int64", node)
         raise self.error(f"unknown function 'T.{name}'", node)
+
+    def where(self, node: ast.AST) -> str:
+        """``file:line`` of ``node`` in the user's source."""
+        return f"{self.source.filename}:{node.lineno + self.source.line_offset}"
 
     def thread_sync_call(self, name: str, node: ast.Call):
         """Barriers and warp shuffles between the threads of a block (``tensorir.thread_sync``)."""

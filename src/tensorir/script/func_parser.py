@@ -853,9 +853,11 @@ class FunctionParser(BlockParserMixin):
                 raise self.error(f"T.{thread_sync.ALLREDUCE}: {ast.unparse(node)} is not an enclosing "
                                  "thread index (T.launch_thread)", node)
         try:
-            return thread_sync.ThreadAllreduce(reducer, sources, condition, results, threads)
+            node = thread_sync.ThreadAllreduce(reducer, sources, condition, results, threads)
         except (TypeError, ValueError) as err:
             raise self.error(str(err), call) from None
+        node.span = self.exprs.where(call)
+        return node
 
     def attr_thread_extent(self, node, value_node, stmts, frame) -> Stmt:
         env = self.scope.lookup(node.id) if isinstance(node, ast.Name) else MISSING

@@ -23,7 +23,8 @@ those threads go on:
 * ``activemask``: the lanes of the warp at it;
 * an allreduce when every thread of the block is at it: each group (equal
   indices on the axes not reduced) combines its threads' values in linear
-  order with the reducer.
+  order with the reducer (a thread whose condition is false contributes the
+  identity).
 
 A synchronization inside an expression (a shuffle in a ``T.if_then_else`` branch)
 is made before the expression is evaluated, whichever branch it takes.
@@ -38,8 +39,6 @@ allocated before the threads started.
 from __future__ import annotations
 
 import itertools
-
-import numpy as np
 
 from .. import expr as E
 from .. import stmt as S
@@ -93,16 +92,15 @@ def run_block_threads(ex, loop) -> None:
 
 
 def _block_dims(ex, loop) -> dict:
+    """tag -> threads along it: the largest extent of the loops bound to it."""
     dims: dict = {}
     for node in collect(loop, is_thread_loop):
         try:
-            extent = ex.eval_int(node.extent) + max(0, ex.eval_int(node.min))
+            extent = ex.eval_int(node.extent)
         except InterpretError:
             raise InterpretError(f"{ex.func.name}: the extent of thread loop {node.loop_var.name!r} "
                                  f"({node.thread_tag}) must be known when its block starts") from None
         dims[node.thread_tag] = max(dims.get(node.thread_tag, 0), extent)
-    if any(d <= 0 for d in dims.values()):
-        dims = {t: max(d, 0) for t, d in dims.items()}
     return dims
 
 
@@ -127,17 +125,10 @@ def _schedule(ex, threads: list) -> None:
             raise InterpretError(_divergence(ex, threads, live))
 
 
-def _where(node) -> str:
-    if isinstance(node, TS.ThreadAllreduce):
-        return f"T.{TS.ALLREDUCE}"
-    from ..script.expr_printer import format_expr
-    return format_expr(node)
-
-
 def _divergence(ex, threads, live) -> str:
     places: dict = {}
     for t in live:
-        places.setdefault(_where(t.request[1]), []).append(t.linear)
+        places.setdefault(TS.describe(t.request[1]), []).append(t.linear)
     done = len(threads) - len(live)
     parts = [f"{len(v)} at {k} (first thread {v[0]})" for k, v in places.items()]
     if done:
@@ -219,8 +210,8 @@ def _allreduce(ex, live: list) -> None:
     reducer = node.reducer
     totals = {}
     for key, members in groups.items():
-        acc = [ex.eval(i) for i in reducer.identities]
-        for values in members:
+        acc = members[0]   # (TVM combines the threads' values alone: the identity only stands in for
+        for values in members[1:]:   # a thread whose condition is false)
             acc = _combine(ex, reducer, acc, values)
         totals[key] = acc
     for t in live:
@@ -317,12 +308,13 @@ class BlockThreadExecutor(Executor):
             self.unbind(token)
 
     def thread_loop_steps(self, s):
+        # the loop's var is its start plus the thread's index, as on the GPU; a loop shorter than
+        # the block skips the threads past its end
         index = self.thread.index.get(s.thread_tag, 0)
-        start = self.eval_int(s.min)
-        if index < start or index >= start + self.eval_int(s.extent):
+        if index >= self.eval_int(s.extent):
             return
         self.thread_tags[id(s.loop_var)] = s.thread_tag
-        token = self.bind(s.loop_var, scalar(s.loop_var.dtype, index))
+        token = self.bind(s.loop_var, scalar(s.loop_var.dtype, self.eval_int(s.min) + index))
         try:
             yield from self.steps(s.body)
         finally:

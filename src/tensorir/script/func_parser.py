@@ -808,7 +808,9 @@ class FunctionParser(BlockParserMixin):
         if not isinstance(fn, ast.Lambda) or not isinstance(idents, (ast.List, ast.Tuple)) \
                 or fn.args.vararg or fn.args.kwarg or fn.args.kwonlyargs or fn.args.defaults:
             raise self.error("T.comm_reducer takes a lambda of plain parameters and a list of identities", node)
-        identities = [self.exprs.expr(e) for e in idents.elts]
+        # a bare integer is TVM's int32 (the printer writes an int32 identity so)
+        identities = [E.const(v, "int32") if isinstance(v := self.exprs.python_value(e), int) and not
+                      isinstance(v, bool) else self.exprs.expr(e) for e in idents.elts]
         params = [a.arg for a in fn.args.posonlyargs + fn.args.args]
         n = len(identities)
         if n == 0 or len(params) != 2 * n:

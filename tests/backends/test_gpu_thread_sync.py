@@ -424,3 +424,39 @@ def test_printing_reparses_to_the_same_function(text):
                          ids=["warp", "allreduce", "scan", "reverse", "int8"])
 def test_cuda_kernels_compile(text):
     _compile_cuda(tir.from_source(text))
+
+
+# ---------------------------------------------------------------- warp memory
+def warp_rotate(x: int, y: int) -> str:
+    """Each warp's lanes pass their values one lane down through a "warp" buffer (TVM's warp
+    memory: one copy per warp, visible to its lanes after T.tvm_storage_sync("warp"))."""
+    return f'''
+@T.prim_func
+def warp_rotate(var_a: T.handle, var_b: T.handle):
+    n = T.int64()
+    A = T.match_buffer(var_a, (n, {x * y}), "float32")
+    B = T.match_buffer(var_b, (n, {x * y}), "float32")
+    blockIdx_x = T.launch_thread("blockIdx.x", n)
+    threadIdx_y = T.launch_thread("threadIdx.y", {y})
+    threadIdx_x = T.launch_thread("threadIdx.x", {x})
+    W = T.allocate([32], "float32", "warp")
+    W_1 = T.Buffer((32,), data=W, scope="warp")
+    W_1[(threadIdx_y * {x} + threadIdx_x) % 32] = A[blockIdx_x, threadIdx_y * {x} + threadIdx_x]
+    T.tvm_storage_sync("warp")
+    B[blockIdx_x, threadIdx_y * {x} + threadIdx_x] = W_1[(threadIdx_y * {x} + threadIdx_x + 1) % 32] * T.float32(2)
+'''
+
+
+@pytest.mark.usefixtures("_opencl")
+@pytest.mark.parametrize("x, y", [(32, 1), (16, 4), (8, 8), (64, 2)])
+def test_warp_memory_is_one_copy_per_warp(x, y):
+    func = tir.from_source(warp_rotate(x, y))
+    rng = np.random.default_rng(x * y)
+    a = rng.standard_normal((3, x * y)).astype("float32")
+    b = np.zeros_like(a)
+    tir.interpret(func, a, b)
+    lanes = np.arange(x * y)
+    np.testing.assert_array_equal(b, 2 * a[:, lanes - lanes % 32 + (lanes + 1) % 32])
+    check_on_opencl(func, lambda n: [rng.standard_normal((n, x * y)).astype("float32"),
+                                     np.zeros((n, x * y), "float32")], [1, 2, 5])
+    _compile_cuda(func)

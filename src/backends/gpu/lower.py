@@ -42,6 +42,7 @@ from .launch import launch_dims, reduce_scratch
 from .thread_vars import unify_thread_vars
 from ..source_names import sanitize
 from .uncache import copy_source, read_source_instead
+from .warp_memory import lower_warp_memory
 
 
 def _peel_allocations(body: Stmt) -> tuple[list, Stmt]:
@@ -119,7 +120,7 @@ def lower_for_gpu(name: str, func: PrimFunc) -> GPUFunction:
     # (lower_predicates wraps them in ifs the hoisting cannot see past): a reduction over an
     # extent that is 0 at run time then still writes its identity
     threaded = threaded.with_body(hoist_inits(threaded.body))
-    lowered = lower_blocks(lower_predicates(threaded))
+    lowered = lower_warp_memory(name, lower_blocks(lower_predicates(threaded)))
     root_allocs, body = _peel_allocations(lowered.body)
     stages = list(body.seq) if isinstance(body, SeqStmt) else [body]
     stages = [s for s in stages if _has_work(s)]

@@ -20,6 +20,8 @@ those threads go on:
   past the block's last thread), a caller outside its own mask, a width that is
   not a power of two up to 32, or a warp size other than 32 is undefined in CUDA
   and an ``InterpretError`` here;
+* ``T.tvm_storage_sync("warp")``, per warp, when every running thread of the
+  warp waits at it;
 * ``activemask``: the lanes of the warp at it;
 * an allreduce when every thread of the block is at it: each group (equal
   indices on the axes not reduced) combines its threads' values in linear
@@ -33,8 +35,10 @@ Anything else (threads of a block stopped at different barriers, some finished
 while others wait) is a divergent synchronization, undefined on a GPU, and an
 ``InterpretError``. Memory: "shared" allocations made inside the threads are
 one per block (the k-th allocation of a buffer is the same storage in every
-thread); "local"/"warp" buffers are each thread's own, including those
-allocated before the threads started.
+thread), "warp" ones one per warp (TVM's warp memory, before LowerWarpMemory:
+its lanes see each other's stores after a ``T.tvm_storage_sync("warp")``);
+"local" buffers are each thread's own, including those allocated before the
+threads started.
 """
 from __future__ import annotations
 
@@ -51,7 +55,7 @@ from .storage import BufferView
 
 THREAD_TAGS = ("threadIdx.x", "threadIdx.y", "threadIdx.z")
 SHARED_SCOPES = ("shared", "shared.dyn")
-PRIVATE_SCOPES = ("local", "warp")
+WARP_SCOPE = "warp"
 
 
 def is_thread_loop(loop) -> bool:
@@ -156,7 +160,9 @@ def _complete(ex, threads, live) -> list:
         if not all(t.request[1] is node for t in members):
             continue
         kind = members[0].request[0]
-        if kind == "activemask":
+        if kind == "warp barrier":
+            go += members
+        elif kind == "activemask":
             mask = sum(1 << t.lane for t in members)
             for t in members:
                 t.reply = scalar("uint32", mask)
@@ -236,8 +242,14 @@ class BlockThreadExecutor(Executor):
     def __init__(self, parent, thread: _Thread, shared_storage: dict):
         views = {}
         for buf, view in parent.views.items():
-            if buf.scope in PRIVATE_SCOPES:   # each thread's own copy
+            if buf.scope == "local":   # each thread's own copy
                 view = BufferView(view.name, view.data.copy(), view.shape, view.strides, view.offset)
+            elif buf.scope == WARP_SCOPE:   # each warp's
+                key = ("before", id(buf), thread.warp)
+                if key not in shared_storage:
+                    shared_storage[key] = BufferView(view.name, view.data.copy(), view.shape, view.strides,
+                                                     view.offset)
+                view = shared_storage[key]
             views[buf] = view
         super().__init__(parent.func, parent.vars, views, vectorize=parent.vectorize)
         self.signature_vars = parent.signature_vars
@@ -253,11 +265,11 @@ class BlockThreadExecutor(Executor):
         return True
 
     def allocate(self, buffer) -> BufferView:
-        if buffer.scope not in SHARED_SCOPES:
+        if buffer.scope not in SHARED_SCOPES and buffer.scope != WARP_SCOPE:
             return super().allocate(buffer)
         count = self.allocations.get(id(buffer), 0)
         self.allocations[id(buffer)] = count + 1
-        key = (id(buffer), count)
+        key = (id(buffer), count, self.thread.warp if buffer.scope == WARP_SCOPE else None)
         if key not in self.shared_storage:    # the first thread there makes the block's copy
             self.shared_storage[key] = super().allocate(buffer)
         return self.shared_storage[key]
@@ -387,7 +399,7 @@ class BlockThreadExecutor(Executor):
             self.thread_cache[("calls", id(node))] = entry
         for call in entry[1]:
             if call.op == TS.STORAGE_SYNC:
-                yield ("barrier", call, None)
+                yield ("warp barrier" if call.args[0].value == WARP_SCOPE else "barrier", call, None)
                 result = scalar("int32", 0)
             elif call.op == TS.ACTIVEMASK:
                 result = yield ("activemask", call, None)

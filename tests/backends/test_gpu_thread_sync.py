@@ -460,3 +460,52 @@ def test_warp_memory_is_one_copy_per_warp(x, y):
     check_on_opencl(func, lambda n: [rng.standard_normal((n, x * y)).astype("float32"),
                                      np.zeros((n, x * y), "float32")], [1, 2, 5])
     _compile_cuda(func)
+
+
+# ---------------------------------------------------------------- blocks without axes in thread loops
+# TVM's opaque `with T.block():` under thread loops (CompactBufferRegion's tests): its loop vars
+# index the stores of the blocks inside, so they are spatial axes, not a cross-thread reduction
+# (they were, and the build refused it); its "shared" buffer is one per GPU block though
+# allocated under threadIdx (compacted per thread, each thread overwrote the others' rows)
+OPAQUE_SHARED = '''
+@T.prim_func
+def opaque_shared(a: T.handle, c: T.handle):
+    n = T.int64()
+    A = T.match_buffer(a, (n, 8, 16), "float32")
+    C = T.match_buffer(c, (n, 8, 16), "float32")
+    for i0 in T.thread_binding(n, thread="blockIdx.x"):
+        for i1 in T.thread_binding(2, thread="vthread"):
+            for i2 in T.thread_binding(4, thread="threadIdx.x"):
+                with T.block():
+                    T.reads(A[i0, i1 * 4 + i2, 0:16])
+                    T.writes(C[i0, i1 * 4 + i2, 0:16])
+                    B = T.alloc_buffer((n, 8, 16), "float32", scope="{scope}")
+                    for j in range(0, 16):
+                        with T.block():
+                            T.reads(A[i0, i1 * 4 + i2, j])
+                            T.writes(B[i0, i1 * 4 + i2, j])
+                            B[i0, i1 * 4 + i2, j] = A[i0, i1 * 4 + i2, j] + 1.0
+                    for j in range(0, 16):
+                        with T.block():
+                            T.reads(B[i0, i1 * 4 + i2, 15 - j])
+                            T.writes(C[i0, i1 * 4 + i2, j])
+                            C[i0, i1 * 4 + i2, j] = B[i0, i1 * 4 + i2, 15 - j] * 2.0
+'''
+
+
+def test_a_block_without_axes_takes_the_loops_its_inner_stores_use_as_spatial_axes():
+    func = tir.from_source(OPAQUE_SHARED.replace("{scope}", "shared"))
+    assert 'T.axis.remap("SSS", [i0, i1, i2])' in print_prim_func(func)
+
+
+@pytest.mark.usefixtures("_opencl")
+@pytest.mark.parametrize("scope", ["shared", "warp", "local"])
+def test_a_buffer_allocated_under_thread_loops_matches_the_interpreter(scope):
+    func = tir.from_source(OPAQUE_SHARED.replace("{scope}", scope))
+    rng = np.random.default_rng(7)
+    a = rng.standard_normal((2, 8, 16)).astype("float32")
+    c = np.zeros_like(a)
+    tir.interpret(func, a, c)
+    np.testing.assert_allclose(c, 2 * (a[:, :, ::-1] + 1), rtol=1e-6)
+    check_on_opencl(func, lambda n: [rng.standard_normal((n, 8, 16)).astype("float32"),
+                                     np.zeros((n, 8, 16), "float32")], [1, 2, 3])

@@ -67,6 +67,7 @@ class _InnerAllocations(Mutator):
         super().__init__()
         self.where = where
         self.thread_loops = 0
+        self.enclosing: list[For] = []   # the threadIdx loops around the statement visited
 
     @handles(PrimExpr)
     def visit_PrimExpr(self, node):
@@ -76,10 +77,14 @@ class _InnerAllocations(Mutator):
     def visit_For(self, node: For):
         inside = node.kind == "thread_binding" and node.thread_tag in THREAD_AXES
         self.thread_loops += inside
+        if inside:
+            self.enclosing.append(node)
         try:
             return self.generic_visit(node)
         finally:
             self.thread_loops -= inside
+            if inside:
+                self.enclosing.pop()
 
     @handles(Allocate)
     def visit_Allocate(self, node: Allocate):
@@ -88,8 +93,18 @@ class _InnerAllocations(Mutator):
         if buf.scope not in ("shared", "local"):
             buf = buf.replace(scope="local" if self.thread_loops else "shared")
             body = substitute(body, {node.buffer: buf})
-        new, body = compact(buf, body, self.where)
-        return Allocate(new, body)
+        if buf.scope != "shared" or not self.enclosing:
+            new, body = compact(buf, body, self.where)
+            return Allocate(new, body)
+        # one copy per block, though allocated inside thread loops: the compaction sees those loops
+        # vary (compacted without them, each thread's part was taken for the block's)
+        wrapped = body
+        for loop in reversed(self.enclosing):
+            wrapped = loop.replace(body=wrapped)
+        new, wrapped = compact(buf, wrapped, self.where)
+        for _ in self.enclosing:
+            wrapped = wrapped.body
+        return Allocate(new, wrapped)
 
 
 def _static_shared(func: PrimFunc) -> PrimFunc:

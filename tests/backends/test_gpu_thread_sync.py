@@ -509,3 +509,58 @@ def test_a_buffer_allocated_under_thread_loops_matches_the_interpreter(scope):
     np.testing.assert_allclose(c, 2 * (a[:, :, ::-1] + 1), rtol=1e-6)
     check_on_opencl(func, lambda n: [rng.standard_normal((n, 8, 16)).astype("float32"),
                                      np.zeros((n, 8, 16), "float32")], [1, 2, 3])
+
+
+# ---------------------------------------------------------------- LowerCrossThreadReduction's block form
+# each thread's partial in a block without init over a thread-bound reduce var (its own, not a
+# cross-thread reduction: TVM's pass has run), then the allreduce in a block of its own
+LOWERED_BLOCKS = '''
+@T.prim_func
+def lowered_blocks(a: T.handle, b: T.handle):
+    n = T.int64()
+    A = T.match_buffer(a, (n, {cols}), "float32")
+    B = T.match_buffer(b, (n,), "float32")
+    reduce_temp0 = T.alloc_buffer([1], dtype="float32", strides=[1], scope="local")
+    normal_reduce_temp0 = T.alloc_buffer([1], dtype="float32", strides=[1], scope="local")
+    for i in T.thread_binding(n, thread="blockIdx.x"):
+        for ki in T.thread_binding(0, {threads}, thread="threadIdx.x"):
+            with T.block("B_in_thread_init"):
+                T.reads([])
+                T.writes([normal_reduce_temp0[0]])
+                normal_reduce_temp0[0] = T.float32(0)
+            for ko in T.serial(0, {outer}):
+                with T.block("B_normal_reduction"):
+                    vi = T.axis.spatial(n, i)
+                    vk = T.axis.reduce({cols}, ko * {threads} + ki)
+                    T.where(ko * {threads} + ki < {cols})
+                    T.reads([A[vi, vk]])
+                    T.writes([normal_reduce_temp0[0]])
+                    normal_reduce_temp0[0] = normal_reduce_temp0[0] + A[vi, vk]
+            with T.block("B_cross_thread_reduction"):
+                T.reads([normal_reduce_temp0[0]])
+                T.writes([reduce_temp0[0]])
+                T.attr(T.comm_reducer(lambda x, y: x + y, [T.float32(0)]), "reduce_scope",
+                       T.reinterpret(T.uint64(0), dtype="handle"))
+                T.evaluate(T.tvm_thread_allreduce(T.uint32(1), normal_reduce_temp0[0], True, reduce_temp0[0], ki,
+                                                  dtype="handle"))
+            with T.block("B_write_back"):
+                vi = T.axis.spatial(n, i)
+                T.where(ki == 0)
+                T.reads([reduce_temp0[0]])
+                T.writes([B[vi]])
+                B[vi] = reduce_temp0[0]
+'''
+
+
+@pytest.mark.usefixtures("_opencl")
+@settings(max_examples=4, deadline=None)
+@given(threads=st.sampled_from([8, 32, 40, 64]), cols=st.integers(1, 150), seed=st.integers(0, 2 ** 16))
+def test_tvm_lowered_cross_thread_reduction_blocks(threads, cols, seed):
+    text = LOWERED_BLOCKS.format(threads=threads, cols=cols, outer=-(-cols // threads))
+    func = tir.from_source(text)
+    rng = np.random.default_rng(seed)
+    arrays = _rows(3, cols, rng)
+    expected = [a.copy() for a in arrays]
+    tir.interpret(func, *expected)
+    np.testing.assert_allclose(expected[1], arrays[0].sum(axis=1), rtol=1e-4, atol=1e-4)
+    check_on_opencl(func, lambda n: _rows(n, cols, rng), [1, 3, 4], tolerance={"rtol": 1e-5, "atol": 1e-5})

@@ -278,6 +278,10 @@ class _Leftovers(Visitor):
 
 
 def lower_cross_thread_reductions(func: PrimFunc) -> PrimFunc:
+    if collect(func.body, lambda n: isinstance(n, ThreadReduce) and n.in_thread_loop):
+        # TVM's LowerCrossThreadReduction has run (its T.tvm_thread_allreduce calls are here): the
+        # reduction blocks it left over thread-bound loops are each thread's own partials
+        return func
     rewriter = _Rewriter()
     body = rewriter.visit(func.body)
     _Leftovers(rewriter.partials).visit(body)

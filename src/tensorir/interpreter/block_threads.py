@@ -360,6 +360,27 @@ class BlockThreadExecutor(Executor):
         finally:
             del self.views[s.buffer]
 
+    def _steps_BlockRealize(self, realize):
+        # TVM's LowerCrossThreadReduction leaves the allreduce in a block of its own
+        block = realize.block
+        if block.init is not None or block.match_buffers:
+            raise InterpretError(f"{self.func.name}: block {block.name!r} synchronizes threads and has an "
+                                 "init or match_buffer, which the interpreter does not run between threads")
+        if not (yield from self.value(realize.predicate)):
+            return
+        tokens = []
+        try:
+            for iv, binding in zip(block.iter_vars, realize.iter_values):
+                tokens.append(self.bind(iv.var, scalar(iv.var.dtype, (yield from self.value(binding)))))
+            for buf in block.alloc_buffers:
+                self.views[buf] = self.allocate(buf)
+            yield from self.steps(block.body)
+        finally:
+            for buf in block.alloc_buffers:
+                self.views.pop(buf, None)
+            for token in reversed(tokens):
+                self.unbind(token)
+
     def _steps_Evaluate(self, s):
         yield from self.value(s.value)
 

@@ -839,7 +839,10 @@ class FunctionParser(BlockParserMixin):
         reducer = self.reduce_scopes[-1]
         n = len(reducer.identities)
         args = call.args
-        if call.keywords or len(args) < 2 * n + 3:
+        for k in call.keywords:   # TVM's printer adds the call's type, dtype="handle"
+            if k.arg != "dtype" or self.exprs.python_value(k.value) != "handle":
+                raise self.error(f"T.{thread_sync.ALLREDUCE} takes no keyword {k.arg}= (only dtype=\"handle\")", k.value)
+        if len(args) < 2 * n + 3:
             raise self.error(f"T.{thread_sync.ALLREDUCE} takes (T.uint32({n}), {n} source(s), a condition, "
                              f"{n} result element(s), thread index variables)", call)
         count = self.exprs.expr(args[0])
@@ -969,6 +972,8 @@ class FunctionParser(BlockParserMixin):
             if self.t_call(call.args[0]) == "assume":
                 self.assumption(call.args[0])
                 return None
+            if self.t_call(call.args[0]) == thread_sync.ALLREDUCE:   # T.evaluate(T.tvm_thread_allreduce(..))
+                return self.thread_allreduce(call.args[0])
             return Evaluate(self.exprs.expr(call.args[0]))
         if kind == "func_attr":
             if frame is None or not frame.is_root:

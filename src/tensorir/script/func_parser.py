@@ -841,7 +841,8 @@ class FunctionParser(BlockParserMixin):
         args = call.args
         for k in call.keywords:   # TVM's printer adds the call's type, dtype="handle"
             if k.arg != "dtype" or self.exprs.python_value(k.value) != "handle":
-                raise self.error(f"T.{thread_sync.ALLREDUCE} takes no keyword {k.arg}= (only dtype=\"handle\")", k.value)
+                raise self.error(f"T.{thread_sync.ALLREDUCE} takes no keyword {k.arg}= (only dtype=\"handle\")",
+                                 k.value)
         if len(args) < 2 * n + 3:
             raise self.error(f"T.{thread_sync.ALLREDUCE} takes (T.uint32({n}), {n} source(s), a condition, "
                              f"{n} result element(s), thread index variables)", call)

@@ -91,7 +91,7 @@ def _rows(n, length, rng):
 def _check_warp_reduction(warps, length, seed, sizes):
     func = tir.from_source(warp_row_sum(32 * warps, length))
     rng = np.random.default_rng(seed)
-    arrays = _rows(2, length, rng)
+    arrays = _rows(1, length, rng)
     expected = [a.copy() for a in arrays]
     tir.interpret(func, *expected)
     np.testing.assert_allclose(expected[1], arrays[0].sum(axis=1), rtol=1e-4, atol=1e-4)
@@ -102,7 +102,7 @@ def _check_warp_reduction(warps, length, seed, sizes):
 @settings(max_examples=3, deadline=None)
 @given(warps=st.sampled_from([1, 2, 4]), length=st.integers(1, 200), seed=st.integers(0, 2 ** 16))
 def test_tvm_warp_reduction_matches_the_interpreter_and_numpy(warps, length, seed):
-    _check_warp_reduction(warps, length, seed, [1, 3])
+    _check_warp_reduction(warps, length, seed, [1, 2])
 
 
 @pytest.mark.slow
@@ -150,7 +150,7 @@ REDUCERS = {"sum": ("{x} + {y}", "T.float32(0)", np.sum),
 
 
 @pytest.mark.usefixtures("_opencl")
-@settings(max_examples=4, deadline=None)
+@settings(max_examples=3, deadline=None)
 @given(rows=st.sampled_from([1, 2, 3]), threads=st.sampled_from([5, 24, 32, 48, 100]),
        op=st.sampled_from(sorted(REDUCERS)), length=st.integers(1, 130), seed=st.integers(0, 2 ** 16))
 def test_allreduce_over_rows_matches_the_interpreter_and_numpy(rows, threads, op, length, seed):
@@ -161,7 +161,7 @@ def test_allreduce_over_rows_matches_the_interpreter_and_numpy(rows, threads, op
     expected = [a.copy() for a in arrays]
     tir.interpret(func, *expected)
     np.testing.assert_allclose(expected[1], reference(arrays[0], axis=1), rtol=1e-4, atol=1e-4)
-    check_on_opencl(func, lambda n: _rows(n, length, rng), [1, 4, 5], tolerance={"rtol": 1e-5, "atol": 1e-5})
+    check_on_opencl(func, lambda n: _rows(n, length, rng), [1, 4], tolerance={"rtol": 1e-5, "atol": 1e-5})
 
 
 # ---------------------------------------------------------------- one shuffle, every lane rule

@@ -15,6 +15,7 @@ from ..gpu.emitter import KernelEmitter, identity_text, module_source
 from ..gpu.errors import GPULoweringError
 from ..gpu.function import GPUFunction
 from ..gpu.launch import scratch_dtype
+from tensorir.thread_sync import SHUFFLE, SHUFFLE_DOWN, SHUFFLE_UP
 
 _MATH = {"exp": "exp", "log": "log", "sqrt": "sqrt", "rsqrt": "rsqrt", "tanh": "tanh", "erf": "erf",
          "pow": "pow", "abs": "fabs", "sin": "sin", "cos": "cos", "tan": "tan", "floor": "floor",
@@ -118,6 +119,20 @@ class CUDAEmitter(KernelEmitter):
         return f"{name}{suffix}({', '.join(f'(({ctype})({a}))' for a in args)})"
 
     # ------------------------------------------------------------ warp shuffles
+    def shuffle(self, e, mask: str, value: str, lane: str, width: int) -> str:
+        name = {SHUFFLE: "__shfl_sync", SHUFFLE_UP: "__shfl_up_sync", SHUFFLE_DOWN: "__shfl_down_sync"}[e.op]
+        dtype = scratch_dtype(e.dtype)
+        moved = dtype if dtype in SHUFFLE_TYPES else "int32"   # narrow integers travel as int
+        lane_type = "int" if e.op == SHUFFLE else "unsigned int"
+        return (f"(({self.vtype(e.dtype)}){name}((unsigned int)({mask}), ({self.vtype(moved)})({value}), "
+                f"({lane_type})({lane}), {width}))")
+
+    def activemask(self, e) -> str:
+        return "__activemask()"
+
+    def warp_barrier(self) -> str:
+        return "__syncwarp();"
+
     def thread_reduce(self, s: ThreadReduce) -> None:
         bx, by, bz = self.kernel.block
         dtype = scratch_dtype(s.value.dtype)

@@ -33,14 +33,17 @@ REDUCE_OPS = {E.Add: "sum", E.Mul: "prod", E.Max: "max", E.Min: "min"}
 
 class ThreadReduce(Stmt):
     """Every thread along ``thread_tag`` contributes ``value``; ``result`` holds their
-    combination with ``op`` (sum/prod/max/min) in every thread while ``body`` runs."""
-    __slots__ = ("result", "value", "body", "op", "thread_tag")
+    combination with ``op`` (sum/prod/max/min) in every thread while ``body`` runs.
+    ``in_thread_loop``: it sits inside the loop bound to ``thread_tag`` (TVM's
+    ``tvm_thread_allreduce``), not after it (the rewrite of a reduction block here)."""
+    __slots__ = ("result", "value", "body", "op", "thread_tag", "in_thread_loop")
     _fields = ("result", "value", "body")
-    _attrs = ("op", "thread_tag")
+    _attrs = ("op", "thread_tag", "in_thread_loop")
 
-    def __init__(self, result: E.Var, value, body: Stmt, op: str, thread_tag: str):
+    def __init__(self, result: E.Var, value, body: Stmt, op: str, thread_tag: str,
+                 in_thread_loop: bool = False):
         self.result, self.value, self.body = result, E.convert(value), body
-        self.op, self.thread_tag = op, thread_tag
+        self.op, self.thread_tag, self.in_thread_loop = op, thread_tag, in_thread_loop
 
 
 def identity(op: str, dtype: str) -> E.PrimExpr:
@@ -275,6 +278,10 @@ class _Leftovers(Visitor):
 
 
 def lower_cross_thread_reductions(func: PrimFunc) -> PrimFunc:
+    if collect(func.body, lambda n: isinstance(n, ThreadReduce) and n.in_thread_loop):
+        # TVM's LowerCrossThreadReduction has run (its T.tvm_thread_allreduce calls are here): the
+        # reduction blocks it left over thread-bound loops are each thread's own partials
+        return func
     rewriter = _Rewriter()
     body = rewriter.visit(func.body)
     _Leftovers(rewriter.partials).visit(body)

@@ -46,6 +46,7 @@ from .errors import GPULoweringError
 from .function import BLOCK_AXES, THREAD_AXES, DeviceKernel, GPUFunction
 from .launch import scratch_dtype
 from .names import RESERVED
+from tensorir.thread_sync import ACTIVEMASK, STORAGE_SYNC, WARP_SIZE, describe, is_sync_call
 
 _AXIS = {"x": 0, "y": 1, "z": 2}
 REDUCE_INFIX = {"sum": "+", "prod": "*"}
@@ -168,6 +169,7 @@ class KernelEmitter(SourceEmitter):
         self.divergent_asserts: list = []   # (line, assert) of thread-dependent asserts
         self.loop_lines: list = []          # (first, last) line of every emitted loop
         self.assert_cache: dict = {}
+        self.sync_values: dict = {}         # id(Call) -> the name holding its value (prepare_sync_calls)
 
     def where(self) -> str:
         return f"{self.func.name!r} (kernel {self.kernel.symbol})"
@@ -511,15 +513,83 @@ class KernelEmitter(SourceEmitter):
             return "its iterations are not a copy the outer loop may repeat"
         return None
 
+    # ------------------------------------------------------------ barriers and warp shuffles
+    def stmt(self, s) -> None:
+        calls = [c for e in _direct_exprs(s) for c in collect(e, is_sync_call)]
+        if calls:
+            if isinstance(s, S.While):
+                raise GPULoweringError(f"{self.where()}: {describe(calls[0])} in a while loop's condition")
+            self.prepare_sync_calls(calls)
+        super().stmt(s)
+
+    def prepare_sync_calls(self, calls: list) -> None:
+        """Code a statement's synchronizing calls need before it (OpenCL's emulated shuffles)."""
+
+    @handles(E.Call, table="expr")
+    def call(self, e: E.Call) -> str:
+        if not is_sync_call(e):
+            return super().call(e)
+        if id(e) in self.sync_values:
+            return self.sync_values[id(e)]
+        if e.op == STORAGE_SYNC:
+            raise GPULoweringError(f"{self.where()}: {describe(e)} is a statement, not a value")
+        if e.op == ACTIVEMASK:
+            return self.activemask(e)
+        self.check_shuffle(e)
+        mask, value, lane = (self.expr(a) for a in e.args[:3])
+        return self.shuffle(e, mask, value, lane, e.args[3].value)
+
+    def check_shuffle(self, e: E.Call) -> None:
+        width, warp_size = e.args[3], e.args[4]
+        if not E.is_const_int(warp_size, WARP_SIZE):
+            raise GPULoweringError(f"{self.where()}: {describe(e)} names a warp of {format_expr(warp_size)} "
+                                   f"lanes; the GPU targets here have warps of {WARP_SIZE}")
+        if not isinstance(width, E.IntImm) or width.value < 1 or width.value > WARP_SIZE \
+                or width.value & (width.value - 1):
+            raise GPULoweringError(f"{self.where()}: {describe(e)} has the width {format_expr(width)}; it must be "
+                                   f"a constant power of two up to {WARP_SIZE}")
+
+    def shuffle(self, e: E.Call, mask: str, value: str, lane: str, width: int) -> str:
+        raise NotImplementedError
+
+    def shuffle_scratch(self, threads: int) -> list[str]:
+        """Shared arrays the dialect's shuffles need (declared at the kernel's top)."""
+        return []
+
+    def activemask(self, e: E.Call) -> str:
+        raise NotImplementedError
+
+    def warp_barrier(self) -> str:
+        return self.BARRIER
+
+    @handles(S.Evaluate, table="stmt")
+    def evaluate(self, s: S.Evaluate) -> None:
+        call = s.value
+        if not (isinstance(call, E.Call) and call.op == STORAGE_SYNC):
+            super().evaluate(s)
+            return
+        scope = call.args[0].value
+        if scope == "global":
+            raise GPULoweringError(f"{self.where()}: {describe(call)}(\"global\") synchronizes every block of "
+                                   "the grid; the GPU targets here do not (split the kernel instead)")
+        if self.divergent:
+            raise GPULoweringError(f"{self.where()}: {describe(call)} runs under a condition that depends on "
+                                   "the thread (a guard, or a thread loop shorter than the block): every thread "
+                                   "of the block must reach a barrier")
+        self.emit(self.warp_barrier() if scope == "warp" else self.BARRIER)
+
     # ------------------------------------------------------------ cross-thread reduction
     @handles(ThreadReduce, table="stmt")
     def thread_reduce_stmt(self, s: ThreadReduce) -> None:
         if self.divergent:
             raise GPULoweringError(f"{self.where()}: a cross-thread reduction runs under a condition "
                                    "that depends on the thread; every thread of the block must reach it")
-        if s.thread_tag in self.covered:
+        if s.thread_tag in self.covered and not s.in_thread_loop:
             raise GPULoweringError(f"{self.where()}: a reduction over {s.thread_tag} sits inside a loop "
                                    f"bound to {s.thread_tag}")
+        if s.in_thread_loop and s.thread_tag not in self.covered:
+            raise GPULoweringError(f"{self.where()}: a T.tvm_thread_allreduce over {s.thread_tag} outside "
+                                   "the loop bound to it")
         self.emit("{")
         self.indent += 1
         self.thread_reduce(s)
@@ -591,6 +661,7 @@ class KernelEmitter(SourceEmitter):
             header.insert(0, f"{self.SHARED} {self.atype(buf)} {self.names.get(buf, buf.name)}"
                              f"[{max(1, size.value)}];")
         threads = kernel.block[0] * kernel.block[1] * kernel.block[2]
+        header[:0] = self.shuffle_scratch(threads)
         for dtype in sorted({scratch_dtype(n.value.dtype)
                              for n in collect(kernel.body, lambda n: isinstance(n, ThreadReduce))}):
             header.insert(0, f"{self.SHARED} {self.vtype(dtype)} rs_red_{dtype}[{threads}];")
@@ -614,6 +685,21 @@ class KernelEmitter(SourceEmitter):
         lines = [f"{self.KERNEL} void {kernel.symbol}({', '.join(params)}) {{".lstrip()]
         lines += ["  " + line for line in header] + ["  (void)rs_status;"] + self.lines + ["}"]
         return "\n".join(lines)
+
+
+def _direct_exprs(s) -> list:
+    """The expressions a statement evaluates itself (not those of the statements inside it)."""
+    if isinstance(s, S.BufferStore):
+        return [s.value, *s.indices]
+    if isinstance(s, (S.LetStmt, S.Evaluate)):
+        return [s.value]
+    if isinstance(s, (S.IfThenElse, S.AssertStmt, S.While)):
+        return [s.condition]
+    if isinstance(s, S.For):
+        return [s.min, s.extent]
+    if isinstance(s, ThreadReduce):
+        return [s.value]
+    return []
 
 
 def helper_prelude(emitter_cls, dtypes) -> str:

@@ -33,6 +33,7 @@ from tensorir.transform.scalarize_vectors import scalarize_vectors
 from tensorir.transform.simplify_indices import simplify_indices
 
 from ..kernel_signature import kernel_sym_vars
+from .allreduce import lower_allreduces
 from .compact import compact
 from .cross_thread_reduce import ThreadReduce, lower_cross_thread_reductions
 from .errors import GPULoweringError
@@ -41,6 +42,7 @@ from .launch import launch_dims, reduce_scratch
 from .thread_vars import unify_thread_vars
 from ..source_names import sanitize
 from .uncache import copy_source, read_source_instead
+from .warp_memory import lower_warp_memory
 
 
 def _peel_allocations(body: Stmt) -> tuple[list, Stmt]:
@@ -65,6 +67,7 @@ class _InnerAllocations(Mutator):
         super().__init__()
         self.where = where
         self.thread_loops = 0
+        self.enclosing: list[For] = []   # the threadIdx loops around the statement visited
 
     @handles(PrimExpr)
     def visit_PrimExpr(self, node):
@@ -74,10 +77,14 @@ class _InnerAllocations(Mutator):
     def visit_For(self, node: For):
         inside = node.kind == "thread_binding" and node.thread_tag in THREAD_AXES
         self.thread_loops += inside
+        if inside:
+            self.enclosing.append(node)
         try:
             return self.generic_visit(node)
         finally:
             self.thread_loops -= inside
+            if inside:
+                self.enclosing.pop()
 
     @handles(Allocate)
     def visit_Allocate(self, node: Allocate):
@@ -86,8 +93,18 @@ class _InnerAllocations(Mutator):
         if buf.scope not in ("shared", "local"):
             buf = buf.replace(scope="local" if self.thread_loops else "shared")
             body = substitute(body, {node.buffer: buf})
-        new, body = compact(buf, body, self.where)
-        return Allocate(new, body)
+        if buf.scope != "shared" or not self.enclosing:
+            new, body = compact(buf, body, self.where)
+            return Allocate(new, body)
+        # one copy per block, though allocated inside thread loops: the compaction sees those loops
+        # vary (compacted without them, each thread's part was taken for the block's)
+        wrapped = body
+        for loop in reversed(self.enclosing):
+            wrapped = loop.replace(body=wrapped)
+        new, wrapped = compact(buf, wrapped, self.where)
+        for _ in self.enclosing:
+            wrapped = wrapped.body
+        return Allocate(new, wrapped)
 
 
 def _static_shared(func: PrimFunc) -> PrimFunc:
@@ -113,12 +130,12 @@ def lower_for_gpu(name: str, func: PrimFunc) -> GPUFunction:
     if not isinstance(func, PrimFunc):
         raise TypeError(f"lower_for_gpu expects a PrimFunc, got {type(func).__name__}")
     sym_vars = kernel_sym_vars(func)
-    threaded = lower_cross_thread_reductions(unify_thread_vars(_static_shared(func)))
+    threaded = lower_cross_thread_reductions(lower_allreduces(name, unify_thread_vars(_static_shared(func))))
     # inits go before their reduction loops while the split predicates still sit on the blocks
     # (lower_predicates wraps them in ifs the hoisting cannot see past): a reduction over an
     # extent that is 0 at run time then still writes its identity
     threaded = threaded.with_body(hoist_inits(threaded.body))
-    lowered = lower_blocks(lower_predicates(threaded))
+    lowered = lower_warp_memory(name, lower_blocks(lower_predicates(threaded)))
     root_allocs, body = _peel_allocations(lowered.body)
     stages = list(body.seq) if isinstance(body, SeqStmt) else [body]
     stages = [s for s in stages if _has_work(s)]

@@ -3,12 +3,24 @@
 float16 buffers are read and written with vload_half/vstore_half (core
 OpenCL, no cl_khr_fp16 needed) and computed in float; bool buffers hold one
 uchar per element; float64 needs cl_khr_fp64 (PoCL's CPU device has it).
+
+Warp shuffles (``T.tvm_warp_shuffle*``) go through local memory: every thread of
+the block writes its value at its linear index, a barrier, each reads the lane
+CUDA's rules name within its warp of 32 linear indices, a barrier. The barriers
+need the whole block there, so a shuffle (or ``T.tvm_warp_activemask``, the
+lanes of the warp present in the block) under a thread-dependent condition is a
+``GPULoweringError``; the mask is not read (every lane of the warp takes part).
+PoCL's CPU device offers no sub-group shuffles to use instead.
 """
 from __future__ import annotations
+
+from tensorir.functor import collect
+from tensorir.thread_sync import SHUFFLE, SHUFFLE_DOWN, SHUFFLES, WARP_SIZE, describe, innermost_first
 
 from ..gpu.emitter import KernelEmitter, module_source
 from ..gpu.errors import GPULoweringError
 from ..gpu.function import GPUFunction
+from ..gpu.launch import scratch_dtype
 
 _MATH = {"exp": "exp", "log": "log", "sqrt": "sqrt", "rsqrt": "rsqrt", "tanh": "tanh", "erf": "erf",
          "pow": "pow", "abs": "fabs", "sin": "sin", "cos": "cos", "tan": "tan", "floor": "floor",
@@ -24,6 +36,10 @@ float rs_round_half(float v) {
 /* T.reinterpret of float16 values (computed as float) and their 16 bits */
 ushort rs_half_bits(float v) { ushort h; vstore_half_rte(v, 0, (__private half*)&h); return h; }
 float rs_bits_half(ushort h) { return vload_half(0, (__private half*)&h); }"""
+
+
+def _shuffle_dtypes(body) -> list:
+    return sorted({scratch_dtype(c.dtype) for c in collect(body, lambda n: getattr(n, "op", None) in SHUFFLES)})
 
 
 class OpenCLEmitter(KernelEmitter):
@@ -42,6 +58,65 @@ class OpenCLEmitter(KernelEmitter):
 
     def thread_index(self, axis: int) -> str:
         return f"get_local_id({axis})"
+
+    # ------------------------------------------------------------ warp shuffles through local memory
+    def shuffle_scratch(self, threads: int) -> list[str]:
+        lanes = -(-threads // WARP_SIZE) * WARP_SIZE   # whole warps: a lane past the block reads in bounds
+        return [f"__local {self.vtype(d)} rs_shfl_{d}[{lanes}];" for d in _shuffle_dtypes(self.kernel.body)]
+
+    def prepare_sync_calls(self, calls: list) -> None:
+        done = set()
+        for outer in calls:
+            for call in innermost_first(outer):
+                if id(call) in done or call.op not in SHUFFLES:
+                    continue
+                done.add(id(call))
+                self.emulate_shuffle(call)
+
+    def emulate_shuffle(self, call) -> None:
+        if self.divergent:
+            raise GPULoweringError(f"{self.where()}: {describe(call)} runs under a condition that depends on the "
+                                   "thread; on OpenCL a shuffle goes through local memory between two barriers "
+                                   "of the whole block")
+        self.check_shuffle(call)
+        dtype = scratch_dtype(call.dtype)
+        ctype = self.vtype(dtype)
+        width = call.args[3].value
+        lin, lane, src = (self.names.fresh(n) for n in ("rs_lin", "rs_lane", "rs_src"))
+        result = self.names.fresh("rs_shfl")
+        self.emit(f"const long {lin} = {self.linear_thread_id()};")
+        self.emit(f"rs_shfl_{dtype}[{lin}] = ({ctype})({self.expr(call.args[1])});")
+        self.emit(self.BARRIER)
+        self.emit(f"const int {lane} = (int)({lin} % {WARP_SIZE});")
+        first = f"({lane} & {~(width - 1) & (WARP_SIZE - 1)})"   # the lane starting the caller's segment
+        arg = self.expr(call.args[2])
+        if call.op == SHUFFLE:
+            self.emit(f"const int {src} = {first} + (int)(({arg}) & {width - 1});")
+        else:
+            delta = f"(int)(({arg}) & {WARP_SIZE - 1})"   # the instruction reads a delta's low 5 bits
+            if call.op == SHUFFLE_DOWN:
+                self.emit(f"const int {src} = {lane} + {delta} < {first} + {width} ? {lane} + {delta} : {lane};")
+            else:
+                self.emit(f"const int {src} = {lane} - {delta} >= {first} ? {lane} - {delta} : {lane};")
+        self.emit(f"const {self.vtype(call.dtype)} {result} = ({self.vtype(call.dtype)})"
+                  f"rs_shfl_{dtype}[{lin} - {lane} + {src}];")
+        self.emit(self.BARRIER)
+        self.sync_values[id(call)] = result
+
+    def shuffle(self, e, mask: str, value: str, lane: str, width: int) -> str:
+        raise GPULoweringError(f"{self.where()}: {describe(e)} was not prepared before its statement")
+
+    def activemask(self, e) -> str:
+        if self.divergent:
+            raise GPULoweringError(f"{self.where()}: {describe(e)} runs under a condition that depends on the "
+                                   "thread; on OpenCL only a whole block's lanes are known")
+        block = self.kernel.block
+        threads = block[0] * block[1] * block[2]
+        partial = threads % WARP_SIZE
+        if not partial:
+            return "0xffffffffu"
+        return (f"(({self.linear_thread_id()}) / {WARP_SIZE} == {threads // WARP_SIZE} ? "
+                f"{(1 << partial) - 1}u : 0xffffffffu)")
 
     def block_index(self, axis: int) -> str:
         return f"get_group_id({axis})"

@@ -17,6 +17,7 @@ from ..dispatch import ClassDispatch, handles
 from ..errors import IndexOutOfRangeError
 from ..float_casts import float_to_int, is_float_to_int
 from .errors import InterpretDivisionByZeroError, InterpretError
+from ..thread_sync import is_sync_call
 from .intrinsics import INTRINSIC_IMPLS
 
 
@@ -201,6 +202,8 @@ class ExprEvaluator(ClassDispatch):
 
     @handles(E.Call)
     def _call(self, e, mask):
+        if is_sync_call(e):   # between the threads of a block: the executor's affair
+            return self.frame.sync_call(e, mask)
         if e.op == E.CHECKED_INDEX:
             return self._checked_index(e, mask)
         if e.op == E.UNDEF:  # unspecified: read as 0 on every target

@@ -17,6 +17,7 @@ from ..dispatch import ClassDispatch, handles
 from ..errors import AllocationError, KernelAssertionError
 from ..expr import Var
 from ..functor import collect
+from ..thread_sync import ThreadAllreduce
 from .empty_reduction import hoisted_form, nest_is_empty
 from .evaluator import ExprEvaluator, as_dtype, scalar
 from .errors import InterpretError
@@ -34,6 +35,7 @@ class Executor(ClassDispatch):
         self.signature_vars = set(vars)  # bound for the whole run
         self.view_cache: dict = {}  # view Buffer -> (storage view, BufferView, layout is run-constant)
         self.nest_cache: dict = {}  # id(For) -> static nest plan (or None)
+        self.thread_cache: dict = {}  # id(For) -> (For, thread_facts)
 
     # environment ---------------------------------------------------------------
     def eval(self, e, mask=None):
@@ -114,8 +116,45 @@ class Executor(ClassDispatch):
     def _continue(self, s):
         raise _Jump(False)
 
+    # the threads of a GPU block ------------------------------------------------------
+    def in_block(self) -> bool:
+        """Whether this executor runs one thread of a block (``block_threads``)."""
+        return False
+
+    def thread_facts(self, s) -> tuple[bool, bool, bool]:
+        """(``s`` is a threadIdx loop, its body synchronizes threads, its body holds threadIdx loops)."""
+        entry = self.thread_cache.get(id(s))
+        if entry is None:
+            from .block_threads import is_thread_loop, synchronizes
+            entry = (s, (is_thread_loop(s), synchronizes(s.body), bool(collect(s.body, is_thread_loop))))
+            self.thread_cache[id(s)] = entry   # (the loop is kept: its id stays its own)
+        return entry[1]
+
+    def sync_call(self, e, mask):
+        raise InterpretError(f"{self.func.name}: T.{e.op} outside a threadIdx loop: it synchronizes the "
+                             "threads of a GPU block")
+
+    def all_reduce(self, s) -> None:
+        raise InterpretError(f"{self.func.name}: T.tvm_thread_allreduce outside a threadIdx loop: it "
+                             "combines values of the threads of a GPU block")
+
+    @handles(ThreadAllreduce)
+    def _all_reduce(self, s):
+        self.all_reduce(s)
+
     @handles(S.For)
     def _for(self, s):
+        thread_loop, syncs, holds_threads = self.thread_facts(s)
+        if thread_loop and self.in_block():
+            self.run_thread_loop(s)
+            return
+        if syncs and thread_loop:
+            from .block_threads import run_block_threads
+            run_block_threads(self, s)
+            return
+        if syncs or (holds_threads and self.in_block()):   # never vectorized across threads
+            self.run_serial(s, self.eval_int(s.min), self.eval_int(s.extent))
+            return
         if S.has_loop_jumps(s.body):   # iterations one at a time: a jump decides which run
             self.run_serial(s, self.eval_int(s.min), self.eval_int(s.extent))
             return

@@ -121,6 +121,12 @@ class BlockParserMixin:
             for store in collect(part, lambda n: isinstance(n, BufferStore)):
                 for index in store.indices:
                     stored |= var_ids(index)
+            # a store in a nested block indexes by that block's iter vars: what they are bound to
+            # indexes it too (innermost blocks first)
+            for realize in reversed(collect(part, lambda n: isinstance(n, BlockRealize))):
+                for iv, value in zip(realize.block.iter_vars, realize.iter_values):
+                    if id(iv.var) in stored:
+                        stored |= var_ids(value)
         vmap = {}
         for loop in loops:
             if id(loop.var) not in used:

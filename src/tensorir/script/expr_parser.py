@@ -15,6 +15,7 @@ import numpy as np
 
 from .. import dtype as dt
 from .. import expr as E
+from .. import thread_sync
 from ..buffer import Buffer, Pointer
 from ..dispatch import ClassDispatch, handles
 from ..errors import ParseError
@@ -73,6 +74,7 @@ _PY_FOLD = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul
 _CMPOPS = {ast.Eq: E.EQ, ast.NotEq: E.NE, ast.Lt: E.LT, ast.LtE: E.LE, ast.Gt: E.GT, ast.GtE: E.GE}
 
 # T.<name>(a, b): binary helpers and their builders.
+_THREAD_SYNC_CALLS = (thread_sync.STORAGE_SYNC, thread_sync.ACTIVEMASK) + thread_sync.SHUFFLES
 _BINARY_FUNCS = {"max": E.max_, "min": E.min_, "floordiv": E.floordiv, "floormod": E.floormod,
                  "ceildiv": E.ceildiv}
 
@@ -552,6 +554,10 @@ class ExprParser(ClassDispatch):
         if name == "reinterpret":
             self.expect_args(node, 2)
             return E.reinterpret(self.dtype(args[0]), self.expr(args[1]))
+        if name in _THREAD_SYNC_CALLS:
+            call = self.thread_sync_call(name, node)
+            call.span = self.where(node)   # lowering's refusals name the line
+            return call
         if name == "checked_index":
             self.expect_args(node, 2)
             index, extent = (self.expr(a) for a in args)
@@ -562,6 +568,28 @@ class ExprParser(ClassDispatch):
         if name in ("int", "float"):
             raise self.error(f"unknown function 'T.{name}'; use a sized type such as T.int64", node)
         raise self.error(f"unknown function 'T.{name}'", node)
+
+    def where(self, node: ast.AST) -> str:
+        """``file:line`` of ``node`` in the user's source."""
+        return f"{self.source.filename}:{node.lineno + self.source.line_offset}"
+
+    def thread_sync_call(self, name: str, node: ast.Call):
+        """Barriers and warp shuffles between the threads of a block (``tensorir.thread_sync``)."""
+        args = node.args
+        if name == thread_sync.STORAGE_SYNC:
+            self.expect_args(node, 1)
+            scope = self.constant(args[0], "storage scope", (str,))
+            if scope not in thread_sync.SYNC_SCOPES:
+                raise self.error(f"T.{name} takes one of {', '.join(thread_sync.SYNC_SCOPES)}, got {scope!r}", args[0])
+            return thread_sync.storage_sync(scope)
+        if name == thread_sync.ACTIVEMASK:
+            self.expect_args(node, 0)
+            return thread_sync.activemask()
+        self.expect_args(node, 5)
+        try:
+            return thread_sync.warp_shuffle(name, *[self.to_prim(self.eval(a), a) for a in args])
+        except ValueError as err:
+            raise self.error(str(err), node) from None
 
     def keywords_to_positions(self, name: str, node: ast.Call) -> ast.Call:
         """``T.if_then_else(cond=c, t=a, f=b)``: keyword arguments of the expression helpers,
@@ -755,10 +783,15 @@ class ExprParser(ClassDispatch):
 
     def target_attr(self, node: ast.Call) -> TargetAttr:
         """``T.target("llvm")`` or ``T.target({"kind": ..., ...})`` (an attribute value only)."""
-        if len(node.args) != 1 or node.keywords:
+        host = [k for k in node.keywords if k.arg == "host"]
+        if len(node.args) != 1 or len(host) != len(node.keywords):
             raise self.error("T.target takes one target: a string such as \"llvm\" or a dict of "
-                             "its fields", node)
+                             "its fields (and host=)", node)
         spec = self.python_value(node.args[0])
+        if host and isinstance(spec, str):   # T.target("cuda", host="llvm"): the dict TVM means by it
+            spec = {"kind": spec, "host": self.python_value(host[0].value)}
+        elif host and isinstance(spec, dict):
+            spec = {**spec, "host": self.python_value(host[0].value)}
         if not isinstance(spec, (str, dict)) or (isinstance(spec, dict) and "kind" not in spec):
             raise self.error("T.target takes a string such as \"llvm\" or a dict with a \"kind\"",
                              node.args[0])

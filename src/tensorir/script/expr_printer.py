@@ -17,6 +17,7 @@ from ..dispatch import ClassDispatch, handles
 from ..identity_names import IdentityNames
 from ..operators import PREC_ATOM as _ATOM, PREC_NOT as _NOT, PREC_UNARY as _UNARY
 from ..operators import PYTHON_INFIX, SCRIPT_CALLS, left_min_prec
+from ..thread_sync import is_sync_call
 from .literals import TargetAttr, string_literal
 _DEFAULT_LITERAL_DTYPES = ("int64", "float32", "bool")
 RESERVED = frozenset(keyword.kwlist) | {"T", "range", "min", "max", "abs", "True", "False", "None",
@@ -208,6 +209,8 @@ class ExprPrinter(ClassDispatch):
                 return f'T.reinterpret("{e.dtype}", {args})'
             except ValueError:
                 pass
+        if is_sync_call(e):
+            return f"T.{e.op}({args})"
         if e.op in E.INTRINSICS:
             from ..structural import structural_equal
             try:

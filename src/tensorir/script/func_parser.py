@@ -7,6 +7,7 @@ import numpy as np
 
 from .. import dtype as dt
 from .. import expr as E
+from .. import thread_sync
 from ..buffer import Buffer, Pointer
 from ..errors import ParseError
 from ..function import PrimFunc
@@ -47,7 +48,7 @@ _TVM_RENAMES = {"sblock": "block", "sblock_attr": "block_attr", "sblock_alloc_bu
 
 
 # Bare call statements TVM wraps in T.evaluate that mean something here (an external call).
-_EFFECT_CALLS = ("call_extern",)
+_EFFECT_CALLS = ("call_extern", thread_sync.STORAGE_SYNC)
 
 
 def _attr_key(key):
@@ -101,6 +102,7 @@ class FunctionParser(BlockParserMixin):
         self.attrs: dict = {}
         self.block_names = self.explicit_block_names()
         self.allocations: set[int] = set()  # ids of T.allocate storage (T.Buffer(data=x) views it)
+        self.reduce_scopes: list = []  # reducers of the enclosing reduce_scope attributes
 
     # ---------------------------------------------------------------- helpers
     def context(self) -> str:
@@ -768,6 +770,14 @@ class FunctionParser(BlockParserMixin):
         key = self.exprs.constant(key_node, "attribute key", (str,))
         if key == "thread_extent":
             return self.attr_thread_extent(node, value_node, stmts, frame)
+        if key == "reduce_scope":   # the reducer of the T.tvm_thread_allreduce calls it encloses
+            self.reduce_scopes.append(self.comm_reducer(node))
+            try:
+                return self.attr_body(stmts, frame)
+            finally:
+                self.reduce_scopes.pop()
+        if key == "volatile_scope":   # TVM's hint that a buffer is read by other threads: it always is here
+            return self.attr_body(stmts, frame)
         if key.startswith("pragma_"):
             value = self.exprs.python_value(value_node)
             if self.t_call(node) in DTYPE_NAMES or isinstance(node, ast.Constant):
@@ -780,7 +790,80 @@ class FunctionParser(BlockParserMixin):
                                  "loop's annotation)", call)
             return body.replace(annotations={**body.annotations, key: value})
         raise self.error(f"T.attr with key {key!r} is not supported; the keys read here are "
-                         "\"thread_extent\" and \"pragma_*\"", key_node)
+                         "\"thread_extent\", \"reduce_scope\", \"volatile_scope\" and \"pragma_*\"", key_node)
+
+    def attr_body(self, stmts, frame) -> Stmt:
+        self.scope.push()
+        try:
+            return self.parse_body(stmts, frame)
+        finally:
+            self.scope.pop()
+
+    def comm_reducer(self, node) -> thread_sync.CommReducer:
+        """``T.comm_reducer(lambda x0.., y0..: result(s), [identities])``."""
+        if self.t_call(node) != "comm_reducer" or len(node.args) != 2 or node.keywords:
+            raise self.error("a reduce_scope attribute's node is T.comm_reducer(lambda x, y: ..., [identity])",
+                             node)
+        fn, idents = node.args
+        if not isinstance(fn, ast.Lambda) or not isinstance(idents, (ast.List, ast.Tuple)) \
+                or fn.args.vararg or fn.args.kwarg or fn.args.kwonlyargs or fn.args.defaults:
+            raise self.error("T.comm_reducer takes a lambda of plain parameters and a list of identities", node)
+        # a bare integer is TVM's int32 (the printer writes an int32 identity so)
+        identities = [E.const(v, "int32") if isinstance(v := self.exprs.python_value(e), int) and not
+                      isinstance(v, bool) else self.exprs.expr(e) for e in idents.elts]
+        params = [a.arg for a in fn.args.posonlyargs + fn.args.args]
+        n = len(identities)
+        if n == 0 or len(params) != 2 * n:
+            raise self.error(f"T.comm_reducer: {n} identities need a lambda of {2 * n} parameters, "
+                             f"got {len(params)}", fn)
+        lhs = [E.Var(p, i.dtype) for p, i in zip(params[:n], identities)]
+        rhs = [E.Var(p, i.dtype) for p, i in zip(params[n:], identities)]
+        self.scope.push()
+        try:
+            for var in lhs + rhs:
+                self.scope.define(var.name, var)
+            parts = fn.body.elts if isinstance(fn.body, ast.Tuple) else [fn.body]
+            results = [self.exprs.expr(p) for p in parts]
+        finally:
+            self.scope.pop()
+        try:
+            return thread_sync.CommReducer(lhs, rhs, results, identities)
+        except ValueError as err:
+            raise self.error(str(err), node) from None
+
+    def thread_allreduce(self, call: ast.Call) -> Stmt:
+        """``T.tvm_thread_allreduce(T.uint32(n), sources.., condition, results.., threads..)``."""
+        if not self.reduce_scopes:
+            raise self.error(f"T.{thread_sync.ALLREDUCE} must be inside T.attr(T.comm_reducer(...), "
+                             "\"reduce_scope\", ...), which gives its reducer", call)
+        reducer = self.reduce_scopes[-1]
+        n = len(reducer.identities)
+        args = call.args
+        for k in call.keywords:   # TVM's printer adds the call's type, dtype="handle"
+            if k.arg != "dtype" or self.exprs.python_value(k.value) != "handle":
+                raise self.error(f"T.{thread_sync.ALLREDUCE} takes no keyword {k.arg}= (only dtype=\"handle\")",
+                                 k.value)
+        if len(args) < 2 * n + 3:
+            raise self.error(f"T.{thread_sync.ALLREDUCE} takes (T.uint32({n}), {n} source(s), a condition, "
+                             f"{n} result element(s), thread index variables)", call)
+        count = self.exprs.expr(args[0])
+        if not (isinstance(count, E.IntImm) and count.value == n):
+            raise self.error(f"T.{thread_sync.ALLREDUCE}: the value count must be {n}, its reducer's", args[0])
+        sources = [self.exprs.expr(a) for a in args[1:1 + n]]
+        condition = self.exprs.expr(args[1 + n])
+        results = [self.exprs.expr(a) for a in args[2 + n:2 + 2 * n]]
+        threads = [self.exprs.expr(a) for a in args[2 + 2 * n:]]
+        bound = {id(info.var) for info in self.loops}
+        for var, node in zip(threads, args[2 + 2 * n:]):
+            if not isinstance(var, E.Var) or id(var) not in bound:
+                raise self.error(f"T.{thread_sync.ALLREDUCE}: {ast.unparse(node)} is not an enclosing "
+                                 "thread index (T.launch_thread)", node)
+        try:
+            node = thread_sync.ThreadAllreduce(reducer, sources, condition, results, threads)
+        except (TypeError, ValueError) as err:
+            raise self.error(str(err), call) from None
+        node.span = self.exprs.where(call)
+        return node
 
     def attr_thread_extent(self, node, value_node, stmts, frame) -> Stmt:
         env = self.scope.lookup(node.id) if isinstance(node, ast.Name) else MISSING
@@ -890,6 +973,8 @@ class FunctionParser(BlockParserMixin):
             if self.t_call(call.args[0]) == "assume":
                 self.assumption(call.args[0])
                 return None
+            if self.t_call(call.args[0]) == thread_sync.ALLREDUCE:   # T.evaluate(T.tvm_thread_allreduce(..))
+                return self.thread_allreduce(call.args[0])
             return Evaluate(self.exprs.expr(call.args[0]))
         if kind == "func_attr":
             if frame is None or not frame.is_root:
@@ -902,6 +987,8 @@ class FunctionParser(BlockParserMixin):
             return None
         if kind == "Assert":
             return self.assert_call(call)
+        if kind == thread_sync.ALLREDUCE:
+            return self.thread_allreduce(call)
         if kind in ("reads", "writes", "where", "block_attr"):
             self.parse_block_meta(kind, call, frame)
             return None

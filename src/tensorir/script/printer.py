@@ -15,6 +15,7 @@ from ..stmt import (Allocate, Block, BlockRealize, Break, BufferRegion, BufferSt
                     IfThenElse, IterVar, LetStmt, MatchBufferRegion, Range, SeqStmt, Stmt, While,
                     AssertStmt, is_true)
 from ..structural import structural_equal
+from ..thread_sync import ALLREDUCE, STORAGE_SYNC, CommReducer, ThreadAllreduce
 from .expr_printer import ExprPrinter, Namer, format_expr, py_literal
 from .literals import is_identifier, string_literal
 
@@ -123,9 +124,23 @@ class StmtPrinter(ClassDispatch):
         value = node.value
         if isinstance(value, E.Call) and value.op == E.RET and len(value.args) == 1:
             return [f"{indent}return {self.e(value.args[0], value.dtype)}"]
-        if isinstance(value, E.CallFunc):  # a call of another prim_func, for its effects
-            return [f"{indent}{self.e(value)}"]
+        if isinstance(value, E.CallFunc) or (isinstance(value, E.Call) and value.op == STORAGE_SYNC):
+            return [f"{indent}{self.e(value)}"]   # a call for its effects (another prim_func, a barrier)
         return [f"{indent}T.evaluate({self.e(value)})"]
+
+    @handles(ThreadAllreduce)
+    def stmt_ThreadAllreduce(self, node: ThreadAllreduce, indent, last):
+        reducer = node.reducer
+        params = ", ".join(self.name(v) for v in reducer.lhs + reducer.rhs)
+        results = [self.e(r) for r in reducer.results]
+        body = results[0] if len(results) == 1 else f"({', '.join(results)})"
+        idents = ", ".join(self.e(i) for i in reducer.identities)
+        args = [f"T.uint32({len(node.sources)})", *(self.e(s) for s in node.sources), self.e(node.condition),
+                *(self.e(r) for r in node.results), *(self.e(t) for t in node.threads)]
+        inner = indent + self.step
+        return [f"{indent}with T.attr(T.comm_reducer(lambda {params}: {body}, [{idents}]), \"reduce_scope\", "
+                f"T.reinterpret(\"handle\", T.uint64(0))):",
+                f"{inner}T.{ALLREDUCE}({', '.join(args)})"]
 
     @handles(IfThenElse)
     def stmt_IfThenElse(self, node: IfThenElse, indent, last):
@@ -318,8 +333,11 @@ class StmtPrinter(ClassDispatch):
     def declarations(self, func: PrimFunc) -> list[str]:
         """``n = T.int64(...)`` for every symbolic var (params only when they carry facts)."""
         bound: set[int] = set()
-        for node in collect(func.body, lambda n: isinstance(n, (For, LetStmt, IterVar))):
-            bound.add(id(node.loop_var if isinstance(node, For) else node.var))
+        for node in collect(func.body, lambda n: isinstance(n, (For, LetStmt, IterVar, CommReducer))):
+            if isinstance(node, CommReducer):   # a reducer's lambda binds its parameters
+                bound.update(id(v) for v in node.lhs + node.rhs)
+            else:
+                bound.add(id(node.loop_var if isinstance(node, For) else node.var))
         scalars = {id(p) for p in func.params if isinstance(p, E.Var)}
         order: list[E.Var] = []
         seen: set[int] = set()

@@ -26,6 +26,7 @@ from tensorir import expr as E
 from tensorir.buffer import Buffer
 from tensorir.function import PrimFunc
 from tensorir.functor import collect, iter_children, substitute
+from tensorir.schedule_rules.attention import ATTENTION_LAYOUT_ATTR
 from backends.c.codegen import generated_from_attributes
 from tensorir.transform import lower
 from tensorir.transform.localize_allocations import loop_local_buffers
@@ -53,6 +54,11 @@ def lift_prim_func(func: PrimFunc, keep_loop_local: bool = False) -> tuple[PrimF
     """``func`` with its global workspaces as trailing buffer parameters. ``keep_loop_local``:
     leave in the kernel those the C lowering declares inside a loop (``loop_local_buffers``)."""
     workspaces = global_workspaces(func)
+    if workspaces and keep_loop_local and func.attrs.get(ATTENTION_LAYOUT_ATTR) is not None:
+        # the C attention generator keeps its row statistics in registers and reads only q, keys,
+        # values and the output: the nest's scratch (4 x (heads, n) and a (heads, n, 64) tile in the
+        # Llama workload) would be graph-level allocations no kernel touches
+        return func, []
     if workspaces and keep_loop_local and not generated_from_attributes(func):
         local = loop_local_buffers(lower(func))
         workspaces = [b for b in workspaces if b.name not in local]

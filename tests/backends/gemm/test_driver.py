@@ -139,18 +139,30 @@ def test_gemv_one_row_split_over_threads_with_ragged_edges(which, trans_b):
 
 
 @pytest.mark.parametrize("which", ["machine", "small"])
-def test_skinny_row_tiles_over_chunks_of_the_width(which):
-    """More rows than one register tile: the skinny variant sweeps B in chunks of columns that
-    the next tiles re-read from L1; outputs wider than several chunks, ragged columns, k over
-    several SKINNY_KC-row blocks, power-of-two widths (rows sharing L1 sets) and others."""
-    from backends.c.gemm.driver import SKINNY_KC, skinny_chunk_cols
+def test_skinny_row_tiles_sweep_b_in_place(which):
+    """More rows than one register tile, up to SWEEP_TILES tiles: the skinny variant sweeps B in place
+    with the row tiles (evened out: row_tiles) taking each panel in turn; every row count from one
+    tile to the packed path's first, widths whose rows are a multiple of ALIAS_BYTES apart (c's rows
+    accumulate in a padded buffer there) and widths no panel divides, k over several SKINNY_KC blocks
+    and not a multiple of one."""
+    from backends.c.gemm.driver import ALIAS_BYTES, SKINNY_KC, SWEEP_TILES
     params = PARAMS if which == "machine" else SMALL
-    chunk = skinny_chunk_cols(params)
-    for n in (4 * chunk, 3 * chunk + params.nr + 5):
-        for m in (params.mr + 1, params.skinny_rows):
+    aliased = ALIAS_BYTES // 4
+    for n in (2 * aliased, aliased + params.nr, 3 * params.nr + 5):
+        for m in range(params.mr, min(params.skinny_rows, SWEEP_TILES * params.mr + 1) + 1):
             assert variant_for(m, params, 2) == "skinny"
             for threads in (1, 2):
                 _run(m, n, 2 * SKINNY_KC + 3, False, ("bias", "residual"), "relu", threads, params, m)
+
+
+def test_row_tiles_are_even_and_cover_the_rows():
+    from backends.c.gemm.driver import row_tiles
+    assert row_tiles(8, 6) == [4, 4] and row_tiles(7, 6) == [4, 3] and row_tiles(16, 6) == [6, 5, 5]
+    for mr in (1, 4, 6, 14):
+        for rows in range(1, 60):
+            tiles = row_tiles(rows, mr)
+            assert sum(tiles) == rows and max(tiles) <= mr and max(tiles) - min(tiles) <= 1
+            assert len(tiles) == -(-rows // mr)
 
 
 @pytest.mark.parametrize("which", ["machine", "small"])

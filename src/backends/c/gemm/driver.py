@@ -122,6 +122,10 @@ MIN_FLOPS_TO_SPLIT = 1 << 21
 # MLP shapes (1024x4096, 4096x1024) at m = 2/4/6: 8 rows 0.49-0.65/0.75-0.86/1.13-1.22 ms against
 # 1.20-1.22/1.24-1.33/1.35-1.38 with 16 and worse with 4 or 12; the Llama shapes level.
 SKINNY_KC = 8
+# Most row tiles the skinny variant sweeps B in place with (more rows pack B per call): their c
+# rows (re-read every SKINNY_KC k steps, from L2) cost more than packing from the third tile on.
+# One thread, thread CPU time: 7..12 rows 1.0-1.6x the packed path, 16 (three tiles) 0.7-0.9x.
+SWEEP_TILES = 2
 # The prepacked path's kernels prefetch the next B panel into L2 (microkernel's prefetch_b): a
 # module switch so the emitter can build both for an A/B measurement. One thread, thread CPU time,
 # the 2-layer Llama's 8 products in a row (26 MB of weights, so each panel comes from L3): 1.05-1.18x
@@ -148,10 +152,37 @@ def _row_kernels(params: GemmParams) -> str:
         sweep_calls.append(f"sweep_rows{rows}(kc, a, lda, b, ldb, c, ldc, w, acc)")
     out.append(switch_on_rows("kernel_rows(int rows, int kc, const float* a, int lda, const float* b, float* c, "
                               "int ldc, int cols, int acc)", packed_calls) + "\n")
+    for rows in range(params.mr + 1, min(params.skinny_rows, SWEEP_TILES * params.mr) + 1):
+        out.append(_sweep_tiles(rows, params))
+        sweep_calls.append(f"sweep_tiles{rows}(kc, a, lda, b, ldb, c, ldc, w, acc)")
     out.append("/* whole panels only: w a multiple of NR */\n"
                + switch_on_rows("sweep_rows(int rows, int kc, const float* a, int lda, const float* b, int ldb, "
                                 "float* c, int ldc, int w, int acc)", sweep_calls) + "\n")
     return "\n".join(out)
+
+
+def row_tiles(rows: int, mr: int) -> list[int]:
+    """``rows`` split into the fewest tiles of at most ``mr`` rows, as even as possible (8 rows of a
+    6-row tile as 4 + 4, not 6 + 2: a tile of few rows issues nearly as many loads as multiply-adds)."""
+    tiles = -(-rows // mr)
+    return [rows // tiles + (1 if t < rows % tiles else 0) for t in range(tiles)]
+
+
+def _sweep_tiles(rows: int, params: GemmParams) -> str:
+    """``sweep_tiles<rows>``: more rows than one register tile against ``kc`` rows of B read in place,
+    panel by panel, every row tile (``row_tiles``) right after the other on the same panel: the
+    panel's lines come from memory for the first tile and from L1/L2 for the rest, so B is
+    streamed once per call, no copy of it made (packing it first cost as much as the product's
+    multiply-adds at 7..16 rows: B's read from L3 did not overlap them)."""
+    calls, r0 = [], 0
+    for tile in row_tiles(rows, params.mr):
+        calls.append(f"    rs_gemm_kernel_rows{tile}_direct_b(kc, a + (long){r0} * lda, lda, b + jr, ldb, "
+                     f"c + (long){r0} * ldc + jr, ldc, {tile}, {params.nr}, acc);")
+        r0 += tile
+    body = "\n".join(calls)
+    return (f"static void sweep_tiles{rows}(int kc, const float* a, int lda, const float* b, int ldb, "
+            f"float* c, int ldc, int w, int acc) {{\n  for (int jr = 0; jr < w; jr += {params.nr}) {{\n"
+            f"{body}\n  }}\n}}\n")
 
 
 def _prepacked_kernels(params: GemmParams) -> str:
@@ -188,12 +219,6 @@ def _packed_tile_kernels(params: GemmParams) -> str:
                               "const float* b_next, long pf_step, float* c, int ldc, int cols, int acc)",
                               calls) + "\n")
     return "\n".join(out)
-
-
-def skinny_chunk_cols(params: GemmParams) -> int:
-    """Columns of the ``SKINNY_KC``-row block of B that several row tiles of the skinny variant
-    re-read from L1: half of it, in whole panels."""
-    return max(params.nr, params.kc * params.nr // SKINNY_KC // params.nr * params.nr)
 
 
 def skinny_limit(n: int, params: GemmParams) -> int:
@@ -343,9 +368,8 @@ def emit_gemm_library(params: GemmParams) -> str:
 #define BLAS_SKINNY_ROWS {BLAS_SKINNY_ROWS}
 #define SKINNY_NC {params.skinny_nc}
 #define SKINNY_KC {SKINNY_KC}
-#define SKINNY_DIRECT_ROWS {params.mr}
+#define SWEEP_TILES {SWEEP_TILES}
 #define NT_DOT_ROWS {NT_DOT_ROWS}
-#define SKINNY_CHUNK {skinny_chunk_cols(params)}
 #define MIN_FLOPS_TO_SPLIT {MIN_FLOPS_TO_SPLIT}L
 /* elements of c from which a pass over it (bias fill, epilogue) is shared by the team */
 #define EPILOGUE_SPLIT_ELEMENTS (1L << 15)
@@ -425,41 +449,61 @@ static int block_skinny(long h, long w, long k, const float* a, const float* b, 
     dot_block_nt(h, k, w, a, b, k, c, n, i0, j0, e);
     return 0;
   }}
-  if (!trans_b && h <= SKINNY_DIRECT_ROWS) {{
-    /* One register tile covers the rows: each B vector serves all of them once, so B is read
-       where it lies. (With several row tiles, below, B is packed: reading it in place, 2 threads
-       ran 0.6-0.8x OpenBLAS at 12 and 16 rows of 1408x512, packed 1.0x.)
-       B read in place: SKINNY_KC rows at a time, each swept left to right across the thread's
-       columns (that many contiguous streams, which the prefetchers follow), accumulating into c.
-       One call per row tile sweeps a run of panels (a call per panel cost more than its few k
-       steps). With several row tiles the sweep goes in chunks of SKINNY_CHUNK columns, whose
-       SKINNY_KC rows (half of L1) the next tiles re-read from L1: SKINNY_KC rows of a
-       power-of-two width share L1 sets, which 8 rows fit (L1 is 8-way here) and 16 did not
-       (the second tile then re-read them from memory, up to 6x slower). Copying the block to a
-       padded buffer instead measured 10-20% slower at 8 rows and level at 12. */
+  if (!trans_b && h <= MR) {{
+    /* One register tile covers the rows: B read where it lies, SKINNY_KC rows at a time, each swept
+       left to right across the thread's columns (that many contiguous streams, which the
+       prefetchers follow), accumulating into c. One call per SKINNY_KC rows sweeps a run of panels
+       (a call per panel cost more than its few k steps); a ragged last panel is copied zero-padded
+       into `edge`. */
     float edge[SKINNY_KC * NR];
-    const long chunk = h > MR ? SKINNY_CHUNK : w;
+    const long full = w / NR * NR;
     for (long pc = 0; pc < k; pc += SKINNY_KC) {{
       const int kcb = (int)min_long(SKINNY_KC, k - pc);
-      const int last = pc + kcb >= k;
-      for (long jc = 0; jc < w; jc += chunk) {{
-        const long wc = min_long(chunk, w - jc), full = wc / NR * NR;
-        if (full < wc) pack_b(kcb, (int)(wc - full), b, n, 0, pc, j0 + jc + full, edge);
-        const float* bk = b + pc * n + j0 + jc;
-        const long ldb = n;
-        for (long ir = 0; ir < h; ir += MR) {{
-          const int rows = (int)min_long(MR, h - ir);
-          float* ct = c + (i0 + ir) * n + j0 + jc;
-          const float* at = a + (i0 + ir) * k + pc;
-          sweep_rows(rows, kcb, at, (int)k, bk, (int)ldb, ct, (int)n, (int)full, pc > 0);
-          if (full < wc)
-            kernel_rows(rows, kcb, at, (int)k, edge, ct + full, (int)n, (int)(wc - full), pc > 0);
-          if (last && has_epilogue(e))
-            apply_epilogue(ct, n, rows, (int)wc, e->bias == NULL ? NULL : e->bias + j0 + jc,
-                           e->residual == NULL ? NULL : e->residual + (i0 + ir) * n + j0 + jc, e->act);
-        }}
+      const float* at = a + i0 * k + pc;
+      float* ct = c + i0 * n + j0;
+      sweep_rows((int)h, kcb, at, (int)k, b + pc * n + j0, (int)n, ct, (int)n, (int)full, pc > 0);
+      if (full < w) {{
+        pack_b(kcb, (int)(w - full), b, n, 0, pc, j0 + full, edge);
+        kernel_rows((int)h, kcb, at, (int)k, edge, ct + full, (int)n, (int)(w - full), pc > 0);
       }}
     }}
+    if (has_epilogue(e))
+      apply_epilogue(c + i0 * n + j0, n, (int)h, (int)w, e->bias == NULL ? NULL : e->bias + j0,
+                     e->residual == NULL ? NULL : e->residual + i0 * n + j0, e->act);
+    return 0;
+  }}
+  if (!trans_b && h <= SWEEP_TILES * MR) {{
+    /* Up to SWEEP_TILES row tiles (sweep_tiles): the same sweep, every row tile taking each panel
+       of the SKINNY_KC rows right after the one before, so the panel's lines come from memory once
+       and nothing of B is copied (packing it cost as much as the multiply-adds at 7..12 rows: its
+       read from L3 overlapped none of them). Where c's rows are a multiple of ALIAS_BYTES apart
+       (they and B's rows would share L1 sets and 4 KiB-alias B's loads against c's stores: 9 and 10
+       rows of 1024x4096 ran 2x slower) the rows accumulate in `acc`, one cache line further apart,
+       and are copied out at the end. */
+    float edge[SKINNY_KC * NR];
+    const long full = w / NR * NR;
+    long ldc = n;
+    float* ct = c + i0 * n + j0;
+    if ((n * (long)sizeof(float)) % ALIAS_BYTES == 0) {{
+      ldc = (w + NR - 1) / NR * NR + 64 / (long)sizeof(float);
+      if ((ct = grow(&rs_pack_b, &rs_pack_b_cap, (size_t)(h * ldc))) == NULL) return -1;
+    }}
+    for (long pc = 0; pc < k; pc += SKINNY_KC) {{
+      const int kcb = (int)min_long(SKINNY_KC, k - pc);
+      const float* at = a + i0 * k + pc;
+      sweep_rows((int)h, kcb, at, (int)k, b + pc * n + j0, (int)n, ct, (int)ldc, (int)full, pc > 0);
+      if (full < w) {{
+        pack_b(kcb, (int)(w - full), b, n, 0, pc, j0 + full, edge);
+        for (long ir = 0; ir < h; ir += MR)
+          kernel_rows((int)min_long(MR, h - ir), kcb, at + ir * k, (int)k, edge, ct + ir * ldc + full, (int)ldc,
+                      (int)(w - full), pc > 0);
+      }}
+    }}
+    if (ldc != n)
+      for (long i = 0; i < h; ++i) memcpy(c + (i0 + i) * n + j0, ct + i * ldc, sizeof(float) * (size_t)w);
+    if (has_epilogue(e))
+      apply_epilogue(c + i0 * n + j0, n, (int)h, (int)w, e->bias == NULL ? NULL : e->bias + j0,
+                     e->residual == NULL ? NULL : e->residual + i0 * n + j0, e->act);
     return 0;
   }}
   /* B packed in kc x SKINNY_NC chunks, reading each of its rows as one contiguous run */

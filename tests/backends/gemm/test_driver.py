@@ -140,16 +140,16 @@ def test_gemv_one_row_split_over_threads_with_ragged_edges(which, trans_b):
 
 @pytest.mark.parametrize("which", ["machine", "small"])
 def test_skinny_row_tiles_sweep_b_in_place(which):
-    """More rows than one register tile, up to SWEEP_TILES tiles: the skinny variant sweeps B in place
+    """One register tile and more: the skinny variant sweeps B in place
     with the row tiles (evened out: row_tiles) taking each panel in turn; every row count from one
     tile to the packed path's first, widths whose rows are a multiple of ALIAS_BYTES apart (c's rows
     accumulate in a padded buffer there) and widths no panel divides, k over several SKINNY_KC blocks
     and not a multiple of one."""
-    from backends.c.gemm.driver import ALIAS_BYTES, SKINNY_KC, SWEEP_TILES
+    from backends.c.gemm.driver import ALIAS_BYTES, SKINNY_KC
     params = PARAMS if which == "machine" else SMALL
     aliased = ALIAS_BYTES // 4
     for n in (2 * aliased, aliased + params.nr, 3 * params.nr + 5):
-        for m in range(params.mr, min(params.skinny_rows, SWEEP_TILES * params.mr + 1) + 1):
+        for m in range(params.mr, params.skinny_rows + 1):
             assert variant_for(m, params, 2) == "skinny"
             for threads in (1, 2):
                 _run(m, n, 2 * SKINNY_KC + 3, False, ("bias", "residual"), "relu", threads, params, m)

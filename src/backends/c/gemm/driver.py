@@ -122,10 +122,6 @@ MIN_FLOPS_TO_SPLIT = 1 << 21
 # MLP shapes (1024x4096, 4096x1024) at m = 2/4/6: 8 rows 0.49-0.65/0.75-0.86/1.13-1.22 ms against
 # 1.20-1.22/1.24-1.33/1.35-1.38 with 16 and worse with 4 or 12; the Llama shapes level.
 SKINNY_KC = 8
-# Most row tiles the skinny variant sweeps B in place with (more rows pack B per call): their c
-# rows (re-read every SKINNY_KC k steps, from L2) cost more than packing from the third tile on.
-# One thread, thread CPU time: 7..12 rows 1.0-1.6x the packed path, 16 (three tiles) 0.7-0.9x.
-SWEEP_TILES = 2
 # The prepacked path's kernels prefetch the next B panel into L2 (microkernel's prefetch_b): a
 # module switch so the emitter can build both for an A/B measurement. One thread, thread CPU time,
 # the 2-layer Llama's 8 products in a row (26 MB of weights, so each panel comes from L3): 1.05-1.18x
@@ -152,12 +148,16 @@ def _row_kernels(params: GemmParams) -> str:
         sweep_calls.append(f"sweep_rows{rows}(kc, a, lda, b, ldb, c, ldc, w, acc)")
     out.append(switch_on_rows("kernel_rows(int rows, int kc, const float* a, int lda, const float* b, float* c, "
                               "int ldc, int cols, int acc)", packed_calls) + "\n")
-    for rows in range(params.mr + 1, min(params.skinny_rows, SWEEP_TILES * params.mr) + 1):
-        out.append(_sweep_tiles(rows, params))
-        sweep_calls.append(f"sweep_tiles{rows}(kc, a, lda, b, ldb, c, ldc, w, acc)")
     out.append("/* whole panels only: w a multiple of NR */\n"
                + switch_on_rows("sweep_rows(int rows, int kc, const float* a, int lda, const float* b, int ldb, "
                                 "float* c, int ldc, int w, int acc)", sweep_calls) + "\n")
+    tile_calls = ["return" for _ in range(params.mr)]
+    for rows in range(params.mr + 1, params.skinny_rows + 1):
+        out.append(_sweep_tiles(rows, params))
+        tile_calls.append(f"sweep_tiles{rows}(kc, ap, b, ldb, c, ldc, w, acc)")
+    out.append("/* more rows than MR, A packed k-major (ap[p * rows + i]); whole panels only */\n"
+               + switch_on_rows("sweep_tiles(int rows, int kc, const float* ap, const float* b, int ldb, "
+                                "float* c, int ldc, int w, int acc)", tile_calls) + "\n")
     return "\n".join(out)
 
 
@@ -170,19 +170,24 @@ def row_tiles(rows: int, mr: int) -> list[int]:
 
 def _sweep_tiles(rows: int, params: GemmParams) -> str:
     """``sweep_tiles<rows>``: more rows than one register tile against ``kc`` rows of B read in place,
-    panel by panel, every row tile (``row_tiles``) right after the other on the same panel: the
-    panel's lines come from memory for the first tile and from L1/L2 for the rest, so B is
-    streamed once per call, no copy of it made (packing it first cost as much as the product's
-    multiply-adds at 7..16 rows: B's read from L3 did not overlap them)."""
-    calls, r0 = [], 0
+    panel by panel, every row tile (``row_tiles``) right after the other on the same panel, so the
+    panel's lines come from memory for the first tile and from L1/L2 for the rest. The ``rows x kc``
+    slice of A comes packed k-major (``ap[p * rows + i]``, 128 floats at most for 16 rows): read in
+    place, every row needs a pointer, and two 6-row tiles' 12 (hoisted out of the panel loop) spilled
+    to the stack (12 rows of 1024x4096 ran 1.5x slower than 8)."""
+    out, calls, r0 = [], [], 0
+    for tile in sorted(set(row_tiles(rows, params.mr))):
+        out.append(emit_microkernel(f"rs_gemm_sweep{rows}_rows{tile}", replace(params, mr=tile), a_packed=True,
+                                    b_packed=False, a_stride=rows))
     for tile in row_tiles(rows, params.mr):
-        calls.append(f"    rs_gemm_kernel_rows{tile}_direct_b(kc, a + (long){r0} * lda, lda, b + jr, ldb, "
-                     f"c + (long){r0} * ldc + jr, ldc, {tile}, {params.nr}, acc);")
+        calls.append(f"    rs_gemm_sweep{rows}_rows{tile}(kc, ap + {r0}, b + jr, ldb, c + (long){r0} * ldc + jr, ldc, "
+                     f"{tile}, {params.nr}, acc);")
         r0 += tile
     body = "\n".join(calls)
-    return (f"static void sweep_tiles{rows}(int kc, const float* a, int lda, const float* b, int ldb, "
-            f"float* c, int ldc, int w, int acc) {{\n  for (int jr = 0; jr < w; jr += {params.nr}) {{\n"
-            f"{body}\n  }}\n}}\n")
+    return "\n".join(out) + (
+        f"static __attribute__((noinline)) void sweep_tiles{rows}(int kc, const float* ap, const float* b, int ldb, "
+        f"float* c, int ldc, int w, int acc) {{\n  for (int jr = 0; jr < w; jr += {params.nr}) {{\n"
+        f"{body}\n  }}\n}}\n")
 
 
 def _prepacked_kernels(params: GemmParams) -> str:
@@ -368,7 +373,7 @@ def emit_gemm_library(params: GemmParams) -> str:
 #define BLAS_SKINNY_ROWS {BLAS_SKINNY_ROWS}
 #define SKINNY_NC {params.skinny_nc}
 #define SKINNY_KC {SKINNY_KC}
-#define SWEEP_TILES {SWEEP_TILES}
+#define SWEEP_C_FLOATS {params.sweep_c_floats}L
 #define NT_DOT_ROWS {NT_DOT_ROWS}
 #define MIN_FLOPS_TO_SPLIT {MIN_FLOPS_TO_SPLIT}L
 /* elements of c from which a pass over it (bias fill, epilogue) is shared by the team */
@@ -449,64 +454,56 @@ static int block_skinny(long h, long w, long k, const float* a, const float* b, 
     dot_block_nt(h, k, w, a, b, k, c, n, i0, j0, e);
     return 0;
   }}
-  if (!trans_b && h <= MR) {{
-    /* One register tile covers the rows: B read where it lies, SKINNY_KC rows at a time, each swept
-       left to right across the thread's columns (that many contiguous streams, which the
-       prefetchers follow), accumulating into c. One call per SKINNY_KC rows sweeps a run of panels
-       (a call per panel cost more than its few k steps); a ragged last panel is copied zero-padded
-       into `edge`. */
-    float edge[SKINNY_KC * NR];
-    const long full = w / NR * NR;
-    for (long pc = 0; pc < k; pc += SKINNY_KC) {{
-      const int kcb = (int)min_long(SKINNY_KC, k - pc);
-      const float* at = a + i0 * k + pc;
-      float* ct = c + i0 * n + j0;
-      sweep_rows((int)h, kcb, at, (int)k, b + pc * n + j0, (int)n, ct, (int)n, (int)full, pc > 0);
-      if (full < w) {{
-        pack_b(kcb, (int)(w - full), b, n, 0, pc, j0 + full, edge);
-        kernel_rows((int)h, kcb, at, (int)k, edge, ct + full, (int)n, (int)(w - full), pc > 0);
-      }}
-    }}
-    if (has_epilogue(e))
-      apply_epilogue(c + i0 * n + j0, n, (int)h, (int)w, e->bias == NULL ? NULL : e->bias + j0,
-                     e->residual == NULL ? NULL : e->residual + i0 * n + j0, e->act);
-    return 0;
-  }}
-  if (!trans_b && h <= SWEEP_TILES * MR) {{
-    /* Up to SWEEP_TILES row tiles (sweep_tiles): the same sweep, every row tile taking each panel
-       of the SKINNY_KC rows right after the one before, so the panel's lines come from memory once
-       and nothing of B is copied (packing it cost as much as the multiply-adds at 7..12 rows: its
-       read from L3 overlapped none of them). Where c's rows are a multiple of ALIAS_BYTES apart
-       (they and B's rows would share L1 sets and 4 KiB-alias B's loads against c's stores: 9 and 10
-       rows of 1024x4096 ran 2x slower) the rows accumulate in `acc`, one cache line further apart,
-       and are copied out at the end. */
-    float edge[SKINNY_KC * NR];
-    const long full = w / NR * NR;
+  if (!trans_b) {{
+    /* B read where it lies, SKINNY_KC rows at a time, each swept left to right across a block of the
+       thread's columns (that many contiguous streams, which the prefetchers follow), accumulating
+       into c; nothing of B is copied (packing it cost as much as the multiply-adds at 7..16 rows:
+       its read from L3 overlapped none of them). One call per SKINNY_KC rows sweeps a run of panels
+       (a call per panel cost more than its few k steps); with several row tiles (sweep_tiles) every
+       tile takes each panel right after the one before, so the panel's lines come from memory once.
+       c is re-read every SKINNY_KC k steps, so the columns go in blocks whose h rows stay in L2
+       (SWEEP_C_FLOATS; 16 rows of 4096 columns did not, and ran 0.7x the packed path). Where c's rows
+       are a multiple of ALIAS_BYTES apart, several row tiles accumulate in `acc`, one cache line
+       further apart, copied out per block: c's rows and B's would share L1 sets, and B's loads
+       4 KiB-alias c's stores (9 and 10 rows of 1024x4096 ran 2x slower). A ragged last panel is
+       copied zero-padded into `edge`. */
+    float edge[SKINNY_KC * NR], ap[SKINNY_KC * SKINNY_ROWS];
+    const long cw = SWEEP_C_FLOATS / h / NR * NR > NR ? SWEEP_C_FLOATS / h / NR * NR : NR;
+    const int padded = h > MR && (n * (long)sizeof(float)) % ALIAS_BYTES == 0;
     long ldc = n;
-    float* ct = c + i0 * n + j0;
-    if ((n * (long)sizeof(float)) % ALIAS_BYTES == 0) {{
-      ldc = (w + NR - 1) / NR * NR + 64 / (long)sizeof(float);
-      if ((ct = grow(&rs_pack_b, &rs_pack_b_cap, (size_t)(h * ldc))) == NULL) return -1;
+    float* acc = NULL;
+    if (padded) {{
+      ldc = (min_long(cw, w) + NR - 1) / NR * NR + 64 / (long)sizeof(float);
+      if ((acc = grow(&rs_pack_b, &rs_pack_b_cap, (size_t)(h * ldc))) == NULL) return -1;
     }}
-    for (long pc = 0; pc < k; pc += SKINNY_KC) {{
-      const int kcb = (int)min_long(SKINNY_KC, k - pc);
-      const float* at = a + i0 * k + pc;
-      sweep_rows((int)h, kcb, at, (int)k, b + pc * n + j0, (int)n, ct, (int)ldc, (int)full, pc > 0);
-      if (full < w) {{
-        pack_b(kcb, (int)(w - full), b, n, 0, pc, j0 + full, edge);
-        for (long ir = 0; ir < h; ir += MR)
-          kernel_rows((int)min_long(MR, h - ir), kcb, at + ir * k, (int)k, edge, ct + ir * ldc + full, (int)ldc,
-                      (int)(w - full), pc > 0);
+    for (long jc = 0; jc < w; jc += cw) {{
+      const long wc = min_long(cw, w - jc), full = wc / NR * NR;
+      float* ct = padded ? acc : c + i0 * n + j0 + jc;
+      for (long pc = 0; pc < k; pc += SKINNY_KC) {{
+        const int kcb = (int)min_long(SKINNY_KC, k - pc);
+        const float* at = a + i0 * k + pc;
+        if (h <= MR) sweep_rows((int)h, kcb, at, (int)k, b + pc * n + j0 + jc, (int)n, ct, (int)ldc, (int)full, pc > 0);
+        else {{
+          for (int p = 0; p < kcb; ++p)
+            for (long i = 0; i < h; ++i) ap[p * h + i] = at[i * k + p];
+          sweep_tiles((int)h, kcb, ap, b + pc * n + j0 + jc, (int)n, ct, (int)ldc, (int)full, pc > 0);
+        }}
+        if (full < wc) {{
+          pack_b(kcb, (int)(wc - full), b, n, 0, pc, j0 + jc + full, edge);
+          for (long ir = 0; ir < h; ir += MR)
+            kernel_rows((int)min_long(MR, h - ir), kcb, at + ir * k, (int)k, edge, ct + ir * ldc + full, (int)ldc,
+                        (int)(wc - full), pc > 0);
+        }}
       }}
+      if (padded)
+        for (long i = 0; i < h; ++i) memcpy(c + (i0 + i) * n + j0 + jc, acc + i * ldc, sizeof(float) * (size_t)wc);
+      if (has_epilogue(e))
+        apply_epilogue(c + i0 * n + j0 + jc, n, (int)h, (int)wc, e->bias == NULL ? NULL : e->bias + j0 + jc,
+                       e->residual == NULL ? NULL : e->residual + i0 * n + j0 + jc, e->act);
     }}
-    if (ldc != n)
-      for (long i = 0; i < h; ++i) memcpy(c + (i0 + i) * n + j0, ct + i * ldc, sizeof(float) * (size_t)w);
-    if (has_epilogue(e))
-      apply_epilogue(c + i0 * n + j0, n, (int)h, (int)w, e->bias == NULL ? NULL : e->bias + j0,
-                     e->residual == NULL ? NULL : e->residual + i0 * n + j0, e->act);
     return 0;
   }}
-  /* B packed in kc x SKINNY_NC chunks, reading each of its rows as one contiguous run */
+  /* B stored (n, k), more rows than NT_DOT_ROWS: packed in kc x SKINNY_NC chunks */
   float* bp = grow(&rs_pack_b, &rs_pack_b_cap, (size_t)KC * SKINNY_NC);
   if (bp == NULL) return -1;
   for (long jc = 0; jc < w; jc += SKINNY_NC) {{

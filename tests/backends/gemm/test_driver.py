@@ -181,14 +181,14 @@ def test_skinny_reads_b_in_place_up_to_one_register_tile_then_packs_it(which, th
 @pytest.mark.parametrize("which", ["machine", "small"])
 @pytest.mark.parametrize("threads", [1, 2])
 def test_rows_against_b_stored_n_by_k_as_dot_products(which, threads):
-    """Up to NT_DOT_ROWS rows with B stored (n, k) run as dot products of NT_ROWS x nt_cols tiles: row
+    """Up to NT_DOT_ROWS rows with B stored (n, k) run as dot products of nt_rows x nt_cols tiles: row
     counts at and around the tile and the limit, outputs no tile divides (and fewer than one tile),
     k no vector divides (and shorter than one vector), with and without an epilogue; one row more
     than the limit packs B as before."""
-    from backends.c.gemm.gemv import NT_DOT_ROWS, NT_ROWS, nt_cols
+    from backends.c.gemm.gemv import NT_DOT_ROWS, nt_cols, nt_rows
     params = PARAMS if which == "machine" else SMALL
-    cols = nt_cols(params)
-    for i, m in enumerate((2, NT_ROWS - 1, NT_ROWS, NT_ROWS + 1, NT_DOT_ROWS - 1, NT_DOT_ROWS, NT_DOT_ROWS + 1)):
+    cols, most = nt_cols(params), nt_rows(params)
+    for i, m in enumerate((2, most - 1, most, most + 1, 2 * most + 1, NT_DOT_ROWS - 1, NT_DOT_ROWS, NT_DOT_ROWS + 1)):
         # the skinny variant runs them (SSE's small L1 sends more than its skinny_rows to the packed path)
         assert variant_for(m, params, threads) == ("skinny" if m <= params.skinny_rows else "medium")
         for j, (n, k) in enumerate(((cols - 1, params.lanes - 1), (5 * cols + 1, 3 * params.lanes + 5),
@@ -198,7 +198,7 @@ def test_rows_against_b_stored_n_by_k_as_dot_products(which, threads):
 
 
 def test_forced_avx2_build_runs_the_dot_products_of_b_stored_n_by_k():
-    """The AVX2 build (16 registers: NT_ROWS x 2 accumulators) on this machine with AVX-512 off."""
+    """The AVX2 build (16 registers: 6 x 2 accumulators) on this machine with AVX-512 off."""
     from backends.c.gemm.gemv import NT_DOT_ROWS
     from tests.backends.gemm.forced_avx2 import forced_avx2_library
     lib, p = forced_avx2_library()

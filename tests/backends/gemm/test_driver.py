@@ -72,6 +72,19 @@ def test_each_variant_at_the_boundaries_of_its_condition(which, threads):
         _run(m, nr * 2 + 3, kc + 7, m % 2 == 0, ("bias",), "relu", threads, params, m)
 
 
+@pytest.mark.parametrize("threads", [1, 2])
+def test_rows_are_split_over_threads_only_where_a_is_larger_than_b(threads):
+    """At the large variant's row count the threads split the rows only while m > n (each thread packs
+    all of the operand the split does not divide); n >= m keeps the medium variant's column split.
+    Both sides of the condition, ragged widths, equal NumPy."""
+    params = SMALL
+    m = threads * params.packed_mc
+    for n, expected in ((m - 1, "large"), (m, "medium"), (m + params.packed_nr + 3, "medium")):
+        assert variant_for(m, params, threads, n=n) == expected
+        assert gemm_library.variant(m, threads, params, n=n) == expected
+        _run(m, n, params.packed_kc + 5, n % 2 == 1, ("bias",), "none", threads, params, n)
+
+
 def test_epilogue_without_products():
     _run(3, 5, 0, False, ("bias", "residual"), "silu", 1, PARAMS, 0)
 

@@ -16,12 +16,15 @@ Variants, chosen per call by the actual ``m`` (the symbolic row count, ``n`` tok
   re-read each packed panel from L1. With B stored ``(n, k)`` and up to ``NT_DOT_ROWS`` rows,
   every output is a dot product of two contiguous rows, a few rows by a few outputs per register
   tile (``gemv.py``'s ``dot_block_nt``), and nothing is packed. Threads split the columns.
-- **medium** (``skinny_rows < m < threads * packed_mc``): A and B packed (Goto/BLIS loops
+- **medium** (``skinny_rows < m``, unless large): A and B packed (Goto/BLIS loops
   ``jc -> pc -> ic -> jr -> ir``) on the packed tile (``params.py``: its own register tile and
   blocks, each B panel in L2, the next prefetched); threads split the columns, each packing the
-  whole (small) A block itself rather than waiting at a barrier for a shared one.
-- **large** (``m >= threads * packed_mc``): the same loops, threads split the rows in
-  ``packed_mc`` blocks: every thread gets whole L2 blocks of A and packs its own B blocks.
+  whole A block itself rather than waiting at a barrier for a shared one.
+- **large** (``m >= threads * packed_mc`` and ``m > n``): the same loops, threads split the rows in
+  ``packed_mc`` blocks: every thread gets whole L2 blocks of A and packs its own B blocks. Each
+  thread packs all of the operand the split does not divide, so the rows are split only where A is
+  the larger (``m > n``): 512 rows of 1024 x 4096 on 2 threads packed 16 MB of B per thread split by
+  rows, 8 MB plus 2 MB of A by columns (process CPU time 61.5 -> 50.2 ms; OpenBLAS's shim splits the same way).
 
 Products below ``MIN_FLOPS_TO_SPLIT`` run on one thread (handing work over costs more).
 The epilogue (bias, residual, activation) is applied to each register tile right after its
@@ -242,7 +245,7 @@ def variant_for(m: int, params: GemmParams, threads: int, blas: bool = False, n:
         return "gemv"
     if m <= params.skinny_rows:
         return "skinny"
-    return "large" if m >= threads * params.packed_mc else "medium"
+    return "large" if m >= threads * params.packed_mc and m > n else "medium"
 
 
 # The packing routines, once per register tile (the skinny/prepacked tile MR x NR, the packed tile
@@ -716,7 +719,7 @@ static int gemm_variant(long m, long n, int trans_b, int threads, int policy) {{
   }}
   if (m == 1) return 4;
   if (m <= SKINNY_ROWS) return 0;
-  return m >= (long)threads * PMC ? 2 : 1;
+  return m >= (long)threads * PMC && m > n ? 2 : 1;
 }}
 int rs_gen_gemm_variant(long m, long n, int threads, int policy) {{
   return gemm_variant(m, n, 0, threads, policy);

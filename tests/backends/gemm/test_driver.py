@@ -251,3 +251,33 @@ def test_forced_avx2_build_runs_its_packed_tile():
                                    residual.ctypes.data, 0, 2, 0) == 0
             want = a.astype(np.float64) @ (b.T if trans_b else b) + residual
             np.testing.assert_allclose(c, want, rtol=2e-4, atol=2e-4 * max(1.0, np.sqrt(k)))
+
+
+@settings(max_examples=30, deadline=None)
+@given(data=st.data(), trans_b=st.booleans(), threads=st.sampled_from([1, 2]), with_epilogue=st.booleans(),
+       seed=st.integers(0, 2**31))
+def test_forced_avx2_build_over_random_skinny_shapes(data, trans_b, threads, with_epilogue, seed):
+    """The AVX2 build (what Zen 3 runs; AVX-512 off where the host has it) over every skinny row count
+    and the first packed ones: the in-place sweep's one and several row tiles (evened out, A's slice
+    packed), the dot-product tiles of B stored (n, k), n = 1, widths a multiple of ALIAS_BYTES apart
+    (the padded accumulator) and widths and depths no panel, vector or SKINNY_KC divides."""
+    from backends.c.gemm.driver import ALIAS_BYTES
+    from tests.backends.gemm.forced_avx2 import forced_avx2_library
+    lib, p = forced_avx2_library()
+    if lib is None:
+        pytest.skip("the compiler cannot target AVX2 + FMA without AVX-512 here")
+    m = data.draw(st.integers(1, p.skinny_rows + p.mr + 1), label="m")
+    n = data.draw(st.one_of(st.integers(1, 5 * p.nr + 7), st.sampled_from([ALIAS_BYTES // 4, ALIAS_BYTES // 2])),
+                  label="n")
+    k = data.draw(st.integers(1, 3 * p.kc // 2), label="k")
+    rng = np.random.default_rng(seed)
+    a = rng.standard_normal((m, k)).astype(np.float32)
+    b = rng.standard_normal((n, k) if trans_b else (k, n)).astype(np.float32)
+    bias = rng.standard_normal(n).astype(np.float32) if with_epilogue else None
+    residual = rng.standard_normal((m, n)).astype(np.float32) if with_epilogue else None
+    c = np.full((m, n), np.nan, np.float32)
+    assert lib.rs_gen_gemm(m, n, k, a.ctypes.data, b.ctypes.data, int(trans_b), c.ctypes.data,
+                           None if bias is None else bias.ctypes.data,
+                           None if residual is None else residual.ctypes.data, 0, threads, 0) == 0
+    want = _reference(a, b, trans_b, bias, residual, "none")
+    np.testing.assert_allclose(c, want, rtol=2e-4, atol=2e-4 * max(1.0, np.sqrt(k)))

@@ -155,13 +155,14 @@ def test_gemv_one_row_split_over_threads_with_ragged_edges(which, trans_b):
 def test_skinny_row_tiles_sweep_b_in_place(which):
     """One register tile and more: the skinny variant sweeps B in place
     with the row tiles (evened out: row_tiles) taking each panel in turn; every row count from one
-    tile to the packed path's first, widths whose rows are a multiple of ALIAS_BYTES apart (c's rows
-    accumulate in a padded buffer there) and widths no panel divides, k over several SKINNY_KC blocks
+    tile to the last skinny one (several tiles accumulate in a padded buffer), widths whose rows are a
+    multiple of ALIAS_BYTES apart, widths over several column blocks (sweep_c_floats) and widths no
+    panel divides, k over several SKINNY_KC blocks
     and not a multiple of one."""
     from backends.c.gemm.driver import ALIAS_BYTES, SKINNY_KC
     params = PARAMS if which == "machine" else SMALL
     aliased = ALIAS_BYTES // 4
-    for n in (2 * aliased, aliased + params.nr, 3 * params.nr + 5):
+    for n in (2 * aliased, aliased + params.nr, 3 * params.nr + 5, params.sweep_c_floats // params.mr + 3):
         for m in range(params.mr, params.skinny_rows + 1):
             assert variant_for(m, params, 2) == "skinny"
             for threads in (1, 2):

@@ -465,14 +465,15 @@ static int block_skinny(long h, long w, long k, const float* a, const float* b, 
        (a call per panel cost more than its few k steps); with several row tiles (sweep_tiles) every
        tile takes each panel right after the one before, so the panel's lines come from memory once.
        c is re-read every SKINNY_KC k steps, so the columns go in blocks whose h rows stay in L2
-       (SWEEP_C_FLOATS; 16 rows of 4096 columns did not, and ran 0.7x the packed path). Where c's rows
-       are a multiple of ALIAS_BYTES apart, several row tiles accumulate in `acc`, one cache line
-       further apart, copied out per block: c's rows and B's would share L1 sets, and B's loads
-       4 KiB-alias c's stores (9 and 10 rows of 1024x4096 ran 2x slower). A ragged last panel is
-       copied zero-padded into `edge`. */
+       (SWEEP_C_FLOATS; 16 rows of 4096 columns did not, and ran 0.7x the packed path). Several row
+       tiles accumulate in `acc`, rows one cache line more than a block apart, copied out per block:
+       in c a panel's 7..16 rows of c fall into a few L1 sets beside its SKINNY_KC lines of B (all
+       into one where rows are a multiple of ALIAS_BYTES apart, and B's loads 4 KiB-alias c's
+       stores: 9 and 10 rows of 1024x4096 ran 2x slower; 16 rows of 512x1536 0.7x OpenBLAS, 1.15x
+       with `acc`). A ragged last panel is copied zero-padded into `edge`. */
     float edge[SKINNY_KC * NR], ap[SKINNY_KC * SKINNY_ROWS];
     const long cw = SWEEP_C_FLOATS / h / NR * NR > NR ? SWEEP_C_FLOATS / h / NR * NR : NR;
-    const int padded = h > MR && (n * (long)sizeof(float)) % ALIAS_BYTES == 0;
+    const int padded = h > MR;
     long ldc = n;
     float* acc = NULL;
     if (padded) {{

@@ -10,12 +10,13 @@ Variants, chosen per call by the actual ``m`` (the symbolic row count, ``n`` tok
 
 - **skinny** (``m <= skinny_rows``, 16 with a 32 KiB L1): A is not packed; the micro-kernel
   reads its rows in place (``m x kc`` floats stay in L1 beside the B panel, so packing would
-  only add a copy as large as the product's reads). While one register tile covers the rows
-  (``m <= mr``) B is read in place too, streamed once; with more rows B is packed ``kc`` rows
-  at a time in chunks of L2's size (each row read as one contiguous run) and the row tiles
-  re-read each packed panel from L1. With B stored ``(n, k)`` and up to ``NT_DOT_ROWS`` rows,
-  every output is a dot product of two contiguous rows, a few rows by a few outputs per register
-  tile (``gemv.py``'s ``dot_block_nt``), and nothing is packed. Threads split the columns.
+  only add a copy as large as the product's reads). B stored ``(k, n)`` is read in place too,
+  streamed once, ``SKINNY_KC`` rows at a time swept across the columns; more rows than one
+  register tile go in the fewest tiles, evened out (``row_tiles``), each taking a panel right after
+  the one before (``sweep_tiles``), in column blocks whose rows of c stay in L2. With B stored
+  ``(n, k)`` and up to ``NT_DOT_ROWS`` rows, every output is a dot product of two contiguous rows,
+  ``nt_rows`` rows by a few outputs per register tile (``gemv.py``'s ``dot_block_nt``), and nothing
+  is packed. Threads split the columns.
 - **medium** (``skinny_rows < m``, unless large): A and B packed (Goto/BLIS loops
   ``jc -> pc -> ic -> jr -> ir``) on the packed tile (``params.py``: its own register tile and
   blocks, each B panel in L2, the next prefetched); threads split the columns, each packing the

@@ -72,6 +72,19 @@ def test_each_variant_at_the_boundaries_of_its_condition(which, threads):
         _run(m, nr * 2 + 3, kc + 7, m % 2 == 0, ("bias",), "relu", threads, params, m)
 
 
+@pytest.mark.parametrize("threads", [1, 2])
+def test_rows_are_split_over_threads_only_where_a_is_larger_than_b(threads):
+    """At the large variant's row count the threads split the rows only while m > n (each thread packs
+    all of the operand the split does not divide); n >= m keeps the medium variant's column split.
+    Both sides of the condition, ragged widths, equal NumPy."""
+    params = SMALL
+    m = threads * params.packed_mc
+    for n, expected in ((m - 1, "large"), (m, "medium"), (m + params.packed_nr + 3, "medium")):
+        assert variant_for(m, params, threads, n=n) == expected
+        assert gemm_library.variant(m, threads, params, n=n) == expected
+        _run(m, n, params.packed_kc + 5, n % 2 == 1, ("bias",), "none", threads, params, n)
+
+
 def test_epilogue_without_products():
     _run(3, 5, 0, False, ("bias", "residual"), "silu", 1, PARAMS, 0)
 
@@ -139,18 +152,31 @@ def test_gemv_one_row_split_over_threads_with_ragged_edges(which, trans_b):
 
 
 @pytest.mark.parametrize("which", ["machine", "small"])
-def test_skinny_row_tiles_over_chunks_of_the_width(which):
-    """More rows than one register tile: the skinny variant sweeps B in chunks of columns that
-    the next tiles re-read from L1; outputs wider than several chunks, ragged columns, k over
-    several SKINNY_KC-row blocks, power-of-two widths (rows sharing L1 sets) and others."""
-    from backends.c.gemm.driver import SKINNY_KC, skinny_chunk_cols
+def test_skinny_row_tiles_sweep_b_in_place(which):
+    """One register tile and more: the skinny variant sweeps B in place
+    with the row tiles (evened out: row_tiles) taking each panel in turn; every row count from one
+    tile to the last skinny one (several tiles accumulate in a padded buffer), widths whose rows are a
+    multiple of ALIAS_BYTES apart, widths over several column blocks (sweep_c_floats) and widths no
+    panel divides, k over several SKINNY_KC blocks
+    and not a multiple of one."""
+    from backends.c.gemm.driver import ALIAS_BYTES, SKINNY_KC
     params = PARAMS if which == "machine" else SMALL
-    chunk = skinny_chunk_cols(params)
-    for n in (4 * chunk, 3 * chunk + params.nr + 5):
-        for m in (params.mr + 1, params.skinny_rows):
+    aliased = ALIAS_BYTES // 4
+    for n in (2 * aliased, aliased + params.nr, 3 * params.nr + 5, params.sweep_c_floats // params.mr + 3):
+        for m in range(params.mr, params.skinny_rows + 1):
             assert variant_for(m, params, 2) == "skinny"
             for threads in (1, 2):
                 _run(m, n, 2 * SKINNY_KC + 3, False, ("bias", "residual"), "relu", threads, params, m)
+
+
+def test_row_tiles_are_even_and_cover_the_rows():
+    from backends.c.gemm.driver import row_tiles
+    assert row_tiles(8, 6) == [4, 4] and row_tiles(7, 6) == [4, 3] and row_tiles(16, 6) == [6, 5, 5]
+    for mr in (1, 4, 6, 14):
+        for rows in range(1, 60):
+            tiles = row_tiles(rows, mr)
+            assert sum(tiles) == rows and max(tiles) <= mr and max(tiles) - min(tiles) <= 1
+            assert len(tiles) == -(-rows // mr)
 
 
 @pytest.mark.parametrize("which", ["machine", "small"])
@@ -169,14 +195,14 @@ def test_skinny_reads_b_in_place_up_to_one_register_tile_then_packs_it(which, th
 @pytest.mark.parametrize("which", ["machine", "small"])
 @pytest.mark.parametrize("threads", [1, 2])
 def test_rows_against_b_stored_n_by_k_as_dot_products(which, threads):
-    """Up to NT_DOT_ROWS rows with B stored (n, k) run as dot products of NT_ROWS x nt_cols tiles: row
+    """Up to NT_DOT_ROWS rows with B stored (n, k) run as dot products of nt_rows x nt_cols tiles: row
     counts at and around the tile and the limit, outputs no tile divides (and fewer than one tile),
     k no vector divides (and shorter than one vector), with and without an epilogue; one row more
     than the limit packs B as before."""
-    from backends.c.gemm.gemv import NT_DOT_ROWS, NT_ROWS, nt_cols
+    from backends.c.gemm.gemv import NT_DOT_ROWS, nt_cols, nt_rows
     params = PARAMS if which == "machine" else SMALL
-    cols = nt_cols(params)
-    for i, m in enumerate((2, NT_ROWS - 1, NT_ROWS, NT_ROWS + 1, NT_DOT_ROWS - 1, NT_DOT_ROWS, NT_DOT_ROWS + 1)):
+    cols, most = nt_cols(params), nt_rows(params)
+    for i, m in enumerate((2, most - 1, most, most + 1, 2 * most + 1, NT_DOT_ROWS - 1, NT_DOT_ROWS, NT_DOT_ROWS + 1)):
         # the skinny variant runs them (SSE's small L1 sends more than its skinny_rows to the packed path)
         assert variant_for(m, params, threads) == ("skinny" if m <= params.skinny_rows else "medium")
         for j, (n, k) in enumerate(((cols - 1, params.lanes - 1), (5 * cols + 1, 3 * params.lanes + 5),
@@ -186,7 +212,7 @@ def test_rows_against_b_stored_n_by_k_as_dot_products(which, threads):
 
 
 def test_forced_avx2_build_runs_the_dot_products_of_b_stored_n_by_k():
-    """The AVX2 build (16 registers: NT_ROWS x 2 accumulators) on this machine with AVX-512 off."""
+    """The AVX2 build (16 registers: 6 x 2 accumulators) on this machine with AVX-512 off."""
     from backends.c.gemm.gemv import NT_DOT_ROWS
     from tests.backends.gemm.forced_avx2 import forced_avx2_library
     lib, p = forced_avx2_library()
@@ -226,3 +252,33 @@ def test_forced_avx2_build_runs_its_packed_tile():
                                    residual.ctypes.data, 0, 2, 0) == 0
             want = a.astype(np.float64) @ (b.T if trans_b else b) + residual
             np.testing.assert_allclose(c, want, rtol=2e-4, atol=2e-4 * max(1.0, np.sqrt(k)))
+
+
+@settings(max_examples=30, deadline=None)
+@given(data=st.data(), trans_b=st.booleans(), threads=st.sampled_from([1, 2]), with_epilogue=st.booleans(),
+       seed=st.integers(0, 2**31))
+def test_forced_avx2_build_over_random_skinny_shapes(data, trans_b, threads, with_epilogue, seed):
+    """The AVX2 build (what Zen 3 runs; AVX-512 off where the host has it) over every skinny row count
+    and the first packed ones: the in-place sweep's one and several row tiles (evened out, A's slice
+    packed), the dot-product tiles of B stored (n, k), n = 1, widths a multiple of ALIAS_BYTES apart
+    (the padded accumulator) and widths and depths no panel, vector or SKINNY_KC divides."""
+    from backends.c.gemm.driver import ALIAS_BYTES
+    from tests.backends.gemm.forced_avx2 import forced_avx2_library
+    lib, p = forced_avx2_library()
+    if lib is None:
+        pytest.skip("the compiler cannot target AVX2 + FMA without AVX-512 here")
+    m = data.draw(st.integers(1, p.skinny_rows + p.mr + 1), label="m")
+    n = data.draw(st.one_of(st.integers(1, 5 * p.nr + 7), st.sampled_from([ALIAS_BYTES // 4, ALIAS_BYTES // 2])),
+                  label="n")
+    k = data.draw(st.integers(1, 3 * p.kc // 2), label="k")
+    rng = np.random.default_rng(seed)
+    a = rng.standard_normal((m, k)).astype(np.float32)
+    b = rng.standard_normal((n, k) if trans_b else (k, n)).astype(np.float32)
+    bias = rng.standard_normal(n).astype(np.float32) if with_epilogue else None
+    residual = rng.standard_normal((m, n)).astype(np.float32) if with_epilogue else None
+    c = np.full((m, n), np.nan, np.float32)
+    assert lib.rs_gen_gemm(m, n, k, a.ctypes.data, b.ctypes.data, int(trans_b), c.ctypes.data,
+                           None if bias is None else bias.ctypes.data,
+                           None if residual is None else residual.ctypes.data, 0, threads, 0) == 0
+    want = _reference(a, b, trans_b, bias, residual, "none")
+    np.testing.assert_allclose(c, want, rtol=2e-4, atol=2e-4 * max(1.0, np.sqrt(k)))

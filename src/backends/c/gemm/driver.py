@@ -10,18 +10,22 @@ Variants, chosen per call by the actual ``m`` (the symbolic row count, ``n`` tok
 
 - **skinny** (``m <= skinny_rows``, 16 with a 32 KiB L1): A is not packed; the micro-kernel
   reads its rows in place (``m x kc`` floats stay in L1 beside the B panel, so packing would
-  only add a copy as large as the product's reads). While one register tile covers the rows
-  (``m <= mr``) B is read in place too, streamed once; with more rows B is packed ``kc`` rows
-  at a time in chunks of L2's size (each row read as one contiguous run) and the row tiles
-  re-read each packed panel from L1. With B stored ``(n, k)`` and up to ``NT_DOT_ROWS`` rows,
-  every output is a dot product of two contiguous rows, a few rows by a few outputs per register
-  tile (``gemv.py``'s ``dot_block_nt``), and nothing is packed. Threads split the columns.
-- **medium** (``skinny_rows < m < threads * packed_mc``): A and B packed (Goto/BLIS loops
+  only add a copy as large as the product's reads). B stored ``(k, n)`` is read in place too,
+  streamed once, ``SKINNY_KC`` rows at a time swept across the columns; more rows than one
+  register tile go in the fewest tiles, evened out (``row_tiles``), each taking a panel right after
+  the one before (``sweep_tiles``), in column blocks whose rows of c stay in L2. With B stored
+  ``(n, k)`` and up to ``NT_DOT_ROWS`` rows, every output is a dot product of two contiguous rows,
+  ``nt_rows`` rows by a few outputs per register tile (``gemv.py``'s ``dot_block_nt``), and nothing
+  is packed. Threads split the columns.
+- **medium** (``skinny_rows < m``, unless large): A and B packed (Goto/BLIS loops
   ``jc -> pc -> ic -> jr -> ir``) on the packed tile (``params.py``: its own register tile and
   blocks, each B panel in L2, the next prefetched); threads split the columns, each packing the
-  whole (small) A block itself rather than waiting at a barrier for a shared one.
-- **large** (``m >= threads * packed_mc``): the same loops, threads split the rows in
-  ``packed_mc`` blocks: every thread gets whole L2 blocks of A and packs its own B blocks.
+  whole A block itself rather than waiting at a barrier for a shared one.
+- **large** (``m >= threads * packed_mc`` and ``m > n``): the same loops, threads split the rows in
+  ``packed_mc`` blocks: every thread gets whole L2 blocks of A and packs its own B blocks. Each
+  thread packs all of the operand the split does not divide, so the rows are split only where A is
+  the larger (``m > n``): 512 rows of 1024 x 4096 on 2 threads packed 16 MB of B per thread split by
+  rows, 8 MB plus 2 MB of A by columns (process CPU time 61.5 -> 50.2 ms; OpenBLAS's shim splits the same way).
 
 Products below ``MIN_FLOPS_TO_SPLIT`` run on one thread (handing work over costs more).
 The epilogue (bias, residual, activation) is applied to each register tile right after its
@@ -151,7 +155,43 @@ def _row_kernels(params: GemmParams) -> str:
     out.append("/* whole panels only: w a multiple of NR */\n"
                + switch_on_rows("sweep_rows(int rows, int kc, const float* a, int lda, const float* b, int ldb, "
                                 "float* c, int ldc, int w, int acc)", sweep_calls) + "\n")
+    tile_calls = ["return" for _ in range(params.mr)]
+    for rows in range(params.mr + 1, params.skinny_rows + 1):
+        out.append(_sweep_tiles(rows, params))
+        tile_calls.append(f"sweep_tiles{rows}(kc, ap, b, ldb, c, ldc, w, acc)")
+    out.append("/* more rows than MR, A packed k-major (ap[p * rows + i]); whole panels only */\n"
+               + switch_on_rows("sweep_tiles(int rows, int kc, const float* ap, const float* b, int ldb, "
+                                "float* c, int ldc, int w, int acc)", tile_calls) + "\n")
     return "\n".join(out)
+
+
+def row_tiles(rows: int, mr: int) -> list[int]:
+    """``rows`` split into the fewest tiles of at most ``mr`` rows, as even as possible (8 rows of a
+    6-row tile as 4 + 4, not 6 + 2: a tile of few rows issues nearly as many loads as multiply-adds)."""
+    tiles = -(-rows // mr)
+    return [rows // tiles + (1 if t < rows % tiles else 0) for t in range(tiles)]
+
+
+def _sweep_tiles(rows: int, params: GemmParams) -> str:
+    """``sweep_tiles<rows>``: more rows than one register tile against ``kc`` rows of B read in place,
+    panel by panel, every row tile (``row_tiles``) right after the other on the same panel, so the
+    panel's lines come from memory for the first tile and from L1/L2 for the rest. The ``rows x kc``
+    slice of A comes packed k-major (``ap[p * rows + i]``, 128 floats at most for 16 rows): read in
+    place, every row needs a pointer, and two 6-row tiles' 12 (hoisted out of the panel loop) spilled
+    to the stack (12 rows of 1024x4096 ran 1.5x slower than 8)."""
+    out, calls, r0 = [], [], 0
+    for tile in sorted(set(row_tiles(rows, params.mr))):
+        out.append(emit_microkernel(f"rs_gemm_sweep{rows}_rows{tile}", replace(params, mr=tile), a_packed=True,
+                                    b_packed=False, a_stride=rows))
+    for tile in row_tiles(rows, params.mr):
+        calls.append(f"    rs_gemm_sweep{rows}_rows{tile}(kc, ap + {r0}, b + jr, ldb, c + (long){r0} * ldc + jr, ldc, "
+                     f"{tile}, {params.nr}, acc);")
+        r0 += tile
+    body = "\n".join(calls)
+    return "\n".join(out) + (
+        f"static __attribute__((noinline)) void sweep_tiles{rows}(int kc, const float* ap, const float* b, int ldb, "
+        f"float* c, int ldc, int w, int acc) {{\n  for (int jr = 0; jr < w; jr += {params.nr}) {{\n"
+        f"{body}\n  }}\n}}\n")
 
 
 def _prepacked_kernels(params: GemmParams) -> str:
@@ -190,12 +230,6 @@ def _packed_tile_kernels(params: GemmParams) -> str:
     return "\n".join(out)
 
 
-def skinny_chunk_cols(params: GemmParams) -> int:
-    """Columns of the ``SKINNY_KC``-row block of B that several row tiles of the skinny variant
-    re-read from L1: half of it, in whole panels."""
-    return max(params.nr, params.kc * params.nr // SKINNY_KC // params.nr * params.nr)
-
-
 def skinny_limit(n: int, params: GemmParams) -> int:
     """Most rows the skinny variant keeps under the WITH_BLAS policy (see ``rs_gen_gemm_variant``)."""
     aliased = (n * 4) % ALIAS_BYTES == 0
@@ -212,7 +246,7 @@ def variant_for(m: int, params: GemmParams, threads: int, blas: bool = False, n:
         return "gemv"
     if m <= params.skinny_rows:
         return "skinny"
-    return "large" if m >= threads * params.packed_mc else "medium"
+    return "large" if m >= threads * params.packed_mc and m > n else "medium"
 
 
 # The packing routines, once per register tile (the skinny/prepacked tile MR x NR, the packed tile
@@ -343,9 +377,8 @@ def emit_gemm_library(params: GemmParams) -> str:
 #define BLAS_SKINNY_ROWS {BLAS_SKINNY_ROWS}
 #define SKINNY_NC {params.skinny_nc}
 #define SKINNY_KC {SKINNY_KC}
-#define SKINNY_DIRECT_ROWS {params.mr}
+#define SWEEP_C_FLOATS {params.sweep_c_floats}L
 #define NT_DOT_ROWS {NT_DOT_ROWS}
-#define SKINNY_CHUNK {skinny_chunk_cols(params)}
 #define MIN_FLOPS_TO_SPLIT {MIN_FLOPS_TO_SPLIT}L
 /* elements of c from which a pass over it (bias fill, epilogue) is shared by the team */
 #define EPILOGUE_SPLIT_ELEMENTS (1L << 15)
@@ -425,44 +458,57 @@ static int block_skinny(long h, long w, long k, const float* a, const float* b, 
     dot_block_nt(h, k, w, a, b, k, c, n, i0, j0, e);
     return 0;
   }}
-  if (!trans_b && h <= SKINNY_DIRECT_ROWS) {{
-    /* One register tile covers the rows: each B vector serves all of them once, so B is read
-       where it lies. (With several row tiles, below, B is packed: reading it in place, 2 threads
-       ran 0.6-0.8x OpenBLAS at 12 and 16 rows of 1408x512, packed 1.0x.)
-       B read in place: SKINNY_KC rows at a time, each swept left to right across the thread's
-       columns (that many contiguous streams, which the prefetchers follow), accumulating into c.
-       One call per row tile sweeps a run of panels (a call per panel cost more than its few k
-       steps). With several row tiles the sweep goes in chunks of SKINNY_CHUNK columns, whose
-       SKINNY_KC rows (half of L1) the next tiles re-read from L1: SKINNY_KC rows of a
-       power-of-two width share L1 sets, which 8 rows fit (L1 is 8-way here) and 16 did not
-       (the second tile then re-read them from memory, up to 6x slower). Copying the block to a
-       padded buffer instead measured 10-20% slower at 8 rows and level at 12. */
-    float edge[SKINNY_KC * NR];
-    const long chunk = h > MR ? SKINNY_CHUNK : w;
-    for (long pc = 0; pc < k; pc += SKINNY_KC) {{
-      const int kcb = (int)min_long(SKINNY_KC, k - pc);
-      const int last = pc + kcb >= k;
-      for (long jc = 0; jc < w; jc += chunk) {{
-        const long wc = min_long(chunk, w - jc), full = wc / NR * NR;
-        if (full < wc) pack_b(kcb, (int)(wc - full), b, n, 0, pc, j0 + jc + full, edge);
-        const float* bk = b + pc * n + j0 + jc;
-        const long ldb = n;
-        for (long ir = 0; ir < h; ir += MR) {{
-          const int rows = (int)min_long(MR, h - ir);
-          float* ct = c + (i0 + ir) * n + j0 + jc;
-          const float* at = a + (i0 + ir) * k + pc;
-          sweep_rows(rows, kcb, at, (int)k, bk, (int)ldb, ct, (int)n, (int)full, pc > 0);
-          if (full < wc)
-            kernel_rows(rows, kcb, at, (int)k, edge, ct + full, (int)n, (int)(wc - full), pc > 0);
-          if (last && has_epilogue(e))
-            apply_epilogue(ct, n, rows, (int)wc, e->bias == NULL ? NULL : e->bias + j0 + jc,
-                           e->residual == NULL ? NULL : e->residual + (i0 + ir) * n + j0 + jc, e->act);
+  if (!trans_b) {{
+    /* B read where it lies, SKINNY_KC rows at a time, each swept left to right across a block of the
+       thread's columns (that many contiguous streams, which the prefetchers follow), accumulating
+       into c; nothing of B is copied (packing it cost as much as the multiply-adds at 7..16 rows:
+       its read from L3 overlapped none of them). One call per SKINNY_KC rows sweeps a run of panels
+       (a call per panel cost more than its few k steps); with several row tiles (sweep_tiles) every
+       tile takes each panel right after the one before, so the panel's lines come from memory once.
+       c is re-read every SKINNY_KC k steps, so the columns go in blocks whose h rows stay in L2
+       (SWEEP_C_FLOATS; 16 rows of 4096 columns did not, and ran 0.7x the packed path). Several row
+       tiles accumulate in `acc`, rows one cache line more than a block apart, copied out per block:
+       in c a panel's 7..16 rows of c fall into a few L1 sets beside its SKINNY_KC lines of B (all
+       into one where rows are a multiple of ALIAS_BYTES apart, and B's loads 4 KiB-alias c's
+       stores: 9 and 10 rows of 1024x4096 ran 2x slower; 16 rows of 512x1536 0.7x OpenBLAS, 1.15x
+       with `acc`). A ragged last panel is copied zero-padded into `edge`. */
+    float edge[SKINNY_KC * NR], ap[SKINNY_KC * SKINNY_ROWS];
+    const long cw = SWEEP_C_FLOATS / h / NR * NR > NR ? SWEEP_C_FLOATS / h / NR * NR : NR;
+    const int padded = h > MR;
+    long ldc = n;
+    float* acc = NULL;
+    if (padded) {{
+      ldc = (min_long(cw, w) + NR - 1) / NR * NR + 64 / (long)sizeof(float);
+      if ((acc = grow(&rs_pack_b, &rs_pack_b_cap, (size_t)(h * ldc))) == NULL) return -1;
+    }}
+    for (long jc = 0; jc < w; jc += cw) {{
+      const long wc = min_long(cw, w - jc), full = wc / NR * NR;
+      float* ct = padded ? acc : c + i0 * n + j0 + jc;
+      for (long pc = 0; pc < k; pc += SKINNY_KC) {{
+        const int kcb = (int)min_long(SKINNY_KC, k - pc);
+        const float* at = a + i0 * k + pc;
+        if (h <= MR) sweep_rows((int)h, kcb, at, (int)k, b + pc * n + j0 + jc, (int)n, ct, (int)ldc, (int)full, pc > 0);
+        else {{
+          for (int p = 0; p < kcb; ++p)
+            for (long i = 0; i < h; ++i) ap[p * h + i] = at[i * k + p];
+          sweep_tiles((int)h, kcb, ap, b + pc * n + j0 + jc, (int)n, ct, (int)ldc, (int)full, pc > 0);
+        }}
+        if (full < wc) {{
+          pack_b(kcb, (int)(wc - full), b, n, 0, pc, j0 + jc + full, edge);
+          for (long ir = 0; ir < h; ir += MR)
+            kernel_rows((int)min_long(MR, h - ir), kcb, at + ir * k, (int)k, edge, ct + ir * ldc + full, (int)ldc,
+                        (int)(wc - full), pc > 0);
         }}
       }}
+      if (padded)
+        for (long i = 0; i < h; ++i) memcpy(c + (i0 + i) * n + j0 + jc, acc + i * ldc, sizeof(float) * (size_t)wc);
+      if (has_epilogue(e))
+        apply_epilogue(c + i0 * n + j0 + jc, n, (int)h, (int)wc, e->bias == NULL ? NULL : e->bias + j0 + jc,
+                       e->residual == NULL ? NULL : e->residual + i0 * n + j0 + jc, e->act);
     }}
     return 0;
   }}
-  /* B packed in kc x SKINNY_NC chunks, reading each of its rows as one contiguous run */
+  /* B stored (n, k), more rows than NT_DOT_ROWS: packed in kc x SKINNY_NC chunks */
   float* bp = grow(&rs_pack_b, &rs_pack_b_cap, (size_t)KC * SKINNY_NC);
   if (bp == NULL) return -1;
   for (long jc = 0; jc < w; jc += SKINNY_NC) {{
@@ -675,7 +721,7 @@ static int gemm_variant(long m, long n, int trans_b, int threads, int policy) {{
   }}
   if (m == 1) return 4;
   if (m <= SKINNY_ROWS) return 0;
-  return m >= (long)threads * PMC ? 2 : 1;
+  return m >= (long)threads * PMC && m > n ? 2 : 1;
 }}
 int rs_gen_gemm_variant(long m, long n, int threads, int policy) {{
   return gemm_variant(m, n, 0, threads, policy);

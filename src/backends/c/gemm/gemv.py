@@ -24,7 +24,7 @@ threads split the rows of B (the output columns), again one contiguous block eac
 """
 from __future__ import annotations
 
-from .microkernel import vector_type
+from .microkernel import register_pin, vector_type
 from .params import GemmParams
 
 GEMV_ROWS = 8   # rows of B per sweep: enough multiply-adds per load/store of y, few enough streams
@@ -58,64 +58,92 @@ def _hsum(vt: str, lanes: int) -> str:
             f"{gcc}\n#endif\n  return s[0];\n}}")
 
 
-NT_ROWS = 4   # rows of A per tile of the several-row dot-product kernel (B stored (n, k))
 # Most rows of A the skinny variant computes as dot products with B stored (n, k) (each row tile
-# streams B once: four passes). 2 threads, 576 x 1536 stored (out, in), against packing B: 2 rows
-# 0.038 ms vs 0.238 (OpenBLAS 0.162), 4 rows 0.049 vs 0.238, 8 rows 0.097 vs 0.261, 16 rows 0.173
-# vs 0.302 (OpenBLAS 0.232); at 24 rows level with OpenBLAS, at 32 0.57 vs the packed 0.40.
-NT_DOT_ROWS = 4 * NT_ROWS
+# streams B once). 2 threads, 576 x 1536 stored (out, in), against packing B (AVX-512, 4-row tiles):
+# 2 rows 0.038 ms vs 0.238 (OpenBLAS 0.162), 4 rows 0.049 vs 0.238, 8 rows 0.097 vs 0.261, 16 rows
+# 0.173 vs 0.302 (OpenBLAS 0.232); at 24 rows level with OpenBLAS, at 32 0.57 vs the packed 0.40.
+NT_DOT_ROWS = 16
 
 
 def nt_cols(params: GemmParams) -> int:
-    """Rows of B (outputs) per tile of ``dot_block_nt``: NT_ROWS x this many vector accumulators
-    and NT_ROWS + this many loaded vectors fit the register file (AVX-512's 32: 4; 16: 2)."""
+    """Rows of B (outputs) per tile of ``dot_block_nt``: 4 with 32 vector registers, 2 with 16 (each
+    loaded vector of B serves every row of the tile, each vector of A every output)."""
     return 4 if params.registers >= 32 else 2
+
+
+def nt_rows(params: GemmParams) -> int:
+    """Most rows of A per tile of ``dot_block_nt``: ``rows x nt_cols`` accumulators, ``nt_cols``
+    vectors of B and one of A within the register file (AVX2's 16: 6 x 2; AVX-512's 32: 6 x 4).
+    Fewer passes over B than 4-row tiles: 16 rows stream it three times, not four."""
+    cols = nt_cols(params)
+    return max(1, (params.registers - cols - 1) // cols)
+
+
+def _dot_tile_nt(rows: int, params: GemmParams) -> str:
+    """``dot_tile_nt<rows>``: c[i, j] = a[i, :] . b[j, :] for ``rows`` rows of A (row stride k) and
+    ``w`` rows of B (stride ldb), ``nt_cols`` outputs at a time, all in registers; c's row stride n."""
+    vt, lanes, cols = vector_type(params), params.lanes, nt_cols(params)
+    # A's vector in a register: GCC otherwise folded its load into each output's multiply-add (one
+    # load per multiply-add; 16 rows of 576 x 1536 ran 0.77x OpenBLAS)
+    pin = register_pin(params, ["av"])
+    acc = ", ".join(f"d{r}_{o} = {{0}}" for r in range(rows) for o in range(cols))
+    a_ptrs = " ".join(f"const float* restrict a{r} = a + {r} * k;" for r in range(rows))
+    b_ptrs = " ".join(f"const float* restrict q{o} = b + (j + {o}) * ldb;" for o in range(cols))
+    step = (" ".join(f"const {vt} b{o} = {vt}_load(q{o} + p);" for o in range(cols)) + "\n"
+            + "\n".join(f"      {{ {vt} av = {vt}_load(a{r} + p);{pin}"
+                         + " ".join(f"d{r}_{o} += av * b{o};" for o in range(cols)) + " }" for r in range(rows)))
+    sums = " ".join(f"float t{r}_{o} = hsum(d{r}_{o});" for r in range(rows) for o in range(cols))
+    tail = " ".join(f"t{r}_{o} += a{r}[p] * q{o}[p];" for r in range(rows) for o in range(cols))
+    stores = " ".join(f"c[{r} * n + j + {o}] = t{r}_{o};" for r in range(rows) for o in range(cols))
+    return f"""static void dot_tile_nt{rows}(long k, long w, const float* restrict a, const float* restrict b, long ldb,
+                            float* c, long n) {{
+  const long vec_end = k / {lanes} * {lanes};
+  {a_ptrs}
+  long j = 0;
+  for (; j + {cols} <= w; j += {cols}) {{
+    {b_ptrs}
+    {vt} {acc};
+    long p = 0;
+    for (; p < vec_end; p += {lanes}) {{
+      {step}
+    }}
+    {sums}
+    for (; p < k; ++p) {{ {tail} }}
+    {stores}
+  }}
+  for (; j < w; ++j)
+    for (long i = 0; i < {rows}; ++i) {{
+      const float* x = a + i * k; const float* q = b + j * ldb;
+      float v = 0.0f;
+      for (long p = 0; p < k; ++p) v += x[p] * q[p];
+      c[i * n + j] = v;
+    }}
+}}
+"""
 
 
 def _dot_block_nt(params: GemmParams) -> str:
     """``dot_block_nt``: c[i0 + i, j0 + j] = a[i0 + i, :] . b[j0 + j, :] for a few rows of A and a
-    run of B's rows (B stored (n, k), each row contiguous), then the epilogue. Each tile keeps
-    NT_ROWS x nt_cols dot products in registers, so every vector of B loaded serves NT_ROWS rows of A
-    and nothing is packed (the packed path copies and transposes B first, a pass as long as the
-    product for a few rows)."""
-    vt, lanes, cols = vector_type(params), params.lanes, nt_cols(params)
-    rows = NT_ROWS
-    acc = ", ".join(f"d{r}_{o} = {{0}}" for r in range(rows) for o in range(cols))
-    a_ptrs = " ".join(f"const float* restrict a{r} = a + (i0 + ir + (long)({r} < h_t ? {r} : h_t - 1)) * k;"
-                      for r in range(rows))
-    b_ptrs = " ".join(f"const float* restrict q{o} = b + (j0 + j + {o}) * ldb;" for o in range(cols))
-    step = (" ".join(f"const {vt} b{o} = {vt}_load(q{o} + p);" for o in range(cols)) + " "
-            + " ".join(f"{{ const {vt} av = {vt}_load(a{r} + p); "
-                       + " ".join(f"d{r}_{o} += av * b{o};" for o in range(cols)) + " }" for r in range(rows)))
-    sums = " ".join(f"float t{r}_{o} = hsum(d{r}_{o});" for r in range(rows) for o in range(cols))
-    tail = " ".join(f"t{r}_{o} += a{r}[p] * q{o}[p];" for r in range(rows) for o in range(cols))
-    stores = " ".join(f"if ({r} < h_t) c[(i0 + ir + {r}) * n + j0 + j + {o}] = t{r}_{o};"
-                      for r in range(rows) for o in range(cols))
-    return f"""#define NT_ROWS {rows}
-#define NT_COLS {cols}
+    run of B's rows (B stored (n, k), each row contiguous), then the epilogue. The rows go in the
+    fewest tiles of at most ``nt_rows`` (evened out: 8 rows as 4 + 4, each tile a kernel of exactly its
+    rows), each keeping rows x nt_cols dot products in registers, so every vector of B loaded serves
+    all the tile's rows and nothing is packed (the packed path copies and transposes B first, a pass
+    as long as the product for a few rows)."""
+    most = nt_rows(params)
+    tiles = "\n".join(_dot_tile_nt(rows, params) for rows in range(1, most + 1))
+    cases = " ".join(f"case {rows}: dot_tile_nt{rows}(k, w, at, bt, ldb, ct, n); break;" for rows in range(1, most + 1))
+    return f"""{tiles}
+#define NT_ROWS {most}
 static void dot_block_nt(long h, long k, long w, const float* restrict a, const float* restrict b, long ldb,
                          float* c, long n, long i0, long j0, const epilogue_t* e) {{
-  const long vec_end = k / {lanes} * {lanes};
-  for (long ir = 0; ir < h; ir += NT_ROWS) {{
-    const long h_t = min_long(NT_ROWS, h - ir);
-    {a_ptrs}
-    long j = 0;
-    for (; j + NT_COLS <= w; j += NT_COLS) {{
-      {b_ptrs}
-      {vt} {acc};
-      long p = 0;
-      for (; p < vec_end; p += {lanes}) {{ {step} }}
-      {sums}
-      for (; p < k; ++p) {{ {tail} }}
-      {stores}
-    }}
-    for (; j < w; ++j)
-      for (long i = 0; i < h_t; ++i) {{
-        const float* x = a + (i0 + ir + i) * k; const float* q = b + (j0 + j) * ldb;
-        float v = 0.0f;
-        for (long p = 0; p < k; ++p) v += x[p] * q[p];
-        c[(i0 + ir + i) * n + j0 + j] = v;
-      }}
+  const long tiles = (h + NT_ROWS - 1) / NT_ROWS;
+  const float* bt = b + j0 * ldb;
+  for (long t = 0, r0 = 0; t < tiles; ++t) {{
+    const int rows = (int)(h / tiles + (t < h % tiles ? 1 : 0));
+    const float* at = a + (i0 + r0) * k;
+    float* ct = c + (i0 + r0) * n + j0;
+    switch (rows) {{ {cases} }}
+    r0 += rows;
   }}
   if (has_epilogue(e))
     apply_epilogue(c + i0 * n + j0, n, (int)h, (int)w, e->bias == NULL ? NULL : e->bias + j0,

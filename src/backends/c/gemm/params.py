@@ -34,6 +34,10 @@ The derivation is the analytical model of Goto/BLIS that Vortex builds on
   broadcasts) and a prefetch; with as many load ports as FMA ports (two each on the x86 cores
   here) the multiply-adds bound it only from ``r = NR_VECTORS + 2`` rows; fewer leave the FMA ports
   idle while it loads. At most half of ``mr``, so the tile giving rows stays the larger.
+- **sweep_c_floats**: the skinny variant reads B in place, ``SKINNY_KC`` rows at a time swept across
+  the columns, and re-reads the rows of c it accumulates into on every sweep: it takes the columns in
+  blocks whose rows of c fill a quarter of L2 (the rest holds B's stream; 16 rows of 4096 columns,
+  half of a 512 KiB L2, ran 0.7x the packing path).
 - **the packed tile** (``packed_mr x packed_nr``, ``packed_kc``, ``packed_mc``): the medium and large
   variants, which pack A and B on every call, have a register tile of their own. Their k loop is long
   (the whole ``packed_kc``) and nothing streams from memory inside it, so the tile that issues the
@@ -82,6 +86,7 @@ class GemmParams:
     packed_nr: int = 0
     packed_kc: int = 0
     packed_mc: int = 0
+    sweep_c_floats: int = 1 << 15     # floats of c the skinny sweep re-reads from L2 (see above)
 
     @property
     def vectors_per_row(self) -> int:
@@ -135,7 +140,8 @@ def derive_params(machine: MachineParams) -> GemmParams:
     min_tail_rows = max(1, min(mr // 2, NR_VECTORS + 2))
     return GemmParams(isa.name, lanes, mr, nr, kc, mc, nc, skinny_rows, skinny_nc, machine.cores,
                       isa.registers, gemv_cols, machine.l2_bytes // 2, a_in_place_rows, min_tail_rows,
-                      *packed_tile(lanes, isa.registers, machine.l1d_bytes, machine.l2_bytes))
+                      *packed_tile(lanes, isa.registers, machine.l1d_bytes, machine.l2_bytes),
+                      machine.l2_bytes // 4 // 4)
 
 
 def gemm_params() -> GemmParams:

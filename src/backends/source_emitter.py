@@ -69,6 +69,33 @@ def float_to_int_helpers(qualifier: str, types: dict) -> str:
                      f"return (x >= {low} && x < {high}) ? ({types[dst]})x : {smallest}; }}".strip())
     return "\n".join(lines)
 
+# Float floor division and modulo as NumPy (and Python) compute them, from fmod: floor(a / b) differs
+# where the quotient rounds (1 // 0.1 is 9, floor(1 / 0.1) is 10), at infinities (inf // 2 and
+# inf % 2 are NaN, 3 % inf is 3; a - floor(a / b) * b gave NaN) and in the sign of a zero result.
+# A zero divisor gives a / b and fmod's NaN. float16 goes through float32, as in NumPy.
+def float_floor_divmod_helpers(qualifier: str, types: dict, overloaded_math: bool = False) -> str:
+    """``rs_floordiv_<dtype>`` / ``rs_floormod_<dtype>`` for float32 / float64 among ``types``;
+    ``overloaded_math``: the language's fmod/floor/copysign take float too (OpenCL C, CUDA)."""
+    lines = []
+    for dtype, suffix in (("float32", "f"), ("float64", "")):
+        if dtype not in types:
+            continue
+        suffix = "" if overloaded_math else suffix
+        t = types[dtype]
+        fmod, floor, copysign = (f"{name}{suffix}" for name in ("fmod", "floor", "copysign"))
+        lines.append(
+            f"{qualifier} {t} rs_floordiv_{dtype}({t} a, {t} b) {{ "
+            f"if (b == 0) return a / b; {t} mod = {fmod}(a, b); {t} div = (a - mod) / b; "
+            f"if (mod != 0 && ((b < 0) != (mod < 0))) div -= 1; "
+            f"if (div == 0) return {copysign}(({t})0, a / b); "
+            f"{t} q = {floor}(div); return div - q > ({t})0.5 ? q + 1 : q; }}".strip())
+        lines.append(
+            f"{qualifier} {t} rs_floormod_{dtype}({t} a, {t} b) {{ {t} mod = {fmod}(a, b); "
+            f"if (b == 0) return mod; "
+            f"if (mod != 0) return ((b < 0) != (mod < 0)) ? mod + b : mod; return {copysign}(({t})0, b); }}".strip())
+    return "\n".join(lines)
+
+
 class SourceEmitter(ClassDispatch):
     LANGUAGE = "C"
 
@@ -104,9 +131,6 @@ class SourceEmitter(ClassDispatch):
     def bit_count(self, e: E.Call, arg: str) -> str:
         """``T.clz`` / ``T.popcount`` of an integer operand."""
         raise self.error(f"the {self.LANGUAGE} target cannot emit T.{e.op}")
-
-    def float_floor(self, dtype: str, text: str) -> str:
-        raise NotImplementedError
 
     def zero_divisor_report(self) -> str:
         """The value of an integer division by a zero divisor (it reports the error, see status.py)."""
@@ -188,9 +212,11 @@ class SourceEmitter(ClassDispatch):
     @handles(E.FloorDiv, E.FloorMod, table="expr")
     def floor_divmod(self, e) -> str:
         a, b = self.expr(e.a), self.expr(e.b)
-        if dt.is_float(e.dtype):
-            floor = self.float_floor(e.dtype, f"({a} / {b})")
-            return floor if isinstance(e, E.FloorDiv) else f"({a} - {floor} * {b})"
+        if dt.is_float(e.dtype):   # float_floor_divmod_helpers; float16 in float32
+            name = "rs_floordiv" if isinstance(e, E.FloorDiv) else "rs_floormod"
+            via = "float64" if e.dtype == "float64" else "float32"
+            text = f"{name}_{via}({a}, {b})"
+            return text if e.dtype == via else f"(({self.value_type(e.dtype)}){text})"
         # With a >= 0 and b >= 0, floor division is C division (b == 0 is an error either way).
         if self.known_non_negative(e.a) and self.known_non_negative(e.b):
             text = f"({a} {'/' if isinstance(e, E.FloorDiv) else '%'} {b})"

@@ -39,7 +39,7 @@ from tensorir.script.expr_printer import format_expr
 from tensorir.structural import structural_equal
 
 from ..c.status import ASSERT_NUMBER_BASE, STATUS_ASSERT_FAILED, STATUS_INDEX_OUT_OF_RANGE, STATUS_ZERO_DIVISION
-from ..source_emitter import SourceEmitter, float_to_int_helpers, parenthesized
+from ..source_emitter import SourceEmitter, float_floor_divmod_helpers, float_to_int_helpers, parenthesized
 from ..source_names import Names
 from .cross_thread_reduce import ThreadReduce, identity
 from .errors import GPULoweringError
@@ -189,9 +189,6 @@ class KernelEmitter(SourceEmitter):
 
     def math_call(self, e: E.Call, args: list[str]) -> str:
         return self.math(e.op, e.args[0].dtype if e.args else e.dtype, args)
-
-    def float_floor(self, dtype: str, text: str) -> str:
-        return self.math("floor", dtype, [text])
 
     def zero_divisor_report(self) -> str:
         return "rs_divided_by_zero(rs_status)"
@@ -649,6 +646,7 @@ def helper_prelude(emitter_cls, dtypes) -> str:
         "return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r; }".strip(),
     ]
     lines.append(float_to_int_helpers(h, {d: emitter_cls.TYPES[d] for d in dtypes}))
+    lines.append(float_floor_divmod_helpers(h, {d: emitter_cls.TYPES[d] for d in dtypes}, overloaded_math=True))
     for dtype in dtypes:
         ct = emitter_cls.TYPES[dtype]
         nan = " || a != a" if dt.is_float(dtype) else ""

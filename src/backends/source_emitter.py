@@ -69,6 +69,17 @@ def float_to_int_helpers(qualifier: str, types: dict) -> str:
                      f"return (x >= {low} && x < {high}) ? ({types[dst]})x : {smallest}; }}".strip())
     return "\n".join(lines)
 
+def overflow_safe_division_helpers(qualifier: str, types: dict) -> str:
+    """``rs_tdiv_int32`` / ``rs_tdiv_int64``: C's truncating division, with x / -1 the wrapped negation
+    (NumPy's value for the smallest integer; the hardware division traps)."""
+    lines = []
+    for dtype, unsigned in (("int32", "uint32"), ("int64", "uint64")):
+        t, u = types[dtype], types[unsigned]
+        lines.append(f"{qualifier} {t} rs_tdiv_{dtype}({t} a, {t} b) {{ "
+                     f"return b == -1 ? ({t})(({u})0 - ({u})a) : a / b; }}".strip())
+    return "\n".join(lines)
+
+
 # Float floor division and modulo as NumPy (and Python) compute them, from fmod: floor(a / b) differs
 # where the quotient rounds (1 // 0.1 is 9, floor(1 / 0.1) is 10), at infinities (inf // 2 and
 # inf % 2 are NaN, 3 % inf is 3; a - floor(a / b) * b gave NaN) and in the sign of a zero result.
@@ -206,8 +217,17 @@ class SourceEmitter(ClassDispatch):
     def div(self, e: E.Div) -> str:
         if dt.is_float(e.dtype):
             return f"({self.expr(e.a)} / {self.expr(e.b)})"
-        b = self.expr(e.b)
-        return self.guard_divisor(e.b, b, f"({self.expr(e.a)} / {b})")
+        a, b = self.expr(e.a), self.expr(e.b)
+        text = f"rs_tdiv_{e.dtype}({a}, {b})" if self.may_overflow_division(e) else f"({a} / {b})"
+        return self.guard_divisor(e.b, b, text)
+
+    def may_overflow_division(self, e) -> bool:
+        """An int32 / int64 division whose divisor may be -1 and dividend the smallest value: the
+        hardware division traps (SIGFPE, the process dies) where NumPy wraps; ``rs_tdiv_*`` and
+        ``rs_floordiv`` / ``rs_floormod`` take -1 apart. Narrower ints divide promoted to int."""
+        if e.dtype not in ("int32", "int64") or self.known_non_negative(e.a):
+            return False
+        return not (isinstance(e.b, E.IntImm) and e.b.value != -1) and not self.known_non_negative(e.b)
 
     @handles(E.FloorDiv, E.FloorMod, table="expr")
     def floor_divmod(self, e) -> str:
@@ -221,7 +241,7 @@ class SourceEmitter(ClassDispatch):
         if self.known_non_negative(e.a) and self.known_non_negative(e.b):
             text = f"({a} {'/' if isinstance(e, E.FloorDiv) else '%'} {b})"
         else:
-            fn = "rs_floordiv" if isinstance(e, E.FloorDiv) else "rs_floormod"
+            fn = "rs_floordiv" if isinstance(e, E.FloorDiv) else "rs_floormod"   # -1 taken apart
             text = f"(({self.value_type(e.dtype)}){fn}({a}, {b}))"
         return self.guard_divisor(e.b, b, text)
 

@@ -20,6 +20,7 @@ from tensorir.script.expr_printer import format_expr
 
 INFIX = {E.Add: "+", E.Sub: "-", E.Mul: "*", E.EQ: "==", E.NE: "!=", E.LT: "<",
          E.LE: "<=", E.GT: ">", E.GE: ">=", E.And: "&&", E.Or: "||"}
+_WRAPPING = (E.Add, E.Sub, E.Mul)
 
 
 
@@ -115,6 +116,7 @@ class SourceEmitter(ClassDispatch):
         self.lines: list[str] = []
         self.indent = 1
         self.analyzer = Analyzer()
+        self.in_index = False   # emitting a buffer index (index_text)
 
     # ------------------------------------------------------------ target hooks
     def error(self, message: str) -> Exception:
@@ -261,7 +263,23 @@ class SourceEmitter(ClassDispatch):
 
     @handles(*INFIX, table="expr")
     def infix(self, e) -> str:
-        return f"({self.expr(e.a)} {INFIX[type(e)]} {self.expr(e.b)})"
+        a, b, op = self.expr(e.a), self.expr(e.b), INFIX[type(e)]
+        if type(e) in _WRAPPING and dt.is_int(e.dtype) and e.dtype not in ("uint32", "uint64") and not self.in_index:
+            # NumPy wraps integer arithmetic in the dtype. C computes int8/int16/uint8/uint16 in int (a
+            # compare then saw 127 + 1 = 128) and signed overflow is undefined (gcc folded x + 1 > x to
+            # true): computed in the unsigned type of the width, then converted (two's complement)
+            u = self.value_type("uint64" if e.dtype == "int64" else "uint32")
+            return f"(({self.value_type(e.dtype)})(({u}){a} {op} ({u}){b}))"
+        return f"({a} {op} {b})"
+
+    def index_text(self, flat) -> str:
+        """A buffer's flat index: plain arithmetic (a buffer fits int64, so its indices cannot
+        overflow, and the compiler keeps its no-overflow facts for vectorizing)."""
+        saved, self.in_index = self.in_index, True
+        try:
+            return self.expr(flat)
+        finally:
+            self.in_index = saved
 
     @handles(E.Not, table="expr")
     def logical_not(self, e: E.Not) -> str:

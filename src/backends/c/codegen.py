@@ -365,7 +365,7 @@ class CFunctionEmitter(SourceEmitter):
             flat = flat if flat is not None else E.IntImm(0)
         if not (isinstance(buf.elem_offset, E.IntImm) and buf.elem_offset.value == 0):
             flat = E.add(buf.elem_offset, flat)
-        return self.expr(flat)
+        return self.index_text(flat)
 
     # ------------------------------------------------------------ statements
     @handles(S.BufferStore, table="stmt")

@@ -244,7 +244,7 @@ class KernelEmitter(SourceEmitter):
         flat = indices[0]
         if not E.is_const_int(buf.elem_offset, 0):
             flat = E.add(buf.elem_offset, flat)
-        return self.expr(flat)
+        return self.index_text(flat)
 
     # ------------------------------------------------------------ statements
     def barrier(self, reason: str, hazard: set) -> None:

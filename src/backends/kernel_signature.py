@@ -1,6 +1,8 @@
 """The calling convention every target shares: which symbolic ints a kernel receives, in what order."""
 from __future__ import annotations
 
+import functools
+
 from tensorir import expr as E
 from tensorir.function import PrimFunc
 from tensorir.variants import kernel_symbols
@@ -63,4 +65,20 @@ def bind_kernel_symbols(name: str, func: PrimFunc, arrays, scalars: dict, is_arr
     missing = [v.name for v in sym_vars if v not in env]
     if missing:
         raise ShapeMismatchError(f"kernel {name!r}: cannot determine {missing} from the arguments")
+    lo, hi = dt.int_range("int64")
+    for var in func.scalar_params:   # the kernel receives int64: a larger value would wrap
+        if not lo <= env[var] <= hi:
+            raise ShapeMismatchError(f"kernel {name!r}: scalar parameter {var.name!r} = {env[var]} is "
+                                     f"outside the int64 range [{lo}, {hi}]")
+    for count, what in _loop_counts(func):
+        value = evaluate(count, env)
+        if value > hi:
+            raise ShapeMismatchError(f"kernel {name!r}: {count!r} = {value} {what}, more than int64 counts "
+                                     f"({hi})")
     return [env[v] for v in sym_vars]
+
+
+@functools.lru_cache(maxsize=256)
+def _loop_counts(func: PrimFunc) -> list:
+    from tensorir.analysis.loop_counts import loop_nest_counts
+    return loop_nest_counts(func.body, kernel_sym_vars(func))

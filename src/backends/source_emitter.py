@@ -20,6 +20,7 @@ from tensorir.script.expr_printer import format_expr
 
 INFIX = {E.Add: "+", E.Sub: "-", E.Mul: "*", E.EQ: "==", E.NE: "!=", E.LT: "<",
          E.LE: "<=", E.GT: ">", E.GE: ">=", E.And: "&&", E.Or: "||"}
+_WRAPPING = (E.Add, E.Sub, E.Mul)
 
 
 
@@ -69,6 +70,44 @@ def float_to_int_helpers(qualifier: str, types: dict) -> str:
                      f"return (x >= {low} && x < {high}) ? ({types[dst]})x : {smallest}; }}".strip())
     return "\n".join(lines)
 
+def overflow_safe_division_helpers(qualifier: str, types: dict) -> str:
+    """``rs_tdiv_int32`` / ``rs_tdiv_int64``: C's truncating division, with x / -1 the wrapped negation
+    (NumPy's value for the smallest integer; the hardware division traps)."""
+    lines = []
+    for dtype, unsigned in (("int32", "uint32"), ("int64", "uint64")):
+        t, u = types[dtype], types[unsigned]
+        lines.append(f"{qualifier} {t} rs_tdiv_{dtype}({t} a, {t} b) {{ "
+                     f"return b == -1 ? ({t})(({u})0 - ({u})a) : a / b; }}".strip())
+    return "\n".join(lines)
+
+
+# Float floor division and modulo as NumPy (and Python) compute them, from fmod: floor(a / b) differs
+# where the quotient rounds (1 // 0.1 is 9, floor(1 / 0.1) is 10), at infinities (inf // 2 and
+# inf % 2 are NaN, 3 % inf is 3; a - floor(a / b) * b gave NaN) and in the sign of a zero result.
+# A zero divisor gives a / b and fmod's NaN. float16 goes through float32, as in NumPy.
+def float_floor_divmod_helpers(qualifier: str, types: dict, overloaded_math: bool = False) -> str:
+    """``rs_floordiv_<dtype>`` / ``rs_floormod_<dtype>`` for float32 / float64 among ``types``;
+    ``overloaded_math``: the language's fmod/floor/copysign take float too (OpenCL C, CUDA)."""
+    lines = []
+    for dtype, suffix in (("float32", "f"), ("float64", "")):
+        if dtype not in types:
+            continue
+        suffix = "" if overloaded_math else suffix
+        t = types[dtype]
+        fmod, floor, copysign = (f"{name}{suffix}" for name in ("fmod", "floor", "copysign"))
+        lines.append(
+            f"{qualifier} {t} rs_floordiv_{dtype}({t} a, {t} b) {{ "
+            f"if (b == 0) return a / b; {t} mod = {fmod}(a, b); {t} div = (a - mod) / b; "
+            f"if (mod != 0 && ((b < 0) != (mod < 0))) div -= 1; "
+            f"if (div == 0) return {copysign}(({t})0, a / b); "
+            f"{t} q = {floor}(div); return div - q > ({t})0.5 ? q + 1 : q; }}".strip())
+        lines.append(
+            f"{qualifier} {t} rs_floormod_{dtype}({t} a, {t} b) {{ {t} mod = {fmod}(a, b); "
+            f"if (b == 0) return mod; "
+            f"if (mod != 0) return ((b < 0) != (mod < 0)) ? mod + b : mod; return {copysign}(({t})0, b); }}".strip())
+    return "\n".join(lines)
+
+
 class SourceEmitter(ClassDispatch):
     LANGUAGE = "C"
 
@@ -77,6 +116,7 @@ class SourceEmitter(ClassDispatch):
         self.lines: list[str] = []
         self.indent = 1
         self.analyzer = Analyzer()
+        self.in_index = False   # emitting a buffer index (index_text)
 
     # ------------------------------------------------------------ target hooks
     def error(self, message: str) -> Exception:
@@ -104,9 +144,6 @@ class SourceEmitter(ClassDispatch):
     def bit_count(self, e: E.Call, arg: str) -> str:
         """``T.clz`` / ``T.popcount`` of an integer operand."""
         raise self.error(f"the {self.LANGUAGE} target cannot emit T.{e.op}")
-
-    def float_floor(self, dtype: str, text: str) -> str:
-        raise NotImplementedError
 
     def zero_divisor_report(self) -> str:
         """The value of an integer division by a zero divisor (it reports the error, see status.py)."""
@@ -182,20 +219,31 @@ class SourceEmitter(ClassDispatch):
     def div(self, e: E.Div) -> str:
         if dt.is_float(e.dtype):
             return f"({self.expr(e.a)} / {self.expr(e.b)})"
-        b = self.expr(e.b)
-        return self.guard_divisor(e.b, b, f"({self.expr(e.a)} / {b})")
+        a, b = self.expr(e.a), self.expr(e.b)
+        text = f"rs_tdiv_{e.dtype}({a}, {b})" if self.may_overflow_division(e) else f"({a} / {b})"
+        return self.guard_divisor(e.b, b, text)
+
+    def may_overflow_division(self, e) -> bool:
+        """An int32 / int64 division whose divisor may be -1 and dividend the smallest value: the
+        hardware division traps (SIGFPE, the process dies) where NumPy wraps; ``rs_tdiv_*`` and
+        ``rs_floordiv`` / ``rs_floormod`` take -1 apart. Narrower ints divide promoted to int."""
+        if e.dtype not in ("int32", "int64") or self.known_non_negative(e.a):
+            return False
+        return not (isinstance(e.b, E.IntImm) and e.b.value != -1) and not self.known_non_negative(e.b)
 
     @handles(E.FloorDiv, E.FloorMod, table="expr")
     def floor_divmod(self, e) -> str:
         a, b = self.expr(e.a), self.expr(e.b)
-        if dt.is_float(e.dtype):
-            floor = self.float_floor(e.dtype, f"({a} / {b})")
-            return floor if isinstance(e, E.FloorDiv) else f"({a} - {floor} * {b})"
+        if dt.is_float(e.dtype):   # float_floor_divmod_helpers; float16 in float32
+            name = "rs_floordiv" if isinstance(e, E.FloorDiv) else "rs_floormod"
+            via = "float64" if e.dtype == "float64" else "float32"
+            text = f"{name}_{via}({a}, {b})"
+            return text if e.dtype == via else f"(({self.value_type(e.dtype)}){text})"
         # With a >= 0 and b >= 0, floor division is C division (b == 0 is an error either way).
         if self.known_non_negative(e.a) and self.known_non_negative(e.b):
             text = f"({a} {'/' if isinstance(e, E.FloorDiv) else '%'} {b})"
         else:
-            fn = "rs_floordiv" if isinstance(e, E.FloorDiv) else "rs_floormod"
+            fn = "rs_floordiv" if isinstance(e, E.FloorDiv) else "rs_floormod"   # -1 taken apart
             text = f"(({self.value_type(e.dtype)}){fn}({a}, {b}))"
         return self.guard_divisor(e.b, b, text)
 
@@ -215,7 +263,23 @@ class SourceEmitter(ClassDispatch):
 
     @handles(*INFIX, table="expr")
     def infix(self, e) -> str:
-        return f"({self.expr(e.a)} {INFIX[type(e)]} {self.expr(e.b)})"
+        a, b, op = self.expr(e.a), self.expr(e.b), INFIX[type(e)]
+        if type(e) in _WRAPPING and dt.is_int(e.dtype) and e.dtype not in ("uint32", "uint64") and not self.in_index:
+            # NumPy wraps integer arithmetic in the dtype. C computes int8/int16/uint8/uint16 in int (a
+            # compare then saw 127 + 1 = 128) and signed overflow is undefined (gcc folded x + 1 > x to
+            # true): computed in the unsigned type of the width, then converted (two's complement)
+            u = self.value_type("uint64" if e.dtype == "int64" else "uint32")
+            return f"(({self.value_type(e.dtype)})(({u}){a} {op} ({u}){b}))"
+        return f"({a} {op} {b})"
+
+    def index_text(self, flat) -> str:
+        """A buffer's flat index: plain arithmetic (a buffer fits int64, so its indices cannot
+        overflow, and the compiler keeps its no-overflow facts for vectorizing)."""
+        saved, self.in_index = self.in_index, True
+        try:
+            return self.expr(flat)
+        finally:
+            self.in_index = saved
 
     @handles(E.Not, table="expr")
     def logical_not(self, e: E.Not) -> str:

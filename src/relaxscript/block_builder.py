@@ -48,8 +48,9 @@ class _BlockFrame:
 
 
 class _FunctionFrame:
-    def __init__(self, name: str, params: Sequence[Var], attrs, pure: bool):
+    def __init__(self, name: str, params: Sequence[Var], attrs, pure: bool, private: bool):
         self.name, self.params, self.attrs, self.pure = name, list(params), dict(attrs or {}), pure
+        self.private = private
         self.blocks: list[BindingBlock] = []
         self.global_var: GlobalVar | None = None
 
@@ -136,15 +137,17 @@ class BlockBuilder(Normalizer):
 
     # ---------------------------------------------------------------- functions and blocks
     @contextlib.contextmanager
-    def function(self, name: str, params: Sequence[Var] = (), attrs=None, pure: bool = True):
-        """Build function ``name``; end the body with ``emit_func_output``."""
+    def function(self, name: str, params: Sequence[Var] = (), attrs=None, pure: bool = True,
+                 private: bool = False):
+        """Build function ``name``; end the body with ``emit_func_output``. ``private``: as
+        ``@R.function(private=True)`` (never a build's entry)."""
         if self._func is not None:
             raise IRError(f"cannot begin function {name!r} inside function {self._func.name!r}")
         for p in params:
             if not isinstance(p, Var) or p.struct_info is None:
                 raise IRError(f"function {name!r}: every parameter must be a Var with an annotation, "
                               f"got {p!r}")
-        frame = _FunctionFrame(name, params, attrs, pure)
+        frame = _FunctionFrame(name, params, attrs, pure, private)
         self._func = frame
         saved = self._swap_frames([_BlockFrame(False)])
         self.begin_scope(params)
@@ -197,7 +200,7 @@ class BlockBuilder(Normalizer):
         body = SeqExpr(frame.blocks, output)
         param_vars = set(symbolic_vars_of([p.struct_info for p in frame.params]))
         body.struct_info = erase_to_well_defined(output.struct_info, param_vars)
-        func = Function(frame.params, body, ret_struct_info, frame.pure, frame.attrs)
+        func = Function(frame.params, body, ret_struct_info, frame.pure, frame.attrs, frame.private)
         func = self.finish_function(func, func)
         frame.global_var = self.add_func(func, frame.name)
         return frame.global_var

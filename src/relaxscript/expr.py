@@ -212,9 +212,10 @@ class Function(Expr):
     match_casts in the body). ``attrs`` holds ``R.func_attr`` entries;
     ``attrs["global_symbol"]`` names a public function. ``is_private`` is the script's
     ``@R.function(private=True)``: such a function is never a build's entry (vm/build.py's
-    mark_entry_functions), as TVM's build drops an unreferenced private function. Like a span it
-    is not part of structural equality (passes build new functions without it; TVM marks
-    privacy by the absence of ``global_symbol``, which parsed modules do not carry either).
+    mark_entry_functions), as TVM's build drops an unreferenced private function; every pass keeps
+    it on the functions it rebuilds (``pass_check.check_kept_privacy``). It is not part of
+    structural equality (TVM's Expected modules mark privacy by the absence of ``global_symbol``,
+    which parsed modules do not carry either).
     """
     __slots__ = ("params", "body", "ret_struct_info", "is_pure", "attrs", "is_private")
     _fields = ("params", "body", "ret_struct_info")

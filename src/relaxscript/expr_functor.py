@@ -188,7 +188,7 @@ class PassMutator(ExprMutator):
             bb._swap_frames(saved)
         if _same(params, func.params) and body is func.body:
             return func
-        new = Function(params, body, func.ret_struct_info, func.is_pure, func.attrs)
+        new = Function(params, body, func.ret_struct_info, func.is_pure, func.attrs, func.is_private)
         return bb._normalize_detached(new)
 
     def visit_SeqExpr(self, seq: SeqExpr):

@@ -139,3 +139,61 @@ def test_a_private_main_is_no_entry_either():
         vm["main"]
     x = np.arange(3, dtype=np.float32)
     np.testing.assert_array_equal(vm["square"](x), (x + x) * x)
+
+
+PRIVATE_MATMULS = '''
+@I.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor((2, 4), "float32"), w1: R.Tensor((4, 3), "float32"), w2: R.Tensor((4, 3), "float32")):
+        y = Module.pair(x, w1, w2)
+        return y
+
+    @R.function(private=True)
+    def pair(x: R.Tensor((2, 4), "float32"), w1: R.Tensor((4, 3), "float32"),
+             w2: R.Tensor((4, 3), "float32")):
+        with R.dataflow():
+            a = R.matmul(x, w1)
+            b = R.matmul(x, w2)
+            c = R.add(a, b)
+            R.output(c)
+        return c
+
+    @R.function(private=True)
+    def unused(x: R.Tensor(("n",), "float32")):
+        def local(y: R.Tensor(("n",), "float32")):
+            z = R.add(y, y)
+            return z
+        y = R.subtract(x, x)
+        return y
+'''
+
+
+def _user_passes():
+    from relaxscript import transform as T
+    weights = {"w1": np.ones((4, 3), np.float32), "w2": np.full((4, 3), 2, np.float32)}
+    # MergeParallelMatmul rebuilds ``pair`` into a copy taking the joined weight once main passes constants
+    merge = T.Sequential([T.BindParams("main", weights), T.MergeParallelMatmul()], name="BindMerge")
+    return [T.LegalizeOps(), T.DispatchLibrary(), merge, T.LambdaLift(), T.BindParams("pair", weights),
+            T.CanonicalizeBindings(), T.FoldConstant(), T.InlineFunctions(), T.Sequential(rx.get_pipeline("c"))]
+
+
+@pytest.mark.parametrize("pass_", _user_passes(), ids=lambda p: p.name)
+def test_a_users_pass_keeps_a_function_private(pass_):
+    """s14: passes that rebuilt a function (the shared mutator's visit_Function, BindParams,
+    MergeParallelMatmul) dropped ``is_private``, so after a user's own LegalizeOps the unreferenced
+    private ``unused`` became a build's entry again. Each pass keeps the flag of every function it
+    keeps; the lifted local function is private too (TVM's LambdaLift)."""
+    before = rx.from_source(PRIVATE_MATMULS)
+    after = pass_(before)
+    for name, func in after.relax_functions.items():
+        assert func.is_private == (before[name].is_private if name in before else True), name
+
+
+def test_a_build_after_a_users_legalize_keeps_no_private_entry():
+    from relaxscript.transform import LegalizeOps
+    vm = rx.VirtualMachine(rx.build(LegalizeOps()(rx.from_source(PRIVATE_BEFORE)), target="interp"))
+    x = np.arange(4, dtype=np.float32)
+    np.testing.assert_array_equal(vm["square"](x), (x + x) * x)
+    with pytest.raises(KeyError, match="unused"):
+        vm["unused"]

@@ -7,6 +7,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import numpy as np
+
+import relaxscript as rx
 from relaxscript import op
 
 from .test_legalize_util import bindings, check_one_op, shape_templates
@@ -125,3 +128,33 @@ def test_bitwise_not(template, envs):
 @given(templates=broadcast_operands(3), envs=bindings())
 def test_where(templates, envs):
     check_one_op(op.where, templates, ["bool", "float32", "float32"], envs)
+
+
+CLIP_UINT8 = '''
+@I.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor(("n",), "uint8")):
+        with R.dataflow():
+            z = R.clip(x, LOW, HIGH)
+            R.output(z)
+        return z
+'''
+
+
+@pytest.mark.parametrize("low, high", [(-3, 300), (-3, 100), (7, 1000)])
+def test_clip_bounds_past_an_integer_range_clip_as_numpy(low, high):
+    """s14: a bound outside the dtype's range (R.clip of uint8 by -3) raised a bare ValueError from
+    the legalization ("integer -3 does not fit in uint8"); NumPy drops such a bound."""
+    mod = rx.from_source(CLIP_UINT8.replace("LOW", str(low)).replace("HIGH", str(high)))
+    x = np.array([0, 5, 99, 200, 255], np.uint8)
+    expected = rx.interpret(mod, "main", x)
+    np.testing.assert_array_equal(expected, np.clip(x, low, high))
+    for target in ("interp", "c"):
+        np.testing.assert_array_equal(rx.VirtualMachine(rx.build(mod, target=target))["main"](x), expected)
+
+
+def test_clip_bounds_numpy_refuses_are_a_named_error():
+    mod = rx.from_source(CLIP_UINT8.replace("LOW", "300").replace("HIGH", "400"))
+    with pytest.raises(ValueError, match=r"R.clip of a uint8 tensor: the bound 300 is outside the uint8 range"):
+        rx.build(mod, target="c")

@@ -106,3 +106,17 @@ def f(A: T.Buffer(("n",), "float32")):
     pred_vars = {id(v) for v in collect(realize.predicate, lambda x: isinstance(x, tir.Var))}
     assert pred_vars - {id(func.params[0].shape[0])} <= loop_vars
     assert [iv.kind for iv in realize.block.iter_vars] == ["S", "S"]
+
+
+def test_a_power_of_two_int_literals_is_python_s_int():
+    """s14: ``T.grid(2**40, 2)`` was refused ("expected an integer expression, got dtype float32"):
+    ``**`` of two int literals became a float ``T.pow``. TVMScript evaluates it in Python."""
+    func = tir.from_source('''
+@T.prim_func
+def grid(a: T.Buffer((1,), "float32")):
+    for i, j in T.grid(2**3, 2):
+        a[0] = a[0] + T.float32(i) ** 2
+''')
+    text = func.script()
+    assert "T.grid(8, 2)" in text or "range(8)" in text, text
+    assert 'T.pow(T.Cast("float32", i), 2.0)' in text, text   # a float power stays T.pow

@@ -29,7 +29,8 @@ from tensorir.schedule_rules.quantized import function_epilogue
 from tensorir.schedule_rules.quantized_gemm import function_element_epilogue, function_row_operand
 
 from ..kernel_signature import kernel_sym_vars
-from ..source_emitter import SourceEmitter, float_to_int_helpers, parenthesized
+from ..source_emitter import (SourceEmitter, float_floor_divmod_helpers, float_to_int_helpers,
+                              overflow_safe_division_helpers, parenthesized)
 from ..source_names import Names, sanitize
 
 from .quantized_gemm import MICRO_KERNEL_ATTR as GEMM_KERNEL_ATTR
@@ -111,11 +112,16 @@ static void rs_assert_failed(int32_t* status, const char** where, const char* me
 static inline void rs_set_status(int32_t* status, int32_t code) {
   int32_t ok = STATUS_OK;
   __atomic_compare_exchange_n(status, &ok, code, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED); }
+/* b == -1 apart: INT64_MIN / -1 traps (SIGFPE); NumPy gives the wrapped negation and 0 */
 static inline int64_t rs_floordiv(int64_t a, int64_t b) {
+  if (b == -1) return (int64_t)(0ULL - (uint64_t)a);
   int64_t q = a / b; return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q; }
 static inline int64_t rs_floormod(int64_t a, int64_t b) {
+  if (b == -1) return 0;
   int64_t r = a % b; return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r; }
+%TDIV%
 %FLOAT_TO_INT%
+%FLOAT_DIVMOD%
 %MINMAX%
 /* a multiply by a 0/1 mask, not a select: under a select gcc proves the clamp redundant and drops it */
 static inline float rs_expf(float x) {
@@ -135,7 +141,9 @@ def _min_max(name: str, ct: str) -> str:
 
 
 PRELUDE = PRELUDE.replace("%HALF_TO_FLOAT%", HALF_TO_FLOAT_C).replace(
-    "%FLOAT_TO_INT%", float_to_int_helpers("static inline", C_TYPES))
+    "%FLOAT_TO_INT%", float_to_int_helpers("static inline", C_TYPES)).replace(
+    "%FLOAT_DIVMOD%", float_floor_divmod_helpers("static inline", C_TYPES)).replace(
+    "%TDIV%", overflow_safe_division_helpers("static inline", C_TYPES))
 PRELUDE = C_DEFINES + PRELUDE.replace("%MINMAX%", "\n".join(_min_max(name, ct) for name, ct in C_TYPES.items()))
 
 # AVX-512 for vectorized loops (gcc's znver/skylake tunings prefer 256-bit vectors), and
@@ -263,9 +271,6 @@ class CFunctionEmitter(SourceEmitter):
     def float_literal_text(self, value: float, dtype: str) -> str:
         return self.float_literal(value, dtype)
 
-    def float_floor(self, dtype: str, text: str) -> str:
-        return f"{'floorf' if dtype == 'float32' else 'floor'}{text}"
-
     def zero_divisor_report(self) -> str:
         # hoisted code may run where the original would not: a zero there is no error
         return "0" if self.safe_division else "rs_divided_by_zero(&rs_status)"
@@ -360,7 +365,7 @@ class CFunctionEmitter(SourceEmitter):
             flat = flat if flat is not None else E.IntImm(0)
         if not (isinstance(buf.elem_offset, E.IntImm) and buf.elem_offset.value == 0):
             flat = E.add(buf.elem_offset, flat)
-        return self.expr(flat)
+        return self.index_text(flat)
 
     # ------------------------------------------------------------ statements
     @handles(S.BufferStore, table="stmt")

@@ -39,7 +39,8 @@ from tensorir.script.expr_printer import format_expr
 from tensorir.structural import structural_equal
 
 from ..c.status import ASSERT_NUMBER_BASE, STATUS_ASSERT_FAILED, STATUS_INDEX_OUT_OF_RANGE, STATUS_ZERO_DIVISION
-from ..source_emitter import SourceEmitter, float_to_int_helpers, parenthesized
+from ..source_emitter import (SourceEmitter, float_floor_divmod_helpers, float_to_int_helpers,
+                              overflow_safe_division_helpers, parenthesized)
 from ..source_names import Names
 from .cross_thread_reduce import ThreadReduce, identity
 from .errors import GPULoweringError
@@ -192,9 +193,6 @@ class KernelEmitter(SourceEmitter):
     def math_call(self, e: E.Call, args: list[str]) -> str:
         return self.math(e.op, e.args[0].dtype if e.args else e.dtype, args)
 
-    def float_floor(self, dtype: str, text: str) -> str:
-        return self.math("floor", dtype, [text])
-
     def zero_divisor_report(self) -> str:
         return "rs_divided_by_zero(rs_status)"
 
@@ -248,7 +246,7 @@ class KernelEmitter(SourceEmitter):
         flat = indices[0]
         if not E.is_const_int(buf.elem_offset, 0):
             flat = E.add(buf.elem_offset, flat)
-        return self.expr(flat)
+        return self.index_text(flat)
 
     # ------------------------------------------------------------ statements
     def barrier(self, reason: str, hazard: set) -> None:
@@ -706,6 +704,7 @@ def helper_prelude(emitter_cls, dtypes) -> str:
     """Helpers every kernel may call: integer floor division, the zero-divisor report,
     NaN-propagating min/max per dtype (as NumPy's minimum/maximum)."""
     h, g, i64 = emitter_cls.HELPER, emitter_cls.GLOBAL, emitter_cls.TYPES["int64"]
+    u64 = emitter_cls.TYPES["uint64"]
     status = f"{(g + ' int').strip()}* status"
     lines = [
         f"#define STATUS_ZERO_DIVISION ({STATUS_ZERO_DIVISION})",
@@ -729,12 +728,15 @@ def helper_prelude(emitter_cls, dtypes) -> str:
         "return 0; }".strip(),
         f"{h} {i64} rs_checked_index({i64} i, {i64} n, {status}) {{ {i64} w = i < 0 ? i + n : i; "
         "return (w >= 0 && w < n) ? w : rs_index_out_of_range(status, i, n); }".strip(),
-        f"{h} {i64} rs_floordiv({i64} a, {i64} b) {{ {i64} q = a / b; "
-        "return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q; }".strip(),
-        f"{h} {i64} rs_floormod({i64} a, {i64} b) {{ {i64} r = a % b; "
+        # b == -1 apart: the smallest int64 / -1 traps (see the C prelude)
+        f"{h} {i64} rs_floordiv({i64} a, {i64} b) {{ if (b == -1) return ({i64})(({u64})0 - ({u64})a); "
+        f"{i64} q = a / b; return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q; }}".strip(),
+        f"{h} {i64} rs_floormod({i64} a, {i64} b) {{ if (b == -1) return 0; {i64} r = a % b; "
         "return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r; }".strip(),
+        overflow_safe_division_helpers(h, emitter_cls.TYPES),
     ]
     lines.append(float_to_int_helpers(h, {d: emitter_cls.TYPES[d] for d in dtypes}))
+    lines.append(float_floor_divmod_helpers(h, {d: emitter_cls.TYPES[d] for d in dtypes}, overloaded_math=True))
     for dtype in dtypes:
         ct = emitter_cls.TYPES[dtype]
         nan = " || a != a" if dt.is_float(dtype) else ""

@@ -24,9 +24,11 @@ from .registry import register_op
 
 
 def _divide(a, b):
-    if np.issubdtype(a.dtype, np.integer):
-        quotient = np.abs(a) // np.abs(b)
-        return np.where((a < 0) != (b < 0), -quotient, quotient)
+    if np.issubdtype(a.dtype, np.integer):   # truncating: the floor quotient moved up where inexact
+        # (not |a| // |b|: the smallest integer's abs is itself, -128 // 8 gave 16 in int8)
+        quotient = np.floor_divide(a, b)
+        inexact = (np.mod(a, b) != 0) & ((a < 0) != (b < 0))
+        return quotient + inexact.astype(quotient.dtype)
     return np.true_divide(a, b)
 
 

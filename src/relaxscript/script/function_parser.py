@@ -60,11 +60,11 @@ class FunctionParser:
             attrs = self._func_attrs(node.body)
             # A builder of its own: its module only receives this function.
             self.bb = BlockBuilder(IRModule())
-            with self.bb.function(node.name, params, attrs, decorator_purity(node, self.ctx)):
+            with self.bb.function(node.name, params, attrs, decorator_purity(node, self.ctx),
+                                  decorator_flag(node, self.ctx, "private", False)):
                 self._body(node, ret)
             func = self.bb.get()[node.name]
             func.span = self.ctx.span(node)
-            func.is_private = decorator_flag(node, self.ctx, "private", False)
             if outer is None:  # a local function is checked with its enclosing one
                 self._check_well_formed(func, node)
             return func

@@ -68,7 +68,7 @@ class _Binder(PassMutator):
         kept = tuple(p for p in func.params if p not in self.var_remap)
         if len(kept) == len(func.params):
             return func
-        fewer = Function(kept, func.body, func.ret_struct_info, func.is_pure, func.attrs)
+        fewer = Function(kept, func.body, func.ret_struct_info, func.is_pure, func.attrs, func.is_private)
         new = super().visit_Function(fewer)
         # an unused bound parameter leaves the body as it was: annotate the new signature
         return self.builder._normalize_detached(new) if new is fewer else new

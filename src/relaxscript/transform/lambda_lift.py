@@ -170,7 +170,8 @@ class _Lifter(ExprMutator):
         remap.self_call = (local, _Lifted(gvar, captured_params, [fresh[v] for v in shape_vars]))
         body = remap.visit(func.body)
         attrs = {k: v for k, v in func.attrs.items() if k != "global_symbol"}
-        lifted = Function(params + captured_params + shape_params, body, ret, func.is_pure, attrs)
+        # private, as TVM's lifted closures: an unused local function must not become a build's entry
+        lifted = Function(params + captured_params + shape_params, body, ret, func.is_pure, attrs, is_private=True)
         self.lifted_functions[name] = BlockBuilder()._normalize_detached(lifted)
         return _Lifted(gvar, captured, shape_vars)
 

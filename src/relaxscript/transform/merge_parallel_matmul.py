@@ -86,7 +86,8 @@ def merge_module(mod: IRModule, max_elements: int = DEFAULT_MAX_ELEMENTS) -> tup
             continue
         joined = {members: Var(f"merged_weight{i}", _joined_sinfo(members)) for i, members in enumerate(groups)}
         variant_params = (*func.params, *joined.values())
-        variant = Function(variant_params, func.body, func.ret_struct_info, func.is_pure, func.attrs)
+        variant = Function(variant_params, func.body, func.ret_struct_info, func.is_pure, func.attrs,
+                           func.is_private)
         renewer = _Renewer(variant)
         variant = renewer.visit(variant)
         joined = {tuple(renewer.var_remap[p] for p in members): renewer.var_remap[var]

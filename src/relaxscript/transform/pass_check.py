@@ -80,6 +80,17 @@ def public_functions(mod) -> list[str]:
     return names or [n for n in mod.relax_functions if n == "main"] or list(mod.relax_functions)[:1]
 
 
+def check_kept_privacy(pass_name: str, before, after) -> None:
+    """Every function the pass keeps keeps ``@R.function(private=True)`` (or its absence): privacy is
+    not part of structural equality, and a private function that turned public would become a build's
+    entry (vm/build.py's mark_entry_functions)."""
+    for name, func in before.relax_functions.items():
+        kept = after.relax_functions.get(name)
+        if kept is not None and kept.is_private != func.is_private:
+            raise PassCheckError(f"pass {pass_name} made function {name!r} "
+                                 f"{'public' if func.is_private else 'private'}")
+
+
 def check_same_results(pass_name: str, before, after, ctx) -> None:
     from ..interpreter import interpret
     rng = np.random.default_rng(ctx.check_seed)

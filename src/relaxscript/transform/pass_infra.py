@@ -99,7 +99,8 @@ class Pass(abc.ABC):
             else:
                 print(f"# ---- after {self.name}\n{result.script()}")
         if ctx.check_with_interpreter:
-            from .pass_check import check_same_results
+            from .pass_check import check_kept_privacy, check_same_results
+            check_kept_privacy(self.name, mod, result)
             check_same_results(self.name, mod, result, ctx)
         return result
 

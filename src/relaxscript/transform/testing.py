@@ -31,7 +31,7 @@ from ..block_builder import BlockBuilder
 from ..expr import Call, Constant, GlobalVar, Tuple, TupleGetItem, Var
 from ..irmodule import IRModule
 from ..struct_info import TensorStructInfo
-from .pass_check import _same, public_functions, random_inputs
+from .pass_check import _same, check_kept_privacy, public_functions, random_inputs
 
 _UNARY = [op.exp, op.negative, op.nn.relu, op.tanh, op.sigmoid, op.abs]
 _BINARY = [op.add, op.multiply, op.subtract, op.maximum]
@@ -40,11 +40,12 @@ _LOGICAL = [op.logical_and, op.logical_or, op.logical_xor]
 
 
 def _add_helpers(bb: BlockBuilder) -> GlobalVar:
-    """``helper(x: (p, q)) -> (p * q,)`` and an unreachable ``unused_helper``."""
+    """``helper(x: (p, q)) -> (p * q,)`` and an unreachable ``unused_helper``, both private (as a
+    script's ``@R.function(private=True)``: every pass must keep the flag)."""
     for name in ("helper", "unused_helper"):
         p, q = tir.size_var("p"), tir.size_var("q")
         x = Var("x", TensorStructInfo((p, q), "float32"))
-        with bb.function(name, [x]):
+        with bb.function(name, [x], private=True):
             with bb.dataflow():
                 lv = bb.emit(op.flatten(x))
                 gv = bb.emit_output(op.nn.relu(lv))
@@ -355,6 +356,7 @@ def assert_pass_preserves(pass_, mod: IRModule, samples: int = 3, seed: int = 0,
     assert mod.script() == text_before and structural_hash(mod) == hash_before, \
         f"pass {name} mutated its input module"
     check_well_formed(after)
+    check_kept_privacy(name, mod, after)
     text_after = after.script()
     again = from_source(text_after)
     try:

@@ -21,6 +21,7 @@ from tensorir.variants import VariantError, check_variant, variant_guards
 
 from .. import expr as rx
 from ..analysis.written_params import packed_call_outputs, written_arguments, written_parameter_vars
+from ..interpreter.arguments import int_range
 from ..interpreter.values import ShapeTuple
 from ..irmodule import IRModule
 from ..op.registry import reference_attrs
@@ -42,6 +43,15 @@ class KernelUse:
         self.name = name
         self.func = func
         self.sym_vars = kernel_sym_vars(func)
+        self._loop_counts = None
+
+    @property
+    def loop_counts(self) -> list:
+        """The kernel's loop-nest and allocation counts over its symbolic vars (``loop_nest_counts``)."""
+        if self._loop_counts is None:
+            from tensorir.analysis.loop_counts import loop_nest_counts
+            self._loop_counts = loop_nest_counts(self.func.body, self.sym_vars)
+        return self._loop_counts
 
 
 class FunctionCompiler(ClassDispatch):
@@ -64,6 +74,7 @@ class FunctionCompiler(ClassDispatch):
         self.aliasing: set = set()          # registers that may view frame-owned storage
         self.static_storages: set = set()
         self.vectors: dict = {}
+        self.counted: set = set()           # loop counts already checked (sym_code trees)
         # MakeTuple folding: a field taken from a tuple built in this function is the field's own
         # register (no GetItem); a MakeTuple nothing else reads is dropped at the end
         self.tuple_defs: dict = {}          # tuple register -> (MakeTuple instruction, field registers)
@@ -342,6 +353,7 @@ class FunctionCompiler(ClassDispatch):
         exprs = bind_kernel_call(self.table, self.defined, self.name, kernel_name, prim, use.sym_vars,
                                  buffer_args, scalar_exprs, site)
         base = self.sym_vector(exprs, site)
+        self.check_loop_counts(kernel_name, use, exprs, site)
         scalar_names = tuple(v.name for v in prim.scalar_params)
         scalar_slots = tuple(base + use.sym_vars.index(v) for v in prim.scalar_params)
         kernel_name, variants = self.kernel_variants(kernel_name, prim, use, exprs, site)
@@ -380,6 +392,46 @@ class FunctionCompiler(ClassDispatch):
             self.kernels.setdefault(kernel_name, KernelUse(kernel_name, self.mod[kernel_name]))
         return kernel_name, tuple(variants)
 
+    def check_loop_counts(self, kernel_name: str, use: KernelUse, exprs, site: CallSiteBuilder) -> None:
+        """Refuse, where the kernel's symbolic values get known (before any kernel runs), a loop nest
+        or allocation of the kernel whose count passes int64: generated code counts with int64, so
+        such a nest wraps or never ends (a fused ``sum(ones((a, b)))`` at a = b = 2**32 allocates
+        nothing the allocation checks could refuse). A count that is a lone var fits by its own
+        check; counts over dims read at the call come from arrays that exist."""
+        hi = int_range("int64")[1]
+        values = dict(zip(use.sym_vars, exprs))
+        for count, what in use.loop_counts:
+            try:
+                count = simplify(substitute(count, values))
+            except (OverflowError, ValueError):   # constant factors past int64 (a hand-written prim_func)
+                count = None
+            if count is None or (isinstance(count, E.IntImm) and count.value > hi):
+                raise VMBuildError(f"function '{self.name}': kernel '{kernel_name}' has more than {hi} {what} "
+                                   "(more than int64 counts)")
+            used = list(dict.fromkeys(vars_of(count)))
+            if isinstance(count, (E.IntImm, E.Var)) or any(v in site.local for v in used):
+                continue
+            try:
+                code = self.table.code(count, self.defined)
+            except VMBuildError:
+                continue   # an expression the VM cannot compute: left unchecked, as before
+            if code in self.counted:
+                continue
+            self.counted.add(code)
+            target = self.definition_point([count])
+            names = ", ".join(f"{v.name} = {{{i}}}" for i, v in enumerate(used))
+            target.messages.append(f"function '{self.name}': kernel '{kernel_name}' would have {format_expr(count)}"
+                                   f" = {{actual}} {what}, more than int64 counts ({{expected}}; symbolic var "
+                                   f"{names})")
+            slots = [("t", self.table.slot_of(v)) for v in used]
+            target.checks.append(("fail_if", (">", code, ("int", hi)), len(target.messages) - 1, code,
+                                  ("int", hi), *slots))
+
+    def definition_point(self, exprs) -> I.MatchValues:
+        """The MatchValues after which every var of ``exprs`` has its value."""
+        points = [self.def_point[v] for e in exprs for v in vars_of(e) if v in self.def_point]
+        return max(points, key=lambda p: p[0])[1] if points else self.code[0]
+
     def sym_vector(self, exprs, site: CallSiteBuilder) -> int:
         """Contiguous slots holding ``exprs``, filled where their vars get values."""
         if not exprs:
@@ -395,8 +447,7 @@ class FunctionCompiler(ClassDispatch):
             site.assign.extend(assignments)
             return base
         self.vectors[codes] = base
-        points = [self.def_point[v] for e in exprs for v in vars_of(e) if v in self.def_point]
-        _, target = max(points, key=lambda p: p[0]) if points else (0, self.code[0])
+        target = self.definition_point(exprs)
         target.derived.extend(assignments)
         for expr, (_slot, code) in zip(exprs, assignments):
             if not isinstance(expr, (E.Var, E.IntImm)):   # vars were checked when bound

@@ -71,12 +71,29 @@ def has_intrinsic(op: str) -> bool:
     return op in _INTRINSICS
 
 
+# Where Python's math raises (log(0), sqrt(-1), exp(1000), floor(inf)), a kernel computes the IEEE
+# value: these give it, as NumPy does.
+_IEEE = {"exp": np.exp, "log": np.log, "sqrt": np.sqrt, "rsqrt": lambda x: 1.0 / np.sqrt(x),
+         "sigmoid": lambda x: 1.0 / (1.0 + np.exp(-x)), "pow": np.power, "floor": np.floor, "ceil": np.ceil,
+         "exp2": np.exp2, "log2": np.log2, "tan": np.tan, "trunc": np.trunc, "log1p": np.log1p,
+         "exp10": lambda x: np.power(10.0, x), "asin": np.arcsin, "acos": np.arccos, "sinh": np.sinh,
+         "cosh": np.cosh, "atanh": np.arctanh, "acosh": np.arccosh, "fmod": np.fmod, "sin": np.sin,
+         "cos": np.cos, "hypot": np.hypot}
+
+
 def call_intrinsic(op: str, dtype: str, args):
     """Intrinsic ``op`` on Python scalars, its result rounded to ``dtype``."""
     fn = _INTRINSICS.get(op)
     if fn is None:
         raise EvaluationError(f"cannot evaluate call to {op!r}")
-    return _round_to(fn(*args), dtype)
+    try:
+        value = fn(*args)
+    except (ValueError, OverflowError, ZeroDivisionError) as err:
+        if op not in _IEEE or not dt.is_float(dtype):
+            raise EvaluationError(f"{op}{tuple(args)} has no {dtype} value: {err}") from None
+        with np.errstate(all="ignore"):
+            value = _IEEE[op](*(np.float64(a) for a in args))
+    return _round_to(value, dtype)
 
 
 def round_to_dtype(value, dtype: str):
@@ -116,22 +133,29 @@ class _Evaluator(ClassDispatch):
         a, b = self.eval(e.a), self.eval(e.b)
         return _round_to(fn(a, b), e.dtype)
 
+    def _float_binary(self, e, ufunc):
+        """A float division in ``e.dtype`` as NumPy computes it (a zero divisor gives inf or NaN,
+        floor division and modulo NumPy's, which differ from ``floor(a / b)``; not Python's errors)."""
+        scalar = np.dtype(e.dtype).type
+        with np.errstate(all="ignore"):
+            return self._binary(e, lambda a, b: ufunc(scalar(a), scalar(b)))
+
     @handles(E.Div)
     def div(self, e):
         if dt.is_float(e.dtype):
-            return self._binary(e, lambda a, b: a / b)
+            return self._float_binary(e, np.true_divide)
         return self._binary(e, _trunc_div)
 
     @handles(E.FloorDiv)
     def floordiv(self, e):
         if dt.is_float(e.dtype):
-            return self._binary(e, lambda a, b: math.floor(a / b))
+            return self._float_binary(e, np.floor_divide)
         return self._binary(e, lambda a, b: a // b)
 
     @handles(E.FloorMod)
     def floormod(self, e):
         if dt.is_float(e.dtype):
-            return self._binary(e, lambda a, b: a - math.floor(a / b) * b)
+            return self._float_binary(e, np.mod)
         return self._binary(e, lambda a, b: a % b)
 
     @handles(E.EQ, E.NE, E.LT, E.LE, E.GT, E.GE)

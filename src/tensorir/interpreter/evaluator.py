@@ -131,8 +131,8 @@ class ExprEvaluator(ClassDispatch):
     @handles(E.FloorDiv)
     def _floordiv(self, e, mask):
         a, b = self._operands(e, mask)
-        if np_dtype(e.dtype).kind == "f":
-            return as_dtype(np.floor(np.true_divide(a, b)), e.dtype)
+        if np_dtype(e.dtype).kind == "f":   # NumPy's float floor division (1 // 0.1 is 9, inf // 2 NaN)
+            return as_dtype(np.floor_divide(a, b), e.dtype)
         return as_dtype(np.floor_divide(a, self._int_divisor(e, b, mask)), e.dtype)
 
     @handles(E.FloorMod)

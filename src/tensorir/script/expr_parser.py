@@ -270,6 +270,8 @@ class ExprParser(ClassDispatch):
         a, b = self.eval(node.left), self.eval(node.right)
         op = type(node.op)
         if op is ast.Pow:
+            if all(isinstance(v, int) and not isinstance(v, bool) for v in (a, b)) and 0 <= b <= 64:
+                return a ** b   # Python's value of two int literals (2**40 as an extent), as TVMScript
             return E.call_intrin("pow", self.to_prim(a, node.left), b)
         if op not in _BINOPS:
             raise self.error(f"unsupported operator {type(node.op).__name__}", node)

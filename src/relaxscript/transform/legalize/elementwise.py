@@ -102,8 +102,14 @@ def _clip(ctx, call):
     dtype = call.args[0].struct_info.dtype
     if not dt.is_float(dtype):
         # NumPy clips in floating point and the cast back truncates: for integer
-        # inputs that equals clipping to the truncated bounds.
+        # inputs that equals clipping to the truncated bounds. A bound past the dtype's range on
+        # its own side clips nothing (NumPy drops it); one past the other side NumPy refuses.
         lo, hi = int(lo), int(hi)
+        smallest, largest = dt.int_range(dtype)
+        if lo > largest or hi < smallest:
+            raise ValueError(f"R.clip of a {dtype} tensor: the bound {lo if lo > largest else hi} is outside "
+                             f"the {dtype} range [{smallest}, {largest}] (NumPy refuses it too)")
+        lo, hi = max(lo, smallest), min(hi, largest)
     low, high = E.const(lo, dtype), E.const(hi, dtype)
     return _elementwise(call, ctx, lambda x: E.min_(E.max_(x, low), high))
 

@@ -10,6 +10,7 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 import relaxscript as rx
+from tests.hang_guard import hang_guard
 from tests.targets import AVAILABLE_VM_TARGETS
 from relaxscript.transform.pass_check import _same, random_inputs
 from relaxscript.transform.testing import dataflow_modules
@@ -22,6 +23,10 @@ from .test_memory_random import build as call_tir_program
 TARGETS = AVAILABLE_VM_TARGETS
 QUICK = settings(max_examples=6, deadline=None, suppress_health_check=list(HealthCheck))
 THOROUGH = settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+# one target's run of one sample; far above any real run: past it a kernel is taken not to end
+# (s14: an OpenCL run of a SHAPE_STEPS program that spun for 30 min), and the process stops with
+# the program and its inputs on stderr (tests/hang_guard.py)
+RUN_LIMIT_S = 300
 
 
 def _shapes(args) -> list:
@@ -74,7 +79,9 @@ def check_builds_match_interpreter(mod, seed: int, samples: int = 3) -> None:
             continue
         for target, vm in vms.items():
             try:
-                got = vm["main"](*args)
+                where = f"target {target!r}, seed {seed}, sample {sample}, inputs {_shapes(args)}"
+                with hang_guard(RUN_LIMIT_S, lambda where=where: f"{where}, program:\n{mod.script()}"):
+                    got = vm["main"](*args)
             except ShapeMismatchError as err:
                 # a dead binding's check a build keeps: an argmax / argmin of an empty axis (its
                 # check stays where the build drops the op), or an index out of range in a dead op

@@ -48,6 +48,12 @@ def built_vms(mod) -> dict:
     return vms
 
 
+def _guarded_run(mod, vm, args, where: str):
+    """``vm["main"](*args)``; past RUN_LIMIT_S the process stops with ``where`` and the program."""
+    with hang_guard(RUN_LIMIT_S, lambda: f"{where}, inputs {_shapes(args)}, program:\n{mod.script()}"):
+        return vm["main"](*args)
+
+
 def check_builds_match_interpreter(mod, seed: int, samples: int = 3) -> None:
     vms = built_vms(mod)
     # the interpreter runs dead bindings, which builds drop: an index out of range in one is no error
@@ -64,24 +70,22 @@ def check_builds_match_interpreter(mod, seed: int, samples: int = 3) -> None:
             # a data-dependent index outside its axis: an error on every target too, naming the
             # kernel and the value (which bad index is met first may differ between targets)
             event("an index out of range")
-            for vm in vms.values():
+            for target, vm in vms.items():
                 with pytest.raises(IndexOutOfRangeError, match=r"kernel '.*': index -?\d+ is out of range "
                                                                r"for an axis of size \d+"):
-                    vm["main"](*args)
+                    _guarded_run(mod, vm, args, f"target {target!r}, seed {seed}, sample {sample}")
             continue
         except ShapeMismatchError as err:   # (IndexOutOfRangeError is one too: above)
             # an argmax / argmin of an empty axis: an error on every target too
             event("a shape error")
-            for vm in vms.values():
+            for target, vm in vms.items():
                 with pytest.raises(ShapeMismatchError, match="arg(max|min)"):
-                    vm["main"](*args)
+                    _guarded_run(mod, vm, args, f"target {target!r}, seed {seed}, sample {sample}")
             assert "arg" in str(err)
             continue
         for target, vm in vms.items():
             try:
-                where = f"target {target!r}, seed {seed}, sample {sample}, inputs {_shapes(args)}"
-                with hang_guard(RUN_LIMIT_S, lambda where=where: f"{where}, program:\n{mod.script()}"):
-                    got = vm["main"](*args)
+                got = _guarded_run(mod, vm, args, f"target {target!r}, seed {seed}, sample {sample}")
             except ShapeMismatchError as err:
                 # a dead binding's check a build keeps: an argmax / argmin of an empty axis (its
                 # check stays where the build drops the op), or an index out of range in a dead op

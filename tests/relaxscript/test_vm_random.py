@@ -10,6 +10,7 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 import relaxscript as rx
+from tests.hang_guard import hang_guard
 from tests.targets import AVAILABLE_VM_TARGETS
 from relaxscript.transform.pass_check import _same, random_inputs
 from relaxscript.transform.testing import dataflow_modules
@@ -22,6 +23,10 @@ from .test_memory_random import build as call_tir_program
 TARGETS = AVAILABLE_VM_TARGETS
 QUICK = settings(max_examples=6, deadline=None, suppress_health_check=list(HealthCheck))
 THOROUGH = settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+# one target's run of one sample; far above any real run: past it a kernel is taken not to end
+# (s14: an OpenCL run of a SHAPE_STEPS program that spun for 30 min), and the process stops with
+# the program and its inputs on stderr (tests/hang_guard.py)
+RUN_LIMIT_S = 300
 
 
 def _shapes(args) -> list:
@@ -43,6 +48,12 @@ def built_vms(mod) -> dict:
     return vms
 
 
+def _guarded_run(mod, vm, args, where: str):
+    """``vm["main"](*args)``; past RUN_LIMIT_S the process stops with ``where`` and the program."""
+    with hang_guard(RUN_LIMIT_S, lambda: f"{where}, inputs {_shapes(args)}, program:\n{mod.script()}"):
+        return vm["main"](*args)
+
+
 def check_builds_match_interpreter(mod, seed: int, samples: int = 3) -> None:
     vms = built_vms(mod)
     # the interpreter runs dead bindings, which builds drop: an index out of range in one is no error
@@ -59,22 +70,22 @@ def check_builds_match_interpreter(mod, seed: int, samples: int = 3) -> None:
             # a data-dependent index outside its axis: an error on every target too, naming the
             # kernel and the value (which bad index is met first may differ between targets)
             event("an index out of range")
-            for vm in vms.values():
+            for target, vm in vms.items():
                 with pytest.raises(IndexOutOfRangeError, match=r"kernel '.*': index -?\d+ is out of range "
                                                                r"for an axis of size \d+"):
-                    vm["main"](*args)
+                    _guarded_run(mod, vm, args, f"target {target!r}, seed {seed}, sample {sample}")
             continue
         except ShapeMismatchError as err:   # (IndexOutOfRangeError is one too: above)
             # an argmax / argmin of an empty axis: an error on every target too
             event("a shape error")
-            for vm in vms.values():
+            for target, vm in vms.items():
                 with pytest.raises(ShapeMismatchError, match="arg(max|min)"):
-                    vm["main"](*args)
+                    _guarded_run(mod, vm, args, f"target {target!r}, seed {seed}, sample {sample}")
             assert "arg" in str(err)
             continue
         for target, vm in vms.items():
             try:
-                got = vm["main"](*args)
+                got = _guarded_run(mod, vm, args, f"target {target!r}, seed {seed}, sample {sample}")
             except ShapeMismatchError as err:
                 # a dead binding's check a build keeps: an argmax / argmin of an empty axis (its
                 # check stays where the build drops the op), or an index out of range in a dead op

@@ -20,7 +20,7 @@ from tensorir.errors import ParseError
 
 from .. import expr as rx
 from ..op.layout_transform import IndexMap
-from ..struct_info import StructInfo
+from ..struct_info import PrimStructInfo, StructInfo
 from . import namespace as ns
 from .annotations import ANNOTATION_KINDS, AnnotationParser
 from .constants import CONSTANT_KEY, METADATA_NAME
@@ -55,6 +55,18 @@ OUT_OF_SCOPE_PREFIXES = {
 }
 
 
+def symbolic_of(value, name: str):
+    """The symbolic variable a name means in a shape: a symbolic Var itself, or the value of
+    a scalar parameter declared with it (TVM's ``n: T.int64``, printed ``n: R.Prim(value="n")``:
+    one name, the graph-level value in the body and the symbolic variable in shapes)."""
+    if isinstance(value, E.Var):
+        return value
+    sinfo = getattr(value, "struct_info", None) if isinstance(value, rx.Var) else None
+    if isinstance(sinfo, PrimStructInfo) and isinstance(sinfo.value, E.Var) and sinfo.value.name == name:
+        return sinfo.value
+    return None
+
+
 class ValueParser(ClassDispatch):
     def __init__(self, ctx: ParseContext, scope: Scope, global_vars: dict, class_names=frozenset()):
         self.ctx = ctx
@@ -67,8 +79,7 @@ class ValueParser(ClassDispatch):
 
     # ------------------------------------------------------------ symbolic names
     def lookup_sym(self, name: str):
-        value = self.scope.lookup(name)
-        return value if isinstance(value, E.Var) else None
+        return symbolic_of(self.scope.lookup(name), name)
 
     def bound_by_script(self, name: str) -> bool:
         return self.scope.lookup(name) is not None or name in self.global_vars or name in self.class_names
@@ -85,8 +96,8 @@ class ValueParser(ClassDispatch):
     def sym_parser(self) -> SymExprParser:
         def lookup(name, node):
             value = self.scope.lookup(name)
-            if isinstance(value, E.Var):
-                return value
+            if symbolic_of(value, name) is not None:
+                return symbolic_of(value, name)
             if value is not None:
                 raise self.ctx.error(f"{name!r} is a graph-level value, not a symbolic variable", node)
             raise self.ctx.error(f"undefined symbolic variable {name!r}", node)

@@ -957,8 +957,18 @@ class FunctionParser(BlockParserMixin):
         bound = E.Var(var.name, var.dtype)
         return LetStmt(bound, value, self.scoped_body(rest, frame, var_node.id, bound))
 
+    def branch_condition(self, node: ast.expr) -> E.PrimExpr:
+        """An ``if``/``while`` condition: a boolean, or one integer meaning ``!= 0`` as in C
+        (TVM's script takes ``if n:`` with ``n: T.int32``; it reads back as ``if n != 0:``)."""
+        cond = self.exprs.expr(node)
+        if dt.is_int(cond.dtype) and dt.lanes(cond.dtype) == 1:
+            return cond != E.const(0, cond.dtype)
+        if cond.dtype != "bool":
+            raise self.error(f"a condition must be one boolean or integer, got {cond.dtype}", node)
+        return cond
+
     def parse_if(self, st: ast.If) -> Stmt:
-        cond = self.exprs.expr(st.test)
+        cond = self.branch_condition(st.test)
         then = self.nested_body(st.body)
         other = self.nested_body(st.orelse) if st.orelse else None
         return IfThenElse(cond, then, other)
@@ -967,9 +977,7 @@ class FunctionParser(BlockParserMixin):
         """``while cond:`` (tir.While): the condition is read again before each iteration."""
         if st.orelse:
             raise self.error("while-else is not supported", st)
-        cond = self.exprs.expr(st.test)
-        if cond.dtype != "bool":
-            raise self.error(f"a while condition must be one boolean, got {cond.dtype}", st.test)
+        cond = self.branch_condition(st.test)
         self.jump_targets.append("while")
         try:
             return While(cond, self.nested_body(st.body))

@@ -302,6 +302,8 @@ class FunctionParser:
         sinfo = self._checked_annotation(name, annotation, value.struct_info, stmt)
         var = self._new_var(name, sinfo, stmt)
         self.bb.emit_normalized(rx.VarBinding(var, value))
+        if isinstance(value, rx.ExternFunc):
+            self.values.extern_functions[id(var)] = value
         return var
 
     def _match_cast(self, name, annotation, node: ast.Call, stmt) -> rx.Var:

@@ -67,6 +67,10 @@ def symbolic_of(value, name: str):
     return None
 
 
+# Packed calls whose first argument is the callee (a name, or a Var bound to R.ExternFunc).
+PACKED_CALLS = ("call_dps_packed", "call_pure_packed", "call_packed")
+
+
 class ValueParser(ClassDispatch):
     def __init__(self, ctx: ParseContext, scope: Scope, global_vars: dict, class_names=frozenset()):
         self.ctx = ctx
@@ -76,6 +80,16 @@ class ValueParser(ClassDispatch):
         self.annotations = AnnotationParser(self.lookup_sym, self.declare_sym, ctx.error,
                                             ctx.r_names, ctx.t_names, python=self.python_value)
         self.declare_hook = None  # set by the function parser: declares a new symbolic var
+        # Vars bound to R.ExternFunc("name") (id -> ExternFunc): a packed call through such a
+        # variable calls that registered function (TVM: ``f = R.ExternFunc("g")``,
+        # ``R.call_dps_packed(f, ...)``); the call names the function itself.
+        self.extern_functions: dict[int, rx.ExternFunc] = {}
+
+    def extern_callee(self, value):
+        """The ExternFunc a packed call's callee ``value`` stands for (itself when not a Var)."""
+        if isinstance(value, rx.Var) and id(value) in self.extern_functions:
+            return self.extern_functions[id(value)]
+        return value
 
     # ------------------------------------------------------------ symbolic names
     def lookup_sym(self, name: str):
@@ -362,6 +376,8 @@ class ValueParser(ClassDispatch):
 
     def call_constructor(self, path: str, constructor, node: ast.Call, receiver=None):
         args = ([] if receiver is None else [receiver]) + [self.value(a) for a in node.args]
+        if path in PACKED_CALLS and args:
+            args[0] = self.extern_callee(args[0])
         kwargs = {k.arg: self.value(k.value) for k in node.keywords}
         if any(k.arg is None for k in node.keywords) or any(isinstance(a, ast.Starred) for a in node.args):
             raise self.ctx.error("*args/**kwargs are not supported in scripts", node)
@@ -471,7 +487,9 @@ class ValueParser(ClassDispatch):
     def _packed_parts(self, node, form: str):
         if not node.args:
             raise self.ctx.error(f"R.{form} needs the function name first", node)
-        symbol = self._string(node.args[0], f"R.{form}")
+        callee = self.extern_callee(self.value(node.args[0])) if isinstance(node.args[0], ast.Name) else None
+        symbol = callee.global_symbol if isinstance(callee, rx.ExternFunc) \
+            else self._string(node.args[0], f"R.{form}")
         sinfo_args = []
         for k in node.keywords:
             if k.arg not in ("sinfo_args", "ty_args"):  # ty_args: older TVM's spelling

@@ -1094,16 +1094,7 @@ class FunctionParser(BlockParserMixin):
             ext = extent_between(lo, hi)
         step = None
         if step_node is not None:
-            # `for i in range(lo, hi, s)`: the loop counts k over ceil((hi - lo) / s) trips and the
-            # body reads i as lo + k * s (TVM's CanonicalizeLoop form; a step must be known to be
-            # positive for the trip count to mean the same)
-            step = self.exprs.constant(step_node, "a loop step", (int,))
-            if step <= 0:
-                raise self.error(f"a loop step must be a positive constant integer, got {step}", step_node)
-            if step == 1:
-                step = None
-            else:
-                ext = E.max_(E.ceildiv(ext, E.const(step, ext.dtype)), E.const(0, ext.dtype))
+            step, ext = self.loop_step(step_node, ext)
         thread = None
         if kind == "thread_binding":
             if "thread" not in kw:
@@ -1114,13 +1105,38 @@ class FunctionParser(BlockParserMixin):
             raise self.error("annotations must be a dict", kw["annotations"])
         return target, lo, ext, kind, thread, annotations, step
 
+    def loop_step(self, node: ast.expr, ext: E.PrimExpr):
+        """``for i in range(lo, hi, s)``: the loop counts k over max(ceil((hi - lo) / s), 0)
+        trips and the body reads i as lo + k * s (TVM's CanonicalizeLoop form). ``s`` is a nonzero
+        constant (negative counts down: ``range(7, -1, -1)``) or a run-time integer, whose sign
+        decides the count as Python's ``range`` does (a zero step stops the function with an
+        error before the loop). Returns the step (None for 1) and the trip count."""
+        zero = E.const(0, ext.dtype)
+        value = self.exprs.eval(node)
+        if isinstance(value, bool) or not (isinstance(value, int) or isinstance(value, E.PrimExpr)
+                                           and dt.is_int(value.dtype) and dt.lanes(value.dtype) == 1):
+            raise self.error(f"a loop step must be an integer, got {ast.unparse(node)}", node)
+        if isinstance(value, E.IntImm):
+            value = value.value
+        if isinstance(value, int):
+            if value == 0:
+                raise self.error("a loop step must not be zero", node)
+            if value == 1:
+                return None, ext
+            if value > 0:
+                return E.const(value, ext.dtype), E.max_(E.ceildiv(ext, E.const(value, ext.dtype)), zero)
+            return E.const(value, ext.dtype), E.max_(E.ceildiv(E.sub(zero, ext), E.const(-value, ext.dtype)), zero)
+        step = E.cast(ext.dtype, value) if value.dtype != ext.dtype else value
+        # ceil(ext / s) = -floor(-ext / s) for either sign of s
+        return step, E.max_(E.sub(zero, E.floordiv(E.sub(zero, ext), step)), zero)
+
     def build_loops(self, loops, body_stmts) -> Stmt:
         self.scope.push()
         made = []
         for target, lo, ext, kind, thread, loop_annotations, step in loops:
             if step is not None:  # counts from 0; the name reads lo + k * step
                 var = E.Var(target.id, ext.dtype)
-                self.scope.define(target.id, E.add(lo, E.mul(var, E.const(step, ext.dtype))))
+                self.scope.define(target.id, E.add(lo, E.mul(var, step)))
                 self.loops.append(LoopInfo(var, Range(E.const(0, ext.dtype), ext)))
                 made.append((var, E.const(0, ext.dtype), ext, kind, thread, loop_annotations))
                 continue
@@ -1133,8 +1149,11 @@ class FunctionParser(BlockParserMixin):
             body = self.parse_body(body_stmts)
         finally:
             self.jump_targets.pop()
-        for var, lo, ext, kind, thread, loop_annotations in reversed(made):
+        for (var, lo, ext, kind, thread, loop_annotations), (*_, step) in zip(reversed(made), reversed(loops)):
             self.loops.pop()
             body = For(var, lo, ext, kind, body, thread_tag=thread, annotations=loop_annotations)
+            if step is not None and not isinstance(step, E.IntImm):
+                body = seq(AssertStmt(E.NE(step, E.const(0, step.dtype)),
+                                      f"the step of loop {var.name!r} is zero"), body)
         self.scope.pop()
         return body

@@ -566,7 +566,10 @@ class ExprParser(ClassDispatch):
                 extern_args = [self.expr(a) for a in args[2:]]
             finally:
                 self.handles_allowed = False
-            return E.Call(self.dtype(args[0]), self.constant(args[1], "extern name", (str,)), extern_args)
+            # dtype="" is TVM's spelling of a call returning nothing (void)
+            void = isinstance(args[0], ast.Constant) and args[0].value == ""
+            return E.Call("void" if void else self.dtype(args[0]),
+                          self.constant(args[1], "extern name", (str,)), extern_args)
         if name in ("call_llvm_pure_intrin", "call_llvm_intrin"):
             return self.llvm_intrin(name, node)
         if name == "address_of":

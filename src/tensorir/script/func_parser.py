@@ -962,7 +962,7 @@ class FunctionParser(BlockParserMixin):
         (TVM's script takes ``if n:`` with ``n: T.int32``; it reads back as ``if n != 0:``)."""
         cond = self.exprs.expr(node)
         if dt.is_int(cond.dtype) and dt.lanes(cond.dtype) == 1:
-            return cond != E.const(0, cond.dtype)
+            return E.NE(cond, E.const(0, cond.dtype))
         if cond.dtype != "bool":
             raise self.error(f"a condition must be one boolean or integer, got {cond.dtype}", node)
         return cond

@@ -267,3 +267,25 @@ class Module:
     text = assert_round_trip(mod)
     tir.assert_structural_equal(mod["main"], module_of(src.replace('dtype=""', 'dtype="void"'))["main"])
     assert "call_impl" in text
+
+
+# ---------------------------------------------------------------- refused by name
+@pytest.mark.parametrize("src, message, line", [
+    ('''
+@T.prim_func
+def f(A: T.Buffer((16, 16), "float32")):
+    B = T.decl_buffer([16, 16], dtype="float32", axis_separators=[1])
+    B[0, 0] = A[0, 0]
+''', r"axis_separators=\.\.\.\) is not supported", 4),
+    ('''
+@T.prim_func
+def f(A: T.Buffer((8,), "float32"), B: T.Buffer((8,), "float32")):
+    T.realize(B[0:8], "")
+    for i in range(8):
+        B[i] = A[i]
+''', "T.realize is TVM's pre-TensorIR", 4),
+])
+def test_forms_without_a_meaning_here_are_refused_by_name(src, message, line):
+    with pytest.raises(ParseError, match=message) as err:
+        module_of(src)
+    assert err.value.lineno == line

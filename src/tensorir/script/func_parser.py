@@ -48,6 +48,8 @@ _TVM_RENAMES = {"sblock": "block", "sblock_attr": "block_attr", "sblock_alloc_bu
 
 # Bare call statements TVM wraps in T.evaluate that mean something here (an external call).
 _EFFECT_CALLS = ("call_extern",)
+# Statements of TVM's schedule_to_module output before storage flattening (no meaning here).
+_TE_ERA = ("realize", "prefetch")
 
 
 def _attr_key(key):
@@ -346,6 +348,10 @@ class FunctionParser(BlockParserMixin):
                 raise self.error(f"T.Buffer in a function body declares a view of another buffer's "
                                  f"storage: write {name} = T.Buffer(shape, dtype, data=x.data)", call)
         for k in call.keywords:
+            if k.arg == "axis_separators":
+                raise self.error(f"{ast.unparse(call.func)}(axis_separators=...) is not supported: "
+                                 "buffers here are flat (axis separators describe N-d physical "
+                                 "memory such as textures)", k.value)
             if k.arg not in known:
                 raise self.error(f"unknown argument {k.arg!r} of {ast.unparse(call.func)}", k.value)
         if len(pos) > 2:
@@ -916,6 +922,9 @@ class FunctionParser(BlockParserMixin):
             return Evaluate(self.exprs.expr(st.value))
         if isinstance(st.value, ast.Constant) and isinstance(st.value.value, str):
             return None  # a comment-like string
+        if kind in _TE_ERA:
+            raise self.error(f"T.{kind} is TVM's pre-TensorIR (TE-lowering) form and is not "
+                             "supported: allocate with T.alloc_buffer / T.decl_buffer", st)
         raise self.error(f"expression statement {ast.unparse(st.value)} has no effect; "
                          "use T.evaluate(...) to keep it", st)
 

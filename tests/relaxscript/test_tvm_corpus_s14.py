@@ -145,3 +145,73 @@ def main(A: R.Tensor([3], "float32")):
     with pytest.raises(ParseError, match="callee must be a registered function's name") as err:
         module_of(src)
     assert err.value.lineno == 4
+
+
+# ---------------------------------------------------------------- scalar-valued prim_funcs
+SCALAR_CALLS = '''
+@I.ir_module
+class Module:
+    @R.function(pure=False)
+    def main(A: R.Tensor(["N"], "float32"), k: T.int64):
+        N = T.int64()
+        cls = Module
+        condition: R.Prim("bool") = cls.divisible(R.prim_value(N), k)
+        _ = R.assert_op(condition, format="N must be a multiple of k")
+        span: R.Prim("int64") = cls.padded(R.prim_value(N), R.prim_value(3))
+        return (A, span)
+
+    @T.prim_func(private=True)
+    def divisible(N: T.int64, k: T.int64) -> T.bool:
+        T.func_attr({"tir.is_host_func": True})
+        T.ret(N % k == 0)
+
+    @T.prim_func(private=True)
+    def padded(N: T.int64, pad: T.int64) -> T.int64:
+        half = T.bind(pad // 2)
+        return N + half * 2 + T.Div(N, 4)
+'''
+
+
+@settings(max_examples=6, deadline=None)
+@given(k=st.integers(1, 4), mult=st.integers(0, 5))
+def test_graph_calls_of_scalar_valued_prim_funcs(k, mult):
+    """TVM's ComputePrimValue output: ``condition = cls.f(R.prim_value(N))`` with a prim_func of
+    scalars returning ``T.ret(expr)``; the call is the expression of the arguments' values."""
+    mod = module_of(SCALAR_CALLS)
+    text = assert_round_trip(mod)
+    assert "cls.divisible(R.prim_value(N), k)" in text and "-> T.bool:" in text
+    n = k * mult
+    got = assert_runs_alike(mod, np.zeros(n, "float32"), k)
+    assert int(got[1]) == n + 2 + n // 4
+
+
+def test_a_failed_condition_from_a_scalar_prim_func_stops_every_target():
+    mod = module_of(SCALAR_CALLS)
+    with pytest.raises(AssertionError, match="multiple of k"):
+        rx.interpret(mod, "main", np.zeros(5, "float32"), 2)
+    for target in TARGETS:
+        vm = rx.VirtualMachine(rx.build(mod, target=target))
+        with pytest.raises(AssertionError, match="multiple of k"):
+            vm["main"](np.zeros(5, "float32"), 2)
+
+
+def test_an_argument_of_unknown_value_is_an_error_naming_the_call():
+    """A scalar whose value the graph does not know symbolically (a packed call's result)."""
+    from tensorir.errors import IRError
+    mod = module_of(SCALAR_CALLS.replace(
+        'condition: R.Prim("bool") = cls.divisible(R.prim_value(N), k)',
+        'kk = R.call_pure_packed("test_s14.unknown", A, sinfo_args=R.Prim("int64"))\n'
+        '        condition: R.Prim("bool") = cls.divisible(R.prim_value(N), kk)'))
+    with pytest.raises(IRError, match="'main' calls prim_func 'divisible': the argument for 'k'"):
+        rx.build(mod, target="interp")
+
+
+def test_a_scalar_prim_func_running_statements_is_an_error_naming_it():
+    from tensorir.errors import IRError
+    src = SCALAR_CALLS.replace('''        half = T.bind(pad // 2)
+        return N + half * 2 + T.Div(N, 4)''', '''        B = T.alloc_buffer((1,), "int64")
+        B[0] = pad
+        return N + B[0]''')
+    mod = module_of(src)
+    with pytest.raises(IRError, match="'main' calls prim_func 'padded' for its value"):
+        rx.interpret(mod, "main", np.zeros(4, "float32"), 2)

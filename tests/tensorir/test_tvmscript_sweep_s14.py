@@ -289,3 +289,52 @@ def test_forms_without_a_meaning_here_are_refused_by_name(src, message, line):
     with pytest.raises(ParseError, match=message) as err:
         module_of(src)
     assert err.value.lineno == line
+
+
+# ---------------------------------------------------------------- found by --run
+ROLLING = '''
+@I.ir_module
+class Module:
+    @T.prim_func
+    def main(A: T.Buffer((4, 12), "int32"), C: T.Buffer((4, 8), "int32")):
+        B = T.alloc_buffer([4, 6], dtype="int32")
+        for c, i_0 in T.grid(4, 2):
+            for ax0, ax1 in T.grid(6, 3):
+                with T.block("B"):
+                    T.where(i_0 < 1 or 2 <= ax0)
+                    cc = T.axis.spatial(4, c)
+                    vi = T.axis.opaque(10, i_0 * 4 + ax0)
+                    vk = T.axis.reduce(3, ax1)
+                    T.reads(A[cc, vi + vk])
+                    T.writes(B[cc, vi % 6])
+                    with T.init():
+                        B[cc, vi % 6] = 0
+                    B[cc, vi % 6] = B[cc, vi % 6] + A[cc, vi + vk]
+            for i_1, k in T.grid(4, 3):
+                with T.block("C"):
+                    cc = T.axis.spatial(4, c)
+                    vi = T.axis.opaque(8, i_0 * 4 + i_1)
+                    vk = T.axis.reduce(3, k)
+                    T.reads(B[cc, (vi + vk) % 6])
+                    T.writes(C[cc, vi])
+                    with T.init():
+                        C[cc, vi] = 0
+                    C[cc, vi] = C[cc, vi] + B[cc, (vi + vk) % 6]
+'''
+
+
+@settings(max_examples=4, deadline=None)
+@given(seed=st.integers(0, 2**31))
+def test_a_reduction_with_opaque_iter_vars_keeps_them_in_its_hoisted_init(seed):
+    """TVM's rolling_buffer result (a window of 6 rows reused through ``% 6``; opaque iter vars):
+    the C build hoisted the init of block C before its reduction loop with only the spatial iter
+    vars, so the init read the opaque ``vi`` undefined (a CodegenError; the interpreter ran)."""
+    mod = module_of(ROLLING)
+    assert_round_trip(mod)
+    a = np.random.default_rng(seed).integers(-50, 50, (4, 12)).astype("int32")
+    b = a[:, 0:10] + a[:, 1:11] + a[:, 2:12]
+    want = b[:, 0:8] + b[:, 1:9] + b[:, 2:10]
+    for kernel in _kernels(mod):
+        c = np.zeros((4, 8), "int32")
+        kernel(a, c)
+        np.testing.assert_array_equal(c, want)

@@ -338,3 +338,30 @@ def test_a_reduction_with_opaque_iter_vars_keeps_them_in_its_hoisted_init(seed):
         c = np.zeros((4, 8), "int32")
         kernel(a, c)
         np.testing.assert_array_equal(c, want)
+
+
+@settings(max_examples=4, deadline=None)
+@given(seed=st.integers(0, 2**31))
+def test_negating_a_vector_expression(seed):
+    """TVM's slice_op_test writes ``B[0:5] = -B[0:5]``: unary minus of a vector was a
+    vector-typed FloatImm zero, which the C build's lane splitting refused (found by --run)."""
+    src = '''
+@I.ir_module
+class Module:
+    @T.prim_func
+    def main(B: T.Buffer((10,), "float32"), C: T.Buffer((8,), "int32")):
+        B[0:5] = -B[0:5]
+        B[5:10] = -(B[5:10] * T.float32(2))
+        C[0:8] = -C[0:8]
+'''
+    mod = module_of(src)
+    assert_round_trip(mod)
+    rng = np.random.default_rng(seed)
+    b0 = rng.standard_normal(10).astype("float32")
+    c0 = rng.integers(-100, 100, 8).astype("int32")
+    want = np.concatenate([-b0[:5], -(b0[5:] * np.float32(2))]).astype("float32")
+    for kernel in _kernels(mod):
+        b, c = b0.copy(), c0.copy()
+        kernel(b, c)
+        np.testing.assert_array_equal(b, want)
+        np.testing.assert_array_equal(c, -c0)

@@ -76,6 +76,18 @@ def main(n: T.int32, x: R.Tensor([n], "float32")):
     assert err.value.lineno == 3
 
 
+@pytest.mark.parametrize("annotation", ["T.handle", "T.void", "T.float32x4", "T.Buffer"])
+def test_only_number_and_bool_dtypes_are_scalar_annotations(annotation):
+    src = f'''
+@R.function
+def main(h: {annotation}, x: R.Tensor([2], "float32")):
+    return x
+'''
+    with pytest.raises(ParseError, match="expected an annotation such as R.Tensor") as err:
+        module_of(src)
+    assert err.value.lineno == 3
+
+
 def test_a_scalar_parameter_may_be_returned_and_passed_on():
     src = '''
 @I.ir_module

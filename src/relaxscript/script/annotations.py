@@ -126,9 +126,12 @@ class AnnotationParser:
                 and node.value.id in self.t_names):
             return None
         try:
-            return dt.normalize(node.attr)
+            dtype = dt.normalize(node.attr)
         except ValueError:
             return None
+        # one number or bool: T.handle / T.void / vector dtypes are no graph-level scalar
+        scalar = dt.lanes(dtype) == 1 and (dt.is_int(dtype) or dt.is_float(dtype) or dtype == "bool")
+        return dtype if scalar else None
 
     def _annotation(self, node: ast.expr) -> StructInfo:
         kind = self._kind(node)

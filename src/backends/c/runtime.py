@@ -53,11 +53,13 @@ class CLibraryImage(KernelImage):
 def build_library(kernels: dict) -> CLibraryImage:
     """Lower, generate C and compile ``{name: signature PrimFunc}`` into one library."""
     from tensorir.transform import lower
+    from tensorir.transform.localize_allocations import localize_allocations
 
     from .codegen import generate_c
     from .compiler import compile_shared, vector_isa
     signatures = {KERNEL_PREFIX + name: func for name, func in kernels.items()}
-    lowered = {name: lower(func) for name, func in signatures.items()}
+    # per-iteration scratch becomes local arrays of each thread (see localize_allocations)
+    lowered = {name: localize_allocations(lower(func)) for name, func in signatures.items()}
     source, prefixed = generate_c(lowered, signatures=signatures)
     infos = {name: prefixed[KERNEL_PREFIX + name] for name in kernels}
     for name, func in kernels.items():

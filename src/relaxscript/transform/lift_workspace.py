@@ -26,6 +26,8 @@ from tensorir import expr as E
 from tensorir.buffer import Buffer
 from tensorir.function import PrimFunc
 from tensorir.functor import collect, iter_children, substitute
+from tensorir.transform import lower
+from tensorir.transform.localize_allocations import loop_local_buffers
 from tensorir.variants import variant_names
 
 from ..block_builder import BlockBuilder
@@ -46,9 +48,13 @@ def global_workspaces(func: PrimFunc) -> list[Buffer]:
     return [b for b in root.alloc_buffers if b.scope == "global"]
 
 
-def lift_prim_func(func: PrimFunc) -> tuple[PrimFunc, list[Buffer]]:
-    """``func`` with its global workspaces as trailing buffer parameters."""
+def lift_prim_func(func: PrimFunc, keep_loop_local: bool = False) -> tuple[PrimFunc, list[Buffer]]:
+    """``func`` with its global workspaces as trailing buffer parameters. ``keep_loop_local``:
+    leave in the kernel those the C lowering declares inside a loop (``loop_local_buffers``)."""
     workspaces = global_workspaces(func)
+    if workspaces and keep_loop_local:
+        local = loop_local_buffers(lower(func))
+        workspaces = [b for b in workspaces if b.name not in local]
     if not workspaces:
         return func, []
     root = func.root_block
@@ -195,8 +201,19 @@ class _CallSiteRewriter:
 
 
 class LiftWorkspace(Pass):
-    """Lift global ``alloc_buffer`` workspaces of prim_funcs to graph-level allocations."""
+    """Lift global ``alloc_buffer`` workspaces of prim_funcs to graph-level allocations.
+
+    ``keep_loop_local`` (the C pipeline): a workspace each iteration of one loop uses apart (a
+    row's statistics) stays in the kernel, where the C lowering makes it a local array of the
+    loop (tensorir.transform.localize_allocations); lifting it would cost an allocation, a view
+    and a kill per call for memory the kernel keeps in registers."""
     name = "LiftWorkspace"
+
+    def __init__(self, keep_loop_local: bool = False):
+        self.keep_loop_local = keep_loop_local
+
+    def __repr__(self) -> str:
+        return f"LiftWorkspace(keep_loop_local={self.keep_loop_local})" if self.keep_loop_local else "LiftWorkspace()"
 
     def transform_module(self, mod: IRModule, ctx: PassContext) -> IRModule:
         lifted = {}
@@ -207,7 +224,7 @@ class LiftWorkspace(Pass):
         for name, func in mod.prim_funcs.items():
             if name in with_variants:
                 continue
-            new, workspaces = lift_prim_func(func)
+            new, workspaces = lift_prim_func(func, self.keep_loop_local)
             if not workspaces:
                 continue
             if sites is None:

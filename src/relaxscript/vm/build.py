@@ -62,7 +62,9 @@ def _default_passes(target) -> list[Pass]:
     # softmax at n = 1..512 (docs/ARCHITECTURE.md, "Generated attention kernel").
     attention = [FuseAttention()] if backend.schedule != "gpu" else []
     return [InlineFunctions(), ApplyShapeConstraints(), MergeParallelMatmul(), *attention, *dispatch, LegalizeOps(),
-            AnnotateTIROpPattern(), FuseOps(), FuseTIR(), *schedules, LiftWorkspace(), DeadCodeElimination(),
+            AnnotateTIROpPattern(), FuseOps(), FuseTIR(), *schedules,
+            # on C a row's scratch stays a local array of the row loop (localize_allocations)
+            LiftWorkspace(keep_loop_local=backend.kind == "c"), DeadCodeElimination(),
             CallTIRRewrite(),
             StaticPlanBlockMemory()]
 

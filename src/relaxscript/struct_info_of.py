@@ -1,10 +1,11 @@
 """Signatures of module functions as Callable annotations."""
 from __future__ import annotations
 
+from tensorir import expr as E
 from tensorir.function import PrimFunc
 
 from .expr import Function
-from .struct_info import FuncStructInfo, ObjectStructInfo, TupleStructInfo
+from .struct_info import FuncStructInfo, ObjectStructInfo, PrimStructInfo, TupleStructInfo
 
 
 def signature_of(func) -> FuncStructInfo:
@@ -18,6 +19,11 @@ def signature_of(func) -> FuncStructInfo:
             ret = func.body.struct_info if func.body.struct_info is not None else ObjectStructInfo()
         return FuncStructInfo([p.struct_info for p in func.params], ret, func.is_pure)
     if isinstance(func, PrimFunc):
+        if func.result is not None and all(isinstance(p, E.Var) for p in func.params):
+            # a prim_func of scalars returning one (TVM's ComputePrimValue output): callable for
+            # its value (transform.inline_scalar_prim_calls), impure as TVM's prim_funcs are
+            return FuncStructInfo([PrimStructInfo(p.dtype) for p in func.params],
+                                  PrimStructInfo(func.ret_dtype), purity=False)
         return FuncStructInfo(None, TupleStructInfo([]), purity=False)
     raise TypeError(f"not a function: {type(func).__name__}")
 

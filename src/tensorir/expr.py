@@ -36,7 +36,7 @@ class PrimExpr(Node):
     def __rmod__(self, other): return floormod(other, self)
     def __truediv__(self, other): return div(self, other)
     def __rtruediv__(self, other): return div(other, self)
-    def __neg__(self): return sub(const(0, self.dtype), self)
+    def __neg__(self): return sub(const(0, dt.element(self.dtype)), self)  # a vector: broadcast 0
     def __lt__(self, other): return LT(self, other)
     def __le__(self, other): return LE(self, other)
     def __gt__(self, other): return GT(self, other)

@@ -63,6 +63,8 @@ def interpret(mod, func_name=_NO_NAME, *args, instrument: Instrument | None = No
         raise TypeError("interpret(mod, func_name, *args): the function name is missing")
     if isinstance(func_name, GlobalVar):
         func_name = func_name.name_hint
+    from ..transform.inline_scalar_prim_calls import inline_scalar_prim_calls
+    mod = inline_scalar_prim_calls(mod)  # scalar-valued prim_func calls: their expressions
     interp = Interpreter(mod, instrument, check_bindings)
     begin_run()  # fresh memory statistics (last_run_stats)
     target = mod[func_name]

@@ -119,8 +119,24 @@ class AnnotationParser:
             return "Object"  # newer TVM's name of R.Object
         return None
 
+    def scalar_dtype(self, node) -> str | None:
+        """The dtype of TVM's scalar annotation ``T.int64`` / ``T.bool`` / ``T.float16``
+        (``R.Prim(dtype)``), or None when ``node`` is not one."""
+        if not (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
+                and node.value.id in self.t_names):
+            return None
+        try:
+            dtype = dt.normalize(node.attr)
+        except ValueError:
+            return None
+        # one number or bool: T.handle / T.void / vector dtypes are no graph-level scalar
+        scalar = dt.lanes(dtype) == 1 and (dt.is_int(dtype) or dt.is_float(dtype) or dtype == "bool")
+        return dtype if scalar else None
+
     def _annotation(self, node: ast.expr) -> StructInfo:
         kind = self._kind(node)
+        if kind is None and self.scalar_dtype(node) is not None:
+            return PrimStructInfo(self.scalar_dtype(node))
         if kind is None:
             raise self.error(f"expected an annotation such as R.Tensor(...), got {ast.unparse(node)}", node)
         if isinstance(node, ast.Subscript):  # the paper's R.Tuple[A, B]

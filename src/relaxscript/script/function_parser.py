@@ -16,7 +16,7 @@ from tensorir.errors import ParseError
 
 from .. import expr as rx
 from ..irmodule import IRModule
-from ..struct_info import FuncStructInfo, ObjectStructInfo
+from ..struct_info import FuncStructInfo, ObjectStructInfo, PrimStructInfo
 from ..struct_info_util import NO, RUNTIME, format_sinfo, is_base_of, symbolic_vars_of
 from .scope import ParseContext, Scope
 from .value_parser import ValueParser
@@ -110,6 +110,8 @@ class FunctionParser:
                     raise self.ctx.error(f"parameter {arg.arg!r} needs an annotation such as "
                                          'R.Tensor(("n", 4), "float32")', arg)
                 sinfo = self.values.annotations.parse(arg.annotation, allow_declare=True)
+                if self._declares_itself(arg):
+                    sinfo = PrimStructInfo("int64", self.values.lookup_sym(arg.arg))
             var = rx.Var(arg.arg, sinfo)
             var.span = self.ctx.span(arg)
             self.scope.define(arg.arg, var)
@@ -120,11 +122,18 @@ class FunctionParser:
                 ret = self.values.annotations.parse(node.returns)
         return params, ret
 
+    def _declares_itself(self, arg: ast.arg) -> bool:
+        """``n: T.int64``: TVM's scalar parameter whose name is also a symbolic variable that
+        later annotations may use (``x: R.Tensor([n + 1])``); it reads as ``R.Prim(value="n")``."""
+        return self.values.annotations.scalar_dtype(arg.annotation) == "int64"
+
     def _declare_shape_names(self, args) -> None:
         """A dimension written as a bare name (``"m"``) in any parameter's shape is declared
         before the annotations are read, so an earlier parameter may use it in an expression
         (``x: R.Tensor(("m + 1",)), y: R.Tensor(("m",))``), as TVM allows."""
         for arg in args:
+            if self._declares_itself(arg) and self.scope.lookup(arg.arg) is None:
+                self._declare(arg.arg)
             for node in ast.walk(arg.annotation) if arg.annotation is not None else ():
                 if not isinstance(node, ast.Call):
                     continue
@@ -293,6 +302,8 @@ class FunctionParser:
         sinfo = self._checked_annotation(name, annotation, value.struct_info, stmt)
         var = self._new_var(name, sinfo, stmt)
         self.bb.emit_normalized(rx.VarBinding(var, value))
+        if isinstance(value, rx.ExternFunc):
+            self.values.extern_functions[id(var)] = value
         return var
 
     def _match_cast(self, name, annotation, node: ast.Call, stmt) -> rx.Var:

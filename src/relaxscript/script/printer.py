@@ -14,7 +14,7 @@ from tensorir.script.printer import function_name
 
 from .. import expr as rx
 from ..irmodule import GLOBAL_INFOS, IRModule
-from ..struct_info import StructInfo
+from ..struct_info import PrimStructInfo, StructInfo
 from .annotations import format_struct_info as _format_sinfo
 from .constants import format_metadata
 from .expr_printer import ExprPrinter, member_name
@@ -109,11 +109,14 @@ class FunctionPrinter:
     # ------------------------------------------------------------ function
     def print(self, func: rx.Function, name: str, indent: str) -> str:
         params = [(self.namer.name(p, p.name_hint), p) for p in func.params]
+        # n: T.int64 -- a scalar parameter naming its own symbolic variable (TVM's form)
+        tied = {id(p) for pname, p in params if self._tie_symbolic_var(pname, p)}
         # A nested function shares the namer: it declares only variables new to it.
         sym_vars = [v for v in _symbolic_vars(func) if self.namer.get(v) is None]
         for v in sym_vars:
             self.namer.name(v, v.name)
-        signature = ", ".join(f"{pname}: {self.sinfo(p.struct_info, signature=True)}"
+        signature = ", ".join(f"{pname}: T.int64" if id(p) in tied else
+                              f"{pname}: {self.sinfo(p.struct_info, signature=True)}"
                               for pname, p in params)
         ret = "" if func.ret_struct_info is None else \
             f" -> {self.sinfo(func.ret_struct_info, signature=True)}"
@@ -131,6 +134,18 @@ class FunctionPrinter:
         self.seq_blocks(func.body, body_indent)
         self.emit(body_indent, f"return {self.exprs.expr(func.body.body)}")
         return "\n".join(self.lines)
+
+    def _tie_symbolic_var(self, pname: str, param) -> bool:
+        """Whether ``param`` prints as ``pname: T.int64``: it is R.Prim(value=v) for a symbolic
+        variable v of the same name that nothing named yet, declared as the parser declares
+        it (plain ``T.int64()``); v then prints as the parameter's name."""
+        sinfo = param.struct_info
+        v = sinfo.value if isinstance(sinfo, PrimStructInfo) else None
+        if not (isinstance(v, E.Var) and v.dtype == "int64" and v.name == param.name_hint == pname
+                and self.namer.get(v) is None and _declaration(v) == "T.int64()"):
+            return False
+        self.namer.pin(v, pname)
+        return True
 
     def emit(self, indent: str, text: str) -> None:
         self.lines.append(indent + text)

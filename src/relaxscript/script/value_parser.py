@@ -20,7 +20,7 @@ from tensorir.errors import ParseError
 
 from .. import expr as rx
 from ..op.layout_transform import IndexMap
-from ..struct_info import StructInfo
+from ..struct_info import PrimStructInfo, StructInfo
 from . import namespace as ns
 from .annotations import ANNOTATION_KINDS, AnnotationParser
 from .constants import CONSTANT_KEY, METADATA_NAME
@@ -55,6 +55,22 @@ OUT_OF_SCOPE_PREFIXES = {
 }
 
 
+def symbolic_of(value, name: str):
+    """The symbolic variable a name means in a shape: a symbolic Var itself, or the value of
+    a scalar parameter declared with it (TVM's ``n: T.int64``, printed ``n: R.Prim(value="n")``:
+    one name, the graph-level value in the body and the symbolic variable in shapes)."""
+    if isinstance(value, E.Var):
+        return value
+    sinfo = getattr(value, "struct_info", None) if isinstance(value, rx.Var) else None
+    if isinstance(sinfo, PrimStructInfo) and isinstance(sinfo.value, E.Var) and sinfo.value.name == name:
+        return sinfo.value
+    return None
+
+
+# Packed calls whose first argument is the callee (a name, or a Var bound to R.ExternFunc).
+PACKED_CALLS = ("call_dps_packed", "call_pure_packed", "call_packed")
+
+
 class ValueParser(ClassDispatch):
     def __init__(self, ctx: ParseContext, scope: Scope, global_vars: dict, class_names=frozenset()):
         self.ctx = ctx
@@ -64,11 +80,20 @@ class ValueParser(ClassDispatch):
         self.annotations = AnnotationParser(self.lookup_sym, self.declare_sym, ctx.error,
                                             ctx.r_names, ctx.t_names, python=self.python_value)
         self.declare_hook = None  # set by the function parser: declares a new symbolic var
+        # Vars bound to R.ExternFunc("name") (id -> ExternFunc): a packed call through such a
+        # variable calls that registered function (TVM: ``f = R.ExternFunc("g")``,
+        # ``R.call_dps_packed(f, ...)``); the call names the function itself.
+        self.extern_functions: dict[int, rx.ExternFunc] = {}
+
+    def extern_callee(self, value):
+        """The ExternFunc a packed call's callee ``value`` stands for (itself when not a Var)."""
+        if isinstance(value, rx.Var) and id(value) in self.extern_functions:
+            return self.extern_functions[id(value)]
+        return value
 
     # ------------------------------------------------------------ symbolic names
     def lookup_sym(self, name: str):
-        value = self.scope.lookup(name)
-        return value if isinstance(value, E.Var) else None
+        return symbolic_of(self.scope.lookup(name), name)
 
     def bound_by_script(self, name: str) -> bool:
         return self.scope.lookup(name) is not None or name in self.global_vars or name in self.class_names
@@ -85,8 +110,8 @@ class ValueParser(ClassDispatch):
     def sym_parser(self) -> SymExprParser:
         def lookup(name, node):
             value = self.scope.lookup(name)
-            if isinstance(value, E.Var):
-                return value
+            if symbolic_of(value, name) is not None:
+                return symbolic_of(value, name)
             if value is not None:
                 raise self.ctx.error(f"{name!r} is a graph-level value, not a symbolic variable", node)
             raise self.ctx.error(f"undefined symbolic variable {name!r}", node)
@@ -351,6 +376,8 @@ class ValueParser(ClassDispatch):
 
     def call_constructor(self, path: str, constructor, node: ast.Call, receiver=None):
         args = ([] if receiver is None else [receiver]) + [self.value(a) for a in node.args]
+        if path in PACKED_CALLS and args:
+            args[0] = self.extern_callee(args[0])
         kwargs = {k.arg: self.value(k.value) for k in node.keywords}
         if any(k.arg is None for k in node.keywords) or any(isinstance(a, ast.Starred) for a in node.args):
             raise self.ctx.error("*args/**kwargs are not supported in scripts", node)
@@ -460,7 +487,9 @@ class ValueParser(ClassDispatch):
     def _packed_parts(self, node, form: str):
         if not node.args:
             raise self.ctx.error(f"R.{form} needs the function name first", node)
-        symbol = self._string(node.args[0], f"R.{form}")
+        callee = self.extern_callee(self.value(node.args[0])) if isinstance(node.args[0], ast.Name) else None
+        symbol = callee.global_symbol if isinstance(callee, rx.ExternFunc) \
+            else self._string(node.args[0], f"R.{form}")
         sinfo_args = []
         for k in node.keywords:
             if k.arg not in ("sinfo_args", "ty_args"):  # ty_args: older TVM's spelling

@@ -26,6 +26,7 @@ from ..transform import (AnnotateTIROpPattern, CallTIRRewrite, DeadCodeEliminati
                          FuseTIR, InlineFunctions, LegalizeOps, LiftWorkspace, StaticPlanBlockMemory)
 from ..transform.apply_shape_constraints import ApplyShapeConstraints
 from ..transform.dead_code_elimination import unreferenced_functions
+from ..transform.inline_scalar_prim_calls import inline_scalar_prim_calls
 from ..transform.merge_parallel_matmul import MergeParallelMatmul
 from ..transform.pass_infra import Pass
 from .codegen import compile_module
@@ -158,6 +159,7 @@ def build(mod: IRModule, target="c", pipeline=None) -> Executable:
     if not isinstance(mod, IRModule):
         raise TypeError(f"build needs an IRModule or a Function, got {type(mod).__name__}")
     passes = get_pipeline(target) if pipeline is None else _check_pipeline(pipeline)
+    mod = inline_scalar_prim_calls(mod)
     mod = mark_entry_functions(mod)
     mod = inline_prim_subroutines(mod)
     for p in passes:

@@ -68,6 +68,12 @@ class AccessPtr:
 _BINOPS: dict[type, Callable] = {
     ast.Add: E.add, ast.Sub: E.sub, ast.Mult: E.mul, ast.Div: E.div,
     ast.FloorDiv: E.floordiv, ast.Mod: E.floormod,
+    # Python's bit operators on integer expressions are TVM's bit intrinsics
+    ast.LShift: lambda a, b: E.call_intrin("shift_left", a, b),
+    ast.RShift: lambda a, b: E.call_intrin("shift_right", a, b),
+    ast.BitAnd: lambda a, b: E.call_intrin("bitwise_and", a, b),
+    ast.BitOr: lambda a, b: E.call_intrin("bitwise_or", a, b),
+    ast.BitXor: lambda a, b: E.call_intrin("bitwise_xor", a, b),
 }
 _PY_FOLD = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
             ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod}
@@ -119,8 +125,32 @@ def _infinity(parser, node):
     return E.const(float("inf"), parser.dtype(node.args[0]))
 
 
+def _node(build, arity: int = 2):
+    """TVM's node constructors ``T.Add(a, b)``, ``T.Div(a, b)``, ``T.EQ(a, b)``, ``T.Not(a)``:
+    the operation the printer writes with Python's operators or T.<helper>."""
+    def parse(parser, node):
+        parser.expect_args(node, arity)
+        values = [parser.eval(a) for a in node.args]
+        if arity == 1 or not any(isinstance(v, E.PrimExpr) for v in values):
+            values = [parser.to_prim(v, a) for v, a in zip(values, node.args)]
+        return build(*values)
+    return parse
+
+
+_NODE_CONSTRUCTORS = {
+    "Add": _node(E.add), "Sub": _node(E.sub), "Mul": _node(E.mul),
+    "Div": _node(E.div),  # C's division: truncating on integers, true division on floats
+    "FloorDiv": _node(E.floordiv), "FloorMod": _node(E.floormod),
+    "Min": _node(E.min_), "Max": _node(E.max_),
+    **{name: _node(cls) for name, cls in (("EQ", E.EQ), ("NE", E.NE), ("LT", E.LT), ("LE", E.LE),
+                                            ("GT", E.GT), ("GE", E.GE), ("And", E.And), ("Or", E.Or))},
+    "Not": _node(E.Not, 1),
+}
+
+
 _T_SUGAR = {"max_value": lambda p, n: _limit(p, n, "max"), "min_value": lambda p, n: _limit(p, n, "min"),
-            "truncmod": _truncmod, "isfinite": _isfinite, "likely": _likely, "infinity": _infinity}
+            "truncmod": _truncmod, "isfinite": _isfinite, "likely": _likely, "infinity": _infinity,
+            "Mod": _truncmod, **_NODE_CONSTRUCTORS}
 
 
 # Parameter names of the expression helpers, for keyword arguments (TVM's spelling).
@@ -296,6 +326,8 @@ class ExprParser(ClassDispatch):
             return E.Not(self.to_prim(value, node.operand))
         if isinstance(node.op, ast.UAdd):
             return value
+        if isinstance(node.op, ast.Invert):
+            return E.call_intrin("bitwise_not", self.to_prim(value, node.operand))
         if isinstance(node.op, ast.USub):
             if is_literal(value) and not isinstance(value, bool):
                 return -value
@@ -538,7 +570,10 @@ class ExprParser(ClassDispatch):
                 extern_args = [self.expr(a) for a in args[2:]]
             finally:
                 self.handles_allowed = False
-            return E.Call(self.dtype(args[0]), self.constant(args[1], "extern name", (str,)), extern_args)
+            # dtype="" is TVM's spelling of a call returning nothing (void)
+            void = isinstance(args[0], ast.Constant) and args[0].value == ""
+            return E.Call("void" if void else self.dtype(args[0]),
+                          self.constant(args[1], "extern name", (str,)), extern_args)
         if name in ("call_llvm_pure_intrin", "call_llvm_intrin"):
             return self.llvm_intrin(name, node)
         if name == "address_of":

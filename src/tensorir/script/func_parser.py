@@ -49,6 +49,8 @@ _TVM_RENAMES = {"sblock": "block", "sblock_attr": "block_attr", "sblock_alloc_bu
 
 # Bare call statements TVM wraps in T.evaluate that mean something here (an external call).
 _EFFECT_CALLS = ("call_extern", thread_sync.STORAGE_SYNC)
+# Statements of TVM's schedule_to_module output before storage flattening (no meaning here).
+_TE_ERA = ("realize", "prefetch")
 
 
 def _attr_key(key):
@@ -348,6 +350,10 @@ class FunctionParser(BlockParserMixin):
                 raise self.error(f"T.Buffer in a function body declares a view of another buffer's "
                                  f"storage: write {name} = T.Buffer(shape, dtype, data=x.data)", call)
         for k in call.keywords:
+            if k.arg == "axis_separators":
+                raise self.error(f"{ast.unparse(call.func)}(axis_separators=...) is not supported: "
+                                 "buffers here are flat (axis separators describe N-d physical "
+                                 "memory such as textures)", k.value)
             if k.arg not in known:
                 raise self.error(f"unknown argument {k.arg!r} of {ast.unparse(call.func)}", k.value)
         if len(pos) > 2:
@@ -1003,6 +1009,9 @@ class FunctionParser(BlockParserMixin):
             return Evaluate(self.exprs.expr(st.value))
         if isinstance(st.value, ast.Constant) and isinstance(st.value.value, str):
             return None  # a comment-like string
+        if kind in _TE_ERA:
+            raise self.error(f"T.{kind} is TVM's pre-TensorIR (TE-lowering) form and is not "
+                             "supported: allocate with T.alloc_buffer / T.decl_buffer", st)
         raise self.error(f"expression statement {ast.unparse(st.value)} has no effect; "
                          "use T.evaluate(...) to keep it", st)
 
@@ -1044,8 +1053,18 @@ class FunctionParser(BlockParserMixin):
         bound = E.Var(var.name, var.dtype)
         return LetStmt(bound, value, self.scoped_body(rest, frame, var_node.id, bound))
 
+    def branch_condition(self, node: ast.expr) -> E.PrimExpr:
+        """An ``if``/``while`` condition: a boolean, or one integer meaning ``!= 0`` as in C
+        (TVM's script takes ``if n:`` with ``n: T.int32``; it reads back as ``if n != 0:``)."""
+        cond = self.exprs.expr(node)
+        if dt.is_int(cond.dtype) and dt.lanes(cond.dtype) == 1:
+            return E.NE(cond, E.const(0, cond.dtype))
+        if cond.dtype != "bool":
+            raise self.error(f"a condition must be one boolean or integer, got {cond.dtype}", node)
+        return cond
+
     def parse_if(self, st: ast.If) -> Stmt:
-        cond = self.exprs.expr(st.test)
+        cond = self.branch_condition(st.test)
         then = self.nested_body(st.body)
         other = self.nested_body(st.orelse) if st.orelse else None
         return IfThenElse(cond, then, other)
@@ -1054,9 +1073,7 @@ class FunctionParser(BlockParserMixin):
         """``while cond:`` (tir.While): the condition is read again before each iteration."""
         if st.orelse:
             raise self.error("while-else is not supported", st)
-        cond = self.exprs.expr(st.test)
-        if cond.dtype != "bool":
-            raise self.error(f"a while condition must be one boolean, got {cond.dtype}", st.test)
+        cond = self.branch_condition(st.test)
         self.jump_targets.append("while")
         try:
             return While(cond, self.nested_body(st.body))
@@ -1173,16 +1190,7 @@ class FunctionParser(BlockParserMixin):
             ext = extent_between(lo, hi)
         step = None
         if step_node is not None:
-            # `for i in range(lo, hi, s)`: the loop counts k over ceil((hi - lo) / s) trips and the
-            # body reads i as lo + k * s (TVM's CanonicalizeLoop form; a step must be known to be
-            # positive for the trip count to mean the same)
-            step = self.exprs.constant(step_node, "a loop step", (int,))
-            if step <= 0:
-                raise self.error(f"a loop step must be a positive constant integer, got {step}", step_node)
-            if step == 1:
-                step = None
-            else:
-                ext = E.max_(E.ceildiv(ext, E.const(step, ext.dtype)), E.const(0, ext.dtype))
+            step, ext = self.loop_step(step_node, ext)
         thread = None
         if kind == "thread_binding":
             if "thread" not in kw:
@@ -1193,13 +1201,38 @@ class FunctionParser(BlockParserMixin):
             raise self.error("annotations must be a dict", kw["annotations"])
         return target, lo, ext, kind, thread, annotations, step
 
+    def loop_step(self, node: ast.expr, ext: E.PrimExpr):
+        """``for i in range(lo, hi, s)``: the loop counts k over max(ceil((hi - lo) / s), 0)
+        trips and the body reads i as lo + k * s (TVM's CanonicalizeLoop form). ``s`` is a nonzero
+        constant (negative counts down: ``range(7, -1, -1)``) or a run-time integer, whose sign
+        decides the count as Python's ``range`` does (a zero step stops the function with an
+        error before the loop). Returns the step (None for 1) and the trip count."""
+        zero = E.const(0, ext.dtype)
+        value = self.exprs.eval(node)
+        if isinstance(value, bool) or not (isinstance(value, int) or isinstance(value, E.PrimExpr)
+                                           and dt.is_int(value.dtype) and dt.lanes(value.dtype) == 1):
+            raise self.error(f"a loop step must be an integer, got {ast.unparse(node)}", node)
+        if isinstance(value, E.IntImm):
+            value = value.value
+        if isinstance(value, int):
+            if value == 0:
+                raise self.error("a loop step must not be zero", node)
+            if value == 1:
+                return None, ext
+            if value > 0:
+                return E.const(value, ext.dtype), E.max_(E.ceildiv(ext, E.const(value, ext.dtype)), zero)
+            return E.const(value, ext.dtype), E.max_(E.ceildiv(E.sub(zero, ext), E.const(-value, ext.dtype)), zero)
+        step = E.cast(ext.dtype, value) if value.dtype != ext.dtype else value
+        # ceil(ext / s) = -floor(-ext / s) for either sign of s
+        return step, E.max_(E.sub(zero, E.floordiv(E.sub(zero, ext), step)), zero)
+
     def build_loops(self, loops, body_stmts) -> Stmt:
         self.scope.push()
         made = []
         for target, lo, ext, kind, thread, loop_annotations, step in loops:
             if step is not None:  # counts from 0; the name reads lo + k * step
                 var = E.Var(target.id, ext.dtype)
-                self.scope.define(target.id, E.add(lo, E.mul(var, E.const(step, ext.dtype))))
+                self.scope.define(target.id, E.add(lo, E.mul(var, step)))
                 self.loops.append(LoopInfo(var, Range(E.const(0, ext.dtype), ext)))
                 made.append((var, E.const(0, ext.dtype), ext, kind, thread, loop_annotations))
                 continue
@@ -1212,8 +1245,11 @@ class FunctionParser(BlockParserMixin):
             body = self.parse_body(body_stmts)
         finally:
             self.jump_targets.pop()
-        for var, lo, ext, kind, thread, loop_annotations in reversed(made):
+        for (var, lo, ext, kind, thread, loop_annotations), (*_, step) in zip(reversed(made), reversed(loops)):
             self.loops.pop()
             body = For(var, lo, ext, kind, body, thread_tag=thread, annotations=loop_annotations)
+            if step is not None and not isinstance(step, E.IntImm):
+                body = seq(AssertStmt(E.NE(step, E.const(0, step.dtype)),
+                                      f"the step of loop {var.name!r} is zero"), body)
         self.scope.pop()
         return body

@@ -36,7 +36,8 @@ def _hoistable(loops, realize: BlockRealize, bound_ids: set[int]) -> bool:
         return False
     loop_ids = {id(lp.loop_var) for lp in loops}
     for iv, value in zip(block.iter_vars, realize.iter_values):
-        if iv.kind == "S" and _uses_any(value, loop_ids):
+        # spatial, scan and opaque vars name the element the init writes: fixed over the loops
+        if iv.kind != "R" and _uses_any(value, loop_ids):
             return False
         # A reduce var driven by a loop or iter var outside these loops (e.g. an outer block's
         # reduce var after blockize) is not at its min on every pass: the init must stay guarded.
@@ -136,7 +137,8 @@ def _at_min_only_first(block, realize: BlockRealize, loops) -> bool:
 
 def _split(realize: BlockRealize):
     block = realize.block
-    spatial = [(iv, v) for iv, v in zip(block.iter_vars, realize.iter_values) if iv.kind == "S"]
+    # every iter var but the reduce ones: the init may read opaque (rolling-buffer) vars too
+    spatial = [(iv, v) for iv, v in zip(block.iter_vars, realize.iter_values) if iv.kind != "R"]
     init_block = Block(block.name + "_init", [iv for iv, _ in spatial], [], block.writes, block.init,
                        annotations=block.annotations)
     update = realize.replace(block=block.replace(init=None))

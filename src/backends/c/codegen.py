@@ -728,14 +728,6 @@ def _row_major_strides(shape):
     return list(reversed(strides))
 
 
-def generated_from_attributes(func: PrimFunc) -> bool:
-    """Whether the C backend emits ``func``'s kernel from its attributes (the fused attention, the
-    quantized GEMM and GEMV generators) rather than from its loop body: those generators read the
-    buffers in the order they expect, workspaces included, so nothing may move them."""
-    return any(func.attrs.get(attr) is not None
-               for attr in (ATTENTION_LAYOUT_ATTR, GEMM_KERNEL_ATTR, MICRO_KERNEL_ATTR))
-
-
 def generate_c(funcs: dict[str, PrimFunc], signatures: dict[str, PrimFunc] | None = None,
                lowering=None) -> tuple[str, dict[str, KernelInfo]]:
     """C source for a set of lowered functions (one translation unit) and their kernel infos.

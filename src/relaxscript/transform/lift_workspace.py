@@ -27,7 +27,7 @@ from tensorir.buffer import Buffer
 from tensorir.function import PrimFunc
 from tensorir.functor import collect, iter_children, substitute
 from tensorir.schedule_rules.attention import ATTENTION_LAYOUT_ATTR
-from backends.c.codegen import generated_from_attributes
+from tensorir.schedule_rules.generated_kernels import generated_from_attributes
 from tensorir.transform import lower
 from tensorir.transform.localize_allocations import loop_local_buffers
 from tensorir.variants import variant_names

@@ -12,6 +12,8 @@ operator runs through its NumPy reference (``CallFallback``).
 """
 from __future__ import annotations
 
+from collections import Counter
+
 from tensorir import expr as E
 from tensorir.dispatch import ClassDispatch, handles
 from tensorir.arith import simplify
@@ -52,6 +54,39 @@ class KernelUse:
             from tensorir.analysis.loop_counts import loop_nest_counts
             self._loop_counts = loop_nest_counts(self.func.body, self.sym_vars)
         return self._loop_counts
+
+
+def _var_factors(e):
+    """The symbolic vars multiplied in a count, as a Counter (``n * ((n + 63) // 64) * 64``: n
+    twice; constants, constant offsets and divisions by constants drop out); None when the count
+    divides by a symbolic value or holds another form."""
+    if isinstance(e, E.IntImm):
+        return Counter()
+    if isinstance(e, E.Var):
+        return Counter([e])
+    if isinstance(e, E.Mul):
+        a, b = _var_factors(e.a), _var_factors(e.b)
+        return None if a is None or b is None else a + b
+    if isinstance(e, (E.Add, E.Sub)):
+        a, b = _var_factors(e.a), _var_factors(e.b)
+        if a is None or b is None:
+            return None
+        return a | b
+    if isinstance(e, (E.FloorDiv, E.FloorMod)) and isinstance(e.b, E.IntImm):
+        return _var_factors(e.a)
+    if isinstance(e, E.Cast):
+        return _var_factors(e.value)
+    return None
+
+
+def _product_factors(shape):
+    out = Counter()
+    for dim in shape:
+        factors = _var_factors(dim)
+        if factors is None:
+            return None
+        out += factors
+    return out
 
 
 class FunctionCompiler(ClassDispatch):
@@ -400,7 +435,16 @@ class FunctionCompiler(ClassDispatch):
         check; counts over dims read at the call come from arrays that exist."""
         hi = int_range("int64")[1]
         values = dict(zip(use.sym_vars, exprs))
+        covered = [_var_factors(E.IntImm(1)) if not b.shape else _product_factors(b.shape)
+                   for b in use.func.buffer_params]
         for count, what in use.loop_counts:
+            factors = _var_factors(count)
+            if factors is None:
+                continue   # divides by a symbolic value: the shape checks that guard it come later
+            if factors and any(c is not None and not factors - c for c in covered):
+                # a buffer the kernel reads or writes spans the same symbolic product: it exists
+                # (an argument) or is allocated and checked first, so the count fits int64
+                continue
             try:
                 count = simplify(substitute(count, values))
             except (OverflowError, ValueError):   # constant factors past int64 (a hand-written prim_func)

@@ -18,7 +18,7 @@ from tensorir import expr as E
 from tensorir.dispatch import ClassDispatch, handles
 from tensorir.arith import simplify
 from tensorir.function import PrimFunc
-from tensorir.functor import substitute
+from tensorir.functor import iter_children, substitute
 from tensorir.variants import VariantError, check_variant, variant_guards
 
 from .. import expr as rx
@@ -58,12 +58,12 @@ class KernelUse:
 
 def _var_factors(e):
     """The symbolic vars multiplied in a count, as a Counter (``n * ((n + 63) // 64) * 64``: n
-    twice; constants, constant offsets and divisions by constants drop out); None when the count
-    divides by a symbolic value or holds another form."""
+    twice; constants, constant offsets and divisions by constants drop out); None for any other
+    form (then no buffer is taken to span it)."""
     if isinstance(e, E.IntImm):
         return Counter()
     if isinstance(e, E.Var):
-        return Counter([e])
+        return Counter([e.name])
     if isinstance(e, E.Mul):
         a, b = _var_factors(e.a), _var_factors(e.b)
         return None if a is None or b is None else a + b
@@ -77,6 +77,17 @@ def _var_factors(e):
     if isinstance(e, E.Cast):
         return _var_factors(e.value)
     return None
+
+
+def _divides_by_symbolic(e) -> bool:
+    """Whether ``e`` divides (or takes a remainder) by anything but a constant."""
+    stack = [e]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (E.FloorDiv, E.FloorMod, E.Div)) and not isinstance(node.b, E.IntImm):
+            return True
+        stack.extend(c for c in iter_children(node) if isinstance(c, E.PrimExpr))
+    return False
 
 
 def _product_factors(shape):
@@ -438,9 +449,9 @@ class FunctionCompiler(ClassDispatch):
         covered = [_var_factors(E.IntImm(1)) if not b.shape else _product_factors(b.shape)
                    for b in use.func.buffer_params]
         for count, what in use.loop_counts:
+            if _divides_by_symbolic(count):
+                continue   # the shape checks that guard the divisor come later
             factors = _var_factors(count)
-            if factors is None:
-                continue   # divides by a symbolic value: the shape checks that guard it come later
             if factors and any(c is not None and not factors - c for c in covered):
                 # a buffer the kernel reads or writes spans the same symbolic product: it exists
                 # (an argument) or is allocated and checked first, so the count fits int64

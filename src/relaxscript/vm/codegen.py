@@ -18,7 +18,7 @@ from tensorir import expr as E
 from tensorir.dispatch import ClassDispatch, handles
 from tensorir.arith import simplify
 from tensorir.function import PrimFunc
-from tensorir.functor import iter_children, substitute
+from tensorir.functor import collect, substitute
 from tensorir.variants import VariantError, check_variant, variant_guards
 
 from .. import expr as rx
@@ -81,13 +81,8 @@ def _var_factors(e):
 
 def _divides_by_symbolic(e) -> bool:
     """Whether ``e`` divides (or takes a remainder) by anything but a constant."""
-    stack = [e]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, (E.FloorDiv, E.FloorMod, E.Div)) and not isinstance(node.b, E.IntImm):
-            return True
-        stack.extend(c for c in iter_children(node) if isinstance(c, E.PrimExpr))
-    return False
+    return bool(collect(e, lambda node: isinstance(node, (E.FloorDiv, E.FloorMod, E.Div))
+                        and not isinstance(node.b, E.IntImm)))
 
 
 def _product_factors(shape):

@@ -33,7 +33,8 @@ from ..arith import Analyzer, simplify
 from ..buffer import Buffer
 from ..expr import ADDRESS_OF, BufferLoad, Call, IntImm, Var, is_const_int
 from ..function import PrimFunc
-from ..functor import children, substitute
+from ..dispatch import handles
+from ..functor import Mutator, children, collect, substitute
 from ..schedule.region import RegionError, relax
 from ..stmt import Allocate, BufferStore, For, Range, While
 
@@ -144,7 +145,7 @@ def _disjoint_iterations(base, nest: list[For], size: int, analyzer: Analyzer) -
         else:
             return False                  # a step of unknown sign
     free = {id(loop.loop_var) for loop in nest}
-    if _mentions_any(analyzer.simplify(rest), free):
+    if collect(analyzer.simplify(rest), lambda node: type(node) is Var and id(node) in free):
         return False                      # products of loop variables: not affine
     if all(isinstance(step, IntImm) for step, _ in terms):
         terms.sort(key=lambda t: t[0].value)
@@ -156,16 +157,6 @@ def _disjoint_iterations(base, nest: list[For], size: int, analyzer: Analyzer) -
             return False
         reach = analyzer.simplify(reach + step * (extent - 1))
     return True
-
-
-def _mentions_any(e, var_ids: set) -> bool:
-    stack = [e]
-    while stack:
-        node = stack.pop()
-        if type(node) is Var and id(node) in var_ids:
-            return True
-        stack.extend(children(node))
-    return False
 
 
 def _plan(buf: Buffer, use: _Uses) -> tuple[For, object, int] | None:
@@ -226,11 +217,12 @@ def loop_local_buffers(lowered: PrimFunc) -> set[str]:
     return {a.buffer.name for a in chain if id(a.buffer) in plans}
 
 
-class _Rewrite:
+class _Rewrite(Mutator):
     """Moves planned buffers: accesses shifted by their window's first index, the declaration
     around the body of the loop the window belongs to."""
 
     def __init__(self, plans: dict, chain: list[Allocate]):
+        super().__init__()
         self.new = {}
         self.shift = {}
         self.at_loop: dict[int, list[Buffer]] = {}
@@ -243,42 +235,33 @@ class _Rewrite:
                 self.new[key], self.shift[key] = new, base
                 self.at_loop.setdefault(id(loop), []).append(new)
 
-    def visit(self, node):
-        kind = type(node)
-        if kind is BufferLoad:
-            indices = [self.visit(i) for i in node.indices]
-            key = id(node.buffer)
-            if key in self.new:
-                return BufferLoad(self.new[key], [simplify(indices[0] - self.shift[key])])
-            return node if all(a is b for a, b in zip(indices, node.indices)) else BufferLoad(node.buffer, indices)
-        if kind is BufferStore:
-            indices = [self.visit(i) for i in node.indices]
-            value = self.visit(node.value)
-            key = id(node.buffer)
-            if key in self.new:
-                return BufferStore(self.new[key], value, [simplify(indices[0] - self.shift[key])])
-            if value is node.value and all(a is b for a, b in zip(indices, node.indices)):
-                return node
-            return BufferStore(node.buffer, value, indices)
-        if isinstance(node, Buffer) or not hasattr(node, "_fields"):
+    def _moved_index(self, node):
+        return [simplify(node.indices[0] - self.shift[id(node.buffer)])]
+
+    @handles(BufferLoad)
+    def visit_BufferLoad(self, node: BufferLoad):
+        node = self.generic_visit(node)
+        if id(node.buffer) in self.new:
+            return BufferLoad(self.new[id(node.buffer)], self._moved_index(node))
+        return node
+
+    @handles(BufferStore)
+    def visit_BufferStore(self, node: BufferStore):
+        node = self.generic_visit(node)
+        if id(node.buffer) in self.new:
+            return BufferStore(self.new[id(node.buffer)], node.value, self._moved_index(node))
+        return node
+
+    @handles(For)
+    def visit_For(self, node: For):
+        moved = self.at_loop.get(id(node))
+        node = self.generic_visit(node)
+        if not moved:
             return node
-        changed = {}
-        for field in node._fields:
-            value = getattr(node, field)
-            if isinstance(value, (tuple, list)):
-                items = [self.visit(v) if hasattr(v, "_fields") else v for v in value]
-                if any(a is not b for a, b in zip(items, value)):
-                    changed[field] = type(value)(items)
-            elif hasattr(value, "_fields"):
-                item = self.visit(value)
-                if item is not value:
-                    changed[field] = item
-        if kind is For and id(node) in self.at_loop:
-            body = changed.get("body", node.body)
-            for buf in reversed(self.at_loop[id(node)]):
-                body = Allocate(buf, body)
-            changed["body"] = body
-        return node.replace(**changed) if changed else node
+        body = node.body
+        for buf in reversed(moved):
+            body = Allocate(buf, body)
+        return node.replace(body=body)
 
 
 def localize_allocations(func: PrimFunc) -> PrimFunc:

@@ -24,8 +24,12 @@ from .library_cache import CacheDirectoryError, cache_dir, lookup_compiled, reco
 __all__ = ["CompileError", "CacheDirectoryError", "cache_dir", "compile_shared", "find_compiler",
            "DEFAULT_FLAGS"]
 
+# -fno-math-errno and -fno-trapping-math change no value (nothing reads errno or the FP exception
+# flags): they let gcc call glibc's vector expf/tanhf and if-convert the selects clamping an exp's
+# argument in the GEMM epilogues; without them silu's exp ran one lane at a time (+12% on the MLP's
+# 512-row product, one thread)
 DEFAULT_FLAGS = ("-O3", "-march=native", "-fopenmp", "-fPIC", "-shared", "-std=gnu11",
-                 "-fno-math-errno", "-Wno-unused-variable", "-Wno-unused-function")
+                 "-fno-math-errno", "-fno-trapping-math", "-Wno-unused-variable", "-Wno-unused-function")
 
 
 class CompileError(RuntimeError):

@@ -347,7 +347,7 @@ def emit_gemm_library(params: GemmParams) -> str:
     mr, nr, kc, mc, nc = params.mr, params.nr, params.kc, params.mc, params.nc
     vt, lanes, broadcast = vector_type(params), params.lanes, ", ".join(["s"] * params.lanes)
     activation_cases = "\n".join(
-        f"    case {code}: for (int j = 0; j < cols; ++j) "
+        f"    case {code}: _Pragma(\"omp simd\") for (int j = 0; j < cols; ++j) "
         f"{{ const float v = row[j]; row[j] = {ACTIVATION_C[name]}; }} break;"
         for name, code in ACTIVATIONS.items() if name != "none")
     return f"""/* generated fp32 GEMM: {params.describe()} */
@@ -421,7 +421,10 @@ typedef struct {{ const float* bias; const float* residual; int act; }} epilogue
 /* one row of a tile: row = act(row + bias [+ res]) [+ res]. One loop per step and a loop per
    activation: each vectorizes (a switch inside the loop would not, and the math calls only vectorize
    outside branches); the row is in L1. Inlined twice below: with cols = NR (a whole panel, the common
-   tile) the loops have a constant trip count and no run-time alias checks. */
+   tile) the loops have a constant trip count and no run-time alias checks. The activations' loops are
+   `omp simd`: a constant NR-trip loop is otherwise unrolled whole before the vectorizer sees it, and the
+   unrolled statements called scalar tanhf/erff per element and branched for relu (gelu_tanh on a
+   16-row tile of the MLP's 1024x4096 product doubled its time). */
 static inline __attribute__((always_inline)) void epilogue_row(float* restrict row, const float* restrict bias,
                                                                const float* restrict res, int after, int act,
                                                                int cols) {{

@@ -8,7 +8,7 @@ ARCHITECTURE.md, "Generated fp32 GEMM"):
 - a weight that is a constant (``x @ W`` with ``W`` bound, as onnxruntime gets initializers): the
   prepacked entry; DispatchLibrary packs ``W`` once at build time
   (``backends.library_gemm.pack_constant_weight``) and passes the panels and ``W``; at run time up
-  to ``prepacked_rows()`` rows (4 x the machine's skinny_rows: 64 with AVX2, 128 with AVX-512) run
+  to ``prepacked_rows()`` rows (4 x the machine's skinny_rows, at least 128: 128 with AVX2 and AVX-512) run
   the generated kernel on the panels (no call packs B), more run OpenBLAS on ``W`` (its
   micro-kernel is the faster from 6-8 x skinny_rows; see driver.py); rows provably above it skip
   the packing and

@@ -78,8 +78,13 @@ B_PREPACKED = 2
 # 96 0.98-1.08x, 128 0.96-1.0x, 512 0.93-0.97x; Intel Xeon (AVX-512, skinny 32), the Llama's 8
 # products in a row / the MLP's 2, with the B prefetch: 96 rows 1.13/1.16x, 128 1.06/1.07x,
 # 192 1.03/1.02x, 256 0.97/0.95x, 512 0.89/0.94x. The crossover sits at 6-8 skinny_rows on both;
-# 4 keeps a margin for the machines between.
+# 4 keeps a margin for the machines between. The panels apply a fused epilogue to each tile in L1,
+# where OpenBLAS's path fills c with the bias first and makes a pass over c after it; at 128 rows
+# the whole workloads (Zen 3, 2 threads, best decile of 200 calls, two A/B rounds) ran on the panels
+# in 12.3-12.65 ms against 13.25-13.8 (MLP) and 10.2-10.7 against 10.85-11.0 (2-layer Llama), so the
+# panels keep at least PREPACKED_MIN_ROWS rows.
 PREPACKED_SKINNY_MULTIPLE = 4
+PREPACKED_MIN_ROWS = 128
 
 
 # Multiply-adds per load (mr * nv / (mr + nv)) from which the packed tile runs level with or ahead of
@@ -99,7 +104,7 @@ def packed_beats_blas(params: GemmParams) -> bool:
 
 def prepacked_rows(params: GemmParams) -> int:
     """Most rows the prepacked kernel keeps beside OpenBLAS on this machine (see above)."""
-    return PREPACKED_SKINNY_MULTIPLE * params.skinny_rows
+    return max(PREPACKED_SKINNY_MULTIPLE * params.skinny_rows, PREPACKED_MIN_ROWS)
 # Prepacked panels one row of A reads at once (separate sequential streams; see row_panels). One
 # thread, CPU time, MLP weights from memory: 1 panel at a time 0.67-0.77 ms, 4 at once 0.51-0.56, 8 0.54-0.55
 PANEL_STREAMS = 4

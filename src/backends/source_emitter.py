@@ -149,6 +149,19 @@ class SourceEmitter(ClassDispatch):
         """The value of an integer division by a zero divisor (it reports the error, see status.py)."""
         raise NotImplementedError
 
+    def negative_power_report(self) -> str:
+        """The value of ``T.int_pow`` at a negative exponent (it reports the error, see status.py)."""
+        raise NotImplementedError
+
+    def integer_power(self, e: E.Call, args: list[str]) -> str:
+        """``T.int_pow``: the prelude's ``rs_int_pow`` on the operands' 64-bit two's complement (its low
+        bits are the narrower types' wrapped power); a negative exponent is reported."""
+        ctype, u64 = self.value_type(e.dtype), self.value_type("uint64")
+        power = f"(({ctype})rs_int_pow(({u64})({args[0]}), ({u64})({args[1]})))"
+        if dt.is_uint(e.args[1].dtype):
+            return power
+        return f"(({args[1]}) >= 0 ? {power} : (({ctype}){self.negative_power_report()}))"
+
     def index_check(self, index: str, extent: str) -> str:
         """``T.checked_index`` of emitted operands (a failure reports itself, see status.py)."""
         raise NotImplementedError
@@ -314,6 +327,8 @@ class SourceEmitter(ClassDispatch):
             return self.reinterpret(e, args[0])
         if e.op in E.BIT_COUNTS:
             return self.bit_count(e, args[0])
+        if e.op == E.INTEGER_POWER:
+            return self.integer_power(e, args)
         if e.op in E.BITWISE:  # C's integer operators, the result kept in the operands' type
             ctype = self.value_type(e.dtype)
             if e.op == "bitwise_not":

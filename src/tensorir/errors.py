@@ -43,6 +43,12 @@ class KernelDivisionByZeroError(ZeroDivisionError):
     stops the division, finishes with 0 in its place and reports it instead)."""
 
 
+class NegativeIntegerPowerError(ValueError):
+    """An integer raised to a negative integer power (``T.int_pow``, R.power on integers): NumPy
+    refuses it with a ValueError; the interpreter raises this, compiled kernels report it (the
+    element finishes as 0)."""
+
+
 class KernelAssertionError(AssertionError):
     """A TIR ``assert condition, "message"`` (``AssertStmt``) failed at run time; every target
     raises it with the assert's message (the compiled kernels through their status word)."""

@@ -328,6 +328,11 @@ BIT_COUNTS = {"clz": 1, "popcount": 1}
 BITWISE.update(BIT_COUNTS)  # integer-only bit operations too (what the float intrinsic tests skip)
 INTRINSICS.update(BIT_COUNTS)
 _FLOAT_PAIRS = ("pow", "atan2", "hypot", "copysign", "fmod")
+# T.int_pow(a, b): an integer power with NumPy's meaning (R.power on integers), exact and wrapping
+# modulo 2**bits as NumPy's does; a negative exponent is an error (NegativeIntegerPowerError).
+# T.pow on integers computes in float32 (TVM's meaning): 3**19 came out 1162261504, not ...467.
+INTEGER_POWER = "int_pow"
+INTRINSICS[INTEGER_POWER] = 2
 REINTERPRET = "reinterpret"
 UNDEF = "undef"
 
@@ -422,6 +427,11 @@ def call_intrin(op: str, *args) -> Call:
         if len(args) == 2:
             args = list(_promote_pair(*args))
         if not all(dt.is_int(a.dtype) or dt.is_bool(a.dtype) for a in args):
+            raise ValueError(f"T.{op} takes integer operands, got {', '.join(a.dtype for a in args)}")
+        return Call(args[0].dtype, op, args)
+    if op == INTEGER_POWER:
+        args = list(_promote_pair(*args))
+        if not all(dt.is_int(a.dtype) for a in args):
             raise ValueError(f"T.{op} takes integer operands, got {', '.join(a.dtype for a in args)}")
         return Call(args[0].dtype, op, args)
     if op in ("isnan", "isinf"):

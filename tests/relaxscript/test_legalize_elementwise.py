@@ -107,6 +107,9 @@ def test_binary(name, pair, envs, dtype):
         return
     low, high = ((1, 4) if name in ("divide", "floor_divide", "floor_mod", "power")
                  else (-3, 3))
+    if name == "power" and dtype == "int32":
+        # bases and exponents whose powers pass float32's 24 bits and int32's range (wrapping)
+        low, high = (-40, 0), (40, 40)
     check_one_op(getattr(op, name), pair, [dtype] * 2, envs, low=low, high=high)
 
 

@@ -108,6 +108,10 @@ def check_one_op(make, templates, dtypes, envs, seed=0, low=-2.0, high=2.0, full
     sinfos = [TensorStructInfo(symbolic(t, syms), d) for t, d in zip(templates, dtypes)]
     mod = one_op_module(make, sinfos)
     rng = np.random.default_rng(seed)
-    inputs = [[random_array(rng, concrete(t, env), d, low, high) for t, d in zip(templates, dtypes)]
+    # ``low`` / ``high``: one bound for every operand, or one per operand
+    lows = list(low) if isinstance(low, (tuple, list)) else [low] * len(templates)
+    highs = list(high) if isinstance(high, (tuple, list)) else [high] * len(templates)
+    inputs = [[random_array(rng, concrete(t, env), d, lo, hi)
+               for t, d, lo, hi in zip(templates, dtypes, lows, highs)]
               for env in envs]
     return legalize_and_check(mod, inputs, full)

@@ -86,6 +86,12 @@ static inline int rs_threads(void) { int t = *rs_team; return t > 0 ? t : omp_ge
    cannot prove nonzero is tested, and a zero one records STATUS_ZERO_DIVISION and gives 0. */
 static inline int64_t rs_divided_by_zero(int32_t* status) {
   __atomic_store_n(status, STATUS_ZERO_DIVISION, __ATOMIC_RELAXED); return 0; }
+/* T.int_pow: square-and-multiply modulo 2**64 (the narrower types' results are its low bits, as
+   NumPy's wrapping power gives); a negative exponent records STATUS_NEGATIVE_POWER and gives 0 */
+static inline uint64_t rs_int_pow(uint64_t base, uint64_t exponent) {
+  uint64_t r = 1; while (exponent) { if (exponent & 1) r *= base; base *= base; exponent >>= 1; } return r; }
+static inline int64_t rs_negative_power(int32_t* status) {
+  __atomic_store_n(status, STATUS_NEGATIVE_POWER, __ATOMIC_RELAXED); return 0; }
 /* T.checked_index: NumPy's negative indices wrap; a value outside [-n, n) gives 0 and records
    STATUS_INDEX_OUT_OF_RANGE with the value and n. A compare-and-swap from STATUS_OK: of the
    threads of a parallel loop, the first failure's writer alone stores them (no data race); the
@@ -274,6 +280,9 @@ class CFunctionEmitter(SourceEmitter):
     def zero_divisor_report(self) -> str:
         # hoisted code may run where the original would not: a zero there is no error
         return "0" if self.safe_division else "rs_divided_by_zero(&rs_status)"
+
+    def negative_power_report(self) -> str:
+        return "0" if self.safe_division else "rs_negative_power(&rs_status)"
 
     def divisor_known_nonzero(self, divisor) -> bool:
         # bounds hold inside the loops; hoisted code does not rely on them

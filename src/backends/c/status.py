@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from tensorir.errors import (AllocationError, IndexOutOfRangeError, KernelAssertionError,
-                             KernelDivisionByZeroError)
+                             KernelDivisionByZeroError, NegativeIntegerPowerError)
 
 STATUS_OK = 0
 STATUS_NO_MEMORY = -1        # a scratch buffer's malloc failed
@@ -11,11 +11,13 @@ STATUS_INDEX_OUT_OF_RANGE = -3  # a T.checked_index value was outside its axis (
 #                                 reading index 0 in its place; the first bad value is reported)
 STATUS_ASSERT_FAILED = -4    # an assert's condition was false (the kernel stopped there; its
 #                              message is reported, see rs_assert_failure)
+STATUS_NEGATIVE_POWER = -5   # T.int_pow's exponent was negative (the element finished as 0)
 
 C_DEFINES = (f"#define STATUS_OK {STATUS_OK}\n#define STATUS_NO_MEMORY {STATUS_NO_MEMORY}\n"
              f"#define STATUS_ZERO_DIVISION {STATUS_ZERO_DIVISION}\n"
              f"#define STATUS_INDEX_OUT_OF_RANGE {STATUS_INDEX_OUT_OF_RANGE}\n"
-             f"#define STATUS_ASSERT_FAILED {STATUS_ASSERT_FAILED}\n")
+             f"#define STATUS_ASSERT_FAILED {STATUS_ASSERT_FAILED}\n"
+             f"#define STATUS_NEGATIVE_POWER {STATUS_NEGATIVE_POWER}\n")
 
 
 # A GPU kernel's status buffer: the int32 status word; an int32 that a failing assert raises to
@@ -57,6 +59,8 @@ def raise_for_status(status: int, where: str, bad_index=None, assert_message=Non
         raise KernelAssertionError(f"{where}: {message or 'assertion failed'}")
     if status == STATUS_ZERO_DIVISION:
         raise KernelDivisionByZeroError(f"{where}: integer division by zero")
+    if status == STATUS_NEGATIVE_POWER:
+        raise NegativeIntegerPowerError(f"{where}: integers to negative integer powers are not allowed")
     if status == STATUS_INDEX_OUT_OF_RANGE:
         value, extent = bad_index() if bad_index is not None else (None, None)
         if value is None:

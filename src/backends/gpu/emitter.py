@@ -38,7 +38,8 @@ from tensorir.functor import Visitor, collect
 from tensorir.script.expr_printer import format_expr
 from tensorir.structural import structural_equal
 
-from ..c.status import ASSERT_NUMBER_BASE, STATUS_ASSERT_FAILED, STATUS_INDEX_OUT_OF_RANGE, STATUS_ZERO_DIVISION
+from ..c.status import (ASSERT_NUMBER_BASE, STATUS_ASSERT_FAILED, STATUS_INDEX_OUT_OF_RANGE, STATUS_NEGATIVE_POWER,
+                        STATUS_ZERO_DIVISION)
 from ..source_emitter import (SourceEmitter, float_floor_divmod_helpers, float_to_int_helpers,
                               overflow_safe_division_helpers, parenthesized)
 from ..source_names import Names
@@ -195,6 +196,9 @@ class KernelEmitter(SourceEmitter):
 
     def zero_divisor_report(self) -> str:
         return "rs_divided_by_zero(rs_status)"
+
+    def negative_power_report(self) -> str:
+        return "rs_negative_power(rs_status)"
 
     def index_check(self, index: str, extent: str) -> str:
         return f"rs_checked_index({index}, {extent}, rs_status)"
@@ -710,6 +714,12 @@ def helper_prelude(emitter_cls, dtypes) -> str:
         f"#define STATUS_ZERO_DIVISION ({STATUS_ZERO_DIVISION})",
         f"#define STATUS_INDEX_OUT_OF_RANGE ({STATUS_INDEX_OUT_OF_RANGE})",
         f"#define STATUS_ASSERT_FAILED ({STATUS_ASSERT_FAILED})",
+        f"#define STATUS_NEGATIVE_POWER ({STATUS_NEGATIVE_POWER})",
+        f"{h} {i64} rs_negative_power({status}) "
+        f"{{ {emitter_cls.COMPARE_AND_SWAP}(status, 0, STATUS_NEGATIVE_POWER); return 0; }}".strip(),
+        # T.int_pow (see the C prelude)
+        f"{h} {u64} rs_int_pow({u64} b, {u64} e) {{ {u64} r = 1; "
+        "while (e) { if (e & 1) r *= b; b *= b; e >>= 1; } return r; }".strip(),
         # compare-and-swap: a zero divisor does not overwrite an assert's or an index's report
         f"{h} {i64} rs_divided_by_zero({status}) "
         f"{{ {emitter_cls.COMPARE_AND_SWAP}(status, 0, STATUS_ZERO_DIVISION); return 0; }}".strip(),

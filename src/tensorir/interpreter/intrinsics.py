@@ -9,6 +9,8 @@ import math
 
 import numpy as np
 
+from ..errors import NegativeIntegerPowerError
+
 _ERF = np.frompyfunc(math.erf, 1, 1)  # exact (libm) erf, element by element
 
 
@@ -63,6 +65,13 @@ def _popcount(x):
     return total
 
 
+def _int_pow(x, y):
+    """NumPy's integer power (wrapping); a negative exponent raises as NumPy's does."""
+    if np.any(np.asarray(y) < 0):
+        raise NegativeIntegerPowerError("T.int_pow: integers to negative integer powers are not allowed")
+    return np.power(x, y)
+
+
 INTRINSIC_IMPLS = {
     "exp": np.exp, "log": np.log, "sqrt": np.sqrt, "rsqrt": _rsqrt, "tanh": np.tanh,
     "sigmoid": _sigmoid, "erf": _erf, "pow": np.power, "abs": np.abs, "sin": np.sin,
@@ -75,5 +84,5 @@ INTRINSIC_IMPLS = {
     "hypot": np.hypot, "copysign": np.copysign, "fmod": np.fmod,
     "bitwise_and": np.bitwise_and, "bitwise_or": np.bitwise_or, "bitwise_xor": np.bitwise_xor,
     "bitwise_not": np.invert, "shift_left": np.left_shift, "shift_right": np.right_shift,
-    "clz": _clz, "popcount": _popcount,
+    "clz": _clz, "popcount": _popcount, "int_pow": _int_pow,
 }

@@ -7,6 +7,7 @@ the op's NumPy reference, as is an op on two scalars.
 """
 from __future__ import annotations
 
+from tensorir import dtype as dt
 from tensorir import expr as E
 
 from ...struct_info import PrimStructInfo
@@ -29,7 +30,9 @@ _BINARY = {
     # the truncating division's remainder: C's % for integers, fmod for floats
     "mod": lambda a, b: E.call_intrin("fmod", a, b) if a.dtype.startswith(("float", "bfloat"))
     else a - E.div(a, b) * b,
-    "power": lambda a, b: E.call_intrin("pow", a, b),
+    # integers: exact, wrapping as NumPy's (T.pow on integers computes in float32)
+    "power": lambda a, b: E.call_intrin(E.INTEGER_POWER if dt.is_int(a.dtype) and dt.is_int(b.dtype) else "pow",
+                                        a, b),
     "maximum": E.max_,
     "minimum": E.min_,
     "equal": E.EQ,

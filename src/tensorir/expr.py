@@ -333,6 +333,7 @@ _FLOAT_PAIRS = ("pow", "atan2", "hypot", "copysign", "fmod")
 # T.pow on integers computes in float32 (TVM's meaning): 3**19 came out 1162261504, not ...467.
 INTEGER_POWER = "int_pow"
 INTRINSICS[INTEGER_POWER] = 2
+INTEGER_INTRINSICS = frozenset(BITWISE) | {INTEGER_POWER}   # the intrinsics that take integers only
 REINTERPRET = "reinterpret"
 UNDEF = "undef"
 

@@ -54,22 +54,25 @@ def _compare(mod, run, arrays):
     np.testing.assert_array_equal(got, expected, err_msg=str([a.tolist() for a in arrays]))
 
 
-@pytest.mark.parametrize("target", AVAILABLE_VM_TARGETS)
-@pytest.mark.parametrize("dtype", INT_DTYPES)
-@pytest.mark.parametrize("name", UNARY)
-@settings(max_examples=3, deadline=None)
-@given(data=st.data())
+def sweep(ops, examples: int):
+    """Parametrizes a test over every VM target, integer dtype and op of ``ops``, with ``examples``
+    hypothesis draws (``data``) each."""
+    def decorate(test):
+        test = settings(max_examples=examples, deadline=None)(given(data=st.data())(test))
+        test = pytest.mark.parametrize("name", ops)(test)
+        test = pytest.mark.parametrize("dtype", INT_DTYPES)(test)
+        return pytest.mark.parametrize("target", AVAILABLE_VM_TARGETS)(test)
+    return decorate
+
+
+@sweep(UNARY, examples=3)
 def test_unary_ops_at_the_extremes(target, name, dtype, data):
     source = f'@R.function\ndef main(x: R.Tensor(("n",), "{dtype}")):\n    return R.{name}(x)\n'
     mod, run = _function(target, source)
     _compare(mod, run, [np.concatenate([np.array(edge_values(dtype), dtype), values(data, dtype, 5)])])
 
 
-@pytest.mark.parametrize("target", AVAILABLE_VM_TARGETS)
-@pytest.mark.parametrize("dtype", INT_DTYPES)
-@pytest.mark.parametrize("name", BINARY)
-@settings(max_examples=2, deadline=None)
-@given(data=st.data())
+@sweep(BINARY, examples=2)
 def test_binary_ops_at_the_extremes(target, name, dtype, data):
     source = (f'@R.function\ndef main(x: R.Tensor(("n",), "{dtype}"), y: R.Tensor(("n",), "{dtype}")):\n'
               f'    return R.{name}(x, y)\n')

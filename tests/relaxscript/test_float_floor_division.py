@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 import relaxscript as rx
 from tensorir import expr as E
 from tensorir.arith import evaluate
-from tests.targets import VM_TARGETS
+from tests.targets import VM_TARGETS, built_main
 
 SOURCE = '''
 @I.ir_module
@@ -31,20 +31,12 @@ class Module:
 
 SPECIAL_X = [np.nan, 1.0, -np.inf, np.inf, -0.0, 0.0, 3.0, -2.0, 1.0, -1.0, 7.5, -7.5, 5.0, 1.0, 0.0]
 SPECIAL_Y = [1.0, np.nan, 2.0, -np.inf, 2.0, -3.0, np.inf, -2.0, 0.1, 0.1, -2.0, 2.0, 0.0, -0.0, 0.0]
-_VMS: dict = {}
-
-
-def _vm(target: str, dtype: str):
-    key = (target, dtype)
-    if key not in _VMS:
-        _VMS[key] = rx.VirtualMachine(rx.build(rx.from_source(SOURCE.replace("DTYPE", dtype)), target=target))
-    return _VMS[key]
 
 
 def _check(target: str, x: np.ndarray, y: np.ndarray) -> None:
     with np.errstate(all="ignore"):
         expected = (np.floor_divide(x, y), np.mod(x, y))
-    got = _vm(target, x.dtype.name)["main"](x, y)
+    got = built_main(SOURCE.replace("DTYPE", x.dtype.name), target)(x, y)
     for name, g, e in zip(("floor_divide", "floor_mod"), got, expected):
         np.testing.assert_array_equal(g, e, err_msg=f"{name} on {target}, {x.dtype}: x={x!r} y={y!r}")
         # the sign of a zero too (NumPy's -0.0 for -2 % -2 and 0 // -3); a NaN's sign is the device's

@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import relaxscript as rx
-from tests.targets import VM_TARGETS
+from tests.targets import VM_TARGETS, built_main
 
 SOURCE = '''
 @I.ir_module
@@ -29,7 +29,6 @@ class Module:
         return (d, m, q, r)
 '''
 DTYPES = ["int8", "int16", "int32", "int64"]
-_VMS: dict = {}
 
 
 def _expected(x: np.ndarray, y: np.ndarray) -> list[np.ndarray]:
@@ -51,13 +50,10 @@ def _expected(x: np.ndarray, y: np.ndarray) -> list[np.ndarray]:
 
 
 def _check(target: str, x: np.ndarray, y: np.ndarray) -> None:
-    key = (target, x.dtype.name)
-    if key not in _VMS:
-        source = SOURCE.replace("DTYPE", x.dtype.name)
-        _VMS[key] = (rx.VirtualMachine(rx.build(rx.from_source(source), target=target))
-                     if target != "reference" else rx.from_source(source))
+    source = SOURCE.replace("DTYPE", x.dtype.name)
     with np.errstate(all="ignore"):
-        got = _VMS[key]["main"](x, y) if target != "reference" else rx.interpret(_VMS[key], "main", x, y)
+        got = built_main(source, target)(x, y) if target != "reference" else \
+            rx.interpret(rx.from_source(source), "main", x, y)
     for name, g, e in zip(("divide", "mod", "floor_divide", "floor_mod"), got, _expected(x, y)):
         np.testing.assert_array_equal(g, e, err_msg=f"{name} on {target}, x={x!r}, y={y!r}")
 

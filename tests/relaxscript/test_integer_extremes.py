@@ -14,23 +14,13 @@ from hypothesis import strategies as st
 
 import relaxscript as rx
 from relaxscript.op import binary, unary
-from tests.targets import AVAILABLE_VM_TARGETS
+from tests.relaxscript.tvm_compat import module_of
+from tests.targets import AVAILABLE_VM_TARGETS, built_main
 
 INT_DTYPES = ["int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64"]
 UNARY = sorted(name for name, (_, kind) in unary._UNARY.items() if kind in ("same", "int", "bool"))
 BINARY = sorted([*binary._ARITH, *binary._COMPARE, *binary._LOGICAL, *binary._BITWISE])
 DIVIDING = {"divide", "floor_divide", "floor_mod", "mod"}
-
-_BUILT: dict = {}
-
-
-def _function(target: str, source: str):
-    if (target, source) not in _BUILT:
-        mod = rx.from_source(source)
-        mod = mod if isinstance(mod, rx.IRModule) else rx.IRModule({"main": mod})
-        _BUILT[target, source] = (mod, rx.VirtualMachine(rx.build(mod, target=target))["main"])
-    return _BUILT[target, source]
-
 
 def edge_values(dtype: str) -> list[int]:
     info = np.iinfo(dtype)
@@ -46,10 +36,10 @@ def values(data, dtype: str, count: int) -> np.ndarray:
     return np.array(data.draw(st.lists(one, min_size=count, max_size=count)), dtype)
 
 
-def _compare(mod, run, arrays):
+def _compare(source: str, target: str, arrays):
     with np.errstate(all="ignore"):
-        expected = np.asarray(rx.interpret(mod, "main", *arrays))
-    got = np.asarray(run(*arrays))
+        expected = np.asarray(rx.interpret(module_of(source), "main", *arrays))
+    got = np.asarray(built_main(source, target)(*arrays))
     assert got.dtype == expected.dtype
     np.testing.assert_array_equal(got, expected, err_msg=str([a.tolist() for a in arrays]))
 
@@ -68,15 +58,13 @@ def sweep(ops, examples: int):
 @sweep(UNARY, examples=3)
 def test_unary_ops_at_the_extremes(target, name, dtype, data):
     source = f'@R.function\ndef main(x: R.Tensor(("n",), "{dtype}")):\n    return R.{name}(x)\n'
-    mod, run = _function(target, source)
-    _compare(mod, run, [np.concatenate([np.array(edge_values(dtype), dtype), values(data, dtype, 5)])])
+    _compare(source, target, [np.concatenate([np.array(edge_values(dtype), dtype), values(data, dtype, 5)])])
 
 
 @sweep(BINARY, examples=2)
 def test_binary_ops_at_the_extremes(target, name, dtype, data):
     source = (f'@R.function\ndef main(x: R.Tensor(("n",), "{dtype}"), y: R.Tensor(("n",), "{dtype}")):\n'
               f'    return R.{name}(x, y)\n')
-    mod, run = _function(target, source)
     edges = np.array(edge_values(dtype), dtype)
     x = np.concatenate([np.repeat(edges, len(edges)), values(data, dtype, 6)])
     y = np.concatenate([np.tile(edges, len(edges)), values(data, dtype, 6)])
@@ -84,4 +72,4 @@ def test_binary_ops_at_the_extremes(target, name, dtype, data):
         y = (y.astype(np.int64) % 70).astype(dtype) if np.iinfo(dtype).min < 0 else y % np.asarray(70, dtype)
     if name in DIVIDING:
         y = np.where(y == 0, np.asarray(1, dtype), y)
-    _compare(mod, run, [x, y])
+    _compare(source, target, [x, y])

@@ -8,32 +8,20 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import relaxscript as rx
 import tensorir as tir
 from tensorir.errors import NegativeIntegerPowerError
 from tests.backends.gpu_launch import check_on_opencl
-from tests.targets import AVAILABLE_VM_TARGETS, HAVE_OPENCL, OPENCL_REASON
+from tests.targets import AVAILABLE_VM_TARGETS, HAVE_OPENCL, OPENCL_REASON, built_main
 
 INT_DTYPES = ["int8", "int16", "int32", "int64", "uint8", "uint32", "uint64"]
 
 
-def _power_module(base_dtype: str, exponent_dtype: str):
-    mod = rx.from_source(f'''
+def _vm(target: str, base_dtype: str, exponent_dtype: str):
+    return built_main(f'''
 @R.function
 def main(x: R.Tensor(("n",), "{base_dtype}"), y: R.Tensor(("n",), "{exponent_dtype}")):
     return R.power(x, y)
-''')
-    return mod if isinstance(mod, rx.IRModule) else rx.IRModule({"main": mod})
-
-
-_BUILT = {}
-
-
-def _vm(target: str, base_dtype: str, exponent_dtype: str):
-    key = (target, base_dtype, exponent_dtype)
-    if key not in _BUILT:
-        _BUILT[key] = rx.VirtualMachine(rx.build(_power_module(base_dtype, exponent_dtype), target=target))
-    return _BUILT[key]["main"]
+''', target)
 
 
 def _operands(data, dtype: str, n: int):

@@ -13,8 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import relaxscript as rx
-from tests.targets import VM_TARGETS
+from tests.targets import VM_TARGETS, built_main
 
 SOURCE = '''
 @I.ir_module
@@ -31,7 +30,6 @@ class Module:
         return (s, d, p, grows, doubled_smaller)
 '''
 DTYPES = ["int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64"]
-_VMS: dict = {}
 
 
 def _expected(x, y):
@@ -41,10 +39,7 @@ def _expected(x, y):
 
 
 def _check(target: str, x: np.ndarray, y: np.ndarray) -> None:
-    key = (target, x.dtype.name)
-    if key not in _VMS:
-        _VMS[key] = rx.VirtualMachine(rx.build(rx.from_source(SOURCE.replace("DTYPE", x.dtype.name)), target=target))
-    got = _VMS[key]["main"](x, y)
+    got = built_main(SOURCE.replace("DTYPE", x.dtype.name), target)(x, y)
     for name, g, e in zip(("add", "subtract", "multiply", "x + 1 > x", "2 * x < x"), got, _expected(x, y)):
         np.testing.assert_array_equal(g, e, err_msg=f"{name} on {target}, x={x!r}, y={y!r}")
 

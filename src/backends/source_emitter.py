@@ -329,6 +329,8 @@ class SourceEmitter(ClassDispatch):
             return self.bit_count(e, args[0])
         if e.op == E.INTEGER_POWER:
             return self.integer_power(e, args)
+        if e.op == "abs" and dt.is_uint(e.args[0].dtype):
+            return f"({args[0]})"   # the targets' integer abs (llabs) would read 2**63.. as negative
         if e.op in E.BITWISE:  # C's integer operators, the result kept in the operands' type
             ctype = self.value_type(e.dtype)
             if e.op == "bitwise_not":

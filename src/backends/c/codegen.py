@@ -312,8 +312,6 @@ class CFunctionEmitter(SourceEmitter):
         if spelling is None:
             raise CodegenError(f"the C backend has no implementation of intrinsic {e.op!r}")
         arg_dtype = e.args[0].dtype if e.args else e.dtype
-        if e.op == "abs" and dt.is_uint(arg_dtype):   # llabs would read 2**63.. as negative
-            return f"({args[0]})"
         if e.op == "abs" and not dt.is_float(arg_dtype):
             return f"llabs({args[0]})"
         if arg_dtype == "float16":

@@ -111,8 +111,6 @@ class CUDAEmitter(KernelEmitter):
             return f"({op}(({ctype})({args[0]})) != 0)"
         if op == "sigmoid":
             return f"(({ctype})1 / (({ctype})1 + exp{suffix}(-({args[0]}))))"
-        if op == "abs" and dtype.startswith("uint"):   # llabs would read 2**63.. as negative
-            return f"({args[0]})"
         if op == "abs" and not dtype.startswith("float"):
             return f"(({ctype})llabs((long long)({args[0]})))"
         name = _MATH.get(op)
